@@ -1,0 +1,1 @@
+//! Archive reader (placeholder).

@@ -1,0 +1,102 @@
+//! One error type for the whole core. Every variant names what the user has to look at:
+//! the archive entry, the input, the dimension, the op.
+
+use std::fmt;
+
+/// Result alias used throughout the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong while loading or running a program.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Error {
+    /// The bytes are not a readable zip/PT2 archive, or an entry is malformed.
+    #[error("archive: {file}: {msg}")]
+    Archive { file: String, msg: String },
+
+    /// A configured safety limit was exceeded (sizes, nesting, entry counts).
+    #[error("limit exceeded: {what} is {value}, the limit is {limit} (raise it in pt2web::Limits if the file is trusted)")]
+    Limit { what: String, value: u64, limit: u64 },
+
+    /// A pickle (torch.save) entry used something pt2web refuses to interpret.
+    #[error("pickle: {file}: {msg}")]
+    Pickle { file: String, msg: String },
+
+    /// model.json or a payload config does not match the export schema.
+    #[error("schema: {file}: {msg}")]
+    Schema { file: String, msg: String },
+
+    /// A schema, opset or archive version pt2web does not support.
+    #[error("unsupported version in {file}: {what} is {found}, supported: {supported}")]
+    Version { file: String, what: String, found: String, supported: String },
+
+    /// A tensor's declared sizes/strides/offset do not fit its storage.
+    #[error("tensor '{name}': {msg}")]
+    Tensor { name: String, msg: String },
+
+    /// The program graph is inconsistent (undefined value, signature mismatch...).
+    #[error("invalid program: {0}")]
+    Verify(String),
+
+    /// A sympy expression could not be parsed or evaluated.
+    #[error("symbolic expression: {0}")]
+    Sym(String),
+
+    /// A concrete input violates a static dim, a range constraint or an equality guard.
+    #[error("input '{input}' dimension {dim}: got {value}, but {constraint}")]
+    Guard { input: String, dim: usize, value: i64, constraint: String },
+
+    /// A call does not match the program's inputs (missing, extra, dtype, rank).
+    #[error("input '{input}': {msg}")]
+    Input { input: String, msg: String },
+
+    /// A program name that the archive does not contain.
+    #[error("no program named '{name}' in the archive (available: {available})")]
+    NoSuchProgram { name: String, available: String },
+
+    /// An operator pt2web has no implementation for on the chosen device.
+    #[error("op {op}: {msg}")]
+    Op { op: String, msg: String },
+
+    /// Writing an archive failed.
+    #[error("write: {0}")]
+    Write(String),
+}
+
+impl Error {
+    pub fn archive(file: impl Into<String>, msg: impl fmt::Display) -> Self {
+        Error::Archive { file: file.into(), msg: msg.to_string() }
+    }
+    pub fn schema(file: impl Into<String>, msg: impl fmt::Display) -> Self {
+        Error::Schema { file: file.into(), msg: msg.to_string() }
+    }
+    pub fn pickle(file: impl Into<String>, msg: impl fmt::Display) -> Self {
+        Error::Pickle { file: file.into(), msg: msg.to_string() }
+    }
+    pub fn tensor(name: impl Into<String>, msg: impl fmt::Display) -> Self {
+        Error::Tensor { name: name.into(), msg: msg.to_string() }
+    }
+    pub fn limit(what: impl Into<String>, value: u64, limit: u64) -> Self {
+        Error::Limit { what: what.into(), value, limit }
+    }
+    pub fn op(op: impl Into<String>, msg: impl fmt::Display) -> Self {
+        Error::Op { op: op.into(), msg: msg.to_string() }
+    }
+    /// A short machine-readable code (used by the JS bindings as `error.code`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::Archive { .. } => "ARCHIVE",
+            Error::Limit { .. } => "LIMIT",
+            Error::Pickle { .. } => "PICKLE",
+            Error::Schema { .. } => "SCHEMA",
+            Error::Version { .. } => "VERSION",
+            Error::Tensor { .. } => "TENSOR",
+            Error::Verify(_) => "VERIFY",
+            Error::Sym(_) => "SYM",
+            Error::Guard { .. } => "GUARD",
+            Error::Input { .. } => "INPUT",
+            Error::NoSuchProgram { .. } => "NO_SUCH_PROGRAM",
+            Error::Op { .. } => "OP",
+            Error::Write(_) => "WRITE",
+        }
+    }
+}

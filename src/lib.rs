@@ -1,0 +1,18 @@
+//! pt2web: run PyTorch `torch.export` programs (`.pt2` archives) on WebGPU and CPU.
+//!
+//! Data flow (one direction): bytes → [`archive`] → [`schema`] → [`program::Program`]
+//! → plan → executor on a backend → outputs.
+
+pub mod archive;
+pub mod dtype;
+pub mod error;
+pub mod limits;
+pub mod pickle;
+pub mod schema;
+pub mod sym;
+pub mod tensor;
+
+pub use dtype::DType;
+pub use error::{Error, Result};
+pub use limits::Limits;
+pub use tensor::{HostTensor, Storage};

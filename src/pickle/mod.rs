@@ -1,0 +1,1 @@
+//! Safe reader for torch.save pickles (placeholder; being written).

@@ -1,0 +1,1 @@
+//! Symbolic shape expressions (placeholder; being written).
