@@ -4,13 +4,20 @@
 //! → plan → executor on a backend → outputs.
 
 pub mod archive;
+pub mod cpu;
 pub mod dtype;
 pub mod error;
+pub mod info;
 pub mod limits;
+pub mod ops;
 pub mod pickle;
+pub mod program;
+pub mod pytree;
+pub mod runtime;
 pub mod schema;
 pub mod sym;
 pub mod tensor;
+pub mod writer;
 
 pub use dtype::DType;
 pub use error::{Error, Result};

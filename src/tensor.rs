@@ -25,6 +25,10 @@ impl Storage {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+    /// An identity for the allocation (equal for handles that share it).
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as *const u8 as usize
+    }
     /// True when both handles point at the same allocation (shared storage).
     pub fn same(&self, other: &Storage) -> bool {
         Arc::ptr_eq(&self.0, &other.0)

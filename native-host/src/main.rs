@@ -1,0 +1,108 @@
+//! `pt2web`: inspect and run PyTorch `.pt2` programs on the desktop.
+
+use clap::{Parser, Subcommand};
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::program::Pt2Archive;
+use pt2web::Limits;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// The default model: a small program embedded in the binary, so `pt2web info` works out of the box.
+const DEFAULT_MODEL: &[u8] = include_bytes!("../../tests/fixtures/mlp_train.pt2");
+
+#[derive(Parser)]
+#[command(name = "pt2web", version, about = "Inspect and run PyTorch torch.export (.pt2) programs")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Summarize an archive: programs, inputs/outputs, state, dynamic dims, ops, extra files.
+    Info {
+        /// The .pt2 file (the embedded example model when omitted).
+        model: Option<PathBuf>,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+        /// Only this program of a multi-program archive.
+        #[arg(long)]
+        program: Option<String>,
+        /// Refuse archives larger than this many uncompressed bytes.
+        #[arg(long)]
+        max_bytes: Option<u64>,
+    },
+    /// Load an archive and write it back as a torch ≥ 2.6 `.pt2` (converts torch 2.5 archives),
+    /// optionally adding extra files, as `torch.export.save(..., extra_files=)` does.
+    Rewrite {
+        input: PathBuf,
+        output: PathBuf,
+        /// Add or replace an extra file: NAME=PATH.
+        #[arg(long = "extra", value_name = "NAME=PATH")]
+        extra: Vec<String>,
+    },
+}
+
+fn read_model(path: &Option<PathBuf>) -> Result<(String, Vec<u8>), String> {
+    match path {
+        None => Ok(("<embedded mlp_train.pt2>".into(), DEFAULT_MODEL.to_vec())),
+        Some(p) => std::fs::read(p).map(|b| (p.display().to_string(), b)).map_err(|e| format!("cannot read {}: {e}", p.display())),
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.cmd {
+        Cmd::Info { model, json, program, max_bytes } => {
+            let (source, bytes) = read_model(&model)?;
+            let mut limits = Limits::default();
+            if let Some(m) = max_bytes {
+                limits.max_total_bytes = m;
+                limits.max_entry_bytes = m;
+            }
+            let opts = LoadOptions { limits, ..Default::default() };
+            let archive = Pt2Archive::open(&source, bytes, limits).map_err(|e| e.to_string())?;
+            let mut info = pt2web::info::archive_info_filtered(&archive, &opts, program.as_deref()).map_err(|e| e.to_string())?;
+            info.source = source;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
+            } else {
+                print!("{}", pt2web::info::render(&info));
+            }
+            Ok(())
+        }
+        Cmd::Rewrite { input, output, extra } => {
+            let (source, bytes) = read_model(&Some(input))?;
+            let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
+            let opts = LoadOptions::default();
+            let programs = archive
+                .program_names()
+                .iter()
+                .map(|n| archive.program(Some(n), &opts))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| e.to_string())?;
+            let mut extra_files = archive.extra_files().map_err(|e| e.to_string())?;
+            for e in extra {
+                let (name, path) = e.split_once('=').ok_or_else(|| format!("--extra '{e}': expected NAME=PATH"))?;
+                let data = std::fs::read(path).map_err(|err| format!("--extra {name}: cannot read {path}: {err}"))?;
+                extra_files.insert(name.to_string(), data);
+            }
+            let root = output.file_stem().and_then(|s| s.to_str()).unwrap_or("archive").replace(['/', '\\'], "_");
+            let refs: Vec<_> = programs.iter().collect();
+            let out = pt2web::writer::write_pt2(&root, &refs, &extra_files).map_err(|e| e.to_string())?;
+            std::fs::write(&output, out).map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+            println!("wrote {} ({} program(s), {} extra file(s))", output.display(), programs.len(), extra_files.len());
+            Ok(())
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    match run(Cli::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

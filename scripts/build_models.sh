@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Build the real-model test archives (resnet18, mobilenet_v3_small, vit_b_16, MiniLM with
+# real weights, small GPT-2) into the git-ignored cache .cache/models/ with torch 2.15.
+#   scripts/build_models.sh [--only resnet18,minilm] [--force] [--no-verify]
+# Already-built models are skipped unless --force. Needs .venv (scripts/setup.sh).
+# Takes about 2 minutes on 2 CPU cores (vit_b_16 ~45 s); about 1 GB of disk.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+if [ ! -x "$PY" ]; then
+  echo "no $PY: run scripts/setup.sh first (or set PYTHON=...)" >&2
+  exit 1
+fi
+export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
+exec "$PY" tests/fixgen/gen_models.py "$@"

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# The test command (README): formatting, lints (native and wasm32), Rust tests, the wasm32
+# build of the core, the Python-side round-trip tests against torch, and a short fuzz run.
+# Needs: the Rust toolchain with the wasm32 target, and the fixture venv (.venv, made by
+# scripts/setup.sh). Real-model tests run when .cache/models exists (scripts/build_models.sh).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all --check
+
+step "cargo clippy (native)"
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "cargo clippy (wasm32, core crate)"
+cargo clippy -p pt2web --target wasm32-unknown-unknown -- -D warnings
+
+step "cargo build (wasm32, core crate)"
+cargo build -p pt2web --target wasm32-unknown-unknown --release
+
+step "cargo test"
+cargo test --workspace --release 2>&1 | tee target/cargo-test.log
+# One closing line for the whole Rust suite (cargo prints one line per test binary).
+awk '/^test result:/ {p+=$4; f+=$6} END {printf "rust: %d passed, %d failed\n", p, f}' target/cargo-test.log
+
+if [ -x .venv/bin/python ]; then
+  step "python tests (torch round trips)"
+  PT2WEB_BIN="$PWD/target/release/pt2web" .venv/bin/python -m pytest -q tests/py
+else
+  echo "skipping python tests: no .venv (run scripts/setup.sh)"
+fi
+
+if [ "${PT2WEB_FUZZ_SECONDS:-0}" != "0" ] && [ -d fuzz ]; then
+  step "fuzz the loader for ${PT2WEB_FUZZ_SECONDS}s"
+  scripts/fuzz.sh "${PT2WEB_FUZZ_SECONDS}"
+fi

@@ -1,0 +1,9 @@
+//! The CPU backend's data structures: typed storage, strided tensors, type promotion.
+//! Kernels live with their op families in `crate::ops`.
+
+pub mod elem;
+pub mod promote;
+pub mod tensor;
+
+pub use elem::{cast, Data, Elem};
+pub use tensor::{broadcast_shapes, Tensor};

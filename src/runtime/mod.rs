@@ -1,0 +1,330 @@
+//! The interpreter: runs a program's graph node by node on the CPU backend, with torch.export
+//! semantics (guards checked first; parameters, buffers and constants from the program state;
+//! buffer mutations written back so the next call sees them; user-input mutations applied to
+//! the caller's tensors).
+
+mod value;
+
+pub use value::RValue;
+
+use crate::cpu::Tensor;
+use crate::error::{Error, Result};
+use crate::ops::{registry, OpCtx};
+use crate::program::{Arg, Dim, Graph, InputKind, OutputKind, Program, ValueKind};
+use crate::sym::{self, DimSpec, InputShapeSpec};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Mutable state of one run shared with kernels.
+#[derive(Debug, Default)]
+pub struct RunState {
+    /// Dynamic symbol values bound from the inputs (`s0 -> 4`).
+    pub bindings: sym::Bindings,
+    /// Seeded generator for rand/randn/bernoulli/dropout-in-train.
+    pub rng: Rng,
+    /// Nodes executed (including subgraphs).
+    pub nodes_run: usize,
+}
+
+/// A small, seedable generator (SplitMix64); streams are reproducible for a seed.
+#[derive(Debug, Clone)]
+pub struct Rng {
+    state: u64,
+    pub initial_seed: u64,
+}
+
+impl Default for Rng {
+    fn default() -> Self {
+        Rng::new(0x5EED)
+    }
+}
+
+impl Rng {
+    pub fn new(seed: u64) -> Self {
+        Rng { state: seed, initial_seed: seed }
+    }
+    pub fn next_u64(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    /// Standard normal (Box–Muller).
+    pub fn normal(&mut self) -> f64 {
+        let u1 = self.uniform().max(f64::MIN_POSITIVE);
+        let u2 = self.uniform();
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
+    }
+    pub fn state(&self) -> u64 {
+        self.state
+    }
+    pub fn set_state(&mut self, s: u64) {
+        self.state = s;
+    }
+}
+
+/// Run a graph with its placeholders bound to `inputs` (in graph-input order).
+pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Result<Vec<RValue>> {
+    if inputs.len() != graph.inputs.len() {
+        return Err(Error::Verify(format!("graph takes {} inputs, got {}", graph.inputs.len(), inputs.len())));
+    }
+    let mut env: Vec<Option<RValue>> = vec![None; graph.values.len()];
+    for (a, v) in graph.inputs.iter().zip(inputs) {
+        bind(graph, &mut env, a, v)?;
+    }
+    // Last use of each value, so intermediates are dropped as soon as possible.
+    let mut last_use = vec![usize::MAX; graph.values.len()];
+    for (i, n) in graph.nodes.iter().enumerate() {
+        let mut ids = Vec::new();
+        n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        for id in ids {
+            last_use[id] = i;
+        }
+    }
+    for a in &graph.outputs {
+        let mut ids = Vec::new();
+        a.values(&mut ids);
+        ids.into_iter().for_each(|id| last_use[id] = usize::MAX);
+    }
+    let reg = registry();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let kernel = reg
+            .lookup(&node.target)
+            .ok_or_else(|| Error::op(&node.target, "not supported on the cpu device yet (see `pt2web check`)"))?;
+        let outs = {
+            let mut ctx = OpCtx { node, graph, env: &env, state: st };
+            kernel(&mut ctx)?
+        };
+        st.nodes_run += 1;
+        if outs.len() < node.outputs.len() {
+            return Err(Error::op(&node.target, format!("kernel returned {} values for {} outputs", outs.len(), node.outputs.len())));
+        }
+        for (a, v) in node.outputs.iter().zip(outs) {
+            bind(graph, &mut env, a, v).map_err(|e| Error::op(&node.target, e))?;
+        }
+        let mut ids = Vec::new();
+        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        for id in ids {
+            if last_use[id] == i {
+                env[id] = None;
+            }
+        }
+    }
+    graph
+        .outputs
+        .iter()
+        .map(|a| {
+            let ctx_env = &env;
+            resolve_output(graph, ctx_env, a)
+        })
+        .collect()
+}
+
+fn resolve_output(graph: &Graph, env: &[Option<RValue>], a: &Arg) -> Result<RValue> {
+    let get = |id: usize| -> Result<RValue> {
+        env[id].clone().ok_or_else(|| Error::Verify(format!("output '{}' was never computed", graph.value(id).name)))
+    };
+    Ok(match a {
+        Arg::Tensor(id) => get(*id)?,
+        Arg::SymInt(crate::program::IntArg::Sym(id)) => get(*id)?,
+        Arg::SymInt(crate::program::IntArg::Int(i)) | Arg::Int(i) => RValue::Int(*i),
+        Arg::Tensors(ids) => RValue::Tensors(
+            ids.iter().map(|id| get(*id).and_then(|v| v.as_tensor().cloned().ok_or_else(|| Error::Verify("not a tensor".into())))).collect::<Result<_>>()?,
+        ),
+        Arg::Float(f) => RValue::Float(*f),
+        Arg::Bool(b) => RValue::Bool(*b),
+        Arg::None => RValue::None,
+        other => return Err(Error::Verify(format!("unsupported graph output {other:?}"))),
+    })
+}
+
+fn bind(graph: &Graph, env: &mut [Option<RValue>], a: &Arg, v: RValue) -> Result<()> {
+    match (a, v) {
+        (Arg::None, _) => {}
+        (Arg::Tensor(id), v @ RValue::Tensor(_)) => env[*id] = Some(v),
+        (Arg::Tensor(id), RValue::Tensors(mut ts)) if ts.len() == 1 => env[*id] = Some(RValue::Tensor(ts.remove(0))),
+        (Arg::Tensors(ids), RValue::Tensors(ts)) => {
+            if ids.len() > ts.len() {
+                return Err(Error::Verify(format!("expected {} tensors, got {}", ids.len(), ts.len())));
+            }
+            for (id, t) in ids.iter().zip(ts) {
+                env[*id] = Some(RValue::Tensor(t));
+            }
+        }
+        (Arg::OptTensors(ids), RValue::Tensors(ts)) => {
+            for (id, t) in ids.iter().zip(ts) {
+                if let Some(id) = id {
+                    env[*id] = Some(RValue::Tensor(t));
+                }
+            }
+        }
+        (Arg::SymInt(crate::program::IntArg::Sym(id)), v @ (RValue::Int(_) | RValue::Float(_))) => env[*id] = Some(v),
+        (Arg::SymFloat(crate::program::FloatArg::Sym(id)), v) => env[*id] = Some(v),
+        (Arg::SymBool(crate::program::BoolArg::Sym(id)), v) => env[*id] = Some(v),
+        (Arg::CustomObj(id), v) => env[*id] = Some(v),
+        // Constant placeholders (ints, floats...) carry their value in the graph itself.
+        (Arg::Int(_) | Arg::Float(_) | Arg::Bool(_) | Arg::Str(_) | Arg::SymInt(crate::program::IntArg::Int(_)), _) => {}
+        (a, v) => {
+            let name = {
+                let mut ids = Vec::new();
+                a.values(&mut ids);
+                ids.first().map(|i| graph.value(*i).name.clone()).unwrap_or_default()
+            };
+            return Err(Error::Verify(format!("cannot bind a {} to '{name}' ({a:?})", v.kind())));
+        }
+    }
+    Ok(())
+}
+
+/// A loaded program ready to run on the CPU, holding its state (mutated buffers persist
+/// between calls, as module buffers do in eager PyTorch).
+pub struct Session {
+    pub program: Arc<Program>,
+    /// Parameters, buffers and constants as CPU tensors, by FQN.
+    pub state: BTreeMap<String, Tensor>,
+    pub run_state: RunState,
+}
+
+/// A user input as given by the caller.
+pub type Inputs = Vec<RValue>;
+
+impl Session {
+    pub fn new(program: Program) -> Result<Session> {
+        let mut state = BTreeMap::new();
+        // Tensors that share a storage in the archive (tied weights, views of a buffer) share
+        // one CPU storage too, so an in-place update of one is seen through the others.
+        let mut shared: BTreeMap<(usize, crate::DType), Tensor> = BTreeMap::new();
+        for (fqn, e) in &program.state {
+            let key = (e.tensor.storage.id(), e.tensor.dtype);
+            let t = match shared.get(&key) {
+                Some(base) => base.view_with(e.tensor.sizes.clone(), e.tensor.strides.clone(), e.tensor.storage_offset),
+                None => {
+                    let t = Tensor::from_host(&e.tensor)?;
+                    shared.insert(key, t.clone());
+                    t
+                }
+            };
+            state.insert(fqn.clone(), t);
+        }
+        Ok(Session { program: Arc::new(program), state, run_state: RunState::default() })
+    }
+
+    /// Ops of the program (and its subgraphs) that the CPU backend cannot run.
+    pub fn unsupported_ops(program: &Program) -> Vec<String> {
+        let reg = registry();
+        program.graph.op_histogram().into_keys().filter(|t| reg.lookup(t).is_none()).collect()
+    }
+
+    /// Check the user inputs (count, dtype, rank, guards) and bind the dynamic symbols.
+    pub fn check_inputs(&self, inputs: &[RValue]) -> Result<sym::Bindings> {
+        let p = &self.program;
+        let users = p.user_inputs();
+        if inputs.len() != users.len() {
+            let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
+            return Err(Error::Input {
+                input: if inputs.len() < users.len() { names[inputs.len()].to_string() } else { format!("#{}", users.len()) },
+                msg: format!("the program takes {} user inputs ({}), got {}", users.len(), names.join(", "), inputs.len()),
+            });
+        }
+        let mut specs = Vec::new();
+        let mut shapes: Vec<(String, Vec<i64>)> = Vec::new();
+        for (u, v) in users.iter().zip(inputs) {
+            let Some(val) = p.input_value(&u.name) else { continue };
+            match (&val.kind, v) {
+                (ValueKind::Tensor { dtype, sizes, .. }, RValue::Tensor(t)) => {
+                    if t.dtype != *dtype {
+                        return Err(Error::Input { input: u.name.clone(), msg: format!("expected dtype {dtype}, got {}", t.dtype) });
+                    }
+                    if t.rank() != sizes.len() {
+                        return Err(Error::Input {
+                            input: u.name.clone(),
+                            msg: format!("expected rank {} ([{}]), got shape {:?}", sizes.len(), sizes.iter().map(Dim::to_string).collect::<Vec<_>>().join(", "), t.sizes),
+                        });
+                    }
+                    specs.push(InputShapeSpec {
+                        name: u.name.clone(),
+                        dims: sizes
+                            .iter()
+                            .map(|d| match d {
+                                Dim::Static(s) => DimSpec::Static(*s),
+                                Dim::Sym(e) => DimSpec::Sym(e.clone()),
+                            })
+                            .collect(),
+                    });
+                    shapes.push((u.name.clone(), t.sizes.iter().map(|&s| s as i64).collect()));
+                }
+                (ValueKind::Tensor { .. }, other) => {
+                    return Err(Error::Input { input: u.name.clone(), msg: format!("expected a tensor, got {}", other.kind()) })
+                }
+                (ValueKind::SymInt(Dim::Sym(e)), RValue::Int(i)) => {
+                    if let Some(s) = e.as_symbol() {
+                        shapes.push((format!("{}#", u.name), vec![*i]));
+                        specs.push(InputShapeSpec { name: format!("{}#", u.name), dims: vec![DimSpec::Sym(sym::Expr::Symbol(s.to_string()))] });
+                    }
+                }
+                _ => {}
+            }
+        }
+        let actual: Vec<(&str, &[i64])> = shapes.iter().map(|(n, s)| (n.as_str(), s.as_slice())).collect();
+        sym::check_shapes(&specs, &actual, &p.range_constraints)
+    }
+
+    /// Run with flattened user inputs (pytree order); returns flattened user outputs.
+    pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
+        let bindings = self.check_inputs(&inputs)?;
+        self.run_state.bindings = bindings;
+        let p = self.program.clone();
+        let mut user = inputs.clone().into_iter();
+        let mut graph_inputs = Vec::with_capacity(p.inputs.len());
+        for spec in &p.inputs {
+            graph_inputs.push(match &spec.kind {
+                InputKind::User => user.next().unwrap_or(RValue::None),
+                InputKind::Parameter { name } | InputKind::Buffer { name, .. } | InputKind::Constant { name } => {
+                    RValue::Tensor(self.state.get(name).cloned().ok_or_else(|| Error::Verify(format!("state '{name}' missing")))?)
+                }
+                InputKind::ConstantValue { value } => match value {
+                    crate::schema::ConstantValue::AsInt(i) => RValue::Int(*i),
+                    crate::schema::ConstantValue::AsFloat(f) => RValue::Float(f.0),
+                    crate::schema::ConstantValue::AsBool(b) => RValue::Bool(*b),
+                    crate::schema::ConstantValue::AsString(s) => RValue::Str(s.clone()),
+                    crate::schema::ConstantValue::AsNone(_) => RValue::None,
+                },
+                InputKind::Token => RValue::None,
+                InputKind::CustomObj { name } => return Err(Error::op("custom object", format!("'{name}' (torchbind objects are not supported)"))),
+            });
+        }
+        let outs = run_graph(&p.graph, graph_inputs, &mut self.run_state)?;
+        let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
+        let mut result = Vec::new();
+        for (spec, v) in p.outputs.iter().zip(outs) {
+            match &spec.kind {
+                OutputKind::User => result.push(v),
+                OutputKind::BufferMutation { buffer } | OutputKind::ParameterMutation { parameter: buffer } => {
+                    let RValue::Tensor(t) = v else { continue };
+                    // Write into the existing storage so views of the buffer see the update.
+                    match self.state.get(buffer) {
+                        Some(old) if old.sizes == t.sizes => old.copy_from(&t)?,
+                        _ => {
+                            self.state.insert(buffer.clone(), t);
+                        }
+                    }
+                }
+                OutputKind::UserInputMutation { input } => {
+                    let RValue::Tensor(t) = v else { continue };
+                    if let Some(i) = user_names.iter().position(|n| n == input) {
+                        if let RValue::Tensor(dst) = &inputs[i] {
+                            dst.copy_from(&t)?;
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        Ok(result)
+    }
+}

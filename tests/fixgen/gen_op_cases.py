@@ -1,0 +1,75 @@
+"""Export every op test case to tests/fixtures/ops/<family>.pt2 (one program per case and IR)
+with the eager outputs in <family>.io.safetensors and a <family>.cases.json index.
+
+    .venv/bin/python tests/fixgen/gen_op_cases.py [family ...]
+
+Program names: <case> (training IR) and <case>__core (after run_decompositions()).
+Tensor keys: "<program>/input_<i>" and "<program>/output_<i>" (pytree-flattened).
+"""
+import importlib
+import json
+import pkgutil
+import sys
+import traceback
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_file
+from torch.export.pt2_archive._package import package_pt2
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+OUT = HERE.parent / "fixtures" / "ops"
+
+
+def flat(x):
+    return [t for t in torch.utils._pytree.tree_leaves(x)]
+
+
+def build_family(fam: str) -> None:
+    mod = importlib.import_module(f"ops.{fam}")
+    programs, tensors, index = {}, {}, []
+    for case in mod.CASES:
+        m = case.module()
+        args = tuple(case.inputs)
+        with torch.no_grad():
+            eager = m(*[a.clone() for a in args])
+        outs = [o for o in flat(eager)]
+        try:
+            ep = torch.export.export(m, args, dynamic_shapes=case.dynamic_shapes, strict=False)
+        except Exception as e:  # a case torch cannot export is a bug in the case list
+            traceback.print_exc()
+            raise SystemExit(f"{fam}/{case.name}: torch.export failed: {e}")
+        variants = []
+        if case.training:
+            variants.append((case.name, ep))
+        if case.core:
+            variants.append((case.name + "__core", ep.run_decompositions()))
+        for pname, prog in variants:
+            programs[pname] = prog
+            for i, a in enumerate(flat(list(args))):
+                tensors[f"{pname}/input_{i}"] = a.contiguous().clone()
+            for i, o in enumerate(outs):
+                if isinstance(o, torch.Tensor):
+                    tensors[f"{pname}/output_{i}"] = o.detach().contiguous().clone()
+            index.append({
+                "program": pname, "case": case.name, "tol": case.tol, "note": case.note,
+                "inputs": [[str(a.dtype).replace("torch.", ""), list(a.shape)] for a in flat(list(args))],
+                "outputs": [[str(o.dtype).replace("torch.", ""), list(o.shape)] if isinstance(o, torch.Tensor) else repr(o) for o in outs],
+                "ops": sorted({str(n.target) for n in prog.graph.nodes if n.op == "call_function"}),
+            })
+    OUT.mkdir(parents=True, exist_ok=True)
+    package_pt2(str(OUT / f"{fam}.pt2"), exported_programs=programs)
+    save_file(tensors, str(OUT / f"{fam}.io.safetensors"))
+    (OUT / f"{fam}.cases.json").write_text(json.dumps({"family": fam, "torch_version": torch.__version__, "cases": index}, indent=1))
+    print(f"{fam}: {len(index)} programs")
+
+
+def main() -> None:
+    fams = sys.argv[1:] or sorted(m.name for m in pkgutil.iter_modules([str(HERE / "ops")]) if m.name != "case")
+    for fam in fams:
+        build_family(fam)
+
+
+if __name__ == "__main__":
+    main()

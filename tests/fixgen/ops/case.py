@@ -1,0 +1,53 @@
+"""One op test case: a function (or module) of tensors, its inputs, and how to export it.
+
+Families list their cases in tests/fixgen/ops/<family>.py as `CASES = [Case(...), ...]`;
+tests/fixgen/gen_op_cases.py exports every case (training IR and, unless core=False, core
+ATen after run_decompositions()) into tests/fixtures/ops/<family>.pt2 and stores the eager
+PyTorch outputs next to it. Expected values always come from eager PyTorch.
+"""
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional
+
+import torch
+
+# Named tolerances (rust side: tests/ops.rs). exact: ints/bools bit-equal, floats equal;
+# close: default float32; loose: accumulations (matmul, conv, reductions over many terms);
+# half: float16/bfloat16 results.
+TOLERANCES = {"exact", "close", "loose", "half"}
+
+
+@dataclass
+class Case:
+    name: str
+    fn: Callable[..., Any]
+    inputs: list
+    kwargs: dict = field(default_factory=dict)
+    tol: str = "close"
+    core: bool = True  # also export after run_decompositions()
+    training: bool = True  # export the training IR program
+    dynamic_shapes: Optional[Any] = None
+    note: str = ""
+
+    def module(self) -> torch.nn.Module:
+        if isinstance(self.fn, torch.nn.Module):
+            return self.fn.eval()
+        fn = self.fn
+        kw = self.kwargs
+
+        class Wrap(torch.nn.Module):
+            def forward(self, *args):
+                return fn(*args, **kw)
+
+        return Wrap().eval()
+
+
+def g(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def randn(*shape, seed=0, dtype=torch.float32):
+    return torch.randn(*shape, generator=g(seed)).to(dtype)
+
+
+def randint(lo, hi, *shape, seed=0, dtype=torch.int64):
+    return torch.randint(lo, hi, shape, generator=g(seed)).to(dtype)
