@@ -7,6 +7,9 @@ use pt2web::Limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod run;
+mod tensors_io;
+
 /// The default model: a small program embedded in the binary, so `pt2web info` works out of the box.
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../tests/fixtures/mlp_train.pt2");
 
@@ -33,6 +36,20 @@ enum Cmd {
         #[arg(long)]
         max_bytes: Option<u64>,
     },
+    /// Run a program: inputs keyed by the user-input names `pt2web info` shows, outputs written
+    /// as output_0, output_1, ... in flattened pytree order.
+    Run(run::RunArgs),
+    /// List every op, dtype or feature of a program that the chosen device cannot run yet.
+    Check {
+        /// The .pt2 file (the embedded example model when omitted).
+        model: Option<PathBuf>,
+        #[arg(long)]
+        program: Option<String>,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// Load an archive and write it back as a torch ≥ 2.6 `.pt2` (converts torch 2.5 archives),
     /// optionally adding extra files, as `torch.export.save(..., extra_files=)` does.
     Rewrite {
@@ -44,7 +61,7 @@ enum Cmd {
     },
 }
 
-fn read_model(path: &Option<PathBuf>) -> Result<(String, Vec<u8>), String> {
+pub(crate) fn read_model(path: &Option<PathBuf>) -> Result<(String, Vec<u8>), String> {
     match path {
         None => Ok(("<embedded mlp_train.pt2>".into(), DEFAULT_MODEL.to_vec())),
         Some(p) => std::fs::read(p).map(|b| (p.display().to_string(), b)).map_err(|e| format!("cannot read {}: {e}", p.display())),
@@ -71,6 +88,8 @@ fn run(cli: Cli) -> Result<(), String> {
             }
             Ok(())
         }
+        Cmd::Run(args) => run::run(args),
+        Cmd::Check { model, program, device, json } => run::check(model, program, device, json),
         Cmd::Rewrite { input, output, extra } => {
             let (source, bytes) = read_model(&Some(input))?;
             let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;

@@ -1,7 +1,286 @@
-//! Op family: activation (being written).
+//! Op family: activations (relu, gelu, silu, hardswish, softplus, elu, glu, prelu, ...) and
+//! their in-place forms. Formulas are torch's CPU kernels' (f16/bf16 computed in f32), so
+//! NaN propagation and the branch points match.
 
-use super::Registry;
+use super::elementwise::engine::{output, run_unary, zip_map, UnaryOp};
+use super::elementwise::real::Real;
+use super::elementwise::ternary::clamp_scalars;
+use super::util::wrap_dim;
+use super::{Kernel, OpCtx, Registry, Scalar};
+use crate::cpu::Tensor;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::runtime::RValue;
 
 pub(crate) fn register(r: &mut Registry) {
-    let _ = r;
+    let both = |r: &mut Registry, name: &str, k: Kernel| {
+        r.add_op(&format!("aten.{name}"), k);
+        r.add_op(&format!("aten.{name}_"), k);
+    };
+    both(r, "relu", relu);
+    both(r, "relu6", relu6);
+    both(r, "hardtanh", hardtanh);
+    both(r, "leaky_relu", leaky_relu);
+    both(r, "elu", elu);
+    both(r, "selu", selu);
+    both(r, "celu", celu);
+    both(r, "gelu", gelu);
+    both(r, "silu", silu);
+    both(r, "mish", mish);
+    both(r, "hardswish", hardswish);
+    both(r, "hardsigmoid", hardsigmoid);
+    both(r, "softplus", softplus);
+    both(r, "threshold", threshold);
+    both(r, "rrelu", rrelu);
+    r.add_op("aten.hardshrink", hardshrink);
+    r.add_op("aten.softshrink", softshrink);
+    r.add_op("aten.log_sigmoid", log_sigmoid);
+    r.add_op("aten.log_sigmoid_forward", log_sigmoid);
+    r.add_op("aten.glu", glu);
+    r.add_op("aten.prelu", prelu);
+    r.add_op("aten._prelu_kernel", prelu);
+}
+
+/// Apply `op` to `self` in its own dtype (f16/bf16 computed in f32). `ints`: whether integer
+/// tensors are accepted (relu, threshold), as in torch.
+fn act<O: UnaryOp>(ctx: &mut OpCtx, op: &O, ints: bool) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if !t.dtype.is_float() && !(ints && t.dtype != DType::Bool) {
+        return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
+    }
+    let r = run_unary(&t, t.dtype, op)?;
+    output(ctx, &t, r)
+}
+
+/// One zero-sized op per formula; `$p` are parameters read once per node.
+macro_rules! unary_op {
+    ($st:ident { $($p:ident),* } |$s:ident, $x:ident| $e:expr, |$i:ident| $ie:expr) => {
+        struct $st {
+            $($p: f64,)*
+        }
+        impl UnaryOp for $st {
+            #[inline]
+            fn float<R: Real>(&self, $x: R) -> R {
+                let $s = self;
+                let _ = $s;
+                $e
+            }
+            #[inline]
+            fn int(&self, $i: i64) -> i64 {
+                $ie
+            }
+        }
+    };
+}
+
+unary_op!(Relu {} |_s, x| x.std_max(R::ZERO), |i| i.max(0));
+unary_op!(LeakyRelu { slope } |s, x| if x > R::ZERO { x } else { x * R::c(s.slope) }, |i| i);
+// torch: x <= 0 ? expm1(x * input_scale) * alpha * scale : x * scale.
+unary_op!(Elu { alpha, scale, input_scale } |s, x| if x <= R::ZERO { (x * R::c(s.input_scale)).exp_m1() * R::c(s.alpha * s.scale) } else { x * R::c(s.scale) }, |i| i);
+unary_op!(GeluErf {} |_s, x| x * R::c(0.5) * (R::ONE + (x * R::c(std::f64::consts::FRAC_1_SQRT_2)).erf()), |i| i);
+unary_op!(GeluTanh {} |_s, x| {
+    let k = R::c((2.0 / std::f64::consts::PI).sqrt());
+    R::c(0.5) * x * (R::ONE + (k * (x + R::c(0.044715) * x * x * x)).tanh())
+}, |i| i);
+unary_op!(Silu {} |_s, x| x / (R::ONE + (-x).exp()), |i| i);
+unary_op!(Mish {} |_s, x| x * x.exp().ln_1p().tanh(), |i| i);
+unary_op!(Hardswish {} |_s, x| x * (x + R::c(3.0)).std_max(R::ZERO).std_min(R::c(6.0)) / R::c(6.0), |i| i);
+unary_op!(Hardsigmoid {} |_s, x| (x + R::c(3.0)).std_max(R::ZERO).std_min(R::c(6.0)) / R::c(6.0), |i| i);
+unary_op!(Softplus { beta, threshold } |s, x| {
+    let b = R::c(s.beta);
+    if x * b > R::c(s.threshold) { x } else { (x * b).exp().ln_1p() / b }
+}, |i| i);
+unary_op!(Threshold { threshold, value } |s, x| if x <= R::c(s.threshold) { R::c(s.value) } else { x }, |i| i);
+unary_op!(Hardshrink { lambd } |s, x| if x >= R::c(-s.lambd) && x <= R::c(s.lambd) { R::ZERO } else { x }, |i| i);
+unary_op!(Softshrink { lambd } |s, x| {
+    let l = R::c(s.lambd);
+    if x > l { x - l } else if x < -l { x + l } else { x * R::ZERO }
+}, |i| i);
+// min(x, 0) - log1p(exp(-|x|)): stable for large |x|.
+unary_op!(LogSigmoid {} |_s, x| x.std_min(R::ZERO) - (-x.abs()).exp().ln_1p(), |i| i);
+
+fn relu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    act(ctx, &Relu {}, true)
+}
+
+fn clamp_act(ctx: &mut OpCtx, lo: Scalar, hi: Scalar) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if t.dtype == DType::Bool {
+        return Err(ctx.err("is not implemented for bool tensors"));
+    }
+    let r = clamp_scalars(&t, t.dtype, Some(lo), Some(hi))?;
+    output(ctx, &t, r)
+}
+
+fn relu6(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    clamp_act(ctx, Scalar::Int(0), Scalar::Int(6))
+}
+
+fn hardtanh(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let lo = ctx.opt_scalar("min_val")?.unwrap_or(Scalar::Int(-1));
+    let hi = ctx.opt_scalar("max_val")?.unwrap_or(Scalar::Int(1));
+    clamp_act(ctx, lo, hi)
+}
+
+fn leaky_relu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let slope = ctx.float_or("negative_slope", 0.01)?;
+    act(ctx, &LeakyRelu { slope }, false)
+}
+
+fn elu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let op = Elu { alpha: ctx.float_or("alpha", 1.0)?, scale: ctx.float_or("scale", 1.0)?, input_scale: ctx.float_or("input_scale", 1.0)? };
+    act(ctx, &op, false)
+}
+
+fn selu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let op = Elu { alpha: 1.6732632423543772848170429916717, scale: 1.0507009873554804934193349852946, input_scale: 1.0 };
+    act(ctx, &op, false)
+}
+
+fn celu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let alpha = ctx.float_or("alpha", 1.0)?;
+    if alpha == 0.0 {
+        return Err(ctx.err("ZeroDivisionError: celu's alpha must not be 0"));
+    }
+    act(ctx, &Elu { alpha, scale: 1.0, input_scale: 1.0 / alpha }, false)
+}
+
+fn gelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    match ctx.opt_str("approximate")?.as_deref() {
+        None | Some("none") => act(ctx, &GeluErf {}, false),
+        Some("tanh") => act(ctx, &GeluTanh {}, false),
+        Some(other) => Err(ctx.err(format!("approximate must be 'none' or 'tanh', got '{other}'"))),
+    }
+}
+
+fn silu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    act(ctx, &Silu {}, false)
+}
+
+fn mish(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    act(ctx, &Mish {}, false)
+}
+
+fn hardswish(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    act(ctx, &Hardswish {}, false)
+}
+
+fn hardsigmoid(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    act(ctx, &Hardsigmoid {}, false)
+}
+
+fn softplus(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let op = Softplus { beta: ctx.float_or("beta", 1.0)?, threshold: ctx.float_or("threshold", 20.0)? };
+    act(ctx, &op, false)
+}
+
+fn threshold(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (th, value) = (ctx.scalar("threshold")?, ctx.scalar("value")?);
+    let t = ctx.tensor("self")?;
+    if t.dtype.is_float() {
+        return act(ctx, &Threshold { threshold: th.as_f64(), value: value.as_f64() }, false);
+    }
+    // Integer tensors compare in i64 (a float threshold is compared exactly, not truncated).
+    let v = match value {
+        Scalar::Int(i) => i,
+        other => other.as_f64() as i64,
+    };
+    let th = th.as_f64();
+    let r = super::elementwise::engine::finish(super::elementwise::engine::map::<i64, i64>(&t, |x| if (x as f64) <= th { v } else { x }), t.dtype)?;
+    output(ctx, &t, r)
+}
+
+fn hardshrink(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let lambd = ctx.float_or("lambd", 0.5)?;
+    act(ctx, &Hardshrink { lambd }, false)
+}
+
+fn softshrink(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let lambd = ctx.float_or("lambd", 0.5)?;
+    if lambd < 0.0 {
+        return Err(ctx.err(format!("lambda must be greater or equal to 0, but found to be {lambd}")));
+    }
+    act(ctx, &Softshrink { lambd }, false)
+}
+
+/// log_sigmoid, and log_sigmoid_forward (whose second output, a backward buffer, is empty).
+fn log_sigmoid(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let mut out = act(ctx, &LogSigmoid {}, false)?;
+    if ctx.target().starts_with("aten.log_sigmoid_forward") {
+        let d = ctx.tensor("self")?.dtype;
+        out.push(RValue::Tensor(Tensor::zeros(d, &[0])?));
+    }
+    Ok(out)
+}
+
+/// rrelu: in eval, leaky_relu with the mean slope; in training, a random slope per element
+/// from the run's generator.
+fn rrelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let lower = ctx.float_or("lower", 0.125)?;
+    let upper = ctx.float_or("upper", 1.0 / 3.0)?;
+    if !ctx.bool_or("training", false)? {
+        return act(ctx, &LeakyRelu { slope: (lower + upper) / 2.0 }, false);
+    }
+    let t = ctx.tensor("self")?;
+    if !t.dtype.is_float() {
+        return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
+    }
+    let x = t.to_vec::<f64>();
+    let rng = &mut ctx.state.rng;
+    let v: Vec<f64> = x.iter().map(|&x| if x >= 0.0 { x } else { x * (lower + (upper - lower) * rng.uniform()) }).collect();
+    let r = Tensor::from_vec(v, &t.sizes).to_dtype(t.dtype)?;
+    output(ctx, &t, r)
+}
+
+/// glu: the first half of `dim` times the sigmoid of the second half.
+fn glu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if t.rank() == 0 {
+        return Err(ctx.err("glu does not support scalars because halving size must be even"));
+    }
+    let d = wrap_dim(ctx, ctx.int_or("dim", -1)?, t.rank())?;
+    let n = t.sizes[d];
+    if n % 2 != 0 {
+        return Err(ctx.err(format!("Halving dimension must be even, but dimension {d} is size {n}")));
+    }
+    if !t.dtype.is_float() {
+        return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
+    }
+    let mut sizes = t.sizes.clone();
+    sizes[d] = n / 2;
+    let step = t.strides[d] * (n / 2);
+    let a = t.view_with(sizes.clone(), t.strides.clone(), t.offset);
+    let b = t.view_with(sizes, t.strides.clone(), t.offset + step);
+    let r = match t.dtype {
+        DType::F64 => zip_map::<f64, f64>(ctx, &a, &b, |p, q| p * (1.0 / (1.0 + (-q).exp())))?,
+        _ => zip_map::<f32, f32>(ctx, &a, &b, |p, q| p * (1.0 / (1.0 + (-q).exp())))?.to_dtype(t.dtype)?,
+    };
+    Ok(vec![RValue::Tensor(r)])
+}
+
+/// prelu: `x > 0 ? x : w * x`, `w` per channel (dim 1) or a single weight.
+/// `_prelu_kernel` receives the weight already shaped to broadcast.
+fn prelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (t, w) = (ctx.tensor("self")?, ctx.tensor("weight")?);
+    if !t.dtype.is_float() {
+        return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
+    }
+    let w = if ctx.target().starts_with("aten.prelu") && w.numel() != 1 {
+        let c = if t.rank() > 1 { t.sizes[1] } else { 1 };
+        if w.numel() != c {
+            return Err(ctx.err(format!("Mismatch of parameter numbers and input channel size. Found parameter numbers = {} and channel size = {c}.", w.numel())));
+        }
+        let mut shape = vec![c];
+        shape.extend(std::iter::repeat_n(1, t.rank().saturating_sub(2)));
+        Tensor::from_vec(w.to_vec::<f64>(), &shape)
+    } else if w.numel() == 1 {
+        Tensor::from_vec(w.to_vec::<f64>(), &[])
+    } else {
+        w
+    };
+    let r = match t.dtype {
+        DType::F64 => zip_map::<f64, f64>(ctx, &t, &w, |x, w| if x > 0.0 { x } else { w * x })?,
+        _ => zip_map::<f32, f32>(ctx, &t, &w, |x, w| if x > 0.0 { x } else { w * x })?.to_dtype(t.dtype)?,
+    };
+    Ok(vec![RValue::Tensor(r)])
 }

@@ -188,6 +188,8 @@ pub struct Session {
     /// Parameters, buffers and constants as CPU tensors, by FQN.
     pub state: BTreeMap<String, Tensor>,
     pub run_state: RunState,
+    /// torch's `guards_code`, parsed; checked on every call after the shape guards.
+    guards: Vec<sym::GuardCode>,
 }
 
 /// A user input as given by the caller.
@@ -211,7 +213,13 @@ impl Session {
             };
             state.insert(fqn.clone(), t);
         }
-        Ok(Session { program: Arc::new(program), state, run_state: RunState::default() })
+        // A guard pt2web cannot parse is an error now rather than a silently skipped check.
+        let guards = program
+            .guards_code
+            .iter()
+            .map(|g| sym::GuardCode::parse(g).map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}"))))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Session { program: Arc::new(program), state, run_state: RunState::default(), guards })
     }
 
     /// Ops of the program (and its subgraphs) that the CPU backend cannot run.
@@ -271,7 +279,15 @@ impl Session {
             }
         }
         let actual: Vec<(&str, &[i64])> = shapes.iter().map(|(n, s)| (n.as_str(), s.as_slice())).collect();
-        sym::check_shapes(&specs, &actual, &p.range_constraints)
+        let bindings = sym::check_shapes(&specs, &actual, &p.range_constraints)?;
+        let lookup = |r: &sym::GuardRef| -> Option<i64> {
+            let name = r.flat_name();
+            shapes.iter().find(|(n, _)| *n == name).and_then(|(_, s)| r.read(s))
+        };
+        for g in &self.guards {
+            g.check(&lookup)?;
+        }
+        Ok(bindings)
     }
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.

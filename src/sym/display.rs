@@ -48,6 +48,7 @@ fn prec(e: &Expr) -> u16 {
     match e {
         Expr::Rational(p, _) if *p >= 0 => MUL,
         _ if negative_literal(e) => ADD,
+        Expr::Apply(op, args) if !op.accepts(args.len()) => FUNC,
         Expr::Apply(op, args) => match op {
             Op::Add => ADD,
             Op::Mul if negative_literal(&args[0]) => ADD,
@@ -83,7 +84,7 @@ fn negated(e: &Expr) -> Option<Expr> {
         Expr::Rational(p, q) if *p < 0 => p.checked_neg().map(|p| Expr::Rational(p, *q)),
         Expr::Float(x) if negative_literal(e) => Some(Expr::Float(-x)),
         Expr::Infinity { negative: true } => Some(Expr::Infinity { negative: false }),
-        Expr::Apply(Op::Mul, args) if negative_literal(&args[0]) => {
+        Expr::Apply(Op::Mul, args) if args.first().is_some_and(negative_literal) => {
             let c = negated(&args[0])?;
             let mut rest: Vec<Expr> = args[1..].to_vec();
             if c != Expr::Int(1) || rest.is_empty() {
@@ -114,6 +115,11 @@ fn show(e: &Expr, depth: usize) -> String {
         Expr::Infinity { negative } => (if *negative { "-oo" } else { "oo" }).to_string(),
         Expr::NaN => "nan".to_string(),
         Expr::Symbol(s) => s.clone(),
+        // A hand-built node with the wrong argument count prints as a plain call.
+        Expr::Apply(op, args) if !op.accepts(args.len()) => {
+            let parts: Vec<String> = args.iter().map(|a| show(a, d)).collect();
+            format!("{}({})", op.name(), parts.join(", "))
+        }
         Expr::Apply(op, args) => show_apply(*op, args, d),
     }
 }
@@ -216,7 +222,7 @@ fn show_mul(args: &[Expr], d: usize) -> String {
                 }
                 denom.push(q.to_string());
             }
-            Expr::Apply(Op::Pow, pa) if matches!(pa[1], Expr::Int(n) if n < 0) => {
+            Expr::Apply(Op::Pow, pa) if pa.len() == 2 && matches!(pa[1], Expr::Int(n) if n < 0) => {
                 let Expr::Int(n) = pa[1] else {
                     unreachable!("matched above")
                 };

@@ -330,6 +330,14 @@ pub(crate) fn eval(e: &Expr, env: Env, depth: usize) -> Result<Val> {
 /// every match arm, and this one sits on the stack once per tree level. Only the lazy ops
 /// (Where, And, Or) are handled here; the rest evaluate their arguments, then `compute`.
 fn apply(op: Op, args: &[Expr], env: Env, depth: usize) -> Result<Val> {
+    if !op.accepts(args.len()) {
+        // Only a hand-built Expr can get here; the parsers check arity.
+        return Err(sym_err(format!(
+            "{} cannot take {} argument(s)",
+            op.name(),
+            args.len()
+        )));
+    }
     match op {
         Op::Where => {
             let c = eval(&args[0], env, depth)?.truthy();

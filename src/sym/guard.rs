@@ -38,6 +38,7 @@ pub type Bindings = BTreeMap<String, i64>;
 struct Origin<'a> {
     input: &'a str,
     dim: usize,
+    size: i64,
 }
 
 fn guard(input: &str, dim: usize, value: i64, constraint: String) -> Error {
@@ -139,7 +140,14 @@ pub fn check_shapes(
         match bind.get(s) {
             None => {
                 bind.insert(s.to_string(), v);
-                origin.insert(s.to_string(), Origin { input, dim });
+                origin.insert(
+                    s.to_string(),
+                    Origin {
+                        input,
+                        dim,
+                        size: v,
+                    },
+                );
             }
             Some(&b) if b != v => {
                 let o = origin[s];
@@ -182,7 +190,14 @@ pub fn check_shapes(
                 )
             })?;
             bind.insert(s.clone(), val);
-            origin.insert(s, Origin { input, dim });
+            origin.insert(
+                s,
+                Origin {
+                    input,
+                    dim,
+                    size: v,
+                },
+            );
             progress = true;
         }
         if !progress {
@@ -264,18 +279,23 @@ pub fn check_shapes(
         let lin = e.as_linear();
         let at =
             sym_dims().find(|(_, _, d, _)| **d == e || (lin.is_some() && d.as_linear() == lin));
-        let (input, dim) = match at {
-            Some((input, dim, _, _)) => (input, dim),
+        let (input, dim, size) = match at {
+            Some((input, dim, _, v)) => (input, dim, v),
             None => {
                 let first = e.free_symbols().into_iter().next().unwrap_or_default();
-                origin.get(&first).map_or(("?", 0), |o| (o.input, o.dim))
+                origin
+                    .get(&first)
+                    .map_or(("?", 0, val), |o| (o.input, o.dim, o.size))
             }
         };
-        let c = match e.as_symbol() {
-            Some(_) => format!("{key} must be {range} (range constraint of the exported program)"),
-            None => format!("{key} = {val} must be {range}{}", whence(&e)),
+        // Name the value when it is not simply this dim's size (a derived key, or a symbol
+        // solved from a derived dim such as 2*s0).
+        let c = if e.as_symbol().is_some() && size == val {
+            format!("{key} must be {range} (range constraint of the exported program)")
+        } else {
+            format!("{key} = {val} must be {range}{}", whence(&e))
         };
-        return Err(guard(input, dim, val, c));
+        return Err(guard(input, dim, size, c));
     }
     Ok(bind)
 }

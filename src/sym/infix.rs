@@ -155,12 +155,12 @@ impl Parser {
             if bp < min_bp {
                 break;
             }
+            if op == "cmp" {
+                lhs = self.comparisons(lhs)?;
+                continue;
+            }
             self.c.next();
             lhs = match op {
-                "cmp" => {
-                    self.c.pos_back();
-                    self.comparisons(lhs)?
-                }
                 "if" => {
                     // `x if c else y` (torch prints Piecewise this way); right-associative.
                     let cond = self.expr(BP_TERNARY + 1)?;
@@ -348,7 +348,6 @@ fn name_atom(name: &str) -> Expr {
     match name {
         "math.inf" => Expr::Infinity { negative: false },
         "math.nan" => Expr::NaN,
-        "None" => Expr::Symbol(name.to_string()),
         _ => atom(name).unwrap_or_else(|_| Expr::Symbol(name.to_string())),
     }
 }

@@ -100,7 +100,7 @@ impl Expr {
     pub fn as_symbol(&self) -> Option<&str> {
         match self {
             Expr::Symbol(s) => Some(s),
-            Expr::Apply(Op::Identity, a) => a[0].as_symbol(),
+            Expr::Apply(Op::Identity, a) if a.len() == 1 => a[0].as_symbol(),
             _ => None,
         }
     }
@@ -122,7 +122,7 @@ impl Expr {
         match self {
             Expr::Int(n) => Some((None, 0, *n)),
             Expr::Symbol(s) => Some((Some(s), 1, 0)),
-            Expr::Apply(Op::Identity, a) => a[0].linear(depth + 1),
+            Expr::Apply(Op::Identity, a) if a.len() == 1 => a[0].linear(depth + 1),
             Expr::Apply(Op::Add, args) => {
                 let (mut sym, mut a, mut b) = (None, 0i64, 0i64);
                 for t in args {

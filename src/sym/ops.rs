@@ -237,6 +237,12 @@ impl Op {
         }
     }
 
+    /// Whether `n` arguments fit (arity, and sizes+strides pairs for the dense indicator).
+    pub fn accepts(self, n: usize) -> bool {
+        let (lo, hi) = self.arity();
+        (lo..=hi).contains(&n) && (self != Op::IsNonOverlappingAndDense || n % 2 == 0)
+    }
+
     /// True for ops whose value is a boolean (relations and logic).
     pub fn is_boolean(self) -> bool {
         use Op::*;

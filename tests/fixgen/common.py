@@ -395,19 +395,22 @@ def archive_entries(path: str) -> list[str]:
 
 
 _GRAPH_ID = re.compile(rb'graph_id\\*": \d+')
+_STACK_TRACE = re.compile(rb'"stack_trace": "(?:[^"\\]|\\.)*"')
 
 
 def _normalized(name: str, data: bytes) -> bytes:
-    # node metadata "from_node" records graph_id = id(python Graph object): differs per run
+    # Node metadata that changes without the program changing: "from_node" records
+    # graph_id = id(python Graph object), "stack_trace" the generator's path and line numbers.
     if name.endswith(".json"):
-        return _GRAPH_ID.sub(b"graph_id", data)
+        data = _GRAPH_ID.sub(b"graph_id", data)
+        data = _STACK_TRACE.sub(b'"stack_trace": ""', data)
     return data
 
 
 def same_archive_content(a: str, b: str) -> bool:
     """True when two zip archives hold the same entries with the same bytes, ignoring
-    `.data/serialization_id` (random per save) and the graph_id numbers in node metadata
-    (python object ids)."""
+    `.data/serialization_id` (random per save) and node metadata that differs between runs
+    (graph_id python object ids; stack_trace file paths and line numbers)."""
     try:
         with zipfile.ZipFile(a) as za, zipfile.ZipFile(b) as zb:
             na = [n for n in za.namelist() if not n.endswith(".data/serialization_id")]

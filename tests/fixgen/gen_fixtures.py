@@ -357,6 +357,9 @@ class Pair:
 
 torch.export.register_dataclass(Pair, serialized_type_name="pt2web_fixtures.Pair")
 pytree._register_namedtuple(Point, serialized_type_name="pt2web_fixtures.Point")
+# pytree_io's data/sample_inputs/model.pt pickles __main__.Point / __main__.Pair; let torch's
+# weights_only loader accept them when we reload (otherwise it warns and falls back).
+torch.serialization.add_safe_globals([Point, Pair])
 
 
 class PytreeIO(nn.Module):
@@ -705,23 +708,38 @@ def verify_fixture(fx: Fixture, outdir: str, meta: dict) -> None:
             for fqn, t in state.items():
                 if not torch.equal(saved[fqn], t.contiguous()):
                     raise AssertionError(f"{fx.name}/{pname}: state {fqn} differs after load")
-        for case in prog.cases:
+        for case, cmeta in zip(prog.cases, pm["io_cases"]):
+            # Use the io file as the Rust tests will: inputs and expected values from disk.
+            from safetensors.torch import load_file
+
+            io = load_file(os.path.join(outdir, cmeta["file"]))
+            leaves, spec = pytree.tree_flatten((case.args, case.kwargs))
+            file_leaves = [io[f"input_{i}"] if isinstance(x, torch.Tensor) else x for i, x in enumerate(leaves)]
+            for a, b in zip(leaves, file_leaves):
+                if isinstance(a, torch.Tensor) and not torch.equal(a, b):
+                    raise AssertionError(f"{fx.name}: io file input differs from the case input")
+            args, kwargs = pytree.tree_unflatten(file_leaves, spec)
+            expected = [io[o["key"]] if o["key"] else v for o, v in zip(cmeta["outputs"], case.outputs)]
+            common.compare_outputs(case.outputs, expected, f"{fx.name}: io file outputs", 0, 0)
+
             eps, _ = load_programs()  # fresh state per call (mutations)
             mod = eps[pname].module()
-            args, kwargs = common.clone_tree(case.args), common.clone_tree(case.kwargs)
             with torch.no_grad():
                 out = mod(*args, **kwargs)
             what = f"{fx.name}/{pname}/{case.label}"
             tol = fx.tolerance or {}
-            common.compare_outputs(case.outputs, common.flatten(out), what, tol.get("rtol"), tol.get("atol"))
+            common.compare_outputs(expected, common.flatten(out), what, tol.get("rtol"), tol.get("atol"))
             bufs = dict(mod.named_buffers(remove_duplicate=False))
-            for fqn, t in case.buffers_after.items():
-                torch.testing.assert_close(bufs[fqn], t, msg=lambda m: f"{what}: buffer {fqn}: {m}")
+            for key in cmeta["buffers_after"]:
+                fqn = key[len("buffer_after."):]
+                torch.testing.assert_close(bufs[fqn], io[key], msg=lambda m: f"{what}: buffer {fqn}: {m}")
+            for fqn, t in bufs.items():  # buffers the eager call left alone must be unchanged too
+                if f"buffer_after.{fqn}" not in io and fqn in state:
+                    torch.testing.assert_close(t, state[fqn], msg=lambda m: f"{what}: buffer {fqn} changed: {m}")
             flat_in = common.flatten((args, kwargs))
-            orig_in = case.flat_inputs()
             for i, t in enumerate(flat_in):
-                want = case.inputs_after.get(i, orig_in[i])
                 if isinstance(t, torch.Tensor):
+                    want = io.get(f"input_after_{i}", io[f"input_{i}"])
                     torch.testing.assert_close(t, want, msg=lambda m: f"{what}: input {i}: {m}")
 
 

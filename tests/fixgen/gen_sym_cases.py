@@ -11,6 +11,7 @@ Sections of the output:
                 `str` (sympy str, as in range_constraints keys) and `py` (torch's
                 PythonPrinter, the dialect of guards_code; absent where it cannot print),
                 each with `evals`: symbol values -> {kind: int|rational|float|bool|error, value}.
+  python_cases  plain Python expressions (the guards_code dialect) and Python's values.
   exports       real torch.export programs: every SymInt expr_str with its hint (the value at
                 the example inputs), range_constraints and guards_code, plus guards_code
                 evaluated by Python at other input shapes.
@@ -234,6 +235,46 @@ def gen_cases():
     return cases
 
 
+# Plain Python expressions (the guards_code dialect) evaluated by Python itself: precedence,
+# chained comparisons, the ternary, floor division and modulus of negatives.
+PY_INFIX = [
+    "1 if s0 > 2 else 0",
+    "not s0 == 4",
+    "-2**2",
+    "2**-1",
+    "s0 < 5 < 10",
+    "1 < s0 <= 7 != s0 + 1",
+    "math.floor(s0 / 4)",
+    "(s0 + 1) // 2 * 3 % 5",
+    "max(s0, 3) - min(s0, 3)",
+    "abs(3 - s0)",
+    "s0 << 2 >> 1",
+    "s0 & 6 | 1 ^ 2",
+    "~s0",
+    "s0 != 4 and s0 >= 2 or s0 == 1",
+    "round(s0 / 2)",
+    "round(s0 / 7, 2)",
+    "math.trunc(-s0 / 4)",
+    "-s0 // 3",
+    "-s0 % 3",
+    "s0 ** 2 ** 1",
+    "float(s0) * 0.5 + 1e-3",
+    "math.sqrt(s0) >= 2",
+]
+
+
+def gen_py_cases():
+    out = []
+    for src in PY_INFIX:
+        evals = []
+        for env in POS_ENVS:
+            v = eval(src, {"math": math}, dict(env))
+            kind = "bool" if isinstance(v, bool) else "int" if isinstance(v, int) else "float"
+            evals.append({"env": env, "kind": kind, "value": v})
+        out.append({"py": src, "evals": evals})
+    return out
+
+
 # ------------------------------------------------------------------------------------------
 # real exports
 # ------------------------------------------------------------------------------------------
@@ -344,12 +385,20 @@ def main():
         "torch": torch.__version__,
         "sympy": sympy.__version__,
         "cases": gen_cases(),
+        "python_cases": gen_py_cases(),
         "exports": gen_exports(),
     }
     os.makedirs(os.path.dirname(OUT), exist_ok=True)
+    # One list item per line: small, and diffs show which case changed.
+    lines = []
+    for k, v in data.items():
+        if isinstance(v, list):
+            items = ",\n".join("  " + json.dumps(x, separators=(",", ":")) for x in v)
+            lines.append(f"{json.dumps(k)}: [\n{items}\n ]")
+        else:
+            lines.append(f"{json.dumps(k)}: {json.dumps(v)}")
     with open(OUT, "w") as f:
-        json.dump(data, f, indent=1)
-        f.write("\n")
+        f.write("{\n " + ",\n ".join(lines) + "\n}\n")
     print(f"wrote {OUT}: {len(data['cases'])} cases, {len(data['exports'])} exports")
 
 

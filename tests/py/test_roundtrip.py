@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import transformers.modeling_outputs  # noqa: F401  (registers ModelOutput pytree types, as a user would import them)
 from safetensors.torch import load_file
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,14 +33,17 @@ def rewrite(src: Path, dst: Path, *extra: str) -> None:
     subprocess.run(cmd, check=True, capture_output=True, text=True)
 
 
+def numbered(io, prefix):
+    keys = [k for k in io if k.startswith(prefix) and k[len(prefix):].isdigit()]
+    return [io[k] for k in sorted(keys, key=lambda k: int(k[len(prefix):]))]
+
+
 def flat_inputs(io):
-    keys = sorted((k for k in io if k.startswith("input_")), key=lambda k: int(k.split("_")[1]))
-    return [io[k] for k in keys]
+    return numbered(io, "input_")
 
 
 def flat_outputs(io):
-    keys = sorted((k for k in io if k.startswith("output_")), key=lambda k: int(k.split("_")[1]))
-    return [io[k] for k in keys]
+    return numbered(io, "output_")
 
 
 @pytest.mark.parametrize("name", SINGLE)
@@ -47,7 +51,23 @@ def test_rewrite_loads_in_torch_and_reproduces_outputs(name, tmp_path):
     meta = json.loads((FIX / f"{name}.meta.json").read_text())
     out = tmp_path / f"{name}_rt.pt2"
     rewrite(FIX / meta["archive"], out)
+    if meta.get("layout", "pt2") != "pt2":
+        pytest.skip("torch 2.5 archives: see test_torch25_archive_converts")
+    try:
+        orig = torch.export.load(FIX / meta["archive"])
+    except Exception as e:
+        # If torch cannot load the original either (e.g. its sample inputs pickle a class
+        # defined in the generator's __main__), the rewrite must fail the same way.
+        with pytest.raises(type(e)):
+            torch.export.load(out)
+        return
     ep = torch.export.load(out)
+    # state survives bit for bit (compared before running: running mutates buffers)
+    for k, v in orig.state_dict.items():
+        assert torch.equal(ep.state_dict[k], v), k
+    for k, v in orig.constants.items():
+        if isinstance(v, torch.Tensor):
+            assert torch.equal(ep.constants[k], v), k
     prog = next(iter(meta["programs"].values()))
     io = load_file(str(FIX / prog["io"]))
     # Rebuild the call from the stored flattened inputs with the program's own in_spec.
@@ -58,13 +78,6 @@ def test_rewrite_loads_in_torch_and_reproduces_outputs(name, tmp_path):
     assert len(got) == len(want)
     for g, w in zip(got, want):
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e-5, equal_nan=True)
-    # state survives bit for bit
-    orig = torch.export.load(FIX / meta["archive"])
-    for k, v in orig.state_dict.items():
-        assert torch.equal(ep.state_dict[k], v), k
-    for k, v in orig.constants.items():
-        if isinstance(v, torch.Tensor):
-            assert torch.equal(ep.constants[k], v), k
 
 
 def test_extra_files_round_trip(tmp_path):

@@ -1,0 +1,303 @@
+//! The elementwise engine: operands that may be tensors or Python numbers, torch's type
+//! promotion, broadcasting maps with contiguous fast paths, and in-place write-back.
+//!
+//! Kernels pick a compute type from the promoted dtype (f32 for f32/f16/bf16 as torch's CPU
+//! "opmath" does, f64, or i64 for every integer and bool dtype), run a monomorphized map over
+//! plain slices, and cast to the output dtype. Integer results computed in i64 and cast back
+//! wrap exactly as torch's narrower integer arithmetic does.
+
+use super::real::Real;
+use crate::cpu::promote::{result_type, Operand};
+use crate::cpu::{broadcast_shapes, cast, Elem, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::{OpCtx, Scalar};
+use crate::program::Arg;
+use crate::runtime::RValue;
+use crate::with_dtype;
+use std::cell::Cell;
+use std::sync::Arc;
+
+/// An argument that may be a tensor or a Python number (`x + 2` exports as
+/// `aten.add.Tensor(x, 2)`, so even `Tensor` overloads receive numbers).
+#[derive(Clone, Debug)]
+pub(crate) enum Val {
+    T(Tensor),
+    S(Scalar),
+}
+
+impl Val {
+    pub fn operand(&self) -> Operand {
+        match self {
+            Val::T(t) => Operand::Tensor { dtype: t.dtype, zero_dim: t.rank() == 0 },
+            Val::S(s) => s.operand(),
+        }
+    }
+    /// As a tensor: numbers become 0-d i64/f64/bool tensors, which convert exactly to any
+    /// compute type.
+    pub fn tensor(&self) -> Tensor {
+        match self {
+            Val::T(t) => t.clone(),
+            Val::S(Scalar::Int(i)) => Tensor::scalar(*i),
+            Val::S(Scalar::Float(f)) => Tensor::scalar(*f),
+            Val::S(Scalar::Bool(b)) => Tensor::scalar(*b),
+        }
+    }
+    /// As a tensor for an op computing in `common`: integer ops cast numbers to `common`
+    /// first, as torch does (`int8_tensor < 1000` compares with `1000` wrapped to -24).
+    pub fn tensor_for(&self, common: DType) -> Tensor {
+        match self {
+            Val::S(s) if compute_of(common) == Compute::Int => scalar_full(common, &[], *s).unwrap_or_else(|_| self.tensor()),
+            _ => self.tensor(),
+        }
+    }
+}
+
+/// Read argument `name` as a tensor or a number.
+pub(crate) fn val(ctx: &OpCtx, name: &str) -> Result<Val> {
+    match ctx.arg(name) {
+        Some(Arg::Tensor(_) | Arg::OptTensor(Some(_))) => Ok(Val::T(ctx.tensor(name)?)),
+        _ => Ok(Val::S(ctx.scalar(name)?)),
+    }
+}
+
+/// Like [`val`], `None` when absent.
+pub(crate) fn opt_val(ctx: &OpCtx, name: &str) -> Result<Option<Val>> {
+    match ctx.arg(name) {
+        None | Some(Arg::None | Arg::OptTensor(None)) => Ok(None),
+        Some(_) => val(ctx, name).map(Some),
+    }
+}
+
+/// torch's result dtype of the operands.
+pub(crate) fn promote(vals: &[&Val]) -> DType {
+    let ops: Vec<Operand> = vals.iter().map(|v| v.operand()).collect();
+    result_type(&ops)
+}
+
+/// The type a kernel computes in for a (promoted) dtype.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Compute {
+    F32,
+    F64,
+    Int,
+}
+
+pub(crate) fn compute_of(d: DType) -> Compute {
+    match d {
+        DType::F64 => Compute::F64,
+        d if d.is_float() => Compute::F32,
+        _ => Compute::Int,
+    }
+}
+
+/// The float dtype an integer or bool input is promoted to by float-only math (`sqrt(int)`).
+pub(crate) fn float_dtype(d: DType) -> DType {
+    if d.is_float() {
+        d
+    } else {
+        DType::F32
+    }
+}
+
+/// Cast `t` to `dtype` unless it already has it.
+pub(crate) fn finish(t: Tensor, dtype: DType) -> Result<Tensor> {
+    if t.dtype == dtype {
+        Ok(t)
+    } else {
+        t.to_dtype(dtype)
+    }
+}
+
+/// Can a value of `from` be written into a tensor of `to` by an in-place op (torch's
+/// `canCast`: no float into integer, nothing non-bool into bool)?
+pub(crate) fn can_cast(from: DType, to: DType) -> bool {
+    !((from.is_float() && !to.is_float()) || (from != DType::Bool && to == DType::Bool))
+}
+
+/// True for in-place targets (`aten.add_.Tensor`), not for dunder names (`aten.__lshift__`).
+pub(crate) fn is_inplace(ctx: &OpCtx) -> bool {
+    let op = ctx.target().split('.').nth(1).unwrap_or("");
+    op.ends_with('_') && !op.ends_with("__")
+}
+
+/// Finish an op: for in-place targets write `result` into `dst` (checking torch's shape and
+/// dtype rules) and return `dst`; otherwise return `result`.
+pub(crate) fn output(ctx: &OpCtx, dst: &Tensor, result: Tensor) -> Result<Vec<RValue>> {
+    if !is_inplace(ctx) {
+        return Ok(vec![RValue::Tensor(result)]);
+    }
+    if result.sizes != dst.sizes {
+        return Err(ctx.err(format!("output with shape {:?} doesn't match the broadcast shape {:?}", dst.sizes, result.sizes)));
+    }
+    if !can_cast(result.dtype, dst.dtype) {
+        return Err(ctx.err(format!("result type {} can't be cast to the desired output type {}", result.dtype, dst.dtype)));
+    }
+    dst.copy_from(&result)?;
+    Ok(vec![RValue::Tensor(dst.clone())])
+}
+
+/// A contiguous slice of `t` as `C` (borrowed from storage when `t` is dense of type `C`)
+/// passed to `f`.
+pub(crate) fn with_slice<C: Elem, R>(t: &Tensor, f: impl FnOnce(&[C]) -> R) -> R {
+    if t.dtype == C::DTYPE && t.is_contiguous() {
+        let g = t.read();
+        if let Some(s) = C::slice(&g).and_then(|s| s.get(t.offset..t.offset + t.numel())) {
+            return f(s);
+        }
+    }
+    f(&t.to_vec::<C>())
+}
+
+/// Like [`with_slice`] for two tensors, holding one lock when they share storage.
+fn with_slices<C: Elem, R>(a: &Tensor, b: &Tensor, f: impl FnOnce(&[C], &[C]) -> R) -> R {
+    let direct = |t: &Tensor| t.dtype == C::DTYPE && t.is_contiguous();
+    match (direct(a), direct(b)) {
+        (true, true) if Arc::ptr_eq(&a.data, &b.data) => {
+            let g = a.read();
+            let s = C::slice(&g).unwrap_or(&[]);
+            match (s.get(a.offset..a.offset + a.numel()), s.get(b.offset..b.offset + b.numel())) {
+                (Some(x), Some(y)) => f(x, y),
+                _ => f(&a.to_vec::<C>(), &b.to_vec::<C>()),
+            }
+        }
+        (true, _) => {
+            let bv = b.to_vec::<C>();
+            with_slice(a, |x| f(x, &bv))
+        }
+        (false, true) => {
+            let av = a.to_vec::<C>();
+            with_slice(b, |y| f(&av, y))
+        }
+        _ => f(&a.to_vec::<C>(), &b.to_vec::<C>()),
+    }
+}
+
+/// `t` broadcast to `shape`, as a contiguous vector of `C`.
+pub(crate) fn gather<C: Elem>(t: &Tensor, shape: &[usize]) -> Result<Vec<C>> {
+    if t.sizes == shape {
+        Ok(t.to_vec::<C>())
+    } else {
+        Ok(t.expand_to(shape)?.to_vec::<C>())
+    }
+}
+
+/// Apply `f` elementwise in compute type `C`, producing `O`.
+pub(crate) fn map<C: Elem, O: Elem>(t: &Tensor, f: impl Fn(C) -> O) -> Tensor {
+    let out: Vec<O> = with_slice(t, |x: &[C]| x.iter().map(|&v| f(v)).collect());
+    Tensor::from_vec(out, &t.sizes)
+}
+
+pub(crate) fn broadcast(ctx: &OpCtx, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
+    broadcast_shapes(a, b).ok_or_else(|| ctx.err(format!("shapes {a:?} and {b:?} cannot be broadcast together")))
+}
+
+/// Number of trailing elements of `shape` that `small` (with leading 1s stripped) repeats, when
+/// broadcasting `small` to `shape` is a plain repetition of its contiguous data (a bias row).
+fn suffix_repeat(small: &Tensor, shape: &[usize]) -> Option<usize> {
+    let s: &[usize] = {
+        let lead = small.sizes.iter().take_while(|&&d| d == 1).count();
+        &small.sizes[lead..]
+    };
+    (s.len() <= shape.len() && s == &shape[shape.len() - s.len()..] && small.is_contiguous()).then(|| s.iter().product())
+}
+
+/// Broadcast two tensors and apply `f` in compute type `C`, producing `O`.
+pub(crate) fn zip_map<C: Elem, O: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: impl Fn(C, C) -> O) -> Result<Tensor> {
+    let shape = broadcast(ctx, &a.sizes, &b.sizes)?;
+    let out: Vec<O> = if a.sizes == b.sizes {
+        with_slices(a, b, |x: &[C], y: &[C]| x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect())
+    } else if b.numel() == 1 && a.sizes == shape {
+        let y = b.to_vec::<C>()[0];
+        with_slice(a, |x: &[C]| x.iter().map(|&p| f(p, y)).collect())
+    } else if a.numel() == 1 && b.sizes == shape {
+        let x = a.to_vec::<C>()[0];
+        with_slice(b, |y: &[C]| y.iter().map(|&q| f(x, q)).collect())
+    } else if let (true, Some(m)) = (a.sizes == shape, suffix_repeat(b, &shape).filter(|&m| m > 0)) {
+        with_slices(a, b, |x: &[C], y: &[C]| x.chunks_exact(m).flat_map(|row| row.iter().zip(y).map(|(&p, &q)| f(p, q))).collect())
+    } else if let (true, Some(m)) = (b.sizes == shape, suffix_repeat(a, &shape).filter(|&m| m > 0)) {
+        with_slices(a, b, |x: &[C], y: &[C]| y.chunks_exact(m).flat_map(|row| x.iter().zip(row).map(|(&p, &q)| f(p, q))).collect())
+    } else {
+        let (x, y) = (gather::<C>(a, &shape)?, gather::<C>(b, &shape)?);
+        x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect()
+    };
+    Ok(Tensor::from_vec(out, &shape))
+}
+
+/// Broadcast three tensors and apply `f` (types may differ per operand, e.g. `where`).
+pub(crate) fn zip3_map<A: Elem, B: Elem, C: Elem, O: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, c: &Tensor, f: impl Fn(A, B, C) -> O) -> Result<Tensor> {
+    let shape = broadcast(ctx, &broadcast(ctx, &a.sizes, &b.sizes)?, &c.sizes)?;
+    let (x, y, z) = (gather::<A>(a, &shape)?, gather::<B>(b, &shape)?, gather::<C>(c, &shape)?);
+    let out: Vec<O> = x.iter().zip(&y).zip(&z).map(|((&p, &q), &r)| f(p, q, r)).collect();
+    Ok(Tensor::from_vec(out, &shape))
+}
+
+/// A binary op written once for every compute type.
+pub(crate) trait BinaryOp {
+    fn float<R: Real>(&self, a: R, b: R) -> R;
+    /// `None` marks an integer division by zero (an error in torch).
+    fn int(&self, a: i64, b: i64) -> Option<i64>;
+}
+
+/// Run `op` on `a`, `b` computing in `common`'s compute type; the result has dtype `out`.
+pub(crate) fn run_binary<O: BinaryOp>(ctx: &OpCtx, a: &Tensor, b: &Tensor, common: DType, out: DType, op: &O) -> Result<Tensor> {
+    let t = match compute_of(common) {
+        Compute::F32 => zip_map::<f32, f32>(ctx, a, b, |x, y| op.float(x, y))?,
+        Compute::F64 => zip_map::<f64, f64>(ctx, a, b, |x, y| op.float(x, y))?,
+        Compute::Int => {
+            let zero_div = Cell::new(false);
+            let t = zip_map::<i64, i64>(ctx, a, b, |x, y| {
+                op.int(x, y).unwrap_or_else(|| {
+                    zero_div.set(true);
+                    0
+                })
+            })?;
+            if zero_div.get() {
+                return Err(ctx.err("ZeroDivisionError: integer division by zero"));
+            }
+            // Narrow integers wrap as torch's do: go through the common dtype first.
+            finish(t, common)?
+        }
+    };
+    finish(t, out)
+}
+
+/// A unary op written once for every compute type.
+pub(crate) trait UnaryOp {
+    fn float<R: Real>(&self, x: R) -> R;
+    fn int(&self, x: i64) -> i64;
+}
+
+/// Run `op` computing in `dtype`'s compute type (the input is converted to it first); the
+/// result has dtype `dtype`.
+pub(crate) fn run_unary<O: UnaryOp>(t: &Tensor, dtype: DType, op: &O) -> Result<Tensor> {
+    let r = match compute_of(dtype) {
+        Compute::F32 => map::<f32, f32>(t, |x| op.float(x)),
+        Compute::F64 => map::<f64, f64>(t, |x| op.float(x)),
+        Compute::Int => map::<i64, i64>(t, |x| op.int(x)),
+    };
+    finish(r, dtype)
+}
+
+/// A tensor of `dtype` and `sizes` filled with a Python number (ints stay exact).
+pub(crate) fn scalar_full(dtype: DType, sizes: &[usize], s: Scalar) -> Result<Tensor> {
+    match s {
+        Scalar::Int(i) => {
+            let n: usize = sizes.iter().product();
+            with_dtype!(dtype, T => Ok(Tensor::from_vec(vec![cast::<i64, T>(i); n], sizes)),
+                else Err(crate::error::Error::op("full", format!("dtype {dtype} is not supported"))))
+        }
+        Scalar::Bool(b) => Tensor::full(dtype, sizes, b as u8 as f64),
+        Scalar::Float(f) => Tensor::full(dtype, sizes, f),
+    }
+}
+
+/// The largest and smallest finite values of a float dtype (torch's `finfo`).
+pub(crate) fn finfo(d: DType) -> (f64, f64) {
+    match d {
+        DType::F16 => (half::f16::MAX.to_f64(), half::f16::MIN.to_f64()),
+        DType::BF16 => (half::bf16::MAX.to_f64(), half::bf16::MIN.to_f64()),
+        DType::F64 => (f64::MAX, f64::MIN),
+        _ => (f32::MAX as f64, f32::MIN as f64),
+    }
+}

@@ -1,0 +1,24 @@
+//! Op family: elementwise. Arithmetic, float math, comparisons and logic, clamps, copies and
+//! dtype conversions, each with torch's type promotion, broadcasting and in-place forms.
+//!
+//! - `engine`: operands (tensor or number), promotion, broadcasting maps, in-place write-back
+//! - `real`: the float compute trait and erf/erfc/erfinv
+//! - `arith`, `unary`, `ternary`, `logic`, `convert`: the kernels
+
+pub(crate) mod arith;
+pub(crate) mod convert;
+pub(crate) mod engine;
+pub(crate) mod logic;
+pub(crate) mod real;
+pub(crate) mod ternary;
+pub(crate) mod unary;
+
+use super::Registry;
+
+pub(crate) fn register(r: &mut Registry) {
+    arith::register(r);
+    convert::register(r);
+    logic::register(r);
+    ternary::register(r);
+    unary::register(r);
+}

@@ -1,0 +1,255 @@
+//! Random factories (rand, randn, randint, bernoulli, normal, uniform_, ...) and dropout,
+//! drawn from the run's seeded generator (`ctx.state.rng`). Streams are reproducible for a
+//! seed but are not torch's: tests check shapes, dtypes, ranges and statistics.
+
+use super::{one, sizes_arg};
+use crate::cpu::{cast, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::elementwise::convert::preserved_strides;
+use crate::ops::elementwise::engine::output;
+use crate::ops::{OpCtx, Registry};
+use crate::program::Arg;
+use crate::runtime::{RValue, Rng};
+use crate::with_dtype;
+
+pub(super) fn register(r: &mut Registry) {
+    r.add_op("aten.rand", rand);
+    r.add_op("aten.rand_like", rand);
+    r.add_op("aten.randn", rand);
+    r.add_op("aten.randn_like", rand);
+    r.add_op("aten.uniform", rand);
+    r.add_op("aten.uniform_", rand);
+    r.add_op("aten.normal_", rand);
+    r.add_op("aten.randint", randint);
+    r.add_op("aten.randint_like", randint);
+    r.add_op("aten.random_", randint);
+    r.add_op("aten.bernoulli", bernoulli);
+    r.add_op("aten.bernoulli_", bernoulli);
+    r.add_op("aten.normal", normal);
+    for op in ["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"] {
+        r.add_op(&format!("aten.{op}"), dropout);
+        r.add_op(&format!("aten.{op}_"), dropout);
+    }
+    r.add_op("aten.native_dropout", native_dropout);
+}
+
+/// Mantissa bits of a float dtype: uniform samples are multiples of 2^-bits, so they are
+/// exactly representable and strictly below 1 (as torch's `uniform_real_distribution`).
+fn digits(d: DType) -> u32 {
+    match d {
+        DType::F64 => 53,
+        DType::F16 => 11,
+        DType::BF16 => 8,
+        _ => 24,
+    }
+}
+
+fn uniform01(rng: &mut Rng, bits: u32) -> f64 {
+    (rng.next_u64() >> (64 - bits)) as f64 / (1u64 << bits) as f64
+}
+
+/// A tensor of `dtype` and `sizes` with values from `f`.
+fn generate(dtype: DType, sizes: &[usize], mut f: impl FnMut() -> f64) -> Result<Tensor> {
+    let n: usize = sizes.iter().product();
+    let v: Vec<f64> = (0..n).map(|_| f()).collect();
+    Tensor::from_vec(v, sizes).to_dtype(dtype)
+}
+
+fn op_name<'a>(ctx: &'a OpCtx) -> &'a str {
+    ctx.target().split('.').nth(1).unwrap_or("")
+}
+
+/// rand/randn and their `_like` forms, uniform/uniform_, normal_.
+fn rand(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let name = op_name(ctx).to_string();
+    let (sizes, like) = if ctx.has("size") { (sizes_arg(ctx, "size")?, None) } else {
+        let t = ctx.tensor("self")?;
+        (t.sizes.clone(), Some(t))
+    };
+    let dtype = ctx.opt_dtype("dtype")?.or(like.as_ref().map(|t| t.dtype)).unwrap_or(DType::F32);
+    if !dtype.is_float() {
+        return Err(ctx.err(format!("is not implemented for dtype {dtype}; use randint")));
+    }
+    let bits = digits(dtype);
+    let r = if name.starts_with("randn") || name == "normal_" {
+        let (mean, std) = (ctx.float_or("mean", 0.0)?, ctx.float_or("std", 1.0)?);
+        if std < 0.0 {
+            return Err(ctx.err(format!("normal expects std >= 0.0, but found std {std}")));
+        }
+        let rng = &mut ctx.state.rng;
+        generate(dtype, &sizes, || mean + std * rng.normal())?
+    } else {
+        let (lo, hi) = (ctx.float_or("from", 0.0)?, ctx.float_or("to", 1.0)?);
+        if lo > hi {
+            return Err(ctx.err(format!("uniform expects from <= to, but got from={lo} > to={hi}")));
+        }
+        let rng = &mut ctx.state.rng;
+        generate(dtype, &sizes, || lo + (hi - lo) * uniform01(rng, bits))?
+    };
+    match &like {
+        Some(t) if name.ends_with('_') => output(ctx, t, r),
+        _ => one(r),
+    }
+}
+
+/// randint(high, size) / randint.low(low, high, size) / randint_like / random_: integers
+/// uniform in [low, high).
+fn randint(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let like = if ctx.has("size") { None } else { Some(ctx.tensor("self")?) };
+    let sizes = match &like {
+        Some(t) => t.sizes.clone(),
+        None => sizes_arg(ctx, "size")?,
+    };
+    let low = ctx.opt_int("low")?.or(ctx.opt_int("from")?).unwrap_or(0);
+    let high = match ctx.arg("high") {
+        Some(Arg::Tensor(_)) => ctx.tensor("high")?.item_f64() as i64,
+        _ => match ctx.opt_int("high")?.or(ctx.opt_int("to")?) {
+            Some(h) => h,
+            None => 1i64 << 24,
+        },
+    };
+    if high <= low {
+        return Err(ctx.err(format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")));
+    }
+    let dtype = ctx.opt_dtype("dtype")?.or(like.as_ref().map(|t| t.dtype)).unwrap_or(DType::I64);
+    let range = (high as i128 - low as i128) as u128;
+    let n: usize = sizes.iter().product();
+    let rng = &mut ctx.state.rng;
+    let vals: Vec<i64> = (0..n).map(|_| (low as i128 + (rng.next_u64() as u128 % range) as i128) as i64).collect();
+    let r = with_dtype!(dtype, T => Tensor::from_vec(vals.into_iter().map(cast::<i64, T>).collect(), &sizes),
+        else return Err(ctx.err(format!("dtype {dtype} is not supported"))));
+    match &like {
+        Some(t) if op_name(ctx).ends_with('_') => output(ctx, t, r),
+        _ => one(r),
+    }
+}
+
+/// bernoulli(self) draws with probabilities `self`; bernoulli.p / bernoulli_.float with a
+/// number `p`; bernoulli.Tensor / bernoulli_.Tensor with a tensor `p` broadcast to `self`.
+fn bernoulli(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let probs: Vec<f64> = match ctx.arg("p") {
+        None | Some(Arg::None) => t.to_vec::<f64>(),
+        Some(Arg::Tensor(_)) => {
+            let p = ctx.tensor("p")?;
+            p.expand_to(&t.sizes).map_err(|_| ctx.err(format!("p of shape {:?} cannot be broadcast to {:?}", p.sizes, t.sizes)))?.to_vec::<f64>()
+        }
+        Some(_) => vec![ctx.float("p")?; t.numel()],
+    };
+    if let Some(bad) = probs.iter().find(|p| !(0.0..=1.0).contains(*p)) {
+        return Err(ctx.err(format!("bernoulli expects 0 <= p <= 1, got {bad}")));
+    }
+    let rng = &mut ctx.state.rng;
+    let vals: Vec<f64> = probs.iter().map(|&p| if uniform01(rng, 53) < p { 1.0 } else { 0.0 }).collect();
+    let r = Tensor::from_vec(vals, &t.sizes).to_dtype(t.dtype)?;
+    output(ctx, &t, r)
+}
+
+/// normal with tensor mean and/or std (the result takes their broadcast shape), or with
+/// numbers and a `size`.
+fn normal(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let get = |name: &str| -> Result<Option<Tensor>> {
+        match ctx.arg(name) {
+            Some(Arg::Tensor(_)) => ctx.tensor(name).map(Some),
+            _ => Ok(None),
+        }
+    };
+    let (mt, st) = (get("mean")?, get("std")?);
+    let (sizes, dtype) = match (&mt, &st) {
+        (None, None) => (sizes_arg(ctx, "size")?, ctx.opt_dtype("dtype")?.unwrap_or(DType::F32)),
+        (Some(m), None) => (m.sizes.clone(), m.dtype),
+        (None, Some(s)) => (s.sizes.clone(), s.dtype),
+        (Some(m), Some(s)) => (
+            crate::ops::elementwise::engine::broadcast(ctx, &m.sizes, &s.sizes)?,
+            crate::cpu::promote::promote_types(m.dtype, s.dtype),
+        ),
+    };
+    let n: usize = sizes.iter().product();
+    let vals = |t: &Option<Tensor>, name: &str| -> Result<Vec<f64>> {
+        Ok(match t {
+            Some(t) => t.expand_to(&sizes)?.to_vec::<f64>(),
+            None => vec![ctx.float_or(name, if name == "std" { 1.0 } else { 0.0 })?; n],
+        })
+    };
+    let (means, stds) = (vals(&mt, "mean")?, vals(&st, "std")?);
+    if let Some(bad) = stds.iter().find(|&&s| s < 0.0) {
+        return Err(ctx.err(format!("normal expects std >= 0.0, but found std {bad}")));
+    }
+    let rng = &mut ctx.state.rng;
+    let v: Vec<f64> = means.iter().zip(&stds).map(|(&m, &s)| m + s * rng.normal()).collect();
+    one(Tensor::from_vec(v, &sizes).to_dtype(dtype)?)
+}
+
+/// Keep-masks for dropout: one draw per element, or per (N, C) channel for feature dropout
+/// (broadcast over the remaining dims).
+fn keep_mask(rng: &mut Rng, sizes: &[usize], feature: bool, keep: f64) -> Vec<f64> {
+    let n: usize = sizes.iter().product();
+    if !feature || sizes.len() < 2 {
+        return (0..n).map(|_| if uniform01(rng, 53) < keep { 1.0 } else { 0.0 }).collect();
+    }
+    let channels = sizes[0] * sizes[1];
+    let inner = n / channels.max(1);
+    let per: Vec<f64> = (0..channels).map(|_| if uniform01(rng, 53) < keep { 1.0 } else { 0.0 }).collect();
+    per.iter().flat_map(|&m| std::iter::repeat_n(m, inner)).collect()
+}
+
+/// dropout / feature_dropout / alpha_dropout / feature_alpha_dropout (and `_` forms): the
+/// input itself in eval (as torch returns it), masked and rescaled in training.
+fn dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let name = op_name(ctx).to_string();
+    let t = if ctx.has("input") { ctx.tensor("input")? } else { ctx.tensor("self")? };
+    let p = ctx.float("p")?;
+    if !(0.0..=1.0).contains(&p) {
+        return Err(ctx.err(format!("dropout probability has to be between 0 and 1, but got {p}")));
+    }
+    if !ctx.bool_or("train", true)? || p == 0.0 || t.numel() == 0 {
+        return one(t);
+    }
+    if !t.dtype.is_float() {
+        return Err(ctx.err(format!("dropout is only implemented for floating dtypes, got {}", t.dtype)));
+    }
+    let feature = name.starts_with("feature");
+    let x = t.to_vec::<f64>();
+    let mask = keep_mask(&mut ctx.state.rng, &t.sizes, feature, 1.0 - p);
+    let out: Vec<f64> = if name.contains("alpha") {
+        // SELU-preserving dropout: dropped units go to the negative saturation value, then an
+        // affine map restores mean and variance.
+        const ALPHA: f64 = 1.7580993408473766;
+        let a = 1.0 / ((ALPHA * ALPHA * p + 1.0) * (1.0 - p)).sqrt();
+        x.iter().zip(&mask).map(|(&v, &m)| v * (m * a) + ((m - 1.0) * ALPHA * a + ALPHA * a * p)).collect()
+    } else if p == 1.0 {
+        x.iter().map(|&v| v * 0.0).collect()
+    } else {
+        let scale = 1.0 / (1.0 - p);
+        x.iter().zip(&mask).map(|(&v, &m)| v * m * scale).collect()
+    };
+    let r = Tensor::from_vec(out, &t.sizes).to_dtype(t.dtype)?;
+    output(ctx, &t, r)
+}
+
+/// native_dropout(input, p, train) -> (output, bool mask); `train` None means training.
+fn native_dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("input")?;
+    let p = ctx.float("p")?;
+    let train = ctx.bool_or("train", true)?;
+    if !train || t.numel() == 0 {
+        let copy = match preserved_strides(&t) {
+            Some(st) => crate::ops::elementwise::convert::materialize(&t, t.dtype, Some(st))?,
+            None => t.to_dtype(t.dtype)?,
+        };
+        return Ok(vec![RValue::Tensor(copy), RValue::Tensor(Tensor::from_vec(vec![true; t.numel()], &t.sizes))]);
+    }
+    if !t.dtype.is_float() {
+        return Err(ctx.err(format!("dropout is only implemented for floating dtypes, got {}", t.dtype)));
+    }
+    let keep = 1.0 - p;
+    let scale = if keep == 0.0 { 0.0 } else { 1.0 / keep };
+    let mask = keep_mask(&mut ctx.state.rng, &t.sizes, false, keep);
+    let x = t.to_vec::<f64>();
+    let out: Vec<f64> = x.iter().zip(&mask).map(|(&v, &m)| v * m * scale).collect();
+    Ok(vec![
+        RValue::Tensor(Tensor::from_vec(out, &t.sizes).to_dtype(t.dtype)?),
+        RValue::Tensor(Tensor::from_vec(mask.iter().map(|&m| m != 0.0).collect::<Vec<bool>>(), &t.sizes)),
+    ])
+}

@@ -1,0 +1,445 @@
+//! The GEMM under matmul and conv: a bounds-checked wrapper over the `gemm` crate (packed,
+//! SIMD; rayon threads on native, simd128 on wasm32), an exact integer GEMM, a batched
+//! matmul over strided (possibly broadcast) tensors, and a helper that spreads independent
+//! chunks of work over threads on native.
+
+use crate::cpu::{Elem, Tensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+
+/// Element types the SIMD GEMM computes in.
+pub(crate) trait Float:
+    Elem + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Div<Output = Self>
+{
+    const ZERO: Self;
+    const ONE: Self;
+    fn of(v: f64) -> Self;
+    fn floor(self) -> Self;
+    fn is_nan(self) -> bool;
+}
+
+impl Float for f32 {
+    const ZERO: f32 = 0.0;
+    const ONE: f32 = 1.0;
+    fn of(v: f64) -> f32 {
+        v as f32
+    }
+    fn floor(self) -> f32 {
+        f32::floor(self)
+    }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
+}
+
+impl Float for f64 {
+    const ZERO: f64 = 0.0;
+    const ONE: f64 = 1.0;
+    fn of(v: f64) -> f64 {
+        v
+    }
+    fn floor(self) -> f64 {
+        f64::floor(self)
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
+    }
+}
+
+/// A strided matrix inside a slice: element (i, j) is `data[off + i * rs + j * cs]`.
+#[derive(Clone, Copy)]
+pub(crate) struct Mat<'a, T> {
+    pub data: &'a [T],
+    pub off: usize,
+    pub rs: usize,
+    pub cs: usize,
+}
+
+impl<'a, T> Mat<'a, T> {
+    pub fn new(data: &'a [T], off: usize, rs: usize, cs: usize) -> Self {
+        Mat { data, off, rs, cs }
+    }
+}
+
+/// True when a rows×cols matrix at `off` with strides (rs, cs) lies inside `len` elements.
+fn fits(len: usize, off: usize, rows: usize, cols: usize, rs: usize, cs: usize) -> bool {
+    if rows == 0 || cols == 0 {
+        return true;
+    }
+    let last = (rows - 1).checked_mul(rs).and_then(|x| (cols - 1).checked_mul(cs).and_then(|y| x.checked_add(y))).and_then(|x| x.checked_add(off));
+    last.is_some_and(|l| l < len)
+}
+
+fn oob(what: &str) -> Error {
+    Error::op("gemm", format!("{what} matrix lies outside its storage (a bug in the caller's strides)"))
+}
+
+/// Threads available to kernels (1 on wasm32, where there are none).
+pub(crate) fn num_threads() -> usize {
+    #[cfg(target_arch = "wasm32")]
+    {
+        1
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        *N.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+    }
+}
+
+/// Below this many multiply-adds a GEMM runs on one thread: spawning costs more than it saves.
+const PAR_GEMM_WORK: usize = 1 << 18;
+
+fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
+    #[cfg(not(target_arch = "wasm32"))]
+    if threads && num_threads() > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_GEMM_WORK {
+        return gemm::Parallelism::Rayon(0);
+    }
+    let _ = (m, n, k, threads);
+    gemm::Parallelism::None
+}
+
+/// `c = beta * c + alpha * (a @ b)` for an m×k `a`, a k×n `b` and an m×n `c` whose element
+/// (i, j) is `c[c_off + i * c_rs + j * c_cs]`. With `beta == 0`, `c` is not read, so NaNs in
+/// it do not propagate (BLAS and torch `addmm` semantics). `threads`: may use the thread
+/// pool (false when the caller already runs on several threads).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn gemm<T: Float>(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Mat<T>,
+    b: Mat<T>,
+    c: &mut [T],
+    c_off: usize,
+    c_rs: usize,
+    c_cs: usize,
+    alpha: T,
+    beta: T,
+    threads: bool,
+) -> Result<()> {
+    if m == 0 || n == 0 {
+        return Ok(());
+    }
+    if !fits(c.len(), c_off, m, n, c_rs, c_cs) {
+        return Err(oob("output"));
+    }
+    if k == 0 {
+        for i in 0..m {
+            for j in 0..n {
+                let x = &mut c[c_off + i * c_rs + j * c_cs];
+                *x = if beta == T::ZERO { T::ZERO } else { beta * *x };
+            }
+        }
+        return Ok(());
+    }
+    if !fits(a.data.len(), a.off, m, k, a.rs, a.cs) {
+        return Err(oob("left"));
+    }
+    if !fits(b.data.len(), b.off, k, n, b.rs, b.cs) {
+        return Err(oob("right"));
+    }
+    let read_dst = beta != T::ZERO;
+    // SAFETY: every element the kernel touches was checked to lie inside its slice above; `c`
+    // is borrowed mutably, so it cannot alias `a` or `b`; all strides are non-negative.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr().add(c_off),
+            c_cs as isize,
+            c_rs as isize,
+            read_dst,
+            a.data.as_ptr().add(a.off),
+            a.cs as isize,
+            a.rs as isize,
+            b.data.as_ptr().add(b.off),
+            b.cs as isize,
+            b.rs as isize,
+            // The crate computes dst := alpha * dst + beta * lhs @ rhs: its names are swapped.
+            beta,
+            alpha,
+            false,
+            false,
+            false,
+            parallelism(m, n, k, threads),
+        );
+    }
+    Ok(())
+}
+
+/// BLAS-style row-major single-precision GEMM: `c = beta * c + alpha * op(a) @ op(b)`, where
+/// `op(x)` is `x` or its transpose. `a` is m×k (k×m when `trans_a`) with leading dimension
+/// `lda`; likewise `b` (k×n or n×k) and `c` (m×n, leading dimension `ldc`).
+#[allow(clippy::too_many_arguments, dead_code)]
+pub(crate) fn sgemm(
+    trans_a: bool,
+    trans_b: bool,
+    m: usize,
+    n: usize,
+    k: usize,
+    alpha: f32,
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    beta: f32,
+    c: &mut [f32],
+    ldc: usize,
+) -> Result<()> {
+    let am = if trans_a { Mat::new(a, 0, 1, lda) } else { Mat::new(a, 0, lda, 1) };
+    let bm = if trans_b { Mat::new(b, 0, 1, ldb) } else { Mat::new(b, 0, ldb, 1) };
+    gemm(m, n, k, am, bm, c, 0, ldc, 1, alpha, beta, true)
+}
+
+/// Exact integer GEMM with wrapping arithmetic (torch's integer matmul wraps on overflow; a
+/// result cast to a narrower type afterwards equals the narrow computation, modulo 2^bits).
+/// `c` is m×n row-major: `c = beta * c + alpha * a @ b`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn igemm(m: usize, n: usize, k: usize, a: Mat<i64>, b: Mat<i64>, c: &mut [i64], alpha: i64, beta: i64) -> Result<()> {
+    if c.len() < m * n {
+        return Err(oob("output"));
+    }
+    if k > 0 && (!fits(a.data.len(), a.off, m, k, a.rs, a.cs) || !fits(b.data.len(), b.off, k, n, b.rs, b.cs)) {
+        return Err(oob("input"));
+    }
+    let mut row = vec![0i64; n];
+    for i in 0..m {
+        row.iter_mut().for_each(|x| *x = 0);
+        for p in 0..k {
+            let x = a.data[a.off + i * a.rs + p * a.cs];
+            let boff = b.off + p * b.rs;
+            for (j, r) in row.iter_mut().enumerate() {
+                *r = r.wrapping_add(x.wrapping_mul(b.data[boff + j * b.cs]));
+            }
+        }
+        for (j, r) in row.iter().enumerate() {
+            let o = &mut c[i * n + j];
+            *o = if beta == 0 { alpha.wrapping_mul(*r) } else { beta.wrapping_mul(*o).wrapping_add(alpha.wrapping_mul(*r)) };
+        }
+    }
+    Ok(())
+}
+
+/// Run `f(index, chunk)` over `out.chunks_mut(chunk)`, spread over threads on native when the
+/// total work (`work` ≈ operations per chunk) is worth it; in order on one thread otherwise.
+pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    if chunk == 0 || out.is_empty() {
+        return;
+    }
+    let n = out.len().div_ceil(chunk);
+    let threads = num_threads().min(n).min(n.saturating_mul(work) / (PAR_GEMM_WORK / 4)).max(1);
+    if threads <= 1 {
+        for (i, c) in out.chunks_mut(chunk).enumerate() {
+            f(i, c);
+        }
+        return;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let per = n.div_ceil(threads);
+        let f = &f;
+        std::thread::scope(|s| {
+            for (t, group) in out.chunks_mut(per * chunk).enumerate() {
+                s.spawn(move || {
+                    for (i, c) in group.chunks_mut(chunk).enumerate() {
+                        f(t * per + i, c);
+                    }
+                });
+            }
+        });
+    }
+}
+
+/// Storage offsets of every index of `sizes` (row-major) under `strides`, from `base`.
+pub(crate) fn index_offsets(sizes: &[usize], strides: &[usize], base: usize) -> Vec<usize> {
+    let n: usize = sizes.iter().product();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; sizes.len()];
+    for _ in 0..n {
+        out.push(base + idx.iter().zip(strides).map(|(i, s)| i * s).sum::<usize>());
+        for d in (0..idx.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// The single stride of dims that can be viewed as one (each stride = next stride × next
+/// size, size-1 dims ignored), or None.
+fn merged_stride(sizes: &[usize], strides: &[usize]) -> Option<usize> {
+    let mut cur: Option<(usize, usize)> = None; // (stride, size) of the innermost kept dim
+    for (&sz, &st) in sizes.iter().zip(strides).rev() {
+        if sz == 1 {
+            continue;
+        }
+        match cur {
+            None => cur = Some((st, sz)),
+            Some((s, n)) if st == s * n => cur = Some((s, n * sz)),
+            _ => return None,
+        }
+    }
+    Some(cur.map_or(0, |(s, _)| s))
+}
+
+/// `alpha * a @ b (+ beta * add)` for `a` of shape [batch.., M, K] and `b` of [batch.., K, N]
+/// (identical batch shapes; broadcast batch dims may have stride 0 and are never copied). Both
+/// in the compute dtype (f32, f64 or i64); `add`, when given, already has the output shape
+/// [batch.., M, N] (a broadcast view is fine). Returns a contiguous tensor of the compute dtype.
+pub(crate) fn batched_matmul(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Tensor, f64)>) -> Result<Tensor> {
+    match a.dtype {
+        DType::F32 => batched_float::<f32>(a, b, alpha, add),
+        DType::F64 => batched_float::<f64>(a, b, alpha, add),
+        DType::I64 => batched_int(a, b, alpha as i64, add),
+        d => Err(Error::op("matmul", format!("internal: compute dtype {d}"))),
+    }
+}
+
+struct Shape {
+    batch: Vec<usize>,
+    m: usize,
+    k: usize,
+    n: usize,
+}
+
+fn shape_of(a: &Tensor, b: &Tensor) -> Result<Shape> {
+    let (ra, rb) = (a.rank(), b.rank());
+    if ra < 2 || ra != rb || a.sizes[..ra - 2] != b.sizes[..rb - 2] || a.sizes[ra - 1] != b.sizes[rb - 2] || a.dtype != b.dtype {
+        return Err(Error::op("matmul", format!("internal: mismatched operands {:?} and {:?}", a.sizes, b.sizes)));
+    }
+    Ok(Shape { batch: a.sizes[..ra - 2].to_vec(), m: a.sizes[ra - 2], k: a.sizes[ra - 1], n: b.sizes[rb - 1] })
+}
+
+fn initial<T: Elem>(out: &[usize], add: Option<(&Tensor, f64)>) -> Result<(Vec<T>, f64)> {
+    match add {
+        Some((t, beta)) if beta != 0.0 => Ok((t.expand_to(out)?.to_vec::<T>(), beta)),
+        _ => Ok((vec![T::default(); out.iter().product()], 0.0)),
+    }
+}
+
+fn batched_float<T: Float>(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Tensor, f64)>) -> Result<Tensor> {
+    let Shape { batch, m, k, n } = shape_of(a, b)?;
+    let mut out_sizes = batch.clone();
+    out_sizes.extend([m, n]);
+    let (mut c, beta) = initial::<T>(&out_sizes, add)?;
+    let (ra, rb) = (a.rank(), b.rank());
+    let ga = a.read();
+    let gb = b.read();
+    let sa = T::slice(&ga).ok_or_else(|| oob("left"))?;
+    let sb = T::slice(&gb).ok_or_else(|| oob("right"))?;
+    let (alpha, beta) = (T::of(alpha), T::of(beta));
+    let (a_rs, a_cs, b_rs, b_cs) = (a.strides[ra - 2], a.strides[ra - 1], b.strides[rb - 2], b.strides[rb - 1]);
+    // One batch-broadcast right operand: fold the batch into M for one large GEMM
+    // (x @ W for x of [B, S, K]), when a's batch and row dims form a single stride.
+    if b.strides[..rb - 2].iter().all(|&s| s == 0) && !batch.is_empty() {
+        if let Some(rs) = merged_stride(&a.sizes[..ra - 1], &a.strides[..ra - 1]) {
+            let rows = batch.iter().product::<usize>() * m;
+            let rs = if rows <= 1 { a_rs } else { rs };
+            return {
+                gemm(rows, n, k, Mat::new(sa, a.offset, rs, a_cs), Mat::new(sb, b.offset, b_rs, b_cs), &mut c, 0, n, 1, alpha, beta, true)?;
+                Ok(Tensor::from_vec(c, &out_sizes))
+            };
+        }
+    }
+    let a_offs = index_offsets(&batch, &a.strides[..ra - 2], a.offset);
+    let b_offs = index_offsets(&batch, &b.strides[..rb - 2], b.offset);
+    let per = m * n;
+    let many = a_offs.len() >= num_threads() && m * n * k < PAR_GEMM_WORK * 4;
+    if many {
+        // Many small products (attention heads): one thread per group of batches.
+        let err = std::sync::Mutex::new(None);
+        par_chunks(&mut c, per.max(1), m * n * k, |i, cc| {
+            let r = gemm(m, n, k, Mat::new(sa, a_offs[i], a_rs, a_cs), Mat::new(sb, b_offs[i], b_rs, b_cs), cc, 0, n, 1, alpha, beta, false);
+            if let Err(e) = r {
+                *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+            }
+        });
+        if let Some(e) = err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+            return Err(e);
+        }
+    } else {
+        for (i, (&ao, &bo)) in a_offs.iter().zip(&b_offs).enumerate() {
+            gemm(m, n, k, Mat::new(sa, ao, a_rs, a_cs), Mat::new(sb, bo, b_rs, b_cs), &mut c, i * per, n, 1, alpha, beta, true)?;
+        }
+    }
+    Ok(Tensor::from_vec(c, &out_sizes))
+}
+
+fn batched_int(a: &Tensor, b: &Tensor, alpha: i64, add: Option<(&Tensor, f64)>) -> Result<Tensor> {
+    let Shape { batch, m, k, n } = shape_of(a, b)?;
+    let mut out_sizes = batch.clone();
+    out_sizes.extend([m, n]);
+    let (mut c, beta) = initial::<i64>(&out_sizes, add)?;
+    let (ra, rb) = (a.rank(), b.rank());
+    let ga = a.read();
+    let gb = b.read();
+    let sa = i64::slice(&ga).ok_or_else(|| oob("left"))?;
+    let sb = i64::slice(&gb).ok_or_else(|| oob("right"))?;
+    let a_offs = index_offsets(&batch, &a.strides[..ra - 2], a.offset);
+    let b_offs = index_offsets(&batch, &b.strides[..rb - 2], b.offset);
+    let per = m * n;
+    for (i, (&ao, &bo)) in a_offs.iter().zip(&b_offs).enumerate() {
+        let am = Mat::new(sa, ao, a.strides[ra - 2], a.strides[ra - 1]);
+        let bm = Mat::new(sb, bo, b.strides[rb - 2], b.strides[rb - 1]);
+        igemm(m, n, k, am, bm, &mut c[i * per..(i + 1) * per], alpha, beta as i64)?;
+    }
+    Ok(Tensor::from_vec(c, &out_sizes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(m: usize, n: usize, k: usize, a: &[f32], b: &[f32]) -> Vec<f32> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+            }
+        }
+        c
+    }
+
+    #[test]
+    fn sgemm_matches_naive_across_shapes() {
+        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (17, 33, 65), (64, 1, 9), (1, 70, 130), (128, 96, 40)] {
+            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) / 5.0).collect();
+            let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0).collect();
+            let want = naive(m, n, k, &a, &b);
+            let mut c = vec![f32::NAN; m * n];
+            sgemm(false, false, m, n, k, 1.0, &a, k, &b, n, 0.0, &mut c, n).unwrap();
+            for (x, y) in c.iter().zip(&want) {
+                assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{m}x{n}x{k}: {x} vs {y}");
+            }
+            // Transposed storage of both operands gives the same product.
+            let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
+            let bt: Vec<f32> = (0..n * k).map(|i| b[(i % k) * n + i / k]).collect();
+            let mut c2 = vec![1.0; m * n];
+            sgemm(true, true, m, n, k, 2.0, &at, m, &bt, k, 0.5, &mut c2, n).unwrap();
+            for (x, y) in c2.iter().zip(&want) {
+                assert!((x - (0.5 + 2.0 * y)).abs() <= 1e-3 * (1.0 + y.abs()), "{m}x{n}x{k} transposed");
+            }
+        }
+    }
+
+    #[test]
+    fn out_of_bounds_is_an_error() {
+        let a = vec![1.0f32; 4];
+        let mut c = vec![0.0f32; 4];
+        assert!(sgemm(false, false, 2, 2, 3, 1.0, &a, 3, &a, 2, 0.0, &mut c, 2).is_err());
+    }
+
+    #[test]
+    fn integer_gemm_wraps() {
+        let a = vec![i64::MAX, 2];
+        let b = vec![2, 1];
+        let mut c = vec![0i64; 1];
+        igemm(1, 1, 2, Mat::new(&a, 0, 2, 1), Mat::new(&b, 0, 1, 1), &mut c, 1, 0).unwrap();
+        assert_eq!(c[0], i64::MAX.wrapping_mul(2).wrapping_add(2));
+    }
+}

@@ -1,0 +1,112 @@
+//! Cumulative scans along a dim: cumsum, cumprod (with dtype), cummax/cummin (with indices),
+//! logcumsumexp.
+
+use super::{for_each_lane, need_float, split_at_dim};
+use crate::cpu::{Elem, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::util::wrap_dim;
+use crate::ops::{OpCtx, Registry};
+use crate::runtime::RValue;
+use crate::with_dtype;
+
+pub(super) fn register(r: &mut Registry) {
+    r.add_op("aten.cumsum", cumsum);
+    r.add_op("aten.cumprod", cumsum);
+    r.add_op("aten.cummax", cummax);
+    r.add_op("aten.cummin", cummax);
+    r.add_op("aten.logcumsumexp", logcumsumexp);
+}
+
+fn cumsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
+    let prod = ctx.target().starts_with("aten.cumprod");
+    let out = ctx.opt_dtype("dtype")?.unwrap_or(if x.dtype.is_float() { x.dtype } else { DType::I64 });
+    let shape = split_at_dim(&x.sizes, dim);
+    if out.is_float() {
+        // torch's CPU scans accumulate float in double.
+        let mut v = x.to_vec::<f64>();
+        for_each_lane(&mut v, shape, |l| {
+            let mut acc = if prod { 1.0 } else { 0.0 };
+            for a in l.iter_mut() {
+                acc = if prod { acc * *a } else { acc + *a };
+                *a = acc;
+            }
+        });
+        Ok(vec![Tensor::from_vec(v, &x.sizes).to_dtype(out)?.into()])
+    } else {
+        // Convert first so narrow integer outputs wrap as torch's do.
+        let xc = if out != x.dtype && out != DType::Bool { x.to_dtype(out)? } else { x };
+        let mut v = xc.to_vec::<i64>();
+        for_each_lane(&mut v, shape, |l| {
+            let mut acc: i64 = if prod { 1 } else { 0 };
+            for a in l.iter_mut() {
+                acc = if prod { acc.wrapping_mul(*a) } else { acc.wrapping_add(*a) };
+                *a = acc;
+            }
+        });
+        Ok(vec![Tensor::from_vec(v, &xc.sizes).to_dtype(out)?.into()])
+    }
+}
+
+/// torch's rule: a NaN always takes over (and each later NaN moves the index); otherwise
+/// `>=` (cummax) or `<=` (cummin), so ties take the later index.
+fn cum_extreme<T: Elem>(v: &mut [T], idx: &mut [i64], shape: (usize, usize, usize), min: bool) {
+    let (outer, n, inner) = shape;
+    for o in 0..outer {
+        for i in 0..inner {
+            let base = o * n * inner + i;
+            let mut best = T::default();
+            let mut bi = 0i64;
+            for j in 0..n {
+                let k = base + j * inner;
+                let x = v[k];
+                #[allow(clippy::eq_op)]
+                let (xn, bn) = (x != x, best != best);
+                if j == 0 || xn || (!bn && if min { x <= best } else { x >= best }) {
+                    best = x;
+                    bi = j as i64;
+                }
+                v[k] = best;
+                idx[k] = bi;
+            }
+        }
+    }
+}
+
+fn cummax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
+    let min = ctx.target().starts_with("aten.cummin");
+    let shape = split_at_dim(&x.sizes, dim);
+    with_dtype!(x.dtype, T => {
+        let mut v = x.to_vec::<T>();
+        let mut idx = vec![0i64; v.len()];
+        cum_extreme(&mut v, &mut idx, shape, min);
+        Ok(vec![Tensor::from_vec(v, &x.sizes).into(), Tensor::from_vec(idx, &x.sizes).into()])
+    }, else Err(ctx.err(format!("dtype {} is not supported", x.dtype))))
+}
+
+fn logcumsumexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    need_float(ctx, "logcumsumexp", x.dtype)?;
+    let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
+    let shape = split_at_dim(&x.sizes, dim);
+    let mut v = x.to_vec::<f64>();
+    for_each_lane(&mut v, shape, |l| {
+        let mut acc = f64::NEG_INFINITY;
+        for a in l.iter_mut() {
+            let (hi, lo) = if acc >= *a { (acc, *a) } else { (*a, acc) };
+            acc = if a.is_nan() || acc.is_nan() {
+                f64::NAN
+            } else if hi == f64::NEG_INFINITY || hi == f64::INFINITY {
+                hi
+            } else {
+                hi + (lo - hi).exp().ln_1p()
+            };
+            *a = acc;
+        }
+    });
+    Ok(vec![Tensor::from_vec(v, &x.sizes).to_dtype(x.dtype)?.into()])
+}

@@ -1,0 +1,83 @@
+//! softmax / log_softmax in their training-IR (`softmax.int`, with an optional dtype) and core
+//! ATen (`_softmax`, with `half_to_float`) forms, and `_safe_softmax` (rows that are entirely
+//! -inf give 0 instead of NaN, as scaled_dot_product_attention's decomposition needs).
+
+use super::{compute_float, for_each_lane, split_at_dim, with_real, Real};
+use crate::cpu::Tensor;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::ops::util::wrap_dim;
+use crate::ops::{OpCtx, Registry};
+use crate::runtime::RValue;
+
+pub(super) fn register(r: &mut Registry) {
+    r.add("aten.softmax.int", softmax);
+    r.add("aten._softmax.default", softmax);
+    r.add("aten._safe_softmax.default", softmax);
+    r.add("aten.log_softmax.int", softmax);
+    r.add("aten._log_softmax.default", softmax);
+}
+
+/// Softmax (or log-softmax) of one lane in place, numerically stable (max subtracted).
+/// `safe`: a lane whose max is -inf (every element masked) becomes all zeros.
+pub(crate) fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
+    let mut m = R::NEG_INF;
+    let mut nan = false;
+    for &v in lane.iter() {
+        if v.is_nan() {
+            nan = true;
+        } else if v > m {
+            m = v;
+        }
+    }
+    if nan {
+        lane.iter_mut().for_each(|v| *v = R::from_f64(f64::NAN));
+        return;
+    }
+    if m == R::NEG_INF {
+        // exp(-inf - -inf) is NaN in torch's kernels too; only the safe variant zeroes.
+        let fill = if safe { R::ZERO } else { R::from_f64(f64::NAN) };
+        lane.iter_mut().for_each(|v| *v = fill);
+        return;
+    }
+    let mut sum = R::ZERO;
+    if log {
+        for &v in lane.iter() {
+            sum += (v - m).exp();
+        }
+        let lse = m + sum.ln();
+        lane.iter_mut().for_each(|v| *v = *v - lse);
+    } else {
+        for v in lane.iter_mut() {
+            *v = (*v - m).exp();
+            sum += *v;
+        }
+        let inv = R::ONE / sum;
+        lane.iter_mut().for_each(|v| *v *= inv);
+    }
+}
+
+fn softmax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let t = ctx.target();
+    let log = t.contains("log_softmax");
+    let safe = t.starts_with("aten._safe_softmax");
+    let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
+    let out = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16) {
+        DType::F32
+    } else {
+        ctx.opt_dtype("dtype")?.unwrap_or(x.dtype)
+    };
+    let Some(cf) = compute_float(out) else {
+        return Err(ctx.err(format!("softmax is not implemented for dtype {out}")));
+    };
+    // With a dtype argument torch converts the input first, then computes in that dtype
+    // (half_to_float's widening is exact, so converting first is the same there).
+    let src = if out != x.dtype { x.to_dtype(out)? } else { x };
+    let shape = split_at_dim(&src.sizes, dim);
+    with_real!(cf, R => {
+        let mut v = src.to_vec::<R>();
+        for_each_lane(&mut v, shape, |l| softmax_lanes(l, log, safe));
+        Ok(vec![Tensor::from_vec(v, &src.sizes).to_dtype(out)?.into()])
+    })
+}

@@ -1,0 +1,97 @@
+//! Op family: shape. Views (`view`, `permute`, `slice`, `expand`...) return tensors that share
+//! the input's storage, exactly where torch makes no copy, so in-place ops of the training IR
+//! write through; copies (`cat`, `pad`, `flip`, `repeat`...) build fresh contiguous tensors.
+//!
+//! `view.rs` holds the views and the ops that split a tensor into views; `copy.rs` the ops
+//! that build new tensors; the helpers here gather elements by storage offset and are shared
+//! with the index family.
+
+mod copy;
+mod view;
+
+use super::{OpCtx, Registry};
+use crate::cpu::{Elem, Tensor};
+use crate::error::Result;
+use crate::runtime::RValue;
+use crate::with_dtype;
+
+pub(crate) fn register(r: &mut Registry) {
+    view::register(r);
+    copy::register(r);
+}
+
+pub(super) fn one(t: Tensor) -> Result<Vec<RValue>> {
+    Ok(vec![RValue::Tensor(t)])
+}
+
+/// Row-major iteration over every multi-index of `sizes` (nothing for an empty shape with a
+/// zero dimension; once for a 0-d shape).
+pub(super) fn for_each_index(sizes: &[usize], mut f: impl FnMut(&[usize])) {
+    if sizes.contains(&0) {
+        return;
+    }
+    let mut idx = vec![0usize; sizes.len()];
+    loop {
+        f(&idx);
+        let mut d = sizes.len();
+        loop {
+            if d == 0 {
+                return;
+            }
+            d -= 1;
+            idx[d] += 1;
+            if idx[d] < sizes[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+}
+
+/// A new contiguous tensor of `src`'s dtype and shape `sizes` whose elements are read from
+/// `src`'s storage at `offs` (`None` = `fill`, converted to the dtype). Offsets come from
+/// validated views, so they lie inside the storage; a bad one is still an error, not a panic.
+pub(super) fn gather_storage(src: &Tensor, offs: &[Option<usize>], fill: f64, sizes: &[usize]) -> Result<Tensor> {
+    let d = src.read();
+    let len = d.len();
+    with_dtype!(src.dtype, T => {
+        let s = T::slice(&d).ok_or_else(|| crate::error::Error::op("cpu", "storage dtype differs from the tensor's"))?;
+        let fill_v = crate::cpu::cast::<f64, T>(fill);
+        let mut out = Vec::with_capacity(offs.len());
+        for o in offs {
+            out.push(match o {
+                Some(o) if *o < len => s[*o],
+                Some(o) => return Err(crate::error::Error::op("cpu", format!("storage offset {o} is outside a storage of {len} elements"))),
+                None => fill_v,
+            });
+        }
+        Ok(Tensor::from_vec(out, sizes))
+    }, else Err(crate::error::Error::op("cpu", format!("dtype {} is not supported", src.dtype))))
+}
+
+/// Storage offset of the element at multi-index `idx` of `t`.
+pub(super) fn offset_of(t: &Tensor, idx: &[usize]) -> usize {
+    t.offset + idx.iter().zip(&t.strides).map(|(i, s)| i * s).sum::<usize>()
+}
+
+/// A fresh contiguous copy (never shares storage with `t`).
+pub(super) fn fresh(t: &Tensor) -> Result<Tensor> {
+    t.to_dtype(t.dtype)
+}
+
+/// Wrap a possibly negative index into `0..size`, or an error naming the dimension.
+pub(super) fn wrap_index(ctx: &OpCtx, index: i64, size: usize, dim: usize) -> Result<usize> {
+    let n = size as i64;
+    if index < -n || index >= n {
+        return Err(ctx.err(format!("index {index} is out of range for dimension {dim} with size {size}")));
+    }
+    Ok(if index < 0 { (index + n) as usize } else { index as usize })
+}
+
+/// Every element of an index tensor as i64 (any integer dtype).
+pub(super) fn index_values(ctx: &OpCtx, t: &Tensor, name: &str) -> Result<Vec<i64>> {
+    if t.dtype.is_float() || t.dtype == crate::DType::Bool {
+        return Err(ctx.err(format!("'{name}' must be an integer tensor, got {}", t.dtype)));
+    }
+    Ok(t.to_vec::<i64>())
+}
