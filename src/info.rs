@@ -203,7 +203,11 @@ pub fn render(info: &ArchiveInfo) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let _ = writeln!(s, "{}: {} program(s), layout {}", info.source, info.programs.len(), info.layout);
-    let mb = |b: u64| format!("{:.2} MB", b as f64 / 1e6);
+    let mb = |b: u64| match b {
+        0..1_000 => format!("{b} B"),
+        1_000..1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
+        _ => format!("{:.1} MB", b as f64 / 1e6),
+    };
     for p in &info.programs {
         let _ = writeln!(s, "\nprogram '{}'  [{} IR, schema {}, torch {}]", p.name, p.ir, p.schema_version, p.torch_version.as_deref().unwrap_or("?"));
         let _ = writeln!(s, "  inputs  {}", p.in_spec.as_deref().unwrap_or("?"));

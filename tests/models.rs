@@ -43,6 +43,14 @@ fn real_models_match_pytorch() {
         }
         let archive = open_in(&dir, &meta);
         for (pname, pm) in meta["programs"].as_object().unwrap() {
+            // `pt2web info`'s view of the model against what torch recorded.
+            let program = archive.program(Some(pname), &pt2web::archive::pt2::LoadOptions::default()).unwrap();
+            check_state(&stem, &program, pm);
+            check_info(&stem, &pt2web::info::program_info(&program), pm);
+            let mut want_ops: std::collections::BTreeMap<String, u64> = serde_json::from_value(pm["op_counts"].clone()).unwrap();
+            want_ops.remove("_operator.getitem");
+            assert_eq!(top_level_ops(&program), want_ops, "{stem}: op histogram");
+            drop(program);
             let t = std::time::Instant::now();
             match run_io_cases(&dir, &archive, pname, pm, &check) {
                 Ok(reports) => {
