@@ -27,6 +27,7 @@ awk '/^test result:/ {p+=$4; f+=$6} END {printf "rust: %d passed, %d failed\n", 
 
 if [ -x .venv/bin/python ]; then
   step "python tests (torch round trips)"
+  cargo build --release -p pt2web-native
   PT2WEB_BIN="$PWD/target/release/pt2web" .venv/bin/python -m pytest -q tests/py
 else
   echo "skipping python tests: no .venv (run scripts/setup.sh)"

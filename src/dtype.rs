@@ -154,7 +154,10 @@ impl DType {
         )
     }
     pub fn is_complex(self) -> bool {
-        matches!(self, DType::ComplexHalf | DType::Complex64 | DType::Complex128)
+        matches!(
+            self,
+            DType::ComplexHalf | DType::Complex64 | DType::Complex128
+        )
     }
     pub fn is_int(self) -> bool {
         use DType::*;

@@ -15,7 +15,11 @@ pub enum Error {
 
     /// A configured safety limit was exceeded (sizes, nesting, entry counts).
     #[error("limit exceeded: {what} is {value}, the limit is {limit} (raise it in pt2web::Limits if the file is trusted)")]
-    Limit { what: String, value: u64, limit: u64 },
+    Limit {
+        what: String,
+        value: u64,
+        limit: u64,
+    },
 
     /// A pickle (torch.save) entry used something pt2web refuses to interpret.
     #[error("pickle: {file}: {msg}")]
@@ -27,7 +31,12 @@ pub enum Error {
 
     /// A schema, opset or archive version pt2web does not support.
     #[error("unsupported version in {file}: {what} is {found}, supported: {supported}")]
-    Version { file: String, what: String, found: String, supported: String },
+    Version {
+        file: String,
+        what: String,
+        found: String,
+        supported: String,
+    },
 
     /// A tensor's declared sizes/strides/offset do not fit its storage.
     #[error("tensor '{name}': {msg}")]
@@ -43,7 +52,12 @@ pub enum Error {
 
     /// A concrete input violates a static dim, a range constraint or an equality guard.
     #[error("input '{input}' dimension {dim}: got {value}, but {constraint}")]
-    Guard { input: String, dim: usize, value: i64, constraint: String },
+    Guard {
+        input: String,
+        dim: usize,
+        value: i64,
+        constraint: String,
+    },
 
     /// A call does not match the program's inputs (missing, extra, dtype, rank).
     #[error("input '{input}': {msg}")]
@@ -64,22 +78,41 @@ pub enum Error {
 
 impl Error {
     pub fn archive(file: impl Into<String>, msg: impl fmt::Display) -> Self {
-        Error::Archive { file: file.into(), msg: msg.to_string() }
+        Error::Archive {
+            file: file.into(),
+            msg: msg.to_string(),
+        }
     }
     pub fn schema(file: impl Into<String>, msg: impl fmt::Display) -> Self {
-        Error::Schema { file: file.into(), msg: msg.to_string() }
+        Error::Schema {
+            file: file.into(),
+            msg: msg.to_string(),
+        }
     }
     pub fn pickle(file: impl Into<String>, msg: impl fmt::Display) -> Self {
-        Error::Pickle { file: file.into(), msg: msg.to_string() }
+        Error::Pickle {
+            file: file.into(),
+            msg: msg.to_string(),
+        }
     }
     pub fn tensor(name: impl Into<String>, msg: impl fmt::Display) -> Self {
-        Error::Tensor { name: name.into(), msg: msg.to_string() }
+        Error::Tensor {
+            name: name.into(),
+            msg: msg.to_string(),
+        }
     }
     pub fn limit(what: impl Into<String>, value: u64, limit: u64) -> Self {
-        Error::Limit { what: what.into(), value, limit }
+        Error::Limit {
+            what: what.into(),
+            value,
+            limit,
+        }
     }
     pub fn op(op: impl Into<String>, msg: impl fmt::Display) -> Self {
-        Error::Op { op: op.into(), msg: msg.to_string() }
+        Error::Op {
+            op: op.into(),
+            msg: msg.to_string(),
+        }
     }
     /// A short machine-readable code (used by the JS bindings as `error.code`).
     pub fn code(&self) -> &'static str {

@@ -70,26 +70,54 @@ pub struct ArchiveInfo {
 
 fn tensor_info(p: &Program, name: &str) -> TensorInfo {
     match p.input_value(name).map(|v| &v.kind) {
-        Some(ValueKind::Tensor { dtype, sizes, .. }) => {
-            TensorInfo { name: name.into(), dtype: dtype.name().into(), shape: sizes.iter().map(Dim::to_string).collect() }
-        }
-        Some(ValueKind::SymInt(_)) => TensorInfo { name: name.into(), dtype: "symint".into(), shape: vec![] },
-        Some(ValueKind::SymFloat(_)) => TensorInfo { name: name.into(), dtype: "symfloat".into(), shape: vec![] },
-        Some(ValueKind::SymBool(_)) => TensorInfo { name: name.into(), dtype: "symbool".into(), shape: vec![] },
-        _ => TensorInfo { name: name.into(), dtype: "?".into(), shape: vec![] },
+        Some(ValueKind::Tensor { dtype, sizes, .. }) => TensorInfo {
+            name: name.into(),
+            dtype: dtype.name().into(),
+            shape: sizes.iter().map(Dim::to_string).collect(),
+        },
+        Some(ValueKind::SymInt(_)) => TensorInfo {
+            name: name.into(),
+            dtype: "symint".into(),
+            shape: vec![],
+        },
+        Some(ValueKind::SymFloat(_)) => TensorInfo {
+            name: name.into(),
+            dtype: "symfloat".into(),
+            shape: vec![],
+        },
+        Some(ValueKind::SymBool(_)) => TensorInfo {
+            name: name.into(),
+            dtype: "symbool".into(),
+            shape: vec![],
+        },
+        _ => TensorInfo {
+            name: name.into(),
+            dtype: "?".into(),
+            shape: vec![],
+        },
     }
 }
 
 /// Summarize one program.
 pub fn program_info(p: &Program) -> ProgramInfo {
-    let inputs = p.user_inputs().iter().map(|i| tensor_info(p, &i.name)).collect();
+    let inputs = p
+        .user_inputs()
+        .iter()
+        .map(|i| tensor_info(p, &i.name))
+        .collect();
     let outputs = p
         .user_outputs()
         .iter()
         .map(|o| match &o.arg {
             crate::program::Arg::Tensor(id) => tensor_info(p, &p.graph.value(*id).name),
-            crate::program::Arg::SymInt(crate::program::IntArg::Sym(id)) => tensor_info(p, &p.graph.value(*id).name),
-            other => TensorInfo { name: format!("{other:?}"), dtype: "constant".into(), shape: vec![] },
+            crate::program::Arg::SymInt(crate::program::IntArg::Sym(id)) => {
+                tensor_info(p, &p.graph.value(*id).name)
+            }
+            other => TensorInfo {
+                name: format!("{other:?}"),
+                dtype: "constant".into(),
+                shape: vec![],
+            },
         })
         .collect();
     let mut sums: [StateSummary; 3] = Default::default();
@@ -102,7 +130,9 @@ pub fn program_info(p: &Program) -> ProgramInfo {
         s.count += 1;
         s.numel += e.tensor.numel() as u64;
         s.bytes += e.tensor.nbytes() as u64;
-        *s.bytes_by_dtype.entry(e.tensor.dtype.name().into()).or_default() += e.tensor.nbytes() as u64;
+        *s.bytes_by_dtype
+            .entry(e.tensor.dtype.name().into())
+            .or_default() += e.tensor.nbytes() as u64;
     }
     let [parameters, buffers, constants] = sums;
     let mut groups: Vec<Vec<String>> = Vec::new();
@@ -114,7 +144,13 @@ pub fn program_info(p: &Program) -> ProgramInfo {
         }
         let mut g = vec![entries[i].0.clone()];
         for j in i + 1..entries.len() {
-            if !seen[j] && entries[i].1.tensor.storage.same(&entries[j].1.tensor.storage) {
+            if !seen[j]
+                && entries[i]
+                    .1
+                    .tensor
+                    .storage
+                    .same(&entries[j].1.tensor.storage)
+            {
                 seen[j] = true;
                 g.push(entries[j].0.clone());
             }
@@ -123,7 +159,11 @@ pub fn program_info(p: &Program) -> ProgramInfo {
             groups.push(g);
         }
     }
-    let range = |s: &str| p.range_constraints.get(s).map(|r| (Some(r.min).filter(|m| *m != i64::MIN), r.max));
+    let range = |s: &str| {
+        p.range_constraints
+            .get(s)
+            .map(|r| (Some(r.min).filter(|m| *m != i64::MIN), r.max))
+    };
     let dynamic_symbols = p
         .dynamic_symbols()
         .into_iter()
@@ -142,8 +182,16 @@ pub fn program_info(p: &Program) -> ProgramInfo {
         outputs,
         in_spec: p.in_spec.as_ref().map(|s| s.to_string()),
         out_spec: p.out_spec.as_ref().map(|s| s.to_string()),
-        input_paths: p.in_spec.as_ref().map(|s| s.leaf_paths()).unwrap_or_default(),
-        output_paths: p.out_spec.as_ref().map(|s| s.leaf_paths()).unwrap_or_default(),
+        input_paths: p
+            .in_spec
+            .as_ref()
+            .map(|s| s.leaf_paths())
+            .unwrap_or_default(),
+        output_paths: p
+            .out_spec
+            .as_ref()
+            .map(|s| s.leaf_paths())
+            .unwrap_or_default(),
         parameters,
         buffers,
         constants,
@@ -151,12 +199,24 @@ pub fn program_info(p: &Program) -> ProgramInfo {
         buffer_mutations: p
             .outputs
             .iter()
-            .filter_map(|o| if let OutputKind::BufferMutation { buffer } = &o.kind { Some(buffer.clone()) } else { None })
+            .filter_map(|o| {
+                if let OutputKind::BufferMutation { buffer } = &o.kind {
+                    Some(buffer.clone())
+                } else {
+                    None
+                }
+            })
             .collect(),
         user_input_mutations: p
             .outputs
             .iter()
-            .filter_map(|o| if let OutputKind::UserInputMutation { input } = &o.kind { Some(input.clone()) } else { None })
+            .filter_map(|o| {
+                if let OutputKind::UserInputMutation { input } = &o.kind {
+                    Some(input.clone())
+                } else {
+                    None
+                }
+            })
             .collect(),
         dynamic_symbols,
         range_constraints: p
@@ -181,12 +241,19 @@ pub fn archive_info(a: &Pt2Archive, opts: &LoadOptions) -> Result<ArchiveInfo> {
 }
 
 /// Summarize the programs of an archive (only `only` when given).
-pub fn archive_info_filtered(a: &Pt2Archive, opts: &LoadOptions, only: Option<&str>) -> Result<ArchiveInfo> {
+pub fn archive_info_filtered(
+    a: &Pt2Archive,
+    opts: &LoadOptions,
+    only: Option<&str>,
+) -> Result<ArchiveInfo> {
     let names: Vec<String> = match only {
         Some(n) => vec![n.to_string()],
         None => a.program_names().to_vec(),
     };
-    let programs = names.iter().map(|n| a.program(Some(n), opts).map(|p| program_info(&p))).collect::<Result<_>>()?;
+    let programs = names
+        .iter()
+        .map(|n| a.program(Some(n), opts).map(|p| program_info(&p)))
+        .collect::<Result<_>>()?;
     Ok(ArchiveInfo {
         source: a.reader().source().to_string(),
         layout: match a.layout() {
@@ -194,7 +261,11 @@ pub fn archive_info_filtered(a: &Pt2Archive, opts: &LoadOptions, only: Option<&s
             Layout::Legacy { version } => format!("legacy torch 2.5 (schema {version})"),
         },
         programs,
-        extra_files: a.extra_files()?.into_iter().map(|(k, v)| (k, v.len())).collect(),
+        extra_files: a
+            .extra_files()?
+            .into_iter()
+            .map(|(k, v)| (k, v.len()))
+            .collect(),
     })
 }
 
@@ -202,29 +273,76 @@ pub fn archive_info_filtered(a: &Pt2Archive, opts: &LoadOptions, only: Option<&s
 pub fn render(info: &ArchiveInfo) -> String {
     use std::fmt::Write;
     let mut s = String::new();
-    let _ = writeln!(s, "{}: {} program(s), layout {}", info.source, info.programs.len(), info.layout);
+    let _ = writeln!(
+        s,
+        "{}: {} program(s), layout {}",
+        info.source,
+        info.programs.len(),
+        info.layout
+    );
     let mb = |b: u64| match b {
         0..1_000 => format!("{b} B"),
         1_000..1_000_000 => format!("{:.1} KB", b as f64 / 1e3),
         _ => format!("{:.1} MB", b as f64 / 1e6),
     };
     for p in &info.programs {
-        let _ = writeln!(s, "\nprogram '{}'  [{} IR, schema {}, torch {}]", p.name, p.ir, p.schema_version, p.torch_version.as_deref().unwrap_or("?"));
+        let _ = writeln!(
+            s,
+            "\nprogram '{}'  [{} IR, schema {}, torch {}]",
+            p.name,
+            p.ir,
+            p.schema_version,
+            p.torch_version.as_deref().unwrap_or("?")
+        );
         let _ = writeln!(s, "  inputs  {}", p.in_spec.as_deref().unwrap_or("?"));
         for t in &p.inputs {
-            let _ = writeln!(s, "    {:<24} {:<9} [{}]", t.name, t.dtype, t.shape.join(", "));
+            let _ = writeln!(
+                s,
+                "    {:<24} {:<9} [{}]",
+                t.name,
+                t.dtype,
+                t.shape.join(", ")
+            );
         }
         let _ = writeln!(s, "  outputs {}", p.out_spec.as_deref().unwrap_or("?"));
         for (i, t) in p.outputs.iter().enumerate() {
             let path = p.output_paths.get(i).map(String::as_str).unwrap_or("");
-            let _ = writeln!(s, "    output_{i:<17} {:<9} [{}] {path}", t.dtype, t.shape.join(", "));
+            let _ = writeln!(
+                s,
+                "    output_{i:<17} {:<9} [{}] {path}",
+                t.dtype,
+                t.shape.join(", ")
+            );
         }
-        for (label, st) in [("parameters", &p.parameters), ("buffers", &p.buffers), ("constants", &p.constants)] {
-            let by: Vec<String> = st.bytes_by_dtype.iter().map(|(d, b)| format!("{d} {}", mb(*b))).collect();
-            let _ = writeln!(s, "  {label:<11} {:>5} tensors, {:>12} elements, {} ({})", st.count, st.numel, mb(st.bytes), by.join(", "));
+        for (label, st) in [
+            ("parameters", &p.parameters),
+            ("buffers", &p.buffers),
+            ("constants", &p.constants),
+        ] {
+            let by: Vec<String> = st
+                .bytes_by_dtype
+                .iter()
+                .map(|(d, b)| format!("{d} {}", mb(*b)))
+                .collect();
+            let _ = writeln!(
+                s,
+                "  {label:<11} {:>5} tensors, {:>12} elements, {} ({})",
+                st.count,
+                st.numel,
+                mb(st.bytes),
+                by.join(", ")
+            );
         }
         if !p.shared_storage.is_empty() {
-            let _ = writeln!(s, "  shared storage: {}", p.shared_storage.iter().map(|g| g.join(" = ")).collect::<Vec<_>>().join("; "));
+            let _ = writeln!(
+                s,
+                "  shared storage: {}",
+                p.shared_storage
+                    .iter()
+                    .map(|g| g.join(" = "))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
         }
         if !p.buffer_mutations.is_empty() {
             let _ = writeln!(s, "  mutates buffers: {}", p.buffer_mutations.join(", "));
@@ -246,7 +364,11 @@ pub fn render(info: &ArchiveInfo) -> String {
             let _ = writeln!(s, "    {n:>5}  {op}");
         }
         if !p.custom_objects.is_empty() {
-            let _ = writeln!(s, "  custom objects (not loaded): {}", p.custom_objects.join(", "));
+            let _ = writeln!(
+                s,
+                "  custom objects (not loaded): {}",
+                p.custom_objects.join(", ")
+            );
         }
         let _ = writeln!(s, "  sample inputs: {}", p.sample_inputs);
     }

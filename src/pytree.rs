@@ -18,10 +18,15 @@ pub enum NodeKind {
     Tuple,
     List,
     /// dict / OrderedDict / defaultdict: keys in flatten order.
-    Dict { keys: Vec<Value> },
+    Dict {
+        keys: Vec<Value>,
+    },
     /// A namedtuple, a dataclass, or a registered class (e.g. ModelOutput): its type name and
     /// the field names of its children where the context gives them.
-    Struct { type_name: String, fields: Vec<String> },
+    Struct {
+        type_name: String,
+        fields: Vec<String>,
+    },
 }
 
 /// One node of a TreeSpec.
@@ -42,18 +47,36 @@ pub enum PyTree<T> {
     Tuple(Vec<PyTree<T>>),
     List(Vec<PyTree<T>>),
     Dict(Vec<(Value, PyTree<T>)>),
-    Struct { type_name: String, fields: Vec<(String, PyTree<T>)> },
+    Struct {
+        type_name: String,
+        fields: Vec<(String, PyTree<T>)>,
+    },
 }
 
 impl TreeSpec {
     /// Parse the string torch stores in `module_call_graph[..].signature.in_spec/out_spec`.
     /// `namedtuple_fields` is the GraphModule's `treespec_namedtuple_fields`.
-    pub fn parse(s: &str, namedtuple_fields: &BTreeMap<String, Vec<String>>, max_depth: usize) -> Result<TreeSpec> {
-        let v: Value = serde_json::from_str(s).map_err(|e| Error::schema("treespec", format!("not JSON: {e}")))?;
-        let arr = v.as_array().filter(|a| a.len() == 2).ok_or_else(|| Error::schema("treespec", "expected [protocol, spec]"))?;
+    pub fn parse(
+        s: &str,
+        namedtuple_fields: &BTreeMap<String, Vec<String>>,
+        max_depth: usize,
+    ) -> Result<TreeSpec> {
+        let v: Value = serde_json::from_str(s)
+            .map_err(|e| Error::schema("treespec", format!("not JSON: {e}")))?;
+        let arr = v
+            .as_array()
+            .filter(|a| a.len() == 2)
+            .ok_or_else(|| Error::schema("treespec", "expected [protocol, spec]"))?;
         match arr[0].as_i64() {
             Some(1) => {}
-            other => return Err(Error::Version { file: "treespec".into(), what: "pytree protocol".into(), found: format!("{other:?}"), supported: "1".into() }),
+            other => {
+                return Err(Error::Version {
+                    file: "treespec".into(),
+                    what: "pytree protocol".into(),
+                    found: format!("{other:?}"),
+                    supported: "1".into(),
+                })
+            }
         }
         Self::from_json(&arr[1], namedtuple_fields, max_depth)
     }
@@ -64,10 +87,22 @@ impl TreeSpec {
         }
         let bad = |m: &str| Error::schema("treespec", m.to_string());
         let obj = v.as_object().ok_or_else(|| bad("node is not an object"))?;
-        let children_json = obj.get("children_spec").and_then(Value::as_array).ok_or_else(|| bad("node has no children_spec list"))?;
-        let children = children_json.iter().map(|c| Self::from_json(c, nt, depth - 1)).collect::<Result<Vec<_>>>()?;
+        let children_json = obj
+            .get("children_spec")
+            .and_then(Value::as_array)
+            .ok_or_else(|| bad("node has no children_spec list"))?;
+        let children = children_json
+            .iter()
+            .map(|c| Self::from_json(c, nt, depth - 1))
+            .collect::<Result<Vec<_>>>()?;
         let type_name = match obj.get("type") {
-            None | Some(Value::Null) => return Ok(TreeSpec { kind: NodeKind::Leaf, type_name: None, children: vec![] }),
+            None | Some(Value::Null) => {
+                return Ok(TreeSpec {
+                    kind: NodeKind::Leaf,
+                    type_name: None,
+                    children: vec![],
+                })
+            }
             Some(Value::String(s)) => s.clone(),
             Some(_) => return Err(bad("type is not a string")),
         };
@@ -82,30 +117,55 @@ impl TreeSpec {
             "builtins.tuple" => NodeKind::Tuple,
             "builtins.list" | "torch.fx.immutable_collections.immutable_list" => NodeKind::List,
             "builtins.NoneType" => NodeKind::None,
-            "builtins.dict" | "collections.OrderedDict" | "torch.fx.immutable_collections.immutable_dict" => {
-                NodeKind::Dict { keys: context.as_array().cloned().unwrap_or_default() }
-            }
+            "builtins.dict"
+            | "collections.OrderedDict"
+            | "torch.fx.immutable_collections.immutable_dict" => NodeKind::Dict {
+                keys: context.as_array().cloned().unwrap_or_default(),
+            },
             "collections.defaultdict" => NodeKind::Dict {
-                keys: context.get("dict_context").and_then(Value::as_array).cloned().unwrap_or_default(),
+                keys: context
+                    .get("dict_context")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
             },
             "collections.namedtuple" => {
                 let name = context.as_str().unwrap_or("namedtuple").to_string();
-                let fields = nt.get(&name).cloned().unwrap_or_else(|| (0..n).map(|i| format!("_{i}")).collect());
-                NodeKind::Struct { type_name: name, fields }
+                let fields = nt
+                    .get(&name)
+                    .cloned()
+                    .unwrap_or_else(|| (0..n).map(|i| format!("_{i}")).collect());
+                NodeKind::Struct {
+                    type_name: name,
+                    fields,
+                }
             }
-            _ => NodeKind::Struct { type_name: type_name.clone(), fields: struct_fields(&context, n) },
+            _ => NodeKind::Struct {
+                type_name: type_name.clone(),
+                fields: struct_fields(&context, n),
+            },
         };
         if let NodeKind::Dict { keys } = &kind {
             if keys.len() != n {
-                return Err(bad(&format!("{type_name} has {} keys but {n} children", keys.len())));
+                return Err(bad(&format!(
+                    "{type_name} has {} keys but {n} children",
+                    keys.len()
+                )));
             }
         }
         if let NodeKind::Struct { fields, type_name } = &kind {
             if fields.len() != n {
-                return Err(bad(&format!("{type_name} has {} fields but {n} children", fields.len())));
+                return Err(bad(&format!(
+                    "{type_name} has {} fields but {n} children",
+                    fields.len()
+                )));
             }
         }
-        Ok(TreeSpec { kind, type_name: Some(type_name), children })
+        Ok(TreeSpec {
+            kind,
+            type_name: Some(type_name),
+            children,
+        })
     }
 
     /// Number of leaves (flattened values).
@@ -152,14 +212,20 @@ impl TreeSpec {
     /// Rebuild the structure from flattened leaves (in flatten order).
     pub fn unflatten<T>(&self, leaves: Vec<T>) -> Result<PyTree<T>> {
         if leaves.len() != self.num_leaves() {
-            return Err(Error::Verify(format!("pytree expects {} leaves, got {}", self.num_leaves(), leaves.len())));
+            return Err(Error::Verify(format!(
+                "pytree expects {} leaves, got {}",
+                self.num_leaves(),
+                leaves.len()
+            )));
         }
         let mut it = leaves.into_iter();
         Ok(self.build(&mut it))
     }
 
     fn build<T>(&self, it: &mut dyn Iterator<Item = T>) -> PyTree<T> {
-        let kids = |it: &mut dyn Iterator<Item = T>| -> Vec<PyTree<T>> { self.children.iter().map(|c| c.build(it)).collect() };
+        let kids = |it: &mut dyn Iterator<Item = T>| -> Vec<PyTree<T>> {
+            self.children.iter().map(|c| c.build(it)).collect()
+        };
         match &self.kind {
             // num_leaves was checked, so the iterator cannot run dry here.
             NodeKind::Leaf => it.next().map(PyTree::Leaf).unwrap_or(PyTree::None),
@@ -167,9 +233,10 @@ impl TreeSpec {
             NodeKind::Tuple => PyTree::Tuple(kids(it)),
             NodeKind::List => PyTree::List(kids(it)),
             NodeKind::Dict { keys } => PyTree::Dict(keys.iter().cloned().zip(kids(it)).collect()),
-            NodeKind::Struct { type_name, fields } => {
-                PyTree::Struct { type_name: type_name.clone(), fields: fields.iter().cloned().zip(kids(it)).collect() }
-            }
+            NodeKind::Struct { type_name, fields } => PyTree::Struct {
+                type_name: type_name.clone(),
+                fields: fields.iter().cloned().zip(kids(it)).collect(),
+            },
         }
     }
 }
@@ -178,7 +245,10 @@ impl TreeSpec {
 /// flat/none fields), `{"keys": [...]}`; positional names otherwise.
 fn struct_fields(ctx: &Value, n: usize) -> Vec<String> {
     let strings = |v: &Value| -> Option<Vec<String>> {
-        v.as_array()?.iter().map(|x| x.as_str().map(str::to_string)).collect()
+        v.as_array()?
+            .iter()
+            .map(|x| x.as_str().map(str::to_string))
+            .collect()
     };
     let candidates = [
         strings(ctx),
@@ -259,7 +329,10 @@ mod tests {
     fn parse_count_and_paths() {
         let t = TreeSpec::parse(SPEC, &BTreeMap::new(), 64).unwrap();
         assert_eq!(t.num_leaves(), 3);
-        assert_eq!(t.leaf_paths(), vec!["[0][0]", "[0][1]['feat']", "[0][1]['mask']"]);
+        assert_eq!(
+            t.leaf_paths(),
+            vec!["[0][0]", "[0][1]['feat']", "[0][1]['mask']"]
+        );
         assert_eq!(t.to_string(), "((*, {'feat': *, 'mask': *}), {})");
         let tree = t.unflatten(vec![1, 2, 3]).unwrap();
         match tree {
@@ -279,7 +352,13 @@ mod tests {
 
     #[test]
     fn malformed_specs_error() {
-        for bad in ["", "[]", "[2, {}]", "[1, 5]", r#"[1, {"type": "builtins.dict", "context": "[\"a\"]", "children_spec": []}]"#] {
+        for bad in [
+            "",
+            "[]",
+            "[2, {}]",
+            "[1, 5]",
+            r#"[1, {"type": "builtins.dict", "context": "[\"a\"]", "children_spec": []}]"#,
+        ] {
             assert!(TreeSpec::parse(bad, &BTreeMap::new(), 64).is_err(), "{bad}");
         }
         let open = "{\"type\": \"builtins.list\", \"context\": \"null\", \"children_spec\": [";

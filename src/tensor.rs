@@ -78,7 +78,14 @@ impl HostTensor {
         storage_offset: usize,
         storage: Storage,
     ) -> Result<Self> {
-        let t = HostTensor { dtype, sizes, strides, storage_offset, storage, requires_grad: false };
+        let t = HostTensor {
+            dtype,
+            sizes,
+            strides,
+            storage_offset,
+            storage,
+            requires_grad: false,
+        };
         t.check_bounds(name)?;
         Ok(t)
     }
@@ -116,11 +123,19 @@ impl HostTensor {
         if self.sizes.len() != self.strides.len() {
             return Err(Error::tensor(
                 name,
-                format!("{} sizes but {} strides", self.sizes.len(), self.strides.len()),
+                format!(
+                    "{} sizes but {} strides",
+                    self.sizes.len(),
+                    self.strides.len()
+                ),
             ));
         }
-        let numel = checked_numel(&self.sizes)
-            .ok_or_else(|| Error::tensor(name, format!("element count of sizes {:?} overflows", self.sizes)))?;
+        let numel = checked_numel(&self.sizes).ok_or_else(|| {
+            Error::tensor(
+                name,
+                format!("element count of sizes {:?} overflows", self.sizes),
+            )
+        })?;
         if numel == 0 {
             return Ok(());
         }
@@ -160,7 +175,12 @@ impl HostTensor {
         let rank = self.sizes.len();
         let mut idx = vec![0usize; rank];
         for _ in 0..n {
-            let off: usize = self.storage_offset + idx.iter().zip(&self.strides).map(|(i, s)| i * s).sum::<usize>();
+            let off: usize = self.storage_offset
+                + idx
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(i, s)| i * s)
+                    .sum::<usize>();
             out.extend_from_slice(&src[off * es..off * es + es]);
             for d in (0..rank).rev() {
                 idx[d] += 1;
@@ -182,16 +202,33 @@ mod tests {
     fn bounds_are_checked() {
         let st = Storage::new(vec![0u8; 24]);
         assert!(HostTensor::new("w", DType::F32, vec![2, 3], vec![3, 1], 0, st.clone()).is_ok());
-        let e = HostTensor::new("w", DType::F32, vec![2, 3], vec![3, 1], 1, st.clone()).unwrap_err();
+        let e =
+            HostTensor::new("w", DType::F32, vec![2, 3], vec![3, 1], 1, st.clone()).unwrap_err();
         assert!(e.to_string().contains("'w'"), "{e}");
-        assert!(HostTensor::new("w", DType::F32, vec![usize::MAX, 3], vec![3, 1], 0, st.clone()).is_err());
+        assert!(HostTensor::new(
+            "w",
+            DType::F32,
+            vec![usize::MAX, 3],
+            vec![3, 1],
+            0,
+            st.clone()
+        )
+        .is_err());
         assert!(HostTensor::new("w", DType::F32, vec![0, 3], vec![3, 1], 100, st).is_ok());
     }
 
     #[test]
     fn strided_copy() {
         let bytes: Vec<u8> = (0..6u8).collect();
-        let t = HostTensor::new("t", DType::U8, vec![3, 2], vec![1, 3], 0, Storage::new(bytes)).unwrap();
+        let t = HostTensor::new(
+            "t",
+            DType::U8,
+            vec![3, 2],
+            vec![1, 3],
+            0,
+            Storage::new(bytes),
+        )
+        .unwrap();
         assert!(!t.is_contiguous());
         assert_eq!(t.contiguous_bytes(), vec![0, 3, 1, 4, 2, 5]);
     }

@@ -12,15 +12,27 @@ use std::io::{Cursor, Write};
 use zip::write::SimpleFileOptions;
 
 /// Schema version written: the one this crate reads natively.
-const WRITE_SCHEMA: schema::SchemaVersion = schema::SchemaVersion { major: schema::SCHEMA_MAJOR, minor: schema::SCHEMA_MINOR };
+const WRITE_SCHEMA: schema::SchemaVersion = schema::SchemaVersion {
+    major: schema::SCHEMA_MAJOR,
+    minor: schema::SCHEMA_MINOR,
+};
 
 /// Serialize programs (by name) and extra files into `.pt2` bytes. `root` is the archive's
 /// root folder name (torch uses the file stem).
-pub fn write_pt2(root: &str, programs: &[&Program], extra_files: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>> {
+pub fn write_pt2(
+    root: &str,
+    programs: &[&Program],
+    extra_files: &BTreeMap<String, Vec<u8>>,
+) -> Result<Vec<u8>> {
     if root.is_empty() || root.contains('/') {
-        return Err(Error::Write(format!("archive root '{root}' must be a plain folder name")));
+        return Err(Error::Write(format!(
+            "archive root '{root}' must be a plain folder name"
+        )));
     }
-    let mut w = Writer { zip: zip::ZipWriter::new(Cursor::new(Vec::new())), root: root.to_string() };
+    let mut w = Writer {
+        zip: zip::ZipWriter::new(Cursor::new(Vec::new())),
+        root: root.to_string(),
+    };
     let mut names = std::collections::BTreeSet::new();
     let (mut weight_idx, mut const_idx) = (0usize, 0usize);
     for p in programs {
@@ -38,9 +50,15 @@ pub fn write_pt2(root: &str, programs: &[&Program], extra_files: &BTreeMap<Strin
         let mut written: Vec<(Storage, String, bool)> = Vec::new();
         for (fqn, e) in &p.state {
             // torch keeps non-persistent buffers with the constants.
-            let is_const = matches!(e.kind, StateKind::Constant | StateKind::Buffer { persistent: false });
+            let is_const = matches!(
+                e.kind,
+                StateKind::Constant | StateKind::Buffer { persistent: false }
+            );
             let t = &e.tensor;
-            let path_name = match written.iter().find(|(s, _, c)| s.same(&t.storage) && *c == is_const) {
+            let path_name = match written
+                .iter()
+                .find(|(s, _, c)| s.same(&t.storage) && *c == is_const)
+            {
                 Some((_, n, _)) => n.clone(),
                 None => {
                     let (dir, name) = if is_const {
@@ -63,7 +81,10 @@ pub fn write_pt2(root: &str, programs: &[&Program], extra_files: &BTreeMap<Strin
                     dtype: t.dtype,
                     sizes: t.sizes.iter().map(|&s| SymInt::AsInt(s as i64)).collect(),
                     requires_grad: t.requires_grad,
-                    device: schema::Device { type_: "cpu".into(), index: None },
+                    device: schema::Device {
+                        type_: "cpu".into(),
+                        index: None,
+                    },
                     strides: t.strides.iter().map(|&s| SymInt::AsInt(s as i64)).collect(),
                     storage_offset: SymInt::AsInt(t.storage_offset as i64),
                     layout: 7,
@@ -75,7 +96,10 @@ pub fn write_pt2(root: &str, programs: &[&Program], extra_files: &BTreeMap<Strin
                 weights.insert(fqn.clone(), meta);
             }
         }
-        let cfg = |c| serde_json::to_vec(&PayloadConfig { config: c }).map_err(|e| Error::Write(e.to_string()));
+        let cfg = |c| {
+            serde_json::to_vec(&PayloadConfig { config: c })
+                .map_err(|e| Error::Write(e.to_string()))
+        };
         w.file(&paths::weights_config(&p.name), &cfg(weights)?)?;
         w.file(&paths::constants_config(&p.name), &cfg(constants)?)?;
         if let Some(si) = &p.sample_inputs_bytes {
@@ -84,7 +108,9 @@ pub fn write_pt2(root: &str, programs: &[&Program], extra_files: &BTreeMap<Strin
     }
     for (name, bytes) in extra_files {
         if name.is_empty() || name.contains("..") {
-            return Err(Error::Write(format!("extra file name '{name}' is not allowed")));
+            return Err(Error::Write(format!(
+                "extra file name '{name}' is not allowed"
+            )));
         }
         w.file(&format!("{}{name}", paths::EXTRA_DIR), bytes)?;
     }

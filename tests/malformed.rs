@@ -9,7 +9,12 @@ use std::path::Path;
 use zip::write::SimpleFileOptions;
 
 fn fixture(name: &str) -> Vec<u8> {
-    std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)).unwrap()
+    std::fs::read(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures")
+            .join(name),
+    )
+    .unwrap()
 }
 
 /// All entries of a zip, in order.
@@ -28,7 +33,11 @@ fn entries(bytes: &[u8]) -> Vec<(String, Vec<u8>)> {
 fn rezip(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
     let mut w = zip::ZipWriter::new(Cursor::new(Vec::new()));
     for (n, d) in entries {
-        w.start_file(n.as_str(), SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored)).unwrap();
+        w.start_file(
+            n.as_str(),
+            SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored),
+        )
+        .unwrap();
         w.write_all(d).unwrap();
     }
     w.finish().unwrap().into_inner()
@@ -37,7 +46,10 @@ fn rezip(entries: &[(String, Vec<u8>)]) -> Vec<u8> {
 /// The fixture with one entry (matched by suffix) transformed.
 fn with_entry(name: &str, suffix: &str, f: impl Fn(Vec<u8>) -> Vec<u8>) -> Vec<u8> {
     let mut es = entries(&fixture(name));
-    let e = es.iter_mut().find(|(n, _)| n.ends_with(suffix)).unwrap_or_else(|| panic!("no entry *{suffix}"));
+    let e = es
+        .iter_mut()
+        .find(|(n, _)| n.ends_with(suffix))
+        .unwrap_or_else(|| panic!("no entry *{suffix}"));
     e.1 = f(std::mem::take(&mut e.1));
     rezip(&es)
 }
@@ -56,7 +68,10 @@ fn load(bytes: Vec<u8>) -> Result<(), Error> {
 
 fn load_with(bytes: Vec<u8>, limits: Limits) -> Result<(), Error> {
     let a = Pt2Archive::open("bad.pt2", bytes, limits)?;
-    let opts = LoadOptions { limits, ..Default::default() };
+    let opts = LoadOptions {
+        limits,
+        ..Default::default()
+    };
     for n in a.program_names().to_vec() {
         a.program(Some(&n), &opts)?;
     }
@@ -72,7 +87,10 @@ fn good_still_loads() {
 fn truncated_archives() {
     let b = fixture("convnet_core.pt2");
     for cut in (0..b.len()).step_by(b.len() / 97 + 1) {
-        assert!(load(b[..cut].to_vec()).is_err(), "truncated at {cut} loaded");
+        assert!(
+            load(b[..cut].to_vec()).is_err(),
+            "truncated at {cut} loaded"
+        );
     }
     good_still_loads();
 }
@@ -129,7 +147,8 @@ fn huge_declared_sizes() {
     let b = with_json("tied.pt2", "model_weights_config.json", |v| {
         let cfg = v["config"].as_object_mut().unwrap();
         let (_, e) = cfg.iter_mut().next().unwrap();
-        e["tensor_meta"]["sizes"] = serde_json::json!([{"as_int": 1u64 << 40}, {"as_int": 1u64 << 40}]);
+        e["tensor_meta"]["sizes"] =
+            serde_json::json!([{"as_int": 1u64 << 40}, {"as_int": 1u64 << 40}]);
         e["tensor_meta"]["strides"] = serde_json::json!([{"as_int": 1}, {"as_int": 1}]);
     });
     assert!(load(b).is_err());
@@ -142,7 +161,8 @@ fn huge_declared_sizes() {
                 let mut v: serde_json::Value = serde_json::from_slice(d).unwrap();
                 for (_, e) in v["config"].as_object_mut().unwrap().iter_mut() {
                     if e["path_name"] == "weight_0" {
-                        e["tensor_meta"]["sizes"] = serde_json::json!([{"as_int": 1u64 << 36}, {"as_int": 4}]);
+                        e["tensor_meta"]["sizes"] =
+                            serde_json::json!([{"as_int": 1u64 << 36}, {"as_int": 4}]);
                     }
                 }
                 *d = serde_json::to_vec(&v).unwrap();
@@ -153,18 +173,32 @@ fn huge_declared_sizes() {
     let e = load(b2).unwrap_err();
     assert!(matches!(e, Error::Limit { .. }), "{e}");
     // Total size over the configured bound.
-    let e = load_with(fixture("tied.pt2"), Limits { max_total_bytes: 1000, ..Limits::default() }).unwrap_err();
+    let e = load_with(
+        fixture("tied.pt2"),
+        Limits {
+            max_total_bytes: 1000,
+            ..Limits::default()
+        },
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::Limit { .. }), "{e}");
     good_still_loads();
 }
 
 #[test]
 fn unknown_versions() {
-    let b = with_json("mlp_train.pt2", "models/model.json", |v| v["schema_version"]["major"] = 99.into());
+    let b = with_json("mlp_train.pt2", "models/model.json", |v| {
+        v["schema_version"]["major"] = 99.into()
+    });
     let e = load(b).unwrap_err();
-    assert!(matches!(e, Error::Version { .. }) && e.to_string().contains("99"), "{e}");
+    assert!(
+        matches!(e, Error::Version { .. }) && e.to_string().contains("99"),
+        "{e}"
+    );
 
-    let b = with_json("mlp_train.pt2", "models/model.json", |v| v["opset_version"]["aten"] = 999.into());
+    let b = with_json("mlp_train.pt2", "models/model.json", |v| {
+        v["opset_version"]["aten"] = 999.into()
+    });
     let e = load(b).unwrap_err();
     assert!(e.to_string().contains("opset 'aten'"), "{e}");
 
@@ -176,7 +210,10 @@ fn unknown_versions() {
 
     // The caller's expected opset, as torch.export.load(expected_opset_version=) takes it.
     let a = Pt2Archive::open("m.pt2", fixture("mlp_train.pt2"), Limits::default()).unwrap();
-    let opts = LoadOptions { expected_opset_version: Some([("aten".to_string(), 3)].into()), ..Default::default() };
+    let opts = LoadOptions {
+        expected_opset_version: Some([("aten".to_string(), 3)].into()),
+        ..Default::default()
+    };
     let e = a.program(None, &opts).unwrap_err();
     assert!(e.to_string().contains("expected by the caller"), "{e}");
     good_still_loads();
@@ -189,14 +226,20 @@ fn unknown_argument_kind_and_bad_graphs() {
         node["inputs"][0]["arg"] = serde_json::json!({"as_quantum_state": 1});
     });
     let e = load(b).unwrap_err();
-    assert!(matches!(e, Error::Schema { .. }) && e.to_string().contains("as_quantum_state"), "{e}");
+    assert!(
+        matches!(e, Error::Schema { .. }) && e.to_string().contains("as_quantum_state"),
+        "{e}"
+    );
 
     let b = with_json("mlp_train.pt2", "models/model.json", |v| {
         let node = &mut v["graph_module"]["graph"]["nodes"][0];
         node["inputs"][0]["arg"] = serde_json::json!({"as_tensor": {"name": "nowhere"}});
     });
     let e = load(b).unwrap_err();
-    assert!(matches!(e, Error::Verify(_)) && e.to_string().contains("nowhere"), "{e}");
+    assert!(
+        matches!(e, Error::Verify(_)) && e.to_string().contains("nowhere"),
+        "{e}"
+    );
 
     // A signature that lifts a parameter the archive does not hold.
     let b = with_json("mlp_train.pt2", "models/model.json", |v| {
@@ -211,7 +254,11 @@ fn unknown_argument_kind_and_bad_graphs() {
 /// A torch.save zip whose pickle imports `posix.system`.
 fn evil_torch_save() -> Vec<u8> {
     let pkl = b"\x80\x02cposix\nsystem\nq\x00X\x02\x00\x00\x00idq\x01\x85q\x02Rq\x03.".to_vec();
-    rezip(&[("archive/data.pkl".into(), pkl), ("archive/byteorder".into(), b"little".to_vec()), ("archive/version".into(), b"3\n".to_vec())])
+    rezip(&[
+        ("archive/data.pkl".into(), pkl),
+        ("archive/byteorder".into(), b"little".to_vec()),
+        ("archive/version".into(), b"3\n".to_vec()),
+    ])
 }
 
 #[test]
@@ -233,7 +280,10 @@ fn pickles_with_foreign_globals() {
         }
     }
     let e = load(rezip(&es)).unwrap_err();
-    assert!(matches!(e, Error::Pickle { .. }) && e.to_string().contains("posix.system"), "{e}");
+    assert!(
+        matches!(e, Error::Pickle { .. }) && e.to_string().contains("posix.system"),
+        "{e}"
+    );
 
     // Evil sample inputs do not stop the program from loading, and say why they were not used.
     let b = with_entry("tied.pt2", "sample_inputs/model.pt", |_| evil_torch_save());

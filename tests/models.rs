@@ -12,15 +12,28 @@ use std::path::Path;
 
 fn check(_name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     if got.sizes != want.sizes || got.dtype != want.dtype {
-        return Err(format!("got {}{:?}, expected {}{:?}", got.dtype, got.sizes, want.dtype, want.sizes));
+        return Err(format!(
+            "got {}{:?}, expected {}{:?}",
+            got.dtype, got.sizes, want.dtype, want.sizes
+        ));
     }
     let (max, cos) = metrics(got, want);
-    let scale = want.to_vec::<f64>().iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1.0);
+    let scale = want
+        .to_vec::<f64>()
+        .iter()
+        .fold(0.0f64, |m, x| m.max(x.abs()))
+        .max(1.0);
     if !want.dtype.is_float() {
-        return if max == 0.0 { Ok(()) } else { Err(format!("integer output differs by {max}")) };
+        return if max == 0.0 {
+            Ok(())
+        } else {
+            Err(format!("integer output differs by {max}"))
+        };
     }
     if max > 2e-3 * scale || cos < 0.99999 {
-        return Err(format!("max abs error {max:e} (scale {scale:.3}), cosine {cos:.7}"));
+        return Err(format!(
+            "max abs error {max:e} (scale {scale:.3}), cosine {cos:.7}"
+        ));
     }
     Ok(())
 }
@@ -30,8 +43,15 @@ fn real_models_match_pytorch() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models");
     let required = std::env::var("PT2WEB_REQUIRE_MODELS").is_ok_and(|v| v == "1");
     if !dir.exists() {
-        assert!(!required, "PT2WEB_REQUIRE_MODELS=1 but {} does not exist: run scripts/build_models.sh", dir.display());
-        eprintln!("skipping: no {} (run scripts/build_models.sh)", dir.display());
+        assert!(
+            !required,
+            "PT2WEB_REQUIRE_MODELS=1 but {} does not exist: run scripts/build_models.sh",
+            dir.display()
+        );
+        eprintln!(
+            "skipping: no {} (run scripts/build_models.sh)",
+            dir.display()
+        );
         return;
     }
     let only = std::env::var("PT2WEB_MODEL").ok();
@@ -44,10 +64,13 @@ fn real_models_match_pytorch() {
         let archive = open_in(&dir, &meta);
         for (pname, pm) in meta["programs"].as_object().unwrap() {
             // `pt2web info`'s view of the model against what torch recorded.
-            let program = archive.program(Some(pname), &pt2web::archive::pt2::LoadOptions::default()).unwrap();
+            let program = archive
+                .program(Some(pname), &pt2web::archive::pt2::LoadOptions::default())
+                .unwrap();
             check_state(&stem, &program, pm);
             check_info(&stem, &pt2web::info::program_info(&program), pm);
-            let mut want_ops: std::collections::BTreeMap<String, u64> = serde_json::from_value(pm["op_counts"].clone()).unwrap();
+            let mut want_ops: std::collections::BTreeMap<String, u64> =
+                serde_json::from_value(pm["op_counts"].clone()).unwrap();
             want_ops.remove("_operator.getitem");
             assert_eq!(top_level_ops(&program), want_ops, "{stem}: op histogram");
             drop(program);
@@ -66,6 +89,14 @@ fn real_models_match_pytorch() {
             }
         }
     }
-    assert!(ran > 0 || only.is_some() || !required, "no model io cases ran");
-    assert!(failures.is_empty(), "{} model(s) failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        ran > 0 || only.is_some() || !required,
+        "no model io cases ran"
+    );
+    assert!(
+        failures.is_empty(),
+        "{} model(s) failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }

@@ -49,7 +49,11 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
     let g = got.to_vec::<f64>();
     let w = want.to_vec::<f64>();
     let (atol, rtol) = tolerance(tol).unwrap_or((0.0, 0.0));
-    let (atol, rtol) = if matches!(want.dtype, DType::F16 | DType::BF16) && tol != "exact" { (atol.max(1e-2), rtol.max(1e-2)) } else { (atol, rtol) };
+    let (atol, rtol) = if matches!(want.dtype, DType::F16 | DType::BF16) && tol != "exact" {
+        (atol.max(1e-2), rtol.max(1e-2))
+    } else {
+        (atol, rtol)
+    };
     let mut max_diff = 0.0f64;
     let mut first: Option<(usize, f64, f64)> = None;
     for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
@@ -67,20 +71,35 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
 
 fn run_family(fam: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops");
-    let cases: Value = serde_json::from_slice(&std::fs::read(dir.join(format!("{fam}.cases.json"))).unwrap()).unwrap();
+    let cases: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{fam}.cases.json"))).unwrap())
+            .unwrap();
     let io_bytes = std::fs::read(dir.join(format!("{fam}.io.safetensors"))).unwrap();
     let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
-    let archive = Pt2Archive::open(&format!("{fam}.pt2"), std::fs::read(dir.join(format!("{fam}.pt2"))).unwrap(), Limits::default()).unwrap();
+    let archive = Pt2Archive::open(
+        &format!("{fam}.pt2"),
+        std::fs::read(dir.join(format!("{fam}.pt2"))).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
     let mut failures = Vec::new();
     let mut passed = 0;
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
         let tol = c["tol"].as_str().unwrap();
         let result = (|| -> Result<(), String> {
-            let program = archive.program(Some(pname), &LoadOptions::default()).map_err(|e| e.to_string())?;
+            let program = archive
+                .program(Some(pname), &LoadOptions::default())
+                .map_err(|e| e.to_string())?;
             let mut session = Session::new(program).map_err(|e| e.to_string())?;
             let n_in = c["inputs"].as_array().unwrap().len();
-            let inputs: Vec<RValue> = (0..n_in).map(|i| RValue::Tensor(to_tensor(&io.tensor(&format!("{pname}/input_{i}")).unwrap()))).collect();
+            let inputs: Vec<RValue> = (0..n_in)
+                .map(|i| {
+                    RValue::Tensor(to_tensor(
+                        &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+                    ))
+                })
+                .collect();
             let outs = session.run(inputs).map_err(|e| e.to_string())?;
             let mut k = 0;
             for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
@@ -103,7 +122,13 @@ fn run_family(fam: &str) {
         }
     }
     eprintln!("{fam}: {passed} passed, {} failed", failures.len());
-    assert!(failures.is_empty(), "{fam}: {} of {} cases failed:\n{}", failures.len(), passed + failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{fam}: {} of {} cases failed:\n{}",
+        failures.len(),
+        passed + failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Every family in tests/fixtures/ops (set PT2WEB_OP_FAMILY=name to run one).
@@ -112,16 +137,32 @@ fn op_suite_cpu() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops");
     let only = std::env::var("PT2WEB_OP_FAMILY").ok();
     let mut fams: Vec<String> = std::fs::read_dir(&dir)
-        .map(|rd| rd.filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".cases.json").map(str::to_string)).collect())
+        .map(|rd| {
+            rd.filter_map(|e| {
+                e.ok()?
+                    .file_name()
+                    .to_str()?
+                    .strip_suffix(".cases.json")
+                    .map(str::to_string)
+            })
+            .collect()
+        })
         .unwrap_or_default();
     fams.sort();
     fams.retain(|f| only.as_deref().is_none_or(|o| o == f));
     let mut failed = Vec::new();
     for f in &fams {
         if let Err(e) = std::panic::catch_unwind(|| run_family(f)) {
-            failed.push(format!("{f}: {}", e.downcast_ref::<String>().cloned().unwrap_or_default()));
+            failed.push(format!(
+                "{f}: {}",
+                e.downcast_ref::<String>().cloned().unwrap_or_default()
+            ));
         }
     }
-    assert!(!fams.is_empty() || only.is_some(), "no op families found in {}", dir.display());
+    assert!(
+        !fams.is_empty() || only.is_some(),
+        "no op families found in {}",
+        dir.display()
+    );
     assert!(failed.is_empty(), "{}", failed.join("\n"));
 }

@@ -9,7 +9,10 @@ use pt2web::DType;
 
 fn close(_name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     if got.sizes != want.sizes || got.dtype != want.dtype {
-        return Err(format!("got {}{:?}, expected {}{:?}", got.dtype, got.sizes, want.dtype, want.sizes));
+        return Err(format!(
+            "got {}{:?}, expected {}{:?}",
+            got.dtype, got.sizes, want.dtype, want.sizes
+        ));
     }
     let (atol, rtol) = match want.dtype {
         DType::F16 | DType::BF16 => (1e-2, 1e-2),
@@ -20,7 +23,9 @@ fn close(_name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     let w = want.to_vec::<f64>();
     for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
         if !((a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs()) {
-            return Err(format!("first outlier at flat index {i}: got {a}, expected {b}"));
+            return Err(format!(
+                "first outlier at flat index {i}: got {a}, expected {b}"
+            ));
         }
     }
     Ok(())
@@ -40,6 +45,9 @@ fn fixtures_run_like_pytorch() {
             }
         }
     }
-    eprintln!("fixtures: {passed} io cases passed, {} programs failed", failures.len());
+    eprintln!(
+        "fixtures: {passed} io cases passed, {} programs failed",
+        failures.len()
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -14,7 +14,11 @@ mod tensors_io;
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../tests/fixtures/mlp_train.pt2");
 
 #[derive(Parser)]
-#[command(name = "pt2web", version, about = "Inspect and run PyTorch torch.export (.pt2) programs")]
+#[command(
+    name = "pt2web",
+    version,
+    about = "Inspect and run PyTorch torch.export (.pt2) programs"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -64,35 +68,59 @@ enum Cmd {
 pub(crate) fn read_model(path: &Option<PathBuf>) -> Result<(String, Vec<u8>), String> {
     match path {
         None => Ok(("<embedded mlp_train.pt2>".into(), DEFAULT_MODEL.to_vec())),
-        Some(p) => std::fs::read(p).map(|b| (p.display().to_string(), b)).map_err(|e| format!("cannot read {}: {e}", p.display())),
+        Some(p) => std::fs::read(p)
+            .map(|b| (p.display().to_string(), b))
+            .map_err(|e| format!("cannot read {}: {e}", p.display())),
     }
 }
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.cmd {
-        Cmd::Info { model, json, program, max_bytes } => {
+        Cmd::Info {
+            model,
+            json,
+            program,
+            max_bytes,
+        } => {
             let (source, bytes) = read_model(&model)?;
             let mut limits = Limits::default();
             if let Some(m) = max_bytes {
                 limits.max_total_bytes = m;
                 limits.max_entry_bytes = m;
             }
-            let opts = LoadOptions { limits, ..Default::default() };
+            let opts = LoadOptions {
+                limits,
+                ..Default::default()
+            };
             let archive = Pt2Archive::open(&source, bytes, limits).map_err(|e| e.to_string())?;
-            let mut info = pt2web::info::archive_info_filtered(&archive, &opts, program.as_deref()).map_err(|e| e.to_string())?;
+            let mut info = pt2web::info::archive_info_filtered(&archive, &opts, program.as_deref())
+                .map_err(|e| e.to_string())?;
             info.source = source;
             if json {
-                println!("{}", serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?);
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?
+                );
             } else {
                 print!("{}", pt2web::info::render(&info));
             }
             Ok(())
         }
         Cmd::Run(args) => run::run(args),
-        Cmd::Check { model, program, device, json } => run::check(model, program, device, json),
-        Cmd::Rewrite { input, output, extra } => {
+        Cmd::Check {
+            model,
+            program,
+            device,
+            json,
+        } => run::check(model, program, device, json),
+        Cmd::Rewrite {
+            input,
+            output,
+            extra,
+        } => {
             let (source, bytes) = read_model(&Some(input))?;
-            let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
+            let archive =
+                Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
             let opts = LoadOptions::default();
             let programs = archive
                 .program_names()
@@ -102,15 +130,29 @@ fn run(cli: Cli) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
             let mut extra_files = archive.extra_files().map_err(|e| e.to_string())?;
             for e in extra {
-                let (name, path) = e.split_once('=').ok_or_else(|| format!("--extra '{e}': expected NAME=PATH"))?;
-                let data = std::fs::read(path).map_err(|err| format!("--extra {name}: cannot read {path}: {err}"))?;
+                let (name, path) = e
+                    .split_once('=')
+                    .ok_or_else(|| format!("--extra '{e}': expected NAME=PATH"))?;
+                let data = std::fs::read(path)
+                    .map_err(|err| format!("--extra {name}: cannot read {path}: {err}"))?;
                 extra_files.insert(name.to_string(), data);
             }
-            let root = output.file_stem().and_then(|s| s.to_str()).unwrap_or("archive").replace(['/', '\\'], "_");
+            let root = output
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .unwrap_or("archive")
+                .replace(['/', '\\'], "_");
             let refs: Vec<_> = programs.iter().collect();
-            let out = pt2web::writer::write_pt2(&root, &refs, &extra_files).map_err(|e| e.to_string())?;
-            std::fs::write(&output, out).map_err(|e| format!("cannot write {}: {e}", output.display()))?;
-            println!("wrote {} ({} program(s), {} extra file(s))", output.display(), programs.len(), extra_files.len());
+            let out =
+                pt2web::writer::write_pt2(&root, &refs, &extra_files).map_err(|e| e.to_string())?;
+            std::fs::write(&output, out)
+                .map_err(|e| format!("cannot write {}: {e}", output.display()))?;
+            println!(
+                "wrote {} ({} program(s), {} extra file(s))",
+                output.display(),
+                programs.len(),
+                extra_files.len()
+            );
             Ok(())
         }
     }

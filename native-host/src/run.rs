@@ -50,21 +50,32 @@ fn load(model: &Option<PathBuf>, program: Option<&str>) -> Result<(String, Progr
     let t0 = Instant::now();
     let (source, bytes) = read_model(model)?;
     let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
-    let p = archive.program(program, &LoadOptions::default()).map_err(|e| e.to_string())?;
+    let p = archive
+        .program(program, &LoadOptions::default())
+        .map_err(|e| e.to_string())?;
     Ok((source, p, t0.elapsed().as_secs_f64() * 1e3))
 }
 
 /// Flatten pickled sample inputs `(args, kwargs)` into leaves in pytree order.
 fn flatten_sample(v: &PyValue, out: &mut Vec<RValue>) -> Result<(), String> {
     match v {
-        PyValue::Tensor(t) => out.push(RValue::Tensor(Tensor::from_host(t).map_err(|e| e.to_string())?)),
-        PyValue::Tuple(xs) | PyValue::List(xs) => xs.iter().try_for_each(|x| flatten_sample(x, out))?,
+        PyValue::Tensor(t) => out.push(RValue::Tensor(
+            Tensor::from_host(t).map_err(|e| e.to_string())?,
+        )),
+        PyValue::Tuple(xs) | PyValue::List(xs) => {
+            xs.iter().try_for_each(|x| flatten_sample(x, out))?
+        }
         PyValue::Dict(kv) => kv.iter().try_for_each(|(_, x)| flatten_sample(x, out))?,
         PyValue::Int(i) => out.push(RValue::Int(*i)),
         PyValue::Float(f) => out.push(RValue::Float(*f)),
         PyValue::Bool(b) => out.push(RValue::Bool(*b)),
         PyValue::None => {}
-        other => return Err(format!("sample inputs hold a {}, which pt2web cannot pass", other.kind())),
+        other => {
+            return Err(format!(
+                "sample inputs hold a {}, which pt2web cannot pass",
+                other.kind()
+            ))
+        }
     }
     Ok(())
 }
@@ -76,7 +87,9 @@ fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static s
         given.extend(read_safetensors(f)?);
     }
     for spec in &args.named {
-        let (name, file) = spec.split_once('=').ok_or_else(|| format!("'{spec}': expected NAME=FILE.npy"))?;
+        let (name, file) = spec
+            .split_once('=')
+            .ok_or_else(|| format!("'{spec}': expected NAME=FILE.npy"))?;
         given.insert(name.to_string(), read_npy(file)?);
     }
     if given.is_empty() {
@@ -90,11 +103,16 @@ fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static s
         };
     }
     if let Some(extra) = given.keys().find(|k| !names.contains(k)) {
-        return Err(format!("input '{extra}' is not an input of the program (inputs: {})", names.join(", ")));
+        return Err(format!(
+            "input '{extra}' is not an input of the program (inputs: {})",
+            names.join(", ")
+        ));
     }
     let mut out = Vec::new();
     for n in &names {
-        let t = given.remove(n).ok_or_else(|| format!("input '{n}' is missing (inputs: {})", names.join(", ")))?;
+        let t = given
+            .remove(n)
+            .ok_or_else(|| format!("input '{n}' is missing (inputs: {})", names.join(", ")))?;
         out.push(RValue::Tensor(t));
     }
     Ok((out, "given"))
@@ -109,7 +127,9 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         .iter()
         .zip(&inputs)
         .map(|(u, v)| match v {
-            RValue::Tensor(t) => serde_json::json!({"name": u.name, "dtype": t.dtype.name(), "shape": t.sizes}),
+            RValue::Tensor(t) => {
+                serde_json::json!({"name": u.name, "dtype": t.dtype.name(), "shape": t.sizes})
+            }
             other => serde_json::json!({"name": u.name, "value": format!("{other:?}")}),
         })
         .collect();
@@ -126,17 +146,25 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     let first_ms = times[0];
     let mut rest = times[1..].to_vec();
     rest.sort_by(f64::total_cmp);
-    let median_ms = if rest.is_empty() { first_ms } else { rest[rest.len() / 2] };
+    let median_ms = if rest.is_empty() {
+        first_ms
+    } else {
+        rest[rest.len() / 2]
+    };
     let mut named = Vec::new();
     let mut out_desc = Vec::new();
     for (i, v) in outs.iter().enumerate() {
         let name = format!("output_{i}");
         match v {
             RValue::Tensor(t) => {
-                out_desc.push(serde_json::json!({"name": name, "dtype": t.dtype.name(), "shape": t.sizes}));
+                out_desc.push(
+                    serde_json::json!({"name": name, "dtype": t.dtype.name(), "shape": t.sizes}),
+                );
                 named.push((name, t.clone()));
             }
-            other => out_desc.push(serde_json::json!({"name": name, "value": format!("{other:?}")})),
+            other => {
+                out_desc.push(serde_json::json!({"name": name, "value": format!("{other:?}")}))
+            }
         }
     }
     if let Some(path) = &args.out {
@@ -148,16 +176,31 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         "timings_ms": {"load": load_ms, "prepare": prepare_ms, "first_run": first_ms, "median_run": median_ms, "runs": times.len()},
     });
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&summary).map_err(|e| e.to_string())?
+        );
     } else {
-        println!("{source}: program '{}' on cpu ({origin})", session.program.name);
+        println!(
+            "{source}: program '{}' on cpu ({origin})",
+            session.program.name
+        );
         for d in &out_desc {
-            println!("  {}  {}  {}", d["name"].as_str().unwrap_or(""), d["dtype"].as_str().unwrap_or(""), d["shape"]);
+            println!(
+                "  {}  {}  {}",
+                d["name"].as_str().unwrap_or(""),
+                d["dtype"].as_str().unwrap_or(""),
+                d["shape"]
+            );
         }
         for (name, t) in named.iter().take(4) {
             let v = t.to_vec::<f64>();
             let head: Vec<String> = v.iter().take(6).map(|x| format!("{x:.5}")).collect();
-            println!("  {name}[:6] = [{}{}]", head.join(", "), if v.len() > 6 { ", ..." } else { "" });
+            println!(
+                "  {name}[:6] = [{}{}]",
+                head.join(", "),
+                if v.len() > 6 { ", ..." } else { "" }
+            );
         }
         println!("  load {load_ms:.1} ms, prepare {prepare_ms:.1} ms, first run {first_ms:.1} ms, median run {median_ms:.1} ms");
         if let Some(p) = &args.out {
@@ -167,7 +210,12 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     Ok(())
 }
 
-pub fn check(model: Option<PathBuf>, program: Option<String>, device: String, json: bool) -> Result<(), String> {
+pub fn check(
+    model: Option<PathBuf>,
+    program: Option<String>,
+    device: String,
+    json: bool,
+) -> Result<(), String> {
     check_device(&device)?;
     let (source, p, _) = load(&model, program.as_deref())?;
     let missing = Session::unsupported_ops(&p);
@@ -175,11 +223,23 @@ pub fn check(model: Option<PathBuf>, program: Option<String>, device: String, js
     if json {
         let v = serde_json::json!({"model": source, "program": p.name, "device": device, "ops": hist.len(),
             "unsupported": missing.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>()});
-        println!("{}", serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
     } else if missing.is_empty() {
-        println!("{source}: program '{}': all {} ops run on {device}", p.name, hist.len());
+        println!(
+            "{source}: program '{}': all {} ops run on {device}",
+            p.name,
+            hist.len()
+        );
     } else {
-        println!("{source}: program '{}': {} of {} ops cannot run on {device} yet:", p.name, missing.len(), hist.len());
+        println!(
+            "{source}: program '{}': {} of {} ops cannot run on {device} yet:",
+            p.name,
+            missing.len(),
+            hist.len()
+        );
         for m in &missing {
             println!("  {m} (x{})", hist.get(m).copied().unwrap_or(0));
         }

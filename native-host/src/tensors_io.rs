@@ -41,11 +41,13 @@ fn dtype_to_st(d: DType) -> Result<safetensors::Dtype, String> {
 /// All tensors of a safetensors file, by name.
 pub fn read_safetensors(path: &str) -> Result<BTreeMap<String, Tensor>, String> {
     let bytes = std::fs::read(path).map_err(|e| format!("cannot read {path}: {e}"))?;
-    let st = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| format!("{path}: not a safetensors file: {e}"))?;
+    let st = safetensors::SafeTensors::deserialize(&bytes)
+        .map_err(|e| format!("{path}: not a safetensors file: {e}"))?;
     let mut out = BTreeMap::new();
     for (name, view) in st.tensors() {
         let dtype = dtype_from_st(view.dtype()).map_err(|e| format!("{path}: '{name}': {e}"))?;
-        let data = Data::from_le_bytes(dtype, view.data()).ok_or_else(|| format!("{path}: '{name}': unsupported dtype"))?;
+        let data = Data::from_le_bytes(dtype, view.data())
+            .ok_or_else(|| format!("{path}: '{name}': unsupported dtype"))?;
         out.insert(name, Tensor::from_data(data, view.shape()));
     }
     Ok(out)
@@ -55,15 +57,22 @@ pub fn read_safetensors(path: &str) -> Result<BTreeMap<String, Tensor>, String> 
 pub fn write_safetensors(path: &str, tensors: &[(String, Tensor)]) -> Result<(), String> {
     let mut owned = Vec::new();
     for (name, t) in tensors {
-        let bytes = t.to_dtype(t.dtype).map_err(|e| e.to_string())?.read().to_le_bytes();
+        let bytes = t
+            .to_dtype(t.dtype)
+            .map_err(|e| e.to_string())?
+            .read()
+            .to_le_bytes();
         owned.push((name.clone(), dtype_to_st(t.dtype)?, t.sizes.clone(), bytes));
     }
     let views = owned
         .iter()
-        .map(|(n, d, s, b)| safetensors::tensor::TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v)))
+        .map(|(n, d, s, b)| {
+            safetensors::tensor::TensorView::new(*d, s.clone(), b).map(|v| (n.clone(), v))
+        })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| e.to_string())?;
-    safetensors::serialize_to_file(views, None, std::path::Path::new(path)).map_err(|e| format!("cannot write {path}: {e}"))
+    safetensors::serialize_to_file(views, None, std::path::Path::new(path))
+        .map_err(|e| format!("cannot write {path}: {e}"))
 }
 
 /// Read a NumPy `.npy` file (format 1.0/2.0/3.0, little-endian, C order).
@@ -78,18 +87,28 @@ pub fn read_npy(path: &str) -> Result<Tensor, String> {
         2 | 3 if b.len() >= 12 => (u32::from_le_bytes([b[8], b[9], b[10], b[11]]) as usize, 12),
         v => return Err(bad(&format!("version {v}"))),
     };
-    let header = std::str::from_utf8(b.get(start..start + hlen).ok_or_else(|| bad("truncated header"))?).map_err(|_| bad("header"))?;
+    let header = std::str::from_utf8(
+        b.get(start..start + hlen)
+            .ok_or_else(|| bad("truncated header"))?,
+    )
+    .map_err(|_| bad("header"))?;
     let field = |k: &str| -> Option<&str> {
         let i = header.find(&format!("'{k}'"))?;
         let rest = &header[i + k.len() + 2..];
         let rest = rest.trim_start().strip_prefix(':')?.trim_start();
         Some(rest)
     };
-    let descr = field("descr").and_then(|r| r.strip_prefix('\'')).and_then(|r| r.split('\'').next()).ok_or_else(|| bad("descr"))?;
+    let descr = field("descr")
+        .and_then(|r| r.strip_prefix('\''))
+        .and_then(|r| r.split('\'').next())
+        .ok_or_else(|| bad("descr"))?;
     if field("fortran_order").is_some_and(|r| r.starts_with("True")) {
         return Err(bad("Fortran order"));
     }
-    let shape_s = field("shape").and_then(|r| r.strip_prefix('(')).and_then(|r| r.split(')').next()).ok_or_else(|| bad("shape"))?;
+    let shape_s = field("shape")
+        .and_then(|r| r.strip_prefix('('))
+        .and_then(|r| r.split(')').next())
+        .ok_or_else(|| bad("shape"))?;
     let shape: Vec<usize> = shape_s
         .split(',')
         .map(str::trim)
@@ -111,7 +130,10 @@ pub fn read_npy(path: &str) -> Result<Tensor, String> {
     let n: usize = shape.iter().product();
     let body = &b[start + hlen..];
     if body.len() != n * dtype.size() {
-        return Err(bad(&format!("{} data bytes for shape {shape:?} of {dtype}", body.len())));
+        return Err(bad(&format!(
+            "{} data bytes for shape {shape:?} of {dtype}",
+            body.len()
+        )));
     }
     let data = Data::from_le_bytes(dtype, body).ok_or_else(|| bad("dtype"))?;
     Ok(Tensor::from_data(data, &shape))

@@ -61,42 +61,80 @@ impl ArchiveReader {
         let bytes: Arc<[u8]> = bytes.into();
         // torch archives start at byte 0; a fixed offset also stops the zip crate from being
         // misled by the end-of-directory records of nested torch.save zips (sample inputs).
-        let config = zip::read::Config { archive_offset: zip::read::ArchiveOffset::Known(0) };
+        let config = zip::read::Config {
+            archive_offset: zip::read::ArchiveOffset::Known(0),
+        };
         let zip = zip::ZipArchive::with_config(config, Cursor::new(bytes))
             .map_err(|e| Error::archive(source, format!("not a readable zip archive: {e}")))?;
         if zip.len() > limits.max_entries {
-            return Err(Error::limit(format!("{source}: number of zip entries"), zip.len() as u64, limits.max_entries as u64));
+            return Err(Error::limit(
+                format!("{source}: number of zip entries"),
+                zip.len() as u64,
+                limits.max_entries as u64,
+            ));
         }
         // torch ≥ 2.6 writes every entry under one root folder (the first entry's first
         // component decides it, as in torch); the torch 2.5 layout has entries at the top.
         let mut names = Vec::with_capacity(zip.len());
         for i in 0..zip.len() {
-            let name = zip.name_for_index(i).and_then(|r| r.ok()).map(|n| n.to_string()).unwrap_or_default();
+            let name = zip
+                .name_for_index(i)
+                .and_then(|r| r.ok())
+                .map(|n| n.to_string())
+                .unwrap_or_default();
             if !name.is_empty() && !name.ends_with('/') {
                 names.push((i, name));
             }
         }
         let root = match names.first().and_then(|(_, n)| n.split_once('/')) {
-            Some((first, _)) if names.iter().all(|(_, n)| n.starts_with(&format!("{first}/"))) => first.to_string(),
+            Some((first, _))
+                if names
+                    .iter()
+                    .all(|(_, n)| n.starts_with(&format!("{first}/"))) =>
+            {
+                first.to_string()
+            }
             _ => String::new(),
         };
         let mut entries = BTreeMap::new();
         let mut declared_total: u64 = 0;
         for (i, name) in names {
-            let rel = if root.is_empty() { name.clone() } else { name[root.len() + 1..].to_string() };
+            let rel = if root.is_empty() {
+                name.clone()
+            } else {
+                name[root.len() + 1..].to_string()
+            };
             let size = zip_entry_size(&zip, i, source, &name)?;
             if size > limits.max_entry_bytes {
-                return Err(Error::limit(format!("{source}: size of entry '{name}'"), size, limits.max_entry_bytes));
+                return Err(Error::limit(
+                    format!("{source}: size of entry '{name}'"),
+                    size,
+                    limits.max_entry_bytes,
+                ));
             }
             declared_total = declared_total.saturating_add(size);
             if entries.insert(rel, Entry { index: i, size }).is_some() {
-                return Err(Error::archive(source, format!("entry '{name}' appears twice")));
+                return Err(Error::archive(
+                    source,
+                    format!("entry '{name}' appears twice"),
+                ));
             }
         }
         if declared_total > limits.max_total_bytes {
-            return Err(Error::limit(format!("{source}: total uncompressed size"), declared_total, limits.max_total_bytes));
+            return Err(Error::limit(
+                format!("{source}: total uncompressed size"),
+                declared_total,
+                limits.max_total_bytes,
+            ));
         }
-        Ok(ArchiveReader { zip, root, entries, limits, read_so_far: 0.into(), source: source.to_string() })
+        Ok(ArchiveReader {
+            zip,
+            root,
+            entries,
+            limits,
+            read_so_far: 0.into(),
+            source: source.to_string(),
+        })
     }
 
     /// The archive's root folder name (torch uses the file stem or "archive").
@@ -125,13 +163,16 @@ impl ArchiveReader {
 
     /// Read one record. The bytes actually read must match the declared size.
     pub fn read_bytes(&self, name: &str) -> Result<Vec<u8>> {
-        let entry = self
-            .entries
-            .get(name)
-            .ok_or_else(|| Error::archive(&self.source, format!("no entry '{name}' in the archive")))?;
+        let entry = self.entries.get(name).ok_or_else(|| {
+            Error::archive(&self.source, format!("no entry '{name}' in the archive"))
+        })?;
         let total = self.read_so_far.get().saturating_add(entry.size);
         if total > self.limits.max_total_bytes {
-            return Err(Error::limit(format!("{}: total bytes read", self.source), total, self.limits.max_total_bytes));
+            return Err(Error::limit(
+                format!("{}: total bytes read", self.source),
+                total,
+                self.limits.max_total_bytes,
+            ));
         }
         // ZipArchive::by_index needs &mut; clone the (cheap, Arc-backed) archive handle.
         let mut zip = self.zip.clone();
@@ -146,7 +187,11 @@ impl ArchiveReader {
         if out.len() as u64 != entry.size {
             return Err(Error::archive(
                 &self.source,
-                format!("entry '{name}' declares {} bytes but holds {}", entry.size, out.len()),
+                format!(
+                    "entry '{name}' declares {} bytes but holds {}",
+                    entry.size,
+                    out.len()
+                ),
             ));
         }
         self.read_so_far.set(total);
@@ -165,19 +210,30 @@ impl ArchiveReader {
             return Ok(0);
         }
         let s = self.read_string(paths::ARCHIVE_VERSION)?;
-        s.trim()
-            .parse()
-            .map_err(|_| Error::archive(&self.source, format!("archive_version '{}' is not an integer", s.trim())))
+        s.trim().parse().map_err(|_| {
+            Error::archive(
+                &self.source,
+                format!("archive_version '{}' is not an integer", s.trim()),
+            )
+        })
     }
 
     /// True when the archive says `archive_format == "pt2"`.
     pub fn is_pt2(&self) -> bool {
         self.has_record(paths::ARCHIVE_FORMAT)
-            && self.read_bytes(paths::ARCHIVE_FORMAT).map(|b| b == b"pt2").unwrap_or(false)
+            && self
+                .read_bytes(paths::ARCHIVE_FORMAT)
+                .map(|b| b == b"pt2")
+                .unwrap_or(false)
     }
 }
 
-fn zip_entry_size(zip: &zip::ZipArchive<Cursor<Arc<[u8]>>>, i: usize, source: &str, name: &str) -> Result<u64> {
+fn zip_entry_size(
+    zip: &zip::ZipArchive<Cursor<Arc<[u8]>>>,
+    i: usize,
+    source: &str,
+    name: &str,
+) -> Result<u64> {
     let mut z = zip.clone();
     let f = z
         .by_index_raw(i)

@@ -73,7 +73,10 @@ impl Pt2File {
             if fmt != b"pt2" {
                 return Err(Error::archive(
                     source,
-                    format!("archive_format is {:?}, expected \"pt2\"", String::from_utf8_lossy(&fmt)),
+                    format!(
+                        "archive_format is {:?}, expected \"pt2\"",
+                        String::from_utf8_lossy(&fmt)
+                    ),
                 ));
             }
             let archive_version = reader.archive_version()?;
@@ -88,20 +91,42 @@ impl Pt2File {
             if reader.has_record(paths::BYTEORDER) {
                 let bo = reader.read_string(paths::BYTEORDER)?;
                 if bo.trim() != "little" {
-                    return Err(Error::archive(source, format!("byteorder is '{}', only little-endian archives are supported", bo.trim())));
+                    return Err(Error::archive(
+                        source,
+                        format!(
+                            "byteorder is '{}', only little-endian archives are supported",
+                            bo.trim()
+                        ),
+                    ));
                 }
             }
             let mut programs: Vec<String> = reader
                 .file_names()
                 .into_iter()
-                .filter_map(|f| f.strip_prefix(paths::MODELS_DIR).and_then(|r| r.strip_suffix(".json")).map(str::to_string))
+                .filter_map(|f| {
+                    f.strip_prefix(paths::MODELS_DIR)
+                        .and_then(|r| r.strip_suffix(".json"))
+                        .map(str::to_string)
+                })
                 .filter(|n| !n.contains('/'))
                 .collect();
             programs.sort();
-            Ok(Pt2File { reader, layout: Layout::Pt2 { archive_version }, programs })
+            Ok(Pt2File {
+                reader,
+                layout: Layout::Pt2 { archive_version },
+                programs,
+            })
         } else if reader.has_record(legacy::PROGRAM_JSON) {
-            let version = if reader.has_record("version") { reader.read_string("version")?.trim().to_string() } else { String::new() };
-            Ok(Pt2File { reader, layout: Layout::Legacy { version }, programs: vec!["model".into()] })
+            let version = if reader.has_record("version") {
+                reader.read_string("version")?.trim().to_string()
+            } else {
+                String::new()
+            };
+            Ok(Pt2File {
+                reader,
+                layout: Layout::Legacy { version },
+                programs: vec!["model".into()],
+            })
         } else {
             Err(Error::archive(
                 source,
@@ -133,7 +158,10 @@ impl Pt2File {
     /// Load one program's schema object and state.
     pub fn load_raw(&self, name: &str, opts: &LoadOptions) -> Result<RawProgram> {
         if !self.programs.iter().any(|p| p == name) {
-            return Err(Error::NoSuchProgram { name: name.into(), available: self.programs.join(", ") });
+            return Err(Error::NoSuchProgram {
+                name: name.into(),
+                available: self.programs.join(", "),
+            });
         }
         match self.layout {
             Layout::Legacy { .. } => legacy::load_raw(&self.reader, opts),
@@ -144,10 +172,19 @@ impl Pt2File {
     fn load_pt2(&self, name: &str, opts: &LoadOptions) -> Result<RawProgram> {
         let r = &self.reader;
         let file = paths::model_json(name);
-        let ep = schema::parse_exported_program(&file, &r.read_bytes(&file)?, opts.expected_opset_version.as_ref())?;
+        let ep = schema::parse_exported_program(
+            &file,
+            &r.read_bytes(&file)?,
+            opts.expected_opset_version.as_ref(),
+        )?;
         let mut custom_objects = Vec::new();
         let weights = match r.has_record(&paths::weights_config(name)) {
-            true => load_payloads(r, &paths::weights_config(name), paths::WEIGHTS_DIR, &mut custom_objects)?,
+            true => load_payloads(
+                r,
+                &paths::weights_config(name),
+                paths::WEIGHTS_DIR,
+                &mut custom_objects,
+            )?,
             false => {
                 let legacy_file = format!("{}{name}.pt", paths::WEIGHTS_DIR);
                 if r.has_record(&legacy_file) {
@@ -158,15 +195,33 @@ impl Pt2File {
             }
         };
         let constants = match r.has_record(&paths::constants_config(name)) {
-            true => load_payloads(r, &paths::constants_config(name), paths::CONSTANTS_DIR, &mut custom_objects)?,
+            true => load_payloads(
+                r,
+                &paths::constants_config(name),
+                paths::CONSTANTS_DIR,
+                &mut custom_objects,
+            )?,
             false => BTreeMap::new(),
         };
         let si = paths::sample_inputs(name);
-        let sample_inputs_bytes = if r.has_record(&si) { Some(r.read_bytes(&si)?) } else { None };
+        let sample_inputs_bytes = if r.has_record(&si) {
+            Some(r.read_bytes(&si)?)
+        } else {
+            None
+        };
         let sample_inputs = sample_inputs_bytes
             .as_ref()
             .map(|b| pickle::load_torch_save(&si, b, r.limits()).map_err(|e| e.to_string()));
-        Ok(RawProgram { name: name.into(), file, ep, weights, constants, custom_objects, sample_inputs, sample_inputs_bytes })
+        Ok(RawProgram {
+            name: name.into(),
+            file,
+            ep,
+            weights,
+            constants,
+            custom_objects,
+            sample_inputs,
+            sample_inputs_bytes,
+        })
     }
 }
 
@@ -174,21 +229,54 @@ impl Pt2File {
 fn concrete(file: &str, fqn: &str, what: &str, v: &SymInt) -> Result<usize> {
     match v {
         SymInt::AsInt(i) if *i >= 0 => Ok(*i as usize),
-        SymInt::AsInt(i) => Err(Error::tensor(fqn, format!("{what} {i} is negative ({file})"))),
-        SymInt::AsExpr(e) => Err(Error::tensor(fqn, format!("{what} is symbolic ({}) in {file}; stored tensors must be concrete", e.expr_str))),
+        SymInt::AsInt(i) => Err(Error::tensor(
+            fqn,
+            format!("{what} {i} is negative ({file})"),
+        )),
+        SymInt::AsExpr(e) => Err(Error::tensor(
+            fqn,
+            format!(
+                "{what} is symbolic ({}) in {file}; stored tensors must be concrete",
+                e.expr_str
+            ),
+        )),
     }
 }
 
 /// Sizes, strides and offset of a stored tensor, checked for rank and overflow.
-pub(crate) fn concrete_layout(file: &str, fqn: &str, m: &TensorMeta, limits: &Limits) -> Result<(Vec<usize>, Vec<usize>, usize)> {
+pub(crate) fn concrete_layout(
+    file: &str,
+    fqn: &str,
+    m: &TensorMeta,
+    limits: &Limits,
+) -> Result<(Vec<usize>, Vec<usize>, usize)> {
     if m.sizes.len() > limits.max_rank {
-        return Err(Error::limit(format!("rank of '{fqn}'"), m.sizes.len() as u64, limits.max_rank as u64));
+        return Err(Error::limit(
+            format!("rank of '{fqn}'"),
+            m.sizes.len() as u64,
+            limits.max_rank as u64,
+        ));
     }
-    let sizes = m.sizes.iter().map(|s| concrete(file, fqn, "size", s)).collect::<Result<Vec<_>>>()?;
-    let strides = m.strides.iter().map(|s| concrete(file, fqn, "stride", s)).collect::<Result<Vec<_>>>()?;
+    let sizes = m
+        .sizes
+        .iter()
+        .map(|s| concrete(file, fqn, "size", s))
+        .collect::<Result<Vec<_>>>()?;
+    let strides = m
+        .strides
+        .iter()
+        .map(|s| concrete(file, fqn, "stride", s))
+        .collect::<Result<Vec<_>>>()?;
     let offset = concrete(file, fqn, "storage_offset", &m.storage_offset)?;
     if sizes.len() != strides.len() {
-        return Err(Error::tensor(fqn, format!("{} sizes but {} strides in {file}", sizes.len(), strides.len())));
+        return Err(Error::tensor(
+            fqn,
+            format!(
+                "{} sizes but {} strides in {file}",
+                sizes.len(),
+                strides.len()
+            ),
+        ));
     }
     checked_numel(&sizes).ok_or_else(|| Error::tensor(fqn, format!("sizes {sizes:?} overflow")))?;
     Ok((sizes, strides, offset))
@@ -202,12 +290,19 @@ fn load_payloads(
     dir: &str,
     custom_objects: &mut Vec<String>,
 ) -> Result<BTreeMap<String, Payload>> {
-    let cfg: PayloadConfig = schema::parse_payload_config(config_file, &r.read_bytes(config_file)?)?;
+    let cfg: PayloadConfig =
+        schema::parse_payload_config(config_file, &r.read_bytes(config_file)?)?;
     let mut storages: BTreeMap<String, Storage> = BTreeMap::new();
     let mut out = BTreeMap::new();
     for (fqn, meta) in &cfg.config {
         if meta.path_name.contains("..") || meta.path_name.contains('/') {
-            return Err(Error::schema(config_file, format!("'{fqn}': path_name '{}' is not a plain file name", meta.path_name)));
+            return Err(Error::schema(
+                config_file,
+                format!(
+                    "'{fqn}': path_name '{}' is not a plain file name",
+                    meta.path_name
+                ),
+            ));
         }
         let entry = format!("{dir}{}", meta.path_name);
         if meta.use_pickle {
@@ -217,12 +312,28 @@ fn load_payloads(
             };
             let v = pickle::load_torch_save(&entry, &r.read_bytes(&entry)?, r.limits())?;
             let PyValue::Tensor(t) = v else {
-                return Err(Error::pickle(&entry, format!("'{fqn}' is a pickled {} where a tensor was expected", v.kind())));
+                return Err(Error::pickle(
+                    &entry,
+                    format!(
+                        "'{fqn}' is a pickled {} where a tensor was expected",
+                        v.kind()
+                    ),
+                ));
             };
             if t.dtype != tm.dtype {
-                return Err(Error::tensor(fqn, format!("pickle holds {} but the config says {}", t.dtype, tm.dtype)));
+                return Err(Error::tensor(
+                    fqn,
+                    format!("pickle holds {} but the config says {}", t.dtype, tm.dtype),
+                ));
             }
-            out.insert(fqn.clone(), Payload { tensor: t, is_param: meta.is_param, path_name: meta.path_name.clone() });
+            out.insert(
+                fqn.clone(),
+                Payload {
+                    tensor: t,
+                    is_param: meta.is_param,
+                    path_name: meta.path_name.clone(),
+                },
+            );
             continue;
         }
         let tm = meta
@@ -235,7 +346,15 @@ fn load_payloads(
             None => {
                 let bytes = r.read_bytes(&entry)?;
                 if bytes.len() % tm.dtype.size() != 0 {
-                    return Err(Error::tensor(fqn, format!("{entry} holds {} bytes, not a multiple of the {} element size {}", bytes.len(), tm.dtype, tm.dtype.size())));
+                    return Err(Error::tensor(
+                        fqn,
+                        format!(
+                            "{entry} holds {} bytes, not a multiple of the {} element size {}",
+                            bytes.len(),
+                            tm.dtype,
+                            tm.dtype.size()
+                        ),
+                    ));
                 }
                 let s = if bytes.is_empty() {
                     // torch writes fake/empty tensors as zero-byte records and rebuilds zeros.
@@ -249,7 +368,14 @@ fn load_payloads(
         };
         let mut t = HostTensor::new(fqn, tm.dtype, sizes, strides, offset, storage)?;
         t.requires_grad = tm.requires_grad;
-        out.insert(fqn.clone(), Payload { tensor: t, is_param: meta.is_param, path_name: meta.path_name.clone() });
+        out.insert(
+            fqn.clone(),
+            Payload {
+                tensor: t,
+                is_param: meta.is_param,
+                path_name: meta.path_name.clone(),
+            },
+        );
     }
     Ok(out)
 }
@@ -257,31 +383,57 @@ fn load_payloads(
 fn zeros_for(fqn: &str, sizes: &[usize], elem: usize, limits: &Limits) -> Result<Storage> {
     let n = checked_numel(sizes).unwrap_or(usize::MAX) as u64;
     if n > limits.max_tensor_elements {
-        return Err(Error::limit(format!("elements of empty-record tensor '{fqn}'"), n, limits.max_tensor_elements));
+        return Err(Error::limit(
+            format!("elements of empty-record tensor '{fqn}'"),
+            n,
+            limits.max_tensor_elements,
+        ));
     }
     Ok(Storage::new(vec![0u8; n as usize * elem]))
 }
 
 /// A pickled `{fqn: tensor}` dict (legacy weights files and torch 2.5 state dicts).
-pub(crate) fn state_dict_from_pickle(file: &str, bytes: &[u8], limits: &Limits) -> Result<BTreeMap<String, Payload>> {
+pub(crate) fn state_dict_from_pickle(
+    file: &str,
+    bytes: &[u8],
+    limits: &Limits,
+) -> Result<BTreeMap<String, Payload>> {
     let mut out = BTreeMap::new();
     if bytes.is_empty() {
         return Ok(out);
     }
     let v = pickle::load_torch_save(file, bytes, limits)?;
     let PyValue::Dict(items) = v else {
-        return Err(Error::pickle(file, format!("expected a dict of tensors, found {}", v.kind())));
+        return Err(Error::pickle(
+            file,
+            format!("expected a dict of tensors, found {}", v.kind()),
+        ));
     };
     for (k, v) in items {
         let PyValue::Str(fqn) = k else {
-            return Err(Error::pickle(file, format!("state dict key is a {}, expected str", k.kind())));
+            return Err(Error::pickle(
+                file,
+                format!("state dict key is a {}, expected str", k.kind()),
+            ));
         };
         match v {
             PyValue::Tensor(t) => {
                 let is_param = t.requires_grad;
-                out.insert(fqn, Payload { tensor: t, is_param, path_name: file.to_string() });
+                out.insert(
+                    fqn,
+                    Payload {
+                        tensor: t,
+                        is_param,
+                        path_name: file.to_string(),
+                    },
+                );
             }
-            other => return Err(Error::pickle(file, format!("'{fqn}' is a {}, expected a tensor", other.kind()))),
+            other => {
+                return Err(Error::pickle(
+                    file,
+                    format!("'{fqn}' is a {}, expected a tensor", other.kind()),
+                ))
+            }
         }
     }
     Ok(out)

@@ -71,7 +71,11 @@ impl Data {
     pub fn from_le_bytes(dtype: DType, b: &[u8]) -> Option<Data> {
         macro_rules! dec {
             ($t:ty, $v:ident, $n:expr) => {
-                Data::$v(b.chunks_exact($n).map(|c| <$t>::from_le_bytes(c.try_into().unwrap())).collect())
+                Data::$v(
+                    b.chunks_exact($n)
+                        .map(|c| <$t>::from_le_bytes(c.try_into().unwrap()))
+                        .collect(),
+                )
             };
         }
         Some(match dtype {
@@ -161,10 +165,18 @@ macro_rules! float_elem {
                 Self::from_f64(b as u8 as f64)
             }
             fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$v(v) = d { Some(v) } else { None }
+                if let Data::$v(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$v(v) = d { Some(v) } else { None }
+                if let Data::$v(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             fn wrap(v: Vec<Self>) -> Data {
                 Data::$v(v)
@@ -176,7 +188,13 @@ macro_rules! float_elem {
 float_elem!(f32, F32, DType::F32, |x: f32| x as f64, |v: f64| v as f32);
 float_elem!(f64, F64, DType::F64, |x: f64| x, |v: f64| v);
 float_elem!(f16, F16, DType::F16, |x: f16| x.to_f64(), f16::from_f64);
-float_elem!(bf16, BF16, DType::BF16, |x: bf16| x.to_f64(), bf16::from_f64);
+float_elem!(
+    bf16,
+    BF16,
+    DType::BF16,
+    |x: bf16| x.to_f64(),
+    bf16::from_f64
+);
 
 macro_rules! int_elem {
     ($t:ty, $v:ident, $dt:expr) => {
@@ -207,10 +225,18 @@ macro_rules! int_elem {
                 b as Self
             }
             fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$v(v) = d { Some(v) } else { None }
+                if let Data::$v(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$v(v) = d { Some(v) } else { None }
+                if let Data::$v(v) = d {
+                    Some(v)
+                } else {
+                    None
+                }
             }
             fn wrap(v: Vec<Self>) -> Data {
                 Data::$v(v)
@@ -246,10 +272,18 @@ impl Elem for bool {
         b
     }
     fn slice(d: &Data) -> Option<&[Self]> {
-        if let Data::Bool(v) = d { Some(v) } else { None }
+        if let Data::Bool(v) = d {
+            Some(v)
+        } else {
+            None
+        }
     }
     fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-        if let Data::Bool(v) = d { Some(v) } else { None }
+        if let Data::Bool(v) = d {
+            Some(v)
+        } else {
+            None
+        }
     }
     fn wrap(v: Vec<Self>) -> Data {
         Data::Bool(v)
@@ -276,16 +310,46 @@ pub fn cast<S: Elem, D: Elem>(x: S) -> D {
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr, else $err:expr) => {
         match $dtype {
-            $crate::DType::F32 => { type $T = f32; $body }
-            $crate::DType::F64 => { type $T = f64; $body }
-            $crate::DType::F16 => { type $T = half::f16; $body }
-            $crate::DType::BF16 => { type $T = half::bf16; $body }
-            $crate::DType::I64 => { type $T = i64; $body }
-            $crate::DType::I32 => { type $T = i32; $body }
-            $crate::DType::I16 => { type $T = i16; $body }
-            $crate::DType::I8 => { type $T = i8; $body }
-            $crate::DType::U8 => { type $T = u8; $body }
-            $crate::DType::Bool => { type $T = bool; $body }
+            $crate::DType::F32 => {
+                type $T = f32;
+                $body
+            }
+            $crate::DType::F64 => {
+                type $T = f64;
+                $body
+            }
+            $crate::DType::F16 => {
+                type $T = half::f16;
+                $body
+            }
+            $crate::DType::BF16 => {
+                type $T = half::bf16;
+                $body
+            }
+            $crate::DType::I64 => {
+                type $T = i64;
+                $body
+            }
+            $crate::DType::I32 => {
+                type $T = i32;
+                $body
+            }
+            $crate::DType::I16 => {
+                type $T = i16;
+                $body
+            }
+            $crate::DType::I8 => {
+                type $T = i8;
+                $body
+            }
+            $crate::DType::U8 => {
+                type $T = u8;
+                $body
+            }
+            $crate::DType::Bool => {
+                type $T = bool;
+                $body
+            }
             _ => $err,
         }
     };

@@ -8,7 +8,10 @@ use crate::dtype::DType;
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Operand {
     /// A tensor; `zero_dim` for 0-d tensors.
-    Tensor { dtype: DType, zero_dim: bool },
+    Tensor {
+        dtype: DType,
+        zero_dim: bool,
+    },
     /// A Python bool/int/float argument.
     Bool,
     Int,
@@ -48,7 +51,13 @@ pub fn promote_types(a: DType, b: DType) -> DType {
             // u8 with a signed type needs the next wider signed type.
             match (a, b) {
                 (U8, I8) | (I8, U8) => I16,
-                _ => if rank(a) >= rank(b) { a } else { b },
+                _ => {
+                    if rank(a) >= rank(b) {
+                        a
+                    } else {
+                        b
+                    }
+                }
             }
         }
         _ => match (a, b) {
@@ -60,7 +69,11 @@ pub fn promote_types(a: DType, b: DType) -> DType {
                     F64 => 2,
                     _ => 1,
                 };
-                if rank(a) >= rank(b) { a } else { b }
+                if rank(a) >= rank(b) {
+                    a
+                } else {
+                    b
+                }
             }
         },
     }
@@ -71,11 +84,18 @@ pub fn result_type(ops: &[Operand]) -> DType {
     let mut dim: Option<DType> = None;
     let mut zero: Option<DType> = None;
     let mut scalar: Option<DType> = None;
-    let merge = |slot: &mut Option<DType>, d: DType| *slot = Some(slot.map_or(d, |s| promote_types(s, d)));
+    let merge =
+        |slot: &mut Option<DType>, d: DType| *slot = Some(slot.map_or(d, |s| promote_types(s, d)));
     for o in ops {
         match *o {
-            Operand::Tensor { dtype, zero_dim: false } => merge(&mut dim, dtype),
-            Operand::Tensor { dtype, zero_dim: true } => merge(&mut zero, dtype),
+            Operand::Tensor {
+                dtype,
+                zero_dim: false,
+            } => merge(&mut dim, dtype),
+            Operand::Tensor {
+                dtype,
+                zero_dim: true,
+            } => merge(&mut zero, dtype),
             Operand::Bool => merge(&mut scalar, DType::Bool),
             Operand::Int => merge(&mut scalar, DType::I64),
             Operand::Float => merge(&mut scalar, DType::F32),
@@ -86,7 +106,13 @@ pub fn result_type(ops: &[Operand]) -> DType {
         if category(cand) > category(out) {
             // A higher category from a lower-priority operand: its own dtype when it is a
             // 0-d tensor, the default dtype of the category for a scalar.
-            out = if Some(cand) == zero { cand } else if category(cand) == 2 { DType::F32 } else { DType::I64 };
+            out = if Some(cand) == zero {
+                cand
+            } else if category(cand) == 2 {
+                DType::F32
+            } else {
+                DType::I64
+            };
         }
     }
     out
@@ -97,10 +123,16 @@ mod tests {
     use super::*;
     use DType::*;
     fn t(d: DType) -> Operand {
-        Operand::Tensor { dtype: d, zero_dim: false }
+        Operand::Tensor {
+            dtype: d,
+            zero_dim: false,
+        }
     }
     fn z(d: DType) -> Operand {
-        Operand::Tensor { dtype: d, zero_dim: true }
+        Operand::Tensor {
+            dtype: d,
+            zero_dim: true,
+        }
     }
     // Cases from torch's type promotion docs.
     #[test]

@@ -22,29 +22,46 @@ pub struct Tensor {
 }
 
 fn unsupported(dtype: DType) -> Error {
-    Error::op("cpu", format!("dtype {dtype} is not supported by the CPU backend"))
+    Error::op(
+        "cpu",
+        format!("dtype {dtype} is not supported by the CPU backend"),
+    )
 }
 
 impl Tensor {
     /// A contiguous tensor owning `v`.
     pub fn from_vec<T: Elem>(v: Vec<T>, sizes: &[usize]) -> Tensor {
         debug_assert_eq!(v.len(), sizes.iter().product::<usize>());
-        Tensor { dtype: T::DTYPE, sizes: sizes.to_vec(), strides: contiguous_strides(sizes), offset: 0, data: Arc::new(RwLock::new(T::wrap(v))) }
+        Tensor {
+            dtype: T::DTYPE,
+            sizes: sizes.to_vec(),
+            strides: contiguous_strides(sizes),
+            offset: 0,
+            data: Arc::new(RwLock::new(T::wrap(v))),
+        }
     }
     pub fn from_data(data: Data, sizes: &[usize]) -> Tensor {
-        Tensor { dtype: data.dtype(), sizes: sizes.to_vec(), strides: contiguous_strides(sizes), offset: 0, data: Arc::new(RwLock::new(data)) }
+        Tensor {
+            dtype: data.dtype(),
+            sizes: sizes.to_vec(),
+            strides: contiguous_strides(sizes),
+            offset: 0,
+            data: Arc::new(RwLock::new(data)),
+        }
     }
     pub fn scalar<T: Elem>(v: T) -> Tensor {
         Tensor::from_vec(vec![v], &[])
     }
     pub fn zeros(dtype: DType, sizes: &[usize]) -> Result<Tensor> {
-        let n = checked_numel(sizes).ok_or_else(|| Error::op("cpu", format!("sizes {sizes:?} overflow")))?;
+        let n = checked_numel(sizes)
+            .ok_or_else(|| Error::op("cpu", format!("sizes {sizes:?} overflow")))?;
         let d = Data::zeros(dtype, n).ok_or_else(|| unsupported(dtype))?;
         Ok(Tensor::from_data(d, sizes))
     }
     /// A tensor filled with `value` (converted with torch's casting rules).
     pub fn full(dtype: DType, sizes: &[usize], value: f64) -> Result<Tensor> {
-        let n = checked_numel(sizes).ok_or_else(|| Error::op("cpu", format!("sizes {sizes:?} overflow")))?;
+        let n = checked_numel(sizes)
+            .ok_or_else(|| Error::op("cpu", format!("sizes {sizes:?} overflow")))?;
         with_dtype!(dtype, T => Ok(Tensor::from_vec(vec![cast::<f64, T>(value); n], sizes)), else Err(unsupported(dtype)))
     }
 
@@ -92,7 +109,12 @@ impl Tensor {
         let mut idx = vec![0usize; rank.saturating_sub(1)];
         let outer = n / inner.max(1);
         for _ in 0..outer {
-            let base: usize = self.offset + idx.iter().zip(&self.strides).map(|(i, s)| i * s).sum::<usize>();
+            let base: usize = self.offset
+                + idx
+                    .iter()
+                    .zip(&self.strides)
+                    .map(|(i, s)| i * s)
+                    .sum::<usize>();
             out.extend((0..inner).map(|j| base + j * inner_stride));
             for d in (0..idx.len()).rev() {
                 idx[d] += 1;
@@ -141,7 +163,13 @@ impl Tensor {
 
     /// A view sharing storage.
     pub fn view_with(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> Tensor {
-        Tensor { dtype: self.dtype, sizes, strides, offset, data: self.data.clone() }
+        Tensor {
+            dtype: self.dtype,
+            sizes,
+            strides,
+            offset,
+            data: self.data.clone(),
+        }
     }
 
     /// First element as f64 (for `item()`, scalars, predicates).
@@ -152,7 +180,10 @@ impl Tensor {
     /// Copy `src` (broadcast already applied, same numel) into this view, converting dtype.
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
         if src.numel() != self.numel() {
-            return Err(Error::op("copy_", format!("cannot copy {} elements into {}", src.numel(), self.numel())));
+            return Err(Error::op(
+                "copy_",
+                format!("cannot copy {} elements into {}", src.numel(), self.numel()),
+            ));
         }
         let offs = self.offsets();
         with_dtype!(self.dtype, T => {
@@ -168,8 +199,15 @@ impl Tensor {
 
     /// From a loaded archive tensor (copies into typed storage; keeps sizes/strides/offset).
     pub fn from_host(t: &HostTensor) -> Result<Tensor> {
-        let data = Data::from_le_bytes(t.dtype, t.storage.bytes()).ok_or_else(|| unsupported(t.dtype))?;
-        Ok(Tensor { dtype: t.dtype, sizes: t.sizes.clone(), strides: t.strides.clone(), offset: t.storage_offset, data: Arc::new(RwLock::new(data)) })
+        let data =
+            Data::from_le_bytes(t.dtype, t.storage.bytes()).ok_or_else(|| unsupported(t.dtype))?;
+        Ok(Tensor {
+            dtype: t.dtype,
+            sizes: t.sizes.clone(),
+            strides: t.strides.clone(),
+            offset: t.storage_offset,
+            data: Arc::new(RwLock::new(data)),
+        })
     }
 
     /// To a contiguous host tensor (little-endian bytes).
@@ -185,8 +223,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let x = if i + a.len() >= n { a[i + a.len() - n] } else { 1 };
-        let y = if i + b.len() >= n { b[i + b.len() - n] } else { 1 };
+        let x = if i + a.len() >= n {
+            a[i + a.len() - n]
+        } else {
+            1
+        };
+        let y = if i + b.len() >= n {
+            b[i + b.len() - n]
+        } else {
+            1
+        };
         out[i] = match (x, y) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -202,7 +248,10 @@ impl Tensor {
     pub fn expand_to(&self, sizes: &[usize]) -> Result<Tensor> {
         let n = sizes.len();
         if self.rank() > n {
-            return Err(Error::op("expand", format!("cannot expand {:?} to {:?}", self.sizes, sizes)));
+            return Err(Error::op(
+                "expand",
+                format!("cannot expand {:?} to {:?}", self.sizes, sizes),
+            ));
         }
         let lead = n - self.rank();
         let mut strides = vec![0; n];
@@ -216,7 +265,10 @@ impl Tensor {
             } else if s == 1 {
                 strides[i] = 0;
             } else {
-                return Err(Error::op("expand", format!("cannot expand {:?} to {:?}", self.sizes, sizes)));
+                return Err(Error::op(
+                    "expand",
+                    format!("cannot expand {:?} to {:?}", self.sizes, sizes),
+                ));
             }
         }
         Ok(self.view_with(sizes.to_vec(), strides, self.offset))

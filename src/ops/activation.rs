@@ -1,6 +1,8 @@
 //! Op family: activations (relu, gelu, silu, hardswish, softplus, elu, glu, prelu, ...) and
 //! their in-place forms. Formulas are torch's CPU kernels' (f16/bf16 computed in f32), so
 //! NaN propagation and the branch points match.
+// Polynomial and rational coefficients are quoted exactly as published.
+#![allow(clippy::excessive_precision)]
 
 use super::elementwise::engine::{output, run_unary, zip_map, UnaryOp};
 use super::elementwise::real::Real;
@@ -32,6 +34,8 @@ pub(crate) fn register(r: &mut Registry) {
     both(r, "softplus", softplus);
     both(r, "threshold", threshold);
     both(r, "rrelu", rrelu);
+    both(r, "rrelu_with_noise", rrelu);
+    r.add_op("aten.rrelu_with_noise_functional", rrelu);
     r.add_op("aten.hardshrink", hardshrink);
     r.add_op("aten.softshrink", softshrink);
     r.add_op("aten.log_sigmoid", log_sigmoid);
@@ -45,7 +49,7 @@ pub(crate) fn register(r: &mut Registry) {
 /// tensors are accepted (relu, threshold), as in torch.
 fn act<O: UnaryOp>(ctx: &mut OpCtx, op: &O, ints: bool) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    if !t.dtype.is_float() && !(ints && t.dtype != DType::Bool) {
+    if !(t.dtype.is_float() || ints && t.dtype != DType::Bool) {
         return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
     }
     let r = run_unary(&t, t.dtype, op)?;
@@ -73,31 +77,101 @@ macro_rules! unary_op {
     };
 }
 
-unary_op!(Relu {} |_s, x| x.std_max(R::ZERO), |i| i.max(0));
-unary_op!(LeakyRelu { slope } |s, x| if x > R::ZERO { x } else { x * R::c(s.slope) }, |i| i);
+unary_op!(Relu {} | _s, x | x.std_max(R::ZERO), |i| i.max(0));
+unary_op!(
+    LeakyRelu { slope } | s,
+    x | if x > R::ZERO { x } else { x * R::c(s.slope) },
+    |i| i
+);
 // torch: x <= 0 ? expm1(x * input_scale) * alpha * scale : x * scale.
-unary_op!(Elu { alpha, scale, input_scale } |s, x| if x <= R::ZERO { (x * R::c(s.input_scale)).exp_m1() * R::c(s.alpha * s.scale) } else { x * R::c(s.scale) }, |i| i);
-unary_op!(GeluErf {} |_s, x| x * R::c(0.5) * (R::ONE + (x * R::c(std::f64::consts::FRAC_1_SQRT_2)).erf()), |i| i);
-unary_op!(GeluTanh {} |_s, x| {
-    let k = R::c((2.0 / std::f64::consts::PI).sqrt());
-    R::c(0.5) * x * (R::ONE + (k * (x + R::c(0.044715) * x * x * x)).tanh())
-}, |i| i);
-unary_op!(Silu {} |_s, x| x / (R::ONE + (-x).exp()), |i| i);
-unary_op!(Mish {} |_s, x| x * x.exp().ln_1p().tanh(), |i| i);
-unary_op!(Hardswish {} |_s, x| x * (x + R::c(3.0)).std_max(R::ZERO).std_min(R::c(6.0)) / R::c(6.0), |i| i);
-unary_op!(Hardsigmoid {} |_s, x| (x + R::c(3.0)).std_max(R::ZERO).std_min(R::c(6.0)) / R::c(6.0), |i| i);
-unary_op!(Softplus { beta, threshold } |s, x| {
-    let b = R::c(s.beta);
-    if x * b > R::c(s.threshold) { x } else { (x * b).exp().ln_1p() / b }
-}, |i| i);
-unary_op!(Threshold { threshold, value } |s, x| if x <= R::c(s.threshold) { R::c(s.value) } else { x }, |i| i);
-unary_op!(Hardshrink { lambd } |s, x| if x >= R::c(-s.lambd) && x <= R::c(s.lambd) { R::ZERO } else { x }, |i| i);
-unary_op!(Softshrink { lambd } |s, x| {
-    let l = R::c(s.lambd);
-    if x > l { x - l } else if x < -l { x + l } else { x * R::ZERO }
-}, |i| i);
+unary_op!(
+    Elu {
+        alpha,
+        scale,
+        input_scale
+    } | s,
+    x | if x <= R::ZERO {
+        (x * R::c(s.input_scale)).exp_m1() * R::c(s.alpha * s.scale)
+    } else {
+        x * R::c(s.scale)
+    },
+    |i| i
+);
+unary_op!(
+    GeluErf {} | _s,
+    x | x * R::c(0.5) * (R::ONE + (x * R::c(std::f64::consts::FRAC_1_SQRT_2)).erf()),
+    |i| i
+);
+unary_op!(
+    GeluTanh {} | _s,
+    x | {
+        let k = R::c((2.0 / std::f64::consts::PI).sqrt());
+        R::c(0.5) * x * (R::ONE + (k * (x + R::c(0.044715) * x * x * x)).tanh())
+    },
+    |i| i
+);
+unary_op!(Silu {} | _s, x | x / (R::ONE + (-x).exp()), |i| i);
+unary_op!(Mish {} | _s, x | x * x.exp().ln_1p().tanh(), |i| i);
+unary_op!(
+    Hardswish {} | _s,
+    x | x * (x + R::c(3.0)).std_max(R::ZERO).std_min(R::c(6.0)) / R::c(6.0),
+    |i| i
+);
+unary_op!(
+    Hardsigmoid {} | _s,
+    x | (x + R::c(3.0)).std_max(R::ZERO).std_min(R::c(6.0)) / R::c(6.0),
+    |i| i
+);
+unary_op!(
+    Softplus { beta, threshold } | s,
+    x | {
+        let b = R::c(s.beta);
+        if x * b > R::c(s.threshold) {
+            x
+        } else {
+            (x * b).exp().ln_1p() / b
+        }
+    },
+    |i| i
+);
+unary_op!(
+    Threshold { threshold, value } | s,
+    x | if x <= R::c(s.threshold) {
+        R::c(s.value)
+    } else {
+        x
+    },
+    |i| i
+);
+unary_op!(
+    Hardshrink { lambd } | s,
+    x | if x >= R::c(-s.lambd) && x <= R::c(s.lambd) {
+        R::ZERO
+    } else {
+        x
+    },
+    |i| i
+);
+unary_op!(
+    Softshrink { lambd } | s,
+    x | {
+        let l = R::c(s.lambd);
+        if x > l {
+            x - l
+        } else if x < -l {
+            x + l
+        } else {
+            x * R::ZERO
+        }
+    },
+    |i| i
+);
 // min(x, 0) - log1p(exp(-|x|)): stable for large |x|.
-unary_op!(LogSigmoid {} |_s, x| x.std_min(R::ZERO) - (-x.abs()).exp().ln_1p(), |i| i);
+unary_op!(
+    LogSigmoid {} | _s,
+    x | x.std_min(R::ZERO) - (-x.abs()).exp().ln_1p(),
+    |i| i
+);
 
 fn relu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     act(ctx, &Relu {}, true)
@@ -128,12 +202,20 @@ fn leaky_relu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn elu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let op = Elu { alpha: ctx.float_or("alpha", 1.0)?, scale: ctx.float_or("scale", 1.0)?, input_scale: ctx.float_or("input_scale", 1.0)? };
+    let op = Elu {
+        alpha: ctx.float_or("alpha", 1.0)?,
+        scale: ctx.float_or("scale", 1.0)?,
+        input_scale: ctx.float_or("input_scale", 1.0)?,
+    };
     act(ctx, &op, false)
 }
 
 fn selu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let op = Elu { alpha: 1.6732632423543772848170429916717, scale: 1.0507009873554804934193349852946, input_scale: 1.0 };
+    let op = Elu {
+        alpha: 1.6732632423543772848170429916717,
+        scale: 1.0507009873554804934193349852946,
+        input_scale: 1.0,
+    };
     act(ctx, &op, false)
 }
 
@@ -142,14 +224,24 @@ fn celu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if alpha == 0.0 {
         return Err(ctx.err("ZeroDivisionError: celu's alpha must not be 0"));
     }
-    act(ctx, &Elu { alpha, scale: 1.0, input_scale: 1.0 / alpha }, false)
+    act(
+        ctx,
+        &Elu {
+            alpha,
+            scale: 1.0,
+            input_scale: 1.0 / alpha,
+        },
+        false,
+    )
 }
 
 fn gelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     match ctx.opt_str("approximate")?.as_deref() {
         None | Some("none") => act(ctx, &GeluErf {}, false),
         Some("tanh") => act(ctx, &GeluTanh {}, false),
-        Some(other) => Err(ctx.err(format!("approximate must be 'none' or 'tanh', got '{other}'"))),
+        Some(other) => Err(ctx.err(format!(
+            "approximate must be 'none' or 'tanh', got '{other}'"
+        ))),
     }
 }
 
@@ -170,7 +262,10 @@ fn hardsigmoid(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn softplus(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let op = Softplus { beta: ctx.float_or("beta", 1.0)?, threshold: ctx.float_or("threshold", 20.0)? };
+    let op = Softplus {
+        beta: ctx.float_or("beta", 1.0)?,
+        threshold: ctx.float_or("threshold", 20.0)?,
+    };
     act(ctx, &op, false)
 }
 
@@ -178,7 +273,14 @@ fn threshold(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (th, value) = (ctx.scalar("threshold")?, ctx.scalar("value")?);
     let t = ctx.tensor("self")?;
     if t.dtype.is_float() {
-        return act(ctx, &Threshold { threshold: th.as_f64(), value: value.as_f64() }, false);
+        return act(
+            ctx,
+            &Threshold {
+                threshold: th.as_f64(),
+                value: value.as_f64(),
+            },
+            false,
+        );
     }
     // Integer tensors compare in i64 (a float threshold is compared exactly, not truncated).
     let v = match value {
@@ -186,7 +288,10 @@ fn threshold(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         other => other.as_f64() as i64,
     };
     let th = th.as_f64();
-    let r = super::elementwise::engine::finish(super::elementwise::engine::map::<i64, i64>(&t, |x| if (x as f64) <= th { v } else { x }), t.dtype)?;
+    let r = super::elementwise::engine::finish(
+        super::elementwise::engine::map::<i64, i64>(&t, |x| if (x as f64) <= th { v } else { x }),
+        t.dtype,
+    )?;
     output(ctx, &t, r)
 }
 
@@ -198,7 +303,9 @@ fn hardshrink(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn softshrink(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let lambd = ctx.float_or("lambd", 0.5)?;
     if lambd < 0.0 {
-        return Err(ctx.err(format!("lambda must be greater or equal to 0, but found to be {lambd}")));
+        return Err(ctx.err(format!(
+            "lambda must be greater or equal to 0, but found to be {lambd}"
+        )));
     }
     act(ctx, &Softshrink { lambd }, false)
 }
@@ -213,23 +320,65 @@ fn log_sigmoid(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(out)
 }
 
-/// rrelu: in eval, leaky_relu with the mean slope; in training, a random slope per element
-/// from the run's generator.
+/// rrelu and rrelu_with_noise (+ `_functional`, in-place): in eval, leaky_relu with the mean
+/// slope; in training, a random slope per non-positive element from the run's generator,
+/// recorded in `noise` (1 elsewhere), as torch does.
 fn rrelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let lower = ctx.float_or("lower", 0.125)?;
     let upper = ctx.float_or("upper", 1.0 / 3.0)?;
-    if !ctx.bool_or("training", false)? {
-        return act(ctx, &LeakyRelu { slope: (lower + upper) / 2.0 }, false);
+    let noise = ctx.opt_tensor("noise")?;
+    let functional = ctx.target().starts_with("aten.rrelu_with_noise_functional");
+    let training = ctx.bool_or("training", false)?;
+    let mut out = if !training {
+        act(
+            ctx,
+            &LeakyRelu {
+                slope: (lower + upper) / 2.0,
+            },
+            false,
+        )?
+    } else {
+        let t = ctx.tensor("self")?;
+        if !t.dtype.is_float() {
+            return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
+        }
+        let x = t.to_vec::<f64>();
+        let rng = &mut ctx.state.rng;
+        let slopes: Vec<f64> = x
+            .iter()
+            .map(|&v| {
+                if v <= 0.0 {
+                    lower + (upper - lower) * rng.uniform()
+                } else {
+                    1.0
+                }
+            })
+            .collect();
+        let y: Vec<f64> = x.iter().zip(&slopes).map(|(&v, &s)| v * s).collect();
+        if let Some(n) = &noise {
+            if n.numel() != slopes.len() {
+                return Err(ctx.err(format!(
+                    "noise has {} elements, the input {}",
+                    n.numel(),
+                    slopes.len()
+                )));
+            }
+            // rrelu_with_noise mutates `noise`; the functional form returns a new one.
+            let fresh = Tensor::from_vec(slopes, &t.sizes).to_dtype(n.dtype)?;
+            if functional {
+                let r = Tensor::from_vec(y, &t.sizes).to_dtype(t.dtype)?;
+                return Ok(vec![RValue::Tensor(r), RValue::Tensor(fresh)]);
+            }
+            n.copy_from(&fresh)?;
+        }
+        let r = Tensor::from_vec(y, &t.sizes).to_dtype(t.dtype)?;
+        output(ctx, &t, r)?
+    };
+    if functional {
+        let n = noise.ok_or_else(|| ctx.err("missing argument 'noise'"))?;
+        out.push(RValue::Tensor(n.to_dtype(n.dtype)?));
     }
-    let t = ctx.tensor("self")?;
-    if !t.dtype.is_float() {
-        return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
-    }
-    let x = t.to_vec::<f64>();
-    let rng = &mut ctx.state.rng;
-    let v: Vec<f64> = x.iter().map(|&x| if x >= 0.0 { x } else { x * (lower + (upper - lower) * rng.uniform()) }).collect();
-    let r = Tensor::from_vec(v, &t.sizes).to_dtype(t.dtype)?;
-    output(ctx, &t, r)
+    Ok(out)
 }
 
 /// glu: the first half of `dim` times the sigmoid of the second half.
@@ -241,7 +390,9 @@ fn glu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let d = wrap_dim(ctx, ctx.int_or("dim", -1)?, t.rank())?;
     let n = t.sizes[d];
     if n % 2 != 0 {
-        return Err(ctx.err(format!("Halving dimension must be even, but dimension {d} is size {n}")));
+        return Err(ctx.err(format!(
+            "Halving dimension must be even, but dimension {d} is size {n}"
+        )));
     }
     if !t.dtype.is_float() {
         return Err(ctx.err(format!("is not implemented for dtype {}", t.dtype)));
@@ -253,7 +404,8 @@ fn glu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let b = t.view_with(sizes, t.strides.clone(), t.offset + step);
     let r = match t.dtype {
         DType::F64 => zip_map::<f64, f64>(ctx, &a, &b, |p, q| p * (1.0 / (1.0 + (-q).exp())))?,
-        _ => zip_map::<f32, f32>(ctx, &a, &b, |p, q| p * (1.0 / (1.0 + (-q).exp())))?.to_dtype(t.dtype)?,
+        _ => zip_map::<f32, f32>(ctx, &a, &b, |p, q| p * (1.0 / (1.0 + (-q).exp())))?
+            .to_dtype(t.dtype)?,
     };
     Ok(vec![RValue::Tensor(r)])
 }
@@ -280,7 +432,8 @@ fn prelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     };
     let r = match t.dtype {
         DType::F64 => zip_map::<f64, f64>(ctx, &t, &w, |x, w| if x > 0.0 { x } else { w * x })?,
-        _ => zip_map::<f32, f32>(ctx, &t, &w, |x, w| if x > 0.0 { x } else { w * x })?.to_dtype(t.dtype)?,
+        _ => zip_map::<f32, f32>(ctx, &t, &w, |x, w| if x > 0.0 { x } else { w * x })?
+            .to_dtype(t.dtype)?,
     };
     Ok(vec![RValue::Tensor(r)])
 }

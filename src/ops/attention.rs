@@ -1,7 +1,407 @@
-//! Op family: attention (being written).
+//! Op family: attention. `scaled_dot_product_attention` (training IR; core ATen decomposes it
+//! into bmm/_softmax/where, run by other families) and the fused CPU forms a program may still
+//! hold: `_scaled_dot_product_flash_attention_for_cpu` (output + logsumexp) and
+//! `_scaled_dot_product_attention_math` (output + attention weights).
+//!
+//! Per (batch, head): scores = scale · Q Kᵀ (GEMM), + float mask / -inf where a bool mask is
+//! false or above the causal diagonal, a row softmax where fully masked rows give 0 (as eager
+//! and the `_safe_softmax` decomposition do), then P V (GEMM). Batch dims broadcast like
+//! matmul; `enable_gqa` repeats each key/value head for its group of query heads.
 
-use super::Registry;
+use super::matmul::gemm::{gemm, par_chunks, Mat};
+use super::reduce::{compute_float, typed, with_real, Real};
+use super::{OpCtx, Registry};
+use crate::cpu::{broadcast_shapes, Elem, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::runtime::RValue;
 
 pub(crate) fn register(r: &mut Registry) {
-    let _ = r;
+    r.add("aten.scaled_dot_product_attention.default", sdpa);
+    r.add(
+        "aten._scaled_dot_product_flash_attention_for_cpu.default",
+        sdpa,
+    );
+    r.add("aten._scaled_dot_product_attention_math.default", sdpa);
+}
+
+/// What the caller wants besides the output.
+#[derive(Clone, Copy, PartialEq)]
+enum Extra {
+    None,
+    LogSumExp,
+    Weights,
+}
+
+/// The additive mask of one (batch, head): `None` (no mask), or an L×S slice per batch.
+enum Mask<R> {
+    None,
+    Add(Vec<R>),
+}
+
+/// `t` with dim -3 (heads) repeated `g` times per head (repeat_interleave), contiguous.
+fn repeat_heads(t: &Tensor, g: usize) -> Tensor {
+    if g == 1 {
+        return t.clone();
+    }
+    let r = t.rank();
+    let mut sizes = t.sizes[..r - 2].to_vec();
+    let mut strides = t.strides[..r - 2].to_vec();
+    sizes.insert(r - 2, g);
+    strides.insert(r - 2, 0);
+    sizes.extend_from_slice(&t.sizes[r - 2..]);
+    strides.extend_from_slice(&t.strides[r - 2..]);
+    let c = t.view_with(sizes, strides, t.offset).contiguous();
+    let mut out = t.sizes.clone();
+    out[r - 3] *= g;
+    c.view_with(
+        out.clone(),
+        crate::tensor::contiguous_strides(&out),
+        c.offset,
+    )
+}
+
+/// `t` ([..., m, n]) broadcast to [batch..., m, n] as a contiguous vector of `R`.
+fn expand_batch<R: Elem>(t: &Tensor, batch: &[usize]) -> Result<Vec<R>> {
+    let r = t.rank();
+    let mut shape = batch.to_vec();
+    shape.extend_from_slice(&t.sizes[r - 2..]);
+    Ok(if t.sizes == shape {
+        t.to_vec::<R>()
+    } else {
+        t.expand_to(&shape)?.to_vec::<R>()
+    })
+}
+
+fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let q = ctx.tensor("query")?;
+    let k = ctx.tensor("key")?;
+    let v = ctx.tensor("value")?;
+    let t = ctx.target();
+    let extra = if t.contains("flash_attention_for_cpu") {
+        Extra::LogSumExp
+    } else if t.contains("attention_math") {
+        Extra::Weights
+    } else {
+        Extra::None
+    };
+    let mask = ctx.opt_tensor("attn_mask")?;
+    let dropout_p = ctx.float_or("dropout_p", 0.0)?;
+    let causal = ctx.bool_or("is_causal", false)?;
+    let gqa = ctx.bool_or("enable_gqa", false)?;
+    if q.rank() < 2 || k.rank() < 2 || v.rank() < 2 {
+        return Err(ctx.err(format!(
+            "query, key and value need at least 2 dims, got {:?}, {:?}, {:?}",
+            q.sizes, k.sizes, v.sizes
+        )));
+    }
+    let Some(cf) = compute_float(q.dtype) else {
+        return Err(ctx.err(format!("expected a floating point query, got {}", q.dtype)));
+    };
+    if k.dtype != q.dtype || v.dtype != q.dtype {
+        return Err(ctx.err(format!(
+            "expected query, key and value to have the same dtype, got {}, {} and {}",
+            q.dtype, k.dtype, v.dtype
+        )));
+    }
+    if causal && mask.is_some() {
+        return Err(ctx.err("an explicit attn_mask should not be set when is_causal=True"));
+    }
+    if !(0.0..1.0).contains(&dropout_p) {
+        return Err(ctx.err(format!("dropout_p should be in [0, 1), got {dropout_p}")));
+    }
+    let (l, e) = (q.sizes[q.rank() - 2], q.sizes[q.rank() - 1]);
+    let (s, ek) = (k.sizes[k.rank() - 2], k.sizes[k.rank() - 1]);
+    let (sv, ev) = (v.sizes[v.rank() - 2], v.sizes[v.rank() - 1]);
+    if ek != e || sv != s {
+        return Err(ctx.err(format!(
+            "shape mismatch: query {:?}, key {:?}, value {:?}",
+            q.sizes, k.sizes, v.sizes
+        )));
+    }
+    let (k, v) = if gqa && q.rank() >= 3 && k.rank() >= 3 && v.rank() >= 3 {
+        let hq = q.sizes[q.rank() - 3];
+        let (hk, hv) = (k.sizes[k.rank() - 3], v.sizes[v.rank() - 3]);
+        if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
+            return Err(ctx.err(format!("enable_gqa: query heads ({hq}) must be a multiple of key ({hk}) and value ({hv}) heads")));
+        }
+        (repeat_heads(&k, hq / hk), repeat_heads(&v, hq / hv))
+    } else {
+        (k, v)
+    };
+    let bad_batch = || {
+        ctx.err(format!(
+            "batch dims of query {:?}, key {:?} and value {:?} cannot be broadcast",
+            q.sizes, k.sizes, v.sizes
+        ))
+    };
+    let batch = broadcast_shapes(&q.sizes[..q.rank() - 2], &k.sizes[..k.rank() - 2])
+        .ok_or_else(bad_batch)?;
+    let batch = broadcast_shapes(&batch, &v.sizes[..v.rank() - 2]).ok_or_else(bad_batch)?;
+    let nb: usize = batch.iter().product();
+    let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt());
+    // Dropout keeps each weight with probability 1 - p and rescales (random, as in eager).
+    let keep: Option<Vec<bool>> = (dropout_p > 0.0).then(|| {
+        (0..nb * l * s)
+            .map(|_| ctx.state.rng.uniform() >= dropout_p)
+            .collect()
+    });
+    let mut out_sizes = batch.clone();
+    out_sizes.extend([l, ev]);
+    let (out, extra_t) = with_real!(cf, R => {
+        let qv = expand_batch::<R>(&q, &batch)?;
+        let kv = expand_batch::<R>(&k, &batch)?;
+        let vv = expand_batch::<R>(&v, &batch)?;
+        let mask = match &mask {
+            None => Mask::None,
+            Some(m) => {
+                let mut shape = batch.clone();
+                shape.extend([l, s]);
+                let mx = m.expand_to(&shape).map_err(|_| ctx.err(format!("attn_mask of shape {:?} cannot be broadcast to {:?}", m.sizes, shape)))?;
+                // The math kernel adds its mask as given (a bool mask adds 0/1); the public op
+                // turns a bool mask into 0 / -inf first.
+                Mask::Add(if m.dtype == DType::Bool && extra != Extra::Weights {
+                    mx.to_vec::<bool>().into_iter().map(|b| if b { R::ZERO } else { R::NEG_INF }).collect()
+                } else {
+                    mx.to_vec::<R>()
+                })
+            }
+        };
+        let job = Job { l, s, e, ev, scale: R::from_f64(scale), causal, mask: &mask, keep: keep.as_deref(), dropout_p, block: SCORE_BLOCK };
+        let mut out = vec![R::ZERO; nb * l * ev];
+        let mut lse = vec![R::ZERO; if extra == Extra::LogSumExp { nb * l } else { 0 }];
+        let mut weights = vec![R::ZERO; if extra == Extra::Weights { nb * l * s } else { 0 }];
+        let one_batch = nb == 1;
+        if extra == Extra::None {
+            // (batch, head) problems are independent: spread them over threads.
+            let failed = std::sync::Mutex::new(None);
+            par_chunks(&mut out, l * ev, l * s * (e + ev), |b, o| {
+                if let Err(err) = job.run(b, &qv, &kv, &vv, o, one_batch, None, None) {
+                    *failed.lock().unwrap_or_else(|e| e.into_inner()) = Some(err);
+                }
+            });
+            if let Some(err) = failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+                return Err(err);
+            }
+        } else {
+            for b in 0..nb {
+                let lse_b = (extra == Extra::LogSumExp).then(|| &mut lse[b * l..(b + 1) * l]);
+                let w_b = (extra == Extra::Weights).then(|| &mut weights[b * l * s..(b + 1) * l * s]);
+                job.run(b, &qv, &kv, &vv, &mut out[b * l * ev..(b + 1) * l * ev], true, lse_b, w_b)?;
+            }
+        }
+        let out = typed(out, &out_sizes, q.dtype)?;
+        let extra_t = match extra {
+            Extra::None => None,
+            // logsumexp stays in the compute type ([batch.., L]).
+            Extra::LogSumExp => Some(Tensor::from_vec(lse, &out_sizes[..out_sizes.len() - 1])),
+            Extra::Weights => {
+                let mut ws = batch.clone();
+                ws.extend([l, s]);
+                Some(typed(weights, &ws, q.dtype)?)
+            }
+        };
+        (out, extra_t)
+    });
+    let mut res = vec![out.into()];
+    if let Some(x) = extra_t {
+        res.push(x.into());
+    }
+    Ok(res)
+}
+
+/// One attention problem's shapes and options, shared by every (batch, head).
+struct Job<'a, R> {
+    l: usize,
+    s: usize,
+    e: usize,
+    ev: usize,
+    scale: R,
+    causal: bool,
+    mask: &'a Mask<R>,
+    keep: Option<&'a [bool]>,
+    dropout_p: f64,
+    /// Scratch elements per block of query rows (`SCORE_BLOCK`; smaller in tests).
+    block: usize,
+}
+
+/// Scratch budget for one block of scores (elements): queries are processed in row blocks so
+/// that long sequences never materialize a full L×S matrix per (batch, head).
+const SCORE_BLOCK: usize = 1 << 16;
+
+impl<R: Real + super::matmul::gemm::Float> Job<'_, R> {
+    /// Attention of batch `b` into `out` (L×Ev). `lse` (L) and `weights` (L×S), when given,
+    /// receive each row's logsumexp and the final attention weights.
+    #[allow(clippy::too_many_arguments)]
+    fn run(
+        &self,
+        b: usize,
+        q: &[R],
+        k: &[R],
+        v: &[R],
+        out: &mut [R],
+        threads: bool,
+        mut lse: Option<&mut [R]>,
+        mut weights: Option<&mut [R]>,
+    ) -> Result<()> {
+        let (l, s, e, ev) = (self.l, self.s, self.e, self.ev);
+        let rows = (self.block / s.max(1)).clamp(1, l.max(1));
+        let mut p = vec![<R as Real>::ZERO; rows * s];
+        let mut r0 = 0;
+        while r0 < l {
+            let m = rows.min(l - r0);
+            let p = &mut p[..m * s];
+            // scores = scale * Q Kᵀ; Kᵀ is K read with swapped strides.
+            let qa = Mat::new(q, (b * l + r0) * e, e, 1);
+            let kt = Mat::new(k, b * s * e, 1, e);
+            gemm(
+                m,
+                s,
+                e,
+                qa,
+                kt,
+                p,
+                0,
+                s,
+                1,
+                self.scale,
+                <R as Real>::ZERO,
+                threads,
+            )?;
+            if let Mask::Add(mask) = self.mask {
+                let mrows = &mask[(b * l + r0) * s..(b * l + r0 + m) * s];
+                p.iter_mut().zip(mrows).for_each(|(x, &a)| *x += a);
+            }
+            for (r, row) in p.chunks_exact_mut(s.max(1)).enumerate().take(m) {
+                let i = r0 + r;
+                if self.causal {
+                    // Query i attends to keys j <= i (torch's tril of an L×S matrix).
+                    row.iter_mut()
+                        .skip(i + 1)
+                        .for_each(|x| *x = <R as Real>::NEG_INF);
+                }
+                let z = softmax_row(row);
+                if let Some(lse) = lse.as_deref_mut() {
+                    lse[i] = z;
+                }
+                if let Some(keep) = self.keep {
+                    let inv = R::from_f64(1.0 / (1.0 - self.dropout_p));
+                    let kr = &keep[(b * l + i) * s..(b * l + i + 1) * s];
+                    let drop = |(x, &k): (&mut R, &bool)| {
+                        *x = if k { *x * inv } else { <R as Real>::ZERO }
+                    };
+                    row.iter_mut().zip(kr).for_each(drop);
+                }
+            }
+            if let Some(w) = weights.as_deref_mut() {
+                w[r0 * s..(r0 + m) * s].copy_from_slice(p);
+            }
+            let pa = Mat::new(&*p, 0, s, 1);
+            let vb = Mat::new(v, b * s * ev, ev, 1);
+            gemm(
+                m,
+                ev,
+                s,
+                pa,
+                vb,
+                out,
+                r0 * ev,
+                ev,
+                1,
+                <R as Real>::ONE,
+                <R as Real>::ZERO,
+                threads,
+            )?;
+            r0 += m;
+        }
+        Ok(())
+    }
+}
+
+/// Softmax of one row in place; a row that is entirely -inf becomes zeros (eager attention
+/// and `_safe_softmax` agree on this). Returns the row's logsumexp.
+fn softmax_row<R: Real>(row: &mut [R]) -> R {
+    let mut m = R::NEG_INF;
+    let mut nan = false;
+    for &x in row.iter() {
+        nan |= x.is_nan();
+        if x > m {
+            m = x;
+        }
+    }
+    if nan {
+        row.iter_mut().for_each(|x| *x = R::from_f64(f64::NAN));
+        return R::from_f64(f64::NAN);
+    }
+    if m == R::NEG_INF {
+        row.iter_mut().for_each(|x| *x = R::ZERO);
+        return R::NEG_INF;
+    }
+    let mut sum = R::ZERO;
+    for x in row.iter_mut() {
+        *x = (*x - m).exp();
+        sum += *x;
+    }
+    let inv = R::ONE / sum;
+    row.iter_mut().for_each(|x| *x *= inv);
+    m + sum.ln()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Row blocking (bounded scratch) must not change any result: causal rows, a mask, the
+    /// logsumexp and the weights all index by the absolute query row.
+    #[test]
+    fn blocked_rows_match_one_block() {
+        let (l, s, e, ev, nb) = (7, 5, 3, 2, 2);
+        let gen = |n: usize, k: f32| {
+            (0..n)
+                .map(|i| (i as f32 * 0.37 + k).sin())
+                .collect::<Vec<f32>>()
+        };
+        let (q, k, v) = (
+            gen(nb * l * e, 0.1),
+            gen(nb * s * e, 0.7),
+            gen(nb * s * ev, 1.3),
+        );
+        let mask = Mask::Add(gen(nb * l * s, 2.0));
+        let run = |block: usize| {
+            let job = Job {
+                l,
+                s,
+                e,
+                ev,
+                scale: 0.5f32,
+                causal: true,
+                mask: &mask,
+                keep: None,
+                dropout_p: 0.0,
+                block,
+            };
+            let (mut out, mut lse, mut w) = (
+                vec![0f32; nb * l * ev],
+                vec![0f32; nb * l],
+                vec![0f32; nb * l * s],
+            );
+            for b in 0..nb {
+                let o = &mut out[b * l * ev..(b + 1) * l * ev];
+                job.run(
+                    b,
+                    &q,
+                    &k,
+                    &v,
+                    o,
+                    false,
+                    Some(&mut lse[b * l..(b + 1) * l]),
+                    Some(&mut w[b * l * s..(b + 1) * l * s]),
+                )
+                .unwrap();
+            }
+            (out, lse, w)
+        };
+        assert_eq!(run(SCORE_BLOCK), run(2 * s));
+        assert_eq!(run(SCORE_BLOCK), run(1));
+    }
 }

@@ -60,20 +60,27 @@ impl<'a> OpCtx<'a> {
         self.node.inputs.get(i).map(|(_, a)| a)
     }
     fn value(&self, id: usize) -> Result<&RValue> {
-        self.env
-            .get(id)
-            .and_then(|v| v.as_ref())
-            .ok_or_else(|| self.err(format!("value '{}' has not been computed", self.graph.value(id).name)))
+        self.env.get(id).and_then(|v| v.as_ref()).ok_or_else(|| {
+            self.err(format!(
+                "value '{}' has not been computed",
+                self.graph.value(id).name
+            ))
+        })
     }
     fn need(&self, name: &str) -> Result<&'a Arg> {
-        self.node.arg(name).ok_or_else(|| self.err(format!("missing argument '{name}'")))
+        self.node
+            .arg(name)
+            .ok_or_else(|| self.err(format!("missing argument '{name}'")))
     }
 
     pub fn tensor_of(&self, a: &Arg, name: &str) -> Result<Tensor> {
         match a {
             Arg::Tensor(id) | Arg::OptTensor(Some(id)) => match self.value(*id)? {
                 RValue::Tensor(t) => Ok(t.clone()),
-                other => Err(self.err(format!("argument '{name}' is a {}, expected a tensor", other.kind()))),
+                other => Err(self.err(format!(
+                    "argument '{name}' is a {}, expected a tensor",
+                    other.kind()
+                ))),
             },
             other => Err(self.err(format!("argument '{name}' is {other:?}, expected a tensor"))),
         }
@@ -90,19 +97,38 @@ impl<'a> OpCtx<'a> {
     }
     pub fn tensors(&self, name: &str) -> Result<Vec<Tensor>> {
         match self.need(name)? {
-            Arg::Tensors(ids) => ids.iter().map(|id| self.tensor_of(&Arg::Tensor(*id), name)).collect(),
+            Arg::Tensors(ids) => ids
+                .iter()
+                .map(|id| self.tensor_of(&Arg::Tensor(*id), name))
+                .collect(),
             Arg::OptTensors(ids) => ids
                 .iter()
-                .map(|id| id.ok_or_else(|| self.err(format!("'{name}' has a None entry"))).and_then(|id| self.tensor_of(&Arg::Tensor(id), name)))
+                .map(|id| {
+                    id.ok_or_else(|| self.err(format!("'{name}' has a None entry")))
+                        .and_then(|id| self.tensor_of(&Arg::Tensor(id), name))
+                })
                 .collect(),
-            other => Err(self.err(format!("argument '{name}' is {other:?}, expected a list of tensors"))),
+            other => Err(self.err(format!(
+                "argument '{name}' is {other:?}, expected a list of tensors"
+            ))),
         }
     }
     pub fn opt_tensors(&self, name: &str) -> Result<Vec<Option<Tensor>>> {
         match self.need(name)? {
-            Arg::OptTensors(ids) => ids.iter().map(|id| id.map(|id| self.tensor_of(&Arg::Tensor(id), name)).transpose()).collect(),
-            Arg::Tensors(ids) => ids.iter().map(|id| self.tensor_of(&Arg::Tensor(*id), name).map(Some)).collect(),
-            other => Err(self.err(format!("argument '{name}' is {other:?}, expected a list of optional tensors"))),
+            Arg::OptTensors(ids) => ids
+                .iter()
+                .map(|id| {
+                    id.map(|id| self.tensor_of(&Arg::Tensor(id), name))
+                        .transpose()
+                })
+                .collect(),
+            Arg::Tensors(ids) => ids
+                .iter()
+                .map(|id| self.tensor_of(&Arg::Tensor(*id), name).map(Some))
+                .collect(),
+            other => Err(self.err(format!(
+                "argument '{name}' is {other:?}, expected a list of optional tensors"
+            ))),
         }
     }
 
@@ -111,7 +137,11 @@ impl<'a> OpCtx<'a> {
             IntArg::Int(i) => Ok(*i),
             IntArg::Sym(id) => match self.value(*id)? {
                 RValue::Int(i) => Ok(*i),
-                other => Err(self.err(format!("symbolic int '{}' is a {}", self.graph.value(*id).name, other.kind()))),
+                other => Err(self.err(format!(
+                    "symbolic int '{}' is a {}",
+                    self.graph.value(*id).name,
+                    other.kind()
+                ))),
             },
         }
     }
@@ -146,7 +176,9 @@ impl<'a> OpCtx<'a> {
             Arg::SymInts(v) => v.iter().map(|x| self.sym_int(x)).collect(),
             Arg::Int(i) => Ok(vec![*i]),
             Arg::SymInt(x) => Ok(vec![self.sym_int(x)?]),
-            other => Err(self.err(format!("argument '{name}' is {other:?}, expected a list of ints"))),
+            other => Err(self.err(format!(
+                "argument '{name}' is {other:?}, expected a list of ints"
+            ))),
         }
     }
     pub fn opt_ints(&self, name: &str) -> Result<Option<Vec<i64>>> {
@@ -159,7 +191,10 @@ impl<'a> OpCtx<'a> {
         self.scalar(name).map(Scalar::as_f64)
     }
     pub fn float_or(&self, name: &str, default: f64) -> Result<f64> {
-        Ok(self.opt_scalar(name)?.map(Scalar::as_f64).unwrap_or(default))
+        Ok(self
+            .opt_scalar(name)?
+            .map(Scalar::as_f64)
+            .unwrap_or(default))
     }
     pub fn opt_float(&self, name: &str) -> Result<Option<f64>> {
         Ok(self.opt_scalar(name)?.map(Scalar::as_f64))
@@ -181,7 +216,9 @@ impl<'a> OpCtx<'a> {
                 RValue::Bool(b) => Scalar::Bool(*b),
                 other => return Err(self.err(format!("argument '{name}' is a {}", other.kind()))),
             },
-            other => return Err(self.err(format!("argument '{name}' is {other:?}, expected a number"))),
+            other => {
+                return Err(self.err(format!("argument '{name}' is {other:?}, expected a number")))
+            }
         })
     }
     pub fn scalar(&self, name: &str) -> Result<Scalar> {
@@ -204,27 +241,35 @@ impl<'a> OpCtx<'a> {
     pub fn bools(&self, name: &str) -> Result<Vec<bool>> {
         match self.need(name)? {
             Arg::Bools(v) => Ok(v.clone()),
-            other => Err(self.err(format!("argument '{name}' is {other:?}, expected a list of bools"))),
+            other => Err(self.err(format!(
+                "argument '{name}' is {other:?}, expected a list of bools"
+            ))),
         }
     }
     pub fn opt_dtype(&self, name: &str) -> Result<Option<DType>> {
         match self.node.arg(name) {
             None | Some(Arg::None) => Ok(None),
             Some(Arg::ScalarType(d)) => Ok(Some(*d)),
-            Some(other) => Err(self.err(format!("argument '{name}' is {other:?}, expected a dtype"))),
+            Some(other) => {
+                Err(self.err(format!("argument '{name}' is {other:?}, expected a dtype")))
+            }
         }
     }
     pub fn opt_str(&self, name: &str) -> Result<Option<String>> {
         match self.node.arg(name) {
             None | Some(Arg::None) => Ok(None),
             Some(Arg::Str(s)) => Ok(Some(s.clone())),
-            Some(other) => Err(self.err(format!("argument '{name}' is {other:?}, expected a string"))),
+            Some(other) => {
+                Err(self.err(format!("argument '{name}' is {other:?}, expected a string")))
+            }
         }
     }
     pub fn graph_arg(&self, name: &str) -> Result<&'a Graph> {
         match self.need(name)? {
             Arg::Graph(g) => Ok(g),
-            other => Err(self.err(format!("argument '{name}' is {other:?}, expected a subgraph"))),
+            other => Err(self.err(format!(
+                "argument '{name}' is {other:?}, expected a subgraph"
+            ))),
         }
     }
     /// The value of any argument, resolved (for higher-order ops passing operands through).
@@ -232,9 +277,18 @@ impl<'a> OpCtx<'a> {
         Ok(match a {
             Arg::None | Arg::OptTensor(None) => RValue::None,
             Arg::Tensor(id) | Arg::OptTensor(Some(id)) => self.value(*id)?.clone(),
-            Arg::Tensors(ids) => RValue::Tensors(ids.iter().map(|id| self.tensor_of(&Arg::Tensor(*id), "list")).collect::<Result<_>>()?),
+            Arg::Tensors(ids) => RValue::Tensors(
+                ids.iter()
+                    .map(|id| self.tensor_of(&Arg::Tensor(*id), "list"))
+                    .collect::<Result<_>>()?,
+            ),
             Arg::OptTensors(ids) => RValue::OptTensors(
-                ids.iter().map(|id| id.map(|id| self.tensor_of(&Arg::Tensor(id), "list")).transpose()).collect::<Result<_>>()?,
+                ids.iter()
+                    .map(|id| {
+                        id.map(|id| self.tensor_of(&Arg::Tensor(id), "list"))
+                            .transpose()
+                    })
+                    .collect::<Result<_>>()?,
             ),
             Arg::Int(i) => RValue::Int(*i),
             Arg::SymInt(x) => RValue::Int(self.sym_int(x)?),

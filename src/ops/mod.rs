@@ -55,11 +55,19 @@ impl Registry {
             return Some(*k);
         }
         let base = target.rsplit_once('.').map(|(b, _)| b).unwrap_or(target);
-        self.any_overload.get(base).copied().or_else(|| self.any_overload.get(target).copied())
+        self.any_overload
+            .get(base)
+            .copied()
+            .or_else(|| self.any_overload.get(target).copied())
     }
     /// Every registered name (for `pt2web check` and docs).
     pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.exact.keys().chain(self.any_overload.keys()).cloned().collect();
+        let mut v: Vec<String> = self
+            .exact
+            .keys()
+            .chain(self.any_overload.keys())
+            .cloned()
+            .collect();
         v.sort();
         v
     }

@@ -8,7 +8,7 @@
 //! batch norm updates running statistics in place (as eager does) except in the functional
 //! form, which returns them.
 
-use super::reduce::{compute_float, with_real, Real};
+use super::reduce::{compute_float, typed, with_real, Real};
 use super::{OpCtx, Registry};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
@@ -20,8 +20,14 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten.native_batch_norm.default", batch_norm);
     r.add("aten._native_batch_norm_legit.default", batch_norm);
     r.add("aten._native_batch_norm_legit.no_stats", batch_norm);
-    r.add("aten._native_batch_norm_legit_no_training.default", batch_norm);
-    r.add("aten._native_batch_norm_legit_functional.default", batch_norm);
+    r.add(
+        "aten._native_batch_norm_legit_no_training.default",
+        batch_norm,
+    );
+    r.add(
+        "aten._native_batch_norm_legit_functional.default",
+        batch_norm,
+    );
     r.add("aten.instance_norm.default", instance_norm);
     r.add("aten.layer_norm.default", layer_norm);
     r.add("aten.native_layer_norm.default", layer_norm);
@@ -33,7 +39,8 @@ pub(crate) fn register(r: &mut Registry) {
 
 /// The compute float of a normalization input, or an error naming the op.
 fn float_of(ctx: &OpCtx, x: &Tensor) -> Result<DType> {
-    compute_float(x.dtype).ok_or_else(|| ctx.err(format!("expected a floating point input, got {}", x.dtype)))
+    compute_float(x.dtype)
+        .ok_or_else(|| ctx.err(format!("expected a floating point input, got {}", x.dtype)))
 }
 
 /// An optional per-channel parameter (weight or bias) as f64, checked to hold `n` elements.
@@ -41,7 +48,10 @@ fn per_channel(ctx: &OpCtx, t: Option<Tensor>, n: usize, what: &str) -> Result<O
     match t {
         None => Ok(None),
         Some(t) if t.numel() == n => Ok(Some(t.to_vec::<f64>())),
-        Some(t) => Err(ctx.err(format!("{what} should have {n} elements, got shape {:?}", t.sizes))),
+        Some(t) => Err(ctx.err(format!(
+            "{what} should have {n} elements, got shape {:?}",
+            t.sizes
+        ))),
     }
 }
 
@@ -73,7 +83,14 @@ fn affine<R: Real>(x: &mut [R], c: usize, inner: usize, coef: impl Fn(usize, usi
 }
 
 /// Batch-norm-style normalization of `x` ([N, C, *]) with per-channel `mean` and `invstd`.
-fn normalize_channels(x: &Tensor, mean: &[f64], invstd: &[f64], w: &Option<Vec<f64>>, b: &Option<Vec<f64>>, per_sample: bool) -> Result<Tensor> {
+fn normalize_channels(
+    x: &Tensor,
+    mean: &[f64],
+    invstd: &[f64],
+    w: &Option<Vec<f64>>,
+    b: &Option<Vec<f64>>,
+    per_sample: bool,
+) -> Result<Tensor> {
     let c = x.sizes.get(1).copied().unwrap_or(1);
     let inner: usize = x.sizes.iter().skip(2).product();
     let cf = compute_float(x.dtype).unwrap_or(DType::F32);
@@ -85,7 +102,7 @@ fn normalize_channels(x: &Tensor, mean: &[f64], invstd: &[f64], w: &Option<Vec<f
             let scale = invstd[k] * w.as_ref().map_or(1.0, |w| w[ch]);
             (scale, b.as_ref().map_or(0.0, |b| b[ch]) - mean[k] * scale)
         });
-        Tensor::from_vec(v, &x.sizes).to_dtype(x.dtype)
+        typed(v, &x.sizes, x.dtype)
     })
 }
 
@@ -105,14 +122,21 @@ fn channel_moments(x: &Tensor) -> Vec<(f64, f64)> {
         let m = mean[i % c];
         ss[i % c] += chunk.iter().map(|a| (a - m) * (a - m)).sum::<f64>();
     }
-    mean.into_iter().zip(ss).map(|(m, s)| (m, s / count)).collect()
+    mean.into_iter()
+        .zip(ss)
+        .map(|(m, s)| (m, s / count))
+        .collect()
 }
 
 /// `(1 - momentum) * running + momentum * batch`, in the running buffer's dtype.
 fn update_running(running: &Tensor, batch: &[f64], momentum: f64) -> Result<Tensor> {
     let old = running.to_vec::<f64>();
-    let new: Vec<f64> = old.iter().zip(batch).map(|(r, b)| (1.0 - momentum) * r + momentum * b).collect();
-    Tensor::from_vec(new, &running.sizes).to_dtype(running.dtype)
+    let new: Vec<f64> = old
+        .iter()
+        .zip(batch)
+        .map(|(r, b)| (1.0 - momentum) * r + momentum * b)
+        .collect();
+    typed(new, &running.sizes, running.dtype)
 }
 
 fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -120,16 +144,29 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.target().to_string();
     let cf = float_of(ctx, &x)?;
     if x.rank() < 2 {
-        return Err(ctx.err(format!("expected an input of at least 2 dims ([N, C, ...]), got shape {:?}", x.sizes)));
+        return Err(ctx.err(format!(
+            "expected an input of at least 2 dims ([N, C, ...]), got shape {:?}",
+            x.sizes
+        )));
     }
     let c = x.sizes[1];
     let w = per_channel(ctx, ctx.opt_tensor("weight")?, c, "weight")?;
     let b = per_channel(ctx, ctx.opt_tensor("bias")?, c, "bias")?;
-    let (rm, rv) = if t.ends_with(".no_stats") { (None, None) } else { (ctx.opt_tensor("running_mean")?, ctx.opt_tensor("running_var")?) };
+    let (rm, rv) = if t.ends_with(".no_stats") {
+        (None, None)
+    } else {
+        (
+            ctx.opt_tensor("running_mean")?,
+            ctx.opt_tensor("running_var")?,
+        )
+    };
     for (r, what) in [(&rm, "running_mean"), (&rv, "running_var")] {
         if let Some(r) = r {
             if r.numel() != c {
-                return Err(ctx.err(format!("{what} should have {c} elements, got shape {:?}", r.sizes)));
+                return Err(ctx.err(format!(
+                    "{what} should have {c} elements, got shape {:?}",
+                    r.sizes
+                )));
             }
         }
     }
@@ -138,12 +175,24 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let eps = ctx.float("eps")?;
     let functional = t.contains("functional");
     // Statistics saved for backward are in the compute dtype (f32 for half inputs).
-    let stat_dtype = if cf == DType::F64 { DType::F64 } else { DType::F32 };
+    let stat_dtype = if cf == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
     let (out, save_mean, save_invstd, new_rm, new_rv);
-    let eval_stats = if training { None } else { rm.as_ref().zip(rv.as_ref()) };
+    let eval_stats = if training {
+        None
+    } else {
+        rm.as_ref().zip(rv.as_ref())
+    };
     if let Some((rm, rv)) = eval_stats {
         let mean = rm.to_vec::<f64>();
-        let invstd: Vec<f64> = rv.to_vec::<f64>().iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
+        let invstd: Vec<f64> = rv
+            .to_vec::<f64>()
+            .iter()
+            .map(|v| 1.0 / (v + eps).sqrt())
+            .collect();
         out = normalize_channels(&x, &mean, &invstd, &w, &b, false)?;
         // Inference forms return empty saved statistics.
         save_mean = Tensor::zeros(stat_dtype, &[0])?;
@@ -169,14 +218,20 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             (Some(r), true) => Some(update_running(r, &unbiased, momentum)?),
             (r, _) => r.clone(),
         };
-        save_mean = Tensor::from_vec(mean, &[c]).to_dtype(stat_dtype)?;
-        save_invstd = Tensor::from_vec(invstd, &[c]).to_dtype(stat_dtype)?;
+        save_mean = typed(mean, &[c], stat_dtype)?;
+        save_invstd = typed(invstd, &[c], stat_dtype)?;
     }
     if functional {
         let (Some(nm), Some(nv)) = (new_rm, new_rv) else {
             return Err(ctx.err("running_mean and running_var are required"));
         };
-        return Ok(vec![out.into(), save_mean.into(), save_invstd.into(), nm.into(), nv.into()]);
+        return Ok(vec![
+            out.into(),
+            save_mean.into(),
+            save_invstd.into(),
+            nm.into(),
+            nv.into(),
+        ]);
     }
     if training {
         // Eager updates the running buffers in place; the training IR relies on it.
@@ -200,7 +255,10 @@ fn instance_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input")?;
     float_of(ctx, &x)?;
     if x.rank() < 2 {
-        return Err(ctx.err(format!("expected an input of at least 2 dims ([N, C, ...]), got shape {:?}", x.sizes)));
+        return Err(ctx.err(format!(
+            "expected an input of at least 2 dims ([N, C, ...]), got shape {:?}",
+            x.sizes
+        )));
     }
     let (n, c) = (x.sizes[0], x.sizes[1]);
     let inner: usize = x.sizes.iter().skip(2).product();
@@ -209,28 +267,52 @@ fn instance_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let rm = ctx.opt_tensor("running_mean")?;
     let rv = ctx.opt_tensor("running_var")?;
     let use_input = ctx.bool_or("use_input_stats", true)?;
+    for r in [&rm, &rv].into_iter().flatten() {
+        if r.numel() != c {
+            return Err(ctx.err(format!(
+                "running statistics of shape {:?} should have {c} elements",
+                r.sizes
+            )));
+        }
+    }
     let momentum = ctx.float_or("momentum", 0.1)?;
     let eps = ctx.float("eps")?;
     if !use_input {
         let (Some(rm), Some(rv)) = (rm, rv) else {
-            return Err(ctx.err("Expected running_mean and running_var to be defined when use_input_stats is false"));
+            return Err(ctx.err(
+                "Expected running_mean and running_var to be defined when use_input_stats is false",
+            ));
         };
         let mean = rm.to_vec::<f64>();
-        let invstd: Vec<f64> = rv.to_vec::<f64>().iter().map(|v| 1.0 / (v + eps).sqrt()).collect();
-        return Ok(vec![normalize_channels(&x, &mean, &invstd, &w, &b, false)?.into()]);
+        let invstd: Vec<f64> = rv
+            .to_vec::<f64>()
+            .iter()
+            .map(|v| 1.0 / (v + eps).sqrt())
+            .collect();
+        return Ok(vec![
+            normalize_channels(&x, &mean, &invstd, &w, &b, false)?.into()
+        ]);
     }
     let mom = row_moments(&x.to_vec::<f64>(), n * c, inner);
     let mean: Vec<f64> = mom.iter().map(|m| m.0).collect();
     let invstd: Vec<f64> = mom.iter().map(|m| 1.0 / (m.1 + eps).sqrt()).collect();
     let out = normalize_channels(&x, &mean, &invstd, &w, &b, true)?;
     // Running stats: the average over the batch of each sample's update.
-    let avg = |f: &dyn Fn(usize) -> f64| -> Vec<f64> { (0..c).map(|ch| (0..n).map(|s| f(s * c + ch)).sum::<f64>() / n as f64).collect() };
+    let avg = |f: &dyn Fn(usize) -> f64| -> Vec<f64> {
+        (0..c)
+            .map(|ch| (0..n).map(|s| f(s * c + ch)).sum::<f64>() / n as f64)
+            .collect()
+    };
     if let Some(r) = &rm {
         r.copy_from(&update_running(r, &avg(&|k| mean[k]), momentum)?)?;
     }
     if let Some(r) = &rv {
         let k1 = inner as f64;
-        r.copy_from(&update_running(r, &avg(&|k| mom[k].1 * k1 / (k1 - 1.0)), momentum)?)?;
+        r.copy_from(&update_running(
+            r,
+            &avg(&|k| mom[k].1 * k1 / (k1 - 1.0)),
+            momentum,
+        )?)?;
     }
     Ok(vec![out.into()])
 }
@@ -238,9 +320,16 @@ fn instance_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// Number of trailing dims normalized and their element count, checked against the input.
 fn normalized_tail(ctx: &OpCtx, x: &Tensor, shape: &[i64]) -> Result<(usize, usize)> {
     let k = shape.len();
-    let ok = k <= x.rank() && x.sizes[x.rank() - k..].iter().zip(shape).all(|(&s, &n)| s as i64 == n);
+    let ok = k <= x.rank()
+        && x.sizes[x.rank() - k..]
+            .iter()
+            .zip(shape)
+            .all(|(&s, &n)| s as i64 == n);
     if !ok {
-        return Err(ctx.err(format!("normalized_shape {shape:?} does not match the trailing dims of input shape {:?}", x.sizes)));
+        return Err(ctx.err(format!(
+            "normalized_shape {shape:?} does not match the trailing dims of input shape {:?}",
+            x.sizes
+        )));
     }
     Ok((x.rank() - k, shape.iter().product::<i64>() as usize))
 }
@@ -273,7 +362,7 @@ fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 }
             }
         }
-        (Tensor::from_vec(v, &x.sizes).to_dtype(x.dtype)?, means, rstds)
+        (typed(v, &x.sizes, x.dtype)?, means, rstds)
     });
     if ctx.target() == "aten.layer_norm.default" {
         return Ok(vec![out.into()]);
@@ -281,8 +370,8 @@ fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     // mean/rstd keep the normalized dims as 1s, in the input's dtype.
     let mut stat_sizes = x.sizes[..axis].to_vec();
     stat_sizes.extend(std::iter::repeat_n(1, x.rank() - axis));
-    let mean = Tensor::from_vec(mean, &stat_sizes).to_dtype(x.dtype)?;
-    let rstd = Tensor::from_vec(rstd, &stat_sizes).to_dtype(x.dtype)?;
+    let mean = typed(mean, &stat_sizes, x.dtype)?;
+    let rstd = typed(rstd, &stat_sizes, x.dtype)?;
     Ok(vec![out.into(), mean.into(), rstd.into()])
 }
 
@@ -290,13 +379,22 @@ fn group_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input")?;
     float_of(ctx, &x)?;
     let native = ctx.target() == "aten.native_group_norm.default";
-    let groups = if native { ctx.int("group")? } else { ctx.int("num_groups")? };
+    let groups = if native {
+        ctx.int("group")?
+    } else {
+        ctx.int("num_groups")?
+    };
     if x.rank() < 2 {
-        return Err(ctx.err(format!("expected an input of at least 2 dims ([N, C, ...]), got shape {:?}", x.sizes)));
+        return Err(ctx.err(format!(
+            "expected an input of at least 2 dims ([N, C, ...]), got shape {:?}",
+            x.sizes
+        )));
     }
     let (n, c) = (x.sizes[0], x.sizes[1]);
     if groups <= 0 || c % groups as usize != 0 {
-        return Err(ctx.err(format!("expected the number of channels ({c}) to be divisible by num_groups ({groups})")));
+        return Err(ctx.err(format!(
+            "expected the number of channels ({c}) to be divisible by num_groups ({groups})"
+        )));
     }
     let g = groups as usize;
     let inner: usize = x.sizes.iter().skip(2).product();
@@ -309,24 +407,28 @@ fn group_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let rstd: Vec<f64> = mom.iter().map(|m| 1.0 / (m.1 + eps).sqrt()).collect();
     // Expand group statistics to (n, c) so the channel affine applies directly.
     let per = c / g;
-    let mean_nc: Vec<f64> = (0..n * c).map(|k| mean[(k / c) * g + (k % c) / per]).collect();
-    let rstd_nc: Vec<f64> = (0..n * c).map(|k| rstd[(k / c) * g + (k % c) / per]).collect();
+    let mean_nc: Vec<f64> = (0..n * c)
+        .map(|k| mean[(k / c) * g + (k % c) / per])
+        .collect();
+    let rstd_nc: Vec<f64> = (0..n * c)
+        .map(|k| rstd[(k / c) * g + (k % c) / per])
+        .collect();
     let out = normalize_channels(&x, &mean_nc, &rstd_nc, &w, &b, true)?;
     if !native {
         return Ok(vec![out.into()]);
     }
-    let mean = Tensor::from_vec(mean, &[n, g]).to_dtype(x.dtype)?;
-    let rstd = Tensor::from_vec(rstd, &[n, g]).to_dtype(x.dtype)?;
+    let mean = typed(mean, &[n, g], x.dtype)?;
+    let rstd = typed(rstd, &[n, g], x.dtype)?;
     Ok(vec![out.into(), mean.into(), rstd.into()])
 }
 
-/// torch.finfo(dtype).eps, rms_norm's default epsilon.
-fn finfo_eps(d: DType) -> f64 {
-    match d {
-        DType::F16 => 0.0009765625,
-        DType::BF16 => 0.0078125,
-        DType::F64 => f64::EPSILON,
-        _ => f32::EPSILON as f64,
+/// rms_norm's default epsilon: the machine epsilon of the compute type (f32 for f16/bf16/f32,
+/// as torch's `_fused_rms_norm` picks it), not of the input dtype.
+fn default_eps(d: DType) -> f64 {
+    if d == DType::F64 {
+        f64::EPSILON
+    } else {
+        f32::EPSILON as f64
     }
 }
 
@@ -335,7 +437,9 @@ fn rms_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let cf = float_of(ctx, &x)?;
     let (axis, len) = normalized_tail(ctx, &x, &ctx.ints("normalized_shape")?)?;
     let w = per_channel(ctx, ctx.opt_tensor("weight")?, len, "weight")?;
-    let eps = ctx.opt_float("eps")?.unwrap_or_else(|| finfo_eps(x.dtype));
+    let eps = ctx
+        .opt_float("eps")?
+        .unwrap_or_else(|| default_eps(x.dtype));
     let rows = x.sizes[..axis].iter().product::<usize>();
     let (out, rstd) = with_real!(cf, R => {
         let mut v = x.to_vec::<R>();
@@ -353,13 +457,22 @@ fn rms_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         if len == 0 {
             rstds = vec![f64::INFINITY; rows];
         }
-        (Tensor::from_vec(v, &x.sizes).to_dtype(x.dtype)?, rstds)
+        (typed(v, &x.sizes, x.dtype)?, rstds)
     });
     if ctx.target() == "aten.rms_norm.default" {
         return Ok(vec![out.into()]);
     }
     let mut stat_sizes = x.sizes[..axis].to_vec();
     stat_sizes.extend(std::iter::repeat_n(1, x.rank() - axis));
-    let stat_dtype = if cf == DType::F64 { DType::F64 } else { DType::F32 };
-    Ok(vec![out.into(), Tensor::from_vec(rstd, &stat_sizes).to_dtype(stat_dtype)?.into()])
+    let stat_dtype = if cf == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    };
+    Ok(vec![
+        out.into(),
+        Tensor::from_vec(rstd, &stat_sizes)
+            .to_dtype(stat_dtype)?
+            .into(),
+    ])
 }

@@ -11,17 +11,36 @@ pub fn wrap_dim(ctx: &OpCtx, dim: i64, rank: usize) -> Result<usize> {
     let r = rank.max(1) as i64;
     let d = if dim < 0 { dim + r } else { dim };
     if d < 0 || d >= r {
-        return Err(ctx.err(format!("dimension {dim} is out of range for a tensor of rank {rank}")));
+        return Err(ctx.err(format!(
+            "dimension {dim} is out of range for a tensor of rank {rank}"
+        )));
     }
     Ok(d as usize)
 }
 
 /// Broadcast two tensors and apply `f` elementwise in the compute type `T`.
-pub fn binary_map<T: Elem, U: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: impl Fn(T, T) -> U + Sync) -> Result<Tensor> {
-    let shape = broadcast_shapes(&a.sizes, &b.sizes)
-        .ok_or_else(|| ctx.err(format!("shapes {:?} and {:?} cannot be broadcast together", a.sizes, b.sizes)))?;
-    let av = if a.sizes == shape { a.to_vec::<T>() } else { a.expand_to(&shape)?.to_vec::<T>() };
-    let bv = if b.sizes == shape { b.to_vec::<T>() } else { b.expand_to(&shape)?.to_vec::<T>() };
+pub fn binary_map<T: Elem, U: Elem>(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(T, T) -> U + Sync,
+) -> Result<Tensor> {
+    let shape = broadcast_shapes(&a.sizes, &b.sizes).ok_or_else(|| {
+        ctx.err(format!(
+            "shapes {:?} and {:?} cannot be broadcast together",
+            a.sizes, b.sizes
+        ))
+    })?;
+    let av = if a.sizes == shape {
+        a.to_vec::<T>()
+    } else {
+        a.expand_to(&shape)?.to_vec::<T>()
+    };
+    let bv = if b.sizes == shape {
+        b.to_vec::<T>()
+    } else {
+        b.expand_to(&shape)?.to_vec::<T>()
+    };
     let out: Vec<U> = av.iter().zip(&bv).map(|(&x, &y)| f(x, y)).collect();
     Ok(Tensor::from_vec(out, &shape))
 }
@@ -30,4 +49,29 @@ pub fn binary_map<T: Elem, U: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: impl
 pub fn unary_map<T: Elem, U: Elem>(a: &Tensor, f: impl Fn(T) -> U) -> Tensor {
     let out: Vec<U> = a.to_vec::<T>().into_iter().map(f).collect();
     Tensor::from_vec(out, &a.sizes)
+}
+
+// ---- elementwise family ----
+// The elementwise engine (`ops::elementwise::engine`) is usable from any family: `map`,
+// `zip_map`, `zip3_map` (broadcasting, contiguous fast paths), `promote`, `output` (in-place
+// write-back), `scalar_full`. This is the common float case in one call.
+
+/// `f(a, b)` over broadcast tensors with torch's type promotion of two dimensioned tensors (no
+/// 0-d or number rules; use `elementwise::engine::promote` for those), integer and bool inputs
+/// promoted to float32. Computes in f32 for f32/f16/bf16 (torch's CPU opmath) and in f64
+/// for f64; the result has the promoted dtype.
+pub fn elementwise_binary_float(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    f32f: impl Fn(f32, f32) -> f32,
+    f64f: impl Fn(f64, f64) -> f64,
+) -> Result<Tensor> {
+    use super::elementwise::engine::{finish, float_dtype, zip_map};
+    let d = float_dtype(crate::cpu::promote::promote_types(a.dtype, b.dtype));
+    if d == crate::dtype::DType::F64 {
+        zip_map::<f64, f64>(ctx, a, b, f64f)
+    } else {
+        finish(zip_map::<f32, f32>(ctx, a, b, f32f)?, d)
+    }
 }

@@ -29,11 +29,18 @@ impl fmt::Display for Dim {
 /// What a value is.
 #[derive(Debug, Clone, PartialEq)]
 pub enum ValueKind {
-    Tensor { dtype: DType, sizes: Vec<Dim>, strides: Vec<Dim>, requires_grad: bool },
+    Tensor {
+        dtype: DType,
+        sizes: Vec<Dim>,
+        strides: Vec<Dim>,
+        requires_grad: bool,
+    },
     SymInt(Dim),
     SymFloat(Option<Expr>),
     SymBool(Option<Expr>),
-    CustomObj { class_fqn: String },
+    CustomObj {
+        class_fqn: String,
+    },
     Token,
 }
 
@@ -109,10 +116,30 @@ impl Arg {
             Arg::OptTensor(v) => out.extend(v),
             Arg::OptTensors(vs) => out.extend(vs.iter().flatten()),
             Arg::NestedTensors(vv) => out.extend(vv.iter().flatten()),
-            Arg::SymInt(IntArg::Sym(v)) | Arg::SymFloat(FloatArg::Sym(v)) | Arg::SymBool(BoolArg::Sym(v)) => out.push(*v),
-            Arg::SymInts(xs) => out.extend(xs.iter().filter_map(|x| if let IntArg::Sym(v) = x { Some(*v) } else { None })),
-            Arg::SymFloats(xs) => out.extend(xs.iter().filter_map(|x| if let FloatArg::Sym(v) = x { Some(*v) } else { None })),
-            Arg::SymBools(xs) => out.extend(xs.iter().filter_map(|x| if let BoolArg::Sym(v) = x { Some(*v) } else { None })),
+            Arg::SymInt(IntArg::Sym(v))
+            | Arg::SymFloat(FloatArg::Sym(v))
+            | Arg::SymBool(BoolArg::Sym(v)) => out.push(*v),
+            Arg::SymInts(xs) => out.extend(xs.iter().filter_map(|x| {
+                if let IntArg::Sym(v) = x {
+                    Some(*v)
+                } else {
+                    None
+                }
+            })),
+            Arg::SymFloats(xs) => out.extend(xs.iter().filter_map(|x| {
+                if let FloatArg::Sym(v) = x {
+                    Some(*v)
+                } else {
+                    None
+                }
+            })),
+            Arg::SymBools(xs) => out.extend(xs.iter().filter_map(|x| {
+                if let BoolArg::Sym(v) = x {
+                    Some(*v)
+                } else {
+                    None
+                }
+            })),
             Arg::StrMap(m) => m.values().for_each(|a| a.values(out)),
             _ => {}
         }
@@ -182,7 +209,17 @@ impl Graph {
         self.nodes
             .iter()
             .map(|n| {
-                1 + n.inputs.iter().map(|(_, a)| if let Arg::Graph(g) = a { g.node_count() } else { 0 }).sum::<usize>()
+                1 + n
+                    .inputs
+                    .iter()
+                    .map(|(_, a)| {
+                        if let Arg::Graph(g) = a {
+                            g.node_count()
+                        } else {
+                            0
+                        }
+                    })
+                    .sum::<usize>()
             })
             .sum()
     }

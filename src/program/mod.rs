@@ -26,13 +26,24 @@ use std::sync::Arc;
 #[derive(Debug, Clone, PartialEq)]
 pub enum InputKind {
     User,
-    Parameter { name: String },
-    Buffer { name: String, persistent: bool },
-    Constant { name: String },
-    CustomObj { name: String },
+    Parameter {
+        name: String,
+    },
+    Buffer {
+        name: String,
+        persistent: bool,
+    },
+    Constant {
+        name: String,
+    },
+    CustomObj {
+        name: String,
+    },
     Token,
     /// A non-tensor constant input (`constant_input` spec): its value is baked in.
-    ConstantValue { value: schema::ConstantValue },
+    ConstantValue {
+        value: schema::ConstantValue,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -143,10 +154,20 @@ impl Program {
         let serialized = Arc::new(raw.ep.clone());
         let ep = raw.ep;
         let gm = ep.graph_module;
-        let mut b = build::Builder { file: &raw.file, style, limits, nodes_seen: 0 };
+        let mut b = build::Builder {
+            file: &raw.file,
+            style,
+            limits,
+            nodes_seen: 0,
+        };
         let graph = b.graph(&gm.graph, 0)?;
 
-        let inputs = gm.signature.input_specs.iter().map(input_spec).collect::<Vec<_>>();
+        let inputs = gm
+            .signature
+            .input_specs
+            .iter()
+            .map(input_spec)
+            .collect::<Vec<_>>();
         let outputs = gm
             .signature
             .output_specs
@@ -157,25 +178,53 @@ impl Program {
         let mut state = BTreeMap::new();
         let take = |fqn: &str, from: &BTreeMap<String, Payload>, what: &str| -> Result<Payload> {
             from.get(fqn).cloned().ok_or_else(|| {
-                Error::Verify(format!("{}: the signature lifts {what} '{fqn}' but the archive holds no such tensor", raw.file))
+                Error::Verify(format!(
+                    "{}: the signature lifts {what} '{fqn}' but the archive holds no such tensor",
+                    raw.file
+                ))
             })
         };
         for spec in &inputs {
             let (fqn, kind, payload) = match &spec.kind {
-                InputKind::Parameter { name } => (name, StateKind::Parameter, take(name, &raw.weights, "parameter")?),
+                InputKind::Parameter { name } => (
+                    name,
+                    StateKind::Parameter,
+                    take(name, &raw.weights, "parameter")?,
+                ),
                 InputKind::Buffer { name, persistent } => {
                     // torch stores non-persistent buffers with the constants.
-                    let p = take(name, &raw.weights, "buffer").or_else(|_| take(name, &raw.constants, "buffer"))?;
-                    (name, StateKind::Buffer { persistent: *persistent }, p)
+                    let p = take(name, &raw.weights, "buffer")
+                        .or_else(|_| take(name, &raw.constants, "buffer"))?;
+                    (
+                        name,
+                        StateKind::Buffer {
+                            persistent: *persistent,
+                        },
+                        p,
+                    )
                 }
-                InputKind::Constant { name } => (name, StateKind::Constant, take(name, &raw.constants, "tensor constant")?),
+                InputKind::Constant { name } => (
+                    name,
+                    StateKind::Constant,
+                    take(name, &raw.constants, "tensor constant")?,
+                ),
                 _ => continue,
             };
-            state.insert(fqn.clone(), StateEntry { kind, tensor: payload.tensor, path_name: payload.path_name });
+            state.insert(
+                fqn.clone(),
+                StateEntry {
+                    kind,
+                    tensor: payload.tensor,
+                    path_name: payload.path_name,
+                },
+            );
         }
 
-        let nt: BTreeMap<String, Vec<String>> =
-            gm.treespec_namedtuple_fields.iter().map(|(k, v)| (k.clone(), v.field_names.clone())).collect();
+        let nt: BTreeMap<String, Vec<String>> = gm
+            .treespec_namedtuple_fields
+            .iter()
+            .map(|(k, v)| (k.clone(), v.field_names.clone()))
+            .collect();
         let mut module_call_graph = Vec::new();
         for e in &gm.module_call_graph {
             let (in_spec, out_spec, names) = match &e.signature {
@@ -186,21 +235,39 @@ impl Program {
                 ),
                 None => (None, None, vec![]),
             };
-            module_call_graph.push(ModuleCall { fqn: e.fqn.clone(), in_spec, out_spec, forward_arg_names: names });
+            module_call_graph.push(ModuleCall {
+                fqn: e.fqn.clone(),
+                in_spec,
+                out_spec,
+                forward_arg_names: names,
+            });
         }
         let root = module_call_graph.iter().find(|m| m.fqn.is_empty());
-        let (in_spec, out_spec) = (root.and_then(|m| m.in_spec.clone()), root.and_then(|m| m.out_spec.clone()));
+        let (in_spec, out_spec) = (
+            root.and_then(|m| m.in_spec.clone()),
+            root.and_then(|m| m.out_spec.clone()),
+        );
 
         let range_constraints = ep
             .range_constraints
             .iter()
-            .map(|(k, r)| (k.clone(), RangeConstraint { min: r.min_val.unwrap_or(i64::MIN), max: r.max_val }))
+            .map(|(k, r)| {
+                (
+                    k.clone(),
+                    RangeConstraint {
+                        min: r.min_val.unwrap_or(i64::MIN),
+                        max: r.max_val,
+                    },
+                )
+            })
             .collect();
         // torch records the dialect as the verifier name; older files have none, so fall back
         // to looking for ops that only the training IR contains.
         let ir = if ep.verifiers.iter().any(|v| v == "TRAINING") {
             IrKind::Training
-        } else if ep.verifiers.iter().any(|v| v == "ATEN") || !graph.op_histogram().keys().any(|t| is_training_only(t)) {
+        } else if ep.verifiers.iter().any(|v| v == "ATEN")
+            || !graph.op_histogram().keys().any(|t| is_training_only(t))
+        {
             IrKind::CoreAten
         } else {
             IrKind::Training
@@ -234,7 +301,10 @@ impl Program {
 
     /// Placeholder names of the user inputs, in flattened pytree order.
     pub fn user_inputs(&self) -> Vec<&InputSpec> {
-        self.inputs.iter().filter(|i| i.kind == InputKind::User).collect()
+        self.inputs
+            .iter()
+            .filter(|i| i.kind == InputKind::User)
+            .collect()
     }
     /// The graph value of a placeholder.
     pub fn input_value(&self, name: &str) -> Option<&Value> {
@@ -242,25 +312,42 @@ impl Program {
     }
     /// Graph outputs that are user outputs, in flattened pytree order.
     pub fn user_outputs(&self) -> Vec<&OutputSpec> {
-        self.outputs.iter().filter(|o| o.kind == OutputKind::User).collect()
+        self.outputs
+            .iter()
+            .filter(|o| o.kind == OutputKind::User)
+            .collect()
     }
     /// `named_parameters()`.
     pub fn named_parameters(&self) -> impl Iterator<Item = (&str, &HostTensor)> {
-        self.state.iter().filter(|(_, e)| e.kind == StateKind::Parameter).map(|(k, e)| (k.as_str(), &e.tensor))
+        self.state
+            .iter()
+            .filter(|(_, e)| e.kind == StateKind::Parameter)
+            .map(|(k, e)| (k.as_str(), &e.tensor))
     }
     /// `named_buffers()` (persistent and not).
     pub fn named_buffers(&self) -> impl Iterator<Item = (&str, &HostTensor)> {
-        self.state.iter().filter(|(_, e)| matches!(e.kind, StateKind::Buffer { .. })).map(|(k, e)| (k.as_str(), &e.tensor))
+        self.state
+            .iter()
+            .filter(|(_, e)| matches!(e.kind, StateKind::Buffer { .. }))
+            .map(|(k, e)| (k.as_str(), &e.tensor))
     }
     /// `constants` (tensor constants).
     pub fn named_constants(&self) -> impl Iterator<Item = (&str, &HostTensor)> {
-        self.state.iter().filter(|(_, e)| e.kind == StateKind::Constant).map(|(k, e)| (k.as_str(), &e.tensor))
+        self.state
+            .iter()
+            .filter(|(_, e)| e.kind == StateKind::Constant)
+            .map(|(k, e)| (k.as_str(), &e.tensor))
     }
     /// `state_dict()`: parameters and persistent buffers, as torch's ExportedProgram.state_dict.
     pub fn state_dict(&self) -> BTreeMap<&str, &HostTensor> {
         self.state
             .iter()
-            .filter(|(_, e)| matches!(e.kind, StateKind::Parameter | StateKind::Buffer { persistent: true }))
+            .filter(|(_, e)| {
+                matches!(
+                    e.kind,
+                    StateKind::Parameter | StateKind::Buffer { persistent: true }
+                )
+            })
             .map(|(k, e)| (k.as_str(), &e.tensor))
             .collect()
     }
@@ -268,7 +355,11 @@ impl Program {
     pub fn dynamic_symbols(&self) -> std::collections::BTreeSet<String> {
         let mut out = std::collections::BTreeSet::new();
         for i in self.user_inputs() {
-            if let Some(Value { kind: ValueKind::Tensor { sizes, .. }, .. }) = self.input_value(&i.name) {
+            if let Some(Value {
+                kind: ValueKind::Tensor { sizes, .. },
+                ..
+            }) = self.input_value(&i.name)
+            {
                 for d in sizes {
                     if let Dim::Sym(e) = d {
                         out.extend(e.free_symbols());
@@ -283,10 +374,26 @@ impl Program {
 /// Ops that exist only in the training IR (core ATen decomposes them).
 fn is_training_only(target: &str) -> bool {
     const T: &[&str] = &[
-        "aten.linear.", "aten.conv2d.", "aten.conv1d.", "aten.conv3d.", "aten.batch_norm.", "aten.layer_norm.",
-        "aten.dropout.", "aten.scaled_dot_product_attention.", "aten.matmul.", "aten.add_.", "aten.relu_.",
-        "aten.hardswish_.", "aten.adaptive_avg_pool2d.", "aten.flatten.", "aten.group_norm.", "aten.embedding.",
-        "aten.softmax.", "aten.gelu_.", "aten.reshape.", "aten.contiguous.",
+        "aten.linear.",
+        "aten.conv2d.",
+        "aten.conv1d.",
+        "aten.conv3d.",
+        "aten.batch_norm.",
+        "aten.layer_norm.",
+        "aten.dropout.",
+        "aten.scaled_dot_product_attention.",
+        "aten.matmul.",
+        "aten.add_.",
+        "aten.relu_.",
+        "aten.hardswish_.",
+        "aten.adaptive_avg_pool2d.",
+        "aten.flatten.",
+        "aten.group_norm.",
+        "aten.embedding.",
+        "aten.softmax.",
+        "aten.gelu_.",
+        "aten.reshape.",
+        "aten.contiguous.",
     ];
     T.iter().any(|p| target.starts_with(p))
 }
@@ -304,55 +411,119 @@ fn input_spec(s: &schema::InputSpec) -> InputSpec {
         }
     };
     match s {
-        S::UserInput(u) => InputSpec { name: arg_name(&u.arg), kind: InputKind::User },
-        S::Parameter(p) => InputSpec { name: p.arg.name.clone(), kind: InputKind::Parameter { name: p.parameter_name.clone() } },
+        S::UserInput(u) => InputSpec {
+            name: arg_name(&u.arg),
+            kind: InputKind::User,
+        },
+        S::Parameter(p) => InputSpec {
+            name: p.arg.name.clone(),
+            kind: InputKind::Parameter {
+                name: p.parameter_name.clone(),
+            },
+        },
         S::Buffer(b) => InputSpec {
             name: b.arg.name.clone(),
-            kind: InputKind::Buffer { name: b.buffer_name.clone(), persistent: b.persistent },
+            kind: InputKind::Buffer {
+                name: b.buffer_name.clone(),
+                persistent: b.persistent,
+            },
         },
-        S::TensorConstant(c) => {
-            InputSpec { name: c.arg.name.clone(), kind: InputKind::Constant { name: c.tensor_constant_name.clone() } }
-        }
-        S::CustomObj(c) => InputSpec { name: c.arg.name.clone(), kind: InputKind::CustomObj { name: c.custom_obj_name.clone() } },
-        S::Token(t) => InputSpec { name: t.arg.name.clone(), kind: InputKind::Token },
-        S::ConstantInput(c) => InputSpec { name: c.name.clone(), kind: InputKind::ConstantValue { value: c.value.clone() } },
+        S::TensorConstant(c) => InputSpec {
+            name: c.arg.name.clone(),
+            kind: InputKind::Constant {
+                name: c.tensor_constant_name.clone(),
+            },
+        },
+        S::CustomObj(c) => InputSpec {
+            name: c.arg.name.clone(),
+            kind: InputKind::CustomObj {
+                name: c.custom_obj_name.clone(),
+            },
+        },
+        S::Token(t) => InputSpec {
+            name: t.arg.name.clone(),
+            kind: InputKind::Token,
+        },
+        S::ConstantInput(c) => InputSpec {
+            name: c.name.clone(),
+            kind: InputKind::ConstantValue {
+                value: c.value.clone(),
+            },
+        },
     }
 }
 
 fn output_spec(g: &Graph, s: &schema::OutputSpec) -> Result<OutputSpec> {
     use schema::OutputSpec as S;
     let t = |a: &schema::TensorArgument| -> Result<Arg> {
-        g.id(&a.name).map(Arg::Tensor).ok_or_else(|| Error::Verify(format!("output spec names undefined value '{}'", a.name)))
+        g.id(&a.name)
+            .map(Arg::Tensor)
+            .ok_or_else(|| Error::Verify(format!("output spec names undefined value '{}'", a.name)))
     };
     Ok(match s {
         S::UserOutput(u) => {
             let arg = match &u.arg {
                 schema::Argument::AsTensor(a) => t(a)?,
                 schema::Argument::AsSymInt(schema::SymIntArgument::AsName(n)) => {
-                    Arg::SymInt(IntArg::Sym(g.id(n).ok_or_else(|| Error::Verify(format!("output spec names undefined value '{n}'")))?))
+                    Arg::SymInt(IntArg::Sym(g.id(n).ok_or_else(|| {
+                        Error::Verify(format!("output spec names undefined value '{n}'"))
+                    })?))
                 }
                 schema::Argument::AsNone(_) => Arg::None,
                 schema::Argument::AsInt(i) => Arg::Int(*i),
                 schema::Argument::AsFloat(f) => Arg::Float(f.0),
                 schema::Argument::AsBool(b) => Arg::Bool(*b),
                 schema::Argument::AsString(s) => Arg::Str(s.clone()),
-                other => return Err(Error::Verify(format!("user output of kind {} is not supported", other.kind()))),
+                other => {
+                    return Err(Error::Verify(format!(
+                        "user output of kind {} is not supported",
+                        other.kind()
+                    )))
+                }
             };
-            OutputSpec { arg, kind: OutputKind::User }
+            OutputSpec {
+                arg,
+                kind: OutputKind::User,
+            }
         }
-        S::LossOutput(l) => OutputSpec { arg: t(&l.arg)?, kind: OutputKind::Loss },
-        S::BufferMutation(b) => OutputSpec { arg: t(&b.arg)?, kind: OutputKind::BufferMutation { buffer: b.buffer_name.clone() } },
-        S::ParameterMutation(p) => {
-            OutputSpec { arg: t(&p.arg)?, kind: OutputKind::ParameterMutation { parameter: p.parameter_name.clone() } }
-        }
-        S::UserInputMutation(u) => OutputSpec { arg: t(&u.arg)?, kind: OutputKind::UserInputMutation { input: u.user_input_name.clone() } },
-        S::GradientToParameter(p) => {
-            OutputSpec { arg: t(&p.arg)?, kind: OutputKind::GradientToParameter { parameter: p.parameter_name.clone() } }
-        }
-        S::GradientToUserInput(u) => {
-            OutputSpec { arg: t(&u.arg)?, kind: OutputKind::GradientToUserInput { input: u.user_input_name.clone() } }
-        }
-        S::Token(_) => OutputSpec { arg: Arg::None, kind: OutputKind::Token },
+        S::LossOutput(l) => OutputSpec {
+            arg: t(&l.arg)?,
+            kind: OutputKind::Loss,
+        },
+        S::BufferMutation(b) => OutputSpec {
+            arg: t(&b.arg)?,
+            kind: OutputKind::BufferMutation {
+                buffer: b.buffer_name.clone(),
+            },
+        },
+        S::ParameterMutation(p) => OutputSpec {
+            arg: t(&p.arg)?,
+            kind: OutputKind::ParameterMutation {
+                parameter: p.parameter_name.clone(),
+            },
+        },
+        S::UserInputMutation(u) => OutputSpec {
+            arg: t(&u.arg)?,
+            kind: OutputKind::UserInputMutation {
+                input: u.user_input_name.clone(),
+            },
+        },
+        S::GradientToParameter(p) => OutputSpec {
+            arg: t(&p.arg)?,
+            kind: OutputKind::GradientToParameter {
+                parameter: p.parameter_name.clone(),
+            },
+        },
+        S::GradientToUserInput(u) => OutputSpec {
+            arg: t(&u.arg)?,
+            kind: OutputKind::GradientToUserInput {
+                input: u.user_input_name.clone(),
+            },
+        },
+        S::Token(_) => OutputSpec {
+            arg: Arg::None,
+            kind: OutputKind::Token,
+        },
     })
 }
 
@@ -364,7 +535,9 @@ pub struct Pt2Archive {
 impl Pt2Archive {
     /// Open a `.pt2` from bytes (`source` names it in errors).
     pub fn open(source: &str, bytes: impl Into<Arc<[u8]>>, limits: crate::Limits) -> Result<Self> {
-        Ok(Pt2Archive { file: Pt2File::open(source, bytes, limits)? })
+        Ok(Pt2Archive {
+            file: Pt2File::open(source, bytes, limits)?,
+        })
     }
     pub fn program_names(&self) -> &[String] {
         self.file.program_names()
@@ -386,7 +559,10 @@ impl Pt2Archive {
             None if names.len() == 1 => names[0].clone(),
             None if names.iter().any(|n| n == "model") => "model".into(),
             None => {
-                return Err(Error::NoSuchProgram { name: "<default>".into(), available: names.join(", ") });
+                return Err(Error::NoSuchProgram {
+                    name: "<default>".into(),
+                    available: names.join(", "),
+                });
             }
         };
         let raw = self.file.load_raw(&name, opts)?;

@@ -9,17 +9,28 @@ pub(super) fn verify(p: &Program, file: &str) -> Result<()> {
     let g = &p.graph;
     let err = |m: String| Err(Error::Verify(format!("{file}: {m}")));
     if g.inputs.len() != p.inputs.len() {
-        return err(format!("the graph has {} inputs but the signature describes {}", g.inputs.len(), p.inputs.len()));
+        return err(format!(
+            "the graph has {} inputs but the signature describes {}",
+            g.inputs.len(),
+            p.inputs.len()
+        ));
     }
     for (i, (a, spec)) in g.inputs.iter().zip(&p.inputs).enumerate() {
         let name = placeholder_name(g, a);
         let constant = matches!(spec.kind, InputKind::ConstantValue { .. });
         if !constant && name.as_deref() != Some(spec.name.as_str()) {
-            return err(format!("graph input {i} is {name:?} but the signature names '{}'", spec.name));
+            return err(format!(
+                "graph input {i} is {name:?} but the signature names '{}'",
+                spec.name
+            ));
         }
     }
     if g.outputs.len() != p.outputs.len() {
-        return err(format!("the graph has {} outputs but the signature describes {}", g.outputs.len(), p.outputs.len()));
+        return err(format!(
+            "the graph has {} outputs but the signature describes {}",
+            g.outputs.len(),
+            p.outputs.len()
+        ));
     }
     for (i, (a, spec)) in g.outputs.iter().zip(&p.outputs).enumerate() {
         if matches!(spec.arg, Arg::None) {
@@ -33,28 +44,50 @@ pub(super) fn verify(p: &Program, file: &str) -> Result<()> {
 
     for spec in &p.inputs {
         let fqn = match &spec.kind {
-            InputKind::Parameter { name } | InputKind::Buffer { name, .. } | InputKind::Constant { name } => name,
+            InputKind::Parameter { name }
+            | InputKind::Buffer { name, .. }
+            | InputKind::Constant { name } => name,
             _ => continue,
         };
-        let Some(entry) = p.state.get(fqn) else { continue };
+        let Some(entry) = p.state.get(fqn) else {
+            continue;
+        };
         let Some(v) = p.input_value(&spec.name) else {
-            return err(format!("placeholder '{}' of '{fqn}' has no metadata", spec.name));
+            return err(format!(
+                "placeholder '{}' of '{fqn}' has no metadata",
+                spec.name
+            ));
         };
         if let ValueKind::Tensor { dtype, sizes, .. } = &v.kind {
             let t = &entry.tensor;
-            let static_sizes: Option<Vec<usize>> =
-                sizes.iter().map(|d| if let Dim::Static(s) = d { usize::try_from(*s).ok() } else { None }).collect();
+            let static_sizes: Option<Vec<usize>> = sizes
+                .iter()
+                .map(|d| {
+                    if let Dim::Static(s) = d {
+                        usize::try_from(*s).ok()
+                    } else {
+                        None
+                    }
+                })
+                .collect();
             if *dtype != t.dtype || static_sizes.as_deref() != Some(&t.sizes[..]) {
                 return err(format!(
                     "'{fqn}' is stored as {}{:?} but the graph expects {}[{}]",
                     t.dtype,
                     t.sizes,
                     dtype,
-                    sizes.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")
+                    sizes
+                        .iter()
+                        .map(|d| d.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 ));
             }
         } else {
-            return err(format!("placeholder '{}' of '{fqn}' is not a tensor", spec.name));
+            return err(format!(
+                "placeholder '{}' of '{fqn}' is not a tensor",
+                spec.name
+            ));
         }
     }
     Ok(())
@@ -63,9 +96,9 @@ pub(super) fn verify(p: &Program, file: &str) -> Result<()> {
 fn placeholder_name(g: &Graph, a: &Arg) -> Option<String> {
     match a {
         Arg::Tensor(id) | Arg::CustomObj(id) => Some(g.value(*id).name.clone()),
-        Arg::SymInt(super::IntArg::Sym(id)) | Arg::SymFloat(super::FloatArg::Sym(id)) | Arg::SymBool(super::BoolArg::Sym(id)) => {
-            Some(g.value(*id).name.clone())
-        }
+        Arg::SymInt(super::IntArg::Sym(id))
+        | Arg::SymFloat(super::FloatArg::Sym(id))
+        | Arg::SymBool(super::BoolArg::Sym(id)) => Some(g.value(*id).name.clone()),
         _ => None,
     }
 }
@@ -78,7 +111,10 @@ fn check_def_use(g: &Graph, file: &str, defined: &mut [bool], top: bool) -> Resu
         a.values(&mut ids);
         for id in ids {
             if defined[id] {
-                return Err(Error::Verify(format!("{file}: value '{}' is defined twice ({what})", g.value(id).name)));
+                return Err(Error::Verify(format!(
+                    "{file}: value '{}' is defined twice ({what})",
+                    g.value(id).name
+                )));
             }
             defined[id] = true;
         }
@@ -116,7 +152,10 @@ fn check_def_use(g: &Graph, file: &str, defined: &mut [bool], top: bool) -> Resu
         a.values(&mut ids);
         for id in ids {
             if !defined[id] {
-                return Err(Error::Verify(format!("{file}: graph output '{}' is never defined", g.value(id).name)));
+                return Err(Error::Verify(format!(
+                    "{file}: graph output '{}' is never defined",
+                    g.value(id).name
+                )));
             }
         }
     }

@@ -41,7 +41,10 @@ impl Default for Rng {
 
 impl Rng {
     pub fn new(seed: u64) -> Self {
-        Rng { state: seed, initial_seed: seed }
+        Rng {
+            state: seed,
+            initial_seed: seed,
+        }
     }
     pub fn next_u64(&mut self) -> u64 {
         self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -71,7 +74,11 @@ impl Rng {
 /// Run a graph with its placeholders bound to `inputs` (in graph-input order).
 pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Result<Vec<RValue>> {
     if inputs.len() != graph.inputs.len() {
-        return Err(Error::Verify(format!("graph takes {} inputs, got {}", graph.inputs.len(), inputs.len())));
+        return Err(Error::Verify(format!(
+            "graph takes {} inputs, got {}",
+            graph.inputs.len(),
+            inputs.len()
+        )));
     }
     let mut env: Vec<Option<RValue>> = vec![None; graph.values.len()];
     for (a, v) in graph.inputs.iter().zip(inputs) {
@@ -93,16 +100,31 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
     }
     let reg = registry();
     for (i, node) in graph.nodes.iter().enumerate() {
-        let kernel = reg
-            .lookup(&node.target)
-            .ok_or_else(|| Error::op(&node.target, "not supported on the cpu device yet (see `pt2web check`)"))?;
+        let kernel = reg.lookup(&node.target).ok_or_else(|| {
+            Error::op(
+                &node.target,
+                "not supported on the cpu device yet (see `pt2web check`)",
+            )
+        })?;
         let outs = {
-            let mut ctx = OpCtx { node, graph, env: &env, state: st };
+            let mut ctx = OpCtx {
+                node,
+                graph,
+                env: &env,
+                state: st,
+            };
             kernel(&mut ctx)?
         };
         st.nodes_run += 1;
         if outs.len() < node.outputs.len() {
-            return Err(Error::op(&node.target, format!("kernel returned {} values for {} outputs", outs.len(), node.outputs.len())));
+            return Err(Error::op(
+                &node.target,
+                format!(
+                    "kernel returned {} values for {} outputs",
+                    outs.len(),
+                    node.outputs.len()
+                ),
+            ));
         }
         for (a, v) in node.outputs.iter().zip(outs) {
             bind(graph, &mut env, a, v).map_err(|e| Error::op(&node.target, e))?;
@@ -127,14 +149,27 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
 
 fn resolve_output(graph: &Graph, env: &[Option<RValue>], a: &Arg) -> Result<RValue> {
     let get = |id: usize| -> Result<RValue> {
-        env[id].clone().ok_or_else(|| Error::Verify(format!("output '{}' was never computed", graph.value(id).name)))
+        env[id].clone().ok_or_else(|| {
+            Error::Verify(format!(
+                "output '{}' was never computed",
+                graph.value(id).name
+            ))
+        })
     };
     Ok(match a {
         Arg::Tensor(id) => get(*id)?,
         Arg::SymInt(crate::program::IntArg::Sym(id)) => get(*id)?,
         Arg::SymInt(crate::program::IntArg::Int(i)) | Arg::Int(i) => RValue::Int(*i),
         Arg::Tensors(ids) => RValue::Tensors(
-            ids.iter().map(|id| get(*id).and_then(|v| v.as_tensor().cloned().ok_or_else(|| Error::Verify("not a tensor".into())))).collect::<Result<_>>()?,
+            ids.iter()
+                .map(|id| {
+                    get(*id).and_then(|v| {
+                        v.as_tensor()
+                            .cloned()
+                            .ok_or_else(|| Error::Verify("not a tensor".into()))
+                    })
+                })
+                .collect::<Result<_>>()?,
         ),
         Arg::Float(f) => RValue::Float(*f),
         Arg::Bool(b) => RValue::Bool(*b),
@@ -147,10 +182,16 @@ fn bind(graph: &Graph, env: &mut [Option<RValue>], a: &Arg, v: RValue) -> Result
     match (a, v) {
         (Arg::None, _) => {}
         (Arg::Tensor(id), v @ RValue::Tensor(_)) => env[*id] = Some(v),
-        (Arg::Tensor(id), RValue::Tensors(mut ts)) if ts.len() == 1 => env[*id] = Some(RValue::Tensor(ts.remove(0))),
+        (Arg::Tensor(id), RValue::Tensors(mut ts)) if ts.len() == 1 => {
+            env[*id] = Some(RValue::Tensor(ts.remove(0)))
+        }
         (Arg::Tensors(ids), RValue::Tensors(ts)) => {
             if ids.len() > ts.len() {
-                return Err(Error::Verify(format!("expected {} tensors, got {}", ids.len(), ts.len())));
+                return Err(Error::Verify(format!(
+                    "expected {} tensors, got {}",
+                    ids.len(),
+                    ts.len()
+                )));
             }
             for (id, t) in ids.iter().zip(ts) {
                 env[*id] = Some(RValue::Tensor(t));
@@ -163,19 +204,33 @@ fn bind(graph: &Graph, env: &mut [Option<RValue>], a: &Arg, v: RValue) -> Result
                 }
             }
         }
-        (Arg::SymInt(crate::program::IntArg::Sym(id)), v @ (RValue::Int(_) | RValue::Float(_))) => env[*id] = Some(v),
+        (Arg::SymInt(crate::program::IntArg::Sym(id)), v @ (RValue::Int(_) | RValue::Float(_))) => {
+            env[*id] = Some(v)
+        }
         (Arg::SymFloat(crate::program::FloatArg::Sym(id)), v) => env[*id] = Some(v),
         (Arg::SymBool(crate::program::BoolArg::Sym(id)), v) => env[*id] = Some(v),
         (Arg::CustomObj(id), v) => env[*id] = Some(v),
         // Constant placeholders (ints, floats...) carry their value in the graph itself.
-        (Arg::Int(_) | Arg::Float(_) | Arg::Bool(_) | Arg::Str(_) | Arg::SymInt(crate::program::IntArg::Int(_)), _) => {}
+        (
+            Arg::Int(_)
+            | Arg::Float(_)
+            | Arg::Bool(_)
+            | Arg::Str(_)
+            | Arg::SymInt(crate::program::IntArg::Int(_)),
+            _,
+        ) => {}
         (a, v) => {
             let name = {
                 let mut ids = Vec::new();
                 a.values(&mut ids);
-                ids.first().map(|i| graph.value(*i).name.clone()).unwrap_or_default()
+                ids.first()
+                    .map(|i| graph.value(*i).name.clone())
+                    .unwrap_or_default()
             };
-            return Err(Error::Verify(format!("cannot bind a {} to '{name}' ({a:?})", v.kind())));
+            return Err(Error::Verify(format!(
+                "cannot bind a {} to '{name}' ({a:?})",
+                v.kind()
+            )));
         }
     }
     Ok(())
@@ -204,7 +259,11 @@ impl Session {
         for (fqn, e) in &program.state {
             let key = (e.tensor.storage.id(), e.tensor.dtype);
             let t = match shared.get(&key) {
-                Some(base) => base.view_with(e.tensor.sizes.clone(), e.tensor.strides.clone(), e.tensor.storage_offset),
+                Some(base) => base.view_with(
+                    e.tensor.sizes.clone(),
+                    e.tensor.strides.clone(),
+                    e.tensor.storage_offset,
+                ),
                 None => {
                     let t = Tensor::from_host(&e.tensor)?;
                     shared.insert(key, t.clone());
@@ -217,15 +276,28 @@ impl Session {
         let guards = program
             .guards_code
             .iter()
-            .map(|g| sym::GuardCode::parse(g).map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}"))))
+            .map(|g| {
+                sym::GuardCode::parse(g)
+                    .map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}")))
+            })
             .collect::<Result<Vec<_>>>()?;
-        Ok(Session { program: Arc::new(program), state, run_state: RunState::default(), guards })
+        Ok(Session {
+            program: Arc::new(program),
+            state,
+            run_state: RunState::default(),
+            guards,
+        })
     }
 
     /// Ops of the program (and its subgraphs) that the CPU backend cannot run.
     pub fn unsupported_ops(program: &Program) -> Vec<String> {
         let reg = registry();
-        program.graph.op_histogram().into_keys().filter(|t| reg.lookup(t).is_none()).collect()
+        program
+            .graph
+            .op_histogram()
+            .into_keys()
+            .filter(|t| reg.lookup(t).is_none())
+            .collect()
     }
 
     /// Check the user inputs (count, dtype, rank, guards) and bind the dynamic symbols.
@@ -235,23 +307,46 @@ impl Session {
         if inputs.len() != users.len() {
             let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
             return Err(Error::Input {
-                input: if inputs.len() < users.len() { names[inputs.len()].to_string() } else { format!("#{}", users.len()) },
-                msg: format!("the program takes {} user inputs ({}), got {}", users.len(), names.join(", "), inputs.len()),
+                input: if inputs.len() < users.len() {
+                    names[inputs.len()].to_string()
+                } else {
+                    format!("#{}", users.len())
+                },
+                msg: format!(
+                    "the program takes {} user inputs ({}), got {}",
+                    users.len(),
+                    names.join(", "),
+                    inputs.len()
+                ),
             });
         }
         let mut specs = Vec::new();
         let mut shapes: Vec<(String, Vec<i64>)> = Vec::new();
         for (u, v) in users.iter().zip(inputs) {
-            let Some(val) = p.input_value(&u.name) else { continue };
+            let Some(val) = p.input_value(&u.name) else {
+                continue;
+            };
             match (&val.kind, v) {
                 (ValueKind::Tensor { dtype, sizes, .. }, RValue::Tensor(t)) => {
                     if t.dtype != *dtype {
-                        return Err(Error::Input { input: u.name.clone(), msg: format!("expected dtype {dtype}, got {}", t.dtype) });
+                        return Err(Error::Input {
+                            input: u.name.clone(),
+                            msg: format!("expected dtype {dtype}, got {}", t.dtype),
+                        });
                     }
                     if t.rank() != sizes.len() {
                         return Err(Error::Input {
                             input: u.name.clone(),
-                            msg: format!("expected rank {} ([{}]), got shape {:?}", sizes.len(), sizes.iter().map(Dim::to_string).collect::<Vec<_>>().join(", "), t.sizes),
+                            msg: format!(
+                                "expected rank {} ([{}]), got shape {:?}",
+                                sizes.len(),
+                                sizes
+                                    .iter()
+                                    .map(Dim::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", "),
+                                t.sizes
+                            ),
                         });
                     }
                     specs.push(InputShapeSpec {
@@ -267,22 +362,34 @@ impl Session {
                     shapes.push((u.name.clone(), t.sizes.iter().map(|&s| s as i64).collect()));
                 }
                 (ValueKind::Tensor { .. }, other) => {
-                    return Err(Error::Input { input: u.name.clone(), msg: format!("expected a tensor, got {}", other.kind()) })
+                    return Err(Error::Input {
+                        input: u.name.clone(),
+                        msg: format!("expected a tensor, got {}", other.kind()),
+                    })
                 }
                 (ValueKind::SymInt(Dim::Sym(e)), RValue::Int(i)) => {
                     if let Some(s) = e.as_symbol() {
                         shapes.push((format!("{}#", u.name), vec![*i]));
-                        specs.push(InputShapeSpec { name: format!("{}#", u.name), dims: vec![DimSpec::Sym(sym::Expr::Symbol(s.to_string()))] });
+                        specs.push(InputShapeSpec {
+                            name: format!("{}#", u.name),
+                            dims: vec![DimSpec::Sym(sym::Expr::Symbol(s.to_string()))],
+                        });
                     }
                 }
                 _ => {}
             }
         }
-        let actual: Vec<(&str, &[i64])> = shapes.iter().map(|(n, s)| (n.as_str(), s.as_slice())).collect();
+        let actual: Vec<(&str, &[i64])> = shapes
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.as_slice()))
+            .collect();
         let bindings = sym::check_shapes(&specs, &actual, &p.range_constraints)?;
         let lookup = |r: &sym::GuardRef| -> Option<i64> {
             let name = r.flat_name();
-            shapes.iter().find(|(n, _)| *n == name).and_then(|(_, s)| r.read(s))
+            shapes
+                .iter()
+                .find(|(n, _)| *n == name)
+                .and_then(|(_, s)| r.read(s))
         };
         for g in &self.guards {
             g.check(&lookup)?;
@@ -300,9 +407,14 @@ impl Session {
         for spec in &p.inputs {
             graph_inputs.push(match &spec.kind {
                 InputKind::User => user.next().unwrap_or(RValue::None),
-                InputKind::Parameter { name } | InputKind::Buffer { name, .. } | InputKind::Constant { name } => {
-                    RValue::Tensor(self.state.get(name).cloned().ok_or_else(|| Error::Verify(format!("state '{name}' missing")))?)
-                }
+                InputKind::Parameter { name }
+                | InputKind::Buffer { name, .. }
+                | InputKind::Constant { name } => RValue::Tensor(
+                    self.state
+                        .get(name)
+                        .cloned()
+                        .ok_or_else(|| Error::Verify(format!("state '{name}' missing")))?,
+                ),
                 InputKind::ConstantValue { value } => match value {
                     crate::schema::ConstantValue::AsInt(i) => RValue::Int(*i),
                     crate::schema::ConstantValue::AsFloat(f) => RValue::Float(f.0),
@@ -311,7 +423,12 @@ impl Session {
                     crate::schema::ConstantValue::AsNone(_) => RValue::None,
                 },
                 InputKind::Token => RValue::None,
-                InputKind::CustomObj { name } => return Err(Error::op("custom object", format!("'{name}' (torchbind objects are not supported)"))),
+                InputKind::CustomObj { name } => {
+                    return Err(Error::op(
+                        "custom object",
+                        format!("'{name}' (torchbind objects are not supported)"),
+                    ))
+                }
             });
         }
         let outs = run_graph(&p.graph, graph_inputs, &mut self.run_state)?;
@@ -320,7 +437,8 @@ impl Session {
         for (spec, v) in p.outputs.iter().zip(outs) {
             match &spec.kind {
                 OutputKind::User => result.push(v),
-                OutputKind::BufferMutation { buffer } | OutputKind::ParameterMutation { parameter: buffer } => {
+                OutputKind::BufferMutation { buffer }
+                | OutputKind::ParameterMutation { parameter: buffer } => {
                     let RValue::Tensor(t) = v else { continue };
                     // Write into the existing storage so views of the buffer see the update.
                     match self.state.get(buffer) {

@@ -28,7 +28,11 @@ impl RValue {
         }
     }
     pub fn as_tensor(&self) -> Option<&Tensor> {
-        if let RValue::Tensor(t) = self { Some(t) } else { None }
+        if let RValue::Tensor(t) = self {
+            Some(t)
+        } else {
+            None
+        }
     }
 }
 

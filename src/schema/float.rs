@@ -36,7 +36,9 @@ impl<'de> Deserialize<'de> for JsonF64 {
                 "Infinity" | "inf" => Ok(JsonF64(f64::INFINITY)),
                 "-Infinity" | "-inf" => Ok(JsonF64(f64::NEG_INFINITY)),
                 "NaN" | "nan" => Ok(JsonF64(f64::NAN)),
-                other => Err(serde::de::Error::custom(format!("'{other}' is not a float"))),
+                other => Err(serde::de::Error::custom(format!(
+                    "'{other}' is not a float"
+                ))),
             },
         }
     }
@@ -57,12 +59,11 @@ pub mod big_int {
         let v = Option::<serde_json::Value>::deserialize(d)?;
         Ok(match v {
             None | Some(serde_json::Value::Null) => None,
-            Some(serde_json::Value::Number(n)) => match n.as_i64() {
-                Some(x) => Some(x),
-                None => None,
-            },
+            Some(serde_json::Value::Number(n)) => n.as_i64(),
             Some(other) => {
-                return Err(serde::de::Error::custom(format!("range bound {other} is not an integer")))
+                return Err(serde::de::Error::custom(format!(
+                    "range bound {other} is not an integer"
+                )))
             }
         })
     }

@@ -477,12 +477,15 @@ pub fn parse_exported_program(
     bytes: &[u8],
     expected_opset: Option<&OpsetVersions>,
 ) -> Result<ExportedProgram> {
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| json_error(file, e))?;
+    let value: serde_json::Value =
+        serde_json::from_slice(bytes).map_err(|e| json_error(file, e))?;
     if let Some(v) = value.get("schema_version") {
         let major = v.get("major").and_then(|m| m.as_i64());
         let minor = v.get("minor").and_then(|m| m.as_i64());
         match (major, minor) {
-            (Some(SCHEMA_MAJOR), Some(_)) | (Some(LEGACY_SCHEMA_MAJOR), Some(_)) | (Some(0), Some(0)) => {}
+            (Some(SCHEMA_MAJOR), Some(_))
+            | (Some(LEGACY_SCHEMA_MAJOR), Some(_))
+            | (Some(0), Some(0)) => {}
             (Some(ma), Some(mi)) => {
                 return Err(Error::Version {
                     file: file.into(),

@@ -3,7 +3,9 @@ use super::*;
 #[test]
 fn unknown_argument_kind_is_named() {
     let j = br#"{"as_frobnicator": 1}"#;
-    let e = serde_json::from_slice::<Argument>(j).map_err(|e| json_error("m.json", e)).unwrap_err();
+    let e = serde_json::from_slice::<Argument>(j)
+        .map_err(|e| json_error("m.json", e))
+        .unwrap_err();
     let s = e.to_string();
     assert!(s.contains("as_frobnicator") && s.contains("m.json"), "{s}");
 }
@@ -18,7 +20,10 @@ fn floats_accept_torch_spellings() {
         _ => panic!(),
     }
     // and they serialize back the same way
-    assert_eq!(serde_json::to_string(&JsonF64(f64::INFINITY)).unwrap(), "\"Infinity\"");
+    assert_eq!(
+        serde_json::to_string(&JsonF64(f64::INFINITY)).unwrap(),
+        "\"Infinity\""
+    );
 }
 
 #[test]
@@ -44,6 +49,13 @@ fn opset_checks() {
 
 #[test]
 fn range_bounds_beyond_i64_are_unbounded() {
-    let r: RangeConstraint = serde_json::from_str(r#"{"min_val": 2, "max_val": 99999999999999999999999}"#).unwrap();
-    assert_eq!(r, RangeConstraint { min_val: Some(2), max_val: None });
+    let r: RangeConstraint =
+        serde_json::from_str(r#"{"min_val": 2, "max_val": 99999999999999999999999}"#).unwrap();
+    assert_eq!(
+        r,
+        RangeConstraint {
+            min_val: Some(2),
+            max_val: None
+        }
+    );
 }

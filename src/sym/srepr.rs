@@ -188,6 +188,35 @@ fn call(name: &str, args: Vec<Arg>) -> Result<Built> {
             };
             leaf(Expr::Float(v))
         }
+        // sympy's Piecewise((e1, c1), (e2, c2), ...) as nested Where(c, e, rest); a pair is
+        // kept as Where(c, e, nan) until its Piecewise folds it.
+        "ExprCondPair" => match <[Built; 2]>::try_from(exprs) {
+            Ok([e, c]) => Built::apply(Op::Where, vec![c, e, Built::leaf(Expr::NaN)]),
+            Err(_) => Err(sym_err("ExprCondPair takes an expression and a condition")),
+        },
+        "Piecewise" => {
+            let mut acc = Built::leaf(Expr::NaN);
+            for pair in exprs.into_iter().rev() {
+                match pair.e {
+                    Expr::Apply(Op::Where, mut a) if a.len() == 3 => {
+                        a.truncate(2);
+                        let depth = pair.depth.max(acc.depth) + 1;
+                        a.push(acc.e);
+                        acc = Built {
+                            e: Expr::Apply(Op::Where, a),
+                            depth,
+                        };
+                    }
+                    _ => return Err(sym_err("Piecewise takes ExprCondPair arguments")),
+                }
+            }
+            if acc.depth > MAX_DEPTH {
+                return Err(sym_err(format!(
+                    "expression nests deeper than {MAX_DEPTH} levels"
+                )));
+            }
+            Ok(acc)
+        }
         _ => {
             if !strs.is_empty() {
                 return Err(sym_err(format!("{name} does not take string arguments")));

@@ -4,7 +4,7 @@
 
 use pt2web::archive::pt2::LoadOptions;
 use pt2web::cpu::Tensor;
-use pt2web::info::{program_info, ProgramInfo};
+use pt2web::info::ProgramInfo;
 use pt2web::program::{Program, Pt2Archive, StateKind};
 use pt2web::runtime::{RValue, Session};
 use pt2web::{DType, Limits};
@@ -22,7 +22,10 @@ pub fn metas_in(dir: &Path) -> Vec<(String, Value)> {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_string_lossy().to_string();
         if let Some(stem) = name.strip_suffix(".meta.json") {
-            out.push((stem.to_string(), serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap()));
+            out.push((
+                stem.to_string(),
+                serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap(),
+            ));
         }
     }
     out.sort_by(|a, b| a.0.cmp(&b.0));
@@ -38,12 +41,21 @@ pub fn open_in(dir: &Path, meta: &Value) -> Pt2Archive {
 pub fn dtype_shape(v: &Value) -> (String, Vec<usize>) {
     (
         v["dtype"].as_str().unwrap().to_string(),
-        v["shape"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as usize).collect(),
+        v["shape"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_u64().unwrap() as usize)
+            .collect(),
     )
 }
 
 pub fn check_state(file: &str, p: &Program, pm: &Value) {
-    for (key, kind) in [("parameters", "parameter"), ("buffers", "buffer"), ("constants", "constant")] {
+    for (key, kind) in [
+        ("parameters", "parameter"),
+        ("buffers", "buffer"),
+        ("constants", "constant"),
+    ] {
         let want = pm[key].as_object().unwrap();
         let got: BTreeMap<&str, _> = p
             .state
@@ -55,7 +67,11 @@ pub fn check_state(file: &str, p: &Program, pm: &Value) {
             })
             .map(|(k, e)| (k.as_str(), e))
             .collect();
-        assert_eq!(got.keys().copied().collect::<BTreeSet<_>>(), want.keys().map(String::as_str).collect(), "{file}: {key}");
+        assert_eq!(
+            got.keys().copied().collect::<BTreeSet<_>>(),
+            want.keys().map(String::as_str).collect(),
+            "{file}: {key}"
+        );
         for (fqn, w) in want {
             let e = got[fqn.as_str()];
             let (dt, shape) = dtype_shape(w);
@@ -66,10 +82,17 @@ pub fn check_state(file: &str, p: &Program, pm: &Value) {
                 assert_eq!(e.tensor.strides, st, "{file}: {fqn} strides");
             }
             if let Some(off) = w.get("storage_offset").and_then(Value::as_u64) {
-                assert_eq!(e.tensor.storage_offset, off as usize, "{file}: {fqn} storage offset");
+                assert_eq!(
+                    e.tensor.storage_offset, off as usize,
+                    "{file}: {fqn} storage offset"
+                );
             }
             if let Some(per) = w.get("persistent").and_then(Value::as_bool) {
-                assert_eq!(e.kind, StateKind::Buffer { persistent: per }, "{file}: {fqn} persistence");
+                assert_eq!(
+                    e.kind,
+                    StateKind::Buffer { persistent: per },
+                    "{file}: {fqn} persistence"
+                );
             }
         }
     }
@@ -82,23 +105,39 @@ pub fn check_info(file: &str, info: &ProgramInfo, pm: &Value) {
         other => other,
     };
     assert_eq!(info.ir, want_ir, "{file}: IR");
-    assert_eq!(info.parameters.count as u64, pm["num_parameters"].as_u64().unwrap(), "{file}: parameter count");
-    assert_eq!(info.parameters.numel, pm["parameter_numel"].as_u64().unwrap(), "{file}: parameter elements");
+    assert_eq!(
+        info.parameters.count as u64,
+        pm["num_parameters"].as_u64().unwrap(),
+        "{file}: parameter count"
+    );
+    assert_eq!(
+        info.parameters.numel,
+        pm["parameter_numel"].as_u64().unwrap(),
+        "{file}: parameter elements"
+    );
     let mut by_dtype: BTreeMap<String, u64> = BTreeMap::new();
     for s in [&info.parameters, &info.buffers, &info.constants] {
         for (d, b) in &s.bytes_by_dtype {
             *by_dtype.entry(d.clone()).or_default() += b;
         }
     }
-    let want: BTreeMap<String, u64> =
-        pm["state_bytes_by_dtype"].as_object().unwrap().iter().map(|(k, v)| (k.clone(), v.as_u64().unwrap())).collect();
+    let want: BTreeMap<String, u64> = pm["state_bytes_by_dtype"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect();
     assert_eq!(by_dtype, want, "{file}: state bytes by dtype");
 
-    let mut tied: Vec<Vec<String>> = info.shared_storage.iter().map(|g| {
-        let mut g = g.clone();
-        g.sort();
-        g
-    }).collect();
+    let mut tied: Vec<Vec<String>> = info
+        .shared_storage
+        .iter()
+        .map(|g| {
+            let mut g = g.clone();
+            g.sort();
+            g
+        })
+        .collect();
     tied.sort();
     let mut want_tied: Vec<Vec<String>> = serde_json::from_value(pm["tied"].clone()).unwrap();
     want_tied.iter_mut().for_each(|g| g.sort());
@@ -108,18 +147,43 @@ pub fn check_info(file: &str, info: &ProgramInfo, pm: &Value) {
     let ui = pm["user_inputs"].as_array().unwrap();
     assert_eq!(info.inputs.len(), ui.len(), "{file}: user input count");
     for (got, want) in info.inputs.iter().zip(ui) {
-        assert_eq!(got.name, want["name"].as_str().unwrap(), "{file}: input name");
+        assert_eq!(
+            got.name,
+            want["name"].as_str().unwrap(),
+            "{file}: input name"
+        );
         if want["kind"] == "tensor" {
-            assert_eq!(got.dtype, want["dtype"].as_str().unwrap(), "{file}: {} dtype", got.name);
-            let shape: Vec<String> =
-                want["shape"].as_array().unwrap().iter().map(|d| d.as_str().map(str::to_string).unwrap_or(d.to_string())).collect();
+            assert_eq!(
+                got.dtype,
+                want["dtype"].as_str().unwrap(),
+                "{file}: {} dtype",
+                got.name
+            );
+            let shape: Vec<String> = want["shape"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|d| d.as_str().map(str::to_string).unwrap_or(d.to_string()))
+                .collect();
             assert_eq!(got.shape, shape, "{file}: {} shape", got.name);
         }
     }
-    assert_eq!(info.outputs.len() as u64, pm["user_outputs"].as_u64().unwrap(), "{file}: user output count");
+    assert_eq!(
+        info.outputs.len() as u64,
+        pm["user_outputs"].as_u64().unwrap(),
+        "{file}: user output count"
+    );
     let strs = |v: &Value| -> Vec<String> { serde_json::from_value(v.clone()).unwrap() };
-    assert_eq!(info.buffer_mutations, strs(&pm["buffer_mutations"]), "{file}: buffer mutations");
-    assert_eq!(info.user_input_mutations, strs(&pm["user_input_mutations"]), "{file}: user input mutations");
+    assert_eq!(
+        info.buffer_mutations,
+        strs(&pm["buffer_mutations"]),
+        "{file}: buffer mutations"
+    );
+    assert_eq!(
+        info.user_input_mutations,
+        strs(&pm["user_input_mutations"]),
+        "{file}: user input mutations"
+    );
 
     let rc: BTreeMap<String, (Option<i64>, Option<i64>)> = pm["range_constraints"]
         .as_object()
@@ -138,10 +202,13 @@ pub fn top_level_ops(p: &Program) -> BTreeMap<String, u64> {
     h
 }
 
-
 pub fn metas() -> Vec<(String, Value)> {
     let m = metas_in(&fixtures());
-    assert!(m.len() >= 10, "expected the fixture set, found {} metas", m.len());
+    assert!(
+        m.len() >= 10,
+        "expected the fixture set, found {} metas",
+        m.len()
+    );
     m
 }
 
@@ -163,7 +230,10 @@ pub fn to_tensor(view: &safetensors::tensor::TensorView) -> Tensor {
         safetensors::Dtype::BOOL => DType::Bool,
         other => panic!("unsupported safetensors dtype {other:?}"),
     };
-    Tensor::from_data(pt2web::cpu::Data::from_le_bytes(dtype, view.data()).unwrap(), view.shape())
+    Tensor::from_data(
+        pt2web::cpu::Data::from_le_bytes(dtype, view.data()).unwrap(),
+        view.shape(),
+    )
 }
 
 /// Max |a-b| and cosine similarity of two tensors (as f64).
@@ -182,7 +252,11 @@ pub fn metrics(got: &Tensor, want: &Tensor) -> (f64, f64) {
             nw += b * b;
         }
     }
-    let cos = if ng == 0.0 && nw == 0.0 { 1.0 } else { dot / (ng.sqrt() * nw.sqrt()).max(f64::MIN_POSITIVE) };
+    let cos = if ng == 0.0 && nw == 0.0 {
+        1.0
+    } else {
+        dot / (ng.sqrt() * nw.sqrt()).max(f64::MIN_POSITIVE)
+    };
     (max, cos)
 }
 
@@ -195,42 +269,89 @@ pub struct CaseReport {
 /// Run every io case of a program from a fresh session (buffers start from the archive
 /// state each time) and compare outputs, mutated buffers and mutated inputs with torch's.
 /// `check(name, got, want)` decides pass/fail for each compared tensor.
-pub fn run_io_cases(dir: &Path, archive: &Pt2Archive, pname: &str, pm: &Value, check: &dyn Fn(&str, &Tensor, &Tensor) -> Result<(), String>) -> Result<Vec<CaseReport>, String> {
+pub fn run_io_cases(
+    dir: &Path,
+    archive: &Pt2Archive,
+    pname: &str,
+    pm: &Value,
+    check: &dyn Fn(&str, &Tensor, &Tensor) -> Result<(), String>,
+) -> Result<Vec<CaseReport>, String> {
     let mut reports = Vec::new();
-    let Some(cases) = pm.get("io_cases").and_then(Value::as_array) else { return Ok(reports) };
+    let Some(cases) = pm.get("io_cases").and_then(Value::as_array) else {
+        return Ok(reports);
+    };
     for case in cases {
         let label = case["label"].as_str().unwrap_or("?").to_string();
-        let bytes = std::fs::read(dir.join(case["file"].as_str().unwrap())).map_err(|e| e.to_string())?;
+        let bytes =
+            std::fs::read(dir.join(case["file"].as_str().unwrap())).map_err(|e| e.to_string())?;
         let io = safetensors::SafeTensors::deserialize(&bytes).map_err(|e| e.to_string())?;
-        let program = archive.program(Some(pname), &LoadOptions::default()).map_err(|e| e.to_string())?;
+        let program = archive
+            .program(Some(pname), &LoadOptions::default())
+            .map_err(|e| e.to_string())?;
         let mut session = Session::new(program).map_err(|e| format!("{label}: {e}"))?;
-        let inputs: Vec<Tensor> = case["inputs"].as_array().unwrap().iter().map(|i| to_tensor(&io.tensor(i["key"].as_str().unwrap()).unwrap())).collect();
-        let outs = session.run(inputs.iter().cloned().map(RValue::Tensor).collect()).map_err(|e| format!("{label}: {e}"))?;
-        let mut rep = CaseReport { label: label.clone(), outputs: Vec::new() };
+        let inputs: Vec<Tensor> = case["inputs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| to_tensor(&io.tensor(i["key"].as_str().unwrap()).unwrap()))
+            .collect();
+        let outs = session
+            .run(inputs.iter().cloned().map(RValue::Tensor).collect())
+            .map_err(|e| format!("{label}: {e}"))?;
+        let mut rep = CaseReport {
+            label: label.clone(),
+            outputs: Vec::new(),
+        };
         let want_outs = case["outputs"].as_array().unwrap();
         if outs.len() != want_outs.len() {
-            return Err(format!("{label}: {} outputs, torch gave {}", outs.len(), want_outs.len()));
+            return Err(format!(
+                "{label}: {} outputs, torch gave {}",
+                outs.len(),
+                want_outs.len()
+            ));
         }
         for (o, w) in outs.iter().zip(want_outs) {
             let key = w["key"].as_str().unwrap();
             let want = to_tensor(&io.tensor(key).unwrap());
-            let got = o.as_tensor().ok_or_else(|| format!("{label}: {key} is a {}", o.kind()))?;
+            let got = o
+                .as_tensor()
+                .ok_or_else(|| format!("{label}: {key} is a {}", o.kind()))?;
             check(key, got, &want).map_err(|e| format!("{label}: {key}: {e}"))?;
             let (m, c) = metrics(got, &want);
             rep.outputs.push((key.to_string(), m, c));
         }
-        for key in case.get("buffers_after").and_then(Value::as_array).into_iter().flatten() {
+        for key in case
+            .get("buffers_after")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
             let key = key.as_str().unwrap();
             let fqn = key.strip_prefix("buffer_after.").unwrap_or(key);
             let want = to_tensor(&io.tensor(key).unwrap());
-            let got = session.state.get(fqn).ok_or_else(|| format!("{label}: no buffer {fqn}"))?;
-            check(key, got, &want).map_err(|e| format!("{label}: buffer {fqn} after the call: {e}"))?;
+            let got = session
+                .state
+                .get(fqn)
+                .ok_or_else(|| format!("{label}: no buffer {fqn}"))?;
+            check(key, got, &want)
+                .map_err(|e| format!("{label}: buffer {fqn} after the call: {e}"))?;
         }
-        for (i, key) in case.get("inputs_after").and_then(Value::as_array).into_iter().flatten().enumerate() {
+        for (i, key) in case
+            .get("inputs_after")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .enumerate()
+        {
             let key = key.as_str().unwrap();
             let want = to_tensor(&io.tensor(key).unwrap());
-            let idx: usize = key.rsplit('_').next().and_then(|s| s.parse().ok()).unwrap_or(i);
-            check(key, &inputs[idx], &want).map_err(|e| format!("{label}: input {idx} after the call: {e}"))?;
+            let idx: usize = key
+                .rsplit('_')
+                .next()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(i);
+            check(key, &inputs[idx], &want)
+                .map_err(|e| format!("{label}: input {idx} after the call: {e}"))?;
         }
         reports.push(rep);
     }

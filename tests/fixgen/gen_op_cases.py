@@ -11,6 +11,7 @@ import json
 import pkgutil
 import sys
 import traceback
+import zipfile
 from pathlib import Path
 
 import torch
@@ -20,6 +21,18 @@ from torch.export.pt2_archive._package import package_pt2
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 OUT = HERE.parent / "fixtures" / "ops"
+
+
+def deflate_in_place(path: Path) -> None:
+    """Recompress a .pt2 with deflate (same entries, same bytes). torch writes entries stored;
+    the op fixtures are thousands of small JSON graphs, which deflate ~10x, keeping the
+    committed set small. pt2web reads both; torch.export.load needs stored entries, so this
+    is only done for these test fixtures."""
+    tmp = path.with_suffix(".tmp")
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED, compresslevel=9) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    tmp.replace(path)
 
 
 def flat(x):
@@ -60,6 +73,7 @@ def build_family(fam: str) -> None:
             })
     OUT.mkdir(parents=True, exist_ok=True)
     package_pt2(str(OUT / f"{fam}.pt2"), exported_programs=programs)
+    deflate_in_place(OUT / f"{fam}.pt2")
     save_file(tensors, str(OUT / f"{fam}.io.safetensors"))
     (OUT / f"{fam}.cases.json").write_text(json.dumps({"family": fam, "torch_version": torch.__version__, "cases": index}, indent=1))
     print(f"{fam}: {len(index)} programs")
@@ -72,4 +86,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--deflate-existing"]:
+        for p in sorted(OUT.glob("*.pt2")):
+            deflate_in_place(p)
+    else:
+        main()

@@ -3,7 +3,9 @@
 //! in-place forms. Integer semantics follow torch (floor division and Python-style remainder,
 //! errors on division by zero, wrapping arithmetic).
 
-use super::engine::{compute_of, float_dtype, map, output, promote, run_binary, val, BinaryOp, Compute, Val};
+use super::engine::{
+    compute_of, float_dtype, map, output, promote, run_binary, val, BinaryOp, Compute, Val,
+};
 use super::real::Real;
 use crate::cpu::Tensor;
 use crate::dtype::DType;
@@ -85,7 +87,9 @@ fn add_sub(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, "self", "other")?;
     let alpha = ctx.opt_scalar("alpha")?.unwrap_or(Scalar::Int(1));
     if !d.is_float() && matches!(alpha, Scalar::Float(_)) {
-        return Err(ctx.err("for integral input tensors, argument alpha must not be a floating point number"));
+        return Err(ctx.err(
+            "for integral input tensors, argument alpha must not be a floating point number",
+        ));
     }
     let op = ctx.target().split('.').nth(1).unwrap_or("");
     if d == DType::Bool && (op.starts_with("sub") || op == "rsub") {
@@ -101,7 +105,14 @@ fn add_sub(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         o if o.starts_with("sub") => (x.tensor_for(d), y.tensor_for(d), -1.0),
         _ => (x.tensor_for(d), y.tensor_for(d), 1.0),
     };
-    let add = AddOp { alpha: sign * alpha.as_f64(), alpha_i: if sign < 0.0 { alpha_i.wrapping_neg() } else { alpha_i } };
+    let add = AddOp {
+        alpha: sign * alpha.as_f64(),
+        alpha_i: if sign < 0.0 {
+            alpha_i.wrapping_neg()
+        } else {
+            alpha_i
+        },
+    };
     let r = if add.alpha == 1.0 {
         // The hot path: no multiply by alpha.
         run_binary(ctx, &a, &b, d, d, &AddPlain)?
@@ -170,7 +181,11 @@ fn div_floor_int(a: i64, b: i64) -> Option<i64> {
         return None;
     }
     let (q, r) = (a.wrapping_div(b), a.wrapping_rem(b));
-    Some(if r != 0 && ((a < 0) != (b < 0)) { q - 1 } else { q })
+    Some(if r != 0 && ((a < 0) != (b < 0)) {
+        q - 1
+    } else {
+        q
+    })
 }
 
 struct DivOp(Option<&'static str>);
@@ -198,7 +213,11 @@ fn div(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         None => None,
         Some("trunc") => Some("trunc"),
         Some("floor") => Some("floor"),
-        Some(m) => return Err(ctx.err(format!("div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{m}'"))),
+        Some(m) => {
+            return Err(ctx.err(format!(
+                "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{m}'"
+            )))
+        }
     };
     // True division of integers gives the default float dtype.
     let d = if mode.is_none() { float_dtype(d) } else { d };
@@ -208,7 +227,14 @@ fn div(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn floor_divide(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, "self", "other")?;
-    let r = run_binary(ctx, &x.tensor_for(d), &y.tensor_for(d), d, d, &DivOp(Some("floor")))?;
+    let r = run_binary(
+        ctx,
+        &x.tensor_for(d),
+        &y.tensor_for(d),
+        d,
+        d,
+        &DivOp(Some("floor")),
+    )?;
     output(ctx, &dst(ctx, &x)?, r)
 }
 
@@ -229,7 +255,11 @@ impl BinaryOp for RemOp {
             return None;
         }
         let r = a.wrapping_rem(b);
-        Some(if r != 0 && (r < 0) != (b < 0) { r + b } else { r })
+        Some(if r != 0 && (r < 0) != (b < 0) {
+            r + b
+        } else {
+            r
+        })
     }
 }
 
@@ -360,12 +390,26 @@ impl BinaryOp for MaxOp {
 
 fn maximum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, "self", "other")?;
-    Ok(vec![RValue::Tensor(run_binary(ctx, &x.tensor_for(d), &y.tensor_for(d), d, d, &MaxOp(true))?)])
+    Ok(vec![RValue::Tensor(run_binary(
+        ctx,
+        &x.tensor_for(d),
+        &y.tensor_for(d),
+        d,
+        d,
+        &MaxOp(true),
+    )?)])
 }
 
 fn minimum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, "self", "other")?;
-    Ok(vec![RValue::Tensor(run_binary(ctx, &x.tensor_for(d), &y.tensor_for(d), d, d, &MaxOp(false))?)])
+    Ok(vec![RValue::Tensor(run_binary(
+        ctx,
+        &x.tensor_for(d),
+        &y.tensor_for(d),
+        d,
+        d,
+        &MaxOp(false),
+    )?)])
 }
 
 struct FMaxOp(bool);
@@ -391,12 +435,26 @@ impl BinaryOp for FMaxOp {
 
 fn fmax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, "self", "other")?;
-    Ok(vec![RValue::Tensor(run_binary(ctx, &x.tensor_for(d), &y.tensor_for(d), d, d, &FMaxOp(true))?)])
+    Ok(vec![RValue::Tensor(run_binary(
+        ctx,
+        &x.tensor_for(d),
+        &y.tensor_for(d),
+        d,
+        d,
+        &FMaxOp(true),
+    )?)])
 }
 
 fn fmin(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, "self", "other")?;
-    Ok(vec![RValue::Tensor(run_binary(ctx, &x.tensor_for(d), &y.tensor_for(d), d, d, &FMaxOp(false))?)])
+    Ok(vec![RValue::Tensor(run_binary(
+        ctx,
+        &x.tensor_for(d),
+        &y.tensor_for(d),
+        d,
+        d,
+        &FMaxOp(false),
+    )?)])
 }
 
 struct Atan2;
@@ -428,7 +486,11 @@ impl BinaryOp for LogAddExp {
         if a.is_infinite() && a == b {
             a
         } else {
-            let m = if a.is_nan() || b.is_nan() { R::NAN } else { a.std_max(b) };
+            let m = if a.is_nan() || b.is_nan() {
+                R::NAN
+            } else {
+                a.std_max(b)
+            };
             m + (-(a - b).abs()).exp().ln_1p()
         }
     }

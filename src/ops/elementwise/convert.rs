@@ -5,7 +5,7 @@
 //! source's strides when it is a permuted dense layout, so later `as_strided` nodes, which
 //! carry torch's strides, see the same storage layout.
 
-use super::engine::{scalar_full, val, Val};
+use super::engine::{dense_strides, scalar_full, val, Val};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -17,7 +17,15 @@ pub(super) fn register(r: &mut Registry) {
     r.add_op("aten.clone", clone);
     r.add_op("aten.lift_fresh_copy", clone);
     r.add_op("aten.contiguous", contiguous);
-    for op in ["alias", "detach", "detach_", "positive", "lift_fresh", "resolve_conj", "resolve_neg"] {
+    for op in [
+        "alias",
+        "detach",
+        "detach_",
+        "positive",
+        "lift_fresh",
+        "resolve_conj",
+        "resolve_neg",
+    ] {
         r.add_op(&format!("aten.{op}"), alias);
     }
     r.add("aten.copy.default", copy);
@@ -41,19 +49,11 @@ const CHANNELS_LAST_3D: i64 = 3;
 /// The strides torch gives a `preserve_format` copy of `t`: its own when `t` is a permuted
 /// dense layout (`x.t()`, NHWC), `None` (contiguous) otherwise.
 pub(crate) fn preserved_strides(t: &Tensor) -> Option<Vec<usize>> {
-    if t.is_contiguous() || t.numel() == 0 {
-        return None;
+    if t.is_contiguous() {
+        None
+    } else {
+        dense_strides(t)
     }
-    let mut dims: Vec<usize> = (0..t.rank()).filter(|&d| t.sizes[d] != 1).collect();
-    dims.sort_by_key(|&d| t.strides[d]);
-    let mut expected = 1;
-    for &d in &dims {
-        if t.strides[d] != expected {
-            return None;
-        }
-        expected *= t.sizes[d];
-    }
-    Some(t.strides.clone())
 }
 
 /// Channels-last strides for a rank-4 (NHWC) or rank-5 (NDHWC) shape.
@@ -86,7 +86,11 @@ pub(crate) fn layout_for(ctx: &OpCtx, t: &Tensor) -> Option<Vec<usize>> {
 
 /// `values` (any layout) copied into a fresh tensor of `dtype` with `strides` (contiguous
 /// when `None`).
-pub(crate) fn materialize(values: &Tensor, dtype: DType, strides: Option<Vec<usize>>) -> Result<Tensor> {
+pub(crate) fn materialize(
+    values: &Tensor,
+    dtype: DType,
+    strides: Option<Vec<usize>>,
+) -> Result<Tensor> {
     match strides {
         None => values.to_dtype(dtype),
         Some(st) => {
@@ -129,7 +133,12 @@ fn broadcast_src(ctx: &OpCtx, dst: &Tensor, src: &Tensor) -> Result<Tensor> {
     if src.sizes == dst.sizes {
         return Ok(src.clone());
     }
-    src.expand_to(&dst.sizes).map_err(|_| ctx.err(format!("the source of shape {:?} cannot be broadcast to the destination shape {:?}", src.sizes, dst.sizes)))
+    src.expand_to(&dst.sizes).map_err(|_| {
+        ctx.err(format!(
+            "the source of shape {:?} cannot be broadcast to the destination shape {:?}",
+            src.sizes, dst.sizes
+        ))
+    })
 }
 
 fn copy(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -140,10 +149,18 @@ fn copy(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn copy_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let src = if ctx.has("src") { ctx.tensor("src")? } else { ctx.tensor("other")? };
+    let src = if ctx.has("src") {
+        ctx.tensor("src")?
+    } else {
+        ctx.tensor("other")?
+    };
     let src = broadcast_src(ctx, &t, &src)?;
     // Reading `src` fully before writing makes overlapping copies (x.copy_(x.flip(0))) safe.
-    let src = if std::sync::Arc::ptr_eq(&src.data, &t.data) { src.contiguous().to_dtype(src.dtype)? } else { src };
+    let src = if std::sync::Arc::ptr_eq(&src.data, &t.data) {
+        src.contiguous().to_dtype(src.dtype)?
+    } else {
+        src
+    };
     t.copy_from(&src)?;
     one(t)
 }
@@ -151,7 +168,10 @@ fn copy_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// `to`/`_to_copy` to `dtype`: an alias when nothing changes and no copy is asked for.
 fn convert(ctx: &OpCtx, t: Tensor, dtype: Option<DType>, force_copy: bool) -> Result<Vec<RValue>> {
     let dtype = dtype.unwrap_or(t.dtype);
-    let format_change = matches!(ctx.arg("memory_format"), Some(Arg::MemoryFormat(CHANNELS_LAST | CHANNELS_LAST_3D)));
+    let format_change = matches!(
+        ctx.arg("memory_format"),
+        Some(Arg::MemoryFormat(CHANNELS_LAST | CHANNELS_LAST_3D))
+    );
     if dtype == t.dtype && !force_copy && !format_change {
         return one(t);
     }
@@ -205,12 +225,18 @@ fn assert_metadata(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("a")?;
     if let Some(d) = ctx.opt_dtype("dtype")? {
         if d != t.dtype {
-            return Err(ctx.err(format!("tensor has dtype {}, the program expects {d}", t.dtype)));
+            return Err(ctx.err(format!(
+                "tensor has dtype {}, the program expects {d}",
+                t.dtype
+            )));
         }
     }
     if let Some(s) = ctx.opt_ints("size")? {
         if s.len() != t.rank() || s.iter().zip(&t.sizes).any(|(&a, &b)| a != b as i64) {
-            return Err(ctx.err(format!("tensor has shape {:?}, the program expects {s:?}", t.sizes)));
+            return Err(ctx.err(format!(
+                "tensor has shape {:?}, the program expects {s:?}",
+                t.sizes
+            )));
         }
     }
     Ok(vec![])

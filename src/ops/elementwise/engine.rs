@@ -29,7 +29,10 @@ pub(crate) enum Val {
 impl Val {
     pub fn operand(&self) -> Operand {
         match self {
-            Val::T(t) => Operand::Tensor { dtype: t.dtype, zero_dim: t.rank() == 0 },
+            Val::T(t) => Operand::Tensor {
+                dtype: t.dtype,
+                zero_dim: t.rank() == 0,
+            },
             Val::S(s) => s.operand(),
         }
     }
@@ -47,7 +50,9 @@ impl Val {
     /// first, as torch does (`int8_tensor < 1000` compares with `1000` wrapped to -24).
     pub fn tensor_for(&self, common: DType) -> Tensor {
         match self {
-            Val::S(s) if compute_of(common) == Compute::Int => scalar_full(common, &[], *s).unwrap_or_else(|_| self.tensor()),
+            Val::S(s) if compute_of(common) == Compute::Int => {
+                scalar_full(common, &[], *s).unwrap_or_else(|_| self.tensor())
+            }
             _ => self.tensor(),
         }
     }
@@ -128,17 +133,138 @@ pub(crate) fn output(ctx: &OpCtx, dst: &Tensor, result: Tensor) -> Result<Vec<RV
         return Ok(vec![RValue::Tensor(result)]);
     }
     if result.sizes != dst.sizes {
-        return Err(ctx.err(format!("output with shape {:?} doesn't match the broadcast shape {:?}", dst.sizes, result.sizes)));
+        return Err(ctx.err(format!(
+            "output with shape {:?} doesn't match the broadcast shape {:?}",
+            dst.sizes, result.sizes
+        )));
     }
     if !can_cast(result.dtype, dst.dtype) {
-        return Err(ctx.err(format!("result type {} can't be cast to the desired output type {}", result.dtype, dst.dtype)));
+        return Err(ctx.err(format!(
+            "result type {} can't be cast to the desired output type {}",
+            result.dtype, dst.dtype
+        )));
     }
-    dst.copy_from(&result)?;
+    if !write_dense(dst, &result) {
+        dst.copy_from(&result)?;
+    }
     Ok(vec![RValue::Tensor(dst.clone())])
 }
 
-/// A contiguous slice of `t` as `C` (borrowed from storage when `t` is dense of type `C`)
-/// passed to `f`.
+/// Copy `src` into `dst` as one slice copy when both are contiguous of one dtype in distinct
+/// storages (the common in-place case); false when that does not apply.
+fn write_dense(dst: &Tensor, src: &Tensor) -> bool {
+    if src.dtype != dst.dtype
+        || !src.is_contiguous()
+        || !dst.is_contiguous()
+        || Arc::ptr_eq(&src.data, &dst.data)
+    {
+        return false;
+    }
+    let n = dst.numel();
+    with_dtype!(dst.dtype, T => {
+        let g = src.read();
+        let Some(s) = T::slice(&g).and_then(|s| s.get(src.offset..src.offset + n)) else { return false };
+        let mut w = dst.write();
+        match T::slice_mut(&mut w).and_then(|d| d.get_mut(dst.offset..dst.offset + n)) {
+            Some(d) => {
+                d.copy_from_slice(s);
+                true
+            }
+            None => false,
+        }
+    }, else false)
+}
+
+/// `t`'s strides when its elements fill `storage[offset..offset + numel]` without overlap
+/// (contiguous, or a permutation of it such as `x.t()` or NHWC), else `None`. Elementwise
+/// kernels walk such tensors in memory order and give the result the same strides, as
+/// torch's TensorIterator does.
+pub(crate) fn dense_strides(t: &Tensor) -> Option<Vec<usize>> {
+    if t.is_contiguous() {
+        return Some(t.strides.clone());
+    }
+    if t.numel() == 0 {
+        return None;
+    }
+    let mut dims: Vec<usize> = (0..t.rank()).filter(|&d| t.sizes[d] != 1).collect();
+    dims.sort_by_key(|&d| t.strides[d]);
+    let mut expected = 1;
+    for &d in &dims {
+        if t.strides[d] != expected {
+            return None;
+        }
+        expected *= t.sizes[d];
+    }
+    Some(t.strides.clone())
+}
+
+/// Whether two tensors of the same sizes lay their elements out alike (size-1 dims aside).
+fn same_layout(a: &Tensor, b: &Tensor) -> bool {
+    a.sizes == b.sizes && (0..a.rank()).all(|d| a.sizes[d] == 1 || a.strides[d] == b.strides[d])
+}
+
+/// A result in the memory order of an input with strides `strides`.
+fn with_layout<O: Elem>(out: Vec<O>, sizes: &[usize], strides: Vec<usize>) -> Tensor {
+    let t = Tensor::from_vec(out, sizes);
+    if t.strides == strides {
+        t
+    } else {
+        t.view_with(sizes.to_vec(), strides, 0)
+    }
+}
+
+/// The elements of a dense `t` in memory order as `C`, borrowed when the dtype matches.
+fn with_storage<C: Elem, R>(t: &Tensor, f: impl FnOnce(&[C]) -> R) -> R {
+    let n = t.numel();
+    let g = t.read();
+    if let Some(s) = C::slice(&g).and_then(|s| s.get(t.offset..t.offset + n)) {
+        return f(s);
+    }
+    let v: Vec<C> = with_dtype!(t.dtype, S => S::slice(&g)
+        .and_then(|s| s.get(t.offset..t.offset + n))
+        .map(|s| s.iter().map(|&x| cast::<S, C>(x)).collect())
+        .unwrap_or_default(), else Vec::new());
+    drop(g);
+    f(&v)
+}
+
+/// The elements of `t` in row-major order as `C`. Strided tensors are walked with a running
+/// offset (no per-element index vector); out-of-storage offsets read as zero, never panic.
+pub(crate) fn read_vec<C: Elem>(t: &Tensor) -> Vec<C> {
+    let n = t.numel();
+    if t.is_contiguous() || n == 0 {
+        return t.to_vec::<C>();
+    }
+    let g = t.read();
+    with_dtype!(t.dtype, S => {
+        let src = S::slice(&g).unwrap_or(&[]);
+        let r = t.rank();
+        let (inner, is) = (t.sizes[r - 1], t.strides[r - 1]);
+        let mut out = Vec::with_capacity(n);
+        let mut idx = vec![0usize; r - 1];
+        let mut base = t.offset;
+        for _ in 0..n / inner {
+            if is == 1 && base + inner <= src.len() {
+                out.extend(src[base..base + inner].iter().map(|&x| cast::<S, C>(x)));
+            } else {
+                out.extend((0..inner).map(|j| src.get(base + j * is).map_or(C::default(), |&x| cast::<S, C>(x))));
+            }
+            for d in (0..r - 1).rev() {
+                idx[d] += 1;
+                base += t.strides[d];
+                if idx[d] < t.sizes[d] {
+                    break;
+                }
+                base -= t.strides[d] * t.sizes[d];
+                idx[d] = 0;
+            }
+        }
+        out
+    }, else Vec::new())
+}
+
+/// A row-major slice of `t` as `C` (borrowed from storage when `t` is contiguous of type
+/// `C`) passed to `f`.
 pub(crate) fn with_slice<C: Elem, R>(t: &Tensor, f: impl FnOnce(&[C]) -> R) -> R {
     if t.dtype == C::DTYPE && t.is_contiguous() {
         let g = t.read();
@@ -146,7 +272,7 @@ pub(crate) fn with_slice<C: Elem, R>(t: &Tensor, f: impl FnOnce(&[C]) -> R) -> R
             return f(s);
         }
     }
-    f(&t.to_vec::<C>())
+    f(&read_vec::<C>(t))
 }
 
 /// Like [`with_slice`] for two tensors, holding one lock when they share storage.
@@ -156,40 +282,59 @@ fn with_slices<C: Elem, R>(a: &Tensor, b: &Tensor, f: impl FnOnce(&[C], &[C]) ->
         (true, true) if Arc::ptr_eq(&a.data, &b.data) => {
             let g = a.read();
             let s = C::slice(&g).unwrap_or(&[]);
-            match (s.get(a.offset..a.offset + a.numel()), s.get(b.offset..b.offset + b.numel())) {
+            match (
+                s.get(a.offset..a.offset + a.numel()),
+                s.get(b.offset..b.offset + b.numel()),
+            ) {
                 (Some(x), Some(y)) => f(x, y),
-                _ => f(&a.to_vec::<C>(), &b.to_vec::<C>()),
+                _ => {
+                    drop(g);
+                    f(&read_vec::<C>(a), &read_vec::<C>(b))
+                }
             }
         }
         (true, _) => {
-            let bv = b.to_vec::<C>();
+            let bv = read_vec::<C>(b);
             with_slice(a, |x| f(x, &bv))
         }
         (false, true) => {
-            let av = a.to_vec::<C>();
+            let av = read_vec::<C>(a);
             with_slice(b, |y| f(&av, y))
         }
-        _ => f(&a.to_vec::<C>(), &b.to_vec::<C>()),
+        _ => f(&read_vec::<C>(a), &read_vec::<C>(b)),
     }
 }
 
-/// `t` broadcast to `shape`, as a contiguous vector of `C`.
+/// `t` broadcast to `shape`, as a row-major vector of `C`.
 pub(crate) fn gather<C: Elem>(t: &Tensor, shape: &[usize]) -> Result<Vec<C>> {
     if t.sizes == shape {
-        Ok(t.to_vec::<C>())
+        Ok(read_vec::<C>(t))
     } else {
-        Ok(t.expand_to(shape)?.to_vec::<C>())
+        Ok(read_vec::<C>(&t.expand_to(shape)?))
     }
 }
 
-/// Apply `f` elementwise in compute type `C`, producing `O`.
+/// Apply `f` elementwise in compute type `C`, producing `O`. Dense inputs are walked in
+/// memory order and the result keeps their strides.
 pub(crate) fn map<C: Elem, O: Elem>(t: &Tensor, f: impl Fn(C) -> O) -> Tensor {
-    let out: Vec<O> = with_slice(t, |x: &[C]| x.iter().map(|&v| f(v)).collect());
+    if t.is_contiguous() {
+        let out: Vec<O> = with_storage(t, |x: &[C]| x.iter().map(|&v| f(v)).collect());
+        return Tensor::from_vec(out, &t.sizes);
+    }
+    if let Some(strides) = dense_strides(t) {
+        let out: Vec<O> = with_storage(t, |x: &[C]| x.iter().map(|&v| f(v)).collect());
+        return with_layout(out, &t.sizes, strides);
+    }
+    let out: Vec<O> = read_vec::<C>(t).into_iter().map(f).collect();
     Tensor::from_vec(out, &t.sizes)
 }
 
 pub(crate) fn broadcast(ctx: &OpCtx, a: &[usize], b: &[usize]) -> Result<Vec<usize>> {
-    broadcast_shapes(a, b).ok_or_else(|| ctx.err(format!("shapes {a:?} and {b:?} cannot be broadcast together")))
+    broadcast_shapes(a, b).ok_or_else(|| {
+        ctx.err(format!(
+            "shapes {a:?} and {b:?} cannot be broadcast together"
+        ))
+    })
 }
 
 /// Number of trailing elements of `shape` that `small` (with leading 1s stripped) repeats, when
@@ -199,24 +344,61 @@ fn suffix_repeat(small: &Tensor, shape: &[usize]) -> Option<usize> {
         let lead = small.sizes.iter().take_while(|&&d| d == 1).count();
         &small.sizes[lead..]
     };
-    (s.len() <= shape.len() && s == &shape[shape.len() - s.len()..] && small.is_contiguous()).then(|| s.iter().product())
+    (s.len() <= shape.len() && s == &shape[shape.len() - s.len()..] && small.is_contiguous())
+        .then(|| s.iter().product())
 }
 
 /// Broadcast two tensors and apply `f` in compute type `C`, producing `O`.
-pub(crate) fn zip_map<C: Elem, O: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: impl Fn(C, C) -> O) -> Result<Tensor> {
+pub(crate) fn zip_map<C: Elem, O: Elem>(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(C, C) -> O,
+) -> Result<Tensor> {
     let shape = broadcast(ctx, &a.sizes, &b.sizes)?;
+    if same_layout(a, b) && !a.is_contiguous() && !Arc::ptr_eq(&a.data, &b.data) {
+        if let Some(strides) = dense_strides(a) {
+            // Both permuted alike (x.t() + y.t()): memory order, result keeps the layout.
+            let out: Vec<O> = with_storage(a, |x: &[C]| {
+                with_storage(b, |y: &[C]| {
+                    x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect()
+                })
+            });
+            return Ok(with_layout(out, &shape, strides));
+        }
+    }
     let out: Vec<O> = if a.sizes == b.sizes {
-        with_slices(a, b, |x: &[C], y: &[C]| x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect())
+        with_slices(a, b, |x: &[C], y: &[C]| {
+            x.iter().zip(y).map(|(&p, &q)| f(p, q)).collect()
+        })
     } else if b.numel() == 1 && a.sizes == shape {
-        let y = b.to_vec::<C>()[0];
-        with_slice(a, |x: &[C]| x.iter().map(|&p| f(p, y)).collect())
+        let y = read_vec::<C>(b)[0];
+        return Ok(map(a, |p| f(p, y)));
     } else if a.numel() == 1 && b.sizes == shape {
-        let x = a.to_vec::<C>()[0];
-        with_slice(b, |y: &[C]| y.iter().map(|&q| f(x, q)).collect())
-    } else if let (true, Some(m)) = (a.sizes == shape, suffix_repeat(b, &shape).filter(|&m| m > 0)) {
-        with_slices(a, b, |x: &[C], y: &[C]| x.chunks_exact(m).flat_map(|row| row.iter().zip(y).map(|(&p, &q)| f(p, q))).collect())
-    } else if let (true, Some(m)) = (b.sizes == shape, suffix_repeat(a, &shape).filter(|&m| m > 0)) {
-        with_slices(a, b, |x: &[C], y: &[C]| y.chunks_exact(m).flat_map(|row| x.iter().zip(row).map(|(&p, &q)| f(p, q))).collect())
+        let x = read_vec::<C>(a)[0];
+        return Ok(map(b, |q| f(x, q)));
+    } else if let (true, Some(m)) = (
+        a.sizes == shape,
+        suffix_repeat(b, &shape).filter(|&m| m > 0),
+    ) {
+        with_slices(a, b, |x: &[C], y: &[C]| {
+            let mut out = Vec::with_capacity(x.len());
+            for row in x.chunks_exact(m) {
+                out.extend(row.iter().zip(y).map(|(&p, &q)| f(p, q)));
+            }
+            out
+        })
+    } else if let (true, Some(m)) = (
+        b.sizes == shape,
+        suffix_repeat(a, &shape).filter(|&m| m > 0),
+    ) {
+        with_slices(a, b, |x: &[C], y: &[C]| {
+            let mut out = Vec::with_capacity(y.len());
+            for row in y.chunks_exact(m) {
+                out.extend(x.iter().zip(row).map(|(&p, &q)| f(p, q)));
+            }
+            out
+        })
     } else {
         let (x, y) = (gather::<C>(a, &shape)?, gather::<C>(b, &shape)?);
         x.iter().zip(&y).map(|(&p, &q)| f(p, q)).collect()
@@ -225,10 +407,25 @@ pub(crate) fn zip_map<C: Elem, O: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: 
 }
 
 /// Broadcast three tensors and apply `f` (types may differ per operand, e.g. `where`).
-pub(crate) fn zip3_map<A: Elem, B: Elem, C: Elem, O: Elem>(ctx: &OpCtx, a: &Tensor, b: &Tensor, c: &Tensor, f: impl Fn(A, B, C) -> O) -> Result<Tensor> {
+pub(crate) fn zip3_map<A: Elem, B: Elem, C: Elem, O: Elem>(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    c: &Tensor,
+    f: impl Fn(A, B, C) -> O,
+) -> Result<Tensor> {
     let shape = broadcast(ctx, &broadcast(ctx, &a.sizes, &b.sizes)?, &c.sizes)?;
-    let (x, y, z) = (gather::<A>(a, &shape)?, gather::<B>(b, &shape)?, gather::<C>(c, &shape)?);
-    let out: Vec<O> = x.iter().zip(&y).zip(&z).map(|((&p, &q), &r)| f(p, q, r)).collect();
+    let (x, y, z) = (
+        gather::<A>(a, &shape)?,
+        gather::<B>(b, &shape)?,
+        gather::<C>(c, &shape)?,
+    );
+    let out: Vec<O> = x
+        .iter()
+        .zip(&y)
+        .zip(&z)
+        .map(|((&p, &q), &r)| f(p, q, r))
+        .collect();
     Ok(Tensor::from_vec(out, &shape))
 }
 
@@ -240,7 +437,14 @@ pub(crate) trait BinaryOp {
 }
 
 /// Run `op` on `a`, `b` computing in `common`'s compute type; the result has dtype `out`.
-pub(crate) fn run_binary<O: BinaryOp>(ctx: &OpCtx, a: &Tensor, b: &Tensor, common: DType, out: DType, op: &O) -> Result<Tensor> {
+pub(crate) fn run_binary<O: BinaryOp>(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    common: DType,
+    out: DType,
+    op: &O,
+) -> Result<Tensor> {
     let t = match compute_of(common) {
         Compute::F32 => zip_map::<f32, f32>(ctx, a, b, |x, y| op.float(x, y))?,
         Compute::F64 => zip_map::<f64, f64>(ctx, a, b, |x, y| op.float(x, y))?,

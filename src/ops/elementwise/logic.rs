@@ -1,7 +1,10 @@
 //! Comparisons, logical and bitwise ops, shifts, `where`, `masked_fill`, and the float
 //! predicates (isnan, isinf, isfinite, isposinf, isneginf, signbit).
 
-use super::engine::{broadcast, compute_of, finish, map, output, promote, scalar_full, val, zip3_map, zip_map, Compute, Val};
+use super::engine::{
+    broadcast, compute_of, finish, map, output, promote, scalar_full, val, zip3_map, zip_map,
+    Compute, Val,
+};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -48,13 +51,22 @@ pub(super) fn register(r: &mut Registry) {
     r.add_op("aten.isnan", |ctx| predicate(ctx, f64::is_nan, false));
     r.add_op("aten.isinf", |ctx| predicate(ctx, f64::is_infinite, false));
     r.add_op("aten.isfinite", |ctx| predicate(ctx, f64::is_finite, true));
-    r.add_op("aten.isposinf", |ctx| predicate(ctx, |x| x == f64::INFINITY, false));
-    r.add_op("aten.isneginf", |ctx| predicate(ctx, |x| x == f64::NEG_INFINITY, false));
+    r.add_op("aten.isposinf", |ctx| {
+        predicate(ctx, |x| x == f64::INFINITY, false)
+    });
+    r.add_op("aten.isneginf", |ctx| {
+        predicate(ctx, |x| x == f64::NEG_INFINITY, false)
+    });
     r.add_op("aten.signbit", signbit);
 }
 
 /// A comparison in the promoted dtype's compute type; the result is bool.
-fn compare(ctx: &mut OpCtx, f32f: impl Fn(f32, f32) -> bool, f64f: impl Fn(f64, f64) -> bool, intf: impl Fn(i64, i64) -> bool) -> Result<Vec<RValue>> {
+fn compare(
+    ctx: &mut OpCtx,
+    f32f: impl Fn(f32, f32) -> bool,
+    f64f: impl Fn(f64, f64) -> bool,
+    intf: impl Fn(i64, i64) -> bool,
+) -> Result<Vec<RValue>> {
     let (x, y) = (val(ctx, "self")?, val(ctx, "other")?);
     let d = promote(&[&x, &y]);
     let (a, b) = (x.tensor_for(d), y.tensor_for(d));
@@ -111,9 +123,15 @@ fn bitwise(ctx: &mut OpCtx, f: impl Fn(i64, i64, u32) -> i64) -> Result<Vec<RVal
     let (x, y) = (val(ctx, "self")?, val(ctx, "other")?);
     let d = promote(&[&x, &y]);
     if d.is_float() || d.is_complex() {
-        return Err(ctx.err(format!("bitwise ops are only implemented for integer and bool dtypes, got {d}")));
+        return Err(ctx.err(format!(
+            "bitwise ops are only implemented for integer and bool dtypes, got {d}"
+        )));
     }
-    let bits = if d == DType::Bool { 8 } else { (d.size() * 8) as u32 };
+    let bits = if d == DType::Bool {
+        8
+    } else {
+        (d.size() * 8) as u32
+    };
     let (a, b) = (x.tensor_for(d), y.tensor_for(d));
     let r = zip_map::<i64, i64>(ctx, &a, &b, |p, q| f(p, q, bits))?;
     let r = finish(r, d)?;
@@ -134,19 +152,35 @@ fn bitwise_xor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 /// torch: shifting by a negative amount or by at least the width gives 0.
 fn left_shift(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    bitwise(ctx, |a, b, bits| if b < 0 || b >= bits as i64 { 0 } else { ((a as u64) << b) as i64 })
+    bitwise(ctx, |a, b, bits| {
+        if b < 0 || b >= bits as i64 {
+            0
+        } else {
+            ((a as u64) << b) as i64
+        }
+    })
 }
 /// torch: an out-of-range shift fills with the sign (values are sign-extended in i64, so
 /// shifting by 63 does that for every signed width and gives 0 for unsigned ones).
 fn right_shift(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    bitwise(ctx, |a, b, bits| if b < 0 || b >= bits as i64 { a >> 63 } else { a >> b })
+    bitwise(ctx, |a, b, bits| {
+        if b < 0 || b >= bits as i64 {
+            a >> 63
+        } else {
+            a >> b
+        }
+    })
 }
 
 fn bitwise_not(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let a = ctx.tensor("self")?;
     let r = match a.dtype {
         DType::Bool => map::<bool, bool>(&a, |x| !x),
-        d if d.is_float() || d.is_complex() => return Err(ctx.err(format!("bitwise_not is only implemented for integer and bool dtypes, got {d}"))),
+        d if d.is_float() || d.is_complex() => {
+            return Err(ctx.err(format!(
+                "bitwise_not is only implemented for integer and bool dtypes, got {d}"
+            )))
+        }
         d => finish(map::<i64, i64>(&a, |x| !x), d)?,
     };
     output(ctx, &a, r)
@@ -155,7 +189,10 @@ fn bitwise_not(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn condition(ctx: &OpCtx, name: &str) -> Result<Tensor> {
     let c = ctx.tensor(name)?;
     if !matches!(c.dtype, DType::Bool | DType::U8) {
-        return Err(ctx.err(format!("where expected condition to be a boolean tensor, but got a tensor with dtype {}", c.dtype)));
+        return Err(ctx.err(format!(
+            "where expected condition to be a boolean tensor, but got a tensor with dtype {}",
+            c.dtype
+        )));
     }
     Ok(c)
 }
@@ -187,12 +224,20 @@ fn masked_fill(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// A float predicate; integer and bool tensors give `int_answer` everywhere.
 fn predicate(ctx: &mut OpCtx, f: fn(f64) -> bool, int_answer: bool) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let r = if t.dtype.is_float() { map::<f64, bool>(&t, f) } else { Tensor::from_vec(vec![int_answer; t.numel()], &t.sizes) };
+    let r = if t.dtype.is_float() {
+        map::<f64, bool>(&t, f)
+    } else {
+        Tensor::from_vec(vec![int_answer; t.numel()], &t.sizes)
+    };
     Ok(vec![RValue::Tensor(r)])
 }
 
 fn signbit(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let r = if t.dtype.is_float() { map::<f64, bool>(&t, f64::is_sign_negative) } else { map::<i64, bool>(&t, |x| x < 0) };
+    let r = if t.dtype.is_float() {
+        map::<f64, bool>(&t, f64::is_sign_negative)
+    } else {
+        map::<i64, bool>(&t, |x| x < 0)
+    };
     Ok(vec![RValue::Tensor(r)])
 }

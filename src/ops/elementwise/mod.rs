@@ -2,12 +2,13 @@
 //! dtype conversions, each with torch's type promotion, broadcasting and in-place forms.
 //!
 //! - `engine`: operands (tensor or number), promotion, broadcasting maps, in-place write-back
-//! - `real`: the float compute trait and erf/erfc/erfinv
+//! - `real`: the float compute trait and erf/erfc/erfinv; `fast`: vectorizable f32 exp/tanh/erf
 //! - `arith`, `unary`, `ternary`, `logic`, `convert`: the kernels
 
 pub(crate) mod arith;
 pub(crate) mod convert;
 pub(crate) mod engine;
+mod fast;
 pub(crate) mod logic;
 pub(crate) mod real;
 pub(crate) mod ternary;

@@ -1,13 +1,22 @@
 //! Float math shared by the elementwise and activation kernels: one trait over `f32`/`f64`
 //! so each op is written once and monomorphized (torch computes f32 in f32, f64 in f64, and
 //! f16/bf16 in f32), plus `erf`/`erfc`/`erfinv`, which Rust's std does not have.
+// Polynomial and rational coefficients are quoted exactly as published.
+#![allow(clippy::excessive_precision)]
 
+use super::fast;
 use crate::cpu::Elem;
 use std::ops::{Add, Div, Mul, Neg, Rem, Sub};
 
 /// A float compute type (`f32` or `f64`).
 pub(crate) trait Real:
-    Elem + Add<Output = Self> + Sub<Output = Self> + Mul<Output = Self> + Div<Output = Self> + Neg<Output = Self> + Rem<Output = Self>
+    Elem
+    + Add<Output = Self>
+    + Sub<Output = Self>
+    + Mul<Output = Self>
+    + Div<Output = Self>
+    + Neg<Output = Self>
+    + Rem<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
@@ -75,7 +84,7 @@ macro_rules! forward {
 }
 
 macro_rules! real_impl {
-    ($t:ty) => {
+    ($t:ty, exp: $exp:expr, tanh: $tanh:expr, erf: $erf:expr) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -84,8 +93,16 @@ macro_rules! real_impl {
             fn c(v: f64) -> Self {
                 v as $t
             }
-            forward!($t; exp, exp2, exp_m1, ln, log2, log10, ln_1p, sqrt, sin, cos, tan, asin, acos, atan,
-                sinh, cosh, tanh, asinh, acosh, atanh, floor, ceil, round_ties_even, trunc, abs);
+            forward!($t; exp2, exp_m1, ln, log2, log10, ln_1p, sqrt, sin, cos, tan, asin, acos, atan,
+                sinh, cosh, asinh, acosh, atanh, floor, ceil, round_ties_even, trunc, abs);
+            #[inline]
+            fn exp(self) -> Self {
+                $exp(self)
+            }
+            #[inline]
+            fn tanh(self) -> Self {
+                $tanh(self)
+            }
             #[inline]
             fn atan2(self, o: Self) -> Self {
                 <$t>::atan2(self, o)
@@ -110,11 +127,11 @@ macro_rules! real_impl {
             fn is_infinite(self) -> bool {
                 <$t>::is_infinite(self)
             }
-            // Computed in f64 (correctly rounded for f32 in practice).
             #[inline]
             fn erf(self) -> Self {
-                erf(self as f64) as $t
+                $erf(self)
             }
+            // erfc/erfinv: computed in f64 (correctly rounded for f32 in practice).
             #[inline]
             fn erfc(self) -> Self {
                 erfc(self as f64) as $t
@@ -127,16 +144,30 @@ macro_rules! real_impl {
     };
 }
 
-real_impl!(f32);
-real_impl!(f64);
+// f32 uses the vectorizable forms of `fast` (as torch's f32 kernels use SLEEF's); f64 uses
+// libm and fdlibm's erf.
+real_impl!(f32, exp: fast::exp_f32, tanh: fast::tanh_f32, erf: fast::erf_f32);
+real_impl!(f64, exp: f64::exp, tanh: f64::tanh, erf: erf);
 
 // erf/erfc: FreeBSD's s_erf.c (Copyright (C) 1993 by Sun Microsystems, Inc.; "Permission to
 // use, copy, modify, and distribute this software is freely granted, provided that this
 // notice is preserved."), as ported by the Rust `libm` crate. Error below 1 ulp.
 const ERX: f64 = 8.45062911510467529297e-01;
 const EFX8: f64 = 1.02703333676410069053e+00;
-const PP: [f64; 5] = [1.28379167095512558561e-01, -3.25042107247001499370e-01, -2.84817495755985104766e-02, -5.77027029648944159157e-03, -2.37630166566501626084e-05];
-const QQ: [f64; 5] = [3.97917223959155352819e-01, 6.50222499887672944485e-02, 5.08130628187576562776e-03, 1.32494738004321644526e-04, -3.96022827877536812320e-06];
+const PP: [f64; 5] = [
+    1.28379167095512558561e-01,
+    -3.25042107247001499370e-01,
+    -2.84817495755985104766e-02,
+    -5.77027029648944159157e-03,
+    -2.37630166566501626084e-05,
+];
+const QQ: [f64; 5] = [
+    3.97917223959155352819e-01,
+    6.50222499887672944485e-02,
+    5.08130628187576562776e-03,
+    1.32494738004321644526e-04,
+    -3.96022827877536812320e-06,
+];
 const PA: [f64; 7] = [
     -2.36211856075265944077e-03,
     4.14856118683748331666e-01,
@@ -146,7 +177,14 @@ const PA: [f64; 7] = [
     3.54783043256182359371e-02,
     -2.16637559486879084300e-03,
 ];
-const QA: [f64; 6] = [1.06420880400844228286e-01, 5.40397917702171048937e-01, 7.18286544141962662868e-02, 1.26171219808761642112e-01, 1.36370839120290507362e-02, 1.19844998467991074170e-02];
+const QA: [f64; 6] = [
+    1.06420880400844228286e-01,
+    5.40397917702171048937e-01,
+    7.18286544141962662868e-02,
+    1.26171219808761642112e-01,
+    1.36370839120290507362e-02,
+    1.19844998467991074170e-02,
+];
 const RA: [f64; 8] = [
     -9.86494403484714822705e-03,
     -6.93858572707181764372e-01,
@@ -209,7 +247,11 @@ fn erfc2(ix: u32, x: f64) -> f64 {
     }
     let x = x.abs();
     let s = 1.0 / (x * x);
-    let (r, big_s) = if ix < 0x4006db6d { (poly(&RA, s), 1.0 + s * poly(&SA, s)) } else { (poly(&RB, s), 1.0 + s * poly(&SB, s)) };
+    let (r, big_s) = if ix < 0x4006db6d {
+        (poly(&RA, s), 1.0 + s * poly(&SA, s))
+    } else {
+        (poly(&RB, s), 1.0 + s * poly(&SB, s))
+    };
     let z = f64::from_bits(x.to_bits() & 0xffff_ffff_0000_0000);
     (-z * z - 0.5625).exp() * ((z - x) * (z + x) + r / big_s).exp() / x
 }
@@ -230,7 +272,11 @@ pub(crate) fn erf(x: f64) -> f64 {
         let y = poly(&PP, z) / (1.0 + z * poly(&QQ, z));
         return x + x * y;
     }
-    let y = if ix < 0x40180000 { 1.0 - erfc2(ix, x) } else { 1.0 - f64::from_bits(0x0010000000000000) };
+    let y = if ix < 0x40180000 {
+        1.0 - erfc2(ix, x)
+    } else {
+        1.0 - f64::from_bits(0x0010000000000000)
+    };
     if sign {
         -y
     } else {
@@ -258,7 +304,11 @@ pub(crate) fn erfc(x: f64) -> f64 {
         return 0.5 - (x - 0.5 + x * y);
     }
     if ix < 0x403c0000 {
-        return if sign { 2.0 - erfc2(ix, x) } else { erfc2(ix, x) };
+        return if sign {
+            2.0 - erfc2(ix, x)
+        } else {
+            erfc2(ix, x)
+        };
     }
     let tiny = f64::from_bits(0x0010000000000000);
     if sign {
@@ -307,7 +357,13 @@ mod tests {
     #[test]
     fn erf_values() {
         // Reference values from mpmath.
-        let cases = [(0.0, 0.0), (0.5, 0.5204998778130465), (1.0, 0.8427007929497149), (-2.0, -0.9953222650189527), (3.5, 0.9999992569016276)];
+        let cases = [
+            (0.0, 0.0),
+            (0.5, 0.5204998778130465),
+            (1.0, 0.8427007929497149),
+            (-2.0, -0.9953222650189527),
+            (3.5, 0.9999992569016276),
+        ];
         for (x, want) in cases {
             assert!((erf(x) - want).abs() < 1e-15, "erf({x}) = {}", erf(x));
         }

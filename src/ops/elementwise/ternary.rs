@@ -1,7 +1,9 @@
 //! Ops with bounds or three operands: clamp (number and tensor bounds), clamp_min/max, clip,
 //! lerp, addcmul, addcdiv.
 
-use super::engine::{compute_of, finish, map, opt_val, output, promote, val, zip3_map, Compute, Val};
+use super::engine::{
+    compute_of, finish, map, opt_val, output, promote, val, zip3_map, Compute, Val,
+};
 use super::real::Real;
 use crate::cpu::Tensor;
 use crate::dtype::DType;
@@ -10,7 +12,16 @@ use crate::ops::{OpCtx, Registry, Scalar};
 use crate::runtime::RValue;
 
 pub(super) fn register(r: &mut Registry) {
-    for op in ["clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_min_", "clamp_max", "clamp_max_"] {
+    for op in [
+        "clamp",
+        "clamp_",
+        "clip",
+        "clip_",
+        "clamp_min",
+        "clamp_min_",
+        "clamp_max",
+        "clamp_max_",
+    ] {
         r.add_op(&format!("aten.{op}"), clamp);
     }
     r.add_op("aten.lerp", lerp);
@@ -46,7 +57,12 @@ fn clamp_tensor<R: Real>(x: R, lo: R, hi: R) -> R {
 }
 
 /// Clamp `t` to number bounds, computing in `d`'s compute type; the result has dtype `d`.
-pub(crate) fn clamp_scalars(t: &Tensor, d: DType, lo: Option<Scalar>, hi: Option<Scalar>) -> Result<Tensor> {
+pub(crate) fn clamp_scalars(
+    t: &Tensor,
+    d: DType,
+    lo: Option<Scalar>,
+    hi: Option<Scalar>,
+) -> Result<Tensor> {
     let r = match compute_of(d) {
         Compute::F32 => {
             let (l, h) = (lo.map(|s| s.as_f64() as f32), hi.map(|s| s.as_f64() as f32));
@@ -77,7 +93,9 @@ fn clamp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if lo.is_none() && hi.is_none() {
         return Err(ctx.err("At least one of 'min' or 'max' must not be None"));
     }
-    let Val::T(t) = &x else { return Err(ctx.err("expected a tensor for 'self'")) };
+    let Val::T(t) = &x else {
+        return Err(ctx.err("expected a tensor for 'self'"));
+    };
     let mut all = vec![&x];
     all.extend(lo.iter());
     all.extend(hi.iter());
@@ -86,20 +104,28 @@ fn clamp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         Some(Val::S(s)) => Ok(Some(*s)),
         _ => Err(()),
     };
-    let r = match (lo.as_ref().map_or(Ok(None), |_| num(&lo)), hi.as_ref().map_or(Ok(None), |_| num(&hi))) {
+    let r = match (
+        lo.as_ref().map_or(Ok(None), |_| num(&lo)),
+        hi.as_ref().map_or(Ok(None), |_| num(&hi)),
+    ) {
         (Ok(l), Ok(h)) => clamp_scalars(t, d, l, h)?,
         _ => {
             // Tensor bounds; an absent bound is unbounded.
             let (neg, pos) = match compute_of(d) {
                 Compute::Int => (Tensor::scalar(i64::MIN), Tensor::scalar(i64::MAX)),
-                _ => (Tensor::scalar(f64::NEG_INFINITY), Tensor::scalar(f64::INFINITY)),
+                _ => (
+                    Tensor::scalar(f64::NEG_INFINITY),
+                    Tensor::scalar(f64::INFINITY),
+                ),
             };
             let l = lo.map_or(neg, |v| v.tensor_for(d));
             let h = hi.map_or(pos, |v| v.tensor_for(d));
             let r = match compute_of(d) {
                 Compute::F32 => zip3_map::<f32, f32, f32, f32>(ctx, t, &l, &h, clamp_tensor)?,
                 Compute::F64 => zip3_map::<f64, f64, f64, f64>(ctx, t, &l, &h, clamp_tensor)?,
-                Compute::Int => zip3_map::<i64, i64, i64, i64>(ctx, t, &l, &h, |x, l, h| x.max(l).min(h))?,
+                Compute::Int => {
+                    zip3_map::<i64, i64, i64, i64>(ctx, t, &l, &h, |x, l, h| x.max(l).min(h))?
+                }
             };
             finish(r, d)?
         }
@@ -108,7 +134,14 @@ fn clamp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 /// Run a three-operand float/int formula over broadcast tensors in `d`'s compute type.
-fn ternary<FF, FD, FI>(ctx: &OpCtx, [a, b, c]: [&Tensor; 3], d: DType, ff: FF, fd: FD, fi: FI) -> Result<Tensor>
+fn ternary<FF, FD, FI>(
+    ctx: &OpCtx,
+    [a, b, c]: [&Tensor; 3],
+    d: DType,
+    ff: FF,
+    fd: FD,
+    fi: FI,
+) -> Result<Tensor>
 where
     FF: Fn(f32, f32, f32) -> f32,
     FD: Fn(f64, f64, f64) -> f64,
@@ -136,7 +169,9 @@ fn lerp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (a, b, w) = (ctx.tensor("self")?, ctx.tensor("end")?, val(ctx, "weight")?);
     let d = promote(&[&Val::T(a.clone()), &Val::T(b.clone())]);
     if !d.is_float() {
-        return Err(ctx.err(format!("lerp is only implemented for floating dtypes, got {d}")));
+        return Err(ctx.err(format!(
+            "lerp is only implemented for floating dtypes, got {d}"
+        )));
     }
     let r = ternary(ctx, [&a, &b, &w.tensor()], d, lerp_f, lerp_f, |x, _, _| x)?;
     output(ctx, &a, r)
@@ -144,14 +179,22 @@ fn lerp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 /// `self + value * t1 (op) t2` for addcmul (`div` false) and addcdiv.
 fn addc(ctx: &mut OpCtx, div: bool) -> Result<Vec<RValue>> {
-    let (s, t1, t2) = (ctx.tensor("self")?, ctx.tensor("tensor1")?, ctx.tensor("tensor2")?);
+    let (s, t1, t2) = (
+        ctx.tensor("self")?,
+        ctx.tensor("tensor1")?,
+        ctx.tensor("tensor2")?,
+    );
     let value = ctx.opt_scalar("value")?.unwrap_or(Scalar::Int(1));
     let d = promote(&[&Val::T(s.clone()), &Val::T(t1.clone()), &Val::T(t2.clone())]);
     if div && !t1.dtype.is_float() && !t2.dtype.is_float() {
-        return Err(ctx.err("integer division with addcdiv is no longer supported; use true_divide or floor_divide"));
+        return Err(ctx.err(
+            "integer division with addcdiv is no longer supported; use true_divide or floor_divide",
+        ));
     }
     if !d.is_float() && matches!(value, Scalar::Float(_)) {
-        return Err(ctx.err("for integral input tensors, argument value must not be a floating point number"));
+        return Err(ctx.err(
+            "for integral input tensors, argument value must not be a floating point number",
+        ));
     }
     let v = value.as_f64();
     let vi = match value {
@@ -159,7 +202,14 @@ fn addc(ctx: &mut OpCtx, div: bool) -> Result<Vec<RValue>> {
         other => other.as_f64() as i64,
     };
     let r = if div {
-        ternary(ctx, [&s, &t1, &t2], d, move |a, b, c| a + (v as f32) * b / c, move |a, b, c| a + v * b / c, |a, _, _| a)?
+        ternary(
+            ctx,
+            [&s, &t1, &t2],
+            d,
+            move |a, b, c| a + (v as f32) * b / c,
+            move |a, b, c| a + v * b / c,
+            |a, _, _| a,
+        )?
     } else {
         ternary(
             ctx,

@@ -159,14 +159,21 @@ fn trunc(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn frac(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     if !t.dtype.is_float() {
-        return Err(ctx.err(format!("frac is only implemented for floating dtypes, got {}", t.dtype)));
+        return Err(ctx.err(format!(
+            "frac is only implemented for floating dtypes, got {}",
+            t.dtype
+        )));
     }
     preserve(ctx, &Frac, false)
 }
 fn square(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     // torch.square(bool) is pow(bool, 2): int64.
-    let d = if t.dtype == DType::Bool { DType::I64 } else { t.dtype };
+    let d = if t.dtype == DType::Bool {
+        DType::I64
+    } else {
+        t.dtype
+    };
     let r = run_unary(&t, d, &Square)?;
     output(ctx, &t, r)
 }
@@ -194,7 +201,10 @@ fn round(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         Some(d) => {
             let t = ctx.tensor("self")?;
             if !t.dtype.is_float() {
-                return Err(ctx.err(format!("round with decimals is only implemented for floating dtypes, got {}", t.dtype)));
+                return Err(ctx.err(format!(
+                    "round with decimals is only implemented for floating dtypes, got {}",
+                    t.dtype
+                )));
             }
             let r = run_unary(&t, t.dtype, &RoundDecimals(d))?;
             output(ctx, &t, r)
@@ -227,8 +237,16 @@ fn nan_to_num(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     // Defaults are the limits of the tensor's own dtype (65504 for f16), not of f32.
     let (max, min) = finfo(t.dtype);
-    let op = NanToNum { nan: ctx.opt_float("nan")?.unwrap_or(0.0), pos: ctx.opt_float("posinf")?.unwrap_or(max), neg: ctx.opt_float("neginf")?.unwrap_or(min) };
-    let r = if t.dtype.is_float() { run_unary(&t, t.dtype, &op)? } else { t.contiguous().to_dtype(t.dtype)? };
+    let op = NanToNum {
+        nan: ctx.opt_float("nan")?.unwrap_or(0.0),
+        pos: ctx.opt_float("posinf")?.unwrap_or(max),
+        neg: ctx.opt_float("neginf")?.unwrap_or(min),
+    };
+    let r = if t.dtype.is_float() {
+        run_unary(&t, t.dtype, &op)?
+    } else {
+        t.contiguous().to_dtype(t.dtype)?
+    };
     output(ctx, &t, r)
 }
 

@@ -31,6 +31,7 @@ pub(crate) fn register(r: &mut Registry) {
     r.add_op("aten.ones_like", full_like);
     r.add_op("aten.empty_like", full_like);
     r.add_op("aten.empty_strided", empty_strided);
+    r.add_op("aten.empty_permuted", empty_permuted);
     r.add_op("aten.scalar_tensor", scalar_tensor);
     r.add_op("aten.linspace", linspace);
     r.add_op("aten.logspace", linspace);
@@ -58,7 +59,9 @@ pub(crate) fn sizes_arg(ctx: &OpCtx, name: &str) -> Result<Vec<usize>> {
 fn check_numel(ctx: &OpCtx, numel: u64) -> Result<()> {
     let max = Limits::default().max_tensor_elements;
     if numel > max {
-        return Err(ctx.err(format!("a tensor of {numel} elements exceeds the limit of {max}")));
+        return Err(ctx.err(format!(
+            "a tensor of {numel} elements exceeds the limit of {max}"
+        )));
     }
     Ok(())
 }
@@ -113,7 +116,11 @@ fn full_like(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let dtype = ctx.opt_dtype("dtype")?.unwrap_or(t.dtype);
     let values = scalar_full(dtype, &t.sizes, value)?;
     let strides = layout_for(ctx, &t);
-    one(if strides.is_some() { materialize(&values, dtype, strides)? } else { values })
+    one(if strides.is_some() {
+        materialize(&values, dtype, strides)?
+    } else {
+        values
+    })
 }
 
 /// empty_strided: zeros laid out with the requested strides (storage covering every
@@ -124,17 +131,51 @@ fn empty_strided(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if strides.len() != sizes.len() || strides.iter().any(|&s| s < 0) {
         return Err(ctx.err(format!("invalid strides {strides:?} for sizes {sizes:?}")));
     }
-    let default = if op_name(ctx).starts_with("new_") { ctx.tensor("self")?.dtype } else { DType::F32 };
+    let default = if op_name(ctx).starts_with("new_") {
+        ctx.tensor("self")?.dtype
+    } else {
+        DType::F32
+    };
     let dtype = ctx.opt_dtype("dtype")?.unwrap_or(default);
     let strides: Vec<usize> = strides.iter().map(|&s| s as usize).collect();
     let storage = if sizes.contains(&0) {
         0
     } else {
-        1 + sizes.iter().zip(&strides).map(|(&n, &s)| (n as u64 - 1).saturating_mul(s as u64)).fold(0u64, |a, b| a.saturating_add(b))
+        1 + sizes
+            .iter()
+            .zip(&strides)
+            .map(|(&n, &s)| (n as u64 - 1).saturating_mul(s as u64))
+            .fold(0u64, |a, b| a.saturating_add(b))
     };
     check_numel(ctx, storage)?;
     let base = Tensor::zeros(dtype, &[storage as usize])?;
     one(base.view_with(sizes, strides, 0))
+}
+
+/// empty_permuted: zeros whose memory order of dims is `physical_layout` (outermost first).
+fn empty_permuted(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let sizes = sizes_arg(ctx, "size")?;
+    let perm = ctx.ints("physical_layout")?;
+    let mut seen = vec![false; sizes.len()];
+    let valid = perm.len() == sizes.len()
+        && perm.iter().all(|&p| {
+            p >= 0 && (p as usize) < sizes.len() && !std::mem::replace(&mut seen[p as usize], true)
+        });
+    if !valid {
+        return Err(ctx.err(format!(
+            "physical_layout {perm:?} is not a permutation of the {} dims",
+            sizes.len()
+        )));
+    }
+    let mut strides = vec![0; sizes.len()];
+    let mut acc = 1;
+    for &p in perm.iter().rev() {
+        strides[p as usize] = acc;
+        acc *= sizes[p as usize].max(1);
+    }
+    let dtype = ctx.opt_dtype("dtype")?.unwrap_or(DType::F32);
+    let n: usize = sizes.iter().product();
+    one(Tensor::zeros(dtype, &[n])?.view_with(sizes, strides, 0))
 }
 
 fn scalar_tensor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -149,8 +190,12 @@ fn arange(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let end = ctx.scalar("end")?;
     let start = ctx.opt_scalar("start")?.unwrap_or(Scalar::Int(0));
     let step = ctx.opt_scalar("step")?.unwrap_or(Scalar::Int(1));
-    let any_float = [start, end, step].iter().any(|s| matches!(s, Scalar::Float(_)));
-    let dtype = ctx.opt_dtype("dtype")?.unwrap_or(if any_float { DType::F32 } else { DType::I64 });
+    let any_float = [start, end, step]
+        .iter()
+        .any(|s| matches!(s, Scalar::Float(_)));
+    let dtype = ctx
+        .opt_dtype("dtype")?
+        .unwrap_or(if any_float { DType::F32 } else { DType::I64 });
     let (s, e, st) = (start.as_f64(), end.as_f64(), step.as_f64());
     if st == 0.0 {
         return Err(ctx.err("step must be nonzero"));
@@ -179,10 +224,14 @@ fn arange(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     check_numel(ctx, n)?;
     let n = n as usize;
     let t = match ints {
-        Some((a, _, c)) => with_dtype!(dtype, T => Tensor::from_vec((0..n).map(|i| cast::<i64, T>(a.wrapping_add(c.wrapping_mul(i as i64)))).collect(), &[n]),
-            else return Err(ctx.err(format!("dtype {dtype} is not supported")))),
-        None => with_dtype!(dtype, T => Tensor::from_vec((0..n).map(|i| cast::<f64, T>(s + st * i as f64)).collect(), &[n]),
-            else return Err(ctx.err(format!("dtype {dtype} is not supported")))),
+        Some((a, _, c)) => {
+            with_dtype!(dtype, T => Tensor::from_vec((0..n).map(|i| cast::<i64, T>(a.wrapping_add(c.wrapping_mul(i as i64)))).collect(), &[n]),
+            else return Err(ctx.err(format!("dtype {dtype} is not supported"))))
+        }
+        None => {
+            with_dtype!(dtype, T => Tensor::from_vec((0..n).map(|i| cast::<f64, T>(s + st * i as f64)).collect(), &[n]),
+            else return Err(ctx.err(format!("dtype {dtype} is not supported"))))
+        }
     };
     one(t)
 }
@@ -193,7 +242,10 @@ fn number(ctx: &OpCtx, name: &str) -> Result<f64> {
         Some(Arg::Tensor(_)) => {
             let t = ctx.tensor(name)?;
             if t.numel() != 1 {
-                return Err(ctx.err(format!("'{name}' must be a 0-dimensional tensor, got shape {:?}", t.sizes)));
+                return Err(ctx.err(format!(
+                    "'{name}' must be a 0-dimensional tensor, got shape {:?}",
+                    t.sizes
+                )));
             }
             Ok(t.item_f64())
         }
@@ -211,13 +263,31 @@ fn linspace(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err("number of steps must be non-negative"));
     }
     check_numel(ctx, steps as u64)?;
-    let log_base = if op_name(ctx) == "logspace" { Some(ctx.float_or("base", 10.0)?) } else { None };
+    let log_base = if op_name(ctx) == "logspace" {
+        Some(ctx.float_or("base", 10.0)?)
+    } else {
+        None
+    };
     let dtype = ctx.opt_dtype("dtype")?.unwrap_or(DType::F32);
     let n = steps as usize;
     let half = n / 2;
-    let vals: Vec<f64> = if dtype == DType::F64 || !dtype.is_float() {
-        let step = if n > 1 { (end - start) / (n - 1) as f64 } else { 0.0 };
-        (0..n).map(|i| if i < half { start + step * i as f64 } else { end - step * (n - i - 1) as f64 }).collect()
+    let vals: Vec<f64> = if n == 1 {
+        vec![start]
+    } else if dtype == DType::F64 || !dtype.is_float() {
+        let step = if n > 1 {
+            (end - start) / (n - 1) as f64
+        } else {
+            0.0
+        };
+        (0..n)
+            .map(|i| {
+                if i < half {
+                    start + step * i as f64
+                } else {
+                    end - step * (n - i - 1) as f64
+                }
+            })
+            .collect()
     } else {
         let (s, e) = (start as f32, end as f32);
         let step = if n > 1 { (e - s) / (n - 1) as f32 } else { 0.0 };

@@ -21,13 +21,19 @@ pub(super) fn register(r: &mut Registry) {
     r.add_op("aten.uniform", rand);
     r.add_op("aten.uniform_", rand);
     r.add_op("aten.normal_", rand);
+    r.add_op("aten.normal_functional", rand);
     r.add_op("aten.randint", randint);
     r.add_op("aten.randint_like", randint);
     r.add_op("aten.random_", randint);
     r.add_op("aten.bernoulli", bernoulli);
     r.add_op("aten.bernoulli_", bernoulli);
     r.add_op("aten.normal", normal);
-    for op in ["dropout", "feature_dropout", "alpha_dropout", "feature_alpha_dropout"] {
+    for op in [
+        "dropout",
+        "feature_dropout",
+        "alpha_dropout",
+        "feature_alpha_dropout",
+    ] {
         r.add_op(&format!("aten.{op}"), dropout);
         r.add_op(&format!("aten.{op}_"), dropout);
     }
@@ -60,19 +66,24 @@ fn op_name<'a>(ctx: &'a OpCtx) -> &'a str {
     ctx.target().split('.').nth(1).unwrap_or("")
 }
 
-/// rand/randn and their `_like` forms, uniform/uniform_, normal_.
+/// rand/randn and their `_like` forms, uniform/uniform_, normal_/normal_functional.
 fn rand(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let name = op_name(ctx).to_string();
-    let (sizes, like) = if ctx.has("size") { (sizes_arg(ctx, "size")?, None) } else {
+    let (sizes, like) = if ctx.has("size") {
+        (sizes_arg(ctx, "size")?, None)
+    } else {
         let t = ctx.tensor("self")?;
         (t.sizes.clone(), Some(t))
     };
-    let dtype = ctx.opt_dtype("dtype")?.or(like.as_ref().map(|t| t.dtype)).unwrap_or(DType::F32);
+    let dtype = ctx
+        .opt_dtype("dtype")?
+        .or(like.as_ref().map(|t| t.dtype))
+        .unwrap_or(DType::F32);
     if !dtype.is_float() {
         return Err(ctx.err(format!("is not implemented for dtype {dtype}; use randint")));
     }
     let bits = digits(dtype);
-    let r = if name.starts_with("randn") || name == "normal_" {
+    let r = if name.starts_with("randn") || name.starts_with("normal") {
         let (mean, std) = (ctx.float_or("mean", 0.0)?, ctx.float_or("std", 1.0)?);
         if std < 0.0 {
             return Err(ctx.err(format!("normal expects std >= 0.0, but found std {std}")));
@@ -82,7 +93,9 @@ fn rand(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     } else {
         let (lo, hi) = (ctx.float_or("from", 0.0)?, ctx.float_or("to", 1.0)?);
         if lo > hi {
-            return Err(ctx.err(format!("uniform expects from <= to, but got from={lo} > to={hi}")));
+            return Err(ctx.err(format!(
+                "uniform expects from <= to, but got from={lo} > to={hi}"
+            )));
         }
         let rng = &mut ctx.state.rng;
         generate(dtype, &sizes, || lo + (hi - lo) * uniform01(rng, bits))?
@@ -96,7 +109,11 @@ fn rand(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// randint(high, size) / randint.low(low, high, size) / randint_like / random_: integers
 /// uniform in [low, high).
 fn randint(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let like = if ctx.has("size") { None } else { Some(ctx.tensor("self")?) };
+    let like = if ctx.has("size") {
+        None
+    } else {
+        Some(ctx.tensor("self")?)
+    };
     let sizes = match &like {
         Some(t) => t.sizes.clone(),
         None => sizes_arg(ctx, "size")?,
@@ -104,19 +121,26 @@ fn randint(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let low = ctx.opt_int("low")?.or(ctx.opt_int("from")?).unwrap_or(0);
     let high = match ctx.arg("high") {
         Some(Arg::Tensor(_)) => ctx.tensor("high")?.item_f64() as i64,
-        _ => match ctx.opt_int("high")?.or(ctx.opt_int("to")?) {
-            Some(h) => h,
-            None => 1i64 << 24,
-        },
+        _ => ctx
+            .opt_int("high")?
+            .or(ctx.opt_int("to")?)
+            .unwrap_or(1i64 << 24),
     };
     if high <= low {
-        return Err(ctx.err(format!("random_ expects 'from' to be less than 'to', but got from={low} >= to={high}")));
+        return Err(ctx.err(format!(
+            "random_ expects 'from' to be less than 'to', but got from={low} >= to={high}"
+        )));
     }
-    let dtype = ctx.opt_dtype("dtype")?.or(like.as_ref().map(|t| t.dtype)).unwrap_or(DType::I64);
+    let dtype = ctx
+        .opt_dtype("dtype")?
+        .or(like.as_ref().map(|t| t.dtype))
+        .unwrap_or(DType::I64);
     let range = (high as i128 - low as i128) as u128;
     let n: usize = sizes.iter().product();
     let rng = &mut ctx.state.rng;
-    let vals: Vec<i64> = (0..n).map(|_| (low as i128 + (rng.next_u64() as u128 % range) as i128) as i64).collect();
+    let vals: Vec<i64> = (0..n)
+        .map(|_| (low as i128 + (rng.next_u64() as u128 % range) as i128) as i64)
+        .collect();
     let r = with_dtype!(dtype, T => Tensor::from_vec(vals.into_iter().map(cast::<i64, T>).collect(), &sizes),
         else return Err(ctx.err(format!("dtype {dtype} is not supported"))));
     match &like {
@@ -133,7 +157,14 @@ fn bernoulli(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         None | Some(Arg::None) => t.to_vec::<f64>(),
         Some(Arg::Tensor(_)) => {
             let p = ctx.tensor("p")?;
-            p.expand_to(&t.sizes).map_err(|_| ctx.err(format!("p of shape {:?} cannot be broadcast to {:?}", p.sizes, t.sizes)))?.to_vec::<f64>()
+            p.expand_to(&t.sizes)
+                .map_err(|_| {
+                    ctx.err(format!(
+                        "p of shape {:?} cannot be broadcast to {:?}",
+                        p.sizes, t.sizes
+                    ))
+                })?
+                .to_vec::<f64>()
         }
         Some(_) => vec![ctx.float("p")?; t.numel()],
     };
@@ -141,7 +172,10 @@ fn bernoulli(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err(format!("bernoulli expects 0 <= p <= 1, got {bad}")));
     }
     let rng = &mut ctx.state.rng;
-    let vals: Vec<f64> = probs.iter().map(|&p| if uniform01(rng, 53) < p { 1.0 } else { 0.0 }).collect();
+    let vals: Vec<f64> = probs
+        .iter()
+        .map(|&p| if uniform01(rng, 53) < p { 1.0 } else { 0.0 })
+        .collect();
     let r = Tensor::from_vec(vals, &t.sizes).to_dtype(t.dtype)?;
     output(ctx, &t, r)
 }
@@ -157,7 +191,10 @@ fn normal(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     };
     let (mt, st) = (get("mean")?, get("std")?);
     let (sizes, dtype) = match (&mt, &st) {
-        (None, None) => (sizes_arg(ctx, "size")?, ctx.opt_dtype("dtype")?.unwrap_or(DType::F32)),
+        (None, None) => (
+            sizes_arg(ctx, "size")?,
+            ctx.opt_dtype("dtype")?.unwrap_or(DType::F32),
+        ),
         (Some(m), None) => (m.sizes.clone(), m.dtype),
         (None, Some(s)) => (s.sizes.clone(), s.dtype),
         (Some(m), Some(s)) => (
@@ -177,7 +214,11 @@ fn normal(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err(format!("normal expects std >= 0.0, but found std {bad}")));
     }
     let rng = &mut ctx.state.rng;
-    let v: Vec<f64> = means.iter().zip(&stds).map(|(&m, &s)| m + s * rng.normal()).collect();
+    let v: Vec<f64> = means
+        .iter()
+        .zip(&stds)
+        .map(|(&m, &s)| m + s * rng.normal())
+        .collect();
     one(Tensor::from_vec(v, &sizes).to_dtype(dtype)?)
 }
 
@@ -186,28 +227,43 @@ fn normal(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn keep_mask(rng: &mut Rng, sizes: &[usize], feature: bool, keep: f64) -> Vec<f64> {
     let n: usize = sizes.iter().product();
     if !feature || sizes.len() < 2 {
-        return (0..n).map(|_| if uniform01(rng, 53) < keep { 1.0 } else { 0.0 }).collect();
+        return (0..n)
+            .map(|_| if uniform01(rng, 53) < keep { 1.0 } else { 0.0 })
+            .collect();
     }
     let channels = sizes[0] * sizes[1];
     let inner = n / channels.max(1);
-    let per: Vec<f64> = (0..channels).map(|_| if uniform01(rng, 53) < keep { 1.0 } else { 0.0 }).collect();
-    per.iter().flat_map(|&m| std::iter::repeat_n(m, inner)).collect()
+    let per: Vec<f64> = (0..channels)
+        .map(|_| if uniform01(rng, 53) < keep { 1.0 } else { 0.0 })
+        .collect();
+    per.iter()
+        .flat_map(|&m| std::iter::repeat_n(m, inner))
+        .collect()
 }
 
 /// dropout / feature_dropout / alpha_dropout / feature_alpha_dropout (and `_` forms): the
 /// input itself in eval (as torch returns it), masked and rescaled in training.
 fn dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let name = op_name(ctx).to_string();
-    let t = if ctx.has("input") { ctx.tensor("input")? } else { ctx.tensor("self")? };
+    let t = if ctx.has("input") {
+        ctx.tensor("input")?
+    } else {
+        ctx.tensor("self")?
+    };
     let p = ctx.float("p")?;
     if !(0.0..=1.0).contains(&p) {
-        return Err(ctx.err(format!("dropout probability has to be between 0 and 1, but got {p}")));
+        return Err(ctx.err(format!(
+            "dropout probability has to be between 0 and 1, but got {p}"
+        )));
     }
     if !ctx.bool_or("train", true)? || p == 0.0 || t.numel() == 0 {
         return one(t);
     }
     if !t.dtype.is_float() {
-        return Err(ctx.err(format!("dropout is only implemented for floating dtypes, got {}", t.dtype)));
+        return Err(ctx.err(format!(
+            "dropout is only implemented for floating dtypes, got {}",
+            t.dtype
+        )));
     }
     let feature = name.starts_with("feature");
     let x = t.to_vec::<f64>();
@@ -217,7 +273,10 @@ fn dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         // affine map restores mean and variance.
         const ALPHA: f64 = 1.7580993408473766;
         let a = 1.0 / ((ALPHA * ALPHA * p + 1.0) * (1.0 - p)).sqrt();
-        x.iter().zip(&mask).map(|(&v, &m)| v * (m * a) + ((m - 1.0) * ALPHA * a + ALPHA * a * p)).collect()
+        x.iter()
+            .zip(&mask)
+            .map(|(&v, &m)| v * (m * a) + ((m - 1.0) * ALPHA * a + ALPHA * a * p))
+            .collect()
     } else if p == 1.0 {
         x.iter().map(|&v| v * 0.0).collect()
     } else {
@@ -238,10 +297,16 @@ fn native_dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             Some(st) => crate::ops::elementwise::convert::materialize(&t, t.dtype, Some(st))?,
             None => t.to_dtype(t.dtype)?,
         };
-        return Ok(vec![RValue::Tensor(copy), RValue::Tensor(Tensor::from_vec(vec![true; t.numel()], &t.sizes))]);
+        return Ok(vec![
+            RValue::Tensor(copy),
+            RValue::Tensor(Tensor::from_vec(vec![true; t.numel()], &t.sizes)),
+        ]);
     }
     if !t.dtype.is_float() {
-        return Err(ctx.err(format!("dropout is only implemented for floating dtypes, got {}", t.dtype)));
+        return Err(ctx.err(format!(
+            "dropout is only implemented for floating dtypes, got {}",
+            t.dtype
+        )));
     }
     let keep = 1.0 - p;
     let scale = if keep == 0.0 { 0.0 } else { 1.0 / keep };
@@ -250,6 +315,9 @@ fn native_dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let out: Vec<f64> = x.iter().zip(&mask).map(|(&v, &m)| v * m * scale).collect();
     Ok(vec![
         RValue::Tensor(Tensor::from_vec(out, &t.sizes).to_dtype(t.dtype)?),
-        RValue::Tensor(Tensor::from_vec(mask.iter().map(|&m| m != 0.0).collect::<Vec<bool>>(), &t.sizes)),
+        RValue::Tensor(Tensor::from_vec(
+            mask.iter().map(|&m| m != 0.0).collect::<Vec<bool>>(),
+            &t.sizes,
+        )),
     ])
 }

@@ -18,7 +18,12 @@ struct Term {
     labels: Vec<u32>,
 }
 
-fn parse_term(ctx: &OpCtx, s: &str, rank: Option<usize>, ell_total: usize) -> Result<(Vec<Option<u32>>, usize)> {
+fn parse_term(
+    ctx: &OpCtx,
+    s: &str,
+    rank: Option<usize>,
+    ell_total: usize,
+) -> Result<(Vec<Option<u32>>, usize)> {
     // Letters become Some(label); the ellipsis becomes None markers counted by the caller.
     let mut out = Vec::new();
     let mut ell = 0;
@@ -35,7 +40,11 @@ fn parse_term(ctx: &OpCtx, s: &str, rank: Option<usize>, ell_total: usize) -> Re
                 ell = 1;
                 let letters = s.chars().filter(|c| c.is_ascii_alphabetic()).count();
                 let n = match rank {
-                    Some(r) => r.checked_sub(letters).ok_or_else(|| ctx.err(format!("einsum term '{s}' has more labels than its operand has dims ({r})")))?,
+                    Some(r) => r.checked_sub(letters).ok_or_else(|| {
+                        ctx.err(format!(
+                            "einsum term '{s}' has more labels than its operand has dims ({r})"
+                        ))
+                    })?,
                     None => ell_total,
                 };
                 let first = ell_total.saturating_sub(n);
@@ -43,7 +52,12 @@ fn parse_term(ctx: &OpCtx, s: &str, rank: Option<usize>, ell_total: usize) -> Re
                 i += 3;
                 continue;
             }
-            other => return Err(ctx.err(format!("invalid character '{}' in einsum equation", other as char))),
+            other => {
+                return Err(ctx.err(format!(
+                    "invalid character '{}' in einsum equation",
+                    other as char
+                )))
+            }
         }
         i += 1;
     }
@@ -58,7 +72,11 @@ fn parse(ctx: &OpCtx, eq: &str, tensors: &[Tensor]) -> Result<(Vec<Term>, Vec<u3
     };
     let parts: Vec<&str> = lhs.split(',').collect();
     if parts.len() != tensors.len() {
-        return Err(ctx.err(format!("einsum equation '{eq}' has {} operands, but {} tensors were given", parts.len(), tensors.len())));
+        return Err(ctx.err(format!(
+            "einsum equation '{eq}' has {} operands, but {} tensors were given",
+            parts.len(),
+            tensors.len()
+        )));
     }
     // Ellipsis dims: the most any operand has.
     let mut ell_total = 0;
@@ -73,7 +91,11 @@ fn parse(ctx: &OpCtx, eq: &str, tensors: &[Tensor]) -> Result<(Vec<Term>, Vec<u3
     for (p, t) in parts.iter().zip(tensors) {
         let (labels, _) = parse_term(ctx, p, Some(t.rank()), ell_total)?;
         if labels.len() != t.rank() {
-            return Err(ctx.err(format!("einsum term '{p}' has {} labels for an operand of rank {}", labels.len(), t.rank())));
+            return Err(ctx.err(format!(
+                "einsum term '{p}' has {} labels for an operand of rank {}",
+                labels.len(),
+                t.rank()
+            )));
         }
         let labels: Vec<u32> = labels.into_iter().flatten().collect();
         for &l in &labels {
@@ -92,7 +114,9 @@ fn parse(ctx: &OpCtx, eq: &str, tensors: &[Tensor]) -> Result<(Vec<Term>, Vec<u3
                     return Err(ctx.err(format!("output label repeated in einsum equation '{eq}'")));
                 }
                 if !terms.iter().any(|t| t.labels.contains(l)) && *l < ELLIPSIS_BASE {
-                    return Err(ctx.err(format!("output label of '{eq}' does not appear in any input")));
+                    return Err(ctx.err(format!(
+                        "output label of '{eq}' does not appear in any input"
+                    )));
                 }
             }
             labels
@@ -114,7 +138,10 @@ struct Op {
 
 impl Op {
     fn size(&self, l: u32) -> Option<usize> {
-        self.labels.iter().position(|&x| x == l).map(|i| self.t.sizes[i])
+        self.labels
+            .iter()
+            .position(|&x| x == l)
+            .map(|i| self.t.sizes[i])
     }
     /// A view with dims in the order of `labels` (missing ones size 1), each expanded to `sizes`.
     fn arranged(&self, labels: &[u32], sizes: &[usize]) -> Tensor {
@@ -143,11 +170,19 @@ impl Op {
         let inner: usize = sizes[kept.len()..].iter().product();
         let t = if self.t.dtype == DType::I64 {
             let x = v.to_vec::<i64>();
-            let s: Vec<i64> = (0..nk).map(|i| x[i * inner..(i + 1) * inner].iter().fold(0i64, |a, &b| a.wrapping_add(b))).collect();
+            let s: Vec<i64> = (0..nk)
+                .map(|i| {
+                    x[i * inner..(i + 1) * inner]
+                        .iter()
+                        .fold(0i64, |a, &b| a.wrapping_add(b))
+                })
+                .collect();
             Tensor::from_vec(s, &ksizes)
         } else {
             let x = v.to_vec::<f64>();
-            let s: Vec<f64> = (0..nk).map(|i| x[i * inner..(i + 1) * inner].iter().sum()).collect();
+            let s: Vec<f64> = (0..nk)
+                .map(|i| x[i * inner..(i + 1) * inner].iter().sum())
+                .collect();
             Tensor::from_vec(s, &ksizes).to_dtype(self.t.dtype)?
         };
         Ok(Op { t, labels: kept })
@@ -159,40 +194,98 @@ fn pair(ctx: &OpCtx, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Op> {
     let a = a.sum_except(&|l| keep(l) || b.labels.contains(&l))?;
     let b = b.sum_except(&|l| keep(l) || a.labels.contains(&l))?;
     let both = |l: &u32| a.labels.contains(l) && b.labels.contains(l);
-    let batch: Vec<u32> = a.labels.iter().copied().filter(|l| both(l) && keep(*l)).collect();
-    let contract: Vec<u32> = a.labels.iter().copied().filter(|l| both(l) && !keep(*l)).collect();
-    let a_only: Vec<u32> = a.labels.iter().copied().filter(|l| !b.labels.contains(l)).collect();
-    let b_only: Vec<u32> = b.labels.iter().copied().filter(|l| !a.labels.contains(l)).collect();
+    let batch: Vec<u32> = a
+        .labels
+        .iter()
+        .copied()
+        .filter(|l| both(l) && keep(*l))
+        .collect();
+    let contract: Vec<u32> = a
+        .labels
+        .iter()
+        .copied()
+        .filter(|l| both(l) && !keep(*l))
+        .collect();
+    let a_only: Vec<u32> = a
+        .labels
+        .iter()
+        .copied()
+        .filter(|l| !b.labels.contains(l))
+        .collect();
+    let b_only: Vec<u32> = b
+        .labels
+        .iter()
+        .copied()
+        .filter(|l| !a.labels.contains(l))
+        .collect();
     let size = |l: u32| -> Result<usize> {
         match (a.size(l), b.size(l)) {
-            (Some(x), Some(y)) if x != y && x != 1 && y != 1 => Err(ctx.err(format!("einsum operands disagree on a dimension: {x} vs {y}"))),
+            (Some(x), Some(y)) if x != y && x != 1 && y != 1 => Err(ctx.err(format!(
+                "einsum operands disagree on a dimension: {x} vs {y}"
+            ))),
             (x, y) => Ok(x.unwrap_or(1).max(y.unwrap_or(1))),
         }
     };
     let sizes_of = |ls: &[u32]| ls.iter().map(|&l| size(l)).collect::<Result<Vec<usize>>>();
-    let (bs, ms, ks, ns) = (sizes_of(&batch)?, sizes_of(&a_only)?, sizes_of(&contract)?, sizes_of(&b_only)?);
-    let (nb, m, k, n) = (bs.iter().product::<usize>(), ms.iter().product::<usize>(), ks.iter().product::<usize>(), ns.iter().product::<usize>());
-    let a_order: Vec<u32> = batch.iter().chain(&a_only).chain(&contract).copied().collect();
-    let b_order: Vec<u32> = batch.iter().chain(&contract).chain(&b_only).copied().collect();
-    let av = a.arranged(&a_order, &[&bs[..], &ms, &ks].concat()).contiguous();
-    let bv = b.arranged(&b_order, &[&bs[..], &ks, &ns].concat()).contiguous();
+    let (bs, ms, ks, ns) = (
+        sizes_of(&batch)?,
+        sizes_of(&a_only)?,
+        sizes_of(&contract)?,
+        sizes_of(&b_only)?,
+    );
+    let (nb, m, k, n) = (
+        bs.iter().product::<usize>(),
+        ms.iter().product::<usize>(),
+        ks.iter().product::<usize>(),
+        ns.iter().product::<usize>(),
+    );
+    let a_order: Vec<u32> = batch
+        .iter()
+        .chain(&a_only)
+        .chain(&contract)
+        .copied()
+        .collect();
+    let b_order: Vec<u32> = batch
+        .iter()
+        .chain(&contract)
+        .chain(&b_only)
+        .copied()
+        .collect();
+    let av = a
+        .arranged(&a_order, &[&bs[..], &ms, &ks].concat())
+        .contiguous();
+    let bv = b
+        .arranged(&b_order, &[&bs[..], &ks, &ns].concat())
+        .contiguous();
     let av = av.view_with(vec![nb, m, k], vec![m * k, k, 1], av.offset);
     let bv = bv.view_with(vec![nb, k, n], vec![k * n, n, 1], bv.offset);
     let r = batched_matmul(&av, &bv, 1.0, None)?;
     let out_sizes = [&bs[..], &ms, &ns].concat();
-    let r = r.view_with(out_sizes.clone(), crate::tensor::contiguous_strides(&out_sizes), 0);
-    Ok(Op { t: r, labels: batch.into_iter().chain(a_only).chain(b_only).collect() })
+    let r = r.view_with(
+        out_sizes.clone(),
+        crate::tensor::contiguous_strides(&out_sizes),
+        0,
+    );
+    Ok(Op {
+        t: r,
+        labels: batch.into_iter().chain(a_only).chain(b_only).collect(),
+    })
 }
 
 pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let eq = ctx.opt_str("equation")?.ok_or_else(|| ctx.err("missing equation"))?;
+    let eq = ctx
+        .opt_str("equation")?
+        .ok_or_else(|| ctx.err("missing equation"))?;
     let tensors = ctx.tensors("tensors")?;
     if tensors.is_empty() {
         return Err(ctx.err("einsum needs at least one operand"));
     }
     let dt = tensors[0].dtype;
     if let Some(t) = tensors.iter().find(|t| t.dtype != dt) {
-        return Err(ctx.err(format!("einsum operands must have the same dtype, got {dt} and {}", t.dtype)));
+        return Err(ctx.err(format!(
+            "einsum operands must have the same dtype, got {dt} and {}",
+            t.dtype
+        )));
     }
     let ct = compute_dtype(ctx, dt)?;
     let (terms, out) = parse(ctx, &eq, &tensors)?;
@@ -205,7 +298,10 @@ pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             match labels.iter().position(|&x| x == l) {
                 Some(j) => {
                     if sizes[j] != t.sizes[i] {
-                        return Err(ctx.err(format!("einsum label repeated with sizes {} and {}", sizes[j], t.sizes[i])));
+                        return Err(ctx.err(format!(
+                            "einsum label repeated with sizes {} and {}",
+                            sizes[j], t.sizes[i]
+                        )));
                     }
                     strides[j] += t.strides[i];
                 }
@@ -217,7 +313,10 @@ pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             }
         }
         let v = t.view_with(sizes, strides, t.offset);
-        ops.push(Op { t: as_dtype(&v, ct)?, labels });
+        ops.push(Op {
+            t: as_dtype(&v, ct)?,
+            labels,
+        });
     }
     let out_t = contract_ops(ctx, ops, &out)?;
     Ok(vec![RValue::Tensor(as_dtype(&out_t, dt)?)])
@@ -227,9 +326,12 @@ pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// the labels `out`; the result is in the compute dtype.
 fn contract_ops(ctx: &OpCtx, ops: Vec<Op>, out: &[u32]) -> Result<Tensor> {
     let all: Vec<Vec<u32>> = ops.iter().map(|o| o.labels.clone()).collect();
-    let needed_after = |i: usize, l: u32| out.contains(&l) || all[i + 1..].iter().any(|ls| ls.contains(&l));
+    let needed_after =
+        |i: usize, l: u32| out.contains(&l) || all[i + 1..].iter().any(|ls| ls.contains(&l));
     let mut it = ops.into_iter().enumerate();
-    let (_, first) = it.next().ok_or_else(|| ctx.err("a contraction needs at least one operand"))?;
+    let (_, first) = it
+        .next()
+        .ok_or_else(|| ctx.err("a contraction needs at least one operand"))?;
     let mut acc = first.sum_except(&|l| needed_after(0, l))?;
     for (i, op) in it {
         acc = pair(ctx, acc, op, &|l| needed_after(i, l))?;
@@ -243,18 +345,35 @@ fn contract_ops(ctx: &OpCtx, ops: Vec<Op>, out: &[u32]) -> Result<Tensor> {
 /// A general contraction for other ops (tensordot, bilinear, _trilinear): each operand with
 /// one label per dim (distinct within an operand), all of one dtype; the result has the
 /// labels `out` and the operands' dtype.
-pub(super) fn contract(ctx: &OpCtx, operands: &[(Tensor, Vec<u32>)], out: &[u32]) -> Result<Tensor> {
-    let dt = operands.first().map(|(t, _)| t.dtype).ok_or_else(|| ctx.err("a contraction needs at least one operand"))?;
+pub(super) fn contract(
+    ctx: &OpCtx,
+    operands: &[(Tensor, Vec<u32>)],
+    out: &[u32],
+) -> Result<Tensor> {
+    let dt = operands
+        .first()
+        .map(|(t, _)| t.dtype)
+        .ok_or_else(|| ctx.err("a contraction needs at least one operand"))?;
     let ct = compute_dtype(ctx, dt)?;
     let mut ops = Vec::new();
     for (t, labels) in operands {
         if t.dtype != dt {
-            return Err(ctx.err(format!("operands must have the same dtype, got {dt} and {}", t.dtype)));
+            return Err(ctx.err(format!(
+                "operands must have the same dtype, got {dt} and {}",
+                t.dtype
+            )));
         }
         if labels.len() != t.rank() {
-            return Err(ctx.err(format!("internal: {} labels for a tensor of rank {}", labels.len(), t.rank())));
+            return Err(ctx.err(format!(
+                "internal: {} labels for a tensor of rank {}",
+                labels.len(),
+                t.rank()
+            )));
         }
-        ops.push(Op { t: as_dtype(t, ct)?, labels: labels.clone() });
+        ops.push(Op {
+            t: as_dtype(t, ct)?,
+            labels: labels.clone(),
+        });
     }
     as_dtype(&contract_ops(ctx, ops, out)?, dt)
 }

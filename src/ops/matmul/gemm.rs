@@ -9,13 +9,20 @@ use crate::error::{Error, Result};
 
 /// Element types the SIMD GEMM computes in.
 pub(crate) trait Float:
-    Elem + std::ops::Add<Output = Self> + std::ops::Sub<Output = Self> + std::ops::Mul<Output = Self> + std::ops::Div<Output = Self>
+    Elem
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
 {
     const ZERO: Self;
     const ONE: Self;
     fn of(v: f64) -> Self;
     fn floor(self) -> Self;
-    fn is_nan(self) -> bool;
+    fn abs(self) -> Self;
+    /// Round half to even (C's nearbyint in the default rounding mode).
+    fn round_even(self) -> Self;
+    fn to_isize(self) -> isize;
 }
 
 impl Float for f32 {
@@ -27,8 +34,15 @@ impl Float for f32 {
     fn floor(self) -> f32 {
         f32::floor(self)
     }
-    fn is_nan(self) -> bool {
-        f32::is_nan(self)
+    fn abs(self) -> f32 {
+        f32::abs(self)
+    }
+    fn round_even(self) -> f32 {
+        f32::round_ties_even(self)
+    }
+    fn to_isize(self) -> isize {
+        // Saturating, NaN -> 0: coordinates far outside any tensor stay outside.
+        self as isize
     }
 }
 
@@ -41,8 +55,15 @@ impl Float for f64 {
     fn floor(self) -> f64 {
         f64::floor(self)
     }
-    fn is_nan(self) -> bool {
-        f64::is_nan(self)
+    fn abs(self) -> f64 {
+        f64::abs(self)
+    }
+    fn round_even(self) -> f64 {
+        f64::round_ties_even(self)
+    }
+    fn to_isize(self) -> isize {
+        // Saturating, NaN -> 0: coordinates far outside any tensor stay outside.
+        self as isize
     }
 }
 
@@ -66,12 +87,18 @@ fn fits(len: usize, off: usize, rows: usize, cols: usize, rs: usize, cs: usize) 
     if rows == 0 || cols == 0 {
         return true;
     }
-    let last = (rows - 1).checked_mul(rs).and_then(|x| (cols - 1).checked_mul(cs).and_then(|y| x.checked_add(y))).and_then(|x| x.checked_add(off));
+    let last = (rows - 1)
+        .checked_mul(rs)
+        .and_then(|x| (cols - 1).checked_mul(cs).and_then(|y| x.checked_add(y)))
+        .and_then(|x| x.checked_add(off));
     last.is_some_and(|l| l < len)
 }
 
 fn oob(what: &str) -> Error {
-    Error::op("gemm", format!("{what} matrix lies outside its storage (a bug in the caller's strides)"))
+    Error::op(
+        "gemm",
+        format!("{what} matrix lies outside its storage (a bug in the caller's strides)"),
+    )
 }
 
 /// Threads available to kernels (1 on wasm32, where there are none).
@@ -82,8 +109,18 @@ pub(crate) fn num_threads() -> usize {
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
+        // PT2WEB_NUM_THREADS caps the threads (benchmarks, hosts sharing their cores).
         static N: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-        *N.get_or_init(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
+        *N.get_or_init(|| {
+            let avail = std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1);
+            std::env::var("PT2WEB_NUM_THREADS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&n| n > 0)
+                .unwrap_or(avail)
+        })
     }
 }
 
@@ -93,7 +130,7 @@ const PAR_GEMM_WORK: usize = 1 << 18;
 fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
     #[cfg(not(target_arch = "wasm32"))]
     if threads && num_threads() > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_GEMM_WORK {
-        return gemm::Parallelism::Rayon(0);
+        return gemm::Parallelism::Rayon(num_threads());
     }
     let _ = (m, n, k, threads);
     gemm::Parallelism::None
@@ -188,8 +225,16 @@ pub(crate) fn sgemm(
     c: &mut [f32],
     ldc: usize,
 ) -> Result<()> {
-    let am = if trans_a { Mat::new(a, 0, 1, lda) } else { Mat::new(a, 0, lda, 1) };
-    let bm = if trans_b { Mat::new(b, 0, 1, ldb) } else { Mat::new(b, 0, ldb, 1) };
+    let am = if trans_a {
+        Mat::new(a, 0, 1, lda)
+    } else {
+        Mat::new(a, 0, lda, 1)
+    };
+    let bm = if trans_b {
+        Mat::new(b, 0, 1, ldb)
+    } else {
+        Mat::new(b, 0, ldb, 1)
+    };
     gemm(m, n, k, am, bm, c, 0, ldc, 1, alpha, beta, true)
 }
 
@@ -197,11 +242,23 @@ pub(crate) fn sgemm(
 /// result cast to a narrower type afterwards equals the narrow computation, modulo 2^bits).
 /// `c` is m×n row-major: `c = beta * c + alpha * a @ b`.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn igemm(m: usize, n: usize, k: usize, a: Mat<i64>, b: Mat<i64>, c: &mut [i64], alpha: i64, beta: i64) -> Result<()> {
+pub(crate) fn igemm(
+    m: usize,
+    n: usize,
+    k: usize,
+    a: Mat<i64>,
+    b: Mat<i64>,
+    c: &mut [i64],
+    alpha: i64,
+    beta: i64,
+) -> Result<()> {
     if c.len() < m * n {
         return Err(oob("output"));
     }
-    if k > 0 && (!fits(a.data.len(), a.off, m, k, a.rs, a.cs) || !fits(b.data.len(), b.off, k, n, b.rs, b.cs)) {
+    if k > 0
+        && (!fits(a.data.len(), a.off, m, k, a.rs, a.cs)
+            || !fits(b.data.len(), b.off, k, n, b.rs, b.cs))
+    {
         return Err(oob("input"));
     }
     let mut row = vec![0i64; n];
@@ -216,7 +273,11 @@ pub(crate) fn igemm(m: usize, n: usize, k: usize, a: Mat<i64>, b: Mat<i64>, c: &
         }
         for (j, r) in row.iter().enumerate() {
             let o = &mut c[i * n + j];
-            *o = if beta == 0 { alpha.wrapping_mul(*r) } else { beta.wrapping_mul(*o).wrapping_add(alpha.wrapping_mul(*r)) };
+            *o = if beta == 0 {
+                alpha.wrapping_mul(*r)
+            } else {
+                beta.wrapping_mul(*o).wrapping_add(alpha.wrapping_mul(*r))
+            };
         }
     }
     Ok(())
@@ -224,12 +285,20 @@ pub(crate) fn igemm(m: usize, n: usize, k: usize, a: Mat<i64>, b: Mat<i64>, c: &
 
 /// Run `f(index, chunk)` over `out.chunks_mut(chunk)`, spread over threads on native when the
 /// total work (`work` ≈ operations per chunk) is worth it; in order on one thread otherwise.
-pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, work: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+pub(crate) fn par_chunks<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
     if chunk == 0 || out.is_empty() {
         return;
     }
     let n = out.len().div_ceil(chunk);
-    let threads = num_threads().min(n).min(n.saturating_mul(work) / (PAR_GEMM_WORK / 4)).max(1);
+    let threads = num_threads()
+        .min(n)
+        .min(n.saturating_mul(work) / (PAR_GEMM_WORK / 4))
+        .max(1);
     if threads <= 1 {
         for (i, c) in out.chunks_mut(chunk).enumerate() {
             f(i, c);
@@ -250,6 +319,69 @@ pub(crate) fn par_chunks<T: Send>(out: &mut [T], chunk: usize, work: usize, f: i
             }
         });
     }
+}
+
+/// [`par_chunks`] over two outputs split alike (`chunk_a` and `chunk_b` elements per task),
+/// e.g. pooled values and their indices.
+pub(crate) fn par_chunks2<A: Send, B: Send>(
+    a: &mut [A],
+    b: &mut [B],
+    chunk_a: usize,
+    chunk_b: usize,
+    work: usize,
+    f: impl Fn(usize, &mut [A], &mut [B]) + Sync,
+) {
+    if chunk_a == 0 || chunk_b == 0 || a.is_empty() {
+        return;
+    }
+    let n = (a.len() / chunk_a).min(b.len() / chunk_b);
+    let threads = num_threads()
+        .min(n)
+        .min(n.saturating_mul(work) / (PAR_GEMM_WORK / 4))
+        .max(1);
+    if threads <= 1 {
+        for (i, (x, y)) in a.chunks_mut(chunk_a).zip(b.chunks_mut(chunk_b)).enumerate() {
+            f(i, x, y);
+        }
+        return;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        let per = n.div_ceil(threads);
+        let f = &f;
+        std::thread::scope(|s| {
+            for (t, (ga, gb)) in a
+                .chunks_mut(per * chunk_a)
+                .zip(b.chunks_mut(per * chunk_b))
+                .enumerate()
+            {
+                s.spawn(move || {
+                    for (i, (x, y)) in ga
+                        .chunks_mut(chunk_a)
+                        .zip(gb.chunks_mut(chunk_b))
+                        .enumerate()
+                    {
+                        f(t * per + i, x, y);
+                    }
+                });
+            }
+        });
+    }
+}
+
+/// Call `f` with the elements of `t` in row-major order as `T`: the storage itself when `t`
+/// is contiguous and already of type `T` (no copy of weights on every run), else a converted copy.
+pub(crate) fn with_contiguous<T: Elem, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> R {
+    let n = t.numel();
+    if t.dtype == T::DTYPE && t.is_contiguous() {
+        let g = t.read();
+        if let Some(s) = T::slice(&g) {
+            if t.offset + n <= s.len() {
+                return f(&s[t.offset..t.offset + n]);
+            }
+        }
+    }
+    f(&t.to_vec::<T>())
 }
 
 /// Storage offsets of every index of `sizes` (row-major) under `strides`, from `base`.
@@ -291,7 +423,12 @@ fn merged_stride(sizes: &[usize], strides: &[usize]) -> Option<usize> {
 /// (identical batch shapes; broadcast batch dims may have stride 0 and are never copied). Both
 /// in the compute dtype (f32, f64 or i64); `add`, when given, already has the output shape
 /// [batch.., M, N] (a broadcast view is fine). Returns a contiguous tensor of the compute dtype.
-pub(crate) fn batched_matmul(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Tensor, f64)>) -> Result<Tensor> {
+pub(crate) fn batched_matmul(
+    a: &Tensor,
+    b: &Tensor,
+    alpha: f64,
+    add: Option<(&Tensor, f64)>,
+) -> Result<Tensor> {
     match a.dtype {
         DType::F32 => batched_float::<f32>(a, b, alpha, add),
         DType::F64 => batched_float::<f64>(a, b, alpha, add),
@@ -309,10 +446,26 @@ struct Shape {
 
 fn shape_of(a: &Tensor, b: &Tensor) -> Result<Shape> {
     let (ra, rb) = (a.rank(), b.rank());
-    if ra < 2 || ra != rb || a.sizes[..ra - 2] != b.sizes[..rb - 2] || a.sizes[ra - 1] != b.sizes[rb - 2] || a.dtype != b.dtype {
-        return Err(Error::op("matmul", format!("internal: mismatched operands {:?} and {:?}", a.sizes, b.sizes)));
+    if ra < 2
+        || ra != rb
+        || a.sizes[..ra - 2] != b.sizes[..rb - 2]
+        || a.sizes[ra - 1] != b.sizes[rb - 2]
+        || a.dtype != b.dtype
+    {
+        return Err(Error::op(
+            "matmul",
+            format!(
+                "internal: mismatched operands {:?} and {:?}",
+                a.sizes, b.sizes
+            ),
+        ));
     }
-    Ok(Shape { batch: a.sizes[..ra - 2].to_vec(), m: a.sizes[ra - 2], k: a.sizes[ra - 1], n: b.sizes[rb - 1] })
+    Ok(Shape {
+        batch: a.sizes[..ra - 2].to_vec(),
+        m: a.sizes[ra - 2],
+        k: a.sizes[ra - 1],
+        n: b.sizes[rb - 1],
+    })
 }
 
 fn initial<T: Elem>(out: &[usize], add: Option<(&Tensor, f64)>) -> Result<(Vec<T>, f64)> {
@@ -322,7 +475,12 @@ fn initial<T: Elem>(out: &[usize], add: Option<(&Tensor, f64)>) -> Result<(Vec<T
     }
 }
 
-fn batched_float<T: Float>(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Tensor, f64)>) -> Result<Tensor> {
+fn batched_float<T: Float>(
+    a: &Tensor,
+    b: &Tensor,
+    alpha: f64,
+    add: Option<(&Tensor, f64)>,
+) -> Result<Tensor> {
     let Shape { batch, m, k, n } = shape_of(a, b)?;
     let mut out_sizes = batch.clone();
     out_sizes.extend([m, n]);
@@ -333,7 +491,12 @@ fn batched_float<T: Float>(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Ten
     let sa = T::slice(&ga).ok_or_else(|| oob("left"))?;
     let sb = T::slice(&gb).ok_or_else(|| oob("right"))?;
     let (alpha, beta) = (T::of(alpha), T::of(beta));
-    let (a_rs, a_cs, b_rs, b_cs) = (a.strides[ra - 2], a.strides[ra - 1], b.strides[rb - 2], b.strides[rb - 1]);
+    let (a_rs, a_cs, b_rs, b_cs) = (
+        a.strides[ra - 2],
+        a.strides[ra - 1],
+        b.strides[rb - 2],
+        b.strides[rb - 1],
+    );
     // One batch-broadcast right operand: fold the batch into M for one large GEMM
     // (x @ W for x of [B, S, K]), when a's batch and row dims form a single stride.
     if b.strides[..rb - 2].iter().all(|&s| s == 0) && !batch.is_empty() {
@@ -341,7 +504,20 @@ fn batched_float<T: Float>(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Ten
             let rows = batch.iter().product::<usize>() * m;
             let rs = if rows <= 1 { a_rs } else { rs };
             return {
-                gemm(rows, n, k, Mat::new(sa, a.offset, rs, a_cs), Mat::new(sb, b.offset, b_rs, b_cs), &mut c, 0, n, 1, alpha, beta, true)?;
+                gemm(
+                    rows,
+                    n,
+                    k,
+                    Mat::new(sa, a.offset, rs, a_cs),
+                    Mat::new(sb, b.offset, b_rs, b_cs),
+                    &mut c,
+                    0,
+                    n,
+                    1,
+                    alpha,
+                    beta,
+                    true,
+                )?;
                 Ok(Tensor::from_vec(c, &out_sizes))
             };
         }
@@ -354,7 +530,20 @@ fn batched_float<T: Float>(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Ten
         // Many small products (attention heads): one thread per group of batches.
         let err = std::sync::Mutex::new(None);
         par_chunks(&mut c, per.max(1), m * n * k, |i, cc| {
-            let r = gemm(m, n, k, Mat::new(sa, a_offs[i], a_rs, a_cs), Mat::new(sb, b_offs[i], b_rs, b_cs), cc, 0, n, 1, alpha, beta, false);
+            let r = gemm(
+                m,
+                n,
+                k,
+                Mat::new(sa, a_offs[i], a_rs, a_cs),
+                Mat::new(sb, b_offs[i], b_rs, b_cs),
+                cc,
+                0,
+                n,
+                1,
+                alpha,
+                beta,
+                false,
+            );
             if let Err(e) = r {
                 *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
             }
@@ -364,7 +553,20 @@ fn batched_float<T: Float>(a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Ten
         }
     } else {
         for (i, (&ao, &bo)) in a_offs.iter().zip(&b_offs).enumerate() {
-            gemm(m, n, k, Mat::new(sa, ao, a_rs, a_cs), Mat::new(sb, bo, b_rs, b_cs), &mut c, i * per, n, 1, alpha, beta, true)?;
+            gemm(
+                m,
+                n,
+                k,
+                Mat::new(sa, ao, a_rs, a_cs),
+                Mat::new(sb, bo, b_rs, b_cs),
+                &mut c,
+                i * per,
+                n,
+                1,
+                alpha,
+                beta,
+                true,
+            )?;
         }
     }
     Ok(Tensor::from_vec(c, &out_sizes))
@@ -386,7 +588,16 @@ fn batched_int(a: &Tensor, b: &Tensor, alpha: i64, add: Option<(&Tensor, f64)>) 
     for (i, (&ao, &bo)) in a_offs.iter().zip(&b_offs).enumerate() {
         let am = Mat::new(sa, ao, a.strides[ra - 2], a.strides[ra - 1]);
         let bm = Mat::new(sb, bo, b.strides[rb - 2], b.strides[rb - 1]);
-        igemm(m, n, k, am, bm, &mut c[i * per..(i + 1) * per], alpha, beta as i64)?;
+        igemm(
+            m,
+            n,
+            k,
+            am,
+            bm,
+            &mut c[i * per..(i + 1) * per],
+            alpha,
+            beta as i64,
+        )?;
     }
     Ok(Tensor::from_vec(c, &out_sizes))
 }
@@ -407,14 +618,28 @@ mod tests {
 
     #[test]
     fn sgemm_matches_naive_across_shapes() {
-        for &(m, n, k) in &[(1, 1, 1), (3, 5, 7), (17, 33, 65), (64, 1, 9), (1, 70, 130), (128, 96, 40)] {
-            let a: Vec<f32> = (0..m * k).map(|i| ((i * 7 % 13) as f32 - 6.0) / 5.0).collect();
-            let b: Vec<f32> = (0..k * n).map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0).collect();
+        for &(m, n, k) in &[
+            (1, 1, 1),
+            (3, 5, 7),
+            (17, 33, 65),
+            (64, 1, 9),
+            (1, 70, 130),
+            (128, 96, 40),
+        ] {
+            let a: Vec<f32> = (0..m * k)
+                .map(|i| ((i * 7 % 13) as f32 - 6.0) / 5.0)
+                .collect();
+            let b: Vec<f32> = (0..k * n)
+                .map(|i| ((i * 5 % 11) as f32 - 5.0) / 3.0)
+                .collect();
             let want = naive(m, n, k, &a, &b);
             let mut c = vec![f32::NAN; m * n];
             sgemm(false, false, m, n, k, 1.0, &a, k, &b, n, 0.0, &mut c, n).unwrap();
             for (x, y) in c.iter().zip(&want) {
-                assert!((x - y).abs() <= 1e-4 * (1.0 + y.abs()), "{m}x{n}x{k}: {x} vs {y}");
+                assert!(
+                    (x - y).abs() <= 1e-4 * (1.0 + y.abs()),
+                    "{m}x{n}x{k}: {x} vs {y}"
+                );
             }
             // Transposed storage of both operands gives the same product.
             let at: Vec<f32> = (0..k * m).map(|i| a[(i % m) * k + i / m]).collect();
@@ -422,7 +647,10 @@ mod tests {
             let mut c2 = vec![1.0; m * n];
             sgemm(true, true, m, n, k, 2.0, &at, m, &bt, k, 0.5, &mut c2, n).unwrap();
             for (x, y) in c2.iter().zip(&want) {
-                assert!((x - (0.5 + 2.0 * y)).abs() <= 1e-3 * (1.0 + y.abs()), "{m}x{n}x{k} transposed");
+                assert!(
+                    (x - (0.5 + 2.0 * y)).abs() <= 1e-3 * (1.0 + y.abs()),
+                    "{m}x{n}x{k} transposed"
+                );
             }
         }
     }
@@ -439,7 +667,17 @@ mod tests {
         let a = vec![i64::MAX, 2];
         let b = vec![2, 1];
         let mut c = vec![0i64; 1];
-        igemm(1, 1, 2, Mat::new(&a, 0, 2, 1), Mat::new(&b, 0, 1, 1), &mut c, 1, 0).unwrap();
+        igemm(
+            1,
+            1,
+            2,
+            Mat::new(&a, 0, 2, 1),
+            Mat::new(&b, 0, 1, 1),
+            &mut c,
+            1,
+            0,
+        )
+        .unwrap();
         assert_eq!(c[0], i64::MAX.wrapping_mul(2).wrapping_add(2));
     }
 }

@@ -6,8 +6,8 @@
 //! kernels do), f64, and wrapping i64 for integers (exact). Operands are read through their
 //! strides, so transposed and broadcast inputs are not copied.
 
-pub(crate) mod gemm;
 mod einsum;
+pub(crate) mod gemm;
 
 use super::{OpCtx, Registry};
 use crate::cpu::promote::promote_types;
@@ -57,7 +57,11 @@ pub(crate) fn compute_dtype(ctx: &OpCtx, d: DType) -> Result<DType> {
         DType::F32 | DType::F16 | DType::BF16 => DType::F32,
         DType::F64 => DType::F64,
         DType::I64 | DType::I32 | DType::I16 | DType::I8 | DType::U8 => DType::I64,
-        other => return Err(ctx.err(format!("matrix products are not implemented for dtype {other}"))),
+        other => {
+            return Err(ctx.err(format!(
+                "matrix products are not implemented for dtype {other}"
+            )))
+        }
     })
 }
 
@@ -91,24 +95,40 @@ pub(crate) fn transpose_last2(t: &Tensor) -> Tensor {
 
 fn same_dtype(ctx: &OpCtx, a: &Tensor, b: &Tensor) -> Result<()> {
     if a.dtype != b.dtype {
-        return Err(ctx.err(format!("expected both operands to have the same dtype, but got {} and {}", a.dtype, b.dtype)));
+        return Err(ctx.err(format!(
+            "expected both operands to have the same dtype, but got {} and {}",
+            a.dtype, b.dtype
+        )));
     }
     Ok(())
 }
 
 fn need_rank(ctx: &OpCtx, t: &Tensor, rank: usize, what: &str) -> Result<()> {
     if t.rank() != rank {
-        return Err(ctx.err(format!("{what} must be a {rank}-D tensor, got shape {:?}", t.sizes)));
+        return Err(ctx.err(format!(
+            "{what} must be a {rank}-D tensor, got shape {:?}",
+            t.sizes
+        )));
     }
     Ok(())
 }
 
 /// torch.matmul of `a` and `b` (any ranks >= 1, batch dims broadcast), `alpha * a @ b (+ beta
 /// * add)` where `add` broadcasts to the result shape. Returns the result in `out` dtype.
-pub(crate) fn matmul_impl(ctx: &OpCtx, a: &Tensor, b: &Tensor, alpha: f64, add: Option<(&Tensor, f64)>, out: DType) -> Result<Tensor> {
+pub(crate) fn matmul_impl(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    alpha: f64,
+    add: Option<(&Tensor, f64)>,
+    out: DType,
+) -> Result<Tensor> {
     let (ra, rb) = (a.rank(), b.rank());
     if ra == 0 || rb == 0 {
-        return Err(ctx.err(format!("both arguments need at least one dimension, got shapes {:?} and {:?}", a.sizes, b.sizes)));
+        return Err(ctx.err(format!(
+            "both arguments need at least one dimension, got shapes {:?} and {:?}",
+            a.sizes, b.sizes
+        )));
     }
     let ct = compute_dtype(ctx, a.dtype)?;
     let a2 = as_dtype(a, ct)?;
@@ -118,10 +138,18 @@ pub(crate) fn matmul_impl(ctx: &OpCtx, a: &Tensor, b: &Tensor, alpha: f64, add: 
     let (m, k) = (a2.sizes[a2.rank() - 2], a2.sizes[a2.rank() - 1]);
     let (k2, n) = (b2.sizes[b2.rank() - 2], b2.sizes[b2.rank() - 1]);
     if k != k2 {
-        return Err(ctx.err(format!("shapes {:?} and {:?} cannot be multiplied ({m}x{k} and {k2}x{n})", a.sizes, b.sizes)));
+        return Err(ctx.err(format!(
+            "shapes {:?} and {:?} cannot be multiplied ({m}x{k} and {k2}x{n})",
+            a.sizes, b.sizes
+        )));
     }
     let batch = broadcast_shapes(&a2.sizes[..a2.rank() - 2], &b2.sizes[..b2.rank() - 2])
-        .ok_or_else(|| ctx.err(format!("batch dimensions of {:?} and {:?} cannot be broadcast", a.sizes, b.sizes)))?;
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "batch dimensions of {:?} and {:?} cannot be broadcast",
+                a.sizes, b.sizes
+            ))
+        })?;
     let mut full = batch.clone();
     full.extend([m, n]);
     let mut result = batch.clone();
@@ -136,9 +164,12 @@ pub(crate) fn matmul_impl(ctx: &OpCtx, a: &Tensor, b: &Tensor, alpha: f64, add: 
     // The addend broadcasts to the result shape; view it in the internal [batch, M, N] shape.
     let add_view = match add {
         Some((t, beta)) if beta != 0.0 => {
-            let e = as_dtype(t, ct)?
-                .expand_to(&result)
-                .map_err(|_| ctx.err(format!("the addend of shape {:?} does not broadcast to the product's shape {result:?}", t.sizes)))?;
+            let e = as_dtype(t, ct)?.expand_to(&result).map_err(|_| {
+                ctx.err(format!(
+                    "the addend of shape {:?} does not broadcast to the product's shape {result:?}",
+                    t.sizes
+                ))
+            })?;
             let mut st = e.strides.clone();
             if ra == 1 {
                 st.insert(batch.len(), 0);
@@ -170,7 +201,10 @@ fn bmm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     need_rank(ctx, &b, 3, "mat2")?;
     same_dtype(ctx, &a, &b)?;
     if a.sizes[0] != b.sizes[0] {
-        return Err(ctx.err(format!("batch sizes differ: {:?} and {:?}", a.sizes, b.sizes)));
+        return Err(ctx.err(format!(
+            "batch sizes differ: {:?} and {:?}",
+            a.sizes, b.sizes
+        )));
     }
     let out = ctx.opt_dtype("out_dtype")?.unwrap_or(a.dtype);
     one(matmul_impl(ctx, &a, &b, 1.0, None, out)?)
@@ -181,7 +215,11 @@ fn beta_alpha(ctx: &OpCtx) -> Result<(f64, f64)> {
 }
 
 fn addmm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (s, a, b) = (ctx.tensor("self")?, ctx.tensor("mat1")?, ctx.tensor("mat2")?);
+    let (s, a, b) = (
+        ctx.tensor("self")?,
+        ctx.tensor("mat1")?,
+        ctx.tensor("mat2")?,
+    );
     need_rank(ctx, &a, 2, "mat1")?;
     need_rank(ctx, &b, 2, "mat2")?;
     same_dtype(ctx, &a, &b)?;
@@ -195,7 +233,10 @@ fn in_place(ctx: &OpCtx, r: Vec<RValue>) -> Result<Vec<RValue>> {
     let s = ctx.tensor("self")?;
     if let Some(RValue::Tensor(t)) = r.first() {
         if t.sizes != s.sizes {
-            return Err(ctx.err(format!("the result of shape {:?} does not fit self of shape {:?}", t.sizes, s.sizes)));
+            return Err(ctx.err(format!(
+                "the result of shape {:?} does not fit self of shape {:?}",
+                t.sizes, s.sizes
+            )));
         }
         s.copy_from(t)?;
     }
@@ -209,13 +250,16 @@ fn addmm_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn addmm_activation(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let r = addmm(ctx)?;
-    let Some(RValue::Tensor(t)) = r.into_iter().next() else { return Err(ctx.err("addmm returned nothing")) };
+    let Some(RValue::Tensor(t)) = r.into_iter().next() else {
+        return Err(ctx.err("addmm returned nothing"));
+    };
     let gelu = ctx.bool_or("use_gelu", false)?;
     let v = t.to_vec::<f64>();
     let f = |x: f64| {
         if gelu {
             // torch uses the tanh approximation here.
-            0.5 * x * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
+            0.5 * x
+                * (1.0 + ((2.0 / std::f64::consts::PI).sqrt() * (x + 0.044715 * x * x * x)).tanh())
         } else if x > 0.0 || x.is_nan() {
             x
         } else {
@@ -227,12 +271,19 @@ fn addmm_activation(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn baddbmm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (s, a, b) = (ctx.tensor("self")?, ctx.tensor("batch1")?, ctx.tensor("batch2")?);
+    let (s, a, b) = (
+        ctx.tensor("self")?,
+        ctx.tensor("batch1")?,
+        ctx.tensor("batch2")?,
+    );
     need_rank(ctx, &a, 3, "batch1")?;
     need_rank(ctx, &b, 3, "batch2")?;
     same_dtype(ctx, &a, &b)?;
     if a.sizes[0] != b.sizes[0] {
-        return Err(ctx.err(format!("batch sizes differ: {:?} and {:?}", a.sizes, b.sizes)));
+        return Err(ctx.err(format!(
+            "batch sizes differ: {:?} and {:?}",
+            a.sizes, b.sizes
+        )));
     }
     let (beta, alpha) = beta_alpha(ctx)?;
     let out = ctx.opt_dtype("out_dtype")?.unwrap_or(a.dtype);
@@ -246,23 +297,45 @@ fn baddbmm_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 /// `beta * self + alpha * sum_b batch1[b] @ batch2[b]`: one GEMM with the batch folded into K.
 fn addbmm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (s, a, b) = (ctx.tensor("self")?, ctx.tensor("batch1")?, ctx.tensor("batch2")?);
+    let (s, a, b) = (
+        ctx.tensor("self")?,
+        ctx.tensor("batch1")?,
+        ctx.tensor("batch2")?,
+    );
     need_rank(ctx, &a, 3, "batch1")?;
     need_rank(ctx, &b, 3, "batch2")?;
     same_dtype(ctx, &a, &b)?;
     let (nb, m, k) = (a.sizes[0], a.sizes[1], a.sizes[2]);
     if b.sizes[0] != nb || b.sizes[1] != k {
-        return Err(ctx.err(format!("batch1 {:?} and batch2 {:?} cannot be multiplied", a.sizes, b.sizes)));
+        return Err(ctx.err(format!(
+            "batch1 {:?} and batch2 {:?} cannot be multiplied",
+            a.sizes, b.sizes
+        )));
     }
     let n = b.sizes[2];
     let ct = compute_dtype(ctx, a.dtype)?;
     // [B, M, K] -> [M, B*K] and [B, K, N] -> [B*K, N], as contiguous copies.
-    let ap = as_dtype(&a.view_with(vec![m, nb, k], vec![a.strides[1], a.strides[0], a.strides[2]], a.offset), ct)?.contiguous();
+    let ap = as_dtype(
+        &a.view_with(
+            vec![m, nb, k],
+            vec![a.strides[1], a.strides[0], a.strides[2]],
+            a.offset,
+        ),
+        ct,
+    )?
+    .contiguous();
     let ap = ap.view_with(vec![m, nb * k], vec![nb * k, 1], ap.offset);
     let bp = as_dtype(&b, ct)?.contiguous();
     let bp = bp.view_with(vec![nb * k, n], vec![n, 1], bp.offset);
     let (beta, alpha) = beta_alpha(ctx)?;
-    one(matmul_impl(ctx, &ap, &bp, alpha, Some((&s, beta)), a.dtype)?)
+    one(matmul_impl(
+        ctx,
+        &ap,
+        &bp,
+        alpha,
+        Some((&s, beta)),
+        a.dtype,
+    )?)
 }
 
 fn addbmm_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -299,7 +372,10 @@ fn dot(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     need_rank(ctx, &b, 1, "the second operand")?;
     same_dtype(ctx, &a, &b)?;
     if a.sizes != b.sizes {
-        return Err(ctx.err(format!("inconsistent tensor size: {} and {} elements", a.sizes[0], b.sizes[0])));
+        return Err(ctx.err(format!(
+            "inconsistent tensor size: {} and {} elements",
+            a.sizes[0], b.sizes[0]
+        )));
     }
     one(matmul_impl(ctx, &a, &b, 1.0, None, a.dtype)?)
 }
@@ -326,7 +402,13 @@ fn inner(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 /// `beta * add + alpha * a ⊗ b` with torch's type promotion; for 0-d operands a plain product.
-fn outer_product(ctx: &OpCtx, a: &Tensor, b: &Tensor, add: Option<(&Tensor, f64)>, alpha: f64) -> Result<Tensor> {
+fn outer_product(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    add: Option<(&Tensor, f64)>,
+    alpha: f64,
+) -> Result<Tensor> {
     let mut dt = promote_types(a.dtype, b.dtype);
     if let Some((s, _)) = add {
         dt = promote_types(dt, s.dtype);
@@ -336,7 +418,12 @@ fn outer_product(ctx: &OpCtx, a: &Tensor, b: &Tensor, add: Option<(&Tensor, f64)
     let ints = !dt.is_float() && dt != DType::Bool;
     let base: Option<(Vec<f64>, Vec<i64>, f64)> = match add {
         Some((s, beta)) if beta != 0.0 => {
-            let e = s.expand_to(&shape).map_err(|_| ctx.err(format!("self of shape {:?} does not broadcast to {shape:?}", s.sizes)))?;
+            let e = s.expand_to(&shape).map_err(|_| {
+                ctx.err(format!(
+                    "self of shape {:?} does not broadcast to {shape:?}",
+                    s.sizes
+                ))
+            })?;
             Some((e.to_vec::<f64>(), e.to_vec::<i64>(), beta))
         }
         _ => None,
@@ -348,7 +435,9 @@ fn outer_product(ctx: &OpCtx, a: &Tensor, b: &Tensor, add: Option<(&Tensor, f64)
         let out: Vec<i64> = (0..ai.len() * n)
             .map(|i| {
                 let p = alpha.wrapping_mul(ai[i / n].wrapping_mul(bi[i % n]));
-                base.as_ref().map_or(p, |(_, s, beta)| (*beta as i64).wrapping_mul(s[i]).wrapping_add(p))
+                base.as_ref().map_or(p, |(_, s, beta)| {
+                    (*beta as i64).wrapping_mul(s[i]).wrapping_add(p)
+                })
             })
             .collect();
         return Tensor::from_vec(out, &shape).to_dtype(dt);
@@ -362,7 +451,11 @@ fn outer_product(ctx: &OpCtx, a: &Tensor, b: &Tensor, add: Option<(&Tensor, f64)
         })
         .collect();
     if dt == DType::Bool {
-        return Tensor::from_vec(out.into_iter().map(|x| x != 0.0).collect::<Vec<bool>>(), &shape).to_dtype(dt);
+        return Tensor::from_vec(
+            out.into_iter().map(|x| x != 0.0).collect::<Vec<bool>>(),
+            &shape,
+        )
+        .to_dtype(dt);
     }
     Tensor::from_vec(out, &shape).to_dtype(dt)
 }
@@ -376,7 +469,11 @@ fn outer(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn addr(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (s, a, b) = (ctx.tensor("self")?, ctx.tensor("vec1")?, ctx.tensor("vec2")?);
+    let (s, a, b) = (
+        ctx.tensor("self")?,
+        ctx.tensor("vec1")?,
+        ctx.tensor("vec2")?,
+    );
     need_rank(ctx, &a, 1, "vec1")?;
     need_rank(ctx, &b, 1, "vec2")?;
     let (beta, alpha) = beta_alpha(ctx)?;
@@ -400,10 +497,20 @@ fn linear(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let bias = ctx.opt_tensor("bias")?;
     same_dtype(ctx, &x, &w)?;
     if w.rank() > 2 || w.rank() == 0 {
-        return Err(ctx.err(format!("weight must be 1-D or 2-D, got shape {:?}", w.sizes)));
+        return Err(ctx.err(format!(
+            "weight must be 1-D or 2-D, got shape {:?}",
+            w.sizes
+        )));
     }
     let wt = transpose_last2(&w);
-    one(matmul_impl(ctx, &x, &wt, 1.0, bias.as_ref().map(|b| (b, 1.0)), x.dtype)?)
+    one(matmul_impl(
+        ctx,
+        &x,
+        &wt,
+        1.0,
+        bias.as_ref().map(|b| (b, 1.0)),
+        x.dtype,
+    )?)
 }
 
 /// `tensordot(self, other, dims_self, dims_other)`: contract the paired dims; the result has
@@ -412,18 +519,33 @@ fn tensordot(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (a, b) = (ctx.tensor("self")?, ctx.tensor("other")?);
     let (da, db) = (ctx.ints("dims_self")?, ctx.ints("dims_other")?);
     if da.len() != db.len() {
-        return Err(ctx.err(format!("dims_self has {} dims but dims_other has {}", da.len(), db.len())));
+        return Err(ctx.err(format!(
+            "dims_self has {} dims but dims_other has {}",
+            da.len(),
+            db.len()
+        )));
     }
     let la: Vec<u32> = (0..a.rank() as u32).collect();
     let mut lb: Vec<u32> = (0..b.rank() as u32).map(|i| 1000 + i).collect();
     for (&x, &y) in da.iter().zip(&db) {
-        let (x, y) = (super::util::wrap_dim(ctx, x, a.rank())?, super::util::wrap_dim(ctx, y, b.rank())?);
+        let (x, y) = (
+            super::util::wrap_dim(ctx, x, a.rank())?,
+            super::util::wrap_dim(ctx, y, b.rank())?,
+        );
         if a.sizes[x] != b.sizes[y] {
-            return Err(ctx.err(format!("contracted dims differ in size: {} (self dim {x}) vs {} (other dim {y})", a.sizes[x], b.sizes[y])));
+            return Err(ctx.err(format!(
+                "contracted dims differ in size: {} (self dim {x}) vs {} (other dim {y})",
+                a.sizes[x], b.sizes[y]
+            )));
         }
         lb[y] = la[x];
     }
-    let out: Vec<u32> = la.iter().copied().filter(|l| !lb.contains(l)).chain(lb.iter().copied().filter(|l| *l >= 1000)).collect();
+    let out: Vec<u32> = la
+        .iter()
+        .copied()
+        .filter(|l| !lb.contains(l))
+        .chain(lb.iter().copied().filter(|l| *l >= 1000))
+        .collect();
     same_dtype(ctx, &a, &b)?;
     one(einsum::contract(ctx, &[(a, la), (b, lb)], &out)?)
 }
@@ -432,27 +554,51 @@ fn tensordot(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// listed in its expand list; the product of all three is summed over `sumdim`.
 fn trilinear(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let ts = [ctx.tensor("i1")?, ctx.tensor("i2")?, ctx.tensor("i3")?];
-    let ex = [ctx.ints("expand1")?, ctx.ints("expand2")?, ctx.ints("expand3")?];
+    let ex = [
+        ctx.ints("expand1")?,
+        ctx.ints("expand2")?,
+        ctx.ints("expand3")?,
+    ];
     let sumdim = ctx.ints("sumdim")?;
     let total = ts[0].rank() + ex[0].len();
     let mut operands = Vec::new();
     for (t, e) in ts.iter().zip(&ex) {
-        let labels: Vec<u32> = (0..total as i64).filter(|d| !e.contains(d)).map(|d| d as u32).collect();
+        let labels: Vec<u32> = (0..total as i64)
+            .filter(|d| !e.contains(d))
+            .map(|d| d as u32)
+            .collect();
         if labels.len() != t.rank() {
-            return Err(ctx.err(format!("an input of rank {} does not fit {total} dims with expand list {e:?}", t.rank())));
+            return Err(ctx.err(format!(
+                "an input of rank {} does not fit {total} dims with expand list {e:?}",
+                t.rank()
+            )));
         }
         operands.push((t.clone(), labels));
     }
-    let out: Vec<u32> = (0..total as i64).filter(|d| !sumdim.contains(d)).map(|d| d as u32).collect();
+    let out: Vec<u32> = (0..total as i64)
+        .filter(|d| !sumdim.contains(d))
+        .map(|d| d as u32)
+        .collect();
     one(einsum::contract(ctx, &operands, &out)?)
 }
 
 /// `bilinear(x1, x2, weight, bias)`: y[.., o] = x1[.., i] weight[o, i, j] x2[.., j] + bias[o].
 fn bilinear(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (x1, x2, w) = (ctx.tensor("input1")?, ctx.tensor("input2")?, ctx.tensor("weight")?);
+    let (x1, x2, w) = (
+        ctx.tensor("input1")?,
+        ctx.tensor("input2")?,
+        ctx.tensor("weight")?,
+    );
     let bias = ctx.opt_tensor("bias")?;
-    if x1.rank() == 0 || x1.rank() != x2.rank() || w.rank() != 3 || x1.sizes[..x1.rank() - 1] != x2.sizes[..x2.rank() - 1] {
-        return Err(ctx.err(format!("inputs {:?} and {:?} with weight {:?} do not fit bilinear", x1.sizes, x2.sizes, w.sizes)));
+    if x1.rank() == 0
+        || x1.rank() != x2.rank()
+        || w.rank() != 3
+        || x1.sizes[..x1.rank() - 1] != x2.sizes[..x2.rank() - 1]
+    {
+        return Err(ctx.err(format!(
+            "inputs {:?} and {:?} with weight {:?} do not fit bilinear",
+            x1.sizes, x2.sizes, w.sizes
+        )));
     }
     let r = x1.rank() as u32;
     let batch: Vec<u32> = (0..r - 1).collect();
@@ -462,16 +608,30 @@ fn bilinear(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let out: Vec<u32> = batch.iter().copied().chain([o]).collect();
     let y = einsum::contract(ctx, &[(x1.clone(), l1), (w, vec![o, i, j]), (x2, l2)], &out)?;
     let Some(b) = bias else { return one(y) };
-    let bv = b.expand_to(&y.sizes).map_err(|_| ctx.err(format!("bias of shape {:?} does not fit the output {:?}", b.sizes, y.sizes)))?;
-    let sum: Vec<f64> = y.to_vec::<f64>().into_iter().zip(bv.to_vec::<f64>()).map(|(p, q)| p + q).collect();
+    let bv = b.expand_to(&y.sizes).map_err(|_| {
+        ctx.err(format!(
+            "bias of shape {:?} does not fit the output {:?}",
+            b.sizes, y.sizes
+        ))
+    })?;
+    let sum: Vec<f64> = y
+        .to_vec::<f64>()
+        .into_iter()
+        .zip(bv.to_vec::<f64>())
+        .map(|(p, q)| p + q)
+        .collect();
     one(Tensor::from_vec(sum, &y.sizes).to_dtype(x1.dtype)?)
 }
 
 /// `linalg_multi_dot` / `chain_matmul`: products left to right (first and last may be 1-D).
 fn multi_dot(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let ts = ctx.tensors("tensors").or_else(|_| ctx.tensors("matrices"))?;
+    let ts = ctx
+        .tensors("tensors")
+        .or_else(|_| ctx.tensors("matrices"))?;
     let mut it = ts.iter();
-    let first = it.next().ok_or_else(|| ctx.err("needs at least one tensor"))?;
+    let first = it
+        .next()
+        .ok_or_else(|| ctx.err("needs at least one tensor"))?;
     let mut acc = first.clone();
     for t in it {
         same_dtype(ctx, &acc, t)?;

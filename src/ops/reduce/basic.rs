@@ -1,7 +1,7 @@
 //! sum, nansum, mean, nanmean, prod; amax/amin, max/min (full and along a dim, with indices),
 //! argmax/argmin, aminmax; any/all; count_nonzero.
 
-use super::{check_nonempty, gather_lanes, reduce_mask, reduced_sizes};
+use super::{check_nonempty, gather_lanes, reduce_mask, reduced_sizes, typed};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -44,28 +44,50 @@ fn mask_of(ctx: &OpCtx, x: &Tensor, empty_is_none: bool) -> Result<Vec<bool>> {
 
 /// A sum or product over `mask` of `x` converted to `out`: i64 wrapping arithmetic for integer
 /// and bool outputs, f64 accumulation for floats. `skip_nan` drops NaNs (nansum).
-fn accumulate(x: &Tensor, mask: &[bool], out: DType, keepdim: bool, product: bool, skip_nan: bool) -> Result<Tensor> {
+fn accumulate(
+    x: &Tensor,
+    mask: &[bool],
+    out: DType,
+    keepdim: bool,
+    product: bool,
+    skip_nan: bool,
+) -> Result<Tensor> {
     let sizes = reduced_sizes(&x.sizes, mask, keepdim);
     if out.is_float() {
         let (v, lanes, lane) = gather_lanes::<f64>(x, mask);
         let res: Vec<f64> = (0..lanes)
             .map(|i| {
-                let it = v[i * lane..(i + 1) * lane].iter().copied().filter(|a| !(skip_nan && a.is_nan()));
-                if product { it.product() } else { it.sum() }
+                let it = v[i * lane..(i + 1) * lane]
+                    .iter()
+                    .copied()
+                    .filter(|a| !(skip_nan && a.is_nan()));
+                if product {
+                    it.product()
+                } else {
+                    it.sum()
+                }
             })
             .collect();
-        Tensor::from_vec(res, &sizes).to_dtype(out)
+        typed(res, &sizes, out)
     } else {
         // Cast to the output type first so that e.g. a uint8 sum wraps as torch's does.
-        let xc = if x.dtype == out || out == DType::Bool { x.clone() } else { x.to_dtype(out)? };
+        let xc = if x.dtype == out || out == DType::Bool {
+            x.clone()
+        } else {
+            x.to_dtype(out)?
+        };
         let (v, lanes, lane) = gather_lanes::<i64>(&xc, mask);
         let res: Vec<i64> = (0..lanes)
             .map(|i| {
                 let l = &v[i * lane..(i + 1) * lane];
-                if product { l.iter().fold(1i64, |a, &b| a.wrapping_mul(b)) } else { l.iter().fold(0i64, |a, &b| a.wrapping_add(b)) }
+                if product {
+                    l.iter().fold(1i64, |a, &b| a.wrapping_mul(b))
+                } else {
+                    l.iter().fold(0i64, |a, &b| a.wrapping_add(b))
+                }
             })
             .collect();
-        Tensor::from_vec(res, &sizes).to_dtype(out)
+        typed(res, &sizes, out)
     }
 }
 
@@ -80,7 +102,9 @@ fn sum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let keepdim = ctx.bool_or("keepdim", false)?;
     let out = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
     let skip_nan = ctx.target().starts_with("aten.nansum");
-    Ok(vec![accumulate(&x, &mask, out, keepdim, false, skip_nan)?.into()])
+    Ok(vec![
+        accumulate(&x, &mask, out, keepdim, false, skip_nan)?.into()
+    ])
 }
 
 fn prod(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -89,7 +113,9 @@ fn prod(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let mask = mask_of(ctx, &x, false)?;
     let keepdim = ctx.bool_or("keepdim", false)?;
     let out = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
-    Ok(vec![accumulate(&x, &mask, out, keepdim, true, false)?.into()])
+    Ok(vec![
+        accumulate(&x, &mask, out, keepdim, true, false)?.into()
+    ])
 }
 
 fn mean(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -110,14 +136,17 @@ fn mean(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .map(|i| {
             let l = &v[i * lane..(i + 1) * lane];
             if nan {
-                let (s, n) = l.iter().filter(|a| !a.is_nan()).fold((0.0, 0usize), |(s, n), &a| (s + a, n + 1));
+                let (s, n) = l
+                    .iter()
+                    .filter(|a| !a.is_nan())
+                    .fold((0.0, 0usize), |(s, n), &a| (s + a, n + 1));
                 s / n as f64
             } else {
                 l.iter().sum::<f64>() / lane as f64
             }
         })
         .collect();
-    Ok(vec![Tensor::from_vec(res, &sizes).to_dtype(out)?.into()])
+    Ok(vec![typed(res, &sizes, out)?.into()])
 }
 
 /// NaN-propagating max (or min) of a lane; `None` for an empty lane.
@@ -143,7 +172,14 @@ fn extreme<T: Elem>(l: &[T], min: bool) -> Option<(T, usize)> {
 }
 
 /// (values, indices) of the extreme over `mask`, in the input's dtype.
-fn extreme_over(ctx: &OpCtx, x: &Tensor, mask: &[bool], keepdim: bool, min: bool, name: &str) -> Result<(Tensor, Tensor)> {
+fn extreme_over(
+    ctx: &OpCtx,
+    x: &Tensor,
+    mask: &[bool],
+    keepdim: bool,
+    min: bool,
+    name: &str,
+) -> Result<(Tensor, Tensor)> {
     check_nonempty(ctx, name, &x.sizes, mask)?;
     let sizes = reduced_sizes(&x.sizes, mask, keepdim);
     with_dtype!(x.dtype, T => {
@@ -164,7 +200,14 @@ fn amax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let mask = mask_of(ctx, &x, false)?;
     let keepdim = ctx.bool_or("keepdim", false)?;
     let min = is_min(ctx);
-    let (v, _) = extreme_over(ctx, &x, &mask, keepdim, min, if min { "amin" } else { "amax" })?;
+    let (v, _) = extreme_over(
+        ctx,
+        &x,
+        &mask,
+        keepdim,
+        min,
+        if min { "amin" } else { "amax" },
+    )?;
     Ok(vec![v.into()])
 }
 
@@ -191,7 +234,14 @@ fn max_dim(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if x.rank() > 0 {
         mask[dim] = true;
     }
-    let (v, i) = extreme_over(ctx, &x, &mask, keepdim, min, if min { "min" } else { "max" })?;
+    let (v, i) = extreme_over(
+        ctx,
+        &x,
+        &mask,
+        keepdim,
+        min,
+        if min { "min" } else { "max" },
+    )?;
     Ok(vec![v.into(), i.into()])
 }
 
@@ -247,12 +297,21 @@ fn any_all(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let res: Vec<bool> = (0..lanes)
         .map(|i| {
             let l = &v[i * lane..(i + 1) * lane];
-            if all { l.iter().all(|&b| b) } else { l.iter().any(|&b| b) }
+            if all {
+                l.iter().all(|&b| b)
+            } else {
+                l.iter().any(|&b| b)
+            }
         })
         .collect();
     // uint8 inputs keep their dtype (a torch quirk kept for backward compatibility).
     let out = Tensor::from_vec(res, &sizes);
-    Ok(vec![if x.dtype == DType::U8 { out.to_dtype(DType::U8)? } else { out }.into()])
+    Ok(vec![if x.dtype == DType::U8 {
+        out.to_dtype(DType::U8)?
+    } else {
+        out
+    }
+    .into()])
 }
 
 fn count_nonzero(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -260,6 +319,8 @@ fn count_nonzero(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let mask = mask_of(ctx, &x, false)?;
     let sizes = reduced_sizes(&x.sizes, &mask, false);
     let (v, lanes, lane) = gather_lanes::<bool>(&x, &mask);
-    let res: Vec<i64> = (0..lanes).map(|i| v[i * lane..(i + 1) * lane].iter().filter(|&&b| b).count() as i64).collect();
+    let res: Vec<i64> = (0..lanes)
+        .map(|i| v[i * lane..(i + 1) * lane].iter().filter(|&&b| b).count() as i64)
+        .collect();
     Ok(vec![Tensor::from_vec(res, &sizes).into()])
 }

@@ -11,8 +11,6 @@ mod scan;
 mod softmax;
 mod stats;
 
-pub(crate) use softmax::softmax_lanes;
-
 use super::{OpCtx, Registry};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
@@ -28,8 +26,15 @@ pub(crate) fn register(r: &mut Registry) {
 /// Which dims a reduction folds, from an optional dim list. `None` (and, for most ops, an empty
 /// list) means every dim; `empty_is_none` keeps torch's `any.dims`/`all.dims` rule where `[]`
 /// reduces nothing.
-pub(crate) fn reduce_mask(ctx: &OpCtx, dims: Option<&[i64]>, rank: usize, empty_is_none: bool) -> Result<Vec<bool>> {
-    let Some(dims) = dims else { return Ok(vec![true; rank]) };
+pub(crate) fn reduce_mask(
+    ctx: &OpCtx,
+    dims: Option<&[i64]>,
+    rank: usize,
+    empty_is_none: bool,
+) -> Result<Vec<bool>> {
+    let Some(dims) = dims else {
+        return Ok(vec![true; rank]);
+    };
     if dims.is_empty() {
         return Ok(vec![!empty_is_none; rank]);
     }
@@ -40,7 +45,9 @@ pub(crate) fn reduce_mask(ctx: &OpCtx, dims: Option<&[i64]>, rank: usize, empty_
             continue;
         }
         if mask[w] {
-            return Err(ctx.err(format!("dim {d} appears multiple times in the list of dims")));
+            return Err(ctx.err(format!(
+                "dim {d} appears multiple times in the list of dims"
+            )));
         }
         mask[w] = true;
     }
@@ -66,24 +73,53 @@ pub(crate) fn gather_lanes<T: Elem>(t: &Tensor, mask: &[bool]) -> (Vec<T>, usize
     let mut sizes = Vec::with_capacity(t.rank());
     let mut strides = Vec::with_capacity(t.rank());
     for pass in [false, true] {
-        for i in 0..t.rank() {
-            if mask[i] == pass {
-                sizes.push(t.sizes[i]);
-                strides.push(t.strides[i]);
+        for ((&s, &st), &m) in t.sizes.iter().zip(&t.strides).zip(mask) {
+            if m == pass {
+                sizes.push(s);
+                strides.push(st);
             }
         }
     }
-    let lane: usize = t.sizes.iter().zip(mask).filter(|(_, &m)| m).map(|(s, _)| *s).product();
-    let lanes: usize = t.sizes.iter().zip(mask).filter(|(_, &m)| !m).map(|(s, _)| *s).product();
+    let lane: usize = t
+        .sizes
+        .iter()
+        .zip(mask)
+        .filter(|(_, &m)| m)
+        .map(|(s, _)| *s)
+        .product();
+    let lanes: usize = t
+        .sizes
+        .iter()
+        .zip(mask)
+        .filter(|(_, &m)| !m)
+        .map(|(s, _)| *s)
+        .product();
     let data = t.view_with(sizes, strides, t.offset).to_vec::<T>();
     (data, lanes, lane)
 }
 
+/// A contiguous tensor of `dtype` from values computed in `T` (no copy when `T` is `dtype`).
+pub(crate) fn typed<T: Elem>(v: Vec<T>, sizes: &[usize], dtype: DType) -> Result<Tensor> {
+    let t = Tensor::from_vec(v, sizes);
+    if T::DTYPE == dtype {
+        Ok(t)
+    } else {
+        t.to_dtype(dtype)
+    }
+}
+
 /// Error when a reduction without an identity (max, min, argmax...) folds an empty dim.
-pub(crate) fn check_nonempty(ctx: &OpCtx, name: &str, sizes: &[usize], mask: &[bool]) -> Result<()> {
+pub(crate) fn check_nonempty(
+    ctx: &OpCtx,
+    name: &str,
+    sizes: &[usize],
+    mask: &[bool],
+) -> Result<()> {
     for (i, (&s, &m)) in sizes.iter().zip(mask).enumerate() {
         if m && s == 0 {
-            return Err(ctx.err(format!("{name}(): Expected reduction dim {i} to have non-zero size.")));
+            return Err(ctx.err(format!(
+                "{name}(): Expected reduction dim {i} to have non-zero size."
+            )));
         }
     }
     Ok(())
@@ -94,12 +130,20 @@ pub(crate) fn split_at_dim(sizes: &[usize], dim: usize) -> (usize, usize, usize)
     if sizes.is_empty() {
         return (1, 1, 1);
     }
-    (sizes[..dim].iter().product(), sizes[dim], sizes[dim + 1..].iter().product())
+    (
+        sizes[..dim].iter().product(),
+        sizes[dim],
+        sizes[dim + 1..].iter().product(),
+    )
 }
 
 /// Apply `f` to every lane along the middle axis of a contiguous (outer, n, inner) buffer.
 /// Lanes with `inner == 1` are processed in place; others are gathered into a scratch buffer.
-pub(crate) fn for_each_lane<T: Copy>(data: &mut [T], (outer, n, inner): (usize, usize, usize), mut f: impl FnMut(&mut [T])) {
+pub(crate) fn for_each_lane<T: Copy>(
+    data: &mut [T],
+    (outer, n, inner): (usize, usize, usize),
+    mut f: impl FnMut(&mut [T]),
+) {
     if n == 0 {
         return;
     }
@@ -157,11 +201,8 @@ pub(crate) trait Real:
     const NEG_INF: Self;
     fn exp(self) -> Self;
     fn ln(self) -> Self;
-    fn sqrt(self) -> Self;
     fn tanh(self) -> Self;
-    fn abs(self) -> Self;
     fn is_nan(self) -> bool;
-    fn is_finite(self) -> bool;
 }
 
 macro_rules! real_impl {
@@ -179,24 +220,12 @@ macro_rules! real_impl {
                 <$t>::ln(self)
             }
             #[inline]
-            fn sqrt(self) -> Self {
-                <$t>::sqrt(self)
-            }
-            #[inline]
             fn tanh(self) -> Self {
                 <$t>::tanh(self)
             }
             #[inline]
-            fn abs(self) -> Self {
-                <$t>::abs(self)
-            }
-            #[inline]
             fn is_nan(self) -> bool {
                 <$t>::is_nan(self)
-            }
-            #[inline]
-            fn is_finite(self) -> bool {
-                <$t>::is_finite(self)
             }
         }
     };

@@ -1,7 +1,7 @@
 //! Cumulative scans along a dim: cumsum, cumprod (with dtype), cummax/cummin (with indices),
 //! logcumsumexp.
 
-use super::{for_each_lane, need_float, split_at_dim};
+use super::{for_each_lane, need_float, split_at_dim, typed};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -13,16 +13,33 @@ use crate::with_dtype;
 pub(super) fn register(r: &mut Registry) {
     r.add_op("aten.cumsum", cumsum);
     r.add_op("aten.cumprod", cumsum);
+    r.add_op("aten.cumsum_", cumsum);
+    r.add_op("aten.cumprod_", cumsum);
     r.add_op("aten.cummax", cummax);
     r.add_op("aten.cummin", cummax);
     r.add_op("aten.logcumsumexp", logcumsumexp);
 }
 
+/// cumsum / cumprod, and their in-place forms (which write the result through `self`).
 fn cumsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
+    let y = cumsum_value(ctx, &x)?;
+    if ctx.target().contains("_.") {
+        x.copy_from(&y)?;
+        return Ok(vec![x.into()]);
+    }
+    Ok(vec![y.into()])
+}
+
+fn cumsum_value(ctx: &OpCtx, x: &Tensor) -> Result<Tensor> {
+    let x = x.clone();
     let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
     let prod = ctx.target().starts_with("aten.cumprod");
-    let out = ctx.opt_dtype("dtype")?.unwrap_or(if x.dtype.is_float() { x.dtype } else { DType::I64 });
+    let out = ctx.opt_dtype("dtype")?.unwrap_or(if x.dtype.is_float() {
+        x.dtype
+    } else {
+        DType::I64
+    });
     let shape = split_at_dim(&x.sizes, dim);
     if out.is_float() {
         // torch's CPU scans accumulate float in double.
@@ -34,19 +51,27 @@ fn cumsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 *a = acc;
             }
         });
-        Ok(vec![Tensor::from_vec(v, &x.sizes).to_dtype(out)?.into()])
+        typed(v, &x.sizes, out)
     } else {
         // Convert first so narrow integer outputs wrap as torch's do.
-        let xc = if out != x.dtype && out != DType::Bool { x.to_dtype(out)? } else { x };
+        let xc = if out != x.dtype && out != DType::Bool {
+            x.to_dtype(out)?
+        } else {
+            x
+        };
         let mut v = xc.to_vec::<i64>();
         for_each_lane(&mut v, shape, |l| {
             let mut acc: i64 = if prod { 1 } else { 0 };
             for a in l.iter_mut() {
-                acc = if prod { acc.wrapping_mul(*a) } else { acc.wrapping_add(*a) };
+                acc = if prod {
+                    acc.wrapping_mul(*a)
+                } else {
+                    acc.wrapping_add(*a)
+                };
                 *a = acc;
             }
         });
-        Ok(vec![Tensor::from_vec(v, &xc.sizes).to_dtype(out)?.into()])
+        typed(v, &xc.sizes, out)
     }
 }
 
@@ -100,7 +125,7 @@ fn logcumsumexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             let (hi, lo) = if acc >= *a { (acc, *a) } else { (*a, acc) };
             acc = if a.is_nan() || acc.is_nan() {
                 f64::NAN
-            } else if hi == f64::NEG_INFINITY || hi == f64::INFINITY {
+            } else if hi.is_infinite() {
                 hi
             } else {
                 hi + (lo - hi).exp().ln_1p()
@@ -108,5 +133,7 @@ fn logcumsumexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             *a = acc;
         }
     });
-    Ok(vec![Tensor::from_vec(v, &x.sizes).to_dtype(x.dtype)?.into()])
+    Ok(vec![Tensor::from_vec(v, &x.sizes)
+        .to_dtype(x.dtype)?
+        .into()])
 }

@@ -2,8 +2,7 @@
 //! ATen (`_softmax`, with `half_to_float`) forms, and `_safe_softmax` (rows that are entirely
 //! -inf give 0 instead of NaN, as scaled_dot_product_attention's decomposition needs).
 
-use super::{compute_float, for_each_lane, split_at_dim, with_real, Real};
-use crate::cpu::Tensor;
+use super::{compute_float, for_each_lane, split_at_dim, typed, with_real, Real};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::util::wrap_dim;
@@ -20,7 +19,7 @@ pub(super) fn register(r: &mut Registry) {
 
 /// Softmax (or log-softmax) of one lane in place, numerically stable (max subtracted).
 /// `safe`: a lane whose max is -inf (every element masked) becomes all zeros.
-pub(crate) fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
+fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
     let mut m = R::NEG_INF;
     let mut nan = false;
     for &v in lane.iter() {
@@ -63,7 +62,8 @@ fn softmax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let log = t.contains("log_softmax");
     let safe = t.starts_with("aten._safe_softmax");
     let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
-    let out = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16) {
+    let out = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16)
+    {
         DType::F32
     } else {
         ctx.opt_dtype("dtype")?.unwrap_or(x.dtype)
@@ -78,6 +78,6 @@ fn softmax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     with_real!(cf, R => {
         let mut v = src.to_vec::<R>();
         for_each_lane(&mut v, shape, |l| softmax_lanes(l, log, safe));
-        Ok(vec![Tensor::from_vec(v, &src.sizes).to_dtype(out)?.into()])
+        Ok(vec![typed(v, &src.sizes, out)?.into()])
     })
 }

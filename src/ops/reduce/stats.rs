@@ -1,8 +1,7 @@
 //! var/std (and var_mean/std_mean) with torch's `correction`, logsumexp, and vector norms
 //! (`norm`, `linalg_vector_norm`, `frobenius_norm`).
 
-use super::{gather_lanes, need_float, reduce_mask, reduced_sizes};
-use crate::cpu::Tensor;
+use super::{gather_lanes, need_float, reduce_mask, reduced_sizes, typed};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{OpCtx, Registry};
@@ -55,9 +54,9 @@ fn var_std(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         vars.push(if is_std { var.sqrt() } else { var });
         means.push(mean);
     }
-    let mut out = vec![Tensor::from_vec(vars, &sizes).to_dtype(x.dtype)?.into()];
+    let mut out = vec![typed(vars, &sizes, x.dtype)?.into()];
     if with_mean {
-        out.push(Tensor::from_vec(means, &sizes).to_dtype(x.dtype)?.into());
+        out.push(typed(means, &sizes, x.dtype)?.into());
     }
     Ok(out)
 }
@@ -68,7 +67,11 @@ fn logsumexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let mask = reduce_mask(ctx, dims.as_deref(), x.rank(), false)?;
     let keepdim = ctx.bool_or("keepdim", false)?;
     // Integer inputs produce the default float dtype.
-    let out = if x.dtype.is_float() { x.dtype } else { DType::F32 };
+    let out = if x.dtype.is_float() {
+        x.dtype
+    } else {
+        DType::F32
+    };
     let sizes = reduced_sizes(&x.sizes, &mask, keepdim);
     let (v, lanes, lane) = gather_lanes::<f64>(&x, &mask);
     let res: Vec<f64> = (0..lanes)
@@ -85,9 +88,15 @@ fn logsumexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let res: Vec<f64> = res
         .into_iter()
         .enumerate()
-        .map(|(i, r)| if v[i * lane..(i + 1) * lane].iter().any(|a| a.is_nan()) { f64::NAN } else { r })
+        .map(|(i, r)| {
+            if v[i * lane..(i + 1) * lane].iter().any(|a| a.is_nan()) {
+                f64::NAN
+            } else {
+                r
+            }
+        })
         .collect();
-    Ok(vec![Tensor::from_vec(res, &sizes).to_dtype(out)?.into()])
+    Ok(vec![typed(res, &sizes, out)?.into()])
 }
 
 /// The p-norm of one lane.
@@ -113,7 +122,11 @@ fn lane_norm(l: &[f64], p: f64) -> f64 {
 /// norm.Scalar / norm.ScalarOpt_dim(_dtype) (`p`), linalg_vector_norm (`ord`), frobenius_norm.
 fn norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let p = if ctx.target().starts_with("aten.linalg_vector_norm") { ctx.float_or("ord", 2.0)? } else { ctx.float_or("p", 2.0)? };
+    let p = if ctx.target().starts_with("aten.linalg_vector_norm") {
+        ctx.float_or("ord", 2.0)?
+    } else {
+        ctx.float_or("p", 2.0)?
+    };
     let out = ctx.opt_dtype("dtype")?.unwrap_or(x.dtype);
     need_float(ctx, "norm", x.dtype)?;
     need_float(ctx, "norm", out)?;
@@ -127,6 +140,8 @@ fn norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     // A dtype argument computes in that dtype: round the input first.
     let xc = if out != x.dtype { x.to_dtype(out)? } else { x };
     let (v, lanes, lane) = gather_lanes::<f64>(&xc, &mask);
-    let res: Vec<f64> = (0..lanes).map(|i| lane_norm(&v[i * lane..(i + 1) * lane], p)).collect();
-    Ok(vec![Tensor::from_vec(res, &sizes).to_dtype(out)?.into()])
+    let res: Vec<f64> = (0..lanes)
+        .map(|i| lane_norm(&v[i * lane..(i + 1) * lane], p))
+        .collect();
+    Ok(vec![typed(res, &sizes, out)?.into()])
 }

@@ -1,7 +1,9 @@
 //! Shape ops that build new tensors: concatenation, the `*_scatter` ops, padding, roll, flip,
 //! repeat, triangular masks, pixel shuffle.
 
-use super::view::{diagonal_t, permute_t, reshape_t, select_t, slice_t, strided_view, transpose_t, unsqueeze_t};
+use super::view::{
+    diagonal_t, permute_t, reshape_t, select_t, slice_t, strided_view, transpose_t, unsqueeze_t,
+};
 use super::{for_each_index, fresh, gather_storage, one};
 use crate::cpu::promote::promote_types;
 use crate::cpu::Tensor;
@@ -55,7 +57,11 @@ fn gather_dims(src: &Tensor, maps: &[DimMap], fill: f64) -> Result<Tensor> {
     debug_assert_eq!(maps.len(), src.rank());
     let sizes: Vec<usize> = maps.iter().map(Vec::len).collect();
     // Stride contribution of every output index, per dimension.
-    let contrib: Vec<Vec<Option<usize>>> = maps.iter().zip(&src.strides).map(|(m, &st)| m.iter().map(|o| o.map(|i| i * st)).collect()).collect();
+    let contrib: Vec<Vec<Option<usize>>> = maps
+        .iter()
+        .zip(&src.strides)
+        .map(|(m, &st)| m.iter().map(|o| o.map(|i| i * st)).collect())
+        .collect();
     let mut offs = Vec::with_capacity(sizes.iter().product());
     for_each_index(&sizes, |idx| {
         let mut o = Some(src.offset);
@@ -81,19 +87,29 @@ pub(crate) fn cat_t(ctx: &OpCtx, ts: &[Tensor], dim: i64) -> Result<Tensor> {
     if ts.is_empty() {
         return Err(ctx.err("expected a non-empty list of Tensors"));
     }
-    let dtype = ts.iter().skip(1).fold(ts[0].dtype, |a, t| promote_types(a, t.dtype));
-    let parts: Vec<&Tensor> = ts.iter().filter(|t| !(t.rank() == 1 && t.sizes[0] == 0)).collect();
+    let dtype = ts
+        .iter()
+        .skip(1)
+        .fold(ts[0].dtype, |a, t| promote_types(a, t.dtype));
+    let parts: Vec<&Tensor> = ts
+        .iter()
+        .filter(|t| !(t.rank() == 1 && t.sizes[0] == 0))
+        .collect();
     let Some(first) = parts.first() else {
         return Tensor::zeros(dtype, &ts[0].sizes);
     };
     if let Some(z) = parts.iter().find(|t| t.rank() == 0) {
-        return Err(ctx.err(format!("zero-dimensional tensor (of shape {:?}) cannot be concatenated", z.sizes)));
+        return Err(ctx.err(format!(
+            "zero-dimensional tensor (of shape {:?}) cannot be concatenated",
+            z.sizes
+        )));
     }
     let d = wrap_dim(ctx, dim, first.rank())?;
     let mut sizes = first.sizes.clone();
     sizes[d] = 0;
     for (i, t) in parts.iter().enumerate() {
-        let same = t.rank() == first.rank() && (0..t.rank()).all(|k| k == d || t.sizes[k] == first.sizes[k]);
+        let same = t.rank() == first.rank()
+            && (0..t.rank()).all(|k| k == d || t.sizes[k] == first.sizes[k]);
         if !same {
             return Err(ctx.err(format!("sizes of tensors must match except in dimension {d}: expected {:?}, got {:?} for tensor {i}", first.sizes, t.sizes)));
         }
@@ -122,7 +138,10 @@ fn stack(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let r = ts.first().map_or(0, Tensor::rank);
     let d = wrap_dim(ctx, dim, r + 1)? as i64;
-    let us = ts.iter().map(|t| unsqueeze_t(ctx, t, d)).collect::<Result<Vec<_>>>()?;
+    let us = ts
+        .iter()
+        .map(|t| unsqueeze_t(ctx, t, d))
+        .collect::<Result<Vec<_>>>()?;
     one(cat_t(ctx, &us, d)?)
 }
 
@@ -135,13 +154,23 @@ fn atleast(ctx: &OpCtx, t: &Tensor, rank: usize) -> Result<Tensor> {
 }
 
 fn hstack(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let ts = tensors_arg(ctx)?.iter().map(|t| atleast(ctx, t, 1)).collect::<Result<Vec<_>>>()?;
-    let dim = if ts.first().is_some_and(|t| t.rank() == 1) { 0 } else { 1 };
+    let ts = tensors_arg(ctx)?
+        .iter()
+        .map(|t| atleast(ctx, t, 1))
+        .collect::<Result<Vec<_>>>()?;
+    let dim = if ts.first().is_some_and(|t| t.rank() == 1) {
+        0
+    } else {
+        1
+    };
     one(cat_t(ctx, &ts, dim)?)
 }
 
 fn vstack(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let ts = tensors_arg(ctx)?.iter().map(|t| atleast(ctx, t, 2)).collect::<Result<Vec<_>>>()?;
+    let ts = tensors_arg(ctx)?
+        .iter()
+        .map(|t| atleast(ctx, t, 2))
+        .collect::<Result<Vec<_>>>()?;
     one(cat_t(ctx, &ts, 0)?)
 }
 
@@ -156,7 +185,14 @@ fn scatter_into(ctx: &OpCtx, out: Tensor, view: Tensor, src: &Tensor) -> Result<
 
 fn slice_scatter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (out, src) = (fresh(&ctx.tensor("self")?)?, ctx.tensor("src")?);
-    let v = slice_t(ctx, &out, ctx.int_or("dim", 0)?, ctx.opt_int("start")?, ctx.opt_int("end")?, ctx.int_or("step", 1)?)?;
+    let v = slice_t(
+        ctx,
+        &out,
+        ctx.int_or("dim", 0)?,
+        ctx.opt_int("start")?,
+        ctx.opt_int("end")?,
+        ctx.int_or("step", 1)?,
+    )?;
     scatter_into(ctx, out, v, &src)
 }
 
@@ -168,7 +204,13 @@ fn select_scatter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn diagonal_scatter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (out, src) = (fresh(&ctx.tensor("self")?)?, ctx.tensor("src")?);
-    let v = diagonal_t(ctx, &out, ctx.int_or("offset", 0)?, ctx.int_or("dim1", 0)?, ctx.int_or("dim2", 1)?)?;
+    let v = diagonal_t(
+        ctx,
+        &out,
+        ctx.int_or("offset", 0)?,
+        ctx.int_or("dim1", 0)?,
+        ctx.int_or("dim2", 1)?,
+    )?;
     scatter_into(ctx, out, v, &src)
 }
 
@@ -197,7 +239,10 @@ enum PadMode {
 fn pad_t(ctx: &OpCtx, t: &Tensor, pad: &[i64], mode: PadMode, value: f64) -> Result<Tensor> {
     let r = t.rank();
     if pad.len() % 2 != 0 || pad.len() / 2 > r {
-        return Err(ctx.err(format!("padding length {} must be even and at most twice the rank {r} of the input", pad.len())));
+        return Err(ctx.err(format!(
+            "padding length {} must be even and at most twice the rank {r} of the input",
+            pad.len()
+        )));
     }
     let mut maps: Vec<DimMap> = t.sizes.iter().map(|&n| identity(n)).collect();
     for k in 0..pad.len() / 2 {
@@ -241,7 +286,13 @@ fn pad_t(ctx: &OpCtx, t: &Tensor, pad: &[i64], mode: PadMode, value: f64) -> Res
 
 fn constant_pad_nd(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    one(pad_t(ctx, &t, &ctx.ints("pad")?, PadMode::Constant, ctx.float_or("value", 0.0)?)?)
+    one(pad_t(
+        ctx,
+        &t,
+        &ctx.ints("pad")?,
+        PadMode::Constant,
+        ctx.float_or("value", 0.0)?,
+    )?)
 }
 
 fn pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -254,9 +305,17 @@ fn pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         other => return Err(ctx.err(format!("unsupported padding mode '{other}' (expected constant, reflect, replicate or circular)"))),
     };
     if mode != PadMode::Constant && ctx.opt_float("value")?.is_some_and(|v| v != 0.0) {
-        return Err(ctx.err(format!("padding mode {mode:?} doesn't take in value argument")));
+        return Err(ctx.err(format!(
+            "padding mode {mode:?} doesn't take in value argument"
+        )));
     }
-    one(pad_t(ctx, &t, &ctx.ints("pad")?, mode, ctx.float_or("value", 0.0)?)?)
+    one(pad_t(
+        ctx,
+        &t,
+        &ctx.ints("pad")?,
+        mode,
+        ctx.float_or("value", 0.0)?,
+    )?)
 }
 
 fn pad_enum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -269,7 +328,13 @@ fn pad_enum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         3 => PadMode::Circular,
         m => return Err(ctx.err(format!("unknown padding mode {m}"))),
     };
-    one(pad_t(ctx, &t, &ctx.ints("pad")?, mode, ctx.float_or("value", 0.0)?)?)
+    one(pad_t(
+        ctx,
+        &t,
+        &ctx.ints("pad")?,
+        mode,
+        ctx.float_or("value", 0.0)?,
+    )?)
 }
 
 fn pad_circular(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -279,12 +344,24 @@ fn pad_circular(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn reflection_pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    one(pad_t(ctx, &t, &ctx.ints("padding")?, PadMode::Reflect, 0.0)?)
+    one(pad_t(
+        ctx,
+        &t,
+        &ctx.ints("padding")?,
+        PadMode::Reflect,
+        0.0,
+    )?)
 }
 
 fn replication_pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    one(pad_t(ctx, &t, &ctx.ints("padding")?, PadMode::Replicate, 0.0)?)
+    one(pad_t(
+        ctx,
+        &t,
+        &ctx.ints("padding")?,
+        PadMode::Replicate,
+        0.0,
+    )?)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -297,11 +374,15 @@ fn roll(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if dims.is_empty() {
         // Roll the flattened tensor, then restore the shape.
         if shifts.len() != 1 {
-            return Err(ctx.err(format!("shifts {shifts:?} needs dims when it has more than one entry")));
+            return Err(ctx.err(format!(
+                "shifts {shifts:?} needs dims when it has more than one entry"
+            )));
         }
         let flat = reshape_t(ctx, &t, &[-1])?;
         let n = flat.numel() as i64;
-        let map: DimMap = (0..n).map(|i| Some((i - shifts[0]).rem_euclid(n.max(1)) as usize)).collect();
+        let map: DimMap = (0..n)
+            .map(|i| Some((i - shifts[0]).rem_euclid(n.max(1)) as usize))
+            .collect();
         let rolled = gather_dims(&flat, &[map], 0.0)?;
         let shape: Vec<i64> = t.sizes.iter().map(|&s| s as i64).collect();
         return one(reshape_t(ctx, &rolled, &shape)?);
@@ -315,7 +396,9 @@ fn roll(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         let n = t.sizes[d] as i64;
         // Successive shifts of the same dim compose.
         let prev = maps[d].clone();
-        maps[d] = (0..n).map(|i| prev[(i - s).rem_euclid(n.max(1)) as usize]).collect();
+        maps[d] = (0..n)
+            .map(|i| prev[(i - s).rem_euclid(n.max(1)) as usize])
+            .collect();
     }
     one(gather_dims(&t, &maps, 0.0)?)
 }
@@ -348,7 +431,9 @@ fn flip_t(ctx: &OpCtx, t: &Tensor, dims: &[i64]) -> Result<Tensor> {
     for &d in dims {
         let d = wrap_dim(ctx, d, t.rank())?;
         if std::mem::replace(&mut seen[d], true) {
-            return Err(ctx.err(format!("dim {d} appears multiple times in the list of dims")));
+            return Err(ctx.err(format!(
+                "dim {d} appears multiple times in the list of dims"
+            )));
         }
         if t.rank() > 0 {
             maps[d].reverse();
@@ -371,7 +456,11 @@ fn repeat_t(ctx: &OpCtx, t: &Tensor, reps: &[i64]) -> Result<Tensor> {
     let mut strides = vec![0; lead];
     strides.extend(&t.strides);
     let src = t.view_with(sizes.clone(), strides, t.offset);
-    let maps: Vec<DimMap> = sizes.iter().zip(reps).map(|(&n, &r)| (0..n * r as usize).map(|i| Some(i % n.max(1))).collect()).collect();
+    let maps: Vec<DimMap> = sizes
+        .iter()
+        .zip(reps)
+        .map(|(&n, &r)| (0..n * r as usize).map(|i| Some(i % n.max(1))).collect())
+        .collect();
     gather_dims(&src, &maps, 0.0)
 }
 
@@ -397,7 +486,11 @@ fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         if reps.rank() > 1 || counts.iter().any(|&c| c < 0) {
             return Err(ctx.err("repeats must be a 1-d tensor of non-negative counts"));
         }
-        let idx: Vec<i64> = counts.iter().enumerate().flat_map(|(i, &c)| std::iter::repeat_n(i as i64, c as usize)).collect();
+        let idx: Vec<i64> = counts
+            .iter()
+            .enumerate()
+            .flat_map(|(i, &c)| std::iter::repeat_n(i as i64, c as usize))
+            .collect();
         let n = idx.len();
         return one(Tensor::from_vec(idx, &[n]).to_dtype(reps.dtype)?);
     }
@@ -415,7 +508,10 @@ fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             } else if v.len() == n && r.rank() == 1 {
                 v
             } else {
-                return Err(ctx.err(format!("repeats must have the same size as input along dim {d}: {} vs {n}", v.len())));
+                return Err(ctx.err(format!(
+                    "repeats must have the same size as input along dim {d}: {} vs {n}",
+                    v.len()
+                )));
             }
         }
         _ => vec![ctx.int("repeats")?; n],
@@ -427,7 +523,11 @@ fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if src.rank() == 0 {
         return one(fresh(&src)?);
     }
-    maps[d] = counts.iter().enumerate().flat_map(|(i, &c)| std::iter::repeat_n(Some(i), c as usize)).collect();
+    maps[d] = counts
+        .iter()
+        .enumerate()
+        .flat_map(|(i, &c)| std::iter::repeat_n(Some(i), c as usize))
+        .collect();
     one(gather_dims(&src, &maps, 0.0)?)
 }
 
@@ -442,7 +542,9 @@ fn tri_t(ctx: &OpCtx, t: &Tensor, keep: impl Fn(i64, i64) -> bool) -> Result<Ten
     }
     let out = fresh(t)?;
     let (rows, cols) = (t.sizes[r - 2], t.sizes[r - 1]);
-    let mask: Vec<bool> = (0..rows * cols).map(|k| keep((k / cols) as i64, (k % cols) as i64)).collect();
+    let mask: Vec<bool> = (0..rows * cols)
+        .map(|k| keep((k / cols) as i64, (k % cols) as i64))
+        .collect();
     {
         let mut d = out.write();
         with_dtype!(out.dtype, T => {
@@ -491,7 +593,11 @@ fn pixel_shuffle(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err(format!("pixel_shuffle expects a tensor of rank >= 3 whose channel count is divisible by upscale_factor^2 ({f}^2), got {:?}", t.sizes)));
     }
     let lead = dims_i64(&t.sizes[..r - 3]);
-    let (c, h, w) = (t.sizes[r - 3] as i64, t.sizes[r - 2] as i64, t.sizes[r - 1] as i64);
+    let (c, h, w) = (
+        t.sizes[r - 3] as i64,
+        t.sizes[r - 2] as i64,
+        t.sizes[r - 1] as i64,
+    );
     let mut shape = lead.clone();
     shape.extend([c / (f * f), f, f, h, w]);
     let v = reshape_t(ctx, &t, &shape)?;
@@ -512,7 +618,11 @@ fn pixel_unshuffle(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err(format!("pixel_unshuffle expects a tensor of rank >= 3 whose height and width are divisible by downscale_factor {f}, got {:?}", t.sizes)));
     }
     let lead = dims_i64(&t.sizes[..r - 3]);
-    let (c, h, w) = (t.sizes[r - 3] as i64, t.sizes[r - 2] as i64, t.sizes[r - 1] as i64);
+    let (c, h, w) = (
+        t.sizes[r - 3] as i64,
+        t.sizes[r - 2] as i64,
+        t.sizes[r - 1] as i64,
+    );
     let mut shape = lead.clone();
     shape.extend([c, h / f, f, w / f, f]);
     let v = reshape_t(ctx, &t, &shape)?;
@@ -532,9 +642,14 @@ fn rot90(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if dims.len() != 2 || t.rank() < 2 {
         return Err(ctx.err(format!("expected total rotation dims == 2 and a tensor of rank >= 2, got dims {dims:?}, rank {}", t.rank())));
     }
-    let (a, b) = (wrap_dim(ctx, dims[0], t.rank())?, wrap_dim(ctx, dims[1], t.rank())?);
+    let (a, b) = (
+        wrap_dim(ctx, dims[0], t.rank())?,
+        wrap_dim(ctx, dims[1], t.rank())?,
+    );
     if a == b {
-        return Err(ctx.err(format!("expected rotation dims to be different, got {dims:?}")));
+        return Err(ctx.err(format!(
+            "expected rotation dims to be different, got {dims:?}"
+        )));
     }
     one(match k {
         1 => transpose_t(ctx, &flip_t(ctx, &t, &[b as i64])?, a as i64, b as i64)?,

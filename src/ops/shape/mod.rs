@@ -9,6 +9,9 @@
 mod copy;
 mod view;
 
+pub(super) use copy::cat_t;
+pub(super) use view::{reshape_t, select_t};
+
 use super::{OpCtx, Registry};
 use crate::cpu::{Elem, Tensor};
 use crate::error::Result;
@@ -51,7 +54,12 @@ pub(super) fn for_each_index(sizes: &[usize], mut f: impl FnMut(&[usize])) {
 /// A new contiguous tensor of `src`'s dtype and shape `sizes` whose elements are read from
 /// `src`'s storage at `offs` (`None` = `fill`, converted to the dtype). Offsets come from
 /// validated views, so they lie inside the storage; a bad one is still an error, not a panic.
-pub(super) fn gather_storage(src: &Tensor, offs: &[Option<usize>], fill: f64, sizes: &[usize]) -> Result<Tensor> {
+pub(super) fn gather_storage(
+    src: &Tensor,
+    offs: &[Option<usize>],
+    fill: f64,
+    sizes: &[usize],
+) -> Result<Tensor> {
     let d = src.read();
     let len = d.len();
     with_dtype!(src.dtype, T => {
@@ -69,11 +77,6 @@ pub(super) fn gather_storage(src: &Tensor, offs: &[Option<usize>], fill: f64, si
     }, else Err(crate::error::Error::op("cpu", format!("dtype {} is not supported", src.dtype))))
 }
 
-/// Storage offset of the element at multi-index `idx` of `t`.
-pub(super) fn offset_of(t: &Tensor, idx: &[usize]) -> usize {
-    t.offset + idx.iter().zip(&t.strides).map(|(i, s)| i * s).sum::<usize>()
-}
-
 /// A fresh contiguous copy (never shares storage with `t`).
 pub(super) fn fresh(t: &Tensor) -> Result<Tensor> {
     t.to_dtype(t.dtype)
@@ -83,15 +86,35 @@ pub(super) fn fresh(t: &Tensor) -> Result<Tensor> {
 pub(super) fn wrap_index(ctx: &OpCtx, index: i64, size: usize, dim: usize) -> Result<usize> {
     let n = size as i64;
     if index < -n || index >= n {
-        return Err(ctx.err(format!("index {index} is out of range for dimension {dim} with size {size}")));
+        return Err(ctx.err(format!(
+            "index {index} is out of range for dimension {dim} with size {size}"
+        )));
     }
-    Ok(if index < 0 { (index + n) as usize } else { index as usize })
+    Ok(if index < 0 {
+        (index + n) as usize
+    } else {
+        index as usize
+    })
+}
+
+/// Check an index against `0..size` without wrapping (gather, scatter, index_select,
+/// index_add, index_copy and embedding refuse negative indices in torch).
+pub(super) fn bounded_index(ctx: &OpCtx, index: i64, size: usize, dim: usize) -> Result<usize> {
+    if index < 0 || index >= size as i64 {
+        return Err(ctx.err(format!(
+            "index {index} is out of bounds for dimension {dim} with size {size}"
+        )));
+    }
+    Ok(index as usize)
 }
 
 /// Every element of an index tensor as i64 (any integer dtype).
 pub(super) fn index_values(ctx: &OpCtx, t: &Tensor, name: &str) -> Result<Vec<i64>> {
     if t.dtype.is_float() || t.dtype == crate::DType::Bool {
-        return Err(ctx.err(format!("'{name}' must be an integer tensor, got {}", t.dtype)));
+        return Err(ctx.err(format!(
+            "'{name}' must be an integer tensor, got {}",
+            t.dtype
+        )));
     }
     Ok(t.to_vec::<i64>())
 }

@@ -78,13 +78,19 @@ pub(super) fn register(r: &mut Registry) {
 
 /// Resolve one `-1` in a requested shape against `numel` (torch's `infer_size`).
 pub(crate) fn infer_size(ctx: &OpCtx, shape: &[i64], numel: usize) -> Result<Vec<usize>> {
-    let bad = || ctx.err(format!("shape {shape:?} is invalid for input of size {numel}"));
+    let bad = || {
+        ctx.err(format!(
+            "shape {shape:?} is invalid for input of size {numel}"
+        ))
+    };
     let mut infer = None;
     let mut known: usize = 1;
     for (i, &s) in shape.iter().enumerate() {
         if s == -1 {
             if infer.replace(i).is_some() {
-                return Err(ctx.err(format!("only one dimension can be inferred in shape {shape:?}")));
+                return Err(ctx.err(format!(
+                    "only one dimension can be inferred in shape {shape:?}"
+                )));
             }
         } else if s < 0 {
             return Err(ctx.err(format!("invalid shape dimension {s} in {shape:?}")));
@@ -109,7 +115,11 @@ pub(crate) fn infer_size(ctx: &OpCtx, shape: &[i64], numel: usize) -> Result<Vec
 
 /// Strides that view `old` (sizes/strides) as `new` without copying, if any exist
 /// (ATen's `computeStride`).
-pub(crate) fn compute_stride(old_sizes: &[usize], old_strides: &[usize], new: &[usize]) -> Option<Vec<usize>> {
+pub(crate) fn compute_stride(
+    old_sizes: &[usize],
+    old_strides: &[usize],
+    new: &[usize],
+) -> Option<Vec<usize>> {
     if old_sizes.is_empty() {
         return Some(vec![1; new.len()]);
     }
@@ -120,7 +130,11 @@ pub(crate) fn compute_stride(old_sizes: &[usize], old_strides: &[usize], new: &[
     let mut ns = vec![0usize; new.len()];
     if numel == 0 {
         for d in (0..new.len()).rev() {
-            ns[d] = if d + 1 == new.len() { 1 } else { new[d + 1].max(1) * ns[d + 1] };
+            ns[d] = if d + 1 == new.len() {
+                1
+            } else {
+                new[d + 1].max(1) * ns[d + 1]
+            };
         }
         return Some(ns);
     }
@@ -177,7 +191,9 @@ pub(crate) fn reshape_t(ctx: &OpCtx, t: &Tensor, shape: &[i64]) -> Result<Tensor
 pub(crate) fn permute_t(ctx: &OpCtx, t: &Tensor, dims: &[i64]) -> Result<Tensor> {
     let r = t.rank();
     if dims.len() != r {
-        return Err(ctx.err(format!("number of dims {dims:?} does not match the rank {r} of the input")));
+        return Err(ctx.err(format!(
+            "number of dims {dims:?} does not match the rank {r} of the input"
+        )));
     }
     let mut seen = vec![false; r];
     let (mut sizes, mut strides) = (Vec::with_capacity(r), Vec::with_capacity(r));
@@ -206,7 +222,11 @@ pub(crate) fn transpose_t(ctx: &OpCtx, t: &Tensor, d0: i64, d1: i64) -> Result<T
 
 pub(crate) fn unsqueeze_t(ctx: &OpCtx, t: &Tensor, dim: i64) -> Result<Tensor> {
     let d = wrap_dim(ctx, dim, t.rank() + 1)?;
-    let stride = if d >= t.rank() { 1 } else { t.sizes[d] * t.strides[d] };
+    let stride = if d >= t.rank() {
+        1
+    } else {
+        t.sizes[d] * t.strides[d]
+    };
     let (mut sizes, mut strides) = (t.sizes.clone(), t.strides.clone());
     sizes.insert(d, 1);
     strides.insert(d, stride);
@@ -214,7 +234,14 @@ pub(crate) fn unsqueeze_t(ctx: &OpCtx, t: &Tensor, dim: i64) -> Result<Tensor> {
 }
 
 /// `slice` with torch's clamping of start/end (negative wrap once, then clamp to the size).
-pub(crate) fn slice_t(ctx: &OpCtx, t: &Tensor, dim: i64, start: Option<i64>, end: Option<i64>, step: i64) -> Result<Tensor> {
+pub(crate) fn slice_t(
+    ctx: &OpCtx,
+    t: &Tensor,
+    dim: i64,
+    start: Option<i64>,
+    end: Option<i64>,
+    step: i64,
+) -> Result<Tensor> {
     if t.rank() == 0 {
         return Err(ctx.err("slice() cannot be applied to a 0-dim tensor"));
     }
@@ -235,7 +262,11 @@ pub(crate) fn slice_t(ctx: &OpCtx, t: &Tensor, dim: i64, start: Option<i64>, end
     e = e.clamp(s, n);
     let len = ((e - s) + step - 1) / step;
     let (mut sizes, mut strides) = (t.sizes.clone(), t.strides.clone());
-    let offset = if len > 0 { t.offset + s as usize * t.strides[d] } else { t.offset };
+    let offset = if len > 0 {
+        t.offset + s as usize * t.strides[d]
+    } else {
+        t.offset
+    };
     sizes[d] = len as usize;
     strides[d] *= step as usize;
     Ok(t.view_with(sizes, strides, offset))
@@ -254,26 +285,45 @@ pub(crate) fn select_t(ctx: &OpCtx, t: &Tensor, dim: i64, index: i64) -> Result<
     Ok(t.view_with(sizes, strides, offset))
 }
 
-pub(crate) fn narrow_t(ctx: &OpCtx, t: &Tensor, dim: i64, start: i64, length: i64) -> Result<Tensor> {
+pub(crate) fn narrow_t(
+    ctx: &OpCtx,
+    t: &Tensor,
+    dim: i64,
+    start: i64,
+    length: i64,
+) -> Result<Tensor> {
     if t.rank() == 0 {
         return Err(ctx.err("narrow() cannot be applied to a 0-dim tensor"));
     }
     let d = wrap_dim(ctx, dim, t.rank())?;
     let n = t.sizes[d] as i64;
     if length < 0 {
-        return Err(ctx.err(format!("narrow(): length must be non-negative, got {length}")));
+        return Err(ctx.err(format!(
+            "narrow(): length must be non-negative, got {length}"
+        )));
     }
     if start < -n || start > n {
-        return Err(ctx.err(format!("start out of range (expected to be in range of [{}, {n}], but got {start})", -n)));
+        return Err(ctx.err(format!(
+            "start out of range (expected to be in range of [{}, {n}], but got {start})",
+            -n
+        )));
     }
     let s = if start < 0 { start + n } else { start };
     if s > n - length {
-        return Err(ctx.err(format!("start ({s}) + length ({length}) exceeds dimension size ({n}) of dimension {d}")));
+        return Err(ctx.err(format!(
+            "start ({s}) + length ({length}) exceeds dimension size ({n}) of dimension {d}"
+        )));
     }
     slice_t(ctx, t, d as i64, Some(s), Some(s + length), 1)
 }
 
-pub(crate) fn diagonal_t(ctx: &OpCtx, t: &Tensor, offset: i64, dim1: i64, dim2: i64) -> Result<Tensor> {
+pub(crate) fn diagonal_t(
+    ctx: &OpCtx,
+    t: &Tensor,
+    offset: i64,
+    dim1: i64,
+    dim2: i64,
+) -> Result<Tensor> {
     let r = t.rank();
     let (a, b) = (wrap_dim(ctx, dim1, r)?, wrap_dim(ctx, dim2, r)?);
     if a == b || r < 2 {
@@ -281,9 +331,15 @@ pub(crate) fn diagonal_t(ctx: &OpCtx, t: &Tensor, offset: i64, dim1: i64, dim2: 
     }
     let (sa, sb) = (t.sizes[a] as i64, t.sizes[b] as i64);
     let (len, mut off) = if offset >= 0 {
-        ((sa.min(sb - offset)).max(0), t.offset + offset as usize * t.strides[b])
+        (
+            (sa.min(sb - offset)).max(0),
+            t.offset + offset as usize * t.strides[b],
+        )
     } else {
-        ((sa + offset).min(sb).max(0), t.offset + (-offset) as usize * t.strides[a])
+        (
+            (sa + offset).min(sb).max(0),
+            t.offset + (-offset) as usize * t.strides[a],
+        )
     };
     if len == 0 {
         off = t.offset;
@@ -313,12 +369,21 @@ pub(crate) fn expand_t(ctx: &OpCtx, t: &Tensor, size: &[i64]) -> Result<Tensor> 
         let (mut s, mut st) = if k >= 0 {
             (t.sizes[k as usize], t.strides[k as usize])
         } else {
-            (1, if i + 1 < n { sizes[i + 1] * strides[i + 1] } else { 1 })
+            (
+                1,
+                if i + 1 < n {
+                    sizes[i + 1] * strides[i + 1]
+                } else {
+                    1
+                },
+            )
         };
         let want = size[i];
         let target = if want == -1 {
             if k < 0 {
-                return Err(ctx.err(format!("the expanded size -1 is not allowed in a leading, non-existing dimension {i}")));
+                return Err(ctx.err(format!(
+                    "the expanded size -1 is not allowed in a leading, non-existing dimension {i}"
+                )));
             }
             s
         } else if want < 0 {
@@ -357,8 +422,8 @@ pub(crate) fn squeeze_dims(ctx: &OpCtx, t: &Tensor, dims: Option<&[i64]>) -> Res
         }
     }
     let (mut sizes, mut strides) = (Vec::new(), Vec::new());
-    for d in 0..r {
-        if !drop[d] {
+    for (d, &dropped) in drop.iter().enumerate().take(r) {
+        if !dropped {
             sizes.push(t.sizes[d]);
             strides.push(t.strides[d]);
         }
@@ -367,14 +432,22 @@ pub(crate) fn squeeze_dims(ctx: &OpCtx, t: &Tensor, dims: Option<&[i64]>) -> Res
 }
 
 /// Views of consecutive pieces of `sizes` along `dim`.
-pub(crate) fn split_sizes_t(ctx: &OpCtx, t: &Tensor, sizes: &[i64], dim: i64) -> Result<Vec<Tensor>> {
+pub(crate) fn split_sizes_t(
+    ctx: &OpCtx,
+    t: &Tensor,
+    sizes: &[i64],
+    dim: i64,
+) -> Result<Vec<Tensor>> {
     if t.rank() == 0 {
         return Err(ctx.err("split expects at least a 1-dimensional tensor"));
     }
     let d = wrap_dim(ctx, dim, t.rank())?;
     let total: i64 = sizes.iter().sum();
     if sizes.iter().any(|&s| s < 0) || total != t.sizes[d] as i64 {
-        return Err(ctx.err(format!("split sizes {sizes:?} must be non-negative and sum to the size {} of dimension {d}", t.sizes[d])));
+        return Err(ctx.err(format!(
+            "split sizes {sizes:?} must be non-negative and sum to the size {} of dimension {d}",
+            t.sizes[d]
+        )));
     }
     let mut start = 0;
     sizes
@@ -390,7 +463,9 @@ pub(crate) fn split_sizes_t(ctx: &OpCtx, t: &Tensor, sizes: &[i64], dim: i64) ->
 /// Piece sizes of `split(split_size)`: equal pieces, the last one smaller.
 fn split_pieces(ctx: &OpCtx, n: usize, split_size: i64) -> Result<Vec<i64>> {
     if split_size < 0 || (split_size == 0 && n != 0) {
-        return Err(ctx.err(format!("split_size can only be 0 if the dimension size is 0, got {split_size} for size {n}")));
+        return Err(ctx.err(format!(
+            "split_size can only be 0 if the dimension size is 0, got {split_size} for size {n}"
+        )));
     }
     if n == 0 {
         return Ok(vec![0]);
@@ -414,7 +489,11 @@ fn view(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn reshape(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let shape = if ctx.has("shape") { ctx.ints("shape")? } else { ctx.ints("size")? };
+    let shape = if ctx.has("shape") {
+        ctx.ints("shape")?
+    } else {
+        ctx.ints("size")?
+    };
     one(reshape_t(ctx, &t, &shape)?)
 }
 
@@ -444,7 +523,9 @@ fn flatten(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let s = wrap_dim(ctx, ctx.int_or("start_dim", 0)?, t.rank())?;
     let e = wrap_dim(ctx, ctx.int_or("end_dim", -1)?, t.rank())?;
     if s > e {
-        return Err(ctx.err(format!("flatten() has invalid args: start_dim {s} cannot come after end_dim {e}")));
+        return Err(ctx.err(format!(
+            "flatten() has invalid args: start_dim {s} cannot come after end_dim {e}"
+        )));
     }
     if s == e {
         return one(t);
@@ -495,7 +576,10 @@ fn swapaxes(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn t(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     if t.rank() > 2 {
-        return Err(ctx.err(format!("t() expects a tensor with <= 2 dimensions, but self is {}D", t.rank())));
+        return Err(ctx.err(format!(
+            "t() expects a tensor with <= 2 dimensions, but self is {}D",
+            t.rank()
+        )));
     }
     if t.rank() < 2 {
         return one(t);
@@ -512,7 +596,10 @@ fn numpy_t(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn mt(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     if t.rank() < 2 {
-        return Err(ctx.err(format!("expects a tensor with at least 2 dimensions, got {}", t.rank())));
+        return Err(ctx.err(format!(
+            "expects a tensor with at least 2 dimensions, got {}",
+            t.rank()
+        )));
     }
     one(transpose_t(ctx, &t, -2, -1)?)
 }
@@ -522,10 +609,18 @@ fn movedim(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (src, dst) = (ctx.ints("source")?, ctx.ints("destination")?);
     let r = t.rank();
     if src.len() != dst.len() {
-        return Err(ctx.err(format!("source {src:?} and destination {dst:?} must have the same number of dims")));
+        return Err(ctx.err(format!(
+            "source {src:?} and destination {dst:?} must have the same number of dims"
+        )));
     }
-    let src: Vec<usize> = src.iter().map(|&d| wrap_dim(ctx, d, r)).collect::<Result<_>>()?;
-    let dst: Vec<usize> = dst.iter().map(|&d| wrap_dim(ctx, d, r)).collect::<Result<_>>()?;
+    let src: Vec<usize> = src
+        .iter()
+        .map(|&d| wrap_dim(ctx, d, r))
+        .collect::<Result<_>>()?;
+    let dst: Vec<usize> = dst
+        .iter()
+        .map(|&d| wrap_dim(ctx, d, r))
+        .collect::<Result<_>>()?;
     let mut perm: Vec<Option<usize>> = vec![None; r.max(1)];
     let mut used = vec![false; r.max(1)];
     for (&s, &d) in src.iter().zip(&dst) {
@@ -536,7 +631,9 @@ fn movedim(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         used[s] = true;
     }
     let mut rest = (0..r).filter(|d| !used[*d]);
-    let perm: Vec<i64> = (0..r).map(|i| perm[i].or_else(|| rest.next()).unwrap_or(i) as i64).collect();
+    let perm: Vec<i64> = (0..r)
+        .map(|i| perm[i].or_else(|| rest.next()).unwrap_or(i) as i64)
+        .collect();
     one(permute_t(ctx, &t, &perm)?)
 }
 
@@ -558,7 +655,14 @@ fn broadcast_to(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn slice(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let v = slice_t(ctx, &t, ctx.int_or("dim", 0)?, ctx.opt_int("start")?, ctx.opt_int("end")?, ctx.int_or("step", 1)?)?;
+    let v = slice_t(
+        ctx,
+        &t,
+        ctx.int_or("dim", 0)?,
+        ctx.opt_int("start")?,
+        ctx.opt_int("end")?,
+        ctx.int_or("step", 1)?,
+    )?;
     one(v)
 }
 
@@ -578,19 +682,38 @@ fn narrow(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         }
         _ => ctx.int("start")?,
     };
-    one(narrow_t(ctx, &t, ctx.int("dim")?, start, ctx.int("length")?)?)
+    one(narrow_t(
+        ctx,
+        &t,
+        ctx.int("dim")?,
+        start,
+        ctx.int("length")?,
+    )?)
 }
 
 /// A view with explicit geometry, checked to stay inside the storage.
-pub(crate) fn strided_view(ctx: &OpCtx, t: &Tensor, size: &[i64], stride: &[i64], offset: i64) -> Result<Tensor> {
+pub(crate) fn strided_view(
+    ctx: &OpCtx,
+    t: &Tensor,
+    size: &[i64],
+    stride: &[i64],
+    offset: i64,
+) -> Result<Tensor> {
     if size.len() != stride.len() || size.iter().chain(stride).any(|&x| x < 0) || offset < 0 {
-        return Err(ctx.err(format!("invalid geometry: size {size:?}, stride {stride:?}, storage offset {offset}")));
+        return Err(ctx.err(format!(
+            "invalid geometry: size {size:?}, stride {stride:?}, storage offset {offset}"
+        )));
     }
     let sizes: Vec<usize> = size.iter().map(|&s| s as usize).collect();
     let strides: Vec<usize> = stride.iter().map(|&s| s as usize).collect();
     let len = t.read().len();
     if !sizes.contains(&0) {
-        let last = sizes.iter().zip(&strides).try_fold(offset as usize, |acc, (s, st)| (s - 1).checked_mul(*st).and_then(|x| x.checked_add(acc)));
+        let last = sizes
+            .iter()
+            .zip(&strides)
+            .try_fold(offset as usize, |acc, (s, st)| {
+                (s - 1).checked_mul(*st).and_then(|x| x.checked_add(acc))
+            });
         if last.is_none_or(|l| l >= len) {
             return Err(ctx.err(format!(
                 "setStorage: sizes {size:?}, strides {stride:?}, storage offset {offset} are out of bounds for a storage of {len} elements"
@@ -603,7 +726,13 @@ pub(crate) fn strided_view(ctx: &OpCtx, t: &Tensor, size: &[i64], stride: &[i64]
 fn as_strided(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     let off = ctx.opt_int("storage_offset")?.unwrap_or(t.offset as i64);
-    one(strided_view(ctx, &t, &ctx.ints("size")?, &ctx.ints("stride")?, off)?)
+    one(strided_view(
+        ctx,
+        &t,
+        &ctx.ints("size")?,
+        &ctx.ints("stride")?,
+        off,
+    )?)
 }
 
 fn unbind(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -612,7 +741,9 @@ fn unbind(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err("dimension specified as 0 but tensor has no dimensions"));
     }
     let d = wrap_dim(ctx, ctx.int_or("dim", 0)?, t.rank())?;
-    let v = (0..t.sizes[d]).map(|i| select_t(ctx, &t, d as i64, i as i64)).collect::<Result<Vec<_>>>()?;
+    let v = (0..t.sizes[d])
+        .map(|i| select_t(ctx, &t, d as i64, i as i64))
+        .collect::<Result<Vec<_>>>()?;
     tensors(v)
 }
 
@@ -629,7 +760,11 @@ fn split(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn split_with_sizes(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let sizes = if ctx.has("split_sizes") { ctx.ints("split_sizes")? } else { ctx.ints("split_size")? };
+    let sizes = if ctx.has("split_sizes") {
+        ctx.ints("split_sizes")?
+    } else {
+        ctx.ints("split_size")?
+    };
     tensors(split_sizes_t(ctx, &t, &sizes, ctx.int_or("dim", 0)?)?)
 }
 
@@ -637,7 +772,9 @@ fn chunk(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     let chunks = ctx.int("chunks")?;
     if chunks <= 0 {
-        return Err(ctx.err(format!("chunk expects `chunks` to be greater than 0, got: {chunks}")));
+        return Err(ctx.err(format!(
+            "chunk expects `chunks` to be greater than 0, got: {chunks}"
+        )));
     }
     if t.rank() == 0 {
         return Err(ctx.err("chunk expects at least a 1-dimensional tensor"));
@@ -647,7 +784,11 @@ fn chunk(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let n = t.sizes[d] as i64;
     let split_size = (n + chunks - 1) / chunks;
     // An empty dimension still gives `chunks` empty pieces (torch calls split_with_sizes here).
-    let pieces = if split_size == 0 && n == 0 { vec![0; chunks as usize] } else { split_pieces(ctx, n as usize, split_size)? };
+    let pieces = if split_size == 0 && n == 0 {
+        vec![0; chunks as usize]
+    } else {
+        split_pieces(ctx, n as usize, split_size)?
+    };
     tensors(split_sizes_t(ctx, &t, &pieces, dim)?)
 }
 
@@ -704,14 +845,22 @@ fn tensor_split(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn diagonal(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    one(diagonal_t(ctx, &t, ctx.int_or("offset", 0)?, ctx.int_or("dim1", 0)?, ctx.int_or("dim2", 1)?)?)
+    one(diagonal_t(
+        ctx,
+        &t,
+        ctx.int_or("offset", 0)?,
+        ctx.int_or("dim1", 0)?,
+        ctx.int_or("dim2", 1)?,
+    )?)
 }
 
 pub(crate) fn unfold_t(ctx: &OpCtx, t: &Tensor, dim: i64, size: i64, step: i64) -> Result<Tensor> {
     let d = wrap_dim(ctx, dim, t.rank())?;
     let n = t.sizes.get(d).copied().unwrap_or(1) as i64;
     if size < 0 || size > n || step <= 0 {
-        return Err(ctx.err(format!("unfold: size {size} must be in [0, {n}] and step {step} positive (dimension {d})")));
+        return Err(ctx.err(format!(
+            "unfold: size {size} must be in [0, {n}] and step {step} positive (dimension {d})"
+        )));
     }
     let (mut sizes, mut strides) = (t.sizes.clone(), t.strides.clone());
     let st = t.strides.get(d).copied().unwrap_or(1);
@@ -726,7 +875,13 @@ pub(crate) fn unfold_t(ctx: &OpCtx, t: &Tensor, dim: i64, size: i64, step: i64) 
 
 fn unfold(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    one(unfold_t(ctx, &t, ctx.int("dimension")?, ctx.int("size")?, ctx.int("step")?)?)
+    one(unfold_t(
+        ctx,
+        &t,
+        ctx.int("dimension")?,
+        ctx.int("size")?,
+        ctx.int("step")?,
+    )?)
 }
 
 fn alias(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -747,7 +902,11 @@ macro_rules! copy_variant {
                 .into_iter()
                 .map(|v| match v {
                     RValue::Tensor(t) => fresh(&t).map(RValue::Tensor),
-                    RValue::Tensors(ts) => ts.iter().map(fresh).collect::<Result<Vec<_>>>().map(RValue::Tensors),
+                    RValue::Tensors(ts) => ts
+                        .iter()
+                        .map(fresh)
+                        .collect::<Result<Vec<_>>>()
+                        .map(RValue::Tensors),
                     other => Ok(other),
                 })
                 .collect()

@@ -29,7 +29,7 @@ CASES = [
     Case("mm", torch.mm, [randn(3, 4), randn(4, 5, seed=1)], tol="loose"),
     Case("mm_transposed", lambda a, b: torch.mm(a.t(), b.t()), [randn(4, 3), randn(5, 4, seed=1)], tol="loose"),
     Case("mm_strided", lambda a, b: torch.mm(a[:, ::2], b[1:, :]), [randn(5, 8), randn(5, 6, seed=1)], tol="loose"),
-    Case("mm_large", torch.mm, [randn(70, 130), randn(130, 33, seed=1)], tol="loose"),
+    Case("mm_large", torch.mm, [randn(37, 70), randn(70, 33, seed=1)], tol="loose"),
     Case("mm_f64", torch.mm, [randn(3, 4, dtype=f64), randn(4, 5, seed=1, dtype=f64)], tol="close"),
     Case("mm_f16", torch.mm, [randn(3, 8, dtype=f16), randn(8, 5, seed=1, dtype=f16)], tol="half"),
     Case("mm_bf16", torch.mm, [randn(3, 8, dtype=bf16), randn(8, 5, seed=1, dtype=bf16)], tol="half"),
@@ -103,3 +103,12 @@ CASES = [
     Case("bilinear", F.bilinear, [randn(2, 3), randn(2, 5, seed=1), randn(4, 3, 5, seed=2), randn(4, seed=3)], tol="loose"),
     Case("multi_dot", lambda a, b, c: torch.linalg.multi_dot([a, b, c]), [randn(3, 4), randn(4, 5, seed=1), randn(5, 2, seed=2)], tol="loose"),
 ]
+
+# These ops are already core ATen: both IRs hold the same graph, so export them once.
+SAME_IN_BOTH_IRS = {
+    "mm", "mm_strided", "mm_large", "mm_f64", "mm_f16", "mm_bf16", "mm_i64", "mm_i32", "mm_empty_k", "mm_empty_m",
+    "mm_inf_nan", "bmm", "bmm_i64", "addbmm", "addmm_bias", "addmm_beta_alpha", "addmm_beta0_nan", "addmm_i64", "addmv",
+}
+for _c in CASES:
+    if _c.name in SAME_IN_BOTH_IRS:
+        _c.core = False

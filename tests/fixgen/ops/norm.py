@@ -1,4 +1,5 @@
-"""Normalization layers (src/ops/norm.rs)."""
+"""Normalization layers (src/ops/norm.rs). local_response_norm, F.normalize and (in core ATen)
+rms_norm decompose into other families' ops; they are here as end-to-end checks."""
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -22,8 +23,10 @@ def seeded(m: nn.Module, seed=1) -> nn.Module:
 
 
 class TrainBN(nn.Module):
-    """A batch norm in training mode (Case.module() calls eval(); this one stays in train) that
-    also returns its running statistics after the update."""
+    """A batch norm in training mode (Case.module() calls eval(); this one stays in train). Only
+    the output is compared: the generator's eager call has already updated the module's running
+    statistics once before export, so the updated buffers are checked by bn_functional_train
+    (running stats passed as inputs) instead."""
 
     def __init__(self, bn):
         super().__init__()
@@ -33,8 +36,7 @@ class TrainBN(nn.Module):
         return self.train()
 
     def forward(self, x):
-        y = self.bn(x)
-        return y, self.bn.running_mean.clone(), self.bn.running_var.clone()
+        return self.bn(x)
 
 
 def bn_functional_train(x, rm, rv, w, b):
@@ -52,7 +54,7 @@ CASES = [
     Case("bn1d_train_no_stats", lambda x: F.batch_norm(x, None, None, training=True), [randn(6, 3)]),
     Case("bn_functional_train", bn_functional_train, [randn(4, 3, 5), torch.zeros(3), torch.ones(3), randn(3, seed=1), randn(3, seed=2)]),
     Case("bn2d_eval_f16", lambda x, m, v: F.batch_norm(x, m, v), [randn(2, 3, 4, dtype=f16), randn(3, seed=1), randn(3, seed=2).abs()], tol="half"),
-    Case("bn2d_eval_f64", seeded(nn.BatchNorm2d(2).double()), [randn(2, 2, 3, 3, dtype=f64)]),
+    Case("bn2d_eval_f64", seeded(nn.BatchNorm2d(2).double()), [randn(2, 2, 3, 3, dtype=f64)], core=False),
     Case("native_batch_norm_train", lambda x, w, b: A.native_batch_norm.default(x, w, b, None, None, True, 0.1, 1e-5), [randn(3, 2, 4), randn(2, seed=1), randn(2, seed=2)], core=False),
     Case("native_batch_norm_eval", lambda x, m, v: A.native_batch_norm.default(x, None, None, m, v, False, 0.1, 1e-5)[0], [randn(3, 2, 4), randn(2, seed=1), randn(2, seed=2).abs()], core=False),
     # layer norm
@@ -62,7 +64,7 @@ CASES = [
     Case("layer_norm_nobias", seeded(nn.LayerNorm(6, bias=False)), [randn(4, 6)]),
     Case("layer_norm_noncontig", lambda x, w, b: F.layer_norm(x.transpose(0, 1), (5,), w, b, eps=1e-3), [randn(5, 3, 5), randn(5, seed=1), randn(5, seed=2)]),
     Case("layer_norm_f16", lambda x, w, b: F.layer_norm(x, (16,), w, b), [randn(3, 16, dtype=f16), randn(16, seed=1, dtype=f16), randn(16, seed=2, dtype=f16)], tol="half"),
-    Case("layer_norm_bf16", lambda x: F.layer_norm(x, (16,)), [randn(3, 16, dtype=bf16)], tol="half"),
+    Case("layer_norm_bf16", lambda x: F.layer_norm(x, (16,)), [randn(3, 16, dtype=bf16)], tol="half", core=False),
     Case("native_layer_norm", lambda x, w, b: A.native_layer_norm.default(x, [4], w, b, 1e-5), [randn(3, 2, 4), randn(4, seed=1), randn(4, seed=2)], core=False),
     # group / instance norm
     Case("group_norm", seeded(nn.GroupNorm(2, 6)), [randn(2, 6, 3, 3)]),
@@ -74,10 +76,10 @@ CASES = [
     Case("instance_norm_running_eval", seeded(nn.InstanceNorm1d(3, track_running_stats=True)), [randn(2, 3, 7)]),
     # rms norm
     Case("rms_norm", seeded(nn.RMSNorm(8)), [randn(2, 3, 8)]),
-    Case("rms_norm_eps", nn.RMSNorm((2, 4), eps=1e-2, elementwise_affine=False), [randn(3, 2, 4)]),
+    Case("rms_norm_eps", nn.RMSNorm((2, 4), eps=1e-2, elementwise_affine=False), [randn(3, 2, 4)], core=False),
     Case("rms_norm_f16", lambda x, w: F.rms_norm(x, (16,), w), [randn(3, 16, dtype=f16), randn(16, seed=1, dtype=f16)], tol="half"),
     Case("fused_rms_norm", lambda x, w: A._fused_rms_norm.default(x, [4], w, 1e-6), [randn(3, 4), randn(4, seed=1)], core=False),
     # compositions that decompose
-    Case("local_response_norm", nn.LocalResponseNorm(3), [randn(2, 5, 4, 4)]),
-    Case("normalize_p1", lambda x: F.normalize(x, p=1.0, dim=-1), [randn(3, 4)]),
+    Case("local_response_norm", nn.LocalResponseNorm(3), [randn(2, 5, 4, 4)], core=False),
+    Case("normalize_p1", lambda x: F.normalize(x, p=1.0, dim=-1), [randn(3, 4)], core=False),
 ]

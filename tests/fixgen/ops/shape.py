@@ -1,5 +1,8 @@
 """Shape family: views (view/reshape/permute/slice/expand... sharing storage), splits, and the
-copying shape ops (cat/stack/pad/roll/flip/repeat/tril...)."""
+copying shape ops (cat/stack/pad/roll/flip/repeat/tril...).
+
+Related ops share a case (several outputs) to keep the fixture small: every program costs
+~5 KB of archive overhead whatever its tensors."""
 import torch
 import torch.nn.functional as F
 from torch.export import Dim
@@ -17,6 +20,58 @@ u34 = randint(0, 255, 3, 4, seed=7, dtype=torch.uint8)
 empty = torch.empty(0, 4)
 
 
+def _views(x, y, z):
+    return x.view(4, 3), x.view(-1, 2), y.view(-1, 6), y.view(4, -1, 3), x.view_as(z)
+
+
+def _view_0d(a, b):
+    return a.view(1, 1), b.view(())
+
+
+def _reshape(x, y, e, z):
+    # A transposed input cannot be viewed: reshape copies; a row slice can be viewed.
+    return x.t().reshape(12), y[:, 1:].reshape(-1, 2, 2), e.reshape(2, 0, 2), x.t().reshape_as(z)
+
+
+def _flatten(x, s, y):
+    return x.flatten(1), x.flatten(1, 2), s.flatten(), y.transpose(0, 2).flatten(), y.reshape(2, 12).unflatten(1, (2, -1))
+
+
+def _squeeze(a, b):
+    return a.squeeze(), b.squeeze(-2), b.squeeze(0), a.squeeze((0, 2)), b.unsqueeze(0), b.unsqueeze(-1), b.unsqueeze(1)
+
+
+def _permute(x, y, v, z):
+    return (
+        y.permute(2, 0, 1),
+        y.permute(-1, -3, -2).contiguous(),
+        y.transpose(0, -1),
+        x.t(),
+        v.t(),
+        y.T,
+        y.mT,
+        torch.swapaxes(y, 0, 1),
+        torch.movedim(y, 0, -1),
+        torch.movedim(z, (0, 3), (2, 0)),
+    )
+
+
+def _expand(a, b, x, c):
+    return a.expand(2, 3, 4), a.expand(-1, 5), b.expand_as(x), torch.broadcast_to(c, (2, 3, 4)), a.expand(2, 3, 4).reshape(6, 4)
+
+
+def _slice(a, b, c, x):
+    return a[1:3], a[1:100], a[-100:2], a[3:1], b[:, ::2], c[:, 1::3], x[-2:, -3:-1], x.t()[1:, :2]
+
+
+def _select_narrow(x, y, i):
+    return x[:, 2], y[-1], i.select(1, -2), x.narrow(1, 1, 2), x.narrow(0, -2, 2), x.as_strided((2, 2), (1, 3), 1)
+
+
+def _diagonal(x, y):
+    return torch.diagonal(x), torch.diagonal(y, 1), torch.diagonal(y, -1), y.diagonal(0, 0, 2), x.unfold(1, 2, 1), x.t().contiguous(), x.detach()
+
+
 def _inplace_through_view(x):
     y = x.clone()
     v = y.view(4, 3)
@@ -25,134 +80,111 @@ def _inplace_through_view(x):
     return y
 
 
+def _splits(x, y, a, b, c, d, e):
+    return (
+        x.unbind(1),
+        torch.unbind(y),
+        a.split(2, 1),
+        a.split([1, 3, 1], 1),
+        torch.split_with_sizes(y, [2, 1], -2),
+        b.chunk(3, 0),
+        c.chunk(4, 1),
+        d.tensor_split(3, dim=1),
+        e.tensor_split([1, 4, 10], dim=0),
+    )
+
+
+def _cat(x, a, b, i, e1, e, c):
+    return (
+        torch.cat([x, a], 0),
+        torch.cat([x, b, x], -1),
+        torch.cat([i, x], 1),  # int64 + float32 -> float32
+        torch.cat([e1, x], 1),  # legacy: a 1-d empty tensor is skipped
+        torch.cat([e, x], 0),
+        torch.cat([x.t(), c[:, ::2]], 0),
+        torch.concat([x, x], 1),
+    )
+
+
+def _stack(x, v, w):
+    return torch.stack([x, x * 2]), torch.stack([x, x * 2], -1), torch.hstack([x, x]), torch.vstack([v, w])
+
+
+def _scatters(x, y, z, d, w, s):
+    return (
+        torch.slice_scatter(y, s, 1, 0, 4, 2),
+        torch.select_scatter(x, z, 0, -1),
+        torch.diagonal_scatter(x, d, 1),
+        torch.as_strided_scatter(x, w, (2, 2), (4, 1), 1),
+    )
+
+
+def _pad_constant(x, y, i):
+    return F.pad(x, (1, 2)), F.pad(y, (1, 1, 2, 0), value=-1.5), F.pad(x, (-1, 2, 1, -1)), F.pad(i, (2, 1), value=7), torch.constant_pad_nd(y, [0, 1, 1, 0, 1, 1], 2.0)
+
+
+def _pad_mode(mode):
+    def f(y, a, b):
+        p3 = (1, 1, 1, 0, 0, 1) if mode != "circular" else (1, 1, 1, 0)
+        return F.pad(y, (2, 1), mode=mode), F.pad(a, (1, 2, 2, 1), mode=mode), F.pad(b, p3, mode=mode)
+
+    return f
+
+
+def _roll_flip(x, y, i):
+    return (
+        torch.roll(x, 1, 0),
+        torch.roll(y, (-1, 5), (1, 2)),
+        torch.roll(x, 5),
+        torch.flip(y, (0, 2)),
+        torch.flip(i, (-1,)),
+        torch.fliplr(x),
+        torch.rot90(x),
+        torch.rot90(x, 2),
+        torch.rot90(x, -1, (1, 0)),
+    )
+
+
+def _repeat(x, b):
+    return x.repeat(2, 1, 3), b.repeat(2, 2), torch.tile(x, (2,)), torch.tile(x, (2, 1, 2)), torch.repeat_interleave(x, 2, dim=1), torch.repeat_interleave(x, 3)
+
+
+def _tri(y, x, i, b):
+    return torch.tril(y), torch.triu(x, 1), torch.triu(x, -1), torch.tril(i, -1), torch.tril(b, 2)
+
+
+def _dyn(x):
+    n = x.shape[0]
+    return x.reshape(n * 2, -1), x[1 : n - 1]
+
+
 CASES = [
-    # --- views
-    Case("view", lambda x: x.view(4, 3), [x34]),
-    Case("view_infer", lambda x: x.view(-1, 6), [x234]),
-    Case("view_0d", lambda x: x.view(1, 1), [torch.tensor(3.5)]),
-    Case("view_to_0d", lambda x: x.view(()), [torch.tensor([2.5])]),
-    Case("reshape_noncontig", lambda x: x.t().reshape(12), [x34]),
-    Case("reshape_view_of_slice", lambda x: x[:, 1:].reshape(-1, 2, 2), [x234]),
-    Case("reshape_empty", lambda x: x.reshape(2, 0, 2), [empty]),
-    Case("flatten", lambda x: torch.flatten(x, 1), [x2345]),
-    Case("flatten_mid", lambda x: x.flatten(1, 2), [x2345]),
-    Case("flatten_0d", lambda x: x.flatten(), [torch.tensor(7.0)]),
-    Case("flatten_noncontig", lambda x: x.transpose(0, 2).flatten(), [x234]),
-    Case("unflatten", lambda x: x.unflatten(1, (2, -1)), [x234.reshape(2, 12)]),
-    Case("squeeze_all", lambda x: x.squeeze(), [randn(1, 3, 1, 2)]),
-    Case("squeeze_dim", lambda x: x.squeeze(-2), [randn(3, 1, 2)]),
-    Case("squeeze_dim_noop", lambda x: x.squeeze(0), [randn(3, 1, 2)]),
-    Case("squeeze_dims", lambda x: x.squeeze((0, 2)), [randn(1, 3, 1, 2)]),
-    Case("unsqueeze", lambda x: (x.unsqueeze(0), x.unsqueeze(-1), x.unsqueeze(1)), [x34]),
-    Case("permute", lambda x: x.permute(2, 0, 1), [x234]),
-    Case("permute_neg", lambda x: x.permute(-1, -3, -2).contiguous(), [x234]),
-    Case("transpose", lambda x: x.transpose(0, -1), [x234]),
-    Case("t", lambda x: x.t(), [x34]),
-    Case("t_1d", lambda x: x.t(), [randn(5)]),
-    Case("T", lambda x: x.T, [x234]),
-    Case("mT", lambda x: x.mT, [x234]),
-    Case("swapaxes", lambda x: torch.swapaxes(x, 0, 1), [x234]),
-    Case("movedim", lambda x: torch.movedim(x, 0, -1), [x234]),
-    Case("movedim_list", lambda x: torch.movedim(x, (0, 3), (2, 0)), [x2345]),
-    Case("expand", lambda x: x.expand(2, 3, 4), [randn(3, 1)]),
-    Case("expand_neg1", lambda x: x.expand(-1, 5), [randn(3, 1)]),
-    Case("expand_as", lambda x, y: x.expand_as(y), [randn(1, 4), x34]),
-    Case("broadcast_to", lambda x: torch.broadcast_to(x, (2, 3, 4)), [randn(4)]),
-    Case("expand_then_reshape", lambda x: x.expand(2, 3, 4).reshape(6, 4), [randn(3, 1)]),
-    Case("view_as", lambda x, y: x.view_as(y), [x34, randn(6, 2)]),
-    Case("reshape_as", lambda x, y: x.t().reshape_as(y), [x34, randn(6, 2)]),
-    # --- slicing
-    Case("slice", lambda x: x[1:3], [randn(5, 2)]),
-    Case("slice_step", lambda x: x[:, ::2], [randn(3, 7)]),
-    Case("slice_step3_offset", lambda x: x[:, 1::3], [randn(3, 8)]),
-    Case("slice_neg", lambda x: x[-2:, -3:-1], [x34]),
-    Case("slice_oversized", lambda x: x[1:100], [randn(5, 2)]),
-    Case("slice_neg_oversized", lambda x: x[-100:2], [randn(5, 2)]),
-    Case("slice_empty", lambda x: x[3:1], [randn(5, 2)]),
-    Case("slice_of_transpose", lambda x: x.t()[1:, :2], [x34]),
-    Case("select", lambda x: x[:, 2], [x34]),
-    Case("select_neg", lambda x: x[-1], [x234]),
-    Case("select_int", lambda x: x.select(1, -2), [i34]),
-    Case("narrow", lambda x: x.narrow(1, 1, 2), [x34]),
-    Case("narrow_neg", lambda x: x.narrow(0, -2, 2), [x34]),
-    Case("as_strided", lambda x: x.as_strided((2, 2), (1, 3), 1), [x34]),
-    Case("diagonal", lambda x: torch.diagonal(x), [x34]),
-    Case("diagonal_offset", lambda x: (torch.diagonal(x, 1), torch.diagonal(x, -1), x.diagonal(0, 0, 2)), [x234]),
-    Case("unfold", lambda x: x.unfold(1, 2, 1), [x34]),
-    Case("contiguous", lambda x: x.t().contiguous(), [x34]),
-    Case("alias_detach", lambda x: x.detach(), [x34]),
+    Case("views", _views, [x34, x234, randn(6, 2)]),
+    Case("view_0d", _view_0d, [torch.tensor(3.5), torch.tensor([2.5])]),
+    Case("reshape", _reshape, [x34, x234, empty, randn(6, 2)]),
+    Case("flatten", _flatten, [x2345, torch.tensor(7.0), x234]),
+    Case("squeeze_unsqueeze", _squeeze, [randn(1, 3, 1, 2), randn(3, 1, 2)]),
+    Case("permute_transpose", _permute, [x34, x234, randn(5), x2345]),
+    Case("expand", _expand, [randn(3, 1), randn(1, 4), x34, randn(4)]),
+    Case("slice", _slice, [randn(5, 2), randn(3, 7), randn(3, 8), x34]),
+    Case("select_narrow_strided", _select_narrow, [x34, x234, i34]),
+    Case("diagonal_unfold_contiguous", _diagonal, [x34, x234]),
     Case("inplace_through_view", _inplace_through_view, [x34]),
-    # --- splits
-    Case("unbind", lambda x: x.unbind(1), [x34]),
-    Case("unbind0", lambda x: torch.unbind(x), [x234]),
-    Case("split", lambda x: x.split(2, 1), [randn(2, 5)]),
-    Case("split_sizes", lambda x: x.split([1, 3, 1], 1), [randn(2, 5)]),
-    Case("split_with_sizes", lambda x: torch.split_with_sizes(x, [2, 1], -2), [x234]),
-    Case("chunk", lambda x: x.chunk(3, 0), [randn(7, 2)]),
-    Case("chunk_uneven", lambda x: x.chunk(4, 1), [randn(2, 6)]),
-    Case("tensor_split", lambda x: x.tensor_split(3, dim=1), [randn(2, 7)]),
-    Case("tensor_split_idx", lambda x: x.tensor_split([1, 4, 10], dim=0), [randn(6, 2)]),
-    # --- cat / stack
-    Case("cat", lambda x, y: torch.cat([x, y], 0), [x34, randn(2, 4)]),
-    Case("cat_neg_dim", lambda x, y: torch.cat([x, y, x], -1), [x34, randn(3, 1)]),
-    Case("cat_promote", lambda x, y: torch.cat([x, y], 1), [i34, x34]),
-    Case("cat_half", lambda x, y: torch.cat([x, y]), [h34, h34]),
-    Case("cat_bool", lambda x, y: torch.cat([x, y]), [b34, b34]),
-    Case("cat_legacy_empty", lambda x, y: torch.cat([x, y], 1), [torch.empty(0), x34]),
-    Case("cat_empty_rows", lambda x, y: torch.cat([x, y], 0), [empty, x34]),
-    Case("cat_noncontig", lambda x, y: torch.cat([x.t(), y[:, ::2]], 0), [x34, randn(3, 6)]),
-    Case("concat", lambda x, y: torch.concat([x, y], 1), [x34, x34]),
-    Case("stack", lambda x, y: torch.stack([x, y]), [x34, x34 * 2]),
-    Case("stack_last", lambda x, y: torch.stack([x, y], -1), [x34, x34 * 2]),
-    Case("hstack", lambda x, y: torch.hstack([x, y]), [x34, x34]),
-    Case("vstack", lambda x, y: torch.vstack([x, y]), [randn(4), randn(4)]),
-    # --- scatter back
-    Case("slice_scatter", lambda x, y: torch.slice_scatter(x, y, 1, 0, 4, 2), [randn(3, 5), randn(3, 2)]),
-    Case("select_scatter", lambda x, y: torch.select_scatter(x, y, 0, -1), [x34, randn(4)]),
-    Case("diagonal_scatter", lambda x, y: torch.diagonal_scatter(x, y, 1), [x34, randn(3)]),
-    Case("as_strided_scatter", lambda x, y: torch.as_strided_scatter(x, y, (2, 2), (4, 1), 1), [x34, randn(2, 2)]),
-    # --- pad
-    Case("pad_constant", lambda x: F.pad(x, (1, 2)), [x34]),
-    Case("pad_constant_value", lambda x: F.pad(x, (1, 1, 2, 0), value=-1.5), [x234]),
-    Case("pad_negative", lambda x: F.pad(x, (-1, 2, 1, -1)), [x34]),
-    Case("pad_int", lambda x: F.pad(x, (2, 1), value=7), [i34]),
-    Case("constant_pad_nd", lambda x: torch.constant_pad_nd(x, [0, 1, 1, 0, 1, 1], 2.0), [x234]),
-    Case("pad_reflect1d", lambda x: F.pad(x, (2, 3), mode="reflect"), [x234]),
-    Case("pad_reflect2d", lambda x: F.pad(x, (1, 2, 2, 1), mode="reflect"), [randn(1, 2, 4, 5)]),
-    Case("pad_reflect3d", lambda x: F.pad(x, (1, 1, 1, 0, 0, 1), mode="reflect"), [randn(1, 1, 3, 3, 3)]),
-    Case("pad_replicate1d", lambda x: F.pad(x, (3, 1), mode="replicate"), [x234]),
-    Case("pad_replicate2d", lambda x: F.pad(x, (2, 0, 1, 3), mode="replicate"), [randn(1, 2, 3, 4)]),
-    Case("pad_replicate3d", lambda x: F.pad(x, (1, 0, 0, 1, 1, 1), mode="replicate"), [randn(1, 1, 2, 3, 2)]),
-    Case("pad_circular1d", lambda x: F.pad(x, (2, 1), mode="circular"), [x234]),
-    Case("pad_circular2d", lambda x: F.pad(x, (1, 2, 2, 1), mode="circular"), [randn(1, 2, 3, 4)]),
-    Case("pad_module_reflect", torch.nn.ReflectionPad2d((1, 0, 2, 1)), [randn(1, 2, 3, 4)]),
-    Case("pad_module_replicate", torch.nn.ReplicationPad1d(2), [x234]),
-    # --- roll / flip / repeat
-    Case("roll", lambda x: torch.roll(x, 1, 0), [x34]),
-    Case("roll_multi", lambda x: torch.roll(x, (-1, 5), (1, 2)), [x234]),
-    Case("roll_flat", lambda x: torch.roll(x, 5), [x34]),
-    Case("flip", lambda x: torch.flip(x, (0, 2)), [x234]),
-    Case("flip_int", lambda x: torch.flip(x, (-1,)), [i34]),
-    Case("fliplr", lambda x: torch.fliplr(x), [x34]),
-    Case("rot90", lambda x: (torch.rot90(x), torch.rot90(x, 2), torch.rot90(x, -1, (1, 0))), [x34]),
-    Case("repeat", lambda x: x.repeat(2, 1, 3), [x34]),
-    Case("repeat_bool", lambda x: x.repeat(2, 2), [b34]),
-    Case("tile", lambda x: torch.tile(x, (2,)), [x34]),
-    Case("tile_more", lambda x: torch.tile(x, (2, 1, 2)), [x34]),
-    Case("repeat_interleave", lambda x: torch.repeat_interleave(x, 2, dim=1), [x34]),
-    Case("repeat_interleave_flat", lambda x: torch.repeat_interleave(x, 3), [x34]),
+    Case("splits", _splits, [x34, x234, randn(2, 5), randn(7, 2), randn(2, 6), randn(2, 7), randn(6, 2)]),
+    Case("cat", _cat, [x34, randn(2, 4), randn(3, 1), i34, torch.empty(0), empty, randn(3, 6)]),
+    Case("cat_dtypes", lambda h, b: (torch.cat([h, h]), torch.cat([b, b])), [h34, b34]),
+    Case("stack", _stack, [x34, randn(4), randn(4)]),
+    Case("scatter_views", _scatters, [x34, randn(3, 5), randn(4), randn(3), randn(2, 2), randn(3, 2)]),
+    Case("pad_constant", _pad_constant, [x34, x234, i34]),
+    Case("pad_reflect", _pad_mode("reflect"), [x234, randn(1, 2, 4, 5), randn(1, 1, 3, 3, 3)]),
+    Case("pad_replicate", _pad_mode("replicate"), [x234, randn(1, 2, 3, 4), randn(1, 1, 2, 3, 2)]),
+    Case("pad_circular", _pad_mode("circular"), [x234, randn(1, 2, 3, 4), randn(1, 2, 3, 4)]),
+    Case("pad_modules", lambda a, y: (torch.nn.ReflectionPad2d((1, 0, 2, 1))(a), torch.nn.ReplicationPad1d(2)(y)), [randn(1, 2, 3, 4), x234]),
+    Case("roll_flip_rot90", _roll_flip, [x34, x234, i34]),
+    Case("repeat_tile", _repeat, [x34, b34]),
     Case("repeat_interleave_tensor", lambda x, r: torch.repeat_interleave(x, r, dim=0), [x34, torch.tensor([1, 0, 2])], core=False),
-    # --- triangles
-    Case("tril", lambda x: torch.tril(x), [x234]),
-    Case("triu_diag", lambda x: (torch.triu(x, 1), torch.triu(x, -1)), [x34]),
-    Case("tril_int", lambda x: torch.tril(x, -1), [i34]),
-    Case("tril_bool", lambda x: torch.tril(x, 2), [b34]),
-    # --- pixel shuffle
-    Case("pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), [randn(1, 8, 2, 3)]),
-    Case("pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2), [randn(1, 2, 4, 6)]),
-    # --- dtypes through views and copies
+    Case("tril_triu", _tri, [x234, x34, i34, b34]),
+    Case("pixel_shuffle", lambda a, b: (F.pixel_shuffle(a, 2), F.pixel_unshuffle(b, 2)), [randn(1, 8, 2, 3), randn(1, 2, 4, 6)]),
     Case("dtypes_views", lambda a, b, c, d: (a.t().reshape(-1), b[:, 1:].flip(0), c.permute(1, 0)[::2], d.unsqueeze(0).expand(2, 3, 4)), [h34, bf34, u34, i34]),
-    # --- dynamic shapes
-    Case("dyn_view", lambda x: x.reshape(x.shape[0] * 2, -1), [randn(3, 4)], dynamic_shapes=(({0: Dim("b", min=1, max=64)},),)),
-    Case("dyn_slice", lambda x: x[1 : x.shape[0] - 1], [randn(6, 4)], dynamic_shapes=(({0: Dim("b", min=4, max=64)},),)),
+    Case("dyn_view_slice", _dyn, [randn(6, 4)], dynamic_shapes=(({0: Dim("b", min=4, max=64)},),)),
 ]

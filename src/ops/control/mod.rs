@@ -1,0 +1,426 @@
+//! Op family: control. Higher-order ops (`cond`, `while_loop`, `map_impl`) run their
+//! subgraphs with the interpreter; `_operator.getitem`; sizes as symbolic ints (`sym_size`,
+//! `sym_numel`...); `item`; and the runtime checks export inserts (`_assert_scalar`,
+//! `sym_constrain_range`...), which fail with an error carrying torch's message.
+//! Symbolic arithmetic (`_operator.add`, `torch.sym_max`...) is in `sym.rs`.
+
+mod sym;
+#[cfg(test)]
+mod tests;
+
+use super::{OpCtx, Registry};
+use crate::cpu::Tensor;
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::program::{Arg, Graph};
+use crate::runtime::{run_graph, RValue};
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add("higher_order.cond", cond);
+    r.add("higher_order.while_loop", while_loop);
+    r.add("higher_order.map_impl", map_impl);
+    r.add("_operator.getitem", getitem);
+    r.add("aten.sym_size.int", sym_size);
+    r.add("aten.sym_numel.default", sym_numel);
+    r.add("aten.sym_stride.int", sym_stride);
+    r.add("aten.sym_storage_offset.default", sym_storage_offset);
+    r.add("aten.sym_is_contiguous.default", sym_is_contiguous);
+    r.add("aten.item.default", item);
+    r.add("aten._local_scalar_dense.default", item);
+    r.add("aten._assert_scalar.default", assert_scalar);
+    r.add("aten._functional_assert_scalar.default", assert_scalar);
+    r.add_op("aten._assert_async", assert_async);
+    r.add("aten._functional_assert_async.msg", assert_async);
+    r.add("aten.sym_constrain_range.default", constrain_range);
+    r.add("aten.sym_constrain_range_for_size.default", constrain_range);
+    r.add(
+        "aten._functional_sym_constrain_range.default",
+        constrain_range,
+    );
+    r.add(
+        "aten._functional_sym_constrain_range_for_size.default",
+        constrain_range,
+    );
+    r.add("aten._make_dep_token.default", dep_token);
+    r.add(
+        "aten._assert_tensor_metadata.default",
+        assert_tensor_metadata,
+    );
+    r.add("aten.scalar_tensor.default", scalar_tensor);
+    sym::register(r);
+}
+
+/// Values of a list argument (operands of higher-order ops), one per element.
+fn flat_values(ctx: &OpCtx, a: &Arg) -> Result<Vec<RValue>> {
+    Ok(match a {
+        Arg::Tensors(_) | Arg::OptTensors(_) => match ctx.resolve(a)? {
+            RValue::Tensors(ts) => ts.into_iter().map(RValue::Tensor).collect(),
+            RValue::OptTensors(ts) => ts
+                .into_iter()
+                .map(|t| t.map_or(RValue::None, RValue::Tensor))
+                .collect(),
+            other => vec![other],
+        },
+        Arg::Ints(_) | Arg::SymInts(_) => ctx
+            .ints_of(a, "operands")?
+            .into_iter()
+            .map(RValue::Int)
+            .collect(),
+        Arg::None => Vec::new(),
+        other => vec![ctx.resolve(other)?],
+    })
+}
+
+fn positional<'a>(ctx: &OpCtx<'a>, i: usize, what: &str) -> Result<&'a Arg> {
+    ctx.arg_at(i)
+        .ok_or_else(|| ctx.err(format!("missing argument {i} ({what})")))
+}
+
+fn subgraph<'a>(ctx: &OpCtx<'a>, i: usize, what: &str) -> Result<&'a Graph> {
+    match positional(ctx, i, what)? {
+        Arg::Graph(g) => Ok(g),
+        other => Err(ctx.err(format!(
+            "argument {i} ({what}) is {other:?}, expected a subgraph"
+        ))),
+    }
+}
+
+/// Truth of a predicate: a one-element tensor, a (sym) bool or an int.
+fn truth(ctx: &OpCtx, v: &RValue, what: &str) -> Result<bool> {
+    match v {
+        RValue::Bool(b) => Ok(*b),
+        RValue::Int(i) => Ok(*i != 0),
+        RValue::Float(f) => Ok(*f != 0.0),
+        RValue::Tensor(t) if t.numel() == 1 => Ok(t.item_f64() != 0.0),
+        RValue::Tensor(t) => Err(ctx.err(format!(
+            "{what} must be a tensor with one element, got shape {:?}",
+            t.sizes
+        ))),
+        other => Err(ctx.err(format!(
+            "{what} is a {}, expected a bool or a one-element tensor",
+            other.kind()
+        ))),
+    }
+}
+
+/// Shape a subgraph's results as this node's outputs (one value per output, or one list
+/// when the node defines a single `Tensor[]`).
+fn node_results(ctx: &OpCtx, outs: Vec<RValue>) -> Vec<RValue> {
+    if ctx.node.outputs.len() == 1 && matches!(ctx.node.outputs[0], Arg::Tensors(_)) {
+        let ts = outs
+            .into_iter()
+            .filter_map(|v| {
+                if let RValue::Tensor(t) = v {
+                    Some(t)
+                } else {
+                    None
+                }
+            })
+            .collect();
+        return vec![RValue::Tensors(ts)];
+    }
+    outs
+}
+
+fn cond(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let pred = ctx.resolve(positional(ctx, 0, "pred")?)?;
+    let branch = if truth(ctx, &pred, "the cond predicate")? {
+        subgraph(ctx, 1, "true_fn")?
+    } else {
+        subgraph(ctx, 2, "false_fn")?
+    };
+    let operands = flat_values(ctx, positional(ctx, 3, "operands")?)?;
+    let outs =
+        run_graph(branch, operands, ctx.state).map_err(|e| ctx.err(format!("in branch: {e}")))?;
+    Ok(node_results(ctx, outs))
+}
+
+/// Iterations after which a while_loop is taken to be runaway (a model's loop is far shorter).
+const MAX_WHILE_ITERATIONS: u64 = 1 << 31;
+
+fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (cond_g, body_g) = (subgraph(ctx, 0, "cond_fn")?, subgraph(ctx, 1, "body_fn")?);
+    let mut carried = flat_values(ctx, positional(ctx, 2, "carried_inputs")?)?;
+    let extra = match ctx.arg_at(3) {
+        Some(a) => flat_values(ctx, a)?,
+        None => Vec::new(),
+    };
+    let with_extra = |c: &[RValue]| c.iter().chain(&extra).cloned().collect::<Vec<_>>();
+    let mut iterations = 0u64;
+    loop {
+        let p = run_graph(cond_g, with_extra(&carried), ctx.state)
+            .map_err(|e| ctx.err(format!("in cond_fn: {e}")))?;
+        let go = truth(
+            ctx,
+            p.first()
+                .ok_or_else(|| ctx.err("cond_fn returned nothing"))?,
+            "the while_loop condition",
+        )?;
+        if !go {
+            break;
+        }
+        iterations += 1;
+        if iterations > MAX_WHILE_ITERATIONS {
+            return Err(ctx.err(format!(
+                "while_loop ran more than {MAX_WHILE_ITERATIONS} iterations"
+            )));
+        }
+        let next = run_graph(body_g, with_extra(&carried), ctx.state)
+            .map_err(|e| ctx.err(format!("in body_fn (iteration {iterations}): {e}")))?;
+        if next.len() != carried.len() {
+            return Err(ctx.err(format!(
+                "body_fn returned {} values for {} carried inputs",
+                next.len(),
+                carried.len()
+            )));
+        }
+        carried = next;
+    }
+    Ok(node_results(ctx, carried))
+}
+
+fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let f = subgraph(ctx, 0, "f")?;
+    let xs = flat_values(ctx, positional(ctx, 1, "xs")?)?;
+    let pos = match ctx.arg_at(2) {
+        Some(a) => flat_values(ctx, a)?,
+        None => Vec::new(),
+    };
+    let xs: Vec<Tensor> = xs
+        .into_iter()
+        .map(|v| match v {
+            RValue::Tensor(t) if t.rank() > 0 => Ok(t),
+            other => Err(ctx.err(format!(
+                "map xs must be tensors of rank >= 1, got {}",
+                other.kind()
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let n = xs
+        .first()
+        .map(|t| t.sizes[0])
+        .ok_or_else(|| ctx.err("map needs at least one mapped tensor"))?;
+    if xs.iter().any(|t| t.sizes[0] != n) {
+        return Err(ctx.err("mapped tensors must have the same leading dimension"));
+    }
+    if n == 0 {
+        return Err(ctx.err("map over a leading dimension of size 0 is not supported"));
+    }
+    let mut per_out: Vec<Vec<Tensor>> = Vec::new();
+    for i in 0..n {
+        let mut inputs: Vec<RValue> = xs
+            .iter()
+            .map(|t| {
+                RValue::Tensor(t.view_with(
+                    t.sizes[1..].to_vec(),
+                    t.strides[1..].to_vec(),
+                    t.offset + i * t.strides[0],
+                ))
+            })
+            .collect();
+        inputs.extend(pos.iter().cloned());
+        let outs = run_graph(f, inputs, ctx.state)
+            .map_err(|e| ctx.err(format!("in map body (slice {i}): {e}")))?;
+        if per_out.is_empty() {
+            per_out = vec![Vec::with_capacity(n); outs.len()];
+        }
+        for (k, o) in outs.into_iter().enumerate() {
+            match (o, per_out.get_mut(k)) {
+                (RValue::Tensor(t), Some(list)) => list.push(t),
+                _ => {
+                    return Err(ctx.err("map body must return tensors, the same number every time"))
+                }
+            }
+        }
+    }
+    // Stack each output along a new leading dimension.
+    let mut results = Vec::with_capacity(per_out.len());
+    for list in per_out {
+        let us: Vec<Tensor> = list
+            .iter()
+            .map(|t| {
+                t.view_with(
+                    [&[1], &t.sizes[..]].concat(),
+                    [&[0], &t.strides[..]].concat(),
+                    t.offset,
+                )
+            })
+            .collect();
+        if us.iter().any(|t| t.sizes != us[0].sizes) {
+            return Err(ctx.err("map body returned tensors of different shapes"));
+        }
+        results.push(RValue::Tensor(super::shape::cat_t(ctx, &us, 0)?));
+    }
+    Ok(node_results(ctx, results))
+}
+
+fn getitem(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let seq = ctx.resolve(positional(ctx, 0, "sequence")?)?;
+    let i = ctx.int_of(positional(ctx, 1, "index")?, "index")?;
+    let len = match &seq {
+        RValue::Tensors(v) => v.len(),
+        RValue::OptTensors(v) => v.len(),
+        other => return Err(ctx.err(format!("cannot index a {}", other.kind()))),
+    };
+    let k = if i < 0 { i + len as i64 } else { i };
+    if k < 0 || k >= len as i64 {
+        return Err(ctx.err(format!(
+            "index {i} is out of range for a list of {len} values"
+        )));
+    }
+    Ok(vec![match seq {
+        RValue::Tensors(mut v) => RValue::Tensor(v.swap_remove(k as usize)),
+        RValue::OptTensors(mut v) => v
+            .swap_remove(k as usize)
+            .map_or(RValue::None, RValue::Tensor),
+        _ => unreachable!("checked above"),
+    }])
+}
+
+fn dim_of(ctx: &OpCtx, t: &Tensor) -> Result<usize> {
+    super::util::wrap_dim(ctx, ctx.int("dim")?, t.rank())
+}
+
+fn sym_size(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if t.rank() == 0 {
+        return Err(ctx.err("dimension specified as 0 but tensor has no dimensions"));
+    }
+    Ok(vec![RValue::Int(t.sizes[dim_of(ctx, &t)?] as i64)])
+}
+
+fn sym_numel(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    Ok(vec![RValue::Int(ctx.tensor("self")?.numel() as i64)])
+}
+
+fn sym_stride(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if t.rank() == 0 {
+        return Err(ctx.err("dimension specified as 0 but tensor has no dimensions"));
+    }
+    Ok(vec![RValue::Int(t.strides[dim_of(ctx, &t)?] as i64)])
+}
+
+fn sym_storage_offset(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    Ok(vec![RValue::Int(ctx.tensor("self")?.offset as i64)])
+}
+
+fn sym_is_contiguous(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    Ok(vec![RValue::Bool(ctx.tensor("self")?.is_contiguous())])
+}
+
+fn item(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if t.numel() != 1 {
+        return Err(ctx.err(format!(
+            "a Tensor with {} elements cannot be converted to Scalar",
+            t.numel()
+        )));
+    }
+    Ok(vec![if t.dtype.is_float() {
+        RValue::Float(t.item_f64())
+    } else if t.dtype == DType::Bool {
+        RValue::Bool(t.item_f64() != 0.0)
+    } else {
+        RValue::Int(t.to_vec::<i64>()[0])
+    }])
+}
+
+/// The message of an assert node (`assert_msg`), or a generic one.
+fn assert_msg(ctx: &OpCtx) -> Result<String> {
+    Ok(ctx
+        .opt_str("assert_msg")?
+        .unwrap_or_else(|| "runtime assertion failed".to_string()))
+}
+
+/// A dependency token (functional asserts thread one through the graph; it carries no data).
+fn token() -> RValue {
+    RValue::Tensor(Tensor::from_vec(Vec::<f32>::new(), &[0]))
+}
+
+/// Functional variants return a token; plain ones return nothing.
+fn assert_result(ctx: &OpCtx) -> Vec<RValue> {
+    if ctx.node.outputs.is_empty() {
+        vec![]
+    } else {
+        vec![token()]
+    }
+}
+
+fn assert_scalar(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let v = ctx.resolve(
+        ctx.arg("self")
+            .or_else(|| ctx.arg_at(0))
+            .ok_or_else(|| ctx.err("missing condition"))?,
+    )?;
+    if !truth(ctx, &v, "the asserted condition")? {
+        return Err(ctx.err(assert_msg(ctx)?));
+    }
+    Ok(assert_result(ctx))
+}
+
+fn assert_async(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    if t.numel() != 1 {
+        return Err(ctx.err(format!(
+            "Boolean value of Tensor with {} elements is ambiguous",
+            t.numel()
+        )));
+    }
+    if t.item_f64() == 0.0 {
+        let msg = ctx.opt_str("assert_msg")?.unwrap_or_else(|| {
+            "Expected Tensor with single nonzero value, but got zero".to_string()
+        });
+        return Err(ctx.err(msg));
+    }
+    Ok(assert_result(ctx))
+}
+
+fn constrain_range(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let size = ctx.scalar("size")?.as_f64();
+    let for_size = ctx.target().contains("for_size");
+    let min = ctx
+        .opt_int("min")?
+        .unwrap_or(if for_size { 0 } else { i64::MIN });
+    let max = ctx.opt_int("max")?.unwrap_or(i64::MAX);
+    if size < min as f64 || size > max as f64 {
+        return Err(ctx.err(format!(
+            "value {size} is outside the range [{min}, {max}] the program was exported with"
+        )));
+    }
+    Ok(assert_result(ctx))
+}
+
+fn dep_token(_ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    Ok(vec![token()])
+}
+
+fn assert_tensor_metadata(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("a")?;
+    if let Some(d) = ctx.opt_dtype("dtype")? {
+        if d != t.dtype {
+            return Err(ctx.err(format!(
+                "tensor dtype mismatch: expected {d}, got {}",
+                t.dtype
+            )));
+        }
+    }
+    if let Some(size) = ctx.opt_ints("size")? {
+        let got: Vec<i64> = t.sizes.iter().map(|&s| s as i64).collect();
+        if size != got {
+            return Err(ctx.err(format!(
+                "tensor size mismatch: expected {size:?}, got {got:?}"
+            )));
+        }
+    }
+    // Strides are not checked: the CPU backend may lay a value out differently from torch
+    // (e.g. contiguous instead of channels-last) without changing any result.
+    Ok(vec![])
+}
+
+fn scalar_tensor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let s = ctx.scalar("s")?;
+    // torch.scalar_tensor uses the default dtype (float32) unless told otherwise.
+    let dtype = ctx.opt_dtype("dtype")?.unwrap_or(DType::F32);
+    Ok(vec![RValue::Tensor(Tensor::full(dtype, &[], s.as_f64())?)])
+}

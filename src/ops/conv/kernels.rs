@@ -1,0 +1,335 @@
+//! Convolution kernels over a 3-D geometry (1-D and 2-D convolutions are 3-D ones with
+//! leading size-1 dims): im2col + GEMM per (image, group), pointwise (1×1) convolutions as a
+//! plain GEMM on the input, a direct kernel for depthwise convolutions (mobilenet), and
+//! GEMM + col2im for transposed convolutions. Work is spread over threads on native: across
+//! (image, group) tasks when there are enough of them, inside the GEMM and im2col otherwise.
+
+use crate::error::{Error, Result};
+use crate::ops::matmul::gemm::{gemm, num_threads, par_chunks, Float, Mat};
+use std::sync::Mutex;
+
+/// Sizes and parameters of one convolution, spatial arrays in (D, H, W) order.
+#[derive(Debug, Clone)]
+pub(super) struct Geometry {
+    pub n: usize,
+    /// Input channels (all groups).
+    pub c: usize,
+    /// Output channels (all groups).
+    pub o: usize,
+    pub groups: usize,
+    pub ins: [usize; 3],
+    pub ks: [usize; 3],
+    pub outs: [usize; 3],
+    pub stride: [usize; 3],
+    pub pad_lo: [usize; 3],
+    pub dil: [usize; 3],
+}
+
+impl Geometry {
+    pub fn in_plane(&self) -> usize {
+        self.ins.iter().product()
+    }
+    pub fn out_plane(&self) -> usize {
+        self.outs.iter().product()
+    }
+    pub fn taps(&self) -> usize {
+        self.ks.iter().product()
+    }
+}
+
+/// The `i` in `0..count` for which `i * s + off - plo` lies in `0..len`, as a range.
+fn valid_range(count: usize, s: usize, off: usize, plo: usize, len: usize) -> (usize, usize) {
+    let lo = if plo > off {
+        (plo - off).div_ceil(s)
+    } else {
+        0
+    };
+    let hi = if len + plo > off {
+        ((len - 1 + plo - off) / s + 1).min(count)
+    } else {
+        0
+    };
+    (lo.min(hi), hi)
+}
+
+/// `i * s + off - plo` when it lies in `0..len`.
+#[inline]
+fn source(i: usize, s: usize, off: usize, plo: usize, len: usize) -> Option<usize> {
+    (i * s + off).checked_sub(plo).filter(|&v| v < len)
+}
+
+/// Run `f(index, chunk)` over chunks of `out`, threaded or not.
+fn chunks<T: Send>(
+    out: &mut [T],
+    chunk: usize,
+    work: usize,
+    threads: bool,
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
+    if threads {
+        par_chunks(out, chunk, work, f);
+    } else if chunk > 0 {
+        for (i, c) in out.chunks_mut(chunk).enumerate() {
+            f(i, c);
+        }
+    }
+}
+
+/// Unfold one group of one image (`x`: Cg planes) into `col`: row (c, kz, ky, kx) holds
+/// the input value under that kernel tap for every output position (zero in the padding).
+fn im2col<T: Float>(g: &Geometry, x: &[T], col: &mut [T], threads: bool) {
+    let [kd, kh, kw] = g.ks;
+    let [od, oh, ow] = g.outs;
+    let [id, ih, iw] = g.ins;
+    let [sd, sh, sw] = g.stride;
+    let [dd, dh, dw] = g.dil;
+    let [pd, ph, pw] = g.pad_lo;
+    let plane = id * ih * iw;
+    chunks(col, od * oh * ow, od * oh * ow, threads, |r, dst| {
+        let kx = r % kw;
+        let ky = (r / kw) % kh;
+        let kz = (r / (kw * kh)) % kd;
+        let c = r / (kw * kh * kd);
+        let xc = &x[c * plane..(c + 1) * plane];
+        let (x0, x1) = valid_range(ow, sw, kx * dw, pw, iw);
+        for oz in 0..od {
+            let slab = &mut dst[oz * oh * ow..(oz + 1) * oh * ow];
+            let Some(iz) = source(oz, sd, kz * dd, pd, id) else {
+                slab.fill(T::ZERO);
+                continue;
+            };
+            for oy in 0..oh {
+                let row = &mut slab[oy * ow..(oy + 1) * ow];
+                let Some(iy) = source(oy, sh, ky * dh, ph, ih) else {
+                    row.fill(T::ZERO);
+                    continue;
+                };
+                let src = &xc[(iz * ih + iy) * iw..(iz * ih + iy + 1) * iw];
+                row[..x0].fill(T::ZERO);
+                row[x1..].fill(T::ZERO);
+                if x0 < x1 {
+                    let s0 = x0 * sw + kx * dw - pw;
+                    if sw == 1 {
+                        row[x0..x1].copy_from_slice(&src[s0..s0 + (x1 - x0)]);
+                    } else {
+                        for (j, v) in row[x0..x1].iter_mut().enumerate() {
+                            *v = src[s0 + j * sw];
+                        }
+                    }
+                }
+            }
+        }
+    });
+}
+
+fn record(err: &Mutex<Option<Error>>, r: Result<()>) {
+    if let Err(e) = r {
+        *err.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+    }
+}
+
+fn take(err: Mutex<Option<Error>>) -> Result<()> {
+    match err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// Forward convolution: `x` [N, C, D, H, W] and `w` [O, C/groups, kd, kh, kw], both
+/// contiguous; returns [N, O, OD, OH, OW].
+pub(super) fn conv_forward<T: Float>(
+    g: &Geometry,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+) -> Result<Vec<T>> {
+    let (cg, og) = (g.c / g.groups, g.o / g.groups);
+    let (ip, op, taps) = (g.in_plane(), g.out_plane(), g.taps());
+    let mut out = vec![T::ZERO; g.n * g.o * op];
+    if out.is_empty() {
+        return Ok(out);
+    }
+    if cg == 1 && g.groups == g.c {
+        super::depthwise::depthwise(g, x, w, bias, &mut out);
+        return Ok(out);
+    }
+    let kf = cg * taps;
+    let pointwise = taps == 1 && g.stride == [1, 1, 1] && g.pad_lo == [0, 0, 0] && g.outs == g.ins;
+    let tasks = g.n * g.groups;
+    // Enough independent (image, group) products to keep every thread busy: one task per
+    // thread, each single-threaded; otherwise one task at a time, threaded inside.
+    let across = tasks >= num_threads() && num_threads() > 1;
+    let err = Mutex::new(None);
+    let task = |t: usize, dst: &mut [T], threads: bool| {
+        let (n, gi) = (t / g.groups, t % g.groups);
+        let xg = &x[(n * g.c + gi * cg) * ip..(n * g.c + (gi + 1) * cg) * ip];
+        let wg = &w[gi * og * kf..(gi + 1) * og * kf];
+        let beta = match bias {
+            Some(b) => {
+                for (o, plane) in dst.chunks_mut(op).enumerate() {
+                    plane.fill(b[gi * og + o]);
+                }
+                T::ONE
+            }
+            None => T::ZERO,
+        };
+        let r = if pointwise {
+            gemm(
+                og,
+                op,
+                kf,
+                Mat::new(wg, 0, kf, 1),
+                Mat::new(xg, 0, ip, 1),
+                dst,
+                0,
+                op,
+                1,
+                T::ONE,
+                beta,
+                threads,
+            )
+        } else {
+            let mut col = vec![T::ZERO; kf * op];
+            im2col(g, xg, &mut col, threads);
+            gemm(
+                og,
+                op,
+                kf,
+                Mat::new(wg, 0, kf, 1),
+                Mat::new(&col, 0, op, 1),
+                dst,
+                0,
+                op,
+                1,
+                T::ONE,
+                beta,
+                threads,
+            )
+        };
+        record(&err, r);
+    };
+    if across {
+        par_chunks(&mut out, og * op, og * op * kf, |t, dst| {
+            task(t, dst, false)
+        });
+    } else {
+        for (t, dst) in out.chunks_mut(og * op).enumerate() {
+            task(t, dst, true);
+        }
+    }
+    take(err)?;
+    Ok(out)
+}
+
+/// Transposed convolution: `x` [N, C, D, H, W], `w` [C, O/groups, kd, kh, kw]; `g.ins` are
+/// the input sizes and `g.outs` the (larger) output sizes. Per (image, group): one GEMM
+/// `col = w_g^T @ x_g` ([O/groups·taps, D·H·W]), then col2im scatters col into the output.
+pub(super) fn conv_transposed<T: Float>(
+    g: &Geometry,
+    x: &[T],
+    w: &[T],
+    bias: Option<&[T]>,
+) -> Result<Vec<T>> {
+    let (cg, og) = (g.c / g.groups, g.o / g.groups);
+    let (ip, op, taps) = (g.in_plane(), g.out_plane(), g.taps());
+    let mut out = vec![T::ZERO; g.n * g.o * op];
+    if out.is_empty() {
+        return Ok(out);
+    }
+    let rows = og * taps;
+    let mut col = vec![T::ZERO; rows * ip];
+    for t in 0..g.n * g.groups {
+        let (n, gi) = (t / g.groups, t % g.groups);
+        let xg = &x[(n * g.c + gi * cg) * ip..(n * g.c + (gi + 1) * cg) * ip];
+        let wg = &w[gi * cg * rows..(gi + 1) * cg * rows];
+        gemm(
+            rows,
+            ip,
+            cg,
+            Mat::new(wg, 0, 1, rows),
+            Mat::new(xg, 0, ip, 1),
+            &mut col,
+            0,
+            ip,
+            1,
+            T::ONE,
+            T::ZERO,
+            true,
+        )?;
+        let dst = &mut out[(n * g.o + gi * og) * op..(n * g.o + (gi + 1) * og) * op];
+        let col = &col;
+        par_chunks(dst, op, ip * taps, |o, plane| {
+            plane.fill(bias.map_or(T::ZERO, |b| b[gi * og + o]));
+            col2im(g, &col[o * taps * ip..(o + 1) * taps * ip], plane);
+        });
+    }
+    Ok(out)
+}
+
+/// Scatter-add the `taps` rows of one output channel's columns into its output plane.
+fn col2im<T: Float>(g: &Geometry, col: &[T], plane: &mut [T]) {
+    let [kd, kh, kw] = g.ks;
+    let [od, oh, ow] = g.outs;
+    let [id, ih, iw] = g.ins;
+    let [sd, sh, sw] = g.stride;
+    let [dd, dh, dw] = g.dil;
+    let [pd, ph, pw] = g.pad_lo;
+    let ip = id * ih * iw;
+    for kz in 0..kd {
+        for ky in 0..kh {
+            for kx in 0..kw {
+                let row =
+                    &col[((kz * kh + ky) * kw + kx) * ip..((kz * kh + ky) * kw + kx + 1) * ip];
+                let (x0, x1) = valid_range(iw, sw, kx * dw, pw, ow);
+                if x0 >= x1 {
+                    continue;
+                }
+                let o0 = x0 * sw + kx * dw - pw;
+                for iz in 0..id {
+                    let Some(oz) = source(iz, sd, kz * dd, pd, od) else {
+                        continue;
+                    };
+                    for iy in 0..ih {
+                        let Some(oy) = source(iy, sh, ky * dh, ph, oh) else {
+                            continue;
+                        };
+                        let src = &row[(iz * ih + iy) * iw + x0..(iz * ih + iy) * iw + x1];
+                        let dst = &mut plane[(oz * oh + oy) * ow..(oz * oh + oy + 1) * ow];
+                        for (j, &v) in src.iter().enumerate() {
+                            let d = &mut dst[o0 + j * sw];
+                            *d = *d + v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn valid_range_matches_brute_force() {
+        for count in 0..6 {
+            for s in 1..4 {
+                for off in 0..5 {
+                    for plo in 0..4 {
+                        for len in 1..6 {
+                            let want: Vec<usize> = (0..count)
+                                .filter(|&i| source(i, s, off, plo, len).is_some())
+                                .collect();
+                            let (a, b) = valid_range(count, s, off, plo, len);
+                            assert_eq!(
+                                (a..b).collect::<Vec<_>>(),
+                                want,
+                                "count {count} s {s} off {off} plo {plo} len {len}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

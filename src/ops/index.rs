@@ -1,7 +1,0 @@
-//! Op family: index (being written).
-
-use super::Registry;
-
-pub(crate) fn register(r: &mut Registry) {
-    let _ = r;
-}

@@ -1,0 +1,97 @@
+//! Out-of-range indices are errors naming the op, the dimension and the index (run through
+//! the index fixtures with bad indices).
+
+use crate::archive::pt2::LoadOptions;
+use crate::cpu::Tensor;
+use crate::program::Pt2Archive;
+use crate::runtime::{RValue, Session};
+use crate::Limits;
+
+fn run(program: &str, inputs: Vec<Tensor>) -> crate::error::Result<Vec<RValue>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/ops/index.pt2");
+    let archive = Pt2Archive::open(
+        "index.pt2",
+        std::fs::read(path).expect("index fixture"),
+        Limits::default(),
+    )
+    .expect("archive");
+    let mut s = Session::new(
+        archive
+            .program(Some(program), &LoadOptions::default())
+            .expect("program"),
+    )
+    .expect("session");
+    s.run(inputs.into_iter().map(RValue::Tensor).collect())
+}
+
+fn x34() -> Tensor {
+    Tensor::from_vec((0..12).map(|v| v as f32).collect(), &[3, 4])
+}
+
+fn idx(v: &[i64]) -> Tensor {
+    Tensor::from_vec(v.to_vec(), &[v.len()])
+}
+
+#[test]
+fn out_of_range_index_names_op_dim_and_index() {
+    let cases: Vec<(&str, Vec<Tensor>, &str, &str)> = vec![
+        (
+            "index_1d",
+            vec![x34(), idx(&[0, 3, 1])],
+            "aten.index.Tensor",
+            "index 3 is out of range for dimension 0",
+        ),
+        (
+            "index_dim1",
+            vec![x34(), idx(&[-5])],
+            "aten.index.Tensor",
+            "index -5 is out of range for dimension 1",
+        ),
+        (
+            "index_select",
+            vec![x34(), idx(&[-1])],
+            "aten.index_select",
+            "index -1 is out of bounds for dimension 1",
+        ),
+        (
+            "gather",
+            vec![x34(), Tensor::from_vec(vec![0i64, 0, 4, 1, 2, 3], &[3, 2])],
+            "aten.gather",
+            "index 4 is out of bounds for dimension 1",
+        ),
+        (
+            "embedding_fn",
+            vec![
+                Tensor::from_vec(vec![0f32; 18], &[6, 3]),
+                idx(&[5, 6, 0, 0]),
+            ],
+            "aten.embedding",
+            "index 6 is out of bounds for dimension 0",
+        ),
+        (
+            "scatter_add",
+            vec![
+                Tensor::from_vec(vec![1f32; 6], &[2, 3]),
+                Tensor::from_vec(vec![0i64, 1, 0, 3, 2, 2, 1, 0], &[2, 4]),
+                Tensor::from_vec(vec![0f32; 8], &[2, 4]),
+            ],
+            "aten.scatter_add",
+            "index 3 is out of bounds for dimension 1",
+        ),
+    ];
+    for (prog, inputs, op, msg) in cases {
+        for p in [prog.to_string(), format!("{prog}__core")] {
+            let err = run(&p, inputs.clone()).unwrap_err().to_string();
+            assert!(err.contains(op) && err.contains(msg), "{p}: {err}");
+        }
+    }
+}
+
+#[test]
+fn negative_indices_wrap_where_torch_wraps() {
+    let outs = run("index_1d", vec![x34(), idx(&[-1, -3])]).unwrap();
+    assert_eq!(
+        outs[0].as_tensor().unwrap().to_vec::<f32>(),
+        vec![8., 9., 10., 11., 0., 1., 2., 3.]
+    );
+}

@@ -1,0 +1,505 @@
+//! Op family: pooling (max, average, adaptive; 1-D to 3-D), upsampling and grid sampling.
+//!
+//! Pooling views every input as planes (all leading dims) of a 3-D spatial volume, lower
+//! ranks with leading size-1 dims, and follows torch's CPU kernels: output sizes from
+//! `pooling_output_shape` (ceil mode never starts a window in the right padding), max pooling
+//! propagates NaN and reports the flat index within each input plane, average pooling
+//! divides by the window clipped to the padded input (or the real input, or a divisor
+//! override), adaptive windows span `[floor(i*in/out), ceil((i+1)*in/out))`.
+// Kernels are generic over element types, bool included; `v > val` is the generic max rule.
+#![allow(clippy::bool_comparison)]
+
+mod grid;
+mod upsample;
+
+use super::matmul::gemm::{par_chunks, par_chunks2, with_contiguous};
+use super::{OpCtx, Registry};
+use crate::cpu::{Elem, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::runtime::RValue;
+use crate::with_dtype;
+
+pub(crate) fn register(r: &mut Registry) {
+    r.add_op("aten.max_pool1d", |c| max_pool(c, 1, false));
+    r.add_op("aten.max_pool2d", |c| max_pool(c, 2, false));
+    r.add_op("aten.max_pool3d", |c| max_pool(c, 3, false));
+    r.add_op("aten.max_pool1d_with_indices", |c| max_pool(c, 1, true));
+    r.add_op("aten.max_pool2d_with_indices", |c| max_pool(c, 2, true));
+    r.add_op("aten.max_pool3d_with_indices", |c| max_pool(c, 3, true));
+    r.add_op("aten.avg_pool1d", |c| avg_pool(c, 1));
+    r.add_op("aten.avg_pool2d", |c| avg_pool(c, 2));
+    r.add_op("aten.avg_pool3d", |c| avg_pool(c, 3));
+    r.add_op("aten.adaptive_avg_pool1d", |c| adaptive_avg(c, 1));
+    r.add_op("aten.adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
+    r.add_op("aten.adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
+    r.add_op("aten._adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
+    r.add_op("aten._adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
+    r.add_op("aten.adaptive_max_pool1d", |c| adaptive_max(c, 1));
+    r.add_op("aten.adaptive_max_pool2d", |c| adaptive_max(c, 2));
+    r.add_op("aten.adaptive_max_pool3d", |c| adaptive_max(c, 3));
+    upsample::register(r);
+    grid::register(r);
+}
+
+/// An input seen as `count` planes of a (D, H, W) volume.
+pub(super) struct Planes {
+    pub count: usize,
+    pub ins: [usize; 3],
+    /// The leading (non-spatial) dims, kept in the output.
+    pub lead: Vec<usize>,
+    pub nd: usize,
+}
+
+impl Planes {
+    pub fn of(ctx: &OpCtx, x: &Tensor, nd: usize, batched_only: bool) -> Result<Planes> {
+        let ok = x.rank() == nd + 2 || (!batched_only && x.rank() == nd + 1);
+        if !ok {
+            let want = if batched_only {
+                format!("{}", nd + 2)
+            } else {
+                format!("{} or {}", nd + 1, nd + 2)
+            };
+            return Err(ctx.err(format!(
+                "expected a {want}-D input for a {nd}-D op, got shape {:?}",
+                x.sizes
+            )));
+        }
+        let r = x.rank();
+        let mut ins = [1usize; 3];
+        ins[3 - nd..].copy_from_slice(&x.sizes[r - nd..]);
+        let lead = x.sizes[..r - nd].to_vec();
+        Ok(Planes {
+            count: lead.iter().product(),
+            ins,
+            lead,
+            nd,
+        })
+    }
+    pub fn in_plane(&self) -> usize {
+        self.ins.iter().product()
+    }
+    pub fn out_sizes(&self, outs: &[usize; 3]) -> Vec<usize> {
+        let mut s = self.lead.clone();
+        s.extend_from_slice(&outs[3 - self.nd..]);
+        s
+    }
+}
+
+/// A per-dim int list (1 value or `nd`), placed in the last `nd` of three slots.
+fn spatial(
+    ctx: &OpCtx,
+    name: &str,
+    v: &[i64],
+    nd: usize,
+    fill: usize,
+    min: i64,
+) -> Result<[usize; 3]> {
+    let v: Vec<i64> = if v.len() == 1 {
+        vec![v[0]; nd]
+    } else {
+        v.to_vec()
+    };
+    if v.len() != nd {
+        return Err(ctx.err(format!("{name} must have 1 or {nd} values, got {v:?}")));
+    }
+    if let Some(bad) = v.iter().find(|&&x| x < min) {
+        return Err(ctx.err(format!("{name} must be at least {min}, got {bad}")));
+    }
+    let mut out = [fill; 3];
+    for (i, &x) in v.iter().enumerate() {
+        out[3 - nd + i] = x as usize;
+    }
+    Ok(out)
+}
+
+struct Window {
+    k: [usize; 3],
+    s: [usize; 3],
+    p: [usize; 3],
+    d: [usize; 3],
+    outs: [usize; 3],
+}
+
+/// torch's `pooling_output_shape`.
+fn pooled_size(
+    ctx: &OpCtx,
+    input: usize,
+    k: usize,
+    p: usize,
+    s: usize,
+    d: usize,
+    ceil: bool,
+) -> Result<usize> {
+    let num =
+        (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1 + if ceil { s as i64 - 1 } else { 0 };
+    let mut out = num.div_euclid(s as i64) + 1;
+    if ceil && (out - 1) * s as i64 >= (input + p) as i64 {
+        out -= 1;
+    }
+    if out < 1 {
+        return Err(ctx.err(format!("the output size is too small ({out}) for input size {input}, kernel {k}, padding {p}, stride {s}, dilation {d}")));
+    }
+    Ok(out as usize)
+}
+
+fn window(ctx: &OpCtx, pl: &Planes, with_dilation: bool) -> Result<Window> {
+    let nd = pl.nd;
+    let k = spatial(ctx, "kernel_size", &ctx.ints("kernel_size")?, nd, 1, 1)?;
+    let s = match ctx.opt_ints("stride")? {
+        Some(v) if !v.is_empty() => spatial(ctx, "stride", &v, nd, 1, 1)?,
+        _ => k,
+    };
+    let p = spatial(
+        ctx,
+        "padding",
+        &ctx.opt_ints("padding")?.unwrap_or_else(|| vec![0]),
+        nd,
+        0,
+        0,
+    )?;
+    let d = if with_dilation {
+        spatial(
+            ctx,
+            "dilation",
+            &ctx.opt_ints("dilation")?.unwrap_or_else(|| vec![1]),
+            nd,
+            1,
+            1,
+        )?
+    } else {
+        [1; 3]
+    };
+    let ceil = ctx.bool_or("ceil_mode", false)?;
+    let mut outs = [1; 3];
+    for i in 0..3 {
+        let limit = if with_dilation {
+            ((k[i] - 1) * d[i]).div_ceil(2)
+        } else {
+            k[i] / 2
+        };
+        if p[i] > limit {
+            return Err(ctx.err(format!(
+                "padding {:?} should be at most half of the (effective) kernel size {:?}",
+                &p[3 - nd..],
+                &k[3 - nd..]
+            )));
+        }
+        outs[i] = pooled_size(ctx, pl.ins[i], k[i], p[i], s[i], d[i], ceil)?;
+    }
+    Ok(Window { k, s, p, d, outs })
+}
+
+/// Start and end (exclusive) of the dilated window `o` within `0..len`, first index aligned
+/// to the dilation grid (torch's `while (ih0 < 0) ih0 += dilation`).
+fn max_span(o: usize, w: &Window, i: usize, len: usize) -> (usize, usize) {
+    let start = (o * w.s[i]) as isize - w.p[i] as isize;
+    let end = (start + ((w.k[i] - 1) * w.d[i]) as isize + 1).min(len as isize);
+    let mut s = start;
+    while s < 0 {
+        s += w.d[i] as isize;
+    }
+    (s as usize, end.max(0) as usize)
+}
+
+fn is_nan<T: Elem>(v: T) -> bool {
+    #[allow(clippy::eq_op)]
+    let r = v != v;
+    r
+}
+
+/// The `i` in `0..count` for which `i * s + off - p` lies in `0..len`.
+fn valid_range(count: usize, s: usize, off: usize, p: usize, len: usize) -> (usize, usize) {
+    let lo = if p > off { (p - off).div_ceil(s) } else { 0 };
+    let hi = if len + p > off {
+        ((len - 1 + p - off) / s + 1).min(count)
+    } else {
+        0
+    };
+    (lo.min(hi), hi)
+}
+
+/// Max pooling, a row of outputs at a time: for each input row of the window and each kernel
+/// column, every output of the row compares one element (branch-free, so random data does
+/// not stall on mispredictions). Per output, elements are visited in torch's order (rows,
+/// then columns), so ties and NaNs pick the same index.
+fn max_pool_planes<T: Elem>(x: &[T], pl: &Planes, w: &Window) -> (Vec<T>, Vec<i64>) {
+    let [od, oh, ow] = w.outs;
+    let [_, ih, iw] = pl.ins;
+    let (ip, op) = (pl.in_plane(), od * oh * ow);
+    let mut vals = vec![T::default(); pl.count * op];
+    let mut idx = vec![0i64; pl.count * op];
+    let first_x: Vec<usize> = (0..ow).map(|o| max_span(o, w, 2, iw).0).collect();
+    let cols: Vec<(usize, usize)> = (0..w.k[2])
+        .map(|kx| valid_range(ow, w.s[2], kx * w.d[2], w.p[2], iw))
+        .collect();
+    let lowest = T::from_f64(f64::NEG_INFINITY);
+    par_chunks2(
+        &mut vals,
+        &mut idx,
+        op,
+        op,
+        op * w.k.iter().product::<usize>(),
+        |plane, dv, di| {
+            let xp = &x[plane * ip..(plane + 1) * ip];
+            for oz in 0..od {
+                let (z0, z1) = max_span(oz, w, 0, pl.ins[0]);
+                for oy in 0..oh {
+                    let (y0, y1) = max_span(oy, w, 1, ih);
+                    let at = (oz * oh + oy) * ow;
+                    let vrow = &mut dv[at..at + ow];
+                    let irow = &mut di[at..at + ow];
+                    vrow.fill(lowest);
+                    for (i, &fx) in irow.iter_mut().zip(&first_x) {
+                        *i = ((z0 * ih + y0) * iw + fx) as i64;
+                    }
+                    for z in (z0..z1).step_by(w.d[0]) {
+                        for y in (y0..y1).step_by(w.d[1]) {
+                            let base = (z * ih + y) * iw;
+                            let src = &xp[base..base + iw];
+                            for (kx, &(a, b)) in cols.iter().enumerate() {
+                                for ox in a..b {
+                                    let ix = ox * w.s[2] + kx * w.d[2] - w.p[2];
+                                    let v = src[ix];
+                                    let m = vrow[ox];
+                                    let take = v > m || is_nan(v);
+                                    vrow[ox] = if take { v } else { m };
+                                    irow[ox] = if take { (base + ix) as i64 } else { irow[ox] };
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        },
+    );
+    (vals, idx)
+}
+
+fn max_pool(ctx: &mut OpCtx, nd: usize, with_indices: bool) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let pl = Planes::of(ctx, &x, nd, false)?;
+    let w = window(ctx, &pl, true)?;
+    let sizes = pl.out_sizes(&w.outs);
+    if x.dtype == DType::Bool {
+        return Err(ctx.err("max pooling is not implemented for bool tensors"));
+    }
+    let (vals, idx) = with_dtype!(x.dtype, T => {
+        let (v, i) = with_contiguous::<T, _>(&x, |xv| max_pool_planes::<T>(xv, &pl, &w));
+        (Tensor::from_vec(v, &sizes), i)
+    }, else return Err(ctx.err(format!("max pooling is not implemented for dtype {}", x.dtype))));
+    let mut out = vec![RValue::Tensor(vals)];
+    if with_indices {
+        out.push(RValue::Tensor(Tensor::from_vec(idx, &sizes)));
+    }
+    Ok(out)
+}
+
+fn avg_pool(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let pl = Planes::of(ctx, &x, nd, false)?;
+    let w = window(ctx, &pl, false)?;
+    let include_pad = ctx.bool_or("count_include_pad", true)?;
+    let divisor = ctx.opt_int("divisor_override")?;
+    if divisor == Some(0) {
+        return Err(ctx.err("divisor_override must not be zero"));
+    }
+    let sizes = pl.out_sizes(&w.outs);
+    let [od, oh, ow] = w.outs;
+    let (ip, op) = (pl.in_plane(), od * oh * ow);
+    // Per output element: the clipped window and its divisor.
+    let span = |o: usize, i: usize| -> (usize, usize, usize) {
+        let start = (o * w.s[i]) as isize - w.p[i] as isize;
+        let end = (start + w.k[i] as isize).min((pl.ins[i] + w.p[i]) as isize);
+        let padded = (end - start) as usize;
+        (
+            start.max(0) as usize,
+            end.min(pl.ins[i] as isize).max(0) as usize,
+            padded,
+        )
+    };
+    let [_, ih, iw] = pl.ins;
+    let float = x.dtype.is_float();
+    if !float && matches!(x.dtype, DType::Bool) {
+        return Err(ctx.err("average pooling is not implemented for bool tensors"));
+    }
+    let xv = x.to_vec::<f64>();
+    let xi = if float { Vec::new() } else { x.to_vec::<i64>() };
+    let mut out = vec![0f64; pl.count * op];
+    par_chunks(
+        &mut out,
+        op,
+        op * w.k.iter().product::<usize>(),
+        |plane, dst| {
+            let mut i = 0;
+            for oz in 0..od {
+                let (z0, z1, pz) = span(oz, 0);
+                for oy in 0..oh {
+                    let (y0, y1, py) = span(oy, 1);
+                    for ox in 0..ow {
+                        let (x0, x1, px) = span(ox, 2);
+                        if z0 >= z1 || y0 >= y1 || x0 >= x1 {
+                            dst[i] = 0.0;
+                            i += 1;
+                            continue;
+                        }
+                        let div = match divisor {
+                            Some(d) => d,
+                            None if include_pad => (pz * py * px) as i64,
+                            None => ((z1 - z0) * (y1 - y0) * (x1 - x0)) as i64,
+                        };
+                        let base = plane * ip;
+                        if float {
+                            let mut sum = 0f64;
+                            for z in z0..z1 {
+                                for y in y0..y1 {
+                                    let row = base + (z * ih + y) * iw;
+                                    sum += xv[row + x0..row + x1].iter().sum::<f64>();
+                                }
+                            }
+                            dst[i] = sum / div as f64;
+                        } else {
+                            // Integer inputs: integer sum and C division (truncation toward zero).
+                            let mut sum = 0i64;
+                            for z in z0..z1 {
+                                for y in y0..y1 {
+                                    let row = base + (z * ih + y) * iw;
+                                    sum = xi[row + x0..row + x1]
+                                        .iter()
+                                        .fold(sum, |a, &b| a.wrapping_add(b));
+                                }
+                            }
+                            dst[i] = sum.wrapping_div(div) as f64;
+                        }
+                        i += 1;
+                    }
+                }
+            }
+        },
+    );
+    Ok(vec![RValue::Tensor(
+        Tensor::from_vec(out, &sizes).to_dtype(x.dtype)?,
+    )])
+}
+
+/// Output sizes of an adaptive pool (`None` entries keep the input size).
+fn adaptive_outs(ctx: &OpCtx, pl: &Planes) -> Result<[usize; 3]> {
+    let v = ctx.ints("output_size")?;
+    let v: Vec<i64> = if v.len() == 1 { vec![v[0]; pl.nd] } else { v };
+    if v.len() != pl.nd {
+        return Err(ctx.err(format!("output_size must have {} values, got {v:?}", pl.nd)));
+    }
+    let mut outs = pl.ins;
+    for (i, &o) in v.iter().enumerate() {
+        if o < 0 {
+            return Err(ctx.err(format!("output_size must be non-negative, got {v:?}")));
+        }
+        outs[3 - pl.nd + i] = o as usize;
+    }
+    Ok(outs)
+}
+
+/// Adaptive window `o` of `out` over `len`: `[floor(o*len/out), ceil((o+1)*len/out))`.
+fn adaptive_span(o: usize, out: usize, len: usize) -> (usize, usize) {
+    (
+        (o / out) * len + ((o % out) * len) / out,
+        1 + ((o + 1) * len - 1) / out,
+    )
+}
+
+fn adaptive_avg(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let pl = Planes::of(ctx, &x, nd, false)?;
+    let outs = adaptive_outs(ctx, &pl)?;
+    let sizes = pl.out_sizes(&outs);
+    let [od, oh, ow] = outs;
+    let [id, ih, iw] = pl.ins;
+    let (ip, op) = (pl.in_plane(), od * oh * ow);
+    let xv = x.to_vec::<f64>();
+    let mut out = vec![0f64; pl.count * op];
+    par_chunks(&mut out, op, ip.max(op), |plane, dst| {
+        let xp = &xv[plane * ip..(plane + 1) * ip];
+        let mut i = 0;
+        for oz in 0..od {
+            let (z0, z1) = adaptive_span(oz, od, id);
+            for oy in 0..oh {
+                let (y0, y1) = adaptive_span(oy, oh, ih);
+                for ox in 0..ow {
+                    let (x0, x1) = adaptive_span(ox, ow, iw);
+                    let mut sum = 0f64;
+                    for z in z0..z1 {
+                        for y in y0..y1 {
+                            let row = (z * ih + y) * iw;
+                            sum += xp[row + x0..row + x1].iter().sum::<f64>();
+                        }
+                    }
+                    dst[i] = sum / ((z1 - z0) * (y1 - y0) * (x1 - x0)) as f64;
+                    i += 1;
+                }
+            }
+        }
+    });
+    Ok(vec![RValue::Tensor(
+        Tensor::from_vec(out, &sizes).to_dtype(x.dtype)?,
+    )])
+}
+
+fn adaptive_max(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    let pl = Planes::of(ctx, &x, nd, false)?;
+    let outs = adaptive_outs(ctx, &pl)?;
+    if outs.contains(&0) && pl.in_plane() > 0 {
+        return Err(ctx.err(format!(
+            "output_size must be positive, got {:?}",
+            &outs[3 - nd..]
+        )));
+    }
+    let sizes = pl.out_sizes(&outs);
+    let [od, oh, ow] = outs;
+    let [id, ih, iw] = pl.ins;
+    let (ip, op) = (pl.in_plane(), od * oh * ow);
+    if x.dtype == DType::Bool {
+        return Err(ctx.err("adaptive max pooling is not implemented for bool tensors"));
+    }
+    let (vals, idx) = with_dtype!(x.dtype, T => {
+        let xv = x.to_vec::<T>();
+        let mut pairs = vec![(T::default(), 0i64); pl.count * op];
+        par_chunks(&mut pairs, op, ip.max(op), |plane, dst| {
+            let xp = &xv[plane * ip..(plane + 1) * ip];
+            let mut i = 0;
+            for oz in 0..od {
+                let (z0, z1) = adaptive_span(oz, od, id);
+                for oy in 0..oh {
+                    let (y0, y1) = adaptive_span(oy, oh, ih);
+                    for ox in 0..ow {
+                        let (x0, x1) = adaptive_span(ox, ow, iw);
+                        let mut best = ((z0 * ih + y0) * iw + x0) as i64;
+                        let mut val = T::from_f64(f64::NEG_INFINITY);
+                        let mut first = true;
+                        for z in z0..z1 {
+                            for y in y0..y1 {
+                                for xx in x0..x1 {
+                                    let k = (z * ih + y) * iw + xx;
+                                    let v = xp[k];
+                                    if first || v > val || is_nan(v) {
+                                        first = false;
+                                        val = v;
+                                        best = k as i64;
+                                    }
+                                }
+                            }
+                        }
+                        dst[i] = (val, best);
+                        i += 1;
+                    }
+                }
+            }
+        });
+        let (v, i): (Vec<T>, Vec<i64>) = pairs.into_iter().unzip();
+        (Tensor::from_vec(v, &sizes), i)
+    }, else return Err(ctx.err(format!("adaptive max pooling is not implemented for dtype {}", x.dtype))));
+    Ok(vec![
+        RValue::Tensor(vals),
+        RValue::Tensor(Tensor::from_vec(idx, &sizes)),
+    ])
+}

@@ -1,0 +1,45 @@
+"""scaled_dot_product_attention and its fused CPU forms (src/ops/attention.rs). In core ATen
+sdpa decomposes into bmm/_softmax/where/... (other families' ops, 40-60 KB of graph per
+program), so only a few cases export the core form too."""
+import torch
+import torch.nn.functional as F
+
+from .case import Case, randn
+
+A = torch.ops.aten
+f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
+sdpa = F.scaled_dot_product_attention
+
+
+def qkv(b, h, l, s, e, ev=None, seed=0, dtype=torch.float32, hk=None):
+    ev = ev or e
+    hk = hk or h
+    return [randn(b, h, l, e, seed=seed, dtype=dtype), randn(b, hk, s, e, seed=seed + 1, dtype=dtype), randn(b, hk, s, ev, seed=seed + 2, dtype=dtype)]
+
+
+def bool_mask(l, s, seed=5):
+    m = torch.rand(l, s, generator=torch.Generator().manual_seed(seed)) > 0.4
+    m[:, 0] = True
+    m[1] = False  # a fully masked row: eager gives zeros
+    return m
+
+
+CASES = [
+    Case("sdpa_basic", lambda q, k, v: sdpa(q, k, v), qkv(2, 3, 5, 7, 8)),
+    Case("sdpa_value_dim", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 6, 8, ev=5), core=False),
+    Case("sdpa_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(2, 2, 6, 6, 4), core=False),
+    Case("sdpa_causal_rect", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 3, 5, 4)),
+    Case("sdpa_scale", lambda q, k, v: sdpa(q, k, v, scale=0.3), qkv(1, 2, 4, 4, 8), core=False),
+    Case("sdpa_bool_mask", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), qkv(2, 2, 4, 6, 8) + [bool_mask(4, 6)]),
+    Case("sdpa_float_mask_bcast", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), qkv(2, 3, 4, 5, 8) + [randn(2, 1, 1, 5, seed=9)], core=False),
+    Case("sdpa_float_mask_inf", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m.masked_fill(m > 0.5, float("-inf"))), qkv(1, 2, 4, 4, 8) + [randn(4, 4, seed=3)], core=False),
+    Case("sdpa_gqa", lambda q, k, v: sdpa(q, k, v, enable_gqa=True), qkv(1, 4, 5, 6, 8, hk=2), core=False),
+    Case("sdpa_3d", lambda q, k, v: sdpa(q, k, v), [randn(3, 4, 8), randn(3, 6, 8, seed=1), randn(3, 6, 8, seed=2)], core=False),
+    Case("sdpa_batch_bcast", lambda q, k, v: sdpa(q, k, v), [randn(2, 1, 4, 8), randn(1, 3, 5, 8, seed=1), randn(1, 3, 5, 8, seed=2)], core=False),
+    Case("sdpa_noncontig", lambda q, k, v: sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)), [randn(2, 5, 3, 8), randn(2, 6, 3, 8, seed=1), randn(2, 6, 3, 8, seed=2)], core=False),
+    Case("sdpa_f16", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 5, 16, dtype=f16), tol="half", core=False),
+    Case("sdpa_bf16_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 4, 4, 16, dtype=bf16), tol="half", core=False),
+    Case("sdpa_f64", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 3, 4, 8, dtype=f64), core=False),
+    Case("flash_for_cpu", lambda q, k, v: A._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, is_causal=True), qkv(1, 2, 4, 4, 8), core=False),
+    Case("sdpa_math", lambda q, k, v, m: A._scaled_dot_product_attention_math.default(q, k, v, m), qkv(1, 2, 3, 5, 8) + [bool_mask(3, 5)], core=False),
+]

@@ -1,0 +1,57 @@
+"""conv family: convolution / conv1d / conv2d / conv3d / conv_transpose*, all IR forms."""
+import torch
+import torch.nn.functional as F
+
+from .case import Case, randn
+
+f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
+
+CASES = [
+    # conv2d
+    Case("conv2d", F.conv2d, [randn(1, 3, 7, 8), randn(4, 3, 3, 3, seed=1), randn(4, seed=2)], tol="loose"),
+    Case("conv2d_nobias", F.conv2d, [randn(2, 3, 6, 6), randn(5, 3, 3, 3, seed=1)], tol="loose"),
+    Case("conv2d_stride_pad", F.conv2d, [randn(2, 3, 9, 8), randn(4, 3, 3, 3, seed=1), randn(4, seed=2)], {"stride": 2, "padding": 1}, tol="loose"),
+    Case("conv2d_asym", F.conv2d, [randn(1, 2, 9, 11), randn(3, 2, 3, 5, seed=1)], {"stride": (2, 3), "padding": (1, 2), "dilation": (2, 1)}, tol="loose"),
+    Case("conv2d_dilation", F.conv2d, [randn(1, 2, 10, 10), randn(3, 2, 3, 3, seed=1)], {"dilation": 2, "padding": 2}, tol="loose"),
+    Case("conv2d_groups", F.conv2d, [randn(2, 4, 6, 6), randn(6, 2, 3, 3, seed=1), randn(6, seed=2)], {"groups": 2, "padding": 1}, tol="loose"),
+    Case("conv2d_groups_many", F.conv2d, [randn(1, 8, 5, 5), randn(8, 2, 3, 3, seed=1)], {"groups": 4}, tol="loose"),
+    Case("conv2d_depthwise", F.conv2d, [randn(2, 6, 9, 9), randn(6, 1, 3, 3, seed=1), randn(6, seed=2)], {"groups": 6, "padding": 1}, tol="loose"),
+    Case("conv2d_depthwise_s2_k5", F.conv2d, [randn(1, 4, 11, 10), randn(4, 1, 5, 5, seed=1), randn(4, seed=2)], {"groups": 4, "stride": 2, "padding": 2}, tol="loose"),
+    Case("conv2d_depthwise_mult", F.conv2d, [randn(1, 3, 6, 6), randn(6, 1, 3, 3, seed=1)], {"groups": 3, "dilation": 2, "padding": 1}, tol="loose"),
+    Case("conv2d_depthwise_wide_s2_dil", F.conv2d, [randn(1, 4, 7, 21), randn(4, 1, 3, 3, seed=1), randn(4, seed=2)], {"groups": 4, "stride": 2, "padding": 2, "dilation": 2}, tol="loose"),
+    Case("conv2d_depthwise_wide", F.conv2d, [randn(1, 3, 5, 20), randn(3, 1, 3, 3, seed=1)], {"groups": 3, "padding": 1}, tol="loose"),
+    Case("conv2d_depthwise_s3_asym", F.conv2d, [randn(1, 2, 9, 30), randn(2, 1, 2, 4, seed=1)], {"groups": 2, "stride": (2, 3), "padding": (1, 2)}, tol="loose"),
+    Case("conv2d_pointwise", F.conv2d, [randn(2, 8, 5, 6), randn(4, 8, 1, 1, seed=1), randn(4, seed=2)], tol="loose"),
+    Case("conv2d_1x1_stride2", F.conv2d, [randn(1, 4, 7, 7), randn(6, 4, 1, 1, seed=1)], {"stride": 2}, tol="loose"),
+    Case("conv2d_same", F.conv2d, [randn(1, 2, 7, 6), randn(3, 2, 3, 3, seed=1)], {"padding": "same"}, tol="loose"),
+    Case("conv2d_same_even", F.conv2d, [randn(1, 2, 7, 6), randn(3, 2, 4, 2, seed=1)], {"padding": "same", "dilation": (1, 2)}, tol="loose"),
+    Case("conv2d_valid", F.conv2d, [randn(1, 2, 7, 6), randn(3, 2, 3, 3, seed=1)], {"padding": "valid"}, tol="loose"),
+    Case("conv2d_unbatched", F.conv2d, [randn(3, 6, 6), randn(4, 3, 3, 3, seed=1), randn(4, seed=2)], {"padding": 1}, tol="loose"),
+    Case("conv2d_noncontig", lambda x, w: F.conv2d(x.transpose(2, 3), w, padding=1), [randn(1, 3, 5, 7), randn(2, 3, 3, 3, seed=1)], tol="loose"),
+    Case("conv2d_channels_last", lambda x, w: F.conv2d(x.contiguous(memory_format=torch.channels_last), w), [randn(1, 3, 5, 5), randn(2, 3, 2, 2, seed=1)], tol="loose"),
+    Case("conv2d_empty_batch", F.conv2d, [randn(0, 3, 5, 5), randn(2, 3, 3, 3, seed=1)], tol="exact"),
+    Case("conv2d_f64", F.conv2d, [randn(1, 3, 6, 6, dtype=f64), randn(4, 3, 3, 3, seed=1, dtype=f64), randn(4, seed=2, dtype=f64)], {"padding": 1}, tol="close"),
+    Case("conv2d_f16", F.conv2d, [randn(1, 3, 6, 6, dtype=f16), randn(4, 3, 3, 3, seed=1, dtype=f16), randn(4, seed=2, dtype=f16)], {"padding": 1}, tol="half"),
+    Case("conv2d_bf16", F.conv2d, [randn(1, 3, 6, 6, dtype=bf16), randn(4, 3, 3, 3, seed=1, dtype=bf16)], {"padding": 1}, tol="half"),
+    Case("conv2d_larger", F.conv2d, [randn(1, 8, 10, 10), randn(16, 8, 3, 3, seed=1), randn(16, seed=2)], {"padding": 1}, tol="loose"),
+    Case("conv2d_module", torch.nn.Conv2d(3, 4, 3, stride=2, padding=1), [randn(1, 3, 8, 8)], tol="loose"),
+    Case("conv2d_module_reflect", torch.nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"), [randn(1, 2, 5, 5)], tol="loose"),
+    # conv1d / conv3d
+    Case("conv1d", F.conv1d, [randn(2, 3, 10), randn(4, 3, 3, seed=1), randn(4, seed=2)], {"stride": 2, "padding": 1}, tol="loose"),
+    Case("conv1d_groups_dil", F.conv1d, [randn(1, 4, 12), randn(4, 2, 3, seed=1)], {"groups": 2, "dilation": 3}, tol="loose"),
+    Case("conv1d_same", F.conv1d, [randn(1, 2, 9), randn(3, 2, 4, seed=1)], {"padding": "same"}, tol="loose"),
+    Case("conv1d_depthwise", F.conv1d, [randn(2, 4, 9), randn(4, 1, 3, seed=1)], {"groups": 4, "padding": 1}, tol="loose"),
+    Case("conv1d_unbatched", F.conv1d, [randn(3, 8), randn(2, 3, 3, seed=1)], tol="loose"),
+    Case("conv3d", F.conv3d, [randn(1, 2, 5, 6, 5), randn(3, 2, 3, 3, 2, seed=1), randn(3, seed=2)], {"stride": (1, 2, 1), "padding": (1, 0, 1)}, tol="loose"),
+    Case("conv3d_depthwise", F.conv3d, [randn(1, 3, 4, 5, 5), randn(3, 1, 3, 3, 3, seed=1)], {"groups": 3, "padding": 1}, tol="loose"),
+    Case("conv3d_same", F.conv3d, [randn(1, 2, 4, 4, 4), randn(2, 2, 2, 3, 3, seed=1)], {"padding": "same"}, tol="loose"),
+    # transposed
+    Case("conv_transpose2d", F.conv_transpose2d, [randn(1, 4, 5, 5), randn(4, 3, 3, 3, seed=1), randn(3, seed=2)], {"stride": 2, "padding": 1, "output_padding": 1}, tol="loose"),
+    Case("conv_transpose2d_plain", F.conv_transpose2d, [randn(2, 3, 4, 4), randn(3, 2, 2, 2, seed=1)], tol="loose"),
+    Case("conv_transpose2d_groups_dil", F.conv_transpose2d, [randn(1, 4, 4, 5), randn(4, 3, 3, 2, seed=1)], {"groups": 2, "dilation": (2, 1), "stride": (1, 2)}, tol="loose"),
+    Case("conv_transpose2d_module", torch.nn.ConvTranspose2d(4, 2, 4, stride=2, padding=1), [randn(1, 4, 3, 3)], tol="loose"),
+    Case("conv_transpose2d_unbatched", F.conv_transpose2d, [randn(2, 3, 3), randn(2, 3, 3, 3, seed=1)], {"stride": 2}, tol="loose"),
+    Case("conv_transpose1d", F.conv_transpose1d, [randn(2, 3, 6), randn(3, 2, 3, seed=1), randn(2, seed=2)], {"stride": 3, "padding": 1, "output_padding": 2}, tol="loose"),
+    Case("conv_transpose3d", F.conv_transpose3d, [randn(1, 2, 3, 3, 3), randn(2, 2, 2, 2, 2, seed=1), randn(2, seed=2)], {"stride": 2}, tol="loose"),
+    Case("conv_transpose2d_f16", F.conv_transpose2d, [randn(1, 2, 3, 3, dtype=f16), randn(2, 2, 3, 3, seed=1, dtype=f16)], {"stride": 2}, tol="half"),
+]

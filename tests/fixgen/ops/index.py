@@ -1,0 +1,127 @@
+"""Index family: embedding, advanced indexing (index.Tensor / index_put), index_select,
+gather, scatter (all reductions), index_add/copy/fill, take, masked_select.
+
+Related ops share a case (several outputs) to keep the fixture small. src/ops/index/tests.rs
+reruns some of these programs with out-of-range indices, so keep their names and inputs."""
+import torch
+import torch.nn.functional as F
+
+from .case import Case, randn, randint
+
+x34 = randn(3, 4)
+x234 = randn(2, 3, 4, seed=1)
+i34 = randint(-50, 50, 3, 4, seed=3)
+h34 = randn(3, 4, seed=5, dtype=torch.float16)
+idx = torch.tensor([2, 0, -1])
+
+
+class Emb(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4, padding_idx=0)
+        with torch.no_grad():
+            self.emb.weight.copy_(randn(10, 4, seed=9))
+
+    def forward(self, ids):
+        return self.emb(ids)
+
+
+def _index_more(y, x, i34_, h, a, b, c, d, r, e):
+    return (
+        y[:, torch.tensor([[0, 2], [1, -3]])],
+        y[:, a, b],  # adjacent index tensors: the result keeps their place
+        y[c, :, b],  # separated: the broadcast dims go first
+        x[d, r],  # broadcast index tensors
+        i34_[torch.tensor([2, 0, -1]), 1:],
+        x.t()[torch.tensor([3, 1])],
+        h[:, torch.tensor([2, 0, -1])],
+        x[e],
+    )
+
+
+def _index_mask(x, m, mr):
+    return x[m], x[mr]
+
+
+def _index_put(x, i, v, j, k, cols, w, acc_i, acc_v):
+    a = x.clone()
+    a[i] = v
+    b = x.clone()
+    b[torch.tensor([1])] = 5.0
+    c = x.clone()
+    c[j, k] = -1.0
+    d = x.clone()
+    d[:, cols] = w
+    return a, b, c, d, torch.index_put(x, (acc_i,), acc_v, accumulate=True)
+
+
+def _index_put_mask(x):
+    y = x.clone()
+    y[y > 0] = 0.0
+    return y
+
+
+def _scatter(z, i, s, z3, o, r):
+    y = z.clone()
+    y.scatter_(1, i, r)
+    return (
+        torch.scatter(z, 1, i, s),
+        torch.scatter(z3, 0, i, 7.5),
+        torch.scatter(o, 1, i, s, reduce="add"),
+        torch.scatter(o * 2, 1, i, s, reduce="multiply"),
+        y,
+    )
+
+
+def _scatter_reduce(x, i, s):
+    return tuple(torch.scatter_reduce(x, 1, i, s, r, include_self=inc) for r in ["sum", "prod", "mean", "amax", "amin"] for inc in [True, False])
+
+
+def _index_add(x, i, s, j, t, k, u):
+    y = x.clone()
+    y.index_add_(0, k, u)
+    return torch.index_add(x, 0, i, s), torch.index_add(x, 1, j, t, alpha=-2.0), y
+
+
+def _index_copy_fill(x, i, s, j, n, m):
+    return torch.index_copy(x, 1, i, s), torch.index_fill(x, 1, j, -3.0), n.index_fill(0, m, 9)
+
+
+nan_src = torch.tensor([[1.0, float("nan"), 3.0, -2.0], [0.5, 2.0, -1.0, 4.0]])
+sc_index = torch.tensor([[0, 1, 0, 2], [2, 2, 1, 0]])
+
+CASES = [
+    Case("embedding", Emb(), [torch.tensor([[1, 0, 9], [3, 3, 2]])]),
+    Case("embedding_fn", lambda w, i: F.embedding(i, w), [randn(6, 3), torch.tensor([5, 0, 2, 2])]),
+    Case("embedding_i32", lambda w, i: F.embedding(i, w), [randn(6, 3), torch.tensor([[5, 1]], dtype=torch.int32)]),
+    # --- advanced indexing
+    Case("index_1d", lambda x, i: x[i], [x34, idx]),
+    Case("index_dim1", lambda x, i: x[:, i], [x34, idx]),
+    Case("index_more", _index_more, [x234, x34, i34, h34, torch.tensor([0, 2, 1]), torch.tensor([3, 0, -1]), torch.tensor([[0], [1]]),
+                                     torch.tensor([[0], [2]]), torch.tensor([1, 3]), torch.tensor([], dtype=torch.int64)]),
+    Case("index_mask", _index_mask, [x34, x34 > 0, torch.tensor([True, False, True])]),
+    Case("index_put", _index_put, [x34, torch.tensor([0, 2]), randn(2, 4, seed=3), torch.tensor([0, 2, 2]), torch.tensor([1, 0, 3]),
+                                   torch.tensor([3, 1]), randn(3, 2, seed=8), torch.tensor([0, 2, 0, 0]), randn(4, 4, seed=8)]),
+    Case("index_put_mask", _index_put_mask, [x34]),
+    # --- index_select / gather / take / masked_select
+    Case("index_select", lambda x, i: torch.index_select(x, 1, i), [x34, torch.tensor([2, 0, 3])]),
+    Case("index_select_more", lambda y, i, n, j: (torch.index_select(y, -3, i), torch.index_select(n, 0, j)),
+         [x234, torch.tensor([1, 1, 0]), i34, torch.tensor([2, 0], dtype=torch.int32)]),
+    Case("gather", lambda x, i: torch.gather(x, 1, i), [x34, torch.tensor([[0, 0], [3, 1], [2, 3]])]),
+    Case("gather_more", lambda x, i, j: (torch.gather(x, 0, i), torch.gather(x.t(), 0, j)),
+         [x34, torch.tensor([[0, 1, 2, 0], [2, 2, 1, 1]]), torch.tensor([[0, 1, 2], [3, 3, 0]])]),
+    Case("take", lambda x, i: torch.take(x, i), [x34, torch.tensor([[0, 11], [-1, 5]])]),
+    Case("masked_select", lambda x, m: torch.masked_select(x, m), [x34, torch.tensor([True, False, True, True])], core=False),
+    # --- scatter
+    Case("scatter", _scatter, [torch.zeros(2, 5), sc_index, nan_src, torch.zeros(3, 4), torch.ones(2, 5), randn(2, 4)]),
+    Case("scatter_add", lambda x, i, s: torch.scatter_add(x, 1, i, s), [torch.ones(2, 3), sc_index, randn(2, 4)]),
+    Case("scatter_add_dtypes", lambda x, i, s, h, t: (torch.scatter_add(x, 0, i, s), torch.scatter_add(h, 1, i, t)),
+         [torch.zeros(3, 4, dtype=torch.int64), sc_index, i34[:2], torch.ones(2, 3, dtype=torch.float16), randn(2, 4, dtype=torch.float16)]),
+    Case("scatter_reduce", _scatter_reduce, [randn(2, 3, seed=11), sc_index, nan_src]),
+    Case("scatter_reduce_int", lambda x, i, s: (torch.scatter_reduce(x, 0, i, s, "mean"), torch.scatter_reduce(x, 0, i, s, "amax", include_self=False)),
+         [i34, sc_index, -i34[:2]]),
+    # --- index_add / copy / fill
+    Case("index_add", _index_add, [x34, torch.tensor([0, 2, 0]), randn(3, 4, seed=2), torch.tensor([3, 3]), randn(3, 2, seed=2),
+                                   torch.tensor([1, 1]), randn(2, 4, seed=4)]),
+    Case("index_copy_fill", _index_copy_fill, [x34, torch.tensor([3, 0]), randn(3, 2, seed=2), torch.tensor([1, -1]), i34, torch.tensor([2])]),
+]

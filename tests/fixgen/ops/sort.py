@@ -1,0 +1,50 @@
+"""Sorting and order statistics (src/ops/sort.rs). core=False where the core ATen program holds
+the same ops as the training IR; argsort/msort/views still export both forms."""
+import torch
+
+from .case import Case, randint, randn
+
+f16 = torch.float16
+nan, inf = float("nan"), float("inf")
+
+
+def nan_row():
+    return torch.tensor([[3.0, nan, 1.0, -inf, 2.0, nan, inf], [0.5, -1.0, nan, 2.0, 2.5, -3.0, 0.0]])
+
+
+def tied():
+    return torch.tensor([[2.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0, 2.0, 2.0]])
+
+
+CASES = [
+    Case("sort_last", lambda x: x.sort(), [randn(3, 6)], core=False),
+    Case("sort_dim0_desc", lambda x: x.sort(0, descending=True), [randn(5, 3)], core=False),
+    Case("sort_stable_ties", lambda x: (torch.sort(x, stable=True), torch.sort(x, dim=1, descending=True, stable=True)), [tied()], core=False),
+    Case("sort_nan", lambda x: (x.sort(1), x.sort(1, descending=True)), [nan_row()], core=False),
+    Case("sort_int", lambda x: x.sort(-1, descending=True), [randint(-5, 5, 3, 6)], tol="exact", core=False),
+    Case("sort_bool", lambda x: (x > 0).sort(dim=1, stable=True), [randn(2, 5)], tol="exact", core=False),
+    Case("sort_f16", lambda x: x.sort(0), [randn(4, 3, dtype=f16)], tol="half", core=False),
+    Case("sort_noncontig", lambda x: x.t().sort(1), [randn(4, 5)]),
+    Case("sort_mid_dim", lambda x: x.sort(1), [randn(2, 4, 3)], core=False),
+    Case("sort_empty", lambda x: x.sort(0), [torch.zeros(0, 3)], core=False),
+    Case("sort_0d", lambda x: x.sort(), [torch.tensor(1.5)], core=False),
+    Case("argsort", lambda x: (x.argsort(), x.argsort(0, descending=True)), [randn(3, 4)], tol="exact"),
+    Case("argsort_stable", lambda x: torch.argsort(x, dim=-1, stable=True), [tied()], tol="exact"),
+    Case("msort", lambda x: x.msort(), [randn(4, 3)]),
+    Case("topk", lambda x: x.topk(3), [randn(3, 8)], core=False),
+    Case("topk_smallest_dim0", lambda x: x.topk(2, dim=0, largest=False), [randn(5, 3)], core=False),
+    Case("topk_nan", lambda x: (x.topk(3, 1), x.topk(2, 1, largest=False)), [nan_row()], core=False),
+    Case("topk_int", lambda x: x.topk(2), [torch.tensor([[5, 1, 9, 3], [2, 8, 0, 7]])], tol="exact", core=False),
+    Case("topk_k0", lambda x: x.topk(0), [randn(2, 4)], core=False),
+    Case("kthvalue", lambda x: (x.kthvalue(2), x.kthvalue(3, 0, keepdim=True)), [randn(4, 5)], core=False),
+    Case("kthvalue_nan", lambda x: x.kthvalue(6, 1), [nan_row()], core=False),
+    Case("median", lambda x: (x.median(), x.median(1), x.median(0, keepdim=True)), [randn(3, 5)], core=False),
+    Case("median_even", lambda x: (x.median(), x.median(1)), [randn(2, 4)], core=False),
+    Case("median_nan", lambda x: (x.median(1), x.nanmedian(1), x.nanmedian()), [nan_row()], core=False),
+    Case("median_int", lambda x: x.median(1), [torch.tensor([[5, 1, 9, 3, 4], [2, 8, 0, 7, 6]])], tol="exact", core=False),
+    Case("searchsorted", lambda s, v: (torch.searchsorted(s, v), torch.searchsorted(s, v, right=True)), [torch.tensor([1.0, 2.0, 2.0, 3.0, 5.0]), torch.tensor([[0.0, 2.0, 2.5], [5.0, 6.0, nan]])], tol="exact", core=False),
+    Case("searchsorted_side_int32", lambda s, v: torch.searchsorted(s, v, side="right", out_int32=True), [torch.tensor([1.0, 2.0, 2.0, 3.0]), torch.tensor([2.0, 0.0, 9.0])], tol="exact", core=False),
+    Case("searchsorted_nd", lambda s, v: torch.searchsorted(s, v), [torch.tensor([[1.0, 3.0, 5.0], [0.0, 0.5, 1.0]]), torch.tensor([[2.0, 5.0], [0.75, -1.0]])], tol="exact", core=False),
+    Case("searchsorted_sorter", lambda s, v, o: torch.searchsorted(s, v, sorter=o), [torch.tensor([3.0, 1.0, 2.0]), torch.tensor([1.5, 2.5, 0.0]), torch.tensor([1, 2, 0])], tol="exact", core=False),
+    Case("bucketize", lambda v, b: (torch.bucketize(v, b), torch.bucketize(v, b, right=True)), [torch.tensor([[0.0, 1.0], [2.5, 9.0]]), torch.tensor([1.0, 2.0, 3.0])], tol="exact", core=False),
+]
