@@ -285,6 +285,8 @@ pub(crate) fn igemm(
 
 /// Run `f(index, chunk)` over `out.chunks_mut(chunk)`, spread over threads on native when the
 /// total work (`work` ≈ operations per chunk) is worth it; in order on one thread otherwise.
+// On wasm32 the threaded tail is compiled out, leaving the early `return` last.
+#[allow(clippy::needless_return)]
 pub(crate) fn par_chunks<T: Send>(
     out: &mut [T],
     chunk: usize,
@@ -323,6 +325,8 @@ pub(crate) fn par_chunks<T: Send>(
 
 /// [`par_chunks`] over two outputs split alike (`chunk_a` and `chunk_b` elements per task),
 /// e.g. pooled values and their indices.
+// On wasm32 the threaded tail is compiled out, leaving the early `return` last.
+#[allow(clippy::needless_return)]
 pub(crate) fn par_chunks2<A: Send, B: Send>(
     a: &mut [A],
     b: &mut [B],
