@@ -31,6 +31,10 @@ fn close(_name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
     Ok(())
 }
 
+/// Programs that need an op the CPU backend does not have yet (issue 3); each must still fail
+/// for exactly that reason, so the list cannot go stale silently.
+const KNOWN_GAPS: &[(&str, &str)] = &[("tiny_gpt2/model", "aten.diff")];
+
 #[test]
 fn fixtures_run_like_pytorch() {
     let dir = fixtures();
@@ -39,9 +43,17 @@ fn fixtures_run_like_pytorch() {
     for (stem, meta) in metas() {
         let archive = open(&meta);
         for (pname, pm) in meta["programs"].as_object().unwrap() {
-            match run_io_cases(&dir, &archive, pname, pm, &close) {
-                Ok(r) => passed += r.len(),
-                Err(e) => failures.push(format!("{stem}/{pname}: {e}")),
+            let id = format!("{stem}/{pname}");
+            match (
+                run_io_cases(&dir, &archive, pname, pm, &close),
+                KNOWN_GAPS.iter().find(|(p, _)| *p == id),
+            ) {
+                (Ok(r), None) => passed += r.len(),
+                (Err(e), Some((_, op))) if e.contains(op) => eprintln!("known gap: {id}: {e}"),
+                (Ok(_), Some((_, op))) => {
+                    failures.push(format!("{id} now runs: remove it ({op}) from KNOWN_GAPS"))
+                }
+                (Err(e), _) => failures.push(format!("{id}: {e}")),
             }
         }
     }
