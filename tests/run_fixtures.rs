@@ -33,7 +33,7 @@ fn close(_name: &str, got: &Tensor, want: &Tensor) -> Result<(), String> {
 
 /// Programs that need an op the CPU backend does not have yet (issue 3); each must still fail
 /// for exactly that reason, so the list cannot go stale silently.
-const KNOWN_GAPS: &[(&str, &str)] = &[("tiny_gpt2/model", "aten.diff")];
+const KNOWN_GAPS: &[(&str, &str)] = &[];
 
 #[test]
 fn fixtures_run_like_pytorch() {

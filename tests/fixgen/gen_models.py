@@ -72,7 +72,21 @@ def _vision(name):
     import torchvision
 
     torch.manual_seed(0)
-    m = getattr(torchvision.models, name)(weights=None).eval()
+    m = getattr(torchvision.models, name)(weights=None)
+    # torchvision's fresh init makes some outputs degenerate: ViT's head is zero-initialised
+    # (every logit is exactly 0) and BatchNorm's default running stats (mean 0, var 1) let
+    # activations shrink to ~1e-15 through mobilenet. Either would make a comparison that
+    # cannot fail. So: a few train-mode passes over random images give BatchNorm realistic
+    # running statistics, and zero-initialised weights get a small normal init.
+    with torch.no_grad():
+        for mod in m.modules():
+            if isinstance(mod, torch.nn.Linear) and not mod.weight.any():
+                torch.nn.init.normal_(mod.weight, std=0.02)
+        if any(isinstance(mod, torch.nn.BatchNorm2d) for mod in m.modules()):
+            m.train()
+            for _ in range(3):
+                m(torch.randn(8, 3, 224, 224))
+    m.eval()
     x = torch.randn(2, 3, 224, 224)
     cases = [Case((torch.randn(1, 3, 224, 224),), label="b1")]
     nparams = sum(p.numel() for p in m.parameters())

@@ -25,7 +25,11 @@ impl Padded {
         let zp = (od - 1) * g.stride[0] + (kd - 1) * g.dil[0] + 1;
         let yp = (oh - 1) * g.stride[1] + (kh - 1) * g.dil[1] + 1;
         let xp = (ow - 1) * g.stride[2] + (kw - 1) * g.dil[2] + 1;
-        let wq = xp.div_ceil(g.stride[2]);
+        // Wide enough that the last block of LANES outputs can be computed whole (the
+        // extra outputs past the row's end are computed but never stored).
+        let wq = xp
+            .div_ceil(g.stride[2])
+            .max(ow.div_ceil(LANES) * LANES + (kw - 1) * g.dil[2] / g.stride[2] + 1);
         Padded {
             zp,
             yp,
@@ -56,9 +60,19 @@ impl Padded {
                 if sw == 1 {
                     buf[row + pw..row + pw + last].copy_from_slice(&src[..last]);
                 } else {
-                    for (ix, &v) in src[..last].iter().enumerate() {
-                        let c = ix + pw;
-                        buf[(c % sw) * self.phase_len + row + c / sw] = v;
+                    // Phase f holds padded columns q * sw + f, i.e. inputs q * sw + f - pw.
+                    for f in 0..sw {
+                        let dst =
+                            &mut buf[f * self.phase_len + row..f * self.phase_len + row + self.wq];
+                        let q0 = if pw > f { (pw - f).div_ceil(sw) } else { 0 };
+                        let mut ix = q0 * sw + f - pw;
+                        for d in dst.iter_mut().skip(q0) {
+                            if ix >= last {
+                                break;
+                            }
+                            *d = src[ix];
+                            ix += sw;
+                        }
                     }
                 }
             }
@@ -66,50 +80,29 @@ impl Padded {
     }
 }
 
-/// One output plane from its padded input plane.
+/// One output plane from its padded input plane; `taps` holds each kernel tap's offset in
+/// the buffer (relative to the output position's origin) and its weight.
 #[inline(always)]
-fn plane<T: Float>(g: &Geometry, p: &Padded, buf: &[T], w: &[T], b: T, dst: &mut [T]) {
-    let [kd, kh, kw] = g.ks;
+fn plane<T: Float>(g: &Geometry, p: &Padded, buf: &[T], taps: &[(usize, T)], b: T, dst: &mut [T]) {
     let [od, oh, ow] = g.outs;
-    let [sd, sh, sw] = g.stride;
-    let [dd, dh, dw] = g.dil;
+    let [sd, sh, _] = g.stride;
     for oz in 0..od {
         for oy in 0..oh {
+            let origin = (oz * sd * p.yp + oy * sh) * p.wq;
             let drow = &mut dst[(oz * oh + oy) * ow..(oz * oh + oy + 1) * ow];
             let mut ox = 0;
-            while ox + LANES <= ow {
+            while ox < ow {
                 let mut acc = [b; LANES];
-                for kz in 0..kd {
-                    for ky in 0..kh {
-                        let row = ((oz * sd + kz * dd) * p.yp + oy * sh + ky * dh) * p.wq;
-                        for kx in 0..kw {
-                            let off = kx * dw;
-                            let base = (off % sw) * p.phase_len + row + off / sw + ox;
-                            let wv = w[(kz * kh + ky) * kw + kx];
-                            let s = &buf[base..base + LANES];
-                            for j in 0..LANES {
-                                acc[j] = acc[j] + wv * s[j];
-                            }
-                        }
+                for &(off, wv) in taps {
+                    let at = origin + off + ox;
+                    let s: &[T; LANES] = buf[at..at + LANES].try_into().expect("LANES elements");
+                    for j in 0..LANES {
+                        acc[j] = acc[j] + wv * s[j];
                     }
                 }
-                drow[ox..ox + LANES].copy_from_slice(&acc);
+                let n = LANES.min(ow - ox);
+                drow[ox..ox + n].copy_from_slice(&acc[..n]);
                 ox += LANES;
-            }
-            for (o, d) in drow.iter_mut().enumerate().skip(ox) {
-                let mut acc = b;
-                for kz in 0..kd {
-                    for ky in 0..kh {
-                        let row = ((oz * sd + kz * dd) * p.yp + oy * sh + ky * dh) * p.wq;
-                        for kx in 0..kw {
-                            let off = kx * dw;
-                            acc = acc
-                                + w[(kz * kh + ky) * kw + kx]
-                                    * buf[(off % sw) * p.phase_len + row + off / sw + o];
-                        }
-                    }
-                }
-                *d = acc;
             }
         }
     }
@@ -117,17 +110,31 @@ fn plane<T: Float>(g: &Geometry, p: &Padded, buf: &[T], w: &[T], b: T, dst: &mut
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn plane_avx2<T: Float>(g: &Geometry, p: &Padded, buf: &[T], w: &[T], b: T, dst: &mut [T]) {
-    plane(g, p, buf, w, b, dst)
+unsafe fn plane_avx2<T: Float>(
+    g: &Geometry,
+    p: &Padded,
+    buf: &[T],
+    taps: &[(usize, T)],
+    b: T,
+    dst: &mut [T],
+) {
+    plane(g, p, buf, taps, b, dst)
 }
 
-fn plane_dispatch<T: Float>(g: &Geometry, p: &Padded, buf: &[T], w: &[T], b: T, dst: &mut [T]) {
+fn plane_dispatch<T: Float>(
+    g: &Geometry,
+    p: &Padded,
+    buf: &[T],
+    taps: &[(usize, T)],
+    b: T,
+    dst: &mut [T],
+) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { plane_avx2(g, p, buf, w, b, dst) };
+        return unsafe { plane_avx2(g, p, buf, taps, b, dst) };
     }
-    plane(g, p, buf, w, b, dst)
+    plane(g, p, buf, taps, b, dst)
 }
 
 /// Depthwise convolution: `x` [N, C, D, H, W], `w` [O, 1, kd, kh, kw] with O a multiple of
@@ -139,15 +146,31 @@ pub(super) fn depthwise<T: Float>(
     bias: Option<&[T]>,
     out: &mut [T],
 ) {
-    let (ip, op, taps) = (g.in_plane(), g.out_plane(), g.taps());
+    let [_, kh, kw] = g.ks;
+    let [dd, dh, dw] = g.dil;
+    let sw = g.stride[2];
+    let (ip, op, ntaps) = (g.in_plane(), g.out_plane(), g.taps());
     let mult = g.o / g.groups;
     let p = Padded::new(g);
-    par_chunks(out, op, op * taps, |plane_idx, dst| {
+    // Buffer offset of each tap: its phase, its (depth, row) and its column within the phase.
+    let offsets: Vec<usize> = (0..ntaps)
+        .map(|t| {
+            let (kz, ky, kx) = (t / (kh * kw), (t / kw) % kh, t % kw);
+            let off = kx * dw;
+            (off % sw) * p.phase_len + (kz * dd * p.yp + ky * dh) * p.wq + off / sw
+        })
+        .collect();
+    par_chunks(out, op, op * ntaps, |plane_idx, dst| {
         let (n, o) = (plane_idx / g.o, plane_idx % g.o);
         let c = o / mult;
-        let mut buf = vec![T::ZERO; g.stride[2] * p.phase_len];
+        let mut buf = vec![T::ZERO; sw * p.phase_len];
         p.fill(g, &x[(n * g.c + c) * ip..(n * g.c + c + 1) * ip], &mut buf);
+        let taps: Vec<(usize, T)> = offsets
+            .iter()
+            .copied()
+            .zip(w[o * ntaps..(o + 1) * ntaps].iter().copied())
+            .collect();
         let b = bias.map_or(T::ZERO, |b| b[o]);
-        plane_dispatch(g, &p, &buf, &w[o * taps..(o + 1) * taps], b, dst);
+        plane_dispatch(g, &p, &buf, &taps, b, dst);
     });
 }

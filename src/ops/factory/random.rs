@@ -28,6 +28,9 @@ pub(super) fn register(r: &mut Registry) {
     r.add_op("aten.bernoulli", bernoulli);
     r.add_op("aten.bernoulli_", bernoulli);
     r.add_op("aten.normal", normal);
+    r.add_op("aten.exponential_", exponential);
+    r.add_op("aten.exponential", exponential);
+    r.add_op("aten.randperm", randperm);
     for op in [
         "dropout",
         "feature_dropout",
@@ -220,6 +223,44 @@ fn normal(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .map(|(&m, &s)| m + s * rng.normal())
         .collect();
     one(Tensor::from_vec(v, &sizes).to_dtype(dtype)?)
+}
+
+/// exponential_(self, lambd): `-ln(1 - u) / lambd` in place (`exponential`: a new tensor).
+fn exponential(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let lambd = ctx.float_or("lambd", 1.0)?;
+    if lambd <= 0.0 || !t.dtype.is_float() {
+        return Err(ctx.err(format!(
+            "exponential_ expects lambd > 0 and a float tensor, got {lambd} and {}",
+            t.dtype
+        )));
+    }
+    let bits = digits(t.dtype);
+    let rng = &mut ctx.state.rng;
+    let r = generate(t.dtype, &t.sizes, || {
+        -(1.0 - uniform01(rng, bits)).ln() / lambd
+    })?;
+    output(ctx, &t, r)
+}
+
+/// randperm(n): a uniformly random permutation of 0..n (Fisher–Yates).
+fn randperm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let n = ctx.int("n")?;
+    if n < 0 {
+        return Err(ctx.err(format!("n must be non-negative, got {n}")));
+    }
+    super::check_numel(ctx, n as u64)?;
+    let dtype = ctx.opt_dtype("dtype")?.unwrap_or(DType::I64);
+    let mut v: Vec<i64> = (0..n).collect();
+    let rng = &mut ctx.state.rng;
+    for i in (1..v.len()).rev() {
+        let j = (rng.next_u64() % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    let len = v.len();
+    let r = with_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(cast::<i64, T>).collect(), &[len]),
+        else return Err(ctx.err(format!("dtype {dtype} is not supported"))));
+    one(r)
 }
 
 /// Keep-masks for dropout: one draw per element, or per (N, C) channel for feature dropout

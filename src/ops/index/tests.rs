@@ -43,13 +43,13 @@ fn out_of_range_index_names_op_dim_and_index() {
         ),
         (
             "index_dim1",
-            vec![x34(), idx(&[-5])],
+            vec![x34(), idx(&[0, -5, 1])],
             "aten.index.Tensor",
             "index -5 is out of range for dimension 1",
         ),
         (
             "index_select",
-            vec![x34(), idx(&[-1])],
+            vec![x34(), idx(&[2, -1, 0])],
             "aten.index_select",
             "index -1 is out of bounds for dimension 1",
         ),
@@ -89,9 +89,9 @@ fn out_of_range_index_names_op_dim_and_index() {
 
 #[test]
 fn negative_indices_wrap_where_torch_wraps() {
-    let outs = run("index_1d", vec![x34(), idx(&[-1, -3])]).unwrap();
+    let outs = run("index_1d", vec![x34(), idx(&[-1, -3, 1])]).unwrap();
     assert_eq!(
         outs[0].as_tensor().unwrap().to_vec::<f32>(),
-        vec![8., 9., 10., 11., 0., 1., 2., 3.]
+        vec![8., 9., 10., 11., 0., 1., 2., 3., 4., 5., 6., 7.]
     );
 }

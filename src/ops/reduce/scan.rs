@@ -1,5 +1,5 @@
 //! Cumulative scans along a dim: cumsum, cumprod (with dtype), cummax/cummin (with indices),
-//! logcumsumexp.
+//! logcumsumexp, and diff (n-th forward difference, with prepend/append).
 
 use super::{for_each_lane, need_float, split_at_dim, typed};
 use crate::cpu::{Elem, Tensor};
@@ -18,6 +18,83 @@ pub(super) fn register(r: &mut Registry) {
     r.add_op("aten.cummax", cummax);
     r.add_op("aten.cummin", cummax);
     r.add_op("aten.logcumsumexp", logcumsumexp);
+    r.add_op("aten.diff", diff);
+}
+
+/// diff(self, n=1, dim=-1, prepend=None, append=None): `x[i+1] - x[i]` along `dim`, `n`
+/// times, over `cat([prepend, self, append], dim)`; bool tensors use `!=` as torch does.
+/// The result keeps the (promoted) input dtype; floats are subtracted in f64 and rounded
+/// once, which is the same as subtracting in the narrower type.
+fn diff(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err(ctx.err("diff expects input to be at least one-dimensional"));
+    }
+    let n = ctx.int_or("n", 1)?;
+    if n < 0 {
+        return Err(ctx.err(format!("order must be non-negative but got {n}")));
+    }
+    let d = ctx.int_or("dim", -1)?;
+    let dim = wrap_dim(ctx, d, x.rank())?;
+    let mut parts = Vec::new();
+    if let Some(p) = ctx.opt_tensor("prepend")? {
+        parts.push(p);
+    }
+    parts.push(x.clone());
+    if let Some(a) = ctx.opt_tensor("append")? {
+        parts.push(a);
+    }
+    let x = if parts.len() > 1 {
+        crate::ops::shape::copy::cat_t(ctx, &parts, d)?
+    } else {
+        x
+    };
+    let dtype = x.dtype;
+    let (outer, mut len, inner) = split_at_dim(&x.sizes, dim);
+    let rounds = (n as usize).min(len);
+    let mut sizes = x.sizes.clone();
+    let step = |v: &[f64], len: usize, f: &dyn Fn(f64, f64) -> f64| -> Vec<f64> {
+        let mut out = Vec::with_capacity(outer * (len - 1) * inner);
+        for o in 0..outer {
+            let lane = &v[o * len * inner..(o + 1) * len * inner];
+            for i in 0..len - 1 {
+                for k in 0..inner {
+                    out.push(f(lane[(i + 1) * inner + k], lane[i * inner + k]));
+                }
+            }
+        }
+        out
+    };
+    if dtype.is_float() || dtype == DType::Bool {
+        let mut v = x.to_vec::<f64>();
+        for _ in 0..rounds {
+            v = if dtype == DType::Bool {
+                step(&v, len, &|a, b| f64::from(u8::from(a != b)))
+            } else {
+                step(&v, len, &|a, b| a - b)
+            };
+            len -= 1;
+        }
+        sizes[dim] = len;
+        Ok(vec![typed(v, &sizes, dtype)?.into()])
+    } else {
+        let mut v = x.to_vec::<i64>();
+        for _ in 0..rounds {
+            let mut out = Vec::with_capacity(outer * (len - 1) * inner);
+            for o in 0..outer {
+                let lane = &v[o * len * inner..(o + 1) * len * inner];
+                for i in 0..len - 1 {
+                    for k in 0..inner {
+                        out.push(lane[(i + 1) * inner + k].wrapping_sub(lane[i * inner + k]));
+                    }
+                }
+            }
+            v = out;
+            len -= 1;
+        }
+        sizes[dim] = len;
+        Ok(vec![typed(v, &sizes, dtype)?.into()])
+    }
 }
 
 /// cumsum / cumprod, and their in-place forms (which write the result through `self`).

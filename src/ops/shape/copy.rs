@@ -1,7 +1,7 @@
 //! Shape ops that build new tensors: concatenation, the `*_scatter` ops, padding, roll, flip,
 //! repeat, triangular masks, pixel shuffle.
 
-use super::view::{
+use super::geometry::{
     diagonal_t, permute_t, reshape_t, select_t, slice_t, strided_view, transpose_t, unsqueeze_t,
 };
 use super::{for_each_index, fresh, gather_storage, one};

@@ -2,15 +2,16 @@
 //! the input's storage, exactly where torch makes no copy, so in-place ops of the training IR
 //! write through; copies (`cat`, `pad`, `flip`, `repeat`...) build fresh contiguous tensors.
 //!
-//! `view.rs` holds the views and the ops that split a tensor into views; `copy.rs` the ops
-//! that build new tensors; the helpers here gather elements by storage offset and are shared
-//! with the index family.
+//! `geometry.rs` computes view sizes/strides as torch does; `view.rs` holds the view kernels
+//! and the ops that split a tensor into views; `copy.rs` the ops that build new tensors; the
+//! helpers here gather elements by storage offset and are shared with the index family.
 
-mod copy;
+pub(crate) mod copy;
+mod geometry;
 mod view;
 
 pub(super) use copy::cat_t;
-pub(super) use view::{reshape_t, select_t};
+pub(super) use geometry::{reshape_t, select_t};
 
 use super::{OpCtx, Registry};
 use crate::cpu::{Elem, Tensor};

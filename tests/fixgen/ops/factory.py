@@ -59,6 +59,12 @@ def normal_checks(m):
     return (r - m).abs().max() < 0.1, r * 0
 
 
+def perm_exp_checks(x):
+    p = torch.randperm(12)
+    e = torch.empty(4000).exponential_(2.0)
+    return p.sort().values, p * 0, (e >= 0).all(), (e.mean() - 0.5).abs() < 0.05
+
+
 def dropout_train(x):
     y = F.dropout(x, 0.5, training=True)
     return ((y == 0) | (y == 2 * x)).all(), y * 0, F.dropout(x, 0.0, training=True), F.dropout(x, 1.0, training=True)
@@ -100,6 +106,7 @@ CASES = [
     Case("randint", randint_checks, [randn(1)], tol="exact"),
     Case("bernoulli", bernoulli_checks, [randn(1)], tol="exact"),
     Case("normal_tensor_mean", normal_checks, [randn(3, 4)], tol="exact"),
+    Case("randperm_exponential", perm_exp_checks, [randn(1)], tol="exact"),
     # dropout: identity in eval; masked and rescaled in training
     Case("dropout_eval", nn.Sequential(nn.Dropout(0.5), nn.Dropout2d(0.3), nn.AlphaDropout(0.2)), [randn(2, 3, 4, 4)]),
     Case("dropout_eval_fn", lambda x: F.dropout(x, 0.5, training=False) + 1, [randn(3, 4)]),

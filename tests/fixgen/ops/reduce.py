@@ -83,5 +83,7 @@ CASES = [
     Case("cumsum_f16", lambda x: x.cumsum(-1), [randn(2, 20, dtype=f16)], tol="half", core=False),
     Case("cummax", lambda x, y: (x.cummax(1), x.cummin(0), y.cummax(0), y.cummin(0)), [randn(4, 5), torch.tensor([1.0, 3.0, 3.0, nan, 2.0, nan, 0.0])], core=False),
     Case("cummax_int", lambda x: x.cummax(1), [randint(-3, 4, 3, 6)], tol="exact", core=False),
+    Case("diff", lambda x, p, a: (torch.diff(x), torch.diff(x, n=2, dim=0), torch.diff(x, dim=0, prepend=p, append=a), torch.diff(x.t(), n=5)), [randn(3, 4), randn(1, 4), randn(2, 4)]),
+    Case("diff_int_bool", lambda x, b: (torch.diff(x, dim=-1), torch.diff(b, dim=0), torch.diff(x, n=0)), [randint(-9, 9, 3, 5), randint(0, 2, 4, 3) > 0], tol="exact"),
     Case("logcumsumexp", lambda x: x.logcumsumexp(1), [randn(3, 6)], core=False),
 ]
