@@ -102,19 +102,11 @@ fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static s
             _ => Err(format!("no inputs given; the program takes {} (use --inputs FILE.safetensors or NAME=FILE.npy)", names.join(", "))),
         };
     }
-    if let Some(extra) = given.keys().find(|k| !names.contains(k)) {
-        return Err(format!(
-            "input '{extra}' is not an input of the program (inputs: {})",
-            names.join(", ")
-        ));
-    }
-    let mut out = Vec::new();
-    for n in &names {
-        let t = given
-            .remove(n)
-            .ok_or_else(|| format!("input '{n}' is missing (inputs: {})", names.join(", ")))?;
-        out.push(RValue::Tensor(t));
-    }
+    let given = given
+        .into_iter()
+        .map(|(k, t)| (k, RValue::Tensor(t)))
+        .collect();
+    let out = pt2web::runtime::order_named_inputs(p, given).map_err(|e| e.to_string())?;
     Ok((out, "given"))
 }
 

@@ -3,8 +3,10 @@
 //! buffer mutations written back so the next call sees them; user-input mutations applied to
 //! the caller's tensors).
 
+mod inputs;
 mod value;
 
+pub use inputs::order_named_inputs;
 pub use value::RValue;
 
 use crate::cpu::Tensor;

@@ -1,0 +1,207 @@
+//! Bad calls: a missing, extra or misnamed input, a wrong dtype, a wrong rank, a violated
+//! static dim, range constraint or equality guard. Each is a typed error that names the input
+//! (and the dimension), and the same session then runs a good call and still matches PyTorch.
+
+mod common;
+
+use common::*;
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::cpu::Tensor;
+use pt2web::error::Error;
+use pt2web::runtime::{order_named_inputs, RValue, Session};
+use pt2web::DType;
+use std::collections::BTreeMap;
+
+/// A session on a fixture, its torch-made example inputs and expected outputs.
+fn fixture(stem: &str) -> (Session, Vec<Tensor>, Vec<Tensor>) {
+    let (_, meta) = metas()
+        .into_iter()
+        .find(|(s, _)| s == stem)
+        .expect("fixture");
+    let archive = open(&meta);
+    let pm = &meta["programs"]["model"];
+    let program = archive
+        .program(Some("model"), &LoadOptions::default())
+        .unwrap();
+    let case = &pm["io_cases"][0];
+    let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let read = |k: &str| to_tensor(&io.tensor(k).unwrap());
+    let ins = case["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| read(i["key"].as_str().unwrap()))
+        .collect();
+    let outs = case["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| read(o["key"].as_str().unwrap()))
+        .collect();
+    (Session::new(program).unwrap(), ins, outs)
+}
+
+fn tensors(v: &[Tensor]) -> Vec<RValue> {
+    v.iter().cloned().map(RValue::Tensor).collect()
+}
+
+/// The good call still gives torch's answer.
+fn good_call_works(s: &mut Session, ins: &[Tensor], want: &[Tensor], after: &str) {
+    let got = s
+        .run(tensors(ins))
+        .unwrap_or_else(|e| panic!("good call after {after}: {e}"));
+    assert_eq!(got.len(), want.len());
+    for (g, w) in got.iter().zip(want) {
+        let (max, _) = metrics(g.as_tensor().unwrap(), w);
+        assert!(max < 1e-5, "after {after}: max abs error {max}");
+    }
+}
+
+fn expect_input(e: Error, input: &str, words: &[&str]) {
+    let msg = e.to_string();
+    assert_eq!(e.code(), "INPUT", "{msg}");
+    match &e {
+        Error::Input { input: i, .. } => assert_eq!(i, input, "{msg}"),
+        other => panic!("expected Error::Input, got {other:?}"),
+    }
+    for w in words {
+        assert!(msg.contains(w), "'{msg}' should mention '{w}'");
+    }
+}
+
+fn expect_guard(e: Error, input: &str, dim: usize, value: i64, words: &[&str]) {
+    let msg = e.to_string();
+    assert_eq!(e.code(), "GUARD", "{msg}");
+    match &e {
+        Error::Guard {
+            input: i,
+            dim: d,
+            value: v,
+            ..
+        } => assert_eq!((i.as_str(), *d, *v), (input, dim, value), "{msg}"),
+        other => panic!("expected Error::Guard, got {other:?}"),
+    }
+    for w in words {
+        assert!(msg.contains(w), "'{msg}' should mention '{w}'");
+    }
+}
+
+#[test]
+fn positional_calls_with_the_wrong_count_dtype_or_rank() {
+    let (mut s, ins, want) = fixture("pytree_io");
+    // Missing: the first input not given is named.
+    let e = s.run(tensors(&ins[..3])).unwrap_err();
+    expect_input(e, "lst_1", &["11 user inputs", "got 3"]);
+    good_call_works(&mut s, &ins, &want, "a missing input");
+    // Extra.
+    let mut extra = ins.clone();
+    extra.push(Tensor::from_vec(vec![1f32], &[1]));
+    let e = s.run(tensors(&extra)).unwrap_err();
+    expect_input(e, "#11", &["11 user inputs", "got 12"]);
+    good_call_works(&mut s, &ins, &want, "an extra input");
+    // Wrong dtype (f64 for an f32 input).
+    let mut wrong = ins.clone();
+    wrong[4] = wrong[4].to_dtype(DType::F64).unwrap();
+    let e = s.run(tensors(&wrong)).unwrap_err();
+    expect_input(e, "tup_0", &["float32", "float64"]);
+    good_call_works(&mut s, &ins, &want, "a wrong dtype");
+    // Wrong rank.
+    let mut wrong = ins.clone();
+    wrong[0] = Tensor::from_vec(vec![0f32; 8], &[2, 2, 2]);
+    let e = s.run(tensors(&wrong)).unwrap_err();
+    expect_input(e, "d_a", &["rank 2", "[2, 2, 2]"]);
+    good_call_works(&mut s, &ins, &want, "a wrong rank");
+    // Not a tensor at all.
+    let mut wrong = tensors(&ins);
+    wrong[10] = RValue::Float(2.0);
+    let e = s.run(wrong).unwrap_err();
+    expect_input(e, "scale", &["expected a tensor"]);
+    good_call_works(&mut s, &ins, &want, "a float for a tensor");
+}
+
+#[test]
+fn named_calls_with_a_missing_or_misnamed_input() {
+    let (mut s, ins, want) = fixture("pytree_io");
+    let names: Vec<String> = s
+        .program
+        .user_inputs()
+        .iter()
+        .map(|u| u.name.clone())
+        .collect();
+    let named = |skip: Option<&str>, rename: Option<(&str, &str)>| {
+        let mut m = BTreeMap::new();
+        for (n, t) in names.iter().zip(&ins) {
+            if Some(n.as_str()) == skip {
+                continue;
+            }
+            let key = match rename {
+                Some((from, to)) if from == n => to.to_string(),
+                _ => n.clone(),
+            };
+            m.insert(key, RValue::Tensor(t.clone()));
+        }
+        m
+    };
+    let e = order_named_inputs(&s.program, named(Some("p_y"), None)).unwrap_err();
+    expect_input(e, "p_y", &["missing", "d_a, d_b"]);
+    let e = order_named_inputs(&s.program, named(None, Some(("pair_a", "pair_c")))).unwrap_err();
+    expect_input(e, "pair_c", &["not an input", "pair_a"]);
+    let mut extra = named(None, None);
+    extra.insert("bias".into(), RValue::Tensor(Tensor::scalar(1f32)));
+    let e = order_named_inputs(&s.program, extra).unwrap_err();
+    expect_input(e, "bias", &["not an input"]);
+    // The full set, by name, is put into pytree order and runs.
+    let ordered = order_named_inputs(&s.program, named(None, None)).unwrap();
+    let ordered: Vec<Tensor> = ordered
+        .iter()
+        .map(|v| v.as_tensor().unwrap().clone())
+        .collect();
+    good_call_works(&mut s, &ordered, &want, "misnamed inputs");
+}
+
+#[test]
+fn guard_violations_name_the_input_dim_value_and_constraint() {
+    // Static dim: x is [s77, 16].
+    let (mut s, ins, want) = fixture("dyn_batch");
+    let e = s
+        .run(tensors(&[Tensor::from_vec(vec![0f32; 4 * 15], &[4, 15])]))
+        .unwrap_err();
+    expect_guard(e, "x", 1, 15, &["16"]);
+    good_call_works(&mut s, &ins, &want, "a static-dim violation");
+    // Range constraint: batch in [1, 64].
+    let e = s
+        .run(tensors(&[Tensor::from_vec(vec![0f32; 65 * 16], &[65, 16])]))
+        .unwrap_err();
+    expect_guard(e, "x", 0, 65, &["64"]);
+    good_call_works(&mut s, &ins, &want, "a range violation");
+    let e = s
+        .run(tensors(&[Tensor::from_vec(Vec::<f32>::new(), &[0, 16])]))
+        .unwrap_err();
+    expect_guard(e, "x", 0, 0, &["1"]);
+    good_call_works(&mut s, &ins, &want, "an empty batch");
+
+    // Derived dim: y has x's size + 1.
+    let (mut s, ins, want) = fixture("dyn_derived_plus1");
+    let e = s
+        .run(tensors(&[
+            Tensor::from_vec(vec![0f32; 5], &[5]),
+            Tensor::from_vec(vec![0f32; 5], &[5]),
+        ]))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("'y'") && msg.contains('5'), "{msg}");
+    good_call_works(&mut s, &ins, &want, "a derived-dim violation");
+
+    // Equality between inputs: x and y share both dims.
+    let (mut s, ins, want) = fixture("dyn_shared");
+    let e = s
+        .run(tensors(&[
+            Tensor::from_vec(vec![0f32; 15], &[3, 5]),
+            Tensor::from_vec(vec![0f32; 18], &[3, 6]),
+        ]))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(msg.contains("'y'") && msg.contains('6'), "{msg}");
+    good_call_works(&mut s, &ins, &want, "an equality violation");
+}
