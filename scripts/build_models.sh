@@ -12,4 +12,6 @@ if [ ! -x "$PY" ]; then
   exit 1
 fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
-exec "$PY" tests/fixgen/gen_models.py "$@"
+"$PY" tests/fixgen/gen_models.py "$@"
+# The demo page's expected sentence similarities (a few seconds).
+[ -f .cache/models/minilm.similarity.json ] || "$PY" tests/fixgen/gen_similarity.py

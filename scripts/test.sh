@@ -17,8 +17,8 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo clippy (wasm32, core crate)"
 cargo clippy -p pt2web --target wasm32-unknown-unknown -- -D warnings
 
-step "cargo build (wasm32, core crate)"
-cargo build -p pt2web --target wasm32-unknown-unknown --release
+step "wasm package: wasm32 build (size profile) + wasm-bindgen into pkg/"
+bash scripts/build_wasm.sh
 
 step "cargo test"
 cargo test --workspace --release 2>&1 | tee target/cargo-test.log
@@ -32,6 +32,13 @@ if [ -x .venv/bin/python ]; then
 else
   echo "skipping python tests: no .venv (run scripts/setup.sh)"
 fi
+
+step "JS tests in Node (the npm package on the CPU backend)"
+node --test tests/js/
+bash tests/js/pack_test.sh
+
+step "browser tests (Debian chromium + playwright-core)"
+node --test tests/browser/
 
 if [ "${PT2WEB_FUZZ_SECONDS:-0}" != "0" ] && [ -d fuzz ]; then
   step "fuzz the loader for ${PT2WEB_FUZZ_SECONDS}s"

@@ -8,6 +8,8 @@ pub mod cpu;
 pub mod dtype;
 pub mod error;
 pub mod info;
+#[cfg(target_arch = "wasm32")]
+pub mod js;
 pub mod limits;
 pub mod ops;
 pub mod pickle;

@@ -1,0 +1,87 @@
+// Types for the `pt2web` npm package.
+
+export type DType =
+  | 'float32' | 'float64' | 'float16' | 'bfloat16'
+  | 'int64' | 'int32' | 'int16' | 'int8' | 'uint8' | 'bool';
+
+export type TypedArray =
+  | Float32Array | Float64Array | BigInt64Array | Int32Array | Int16Array | Int8Array
+  | Uint8Array | Uint16Array;
+
+/** A tensor: row-major data and its shape. float16/bfloat16 use Uint16Array (raw bits),
+ * int64 BigInt64Array, bool Uint8Array. `dtype` is inferred from the array when omitted. */
+export interface Tensor {
+  data: TypedArray;
+  shape: number[];
+  dtype?: DType;
+}
+
+/** Inputs in the structure the program was exported with: nested arrays/objects of tensors. */
+export type PyTree = Tensor | number | boolean | null | PyTree[] | { [key: string]: PyTree };
+
+export interface TensorInfo { name: string; dtype: DType; shape: string[] }
+export interface StateSummary { count: number; numel: number; bytes: number; bytes_by_dtype: Record<string, number> }
+export interface ModelInfo {
+  name: string;
+  ir: string;
+  torch_version: string | null;
+  inputs: TensorInfo[];
+  outputs: TensorInfo[];
+  in_spec: string | null;
+  out_spec: string | null;
+  input_paths: string[];
+  output_paths: string[];
+  parameters: StateSummary;
+  buffers: StateSummary;
+  constants: StateSummary;
+  buffer_mutations: string[];
+  user_input_mutations: string[];
+  dynamic_symbols: { name: string; min: number | null; max: number | null }[];
+  range_constraints: Record<string, [number | null, number | null]>;
+  op_histogram: Record<string, number>;
+  num_nodes: number;
+  /** The device the model runs on, and why it was chosen. */
+  device: 'webgpu' | 'cpu';
+  deviceNote: string;
+  specs: { inSpec: unknown; outSpec: unknown };
+}
+
+export interface LoadOptions {
+  /** Default 'auto': WebGPU when available, otherwise the CPU backend (and `deviceNote` says why). */
+  device?: 'webgpu' | 'cpu' | 'auto';
+  /** The program to load from a multi-program archive. */
+  program?: string;
+  /** Called while the archive streams in; `total` is 0 when the size is unknown. */
+  onProgress?: (loaded: number, total: number) => void;
+}
+
+/** An error from pt2web; the message is the one the Rust core wrote. */
+export class Pt2WebError extends Error {
+  readonly code: 'INPUT' | 'GUARD' | 'OP' | 'ARCHIVE' | 'LIMIT' | 'PICKLE' | 'SCHEMA' | 'VERSION'
+    | 'TENSOR' | 'VERIFY' | 'SYM' | 'NO_SUCH_PROGRAM' | 'DEVICE' | 'DISPOSED' | 'INTERNAL' | string;
+}
+
+export interface StateView {
+  keys(): string[];
+  has(name: string): boolean;
+  /** A copy of a parameter, buffer or constant; buffers show mutations made by runs. */
+  get(name: string): Tensor & { dtype: DType };
+}
+
+export class Model {
+  readonly info: ModelInfo;
+  readonly device: 'webgpu' | 'cpu';
+  readonly deviceNote: string;
+  readonly state: StateView;
+  /** Run with inputs in the exported structure: an array of positional inputs, an object of
+   * keyword inputs, `{args, kwargs}`, or an object keyed by `info.inputs` names. */
+  run(inputs: PyTree | { args?: PyTree[]; kwargs?: Record<string, PyTree> }): Promise<any>;
+  manualSeed(seed: number | bigint): void;
+  dispose(): void;
+}
+
+export function init(): Promise<void>;
+export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;
+export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
+export function isPt2Package(bytes: ArrayBuffer | Uint8Array): Promise<boolean>;
+export function programNames(source: string | URL | Response | ArrayBuffer | Uint8Array): Promise<string[]>;

@@ -1,0 +1,321 @@
+// pt2web: run PyTorch torch.export (.pt2) programs in JavaScript.
+// The Rust core (compiled to WebAssembly by wasm-bindgen into ../pkg) works on flat lists of
+// tensors; this wrapper loads archives (with progress), flattens and unflattens the pytree
+// structures torch recorded, maps typed arrays to dtypes, and turns errors into Pt2WebError.
+import initWasm, { WasmModel, isPt2Package as wasmIsPt2, programNames as wasmProgramNames } from '../pkg/pt2web.js';
+
+/** An error from pt2web: `code` is machine-readable (INPUT, GUARD, OP, ARCHIVE, ...). */
+export class Pt2WebError extends Error {
+  constructor(message, code = 'INTERNAL') {
+    super(message);
+    this.name = 'Pt2WebError';
+    this.code = code;
+  }
+}
+
+function wrapError(e) {
+  if (e instanceof Pt2WebError) return e;
+  if (e && e.name === 'Pt2WebError') return new Pt2WebError(e.message, e.code);
+  if (e instanceof Error) return new Pt2WebError(e.message, 'INTERNAL');
+  return new Pt2WebError(String(e), 'INTERNAL');
+}
+
+const isNode = typeof globalThis.process !== 'undefined' && !!globalThis.process.versions?.node;
+let ready = null;
+
+/** Load the WebAssembly module once (done by `load` on first use). */
+export function init() {
+  if (!ready) {
+    ready = (async () => {
+      const url = new URL('../pkg/pt2web_bg.wasm', import.meta.url);
+      if (isNode && url.protocol === 'file:') {
+        const { readFile } = await import('node:fs/promises');
+        await initWasm({ module_or_path: await readFile(url) });
+      } else {
+        await initWasm({ module_or_path: url });
+      }
+    })();
+  }
+  return ready;
+}
+
+// dtype <-> typed array.
+const ARRAY_OF = {
+  float32: Float32Array, float64: Float64Array, float16: Uint16Array, bfloat16: Uint16Array,
+  int64: BigInt64Array, int32: Int32Array, int16: Int16Array, int8: Int8Array, uint8: Uint8Array,
+  bool: Uint8Array,
+};
+const DEFAULT_DTYPE = new Map([
+  [Float32Array, 'float32'], [Float64Array, 'float64'], [BigInt64Array, 'int64'],
+  [Int32Array, 'int32'], [Int16Array, 'int16'], [Int8Array, 'int8'], [Uint8Array, 'uint8'],
+  [Uint16Array, 'float16'],
+]);
+
+function isTensorLike(v) {
+  return v !== null && typeof v === 'object' && ArrayBuffer.isView(v.data) && Array.isArray(v.shape);
+}
+
+/** A tensor for `model.run`: `tensor(new Float32Array([...]), [2, 3])`. */
+export function tensor(data, shape, dtype) {
+  if (!ArrayBuffer.isView(data)) throw new Pt2WebError('tensor(): data must be a typed array', 'INPUT');
+  return { data, shape: shape ?? [data.length], ...(dtype ? { dtype } : {}) };
+}
+
+function toWire(name, t, expected) {
+  if (typeof t === 'number' || typeof t === 'boolean') return t;
+  if (!isTensorLike(t)) {
+    throw new Pt2WebError(`input '${name}': expected a tensor {data: TypedArray, shape}, got ${t === null ? 'null' : typeof t}`, 'INPUT');
+  }
+  const ctor = t.data.constructor;
+  let dtype = t.dtype;
+  if (!dtype) {
+    dtype = DEFAULT_DTYPE.get(ctor);
+    // Uint8Array is also bool's array, Uint16Array also bfloat16's: follow the program.
+    if (expected && ARRAY_OF[expected] === ctor) dtype = expected;
+  }
+  if (!dtype || !(dtype in ARRAY_OF)) {
+    throw new Pt2WebError(`input '${name}': unsupported data type ${ctor.name}${t.dtype ? ` / dtype '${t.dtype}'` : ''}`, 'INPUT');
+  }
+  if (ARRAY_OF[dtype] !== ctor) {
+    throw new Pt2WebError(`input '${name}': dtype ${dtype} needs a ${ARRAY_OF[dtype].name}, got a ${ctor.name}`, 'INPUT');
+  }
+  if (expected && expected !== dtype) {
+    throw new Pt2WebError(`input '${name}': expected dtype ${expected} (${ARRAY_OF[expected]?.name ?? expected}), got ${dtype} (${ctor.name})`, 'INPUT');
+  }
+  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+  return { dtype, shape: t.shape, bytes };
+}
+
+function fromWire(o) {
+  if (o === null || typeof o !== 'object') return o;
+  const Ctor = ARRAY_OF[o.dtype];
+  const b = o.bytes; // a fresh copy owned by JS, aligned at offset 0
+  const data = new Ctor(b.buffer, b.byteOffset, b.byteLength / Ctor.BYTES_PER_ELEMENT);
+  return { data, shape: o.shape, dtype: o.dtype };
+}
+
+const keyOf = (k) => (typeof k === 'string' ? k : JSON.stringify(k));
+
+// pytree flatten against a serialized TreeSpec ({kind, children, keys?, fields?}).
+function flatten(spec, value, path, out) {
+  switch (spec.kind) {
+    case 'leaf':
+      out.push([path || 'input', value]);
+      return;
+    case 'none':
+      return;
+    case 'tuple':
+    case 'list': {
+      if (!Array.isArray(value)) throw new Pt2WebError(`input ${path || '(root)'}: expected an array of ${spec.children.length}, got ${typeof value}`, 'INPUT');
+      if (value.length !== spec.children.length) throw new Pt2WebError(`input ${path || '(root)'}: expected ${spec.children.length} items, got ${value.length}`, 'INPUT');
+      spec.children.forEach((c, i) => flatten(c, value[i], `${path}[${i}]`, out));
+      return;
+    }
+    case 'dict':
+    case 'struct': {
+      const keys = spec.kind === 'dict' ? spec.keys.map(keyOf) : spec.fields;
+      if (value === null || typeof value !== 'object' || isTensorLike(value)) throw new Pt2WebError(`input ${path || '(root)'}: expected an object with keys ${keys.join(', ')}`, 'INPUT');
+      if (Array.isArray(value) && spec.kind === 'struct') {
+        spec.children.forEach((c, i) => flatten(c, value[i], `${path}[${i}]`, out));
+        return;
+      }
+      for (const k of Object.keys(value)) {
+        if (!keys.includes(k)) throw new Pt2WebError(`input '${path ? `${path}.` : ''}${k}': not an input of the program (expected keys: ${keys.join(', ')})`, 'INPUT');
+      }
+      spec.children.forEach((c, i) => {
+        const k = keys[i];
+        if (!(k in value) && c.kind !== 'none') throw new Pt2WebError(`input '${path ? `${path}.` : ''}${k}': missing`, 'INPUT');
+        flatten(c, value[k], path ? `${path}.${k}` : k, out);
+      });
+      return;
+    }
+    default:
+      throw new Pt2WebError(`unknown pytree node kind '${spec.kind}'`, 'INTERNAL');
+  }
+}
+
+function unflatten(spec, leaves) {
+  switch (spec.kind) {
+    case 'leaf': return leaves.shift();
+    case 'none': return null;
+    case 'tuple':
+    case 'list': return spec.children.map((c) => unflatten(c, leaves));
+    case 'dict':
+    case 'struct': {
+      const keys = spec.kind === 'dict' ? spec.keys.map(keyOf) : spec.fields;
+      const o = {};
+      spec.children.forEach((c, i) => { o[keys[i] ?? String(i)] = unflatten(c, leaves); });
+      if (spec.kind === 'struct') Object.defineProperty(o, '__type', { value: spec.type_name, enumerable: false });
+      return o;
+    }
+    default: throw new Pt2WebError(`unknown pytree node kind '${spec.kind}'`, 'INTERNAL');
+  }
+}
+
+async function readSource(source, onProgress) {
+  if (source instanceof Uint8Array) return source;
+  if (source instanceof ArrayBuffer) return new Uint8Array(source);
+  if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+  let response = source;
+  if (typeof source === 'string' || source instanceof URL) {
+    const url = source instanceof URL ? source : new URL(source, globalThis.location?.href ?? `file://${globalThis.process?.cwd?.() ?? ''}/`);
+    if (url.protocol === 'file:' && isNode) {
+      const { readFile } = await import('node:fs/promises');
+      const b = new Uint8Array(await readFile(url));
+      onProgress?.(b.length, b.length);
+      return b;
+    }
+    response = await fetch(url);
+  }
+  if (typeof Response !== 'undefined' && response instanceof Response) {
+    if (!response.ok) throw new Pt2WebError(`fetching the model failed: HTTP ${response.status} ${response.statusText}`, 'ARCHIVE');
+    const total = Number(response.headers.get('content-length')) || 0;
+    if (!response.body) {
+      const b = new Uint8Array(await response.arrayBuffer());
+      onProgress?.(b.length, total || b.length);
+      return b;
+    }
+    const reader = response.body.getReader();
+    const chunks = [];
+    let loaded = 0;
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      loaded += value.length;
+      onProgress?.(loaded, total);
+    }
+    const out = new Uint8Array(loaded);
+    let o = 0;
+    for (const c of chunks) { out.set(c, o); o += c.length; }
+    return out;
+  }
+  throw new Pt2WebError('load(): source must be a URL, a Response, an ArrayBuffer or a Uint8Array', 'INPUT');
+}
+
+async function pickDevice(device) {
+  if (device === 'cpu') return { device: 'cpu', reason: 'requested' };
+  if (device !== 'auto' && device !== 'webgpu') throw new Pt2WebError(`device must be 'webgpu', 'cpu' or 'auto', got '${device}'`, 'INPUT');
+  const gpu = globalThis.navigator?.gpu;
+  let reason;
+  if (!gpu) reason = 'navigator.gpu is missing (no WebGPU in this environment)';
+  else if (!(await gpu.requestAdapter().catch(() => null))) reason = 'no WebGPU adapter';
+  else reason = 'the WebGPU backend is not part of this build yet (issue 4)';
+  if (device === 'webgpu') throw new Pt2WebError(`device 'webgpu' is not available: ${reason}`, 'DEVICE');
+  return { device: 'cpu', reason: `fell back to the CPU backend: ${reason}` };
+}
+
+/** Named parameters, buffers and constants of a loaded program. */
+class StateView {
+  #m;
+  constructor(m) { this.#m = m; }
+  keys() { return this.#m.model().stateNames(); }
+  has(name) { return this.keys().includes(name); }
+  get(name) {
+    try { return fromWire(this.#m.model().stateTensor(name)); } catch (e) { throw wrapError(e); }
+  }
+}
+
+/** A loaded program. */
+export class Model {
+  #wasm;
+  #info;
+  constructor(wasm, deviceChoice) {
+    this.#wasm = wasm;
+    const info = wasm.info;
+    this.#info = { ...info, device: deviceChoice.device, deviceNote: deviceChoice.reason };
+    this.device = deviceChoice.device;
+    this.deviceNote = deviceChoice.reason;
+    this.state = new StateView({ model: () => this.#live() });
+  }
+  #live() {
+    if (!this.#wasm) throw new Pt2WebError('the model was disposed', 'DISPOSED');
+    return this.#wasm;
+  }
+  /** Inputs, outputs, dynamic dims and ranges, parameter bytes, op histogram... */
+  get info() { return this.#info; }
+
+  #flatInputs(inputs) {
+    const specs = this.#info.specs;
+    const names = this.#info.inputs.map((i) => i.name);
+    let pairs;
+    const inSpec = specs.inSpec;
+    const argsSpec = inSpec?.kind === 'tuple' && inSpec.children.length === 2 ? inSpec.children[0] : null;
+    const kwSpec = argsSpec ? inSpec.children[1] : null;
+    if (isTensorLike(inputs) && names.length === 1) {
+      pairs = [[names[0], inputs]];
+    } else if (Array.isArray(inputs) && argsSpec) {
+      pairs = [];
+      flatten(argsSpec, inputs, '', pairs);
+      if (kwSpec && kwSpec.children.length) throw new Pt2WebError(`the program also takes keyword inputs (${kwSpec.keys.map(keyOf).join(', ')}): pass {args: [...], kwargs: {...}}`, 'INPUT');
+    } else if (inputs && typeof inputs === 'object' && ('args' in inputs || 'kwargs' in inputs) && argsSpec) {
+      pairs = [];
+      flatten(inSpec, [inputs.args ?? [], inputs.kwargs ?? {}], '', pairs);
+    } else if (inputs && typeof inputs === 'object' && argsSpec && argsSpec.children.length === 0 && !Object.keys(inputs).every((k) => names.includes(k))) {
+      pairs = [];
+      flatten(kwSpec, inputs, '', pairs);
+    } else if (inputs && typeof inputs === 'object' && !Array.isArray(inputs)) {
+      // Flat, by the user-input names `info.inputs` lists (nested inputs flattened: batch_feat).
+      for (const k of Object.keys(inputs)) {
+        if (!names.includes(k)) throw new Pt2WebError(`input '${k}': not an input of the program (inputs: ${names.join(', ')})`, 'INPUT');
+      }
+      pairs = names.map((n) => {
+        if (!(n in inputs)) throw new Pt2WebError(`input '${n}': missing (inputs: ${names.join(', ')})`, 'INPUT');
+        return [n, inputs[n]];
+      });
+    } else {
+      throw new Pt2WebError('run(): inputs must be an array of positional inputs, an object, or {args, kwargs}', 'INPUT');
+    }
+    if (pairs.length !== names.length) throw new Pt2WebError(`the program takes ${names.length} inputs (${names.join(', ')}), got ${pairs.length}`, 'INPUT');
+    return pairs.map(([, v], i) => toWire(names[i], v, this.#info.inputs[i].dtype));
+  }
+
+  /** Run the program; `inputs` keep the structure the model was exported with. */
+  async run(inputs) {
+    const wasm = this.#live();
+    let flat;
+    try {
+      flat = wasm.run(this.#flatInputs(inputs));
+    } catch (e) {
+      throw wrapError(e);
+    }
+    const leaves = Array.from(flat, fromWire);
+    const outSpec = this.#info.specs.outSpec;
+    return outSpec ? unflatten(outSpec, leaves) : leaves;
+  }
+
+  /** Seed the program's random generator (rand, randn, bernoulli, dropout in training mode). */
+  manualSeed(seed) { this.#live().manualSeed(BigInt(seed)); }
+
+  /** Free the program's memory now (the model cannot run afterwards). */
+  dispose() {
+    if (this.#wasm) { this.#wasm.free(); this.#wasm = null; }
+  }
+}
+
+/** `true` when the bytes are a PT2 archive. */
+export async function isPt2Package(bytes) {
+  await init();
+  return wasmIsPt2(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
+}
+
+/** The program names in an archive. */
+export async function programNames(source) {
+  await init();
+  try { return wasmProgramNames(await readSource(source)); } catch (e) { throw wrapError(e); }
+}
+
+/**
+ * Load a `.pt2`: `source` is a URL, Response, ArrayBuffer or Uint8Array.
+ * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program, onProgress(loaded, total)}.
+ */
+export async function load(source, options = {}) {
+  await init();
+  const choice = await pickDevice(options.device ?? 'auto');
+  const bytes = await readSource(source, options.onProgress);
+  try {
+    return new Model(new WasmModel(bytes, options.program ?? undefined), choice);
+  } catch (e) {
+    throw wrapError(e);
+  }
+}

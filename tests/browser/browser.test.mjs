@@ -1,0 +1,173 @@
+// The npm package and the demo page in a real browser: Debian chromium driven by playwright-core.
+// WebGPU is SwiftShader (flags from DESIGN.md); the WebGPU kernels are not built yet, so
+// `device: 'auto'` runs on the CPU backend (WASM SIMD) and says why.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+import { ROOT, metas } from '../js/helpers.mjs';
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
+  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'];
+let server;
+let browser;
+let origin;
+
+before(async () => {
+  server = await serve(0);
+  origin = `http://127.0.0.1:${server.address().port}`;
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+});
+after(async () => {
+  await browser?.close();
+  server?.close();
+});
+
+async function newPage(init) {
+  const ctx = await browser.newContext();
+  if (init) await ctx.addInitScript(init);
+  const page = await ctx.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(`${origin}/www/blank.html`);
+  return { page, ctx, errors };
+}
+
+// Runs in the page: every io case of one fixture through the package API.
+async function runFixtureInPage({ stem, archive, programs }) {
+  const { load } = await import('/js/index.js');
+  const st = await import('/tests/js/st.mjs');
+  const bytes = new Uint8Array(await (await fetch(`/fixtures/${archive}`)).arrayBuffer());
+  let n = 0;
+  for (const [pname, pm] of Object.entries(programs)) {
+    for (const c of pm.io_cases ?? []) {
+      const io = st.parseSafetensors(new Uint8Array(await (await fetch(`/fixtures/${c.file}`)).arrayBuffer()));
+      const model = await load(bytes, { program: pname, device: 'auto' });
+      try {
+        const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
+        const got = st.flattenOut(await model.run({ args, kwargs }));
+        if (got.length !== c.outputs.length) throw new Error(`${got.length} outputs, torch gave ${c.outputs.length}`);
+        c.outputs.forEach((o, i) => st.assertClose(`${stem}/${pname} ${c.label} ${o.key}`, got[i], io[o.key]));
+        n++;
+      } finally {
+        model.dispose();
+      }
+    }
+  }
+  return n;
+}
+
+test('the fixture suite runs in Chromium and matches PyTorch', async () => {
+  const { page, errors } = await newPage();
+  let cases = 0;
+  for (const [stem, meta] of metas()) {
+    cases += await page.evaluate(runFixtureInPage, { stem, archive: meta.archive, programs: meta.programs });
+  }
+  assert.ok(cases > 30, `${cases} cases`);
+  assert.deepEqual(errors, []);
+  const device = await page.evaluate(async () => {
+    const { load } = await import('/js/index.js');
+    const m = await load('/fixtures/mlp_train.pt2');
+    return { device: m.device, note: m.deviceNote, hasGpu: !!navigator.gpu };
+  });
+  assert.equal(device.device, 'cpu');
+  assert.ok(device.hasGpu, 'navigator.gpu should exist with the SwiftShader flags');
+});
+
+test('without navigator.gpu, auto falls back to the CPU and says so', async () => {
+  const { page } = await newPage(() => { delete Navigator.prototype.gpu; });
+  const r = await page.evaluate(async () => {
+    const { load } = await import('/js/index.js');
+    const m = await load('/fixtures/mlp_train.pt2', { device: 'auto' });
+    let webgpuError = null;
+    try { await load('/fixtures/mlp_train.pt2', { device: 'webgpu' }); } catch (e) { webgpuError = `${e.name} ${e.code}: ${e.message}`; }
+    return { device: m.device, note: m.deviceNote, gpu: 'gpu' in navigator, webgpuError };
+  });
+  assert.equal(r.gpu, false);
+  assert.equal(r.device, 'cpu');
+  assert.match(r.note, /navigator.gpu is missing/);
+  assert.match(r.webgpuError, /Pt2WebError DEVICE/);
+});
+
+test('bad input from JS rejects with a Pt2WebError and the model still runs', async () => {
+  const { page } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load, tensor, Pt2WebError } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'cpu' });
+    const good = async () => (await m.run([tensor(new Float32Array(32), [2, 16])]))[0].shape.join('x');
+    const out = [];
+    for (const bad of [[tensor(new Float32Array(30), [2, 15])], [tensor(new Int32Array(32), [2, 16])], { nope: 1 }, []]) {
+      try { await m.run(bad); out.push('no error'); } catch (e) { out.push(`${e instanceof Pt2WebError} ${e.code} ${await good()}`); }
+    }
+    let corrupt;
+    try { await load(new Uint8Array([80, 75, 3, 4, 1, 2, 3])); } catch (e) { corrupt = `${e instanceof Pt2WebError} ${e.code}`; }
+    return { out, corrupt };
+  });
+  assert.deepEqual(r.out, ['true GUARD 2x8', 'true INPUT 2x8', 'true INPUT 2x8', 'true INPUT 2x8']);
+  assert.equal(r.corrupt, 'true ARCHIVE');
+});
+
+test('the package works in a module Worker', async () => {
+  const { page } = await newPage();
+  const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests', 'fixtures', 'dyn_batch.meta.json'), 'utf8'));
+  const n = await page.evaluate(async ({ origin, programs }) => {
+    const src = `
+      import { load } from '${origin}/js/index.js';
+      import * as st from '${origin}/tests/js/st.mjs';
+      const programs = ${JSON.stringify(programs)};
+      try {
+        const c = programs.model.io_cases[0];
+        const io = st.parseSafetensors(new Uint8Array(await (await fetch('${origin}/fixtures/' + c.file)).arrayBuffer()));
+        const m = await load('${origin}/fixtures/dyn_batch.pt2', { device: 'auto' });
+        const got = st.flattenOut(await m.run([io.input_0]));
+        c.outputs.forEach((o, i) => st.assertClose(o.key, got[i], io[o.key]));
+        postMessage({ ok: got.length, device: m.device });
+      } catch (e) { postMessage({ error: String(e && e.message || e) }); }`;
+    const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
+    return new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.onerror = (e) => resolve({ error: e.message }); });
+  }, { origin, programs: meta.programs });
+  assert.equal(n.error, undefined, n.error);
+  assert.equal(n.ok, 2);
+});
+
+test('demo page: open any .pt2 runs a fixture', async () => {
+  const { page, errors } = await newPage();
+  await page.goto(`${origin}/`);
+  await page.setInputFiles('#file', path.join(ROOT, 'tests', 'fixtures', 'mlp_train.pt2'));
+  await page.waitForSelector('#runBtn:not([disabled])', { timeout: 60000 });
+  assert.match(await page.textContent('#info'), /aten\.linear/);
+  await page.click('#runBtn');
+  await page.waitForSelector('#runStatus[data-done="1"]', { timeout: 60000 });
+  assert.match(await page.textContent('#outputs'), /float32\[/);
+  assert.deepEqual(errors, []);
+});
+
+const SIM = path.join(ROOT, '.cache', 'models', 'minilm.similarity.json');
+test('demo page: sentence similarity matches PyTorch within 1e-4', { skip: !existsSync(SIM) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models (scripts/build_models.sh)' }, async () => {
+  const want = JSON.parse(readFileSync(SIM, 'utf8'));
+  const { page, errors } = await newPage();
+  await page.goto(`${origin}/`);
+  await page.waitForSelector('#simBtn:not([disabled])', { timeout: 300000 });
+  await page.fill('#sentences', want.sentences.join('\n'));
+  await page.click('#simBtn');
+  await page.waitForSelector('#simStatus[data-done="1"]', { timeout: 300000 });
+  const r = await page.evaluate(async (sentences) => {
+    const d = window.pt2webDemo;
+    const res = await d.similarity(sentences);
+    const px = document.getElementById('heat').getContext('2d').getImageData(0, 0, 360, 360).data;
+    const colours = new Set();
+    for (let i = 0; i < px.length; i += 4 * 97) colours.add(`${px[i]},${px[i + 1]},${px[i + 2]}`);
+    return { matrix: res.matrix, ms: res.ms, colours: colours.size, status: document.getElementById('simStatus').textContent };
+  }, want.sentences);
+  let max = 0;
+  want.similarity.forEach((row, i) => row.forEach((v, j) => { max = Math.max(max, Math.abs(v - r.matrix[i][j])); }));
+  console.log(`# similarity: max abs error vs PyTorch ${max.toExponential(2)}; ${r.status}`);
+  assert.ok(max < 1e-4, `max abs error ${max}`);
+  assert.ok(r.colours >= 4, `the heat map has ${r.colours} colours`);
+  mkdirSync(path.join(ROOT, 'target'), { recursive: true });
+  await page.screenshot({ path: path.join(ROOT, 'target', 'demo.png'), fullPage: true });
+  assert.deepEqual(errors, []);
+});

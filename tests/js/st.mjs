@@ -1,0 +1,83 @@
+// Pure helpers shared by the Node tests and the in-browser tests (no Node imports here):
+// parse safetensors, compare with PyTorch's values, rebuild pytree structures.
+const ARRAYS = {
+  F32: [Float32Array, 'float32'], F64: [Float64Array, 'float64'], F16: [Uint16Array, 'float16'],
+  BF16: [Uint16Array, 'bfloat16'], I64: [BigInt64Array, 'int64'], I32: [Int32Array, 'int32'],
+  I16: [Int16Array, 'int16'], I8: [Int8Array, 'int8'], U8: [Uint8Array, 'uint8'], BOOL: [Uint8Array, 'bool'],
+};
+
+/** Parse safetensors bytes (Uint8Array): {name: {data, shape, dtype}}. */
+export function parseSafetensors(buf) {
+  const n = Number(new DataView(buf.buffer, buf.byteOffset, buf.byteLength).getBigUint64(0, true));
+  const header = JSON.parse(new TextDecoder().decode(buf.subarray(8, 8 + n)));
+  const base = 8 + n;
+  const out = {};
+  for (const [k, v] of Object.entries(header)) {
+    if (k === '__metadata__') continue;
+    const [Ctor, dtype] = ARRAYS[v.dtype];
+    const [a, b] = v.data_offsets;
+    const bytes = new Uint8Array(buf.subarray(base + a, base + b)); // aligned copy
+    out[k] = { data: new Ctor(bytes.buffer, 0, (b - a) / Ctor.BYTES_PER_ELEMENT), shape: v.shape, dtype };
+  }
+  return out;
+}
+
+function f16ToF32(h) {
+  const s = h & 0x8000 ? -1 : 1;
+  const e = (h >> 10) & 0x1f;
+  const m = h & 0x3ff;
+  if (e === 0) return s * m * 2 ** -24;
+  if (e === 31) return m ? NaN : s * Infinity;
+  return s * (1 + m / 1024) * 2 ** (e - 15);
+}
+const bf16ToF32 = (h) => new Float32Array(new Uint32Array([h << 16]).buffer)[0];
+
+export function toNumbers(t) {
+  if (t.dtype === 'float16') return Array.from(t.data, f16ToF32);
+  if (t.dtype === 'bfloat16') return Array.from(t.data, bf16ToF32);
+  return Array.from(t.data, Number);
+}
+
+/** Max abs error; throws with the first outlier when not within tolerance. */
+export function assertClose(label, got, want, tol) {
+  if (!got || !got.shape) throw new Error(`${label}: not a tensor: ${JSON.stringify(got)}`);
+  if (JSON.stringify(got.shape) !== JSON.stringify(want.shape) || got.dtype !== want.dtype) {
+    throw new Error(`${label}: got ${got.dtype}[${got.shape}], expected ${want.dtype}[${want.shape}]`);
+  }
+  const [atol, rtol] = tol ?? (want.dtype === 'float16' || want.dtype === 'bfloat16' ? [1e-2, 1e-2]
+    : want.dtype.startsWith('float') ? [1e-5, 1e-4] : [0, 0]);
+  const g = toNumbers(got);
+  const w = toNumbers(want);
+  let max = 0;
+  for (let i = 0; i < w.length; i++) {
+    const a = g[i];
+    const b = w[i];
+    if (Number.isNaN(a) && Number.isNaN(b)) continue;
+    if (a === b) continue;
+    const d = Math.abs(a - b);
+    if (!(d <= atol + rtol * Math.abs(b))) throw new Error(`${label}: first outlier at ${i}: got ${a}, expected ${b}`);
+    max = Math.max(max, d);
+  }
+  return max;
+}
+
+/** Rebuild the exported (args, kwargs) structure from flat leaves and a serialized TreeSpec
+ * (written here independently of the package's own flattening). */
+export function unflattenSpec(spec, leaves) {
+  switch (spec.kind) {
+    case 'leaf': return leaves.shift();
+    case 'none': return null;
+    case 'tuple': case 'list': return spec.children.map((c) => unflattenSpec(c, leaves));
+    case 'dict': return Object.fromEntries(spec.children.map((c, i) => [String(spec.keys[i]), unflattenSpec(c, leaves)]));
+    case 'struct': return Object.fromEntries(spec.children.map((c, i) => [spec.fields[i], unflattenSpec(c, leaves)]));
+    default: throw new Error(`spec kind ${spec.kind}`);
+  }
+}
+
+export function flattenOut(v, out = []) {
+  if (v && v.shape && ArrayBuffer.isView(v.data)) out.push(v);
+  else if (Array.isArray(v)) v.forEach((x) => flattenOut(x, out));
+  else if (v && typeof v === 'object') Object.values(v).forEach((x) => flattenOut(x, out));
+  else out.push(v);
+  return out;
+}

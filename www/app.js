@@ -1,0 +1,138 @@
+// The demo page: sentence similarity with MiniLM, and "open any .pt2".
+import { load, tensor } from '../js/index.js';
+import { WordPiece, meanPool, cosineMatrix } from './wordpiece.js';
+
+const $ = (id) => document.getElementById(id);
+const state = { minilm: null, tok: null, other: null };
+window.pt2webDemo = state; // for tests and the console
+
+function deviceOption() { return $('deviceSel').value; }
+
+function showDevice(model) {
+  $('device').textContent = `running on ${model.device}: ${model.deviceNote}`;
+}
+
+async function loadMiniLM() {
+  $('simStatus').textContent = 'loading MiniLM…';
+  const [tokJson] = await Promise.all([fetch('/models/tokenizer.json').then((r) => r.json())]);
+  state.tok = new WordPiece(tokJson);
+  state.minilm?.dispose();
+  state.minilm = await load('/models/minilm.pt2', {
+    device: deviceOption(),
+    onProgress: (l, t) => { $('simStatus').textContent = `loading MiniLM… ${(l / 1e6).toFixed(1)}${t ? ` / ${(t / 1e6).toFixed(1)}` : ''} MB`; },
+  });
+  showDevice(state.minilm);
+  $('simStatus').textContent = 'ready';
+  $('simBtn').disabled = false;
+}
+
+function drawHeat(m, labels) {
+  const c = $('heat');
+  const g = c.getContext('2d');
+  const n = m.length;
+  const s = c.width / n;
+  g.clearRect(0, 0, c.width, c.height);
+  for (let i = 0; i < n; i++) {
+    for (let j = 0; j < n; j++) {
+      const v = Math.max(0, Math.min(1, m[i][j]));
+      g.fillStyle = `rgb(${Math.round(255 * (1 - v))}, ${Math.round(120 + 100 * (1 - v))}, 255)`;
+      g.fillRect(j * s, i * s, s, s);
+      g.fillStyle = v > 0.6 ? '#fff' : '#000';
+      g.font = `${Math.min(18, s / 4)}px system-ui`;
+      g.fillText(m[i][j].toFixed(3), j * s + s * 0.2, i * s + s * 0.55);
+    }
+  }
+  c.title = labels.join('\n');
+}
+
+export async function similarity(sentences) {
+  const inputs = state.tok.batch(sentences);
+  const t0 = performance.now();
+  const out = await state.minilm.run(inputs);
+  const ms = performance.now() - t0;
+  const hidden = out.last_hidden_state ?? out[0];
+  const emb = meanPool(hidden, inputs.attention_mask);
+  return { matrix: cosineMatrix(emb), ms, ids: inputs.input_ids };
+}
+state.similarity = similarity;
+
+$('simBtn').onclick = async () => {
+  const sentences = $('sentences').value.split('\n').map((s) => s.trim()).filter(Boolean);
+  if (sentences.length < 2) { $('simStatus').textContent = 'enter at least two sentences'; return; }
+  $('simBtn').disabled = true;
+  try {
+    const r = await similarity(sentences);
+    drawHeat(r.matrix, sentences);
+    $('simOut').textContent = r.matrix.map((row, i) => `${row.map((v) => v.toFixed(4)).join('  ')}   ${sentences[i]}`).join('\n');
+    $('simStatus').textContent = `${r.ms.toFixed(1)} ms per run (${sentences.length} sentences, seq ${r.ids.shape[1]})`;
+    $('simStatus').dataset.done = '1';
+  } catch (e) {
+    $('simStatus').innerHTML = `<span class="err">${e.code ?? ''} ${e.message}</span>`;
+  } finally {
+    $('simBtn').disabled = false;
+  }
+};
+
+// ---- open any .pt2
+function randomFor(inp) {
+  const shape = inp.shape.map((d) => (/^\d+$/.test(d) ? Number(d) : 2));
+  const n = shape.reduce((a, b) => a * b, 1);
+  const Arr = { float32: Float32Array, float64: Float64Array, int64: BigInt64Array, int32: Int32Array, uint8: Uint8Array, bool: Uint8Array, int8: Int8Array, int16: Int16Array, float16: Uint16Array, bfloat16: Uint16Array }[inp.dtype];
+  const data = new Arr(n);
+  for (let i = 0; i < n; i++) {
+    if (Arr === BigInt64Array) data[i] = BigInt(Math.floor(Math.random() * 2));
+    else if (Arr === Uint16Array) data[i] = 0x3c00; // 1.0
+    else if (inp.dtype.startsWith('float')) data[i] = Math.random() * 2 - 1;
+    else data[i] = Math.floor(Math.random() * 2);
+  }
+  return tensor(data, shape, inp.dtype);
+}
+
+function summarize(v) {
+  if (v && v.shape && ArrayBuffer.isView(v.data)) {
+    const head = Array.from(v.data.slice(0, 6), (x) => (typeof x === 'number' ? +x.toFixed(5) : String(x)));
+    return `${v.dtype}[${v.shape}] ${head.join(', ')}${v.data.length > 6 ? ', …' : ''}`;
+  }
+  if (Array.isArray(v)) return v.map(summarize);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, summarize(x)]));
+  return v;
+}
+
+async function openFile(file) {
+  $('runStatus').textContent = `loading ${file.name}…`;
+  try {
+    state.other?.dispose();
+    state.other = await load(new Uint8Array(await file.arrayBuffer()), { device: deviceOption() });
+    const i = state.other.info;
+    $('info').textContent = JSON.stringify({
+      program: i.name, ir: i.ir, device: state.other.device, inputs: i.inputs, outputs: i.outputs,
+      dynamic: i.range_constraints, parameters: i.parameters, buffers: i.buffers, ops: i.op_histogram,
+    }, null, 2);
+    $('runBtn').disabled = false;
+    $('runStatus').textContent = `${i.num_nodes} nodes`;
+  } catch (e) {
+    $('info').innerHTML = `<span class="err">${e.code ?? ''}: ${e.message}</span>`;
+    $('runStatus').textContent = '';
+  }
+}
+
+$('file').onchange = (e) => e.target.files[0] && openFile(e.target.files[0]);
+$('drop').ondragover = (e) => { e.preventDefault(); $('drop').classList.add('over'); };
+$('drop').ondragleave = () => $('drop').classList.remove('over');
+$('drop').ondrop = (e) => { e.preventDefault(); $('drop').classList.remove('over'); if (e.dataTransfer.files[0]) openFile(e.dataTransfer.files[0]); };
+$('runBtn').onclick = async () => {
+  const m = state.other;
+  const named = Object.fromEntries(m.info.inputs.map((inp) => [inp.name, randomFor(inp)]));
+  const t0 = performance.now();
+  try {
+    const out = await m.run(named);
+    $('outputs').textContent = JSON.stringify(summarize(out), null, 2);
+    $('runStatus').textContent = `ran in ${(performance.now() - t0).toFixed(1)} ms`;
+    $('runStatus').dataset.done = '1';
+  } catch (e) {
+    $('outputs').innerHTML = `<span class="err">${e.code ?? ''}: ${e.message}</span>`;
+  }
+};
+$('deviceSel').onchange = () => loadMiniLM().catch((e) => { $('simStatus').innerHTML = `<span class="err">${e.message}</span>`; });
+
+loadMiniLM().catch((e) => { $('simStatus').innerHTML = `<span class="err">${e.code ?? ''} ${e.message}</span>`; });
