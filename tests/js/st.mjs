@@ -81,3 +81,83 @@ export function flattenOut(v, out = []) {
   else out.push(v);
   return out;
 }
+
+/** (atol, rtol) per named tolerance of the op suite (as tests/ops.rs). */
+export const TOL = { exact: [0, 0], close: [1e-5, 1e-5], loose: [1e-4, 1e-4], half: [1e-2, 1e-2] };
+
+/** Run one family of the op suite (tests/fixtures/ops/FAM.*) through the package API.
+ * `fetchBytes(relPath)` reads a file under tests/fixtures (fs in Node, fetch in a browser). */
+export async function runOpFamily(load, fam, fetchBytes, device = 'auto') {
+  const cases = JSON.parse(new TextDecoder().decode(await fetchBytes(`ops/${fam}.cases.json`)));
+  const io = parseSafetensors(await fetchBytes(`ops/${fam}.io.safetensors`));
+  const bytes = await fetchBytes(`ops/${fam}.pt2`);
+  let passed = 0;
+  const failures = [];
+  for (const c of cases.cases) {
+    let model;
+    try {
+      model = await load(bytes, { program: c.program, device });
+      const names = model.info.inputs.map((i) => i.name);
+      const inputs = Object.fromEntries(names.map((n, i) => [n, io[`${c.program}/input_${i}`]]));
+      const got = flattenOut(await model.run(inputs)).filter((v) => v && v.shape);
+      let k = 0;
+      c.outputs.forEach((o, i) => {
+        if (!Array.isArray(o)) return;
+        const want = io[`${c.program}/output_${i}`];
+        let tol = TOL[c.tol];
+        if (want.dtype === 'float16' || want.dtype === 'bfloat16') tol = c.tol === 'exact' ? tol : [Math.max(tol[0], 1e-2), Math.max(tol[1], 1e-2)];
+        assertClose(`output ${i}`, got[k++], want, tol);
+      });
+      passed++;
+    } catch (e) {
+      failures.push(`${c.program}: ${e.message}`);
+    } finally {
+      model?.dispose();
+    }
+  }
+  return { passed, failures };
+}
+
+/** Max abs error and cosine similarity; throws unless max <= 2e-3 * max|want| and cosine >= 0.99999
+ * (the real-model criterion of tests/models.rs). */
+export function modelMetrics(label, got, want) {
+  if (JSON.stringify(got?.shape) !== JSON.stringify(want.shape) || got.dtype !== want.dtype) {
+    throw new Error(`${label}: got ${got?.dtype}[${got?.shape}], expected ${want.dtype}[${want.shape}]`);
+  }
+  const g = toNumbers(got);
+  const w = toNumbers(want);
+  let max = 0; let dot = 0; let ng = 0; let nw = 0; let scale = 0;
+  for (let i = 0; i < w.length; i++) {
+    max = Math.max(max, Math.abs(g[i] - w[i]));
+    dot += g[i] * w[i]; ng += g[i] * g[i]; nw += w[i] * w[i];
+    scale = Math.max(scale, Math.abs(w[i]));
+  }
+  const cos = ng === 0 && nw === 0 ? 1 : dot / Math.sqrt(ng * nw);
+  if (!want.dtype.startsWith('float')) {
+    if (max !== 0) throw new Error(`${label}: integer output differs by ${max}`);
+  } else if (!(max <= 2e-3 * scale) || !(cos >= 0.99999)) {
+    throw new Error(`${label}: max abs error ${max}, cosine ${cos}`);
+  }
+  return { max, cos };
+}
+
+/** Run a real model's io cases (.cache/models) through the package; returns per-output metrics. */
+export async function runModel(load, stem, meta, fetchBytes, device = 'auto', onlyFirst = false) {
+  const bytes = await fetchBytes(meta.archive);
+  const model = await load(bytes, { device });
+  const rows = [];
+  try {
+    const cases = meta.programs.model.io_cases;
+    for (const c of onlyFirst ? cases.slice(0, 1) : cases) {
+      const io = parseSafetensors(await fetchBytes(c.file));
+      const [args, kwargs] = unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
+      const t0 = performance.now();
+      const got = flattenOut(await model.run({ args, kwargs })).filter((v) => v && v.shape);
+      const ms = performance.now() - t0;
+      c.outputs.forEach((o, i) => rows.push({ stem, label: c.label, key: o.key, ms, ...modelMetrics(`${stem} ${c.label} ${o.key}`, got[i], io[o.key]) }));
+    }
+  } finally {
+    model.dispose();
+  }
+  return rows;
+}
