@@ -24,7 +24,7 @@ export function route(url) {
   if (u === '/models/tokenizer.json') return tokenizerJson();
   if (u.startsWith('/models/')) return path.join(ROOT, '.cache', 'models', u.slice('/models/'.length));
   if (u.startsWith('/fixtures/')) return path.join(ROOT, 'tests', 'fixtures', u.slice('/fixtures/'.length));
-  for (const dir of ['/www/', '/js/', '/pkg/', '/tests/js/']) {
+  for (const dir of ['/www/', '/js/', '/pkg/', '/tests/js/', '/bench/']) {
     if (u.startsWith(dir)) return path.join(ROOT, u);
   }
   return null;
