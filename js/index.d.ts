@@ -68,6 +68,14 @@ export interface StateView {
   get(name: string): Tensor & { dtype: DType };
 }
 
+export interface Profile {
+  events: { node: string; target: string; start_ms: number; dur_ms: number; depth: number }[];
+  /** Time per op target, the most expensive first. */
+  summary: { target: string; count: number; total_ms: number }[];
+  /** Chrome trace event format (chrome://tracing, Perfetto): JSON.stringify it to a file. */
+  chromeTrace: { traceEvents: unknown[] };
+}
+
 export class Model {
   readonly info: ModelInfo;
   readonly device: 'webgpu' | 'cpu';
@@ -77,6 +85,8 @@ export class Model {
    * keyword inputs, `{args, kwargs}`, or an object keyed by `info.inputs` names. */
   run(inputs: PyTree | { args?: PyTree[]; kwargs?: Record<string, PyTree> }): Promise<any>;
   manualSeed(seed: number | bigint): void;
+  startProfiler(): void;
+  stopProfiler(): Profile | null;
   dispose(): void;
 }
 

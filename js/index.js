@@ -284,6 +284,15 @@ export class Model {
     return outSpec ? unflatten(outSpec, leaves) : leaves;
   }
 
+  /** Start the profiler: per-op wall times of the following runs. */
+  startProfiler() { this.#live().startProfiler(); }
+
+  /** Stop it: `{events: [{node, target, start_ms, dur_ms, depth}], summary: [{target, count,
+   * total_ms}], chromeTrace}`; `JSON.stringify(chromeTrace)` opens in chrome://tracing or Perfetto. */
+  stopProfiler() {
+    try { return this.#live().stopProfiler(); } catch (e) { throw wrapError(e); }
+  }
+
   /** Seed the program's random generator (rand, randn, bernoulli, dropout in training mode). */
   manualSeed(seed) { this.#live().manualSeed(BigInt(seed)); }
 

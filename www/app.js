@@ -116,6 +116,33 @@ async function openFile(file) {
   }
 }
 
+// Per-op time chart from the profiler (time per op target, the most expensive first).
+function drawOpChart(summary) {
+  const c = $('ops');
+  const g = c.getContext('2d');
+  const rows = summary.slice(0, 14);
+  c.height = 22 * rows.length + 10;
+  g.clearRect(0, 0, c.width, c.height);
+  const max = Math.max(...rows.map((r) => r.total_ms), 1e-6);
+  g.font = '12px system-ui';
+  rows.forEach((r, i) => {
+    const y = 5 + i * 22;
+    g.fillStyle = '#3a7bd5';
+    g.fillRect(300, y, Math.max(1, (c.width - 420) * r.total_ms / max), 16);
+    g.fillStyle = '#000';
+    g.fillText(`${r.target} ×${r.count}`, 4, y + 12);
+    g.fillText(`${r.total_ms.toFixed(2)} ms`, 306 + (c.width - 420) * r.total_ms / max, y + 12);
+  });
+  $('traceLink').hidden = false;
+}
+$('traceLink').onclick = (e) => {
+  e.preventDefault();
+  const a = document.createElement('a');
+  a.href = URL.createObjectURL(new Blob([JSON.stringify(state.lastTrace)], { type: 'application/json' }));
+  a.download = 'pt2web-trace.json';
+  a.click();
+};
+
 $('file').onchange = (e) => e.target.files[0] && openFile(e.target.files[0]);
 $('drop').ondragover = (e) => { e.preventDefault(); $('drop').classList.add('over'); };
 $('drop').ondragleave = () => $('drop').classList.remove('over');
@@ -125,7 +152,11 @@ $('runBtn').onclick = async () => {
   const named = Object.fromEntries(m.info.inputs.map((inp) => [inp.name, randomFor(inp)]));
   const t0 = performance.now();
   try {
+    m.startProfiler();
     const out = await m.run(named);
+    const prof = m.stopProfiler();
+    drawOpChart(prof.summary);
+    state.lastTrace = prof.chromeTrace;
     $('outputs').textContent = JSON.stringify(summarize(out), null, 2);
     $('runStatus').textContent = `ran in ${(performance.now() - t0).toFixed(1)} ms`;
     $('runStatus').dataset.done = '1';

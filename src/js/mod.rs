@@ -135,6 +135,28 @@ impl WasmModel {
         tensor_to_js(name, t)
     }
 
+    /// Start recording per-op times (clears an earlier recording).
+    #[wasm_bindgen(js_name = startProfiler)]
+    pub fn start_profiler(&mut self) {
+        self.session.run_state.profiler = Some(crate::runtime::Profiler::default());
+    }
+
+    /// Stop recording: `{events, summary, chromeTrace}` (`chromeTrace` is the Chrome trace
+    /// event JSON object), or `null` when the profiler was not started.
+    #[wasm_bindgen(js_name = stopProfiler)]
+    pub fn stop_profiler(&mut self) -> Result<JsValue, JsValue> {
+        let Some(p) = self.session.run_state.profiler.take() else {
+            return Ok(JsValue::NULL);
+        };
+        let ser = serde_wasm_bindgen::Serializer::json_compatible();
+        let v = serde_json::json!({
+            "events": p.events,
+            "summary": p.summary(),
+            "chromeTrace": p.chrome_trace("cpu"),
+        });
+        serde::Serialize::serialize(&v, &ser).map_err(|e| js_error("INTERNAL", &e.to_string()))
+    }
+
     /// Seed the program's random generator (rand/randn/dropout in train mode/bernoulli).
     #[wasm_bindgen(js_name = manualSeed)]
     pub fn manual_seed(&mut self, seed: u64) {

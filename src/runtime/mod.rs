@@ -4,9 +4,11 @@
 //! the caller's tensors).
 
 mod inputs;
+pub mod profile;
 mod value;
 
 pub use inputs::order_named_inputs;
+pub use profile::{OpEvent, OpSummary, Profiler};
 pub use value::RValue;
 
 use crate::cpu::Tensor;
@@ -26,6 +28,8 @@ pub struct RunState {
     pub rng: Rng,
     /// Nodes executed (including subgraphs).
     pub nodes_run: usize,
+    /// Per-kernel timings while profiling (`Some`), see [`Profiler`].
+    pub profiler: Option<Profiler>,
 }
 
 /// A small, seedable generator (SplitMix64); streams are reproducible for a seed.
@@ -108,6 +112,10 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
                 "not supported on the cpu device yet (see `pt2web check`)",
             )
         })?;
+        let start = st.profiler.as_mut().map(|p| {
+            p.depth += 1;
+            p.elapsed()
+        });
         let outs = {
             let mut ctx = OpCtx {
                 node,
@@ -115,8 +123,20 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
                 env: &env,
                 state: st,
             };
-            kernel(&mut ctx)?
+            kernel(&mut ctx)
         };
+        if let (Some(p), Some(start)) = (st.profiler.as_mut(), start) {
+            p.depth -= 1;
+            let dur_ms = p.elapsed() - start;
+            p.events.push(OpEvent {
+                node: node.name.clone(),
+                target: node.target.clone(),
+                start_ms: start,
+                dur_ms,
+                depth: p.depth,
+            });
+        }
+        let outs = outs?;
         st.nodes_run += 1;
         if outs.len() < node.outputs.len() {
             return Err(Error::op(

@@ -174,6 +174,8 @@ test('demo page: open any .pt2 runs a fixture', async () => {
   await page.click('#runBtn');
   await page.waitForSelector('#runStatus[data-done="1"]', { timeout: 60000 });
   assert.match(await page.textContent('#outputs'), /float32\[/);
+  const chart = await page.evaluate(() => ({ h: document.getElementById('ops').height, trace: window.pt2webDemo.lastTrace.traceEvents.length }));
+  assert.ok(chart.h >= 50 && chart.trace >= 3, JSON.stringify(chart));
   assert.deepEqual(errors, []);
 });
 

@@ -126,3 +126,18 @@ test('load() streams a Response with progress, and device auto falls back to CPU
   await assert.rejects(load(bytes, { device: 'webgpu' }), (e) => e.code === 'DEVICE');
   assert.ok(model.info.parameters.bytes > 0);
 });
+
+test('the profiler records every op with positive times and a Chrome trace', async () => {
+  const model = await load(bytesOf('convnet_train.pt2'), { device: 'cpu' });
+  const io = readSafetensors(path.join(FIXTURES, 'convnet_train.io.safetensors'));
+  model.startProfiler();
+  await model.run([io.input_0]);
+  const p = model.stopProfiler();
+  assert.ok(p.events.length >= Object.values(model.info.op_histogram).reduce((a, b) => a + b, 0) - 1);
+  assert.ok(p.events.every((e) => e.dur_ms >= 0 && e.start_ms >= 0 && e.target.includes('.')));
+  assert.ok(p.summary[0].total_ms >= p.summary.at(-1).total_ms);
+  const trace = JSON.parse(JSON.stringify(p.chromeTrace));
+  assert.equal(trace.traceEvents.length, p.events.length);
+  assert.ok(trace.traceEvents.every((e) => e.ph === 'X' && typeof e.ts === 'number'));
+  assert.equal(model.stopProfiler(), null);
+});
