@@ -9,7 +9,6 @@ use pt2web::DType;
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
-
 fn validate(v: &Variant) -> Result<(), String> {
     let src = v.shader.source();
     let module = naga::front::wgsl::parse_str(src)
@@ -27,11 +26,19 @@ fn validate(v: &Variant) -> Result<(), String> {
         .iter()
         .any(|ep| ep.name == v.entry && ep.stage == naga::ShaderStage::Compute)
     {
-        return Err(format!("{}: no compute entry point '{}'", v.label(), v.entry));
+        return Err(format!(
+            "{}: no compute entry point '{}'",
+            v.label(),
+            v.entry
+        ));
     }
     let mut constants = naga::back::PipelineConstants::default();
     if let Some((n, val)) = v.constant {
-        if !module.overrides.iter().any(|(_, o)| o.name.as_deref() == Some(n)) {
+        if !module
+            .overrides
+            .iter()
+            .any(|(_, o)| o.name.as_deref() == Some(n))
+        {
             return Err(format!("{}: no override constant '{n}'", v.label()));
         }
         constants.insert(n.to_string(), val as f64);
@@ -99,7 +106,10 @@ fn uniform_layouts_match() {
 fn int64_out_of_int32_range_is_an_error_not_a_wrap() {
     let e = to_gpu_bytes(&Data::I64(vec![1, 1 << 40]), "input 'idx'").unwrap_err();
     let msg = e.to_string();
-    assert!(msg.contains("input 'idx'") && msg.contains("1099511627776"), "{msg}");
+    assert!(
+        msg.contains("input 'idx'") && msg.contains("1099511627776"),
+        "{msg}"
+    );
     let ok = to_gpu_bytes(&Data::I64(vec![-5, i32::MAX as i64]), "x").unwrap();
     let back = from_gpu_bytes(DType::I64, &ok, 2).unwrap();
     assert_eq!(back, Data::I64(vec![-5, i32::MAX as i64]));

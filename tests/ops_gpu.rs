@@ -163,7 +163,11 @@ fn op_suite_gpu() {
         .collect();
     fams.sort();
     fams.retain(|f| only.as_deref().is_none_or(|o| o == f));
-    assert!(!fams.is_empty() || only.is_some(), "no op families in {}", dir.display());
+    assert!(
+        !fams.is_empty() || only.is_some(),
+        "no op families in {}",
+        dir.display()
+    );
     let mut failures = Vec::new();
     let mut total = RunStats::default();
     let (mut passed, mut failed) = (0, 0);
@@ -204,7 +208,12 @@ fn op_suite_gpu() {
             .collect::<Vec<_>>()
             .join(", ")
     );
-    assert!(failures.is_empty(), "{} cases failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 /// Memory counters move with allocations; the memory-fraction limit gives a typed error and
@@ -228,11 +237,17 @@ fn device_memory_api() {
     drop(b);
     assert_eq!(dev.current_allocated_memory(), base + (1 << 20));
     assert_eq!(dev.max_memory_allocated(), base + (4 << 20), "peak kept");
-    assert!(dev.driver_allocated_memory() >= base + (4 << 20), "freed buffer cached");
+    assert!(
+        dev.driver_allocated_memory() >= base + (4 << 20),
+        "freed buffer cached"
+    );
     dev.reset_peak_memory_stats();
     assert_eq!(dev.max_memory_allocated(), base + (1 << 20));
     dev.empty_cache().unwrap();
-    assert!(dev.driver_allocated_memory() < base + (4 << 20), "cache released");
+    assert!(
+        dev.driver_allocated_memory() < base + (4 << 20),
+        "cache released"
+    );
 
     // A limit just above what is in use: a large allocation fails cleanly...
     let rec = dev.recommended_max_memory();
@@ -241,7 +256,12 @@ fn device_memory_api() {
     dev.set_per_process_memory_fraction(fraction).unwrap();
     let e = dev.alloc(64 << 20, "the big tensor").unwrap_err();
     match &e {
-        Error::OutOfMemory { what, requested, limit, .. } => {
+        Error::OutOfMemory {
+            what,
+            requested,
+            limit,
+            ..
+        } => {
             assert_eq!(what, "the big tensor");
             assert_eq!(*requested, 64 << 20);
             assert_eq!(*limit, dev.memory_limit().unwrap());
@@ -291,14 +311,19 @@ fn run_counters() {
             })
             .collect()
     };
-    let program = archive.program(Some(&pname), &LoadOptions::default()).unwrap();
+    let program = archive
+        .program(Some(&pname), &LoadOptions::default())
+        .unwrap();
     let mut s = GpuSession::new(program, dev.clone()).unwrap();
     s.run(inputs()).unwrap();
     let first = s.last_stats.clone();
     s.run(inputs()).unwrap();
     let second = s.last_stats.clone();
     eprintln!("{pname}: first run {first:?}\nsecond run {second:?}");
-    assert!(first.gpu_nodes > 0, "{pname} ran nothing on the GPU: {first:?}");
+    assert!(
+        first.gpu_nodes > 0,
+        "{pname} ran nothing on the GPU: {first:?}"
+    );
     assert_eq!(second.pipelines_created, 0, "pipelines are cached");
     assert_eq!(second.gpu_nodes, first.gpu_nodes);
     if first.fallback_nodes() == 0 {

@@ -53,7 +53,7 @@ fn check_device(device: &str) -> Result<(), String> {
 /// The engine a run uses.
 enum Engine {
     Cpu(Session),
-    Gpu(pt2web::gpu::GpuSession),
+    Gpu(Box<pt2web::gpu::GpuSession>),
 }
 
 impl Engine {
@@ -64,7 +64,7 @@ impl Engine {
                 let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
                 match pt2web::gpu::GpuDevice::open(b, None) {
                     Ok(d) => pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
-                        .map(Engine::Gpu)
+                        .map(|s| Engine::Gpu(Box::new(s)))
                         .map_err(|e| e.to_string()),
                     Err(_) if device == "auto" => {
                         Session::new(p).map(Engine::Cpu).map_err(|e| e.to_string())
@@ -347,7 +347,11 @@ pub fn devices(backend: &str, json: bool) -> Result<(), String> {
         );
         println!(
             "   features: {}; memory budget {} B",
-            if p.features.is_empty() { "none".to_string() } else { p.features.join(", ") },
+            if p.features.is_empty() {
+                "none".to_string()
+            } else {
+                p.features.join(", ")
+            },
             p.recommended_max_memory
         );
     }

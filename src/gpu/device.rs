@@ -5,9 +5,9 @@
 //! reused after the next submit, so a `write_buffer` upload can never overwrite data that
 //! an earlier, not yet executed dispatch of the same command buffer still reads.
 
+use super::shaders::{Shader, Variant};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
-use super::shaders::{Shader, Variant};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Which wgpu backend to use (`--backend`).
@@ -153,7 +153,7 @@ pub fn properties_of(adapter: &wgpu::Adapter) -> DeviceProperties {
         device_id: info.device,
         limits: KeyLimits {
             max_buffer_size: l.max_buffer_size,
-            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size as u64,
+            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
             max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
             max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
             max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
@@ -321,7 +321,9 @@ impl GpuDevice {
         let sink = errors.clone();
         // wgpu's default handler panics; keep the error and return it from the next submit.
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            sink.lock().unwrap_or_else(|e| e.into_inner()).push(e.to_string());
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(e.to_string());
         }));
         Ok(GpuDevice {
             device,
@@ -372,11 +374,7 @@ impl GpuDevice {
                 })
                 .clone()
         };
-        let constants: Vec<(&str, f64)> = v
-            .constant
-            .iter()
-            .map(|(n, x)| (*n, *x as f64))
-            .collect();
+        let constants: Vec<(&str, f64)> = v.constant.iter().map(|(n, x)| (*n, *x as f64)).collect();
         let p = self
             .device
             .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {

@@ -112,7 +112,14 @@ impl<'d> Runner<'d> {
     pub fn wrap(&mut self, t: &Tensor) -> GTensor {
         let key = addr(&t.data);
         let cell = match self.ident.get(&key).and_then(Weak::upgrade) {
-            Some(c) if lock(&c).cpu.as_ref().is_some_and(|d| Arc::ptr_eq(d, &t.data)) => c,
+            Some(c)
+                if lock(&c)
+                    .cpu
+                    .as_ref()
+                    .is_some_and(|d| Arc::ptr_eq(d, &t.data)) =>
+            {
+                c
+            }
             _ => {
                 let c = cpu_store(t);
                 self.ident.insert(key, Arc::downgrade(&c));
@@ -225,7 +232,9 @@ impl<'d> Runner<'d> {
     fn slot_to_rvalue(&mut self, s: &Slot) -> Result<RValue> {
         Ok(match s {
             Slot::T(t) => RValue::Tensor(self.to_cpu(t)?),
-            Slot::Ts(ts) => RValue::Tensors(ts.iter().map(|t| self.to_cpu(t)).collect::<Result<_>>()?),
+            Slot::Ts(ts) => {
+                RValue::Tensors(ts.iter().map(|t| self.to_cpu(t)).collect::<Result<_>>()?)
+            }
             Slot::OptTs(ts) => RValue::OptTensors(
                 ts.iter()
                     .map(|t| t.as_ref().map(|t| self.to_cpu(t)).transpose())
@@ -239,9 +248,11 @@ impl<'d> Runner<'d> {
         match v {
             RValue::Tensor(t) => Slot::T(self.wrap(&t)),
             RValue::Tensors(ts) => Slot::Ts(ts.iter().map(|t| self.wrap(t)).collect()),
-            RValue::OptTensors(ts) => {
-                Slot::OptTs(ts.iter().map(|t| t.as_ref().map(|t| self.wrap(t))).collect())
-            }
+            RValue::OptTensors(ts) => Slot::OptTs(
+                ts.iter()
+                    .map(|t| t.as_ref().map(|t| self.wrap(t)))
+                    .collect(),
+            ),
             other => Slot::V(other),
         }
     }
@@ -258,7 +269,9 @@ impl Env {
         match (a, s) {
             (Arg::None, _) => {}
             (Arg::Tensor(id), Slot::T(t)) => self.t[*id] = Some(t),
-            (Arg::Tensor(id), Slot::Ts(mut ts)) if ts.len() == 1 => self.t[*id] = Some(ts.remove(0)),
+            (Arg::Tensor(id), Slot::Ts(mut ts)) if ts.len() == 1 => {
+                self.t[*id] = Some(ts.remove(0))
+            }
             (Arg::Tensors(ids), Slot::Ts(ts)) => {
                 if ids.len() > ts.len() {
                     return Err(Error::Verify(format!(
@@ -285,7 +298,10 @@ impl Env {
                     }
                 }
             }
-            (Arg::SymInt(crate::program::IntArg::Sym(id)), Slot::V(v @ (RValue::Int(_) | RValue::Float(_))))
+            (
+                Arg::SymInt(crate::program::IntArg::Sym(id)),
+                Slot::V(v @ (RValue::Int(_) | RValue::Float(_))),
+            )
             | (Arg::SymFloat(crate::program::FloatArg::Sym(id)), Slot::V(v))
             | (Arg::SymBool(crate::program::BoolArg::Sym(id)), Slot::V(v))
             | (Arg::CustomObj(id), Slot::V(v)) => self.v[*id] = Some(v),
@@ -310,7 +326,9 @@ impl Env {
                     Slot::OptTs(_) => "Tensor?[]",
                     Slot::V(v) => v.kind(),
                 };
-                return Err(Error::Verify(format!("cannot bind a {kind} to '{name}' ({a:?})")));
+                return Err(Error::Verify(format!(
+                    "cannot bind a {kind} to '{name}' ({a:?})"
+                )));
             }
         }
         Ok(())
@@ -321,7 +339,10 @@ impl Env {
             return Ok(Slot::T(t.clone()));
         }
         self.v[id].clone().map(Slot::V).ok_or_else(|| {
-            Error::Verify(format!("output '{}' was never computed", graph.value(id).name))
+            Error::Verify(format!(
+                "output '{}' was never computed",
+                graph.value(id).name
+            ))
         })
     }
 }
@@ -448,7 +469,8 @@ pub fn run_graph(
             ));
         }
         for (a, s) in node.outputs.iter().zip(outs) {
-            env.bind(graph, a, s).map_err(|e| Error::op(&node.target, e))?;
+            env.bind(graph, a, s)
+                .map_err(|e| Error::op(&node.target, e))?;
         }
         for id in ids {
             if last_use[id] == i {
@@ -462,7 +484,9 @@ pub fn run_graph(
         .iter()
         .map(|a| match a {
             Arg::Tensor(id) | Arg::SymInt(crate::program::IntArg::Sym(id)) => env.get(graph, *id),
-            Arg::SymInt(crate::program::IntArg::Int(i)) | Arg::Int(i) => Ok(Slot::V(RValue::Int(*i))),
+            Arg::SymInt(crate::program::IntArg::Int(i)) | Arg::Int(i) => {
+                Ok(Slot::V(RValue::Int(*i)))
+            }
             Arg::Tensors(ids) => Ok(Slot::Ts(
                 ids.iter()
                     .map(|id| match env.get(graph, *id)? {

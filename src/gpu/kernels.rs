@@ -94,19 +94,73 @@ macro_rules! op_enum {
 }
 
 // Codes match the `switch OP` arms of shaders/elementwise.wgsl.
-op_enum!(UnaryOp, Shader::Elementwise, "unary", "OP", [
-    Copy = 0, Neg = 1, Relu = 2, Sigmoid = 3, Tanh = 4, Exp = 5, Log = 6, Sqrt = 7, Rsqrt = 8,
-    Abs = 9, Gelu = 10, GeluTanh = 11, Silu = 12, Sin = 13, Cos = 14, Reciprocal = 15,
-    Affine = 16, PowScalar = 17, Clamp = 18, LeakyRelu = 19, Erf = 20, Floor = 21, Ceil = 22,
-    Hardsigmoid = 23, Hardswish = 24, Sign = 25, Elu = 26, Softplus = 27, Square = 28,
-]);
-op_enum!(BinaryOp, Shader::Elementwise, "binary", "OP", [
-    Add = 0, Sub = 1, Mul = 2, Div = 3, Maximum = 4, Minimum = 5, Pow = 6, Rsub = 7,
-]);
-op_enum!(CompareOp, Shader::Elementwise, "compare", "OP", [
-    Eq = 0, Ne = 1, Lt = 2, Le = 3, Gt = 4, Ge = 5,
-]);
-op_enum!(ReduceOp, Shader::Reduce, "reduce", "OP", [Sum = 0, Max = 1, Min = 2]);
+op_enum!(
+    UnaryOp,
+    Shader::Elementwise,
+    "unary",
+    "OP",
+    [
+        Copy = 0,
+        Neg = 1,
+        Relu = 2,
+        Sigmoid = 3,
+        Tanh = 4,
+        Exp = 5,
+        Log = 6,
+        Sqrt = 7,
+        Rsqrt = 8,
+        Abs = 9,
+        Gelu = 10,
+        GeluTanh = 11,
+        Silu = 12,
+        Sin = 13,
+        Cos = 14,
+        Reciprocal = 15,
+        Affine = 16,
+        PowScalar = 17,
+        Clamp = 18,
+        LeakyRelu = 19,
+        Erf = 20,
+        Floor = 21,
+        Ceil = 22,
+        Hardsigmoid = 23,
+        Hardswish = 24,
+        Sign = 25,
+        Elu = 26,
+        Softplus = 27,
+        Square = 28,
+    ]
+);
+op_enum!(
+    BinaryOp,
+    Shader::Elementwise,
+    "binary",
+    "OP",
+    [
+        Add = 0,
+        Sub = 1,
+        Mul = 2,
+        Div = 3,
+        Maximum = 4,
+        Minimum = 5,
+        Pow = 6,
+        Rsub = 7,
+    ]
+);
+op_enum!(
+    CompareOp,
+    Shader::Elementwise,
+    "compare",
+    "OP",
+    [Eq = 0, Ne = 1, Lt = 2, Le = 3, Gt = 4, Ge = 5,]
+);
+op_enum!(
+    ReduceOp,
+    Shader::Reduce,
+    "reduce",
+    "OP",
+    [Sum = 0, Max = 1, Min = 2]
+);
 
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
@@ -131,12 +185,33 @@ pub fn lookup(target: &str) -> Option<GOp> {
     use GOp::*;
     let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
     Some(match op {
-        "aten.view" | "aten._unsafe_view" | "aten.reshape" | "aten.permute" | "aten.expand"
-        | "aten.slice" | "aten.select" | "aten.unsqueeze" | "aten.squeeze" | "aten.t"
-        | "aten.transpose" | "aten.alias" | "aten.detach" | "aten.as_strided"
-        | "aten.unflatten" | "aten.flatten" | "aten.split" | "aten.split_with_sizes"
-        | "aten.chunk" | "aten.unbind" | "aten.narrow" | "aten.movedim" | "aten.view_as"
-        | "aten.expand_as" | "aten.contiguous" | "aten.numpy_T" | "aten.swapaxes" => View,
+        "aten.view"
+        | "aten._unsafe_view"
+        | "aten.reshape"
+        | "aten.permute"
+        | "aten.expand"
+        | "aten.slice"
+        | "aten.select"
+        | "aten.unsqueeze"
+        | "aten.squeeze"
+        | "aten.t"
+        | "aten.transpose"
+        | "aten.alias"
+        | "aten.detach"
+        | "aten.as_strided"
+        | "aten.unflatten"
+        | "aten.flatten"
+        | "aten.split"
+        | "aten.split_with_sizes"
+        | "aten.chunk"
+        | "aten.unbind"
+        | "aten.narrow"
+        | "aten.movedim"
+        | "aten.view_as"
+        | "aten.expand_as"
+        | "aten.contiguous"
+        | "aten.numpy_T"
+        | "aten.swapaxes" => View,
         "aten.relu" => Unary(UnaryOp::Relu),
         "aten.sigmoid" => Unary(UnaryOp::Sigmoid),
         "aten.tanh" => Unary(UnaryOp::Tanh),
@@ -159,8 +234,12 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.square" => Unary(UnaryOp::Square),
         "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
         | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
-        "aten.clone" | "aten._to_copy" | "aten.lift_fresh_copy" | "aten.detach_copy"
-        | "aten.alias_copy" | "aten.copy" => Custom(copy),
+        "aten.clone"
+        | "aten._to_copy"
+        | "aten.lift_fresh_copy"
+        | "aten.detach_copy"
+        | "aten.alias_copy"
+        | "aten.copy" => Custom(copy),
         "aten.add" if overload != "out" => Binary(BinaryOp::Add),
         "aten.sub" if overload != "out" => Binary(BinaryOp::Sub),
         "aten.mul" if overload != "out" => Binary(BinaryOp::Mul),
@@ -210,7 +289,10 @@ impl Kc<'_, '_, '_> {
         }
     }
     fn is_tensor_arg(&self, name: &str) -> bool {
-        matches!(self.op.arg(name), Some(Arg::Tensor(_) | Arg::OptTensor(Some(_))))
+        matches!(
+            self.op.arg(name),
+            Some(Arg::Tensor(_) | Arg::OptTensor(Some(_)))
+        )
     }
     /// The declared dtype of output `i`.
     fn out_dtype(&self, i: usize) -> Option<DType> {
@@ -234,7 +316,12 @@ impl Kc<'_, '_, '_> {
     }
     fn new_out(&mut self, dtype: DType, sizes: &[usize]) -> Result<GTensor> {
         let n: usize = sizes.iter().product();
-        let cell = gpu_store(self.r.dev, dtype, n, &format!("the output of {}", self.name()))?;
+        let cell = gpu_store(
+            self.r.dev,
+            dtype,
+            n,
+            &format!("the output of {}", self.name()),
+        )?;
         Ok(GTensor {
             cell,
             dtype,
@@ -263,10 +350,9 @@ impl Kc<'_, '_, '_> {
         let mut held: Vec<(u32, wgpu::Buffer, u64)> = Vec::new();
         for (b, t) in bufs {
             let s = lock(&t.cell);
-            let buf = s
-                .gpu
-                .as_ref()
-                .ok_or_else(|| Error::Gpu(format!("internal: {} input not on the GPU", v.label())))?;
+            let buf = s.gpu.as_ref().ok_or_else(|| {
+                Error::Gpu(format!("internal: {} input not on the GPU", v.label()))
+            })?;
             held.push((*b, buf.buffer().clone(), (s.len as u64 * 4).max(4)));
         }
         let layout = pipeline.get_bind_group_layout(0);
@@ -328,11 +414,22 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
     match op {
         GOp::View => view(k),
         GOp::Unary(u) => {
-            let Some(x) = k.t("self") else { return Ok(None) };
+            let Some(x) = k.t("self") else {
+                return Ok(None);
+            };
             if x.dtype != DType::F32 || !k.out_is(DType::F32) {
                 return Ok(None);
             }
-            one(elementwise(k, u.variant(), DType::F32, &x, None, None, 1.0, 0.0))
+            one(elementwise(
+                k,
+                u.variant(),
+                DType::F32,
+                &x,
+                None,
+                None,
+                1.0,
+                0.0,
+            ))
         }
         GOp::Binary(b) => binary(k, b),
         GOp::Compare(c) => compare(k, c),
@@ -464,7 +561,9 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     } else {
         "other"
     };
-    let Some(a) = k.t("self") else { return Ok(None) };
+    let Some(a) = k.t("self") else {
+        return Ok(None);
+    };
     let Some(b) = operand(k, exp_name)? else {
         return Ok(None);
     };
@@ -484,11 +583,22 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         let _ = m;
         return Ok(None);
     }
-    one(elementwise(k, op.variant(), DType::F32, &a, Some(&b), None, alpha, 0.0))
+    one(elementwise(
+        k,
+        op.variant(),
+        DType::F32,
+        &a,
+        Some(&b),
+        None,
+        alpha,
+        0.0,
+    ))
 }
 
 fn compare(k: &mut Kc, op: CompareOp) -> Out {
-    let Some(a) = k.t("self") else { return Ok(None) };
+    let Some(a) = k.t("self") else {
+        return Ok(None);
+    };
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
@@ -500,7 +610,16 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
             return Ok(None);
         }
     }
-    one(elementwise(k, op.variant(), DType::Bool, &a, Some(&b), None, 1.0, 0.0))
+    one(elementwise(
+        k,
+        op.variant(),
+        DType::Bool,
+        &a,
+        Some(&b),
+        None,
+        1.0,
+        0.0,
+    ))
 }
 
 fn where_(k: &mut Kc) -> Out {
@@ -516,15 +635,30 @@ fn where_(k: &mut Kc) -> Out {
     if matches!(&b, Operand::T(b) if b.dtype != DType::F32) {
         return Ok(None);
     }
-    one(elementwise(k, WHERE, DType::F32, &a, Some(&b), Some(&c), 1.0, 0.0))
+    one(elementwise(
+        k,
+        WHERE,
+        DType::F32,
+        &a,
+        Some(&b),
+        Some(&c),
+        1.0,
+        0.0,
+    ))
 }
 
 fn unary_with_args(k: &mut Kc) -> Out {
-    let Some(x) = k.t("self") else { return Ok(None) };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
     if x.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }
-    let op = k.target().rsplit_once('.').map_or("", |(o, _)| o).to_string();
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, alpha, beta) = match op.as_str() {
         "aten.gelu" => match k.op.opt_str("approximate")?.as_deref() {
@@ -568,12 +702,25 @@ fn unary_with_args(k: &mut Kc) -> Out {
         ),
         _ => return Ok(None),
     };
-    one(elementwise(k, u.variant(), DType::F32, &x, None, None, alpha, beta))
+    one(elementwise(
+        k,
+        u.variant(),
+        DType::F32,
+        &x,
+        None,
+        None,
+        alpha,
+        beta,
+    ))
 }
 
 /// clone, _to_copy (f32 to f32), copy(self, src), lift_fresh_copy: a strided copy.
 fn copy(k: &mut Kc) -> Out {
-    let op = k.target().rsplit_once('.').map_or("", |(o, _)| o).to_string();
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
     let src = if op == "aten.copy" {
         let (Some(dst), Some(src)) = (k.t("self"), k.t("src")) else {
             return Ok(None);
@@ -586,7 +733,9 @@ fn copy(k: &mut Kc) -> Out {
             None => return Ok(None),
         }
     } else {
-        let Some(x) = k.t("self") else { return Ok(None) };
+        let Some(x) = k.t("self") else {
+            return Ok(None);
+        };
         if let Some(d) = k.op.opt_dtype("dtype")? {
             if d != x.dtype {
                 return Ok(None);
@@ -597,7 +746,16 @@ fn copy(k: &mut Kc) -> Out {
     if src.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }
-    one(elementwise(k, UnaryOp::Copy.variant(), DType::F32, &src, None, None, 1.0, 0.0))
+    one(elementwise(
+        k,
+        UnaryOp::Copy.variant(),
+        DType::F32,
+        &src,
+        None,
+        None,
+        1.0,
+        0.0,
+    ))
 }
 
 /// A contiguous copy of `x` (or `x` itself when it already is one starting at 0).
@@ -615,7 +773,10 @@ fn view(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let mut ids = Vec::new();
-    k.op.node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+    k.op.node
+        .inputs
+        .iter()
+        .for_each(|(_, a)| a.values(&mut ids));
     let mut env: Vec<Option<RValue>> = k.op.env.to_vec();
     let mut placeholders: Vec<(Arc<RwLock<Data>>, GTensor)> = Vec::new();
     for id in ids {
@@ -703,7 +864,11 @@ fn encode_matmul(
     alpha: f32,
     beta: f32,
 ) -> Result<Option<GTensor>> {
-    let maxg = k.r.dev.properties.limits.max_compute_workgroups_per_dimension as usize;
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
     if !k.fits(a)
         || !k.fits(bm)
         || c.is_some_and(|c| !k.fits(c))
@@ -813,7 +978,18 @@ fn addmm(k: &mut Kc) -> Out {
     };
     let beta = k.op.float_or("beta", 1.0)? as f32;
     let alpha = k.op.float_or("alpha", 1.0)? as f32;
-    one(encode_matmul(k, &a, &b, Some(&cb), 1, m, n, kk, alpha, beta))
+    one(encode_matmul(
+        k,
+        &a,
+        &b,
+        Some(&cb),
+        1,
+        m,
+        n,
+        kk,
+        alpha,
+        beta,
+    ))
 }
 
 /// linear(input [..., K], weight [N, K], bias [N]?) = input @ weight^T + bias.
@@ -830,7 +1006,11 @@ fn linear(k: &mut Kc) -> Out {
     }
     let kk = x.sizes[x.rank() - 1];
     let n = w.sizes[0];
-    if w.sizes[1] != kk || bias.as_ref().is_some_and(|b| b.rank() != 1 || b.sizes[0] != n) {
+    if w.sizes[1] != kk
+        || bias
+            .as_ref()
+            .is_some_and(|b| b.rank() != 1 || b.sizes[0] != n)
+    {
         return Ok(None);
     }
     let lead: Vec<usize> = x.sizes[..x.rank() - 1].to_vec();
@@ -858,7 +1038,9 @@ fn norm_dim(d: i64, rank: usize) -> Option<usize> {
 
 /// softmax / log_softmax along `dim`.
 fn softmax(k: &mut Kc) -> Out {
-    let Some(x) = k.t("self") else { return Ok(None) };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
     if x.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }
@@ -893,7 +1075,12 @@ fn softmax(k: &mut Kc) -> Out {
             ..Default::default()
         };
         let v = if log { LOG_SOFTMAX } else { SOFTMAX };
-        k.dispatch(&v, bytemuck::bytes_of(&meta), &[(1, &out), (2, &xc)], (gx, gy, 1))?;
+        k.dispatch(
+            &v,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, &xc)],
+            (gx, gy, 1),
+        )?;
     }
     if dim == r - 1 {
         return Ok(Some(vec![Slot::T(out)]));
@@ -904,12 +1091,23 @@ fn softmax(k: &mut Kc) -> Out {
         strides[d] = out.strides[i];
     }
     let back = out.view(x.sizes.clone(), strides, 0);
-    one(elementwise(k, UnaryOp::Copy.variant(), DType::F32, &back, None, None, 1.0, 0.0))
+    one(elementwise(
+        k,
+        UnaryOp::Copy.variant(),
+        DType::F32,
+        &back,
+        None,
+        None,
+        1.0,
+        0.0,
+    ))
 }
 
 /// sum / mean (dim list or all), amax / amin.
 fn reduce(k: &mut Kc) -> Out {
-    let Some(x) = k.t("self") else { return Ok(None) };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
     if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) {
         return Ok(None);
     }
@@ -918,7 +1116,11 @@ fn reduce(k: &mut Kc) -> Out {
             return Ok(None);
         }
     }
-    let op = k.target().rsplit_once('.').map_or("", |(o, _)| o).to_string();
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
     let r = x.rank();
     let dims: Vec<i64> = match k.op.arg("dim") {
         None | Some(Arg::None) => vec![],
@@ -952,7 +1154,9 @@ fn reduce(k: &mut Kc) -> Out {
         return Ok(None);
     }
     let out_sizes: Vec<usize> = if keepdim {
-        (0..r).map(|d| if red[d] { 1 } else { x.sizes[d] }).collect()
+        (0..r)
+            .map(|d| if red[d] { 1 } else { x.sizes[d] })
+            .collect()
     } else {
         kept.iter().map(|&d| x.sizes[d]).collect()
     };
@@ -977,18 +1181,27 @@ fn reduce(k: &mut Kc) -> Out {
         scale,
         _p: 0,
     };
-    k.dispatch(&rop.variant(), bytemuck::bytes_of(&meta), &[(1, &out), (2, &x)], (gx, gy, 1))?;
+    k.dispatch(
+        &rop.variant(),
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, &x)],
+        (gx, gy, 1),
+    )?;
     Ok(Some(vec![Slot::T(out)]))
 }
 
 /// layer_norm / native_layer_norm over the trailing `normalized_shape` dims.
 fn layer_norm(k: &mut Kc) -> Out {
-    let Some(x) = k.t("input") else { return Ok(None) };
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
     let (w, b) = (k.t("weight"), k.t("bias"));
     if x.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }
-    if w.as_ref().is_some_and(|t| t.dtype != DType::F32) || b.as_ref().is_some_and(|t| t.dtype != DType::F32) {
+    if w.as_ref().is_some_and(|t| t.dtype != DType::F32)
+        || b.as_ref().is_some_and(|t| t.dtype != DType::F32)
+    {
         return Ok(None);
     }
     let ns = k.op.ints("normalized_shape")?;
@@ -997,7 +1210,11 @@ fn layer_norm(k: &mut Kc) -> Out {
         return Ok(None);
     }
     let axis = r - ns.len();
-    if x.sizes[axis..].iter().zip(&ns).any(|(&a, &b)| a as i64 != b) {
+    if x.sizes[axis..]
+        .iter()
+        .zip(&ns)
+        .any(|(&a, &b)| a as i64 != b)
+    {
         return Ok(None);
     }
     let eps = k.op.float_or("eps", 1e-5)? as f32;
@@ -1040,7 +1257,14 @@ fn layer_norm(k: &mut Kc) -> Out {
         k.dispatch(
             &LAYER_NORM,
             bytemuck::bytes_of(&meta),
-            &[(1, &out), (2, &xc), (3, wref), (4, bref), (5, &mean), (6, &rstd)],
+            &[
+                (1, &out),
+                (2, &xc),
+                (3, wref),
+                (4, bref),
+                (5, &mean),
+                (6, &rstd),
+            ],
             (gx, gy, 1),
         )?;
     }

@@ -42,7 +42,8 @@ impl Shader {
             if let Some(s) = m.get(&self) {
                 return s;
             }
-            if let Ok(text) = std::fs::read_to_string(std::path::Path::new(&dir).join(self.name())) {
+            if let Ok(text) = std::fs::read_to_string(std::path::Path::new(&dir).join(self.name()))
+            {
                 let s: &'static str = Box::leak(text.into_boxed_str());
                 m.insert(self, s);
                 return s;

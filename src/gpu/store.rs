@@ -122,11 +122,9 @@ impl GTensor {
     /// A CPU tensor viewing the store's CPU copy (which must be current).
     pub fn cpu_view(&self) -> Result<Tensor> {
         let s = lock(&self.cell);
-        let data = s
-            .cpu
-            .clone()
-            .filter(|_| s.cpu_valid)
-            .ok_or_else(|| Error::Gpu("internal: CPU copy of a GPU tensor is not current".into()))?;
+        let data = s.cpu.clone().filter(|_| s.cpu_valid).ok_or_else(|| {
+            Error::Gpu("internal: CPU copy of a GPU tensor is not current".into())
+        })?;
         Ok(Tensor {
             dtype: self.dtype,
             sizes: self.sizes.clone(),
@@ -202,10 +200,6 @@ pub fn from_gpu_bytes(dtype: DType, b: &[u8], len: usize) -> Result<Data> {
         DType::I32 => Data::I32(words.map(i32::from_le_bytes).collect()),
         DType::I64 => Data::I64(words.map(|w| i32::from_le_bytes(w) as i64).collect()),
         DType::Bool => Data::Bool(words.map(|w| u32::from_le_bytes(w) != 0).collect()),
-        other => {
-            return Err(Error::Gpu(format!(
-                "dtype {other} is not held on the GPU"
-            )))
-        }
+        other => return Err(Error::Gpu(format!("dtype {other} is not held on the GPU"))),
     })
 }
