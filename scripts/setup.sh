@@ -1,8 +1,21 @@
 #!/usr/bin/env bash
 # Install what the tests need on a fresh Debian machine (idempotent):
-# Rust targets/components, the Python venv with torch for fixtures and round-trip tests.
+# Mesa lavapipe (Vulkan on the CPU), Rust targets/components, the Python venv with torch for fixtures and round-trip tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Mesa's lavapipe: a Vulkan driver on the CPU, so the GPU backend's tests run without a GPU
+# (wgpu lists it as `llvmpipe`, backend Vulkan).
+if ! ls /usr/share/vulkan/icd.d/lvp_icd*.json >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""
+    if [ "$(id -u)" != "0" ]; then SUDO="sudo"; fi
+    $SUDO apt-get update -qq
+    $SUDO apt-get install -y -qq mesa-vulkan-drivers
+  else
+    echo "warning: no apt-get; install Mesa's Vulkan drivers (lavapipe) for the GPU tests" >&2
+  fi
+fi
 
 rustup target add wasm32-unknown-unknown
 rustup component add clippy rustfmt

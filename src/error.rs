@@ -74,6 +74,20 @@ pub enum Error {
     /// Writing an archive failed.
     #[error("write: {0}")]
     Write(String),
+
+    /// The GPU backend failed: no adapter, a device or pipeline error, a value it cannot hold.
+    #[error("gpu: {0}")]
+    Gpu(String),
+
+    /// A GPU allocation would pass the limit set with `set_per_process_memory_fraction`.
+    /// The device stays usable: free tensors or raise the fraction and try again.
+    #[error("gpu out of memory: allocating {requested} bytes for {what} with {allocated} bytes in use would exceed the limit of {limit} bytes (raise it with set_per_process_memory_fraction or free tensors)")]
+    OutOfMemory {
+        what: String,
+        requested: u64,
+        allocated: u64,
+        limit: u64,
+    },
 }
 
 impl Error {
@@ -130,6 +144,8 @@ impl Error {
             Error::NoSuchProgram { .. } => "NO_SUCH_PROGRAM",
             Error::Op { .. } => "OP",
             Error::Write(_) => "WRITE",
+            Error::Gpu(_) => "GPU",
+            Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
         }
     }
 }

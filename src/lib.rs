@@ -7,6 +7,8 @@ pub mod archive;
 pub mod cpu;
 pub mod dtype;
 pub mod error;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod gpu;
 pub mod info;
 #[cfg(target_arch = "wasm32")]
 pub mod js;

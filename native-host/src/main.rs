@@ -43,6 +43,14 @@ enum Cmd {
     /// Run a program: inputs keyed by the user-input names `pt2web info` shows, outputs written
     /// as output_0, output_1, ... in flattened pytree order.
     Run(run::RunArgs),
+    /// List the GPU adapters wgpu finds: name, backend, type, key limits, features.
+    Devices {
+        /// auto, vulkan, metal, dx12 or gl.
+        #[arg(long, default_value = "auto")]
+        backend: String,
+        #[arg(long)]
+        json: bool,
+    },
     /// List every op, dtype or feature of a program that the chosen device cannot run yet.
     Check {
         /// The .pt2 file (the embedded example model when omitted).
@@ -107,6 +115,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Run(args) => run::run(args),
+        Cmd::Devices { backend, json } => run::devices(&backend, json),
         Cmd::Check {
             model,
             program,

@@ -26,8 +26,12 @@ pub struct RunArgs {
     /// Where to write the outputs (safetensors, keys output_0, output_1, ...).
     #[arg(long)]
     out: Option<String>,
+    /// cpu, gpu (wgpu), or auto (the GPU when an adapter is present).
     #[arg(long, default_value = "cpu")]
     device: String,
+    /// GPU backend for --device gpu/auto: auto, vulkan, metal, dx12, gl.
+    #[arg(long, default_value = "auto")]
+    backend: String,
     #[arg(long)]
     program: Option<String>,
     /// Print a JSON summary (inputs, outputs, timings).
@@ -43,6 +47,79 @@ fn check_device(device: &str) -> Result<(), String> {
         "cpu" | "auto" => Ok(()),
         "gpu" => Err("--device gpu: the wgpu backend is not built yet; use --device cpu".into()),
         other => Err(format!("--device {other}: expected cpu, gpu or auto")),
+    }
+}
+
+/// The engine a run uses.
+enum Engine {
+    Cpu(Session),
+    Gpu(Box<pt2web::gpu::GpuSession>),
+}
+
+impl Engine {
+    fn new(p: Program, device: &str, backend: &str) -> Result<Engine, String> {
+        match device {
+            "cpu" => Session::new(p).map(Engine::Cpu).map_err(|e| e.to_string()),
+            "gpu" | "auto" => {
+                let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
+                match pt2web::gpu::GpuDevice::open(b, None) {
+                    Ok(d) => pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
+                        .map(|s| Engine::Gpu(Box::new(s)))
+                        .map_err(|e| e.to_string()),
+                    Err(_) if device == "auto" => {
+                        Session::new(p).map(Engine::Cpu).map_err(|e| e.to_string())
+                    }
+                    Err(e) => Err(format!("--device gpu: {e}")),
+                }
+            }
+            other => Err(format!("--device {other}: expected cpu, gpu or auto")),
+        }
+    }
+    fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>, String> {
+        match self {
+            Engine::Cpu(s) => s.run(inputs),
+            Engine::Gpu(s) => s.run(inputs),
+        }
+        .map_err(|e| e.to_string())
+    }
+    fn program_name(&self) -> String {
+        match self {
+            Engine::Cpu(s) => s.program.name.clone(),
+            Engine::Gpu(s) => s.cpu.program.name.clone(),
+        }
+    }
+    /// "cpu", or "gpu (NAME, BACKEND)".
+    fn describe(&self) -> String {
+        match self {
+            Engine::Cpu(_) => "cpu".into(),
+            Engine::Gpu(s) => format!(
+                "gpu ({}, {})",
+                s.device.properties.name, s.device.properties.backend
+            ),
+        }
+    }
+    fn gpu_json(&self) -> serde_json::Value {
+        match self {
+            Engine::Cpu(_) => serde_json::Value::Null,
+            Engine::Gpu(s) => {
+                let st = &s.last_stats;
+                serde_json::json!({
+                    "adapter": s.device.properties.name,
+                    "backend": s.device.properties.backend,
+                    "submits": st.submits,
+                    "buffer_allocations": st.buffer_allocations,
+                    "pipelines_created": st.pipelines_created,
+                    "gpu_nodes": st.gpu_nodes,
+                    "view_nodes": st.view_nodes,
+                    "fallback_nodes": st.fallback_nodes(),
+                    "fallbacks": st.fallbacks,
+                    "uploads": st.uploads,
+                    "downloads": st.downloads,
+                    "memory_allocated": s.device.current_allocated_memory(),
+                    "max_memory_allocated": s.device.max_memory_allocated(),
+                })
+            }
+        }
     }
 }
 
@@ -111,7 +188,6 @@ fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static s
 }
 
 pub fn run(args: RunArgs) -> Result<(), String> {
-    check_device(&args.device)?;
     let (source, p, load_ms) = load(&args.model, args.program.as_deref())?;
     let (inputs, origin) = gather_inputs(&p, &args)?;
     let input_desc: Vec<serde_json::Value> = p
@@ -126,13 +202,13 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         })
         .collect();
     let t0 = Instant::now();
-    let mut session = Session::new(p).map_err(|e| e.to_string())?;
+    let mut session = Engine::new(p, &args.device, &args.backend)?;
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     let mut outs = Vec::new();
     for _ in 0..args.repeat.max(1) {
         let t = Instant::now();
-        outs = session.run(inputs.clone()).map_err(|e| e.to_string())?;
+        outs = session.run(inputs.clone())?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     let first_ms = times[0];
@@ -163,7 +239,8 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         write_safetensors(path, &named)?;
     }
     let summary = serde_json::json!({
-        "model": source, "program": session.program.name, "device": "cpu", "inputs_from": origin,
+        "model": source, "program": session.program_name(), "device": session.describe(), "inputs_from": origin,
+        "gpu": session.gpu_json(),
         "inputs": input_desc, "outputs": out_desc, "out": args.out,
         "timings_ms": {"load": load_ms, "prepare": prepare_ms, "first_run": first_ms, "median_run": median_ms, "runs": times.len()},
     });
@@ -174,8 +251,9 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{source}: program '{}' on cpu ({origin})",
-            session.program.name
+            "{source}: program '{}' on {} ({origin})",
+            session.program_name(),
+            session.describe()
         );
         for d in &out_desc {
             println!(
@@ -195,9 +273,79 @@ pub fn run(args: RunArgs) -> Result<(), String> {
             );
         }
         println!("  load {load_ms:.1} ms, prepare {prepare_ms:.1} ms, first run {first_ms:.1} ms, median run {median_ms:.1} ms");
+        if let Engine::Gpu(s) = &session {
+            let st = &s.last_stats;
+            println!(
+                "  gpu: {} nodes on the gpu (+{} views), {} fell back to the cpu, {} submits, {} buffer allocations, {} pipelines created",
+                st.gpu_nodes, st.view_nodes, st.fallback_nodes(), st.submits, st.buffer_allocations, st.pipelines_created
+            );
+        }
         if let Some(p) = &args.out {
             println!("  wrote {p}");
         }
+    }
+    Ok(())
+}
+
+/// `pt2web devices`: every adapter wgpu finds, with its key limits and features.
+pub fn devices(backend: &str, json: bool) -> Result<(), String> {
+    let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
+    let list: Vec<_> = pt2web::gpu::adapters(b)
+        .iter()
+        .map(pt2web::gpu::device::properties_of)
+        .collect();
+    if json {
+        let v: Vec<serde_json::Value> = list
+            .iter()
+            .enumerate()
+            .map(|(i, p)| {
+                serde_json::json!({
+                    "index": i, "name": p.name, "backend": p.backend, "type": p.device_type,
+                    "driver": p.driver, "driver_info": p.driver_info,
+                    "features": p.features, "recommended_max_memory": p.recommended_max_memory,
+                    "limits": {
+                        "max_buffer_size": p.limits.max_buffer_size,
+                        "max_storage_buffer_binding_size": p.limits.max_storage_buffer_binding_size,
+                        "max_storage_buffers_per_shader_stage": p.limits.max_storage_buffers_per_shader_stage,
+                        "max_compute_workgroup_storage_size": p.limits.max_compute_workgroup_storage_size,
+                        "max_compute_invocations_per_workgroup": p.limits.max_compute_invocations_per_workgroup,
+                        "max_compute_workgroups_per_dimension": p.limits.max_compute_workgroups_per_dimension,
+                    },
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    if list.is_empty() {
+        println!("no GPU adapters (on Linux without a GPU: apt-get install mesa-vulkan-drivers)");
+    }
+    for (i, p) in list.iter().enumerate() {
+        println!(
+            "{i}: {} ({}, {}; driver {} {})",
+            p.name, p.backend, p.device_type, p.driver, p.driver_info
+        );
+        println!(
+            "   max buffer {} B, max storage binding {} B, {} storage buffers/stage, workgroup storage {} B, {} invocations/workgroup, {} workgroups/dim",
+            p.limits.max_buffer_size,
+            p.limits.max_storage_buffer_binding_size,
+            p.limits.max_storage_buffers_per_shader_stage,
+            p.limits.max_compute_workgroup_storage_size,
+            p.limits.max_compute_invocations_per_workgroup,
+            p.limits.max_compute_workgroups_per_dimension
+        );
+        println!(
+            "   features: {}; memory budget {} B",
+            if p.features.is_empty() {
+                "none".to_string()
+            } else {
+                p.features.join(", ")
+            },
+            p.recommended_max_memory
+        );
     }
     Ok(())
 }

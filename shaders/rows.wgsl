@@ -1,0 +1,124 @@
+// Row kernels over a contiguous [rows, cols] input: softmax / log_softmax and layer norm.
+// One workgroup of 64 threads per row; partial results are combined in workgroup memory.
+// `Meta` mirrors `RowMeta` in src/gpu/kernels.rs.
+
+struct Meta {
+    rows: u32,
+    cols: u32,
+    // Workgroups per row of the 2-D dispatch grid.
+    row: u32,
+    // layer norm: bit 0 weight present, bit 1 bias present.
+    flags: u32,
+    eps: f32,
+    _p0: f32,
+    _p1: f32,
+    _p2: f32,
+}
+
+// softmax: 0 = softmax, 1 = log_softmax.
+override LOG: u32 = 0u;
+
+@group(0) @binding(0) var<uniform> params: Meta;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read> weight: array<f32>;
+@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(5) var<storage, read_write> mean_out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> rstd_out: array<f32>;
+
+var<workgroup> part: array<f32, 64>;
+
+fn reduce_max(v: f32, l: u32) -> f32 {
+    part[l] = v;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        if l < s {
+            part[l] = max(part[l], part[l + s]);
+        }
+        workgroupBarrier();
+    }
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}
+
+fn reduce_sum(v: f32, l: u32) -> f32 {
+    part[l] = v;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        if l < s {
+            part[l] = part[l] + part[l + s];
+        }
+        workgroupBarrier();
+    }
+    let r = part[0];
+    workgroupBarrier();
+    return r;
+}
+
+@compute @workgroup_size(64)
+fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = wid.x + wid.y * params.row;
+    // Uniform control flow: every thread of the group takes the same branch.
+    if r >= params.rows {
+        return;
+    }
+    let l = lid.x;
+    let base = r * params.cols;
+    var m = -bitcast<f32>(0x7f800000u);
+    for (var j = l; j < params.cols; j = j + 64u) {
+        m = max(m, x[base + j]);
+    }
+    m = reduce_max(m, l);
+    var s = 0.0;
+    for (var j = l; j < params.cols; j = j + 64u) {
+        s = s + exp(x[base + j] - m);
+    }
+    s = reduce_sum(s, l);
+    for (var j = l; j < params.cols; j = j + 64u) {
+        let e = x[base + j] - m;
+        if LOG == 1u {
+            out[base + j] = e - log(s);
+        } else {
+            out[base + j] = exp(e) / s;
+        }
+    }
+}
+
+// Layer norm over the last `cols` elements, with mean and 1/sqrt(var + eps) per row
+// (native_layer_norm's second and third outputs).
+@compute @workgroup_size(64)
+fn layer_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = wid.x + wid.y * params.row;
+    if r >= params.rows {
+        return;
+    }
+    let l = lid.x;
+    let base = r * params.cols;
+    let n = f32(params.cols);
+    var s = 0.0;
+    for (var j = l; j < params.cols; j = j + 64u) {
+        s = s + x[base + j];
+    }
+    let mean = reduce_sum(s, l) / n;
+    var v = 0.0;
+    for (var j = l; j < params.cols; j = j + 64u) {
+        let d = x[base + j] - mean;
+        v = v + d * d;
+    }
+    let rstd = inverseSqrt(reduce_sum(v, l) / n + params.eps);
+    for (var j = l; j < params.cols; j = j + 64u) {
+        var y = (x[base + j] - mean) * rstd;
+        if (params.flags & 1u) != 0u {
+            y = y * weight[j];
+        }
+        if (params.flags & 2u) != 0u {
+            y = y + bias[j];
+        }
+        out[base + j] = y;
+    }
+    if l == 0u {
+        mean_out[r] = mean;
+        rstd_out[r] = rstd;
+    }
+}

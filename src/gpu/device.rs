@@ -1,0 +1,536 @@
+//! The device layer: adapter selection, device properties, and a buffer pool with
+//! torch.cuda/torch.mps-style memory statistics and a per-process memory limit.
+//!
+//! Buffers freed while GPU work may still read them are parked ("deferred") and only
+//! reused after the next submit, so a `write_buffer` upload can never overwrite data that
+//! an earlier, not yet executed dispatch of the same command buffer still reads.
+
+use super::shaders::{Shader, Variant};
+use crate::error::{Error, Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Which wgpu backend to use (`--backend`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BackendChoice {
+    /// Every backend wgpu was built with; the best adapter wins.
+    #[default]
+    Auto,
+    Vulkan,
+    Metal,
+    Dx12,
+    Gl,
+}
+
+impl BackendChoice {
+    pub fn parse(s: &str) -> Result<BackendChoice> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "auto" => BackendChoice::Auto,
+            "vulkan" => BackendChoice::Vulkan,
+            "metal" => BackendChoice::Metal,
+            "dx12" => BackendChoice::Dx12,
+            "gl" | "opengl" => BackendChoice::Gl,
+            other => {
+                return Err(Error::Gpu(format!(
+                    "unknown backend '{other}' (expected auto, vulkan, metal, dx12 or gl)"
+                )))
+            }
+        })
+    }
+    pub fn backends(self) -> wgpu::Backends {
+        match self {
+            BackendChoice::Auto => wgpu::Backends::PRIMARY,
+            BackendChoice::Vulkan => wgpu::Backends::VULKAN,
+            BackendChoice::Metal => wgpu::Backends::METAL,
+            BackendChoice::Dx12 => wgpu::Backends::DX12,
+            BackendChoice::Gl => wgpu::Backends::GL,
+        }
+    }
+}
+
+/// Key limits of an adapter (the ones the kernels care about).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyLimits {
+    pub max_buffer_size: u64,
+    pub max_storage_buffer_binding_size: u64,
+    pub max_storage_buffers_per_shader_stage: u32,
+    pub max_compute_workgroup_storage_size: u32,
+    pub max_compute_invocations_per_workgroup: u32,
+    pub max_compute_workgroups_per_dimension: u32,
+    pub min_uniform_buffer_offset_alignment: u32,
+}
+
+/// What `get_device_properties` reports (in the spirit of torch.cuda.get_device_properties).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceProperties {
+    pub name: String,
+    /// `vulkan`, `metal`, `dx12`, `gl`, `webgpu`.
+    pub backend: String,
+    /// `discrete`, `integrated`, `virtual`, `cpu`, `other`.
+    pub device_type: String,
+    pub driver: String,
+    pub driver_info: String,
+    pub vendor: u32,
+    pub device_id: u32,
+    pub limits: KeyLimits,
+    /// WebGPU feature names the adapter offers among those pt2web can use
+    /// (`shader-f16`, `timestamp-query`, `subgroups`, `shader-int64`).
+    pub features: Vec<String>,
+    /// The memory pt2web plans to use at most on this device (see [`recommended_max_memory`]).
+    pub recommended_max_memory: u64,
+}
+
+fn backend_name(b: wgpu::Backend) -> &'static str {
+    match b {
+        wgpu::Backend::Vulkan => "vulkan",
+        wgpu::Backend::Metal => "metal",
+        wgpu::Backend::Dx12 => "dx12",
+        wgpu::Backend::Gl => "gl",
+        wgpu::Backend::BrowserWebGpu => "webgpu",
+        _ => "other",
+    }
+}
+
+fn type_name(t: wgpu::DeviceType) -> &'static str {
+    match t {
+        wgpu::DeviceType::DiscreteGpu => "discrete",
+        wgpu::DeviceType::IntegratedGpu => "integrated",
+        wgpu::DeviceType::VirtualGpu => "virtual",
+        wgpu::DeviceType::Cpu => "cpu",
+        wgpu::DeviceType::Other => "other",
+    }
+}
+
+/// Physical memory of this machine (Linux), for adapters that share it.
+fn system_memory() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// wgpu does not report how much memory a device has. pt2web's budget: 3/4 of system memory
+/// for CPU and integrated adapters (which share it, as Apple's recommendedMaxWorkingSetSize
+/// does), else the adapter's largest buffer size (a lower bound of its memory).
+/// `PT2WEB_GPU_MEMORY` (bytes) overrides both.
+fn recommended_max_memory(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -> u64 {
+    if let Some(v) = std::env::var("PT2WEB_GPU_MEMORY")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return v;
+    }
+    match info.device_type {
+        wgpu::DeviceType::Cpu | wgpu::DeviceType::IntegratedGpu => system_memory()
+            .map(|m| m / 4 * 3)
+            .unwrap_or(limits.max_buffer_size),
+        _ => limits.max_buffer_size,
+    }
+}
+
+pub fn properties_of(adapter: &wgpu::Adapter) -> DeviceProperties {
+    let info = adapter.get_info();
+    let l = adapter.limits();
+    let f = adapter.features();
+    let mut features = Vec::new();
+    for (flag, name) in [
+        (wgpu::Features::SHADER_F16, "shader-f16"),
+        (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query"),
+        (wgpu::Features::SUBGROUP, "subgroups"),
+        (wgpu::Features::SHADER_INT64, "shader-int64"),
+    ] {
+        if f.contains(flag) {
+            features.push(name.to_string());
+        }
+    }
+    DeviceProperties {
+        name: info.name.clone(),
+        backend: backend_name(info.backend).to_string(),
+        device_type: type_name(info.device_type).to_string(),
+        driver: info.driver.clone(),
+        driver_info: info.driver_info.clone(),
+        vendor: info.vendor,
+        device_id: info.device,
+        limits: KeyLimits {
+            max_buffer_size: l.max_buffer_size,
+            max_storage_buffer_binding_size: l.max_storage_buffer_binding_size,
+            max_storage_buffers_per_shader_stage: l.max_storage_buffers_per_shader_stage,
+            max_compute_workgroup_storage_size: l.max_compute_workgroup_storage_size,
+            max_compute_invocations_per_workgroup: l.max_compute_invocations_per_workgroup,
+            max_compute_workgroups_per_dimension: l.max_compute_workgroups_per_dimension,
+            min_uniform_buffer_offset_alignment: l.min_uniform_buffer_offset_alignment,
+        },
+        features,
+        recommended_max_memory: recommended_max_memory(&info, &l),
+    }
+}
+
+fn instance(backend: BackendChoice) -> wgpu::Instance {
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = backend.backends();
+    wgpu::Instance::new(desc)
+}
+
+/// Every adapter of the chosen backend(s), best first (discrete, integrated, virtual, cpu).
+pub fn adapters(backend: BackendChoice) -> Vec<wgpu::Adapter> {
+    let mut v = if backend == BackendChoice::Auto {
+        // GL only when no primary backend has an adapter (probing GL without a display is
+        // slow and noisy).
+        let primary = instance(backend).enumerate_adapters(wgpu::Backends::PRIMARY);
+        let v = pollster::block_on(primary);
+        if v.is_empty() {
+            pollster::block_on(instance(BackendChoice::Gl).enumerate_adapters(wgpu::Backends::GL))
+        } else {
+            v
+        }
+    } else {
+        pollster::block_on(instance(backend).enumerate_adapters(backend.backends()))
+    };
+    let rank = |a: &wgpu::Adapter| match a.get_info().device_type {
+        wgpu::DeviceType::DiscreteGpu => 0,
+        wgpu::DeviceType::IntegratedGpu => 1,
+        wgpu::DeviceType::VirtualGpu => 2,
+        wgpu::DeviceType::Cpu => 3,
+        wgpu::DeviceType::Other => 4,
+    };
+    // GL adapters last: compute on GL is the least capable path.
+    v.sort_by_key(|a| (a.get_info().backend == wgpu::Backend::Gl, rank(a)));
+    v
+}
+
+/// Memory statistics of one device (bytes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryStats {
+    /// Bytes in buffers that hold live tensors (torch's `memory_allocated`).
+    pub allocated: u64,
+    /// Highest `allocated` since the device was made or `reset_peak_memory_stats`.
+    pub peak: u64,
+    /// Bytes in every buffer pt2web holds from the driver: live plus cached for reuse.
+    pub driver_allocated: u64,
+    /// Buffers created from the driver (pool misses) since the device was made.
+    pub buffers_created: u64,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Storage,
+    Uniform,
+}
+
+#[derive(Default)]
+struct Pool {
+    free: HashMap<(Kind, u64), Vec<wgpu::Buffer>>,
+    deferred: Vec<(Kind, u64, wgpu::Buffer)>,
+    stats: MemoryStats,
+    limit: Option<u64>,
+}
+
+/// A pooled GPU buffer; dropping it returns the buffer to the pool.
+pub struct GpuBuffer {
+    buf: Option<wgpu::Buffer>,
+    kind: Kind,
+    size: u64,
+    pool: Arc<Mutex<Pool>>,
+}
+
+impl GpuBuffer {
+    pub fn buffer(&self) -> &wgpu::Buffer {
+        self.buf.as_ref().expect("buffer present until drop")
+    }
+    /// Size in bytes (rounded up to the pool's size class).
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+}
+
+impl std::fmt::Debug for GpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "GpuBuffer({} bytes)", self.size)
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        if let Some(b) = self.buf.take() {
+            let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
+            p.stats.allocated = p.stats.allocated.saturating_sub(self.size);
+            p.deferred.push((self.kind, self.size, b));
+        }
+    }
+}
+
+/// Size classes: powers of two up to 1 MiB, then multiples of 1 MiB (at least 16 bytes,
+/// as a binding may not be empty).
+fn size_class(bytes: u64) -> u64 {
+    let b = bytes.max(16);
+    if b <= 1 << 20 {
+        b.next_power_of_two()
+    } else {
+        b.div_ceil(1 << 20) << 20
+    }
+}
+
+/// One wgpu device and queue with its buffer pool.
+pub struct GpuDevice {
+    pub device: wgpu::Device,
+    pub queue: wgpu::Queue,
+    pub properties: DeviceProperties,
+    pool: Arc<Mutex<Pool>>,
+    modules: Mutex<HashMap<Shader, wgpu::ShaderModule>>,
+    pipelines: Mutex<HashMap<Variant, wgpu::ComputePipeline>>,
+    pipelines_created: std::sync::atomic::AtomicU64,
+    /// Validation errors wgpu reported outside an error scope (checked after each submit).
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl std::fmt::Debug for GpuDevice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GpuDevice({} on {})",
+            self.properties.name, self.properties.backend
+        )
+    }
+}
+
+impl GpuDevice {
+    /// Open the best adapter of `backend` (or adapter `index` in [`adapters`] order).
+    pub fn open(backend: BackendChoice, index: Option<usize>) -> Result<GpuDevice> {
+        let list = adapters(backend);
+        let adapter = match index {
+            Some(i) => list.into_iter().nth(i),
+            None => list.into_iter().next(),
+        }
+        .ok_or_else(|| {
+            Error::Gpu(format!(
+                "no GPU adapter found for backend {backend:?} (on Linux without a GPU, install \
+                 Mesa's lavapipe: apt-get install mesa-vulkan-drivers)"
+            ))
+        })?;
+        let properties = properties_of(&adapter);
+        let desc = wgpu::DeviceDescriptor {
+            label: Some("pt2web"),
+            required_features: wgpu::Features::empty(),
+            // Everything the adapter offers: models need large storage buffers.
+            required_limits: adapter.limits(),
+            ..Default::default()
+        };
+        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+            .map_err(|e| Error::Gpu(format!("{}: request_device: {e}", properties.name)))?;
+        let errors: Arc<Mutex<Vec<String>>> = Arc::default();
+        let sink = errors.clone();
+        // wgpu's default handler panics; keep the error and return it from the next submit.
+        device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
+            sink.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(e.to_string());
+        }));
+        Ok(GpuDevice {
+            device,
+            queue,
+            properties,
+            pool: Arc::new(Mutex::new(Pool::default())),
+            modules: Mutex::default(),
+            pipelines: Mutex::default(),
+            pipelines_created: Default::default(),
+            errors,
+        })
+    }
+
+    /// The first error wgpu reported since the last call, as an [`Error::Gpu`].
+    pub fn take_error(&self) -> Result<()> {
+        let mut e = self.errors.lock().unwrap_or_else(|e| e.into_inner());
+        match e.is_empty() {
+            true => Ok(()),
+            false => {
+                let all = std::mem::take(&mut *e);
+                Err(Error::Gpu(all.join("; ")))
+            }
+        }
+    }
+
+    /// Compute pipelines created so far (each variant once per device).
+    pub fn pipelines_created(&self) -> u64 {
+        self.pipelines_created
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The pipeline of a shader variant, created on first use and cached by variant.
+    pub fn pipeline(&self, v: &Variant) -> Result<wgpu::ComputePipeline> {
+        let mut cache = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(p) = cache.get(v) {
+            return Ok(p.clone());
+        }
+        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
+        let module = {
+            let mut m = self.modules.lock().unwrap_or_else(|e| e.into_inner());
+            m.entry(v.shader)
+                .or_insert_with(|| {
+                    self.device
+                        .create_shader_module(wgpu::ShaderModuleDescriptor {
+                            label: Some(v.shader.name()),
+                            source: wgpu::ShaderSource::Wgsl(v.shader.source().into()),
+                        })
+                })
+                .clone()
+        };
+        let constants: Vec<(&str, f64)> = v.constant.iter().map(|(n, x)| (*n, *x as f64)).collect();
+        let p = self
+            .device
+            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                label: Some(v.entry),
+                layout: None,
+                module: &module,
+                entry_point: Some(v.entry),
+                compilation_options: wgpu::PipelineCompilationOptions {
+                    constants: &constants,
+                    zero_initialize_workgroup_memory: false,
+                },
+                cache: None,
+            });
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(Error::Gpu(format!("pipeline {}: {e}", v.label())));
+        }
+        self.pipelines_created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        cache.insert(*v, p.clone());
+        Ok(p)
+    }
+
+    fn pool(&self) -> MutexGuard<'_, Pool> {
+        self.pool.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn alloc_kind(&self, kind: Kind, bytes: u64, what: &str) -> Result<GpuBuffer> {
+        let size = size_class(bytes);
+        let max = self.properties.limits.max_buffer_size;
+        if size > max {
+            return Err(Error::Gpu(format!(
+                "{what}: {bytes} bytes is larger than the device's largest buffer ({max} bytes)"
+            )));
+        }
+        let mut p = self.pool();
+        if let Some(limit) = p.limit {
+            if p.stats.allocated + size > limit {
+                return Err(Error::OutOfMemory {
+                    what: what.to_string(),
+                    requested: size,
+                    allocated: p.stats.allocated,
+                    limit,
+                });
+            }
+        }
+        let buf = match p.free.get_mut(&(kind, size)).and_then(Vec::pop) {
+            Some(b) => b,
+            None => {
+                p.stats.buffers_created += 1;
+                p.stats.driver_allocated += size;
+                let usage = match kind {
+                    Kind::Storage => {
+                        wgpu::BufferUsages::STORAGE
+                            | wgpu::BufferUsages::COPY_SRC
+                            | wgpu::BufferUsages::COPY_DST
+                    }
+                    Kind::Uniform => wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                };
+                self.device.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size,
+                    usage,
+                    mapped_at_creation: false,
+                })
+            }
+        };
+        p.stats.allocated += size;
+        p.stats.peak = p.stats.peak.max(p.stats.allocated);
+        Ok(GpuBuffer {
+            buf: Some(buf),
+            kind,
+            size,
+            pool: self.pool.clone(),
+        })
+    }
+
+    /// A storage buffer of at least `bytes` (contents undefined). `what` names the tensor
+    /// in an out-of-memory error.
+    pub fn alloc(&self, bytes: u64, what: &str) -> Result<GpuBuffer> {
+        self.alloc_kind(Kind::Storage, bytes, what)
+    }
+
+    /// A uniform buffer holding `data`.
+    pub fn uniform(&self, data: &[u8]) -> Result<GpuBuffer> {
+        let b = self.alloc_kind(Kind::Uniform, data.len() as u64, "kernel parameters")?;
+        self.queue.write_buffer(b.buffer(), 0, data);
+        Ok(b)
+    }
+
+    /// Make buffers freed before the last submit reusable (call after each submit).
+    pub fn recycle(&self) {
+        let mut p = self.pool();
+        let d = std::mem::take(&mut p.deferred);
+        for (k, s, b) in d {
+            p.free.entry((k, s)).or_default().push(b);
+        }
+    }
+
+    /// Wait for all submitted work, then recycle freed buffers (torch.cuda.synchronize).
+    pub fn synchronize(&self) -> Result<()> {
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("synchronize: {e}")))?;
+        self.recycle();
+        Ok(())
+    }
+
+    /// Release cached (unused) buffers to the driver (torch.cuda.empty_cache).
+    pub fn empty_cache(&self) -> Result<()> {
+        self.synchronize()?;
+        let mut p = self.pool();
+        let mut freed = 0;
+        for (k, bufs) in p.free.drain() {
+            freed += bufs.len() as u64 * k.1;
+            bufs.into_iter().for_each(|b| b.destroy());
+        }
+        p.stats.driver_allocated = p.stats.driver_allocated.saturating_sub(freed);
+        Ok(())
+    }
+
+    pub fn memory_stats(&self) -> MemoryStats {
+        let p = self.pool();
+        let mut s = p.stats;
+        // Deferred buffers still belong to pt2web until recycled or released.
+        s.driver_allocated = s.driver_allocated.max(s.allocated);
+        s
+    }
+    pub fn current_allocated_memory(&self) -> u64 {
+        self.pool().stats.allocated
+    }
+    pub fn max_memory_allocated(&self) -> u64 {
+        self.pool().stats.peak
+    }
+    pub fn reset_peak_memory_stats(&self) {
+        let mut p = self.pool();
+        p.stats.peak = p.stats.allocated;
+    }
+    pub fn driver_allocated_memory(&self) -> u64 {
+        self.memory_stats().driver_allocated
+    }
+    pub fn recommended_max_memory(&self) -> u64 {
+        self.properties.recommended_max_memory
+    }
+    /// Limit live allocations to `fraction` of [`recommended_max_memory`] (0 < fraction <= 1);
+    /// past it an allocation fails with [`Error::OutOfMemory`] and the device stays usable.
+    pub fn set_per_process_memory_fraction(&self, fraction: f64) -> Result<()> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(Error::Gpu(format!(
+                "memory fraction must be in (0, 1], got {fraction}"
+            )));
+        }
+        self.pool().limit = Some((self.recommended_max_memory() as f64 * fraction) as u64);
+        Ok(())
+    }
+    /// The current limit in bytes, if one is set.
+    pub fn memory_limit(&self) -> Option<u64> {
+        self.pool().limit
+    }
+}

@@ -1,0 +1,651 @@
+//! The GPU executor: runs a program's graph with the CPU [`Session`]'s semantics (same input
+//! checks and guards, buffer mutations written back, user-input mutations applied), with
+//! every node that has a GPU kernel for its dtypes encoded into one command buffer and every
+//! other node run by its CPU kernel (inputs downloaded, the op run, results kept on the CPU
+//! until a GPU kernel needs them). A fallback flushes the command buffer (one more submit).
+//!
+//! Views (`view`, `permute`, `slice`, `expand`...) are metadata only: the CPU view kernel
+//! runs on a placeholder tensor with the same sizes and strides (zero-filled storage the OS
+//! allocates lazily), and when its result shares the placeholder's storage the GPU tensor
+//! becomes the same view of its GPU buffer. When the CPU kernel had to copy (a `reshape`
+//! of a non-contiguous tensor), the node runs as a fallback.
+
+use super::device::GpuDevice;
+use super::kernels::{self, GOp, Kc};
+use super::store::{cpu_store, from_gpu_bytes, lock, to_gpu_bytes, Cell, GTensor};
+use crate::cpu::Tensor;
+use crate::error::{Error, Result};
+use crate::ops::{registry, OpCtx};
+use crate::program::{Arg, Graph, InputKind, OutputKind, Program};
+use crate::runtime::{Inputs, RValue, RunState, Session};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock, Weak};
+
+/// Counters of one run (`pt2web run --json` prints them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Command buffers submitted.
+    pub submits: u64,
+    /// Buffers created from the driver (pool misses).
+    pub buffer_allocations: u64,
+    /// Compute pipelines created (cache misses).
+    pub pipelines_created: u64,
+    /// Nodes run by a GPU kernel.
+    pub gpu_nodes: u64,
+    /// View nodes handled as GPU metadata (no data moved).
+    pub view_nodes: u64,
+    /// Nodes run by their CPU kernel, by target.
+    pub fallbacks: BTreeMap<String, u64>,
+    /// Stores uploaded to / downloaded from the GPU.
+    pub uploads: u64,
+    pub downloads: u64,
+}
+
+impl RunStats {
+    pub fn fallback_nodes(&self) -> u64 {
+        self.fallbacks.values().sum()
+    }
+    pub fn add(&mut self, o: &RunStats) {
+        self.submits += o.submits;
+        self.buffer_allocations += o.buffer_allocations;
+        self.pipelines_created += o.pipelines_created;
+        self.gpu_nodes += o.gpu_nodes;
+        self.view_nodes += o.view_nodes;
+        self.uploads += o.uploads;
+        self.downloads += o.downloads;
+        for (k, v) in &o.fallbacks {
+            *self.fallbacks.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// A value of the GPU executor's environment.
+#[derive(Clone, Debug)]
+pub enum Slot {
+    T(GTensor),
+    Ts(Vec<GTensor>),
+    OptTs(Vec<Option<GTensor>>),
+    V(RValue),
+}
+
+/// Per-run encoder state: the open command encoder and what it holds on to.
+pub struct Runner<'d> {
+    pub dev: &'d GpuDevice,
+    enc: Option<wgpu::CommandEncoder>,
+    held: Vec<super::device::GpuBuffer>,
+    pub stats: RunStats,
+    /// CPU storage address -> store, so CPU views map back to the store they view.
+    ident: &'d mut HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
+}
+
+fn addr(d: &Arc<RwLock<crate::cpu::Data>>) -> usize {
+    Arc::as_ptr(d) as usize
+}
+
+impl<'d> Runner<'d> {
+    pub fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
+        self.enc.get_or_insert_with(|| {
+            self.dev
+                .device
+                .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
+        })
+    }
+
+    /// Keep a buffer alive until the next submit (kernel parameters).
+    pub fn hold(&mut self, b: super::device::GpuBuffer) {
+        self.held.push(b);
+    }
+
+    /// Submit what is encoded.
+    pub fn flush(&mut self) -> Result<()> {
+        if let Some(enc) = self.enc.take() {
+            self.dev.queue.submit([enc.finish()]);
+            self.stats.submits += 1;
+            self.held.clear();
+            self.dev.recycle();
+            self.dev.take_error()?;
+        }
+        Ok(())
+    }
+
+    /// The GPU tensor for a CPU tensor (the same store when its storage is already known).
+    pub fn wrap(&mut self, t: &Tensor) -> GTensor {
+        let key = addr(&t.data);
+        let cell = match self.ident.get(&key).and_then(Weak::upgrade) {
+            Some(c)
+                if lock(&c)
+                    .cpu
+                    .as_ref()
+                    .is_some_and(|d| Arc::ptr_eq(d, &t.data)) =>
+            {
+                c
+            }
+            _ => {
+                let c = cpu_store(t);
+                self.ident.insert(key, Arc::downgrade(&c));
+                c
+            }
+        };
+        GTensor {
+            cell,
+            dtype: t.dtype,
+            sizes: t.sizes.clone(),
+            strides: t.strides.clone(),
+            offset: t.offset,
+        }
+    }
+
+    /// Make the store's GPU copy current. `what` names the tensor in errors.
+    pub fn upload(&mut self, cell: &Cell, what: &str) -> Result<()> {
+        if lock(cell).gpu_valid {
+            return Ok(());
+        }
+        // A re-upload must not overtake encoded work that still reads the old contents.
+        if lock(cell).gpu.is_some() {
+            self.flush()?;
+        }
+        let mut s = lock(cell);
+        let data = s
+            .cpu
+            .clone()
+            .filter(|_| s.cpu_valid)
+            .ok_or_else(|| Error::Gpu(format!("internal: {what} has no current copy")))?;
+        let bytes = to_gpu_bytes(&data.read().unwrap_or_else(|e| e.into_inner()), what)?;
+        if s.gpu.is_none() {
+            s.gpu = Some(self.dev.alloc(s.len as u64 * 4, what)?);
+        }
+        if !bytes.is_empty() {
+            let buf = s.gpu.as_ref().map(|b| b.buffer().clone());
+            if let Some(b) = buf {
+                self.dev.queue.write_buffer(&b, 0, &bytes);
+            }
+        }
+        s.gpu_valid = true;
+        self.stats.uploads += 1;
+        Ok(())
+    }
+
+    /// Make the store's CPU copy current (flushes and waits).
+    pub fn download(&mut self, cell: &Cell) -> Result<()> {
+        let (buf, len, dtype) = {
+            let s = lock(cell);
+            if s.cpu_valid {
+                return Ok(());
+            }
+            let b = s
+                .gpu
+                .as_ref()
+                .filter(|_| s.gpu_valid)
+                .map(|b| b.buffer().clone())
+                .ok_or_else(|| Error::Gpu("internal: a tensor has no current copy".into()))?;
+            (b, s.len, s.dtype)
+        };
+        let bytes = (len as u64 * 4).max(4);
+        let staging = self.dev.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("pt2web readback"),
+            size: bytes,
+            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        self.encoder()
+            .copy_buffer_to_buffer(&buf, 0, &staging, 0, bytes);
+        self.flush()?;
+        let (tx, rx) = std::sync::mpsc::channel();
+        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
+        self.dev
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
+        rx.recv()
+            .map_err(|_| Error::Gpu("readback callback never ran".into()))?
+            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
+        let data = {
+            let view = staging
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu(format!("reading a readback buffer: {e}")))?;
+            from_gpu_bytes(dtype, &view, len)?
+        };
+        staging.unmap();
+        let mut s = lock(cell);
+        match &s.cpu {
+            Some(d) => *d.write().unwrap_or_else(|e| e.into_inner()) = data,
+            None => {
+                let d = Arc::new(RwLock::new(data));
+                self.ident.insert(addr(&d), Arc::downgrade(cell));
+                s.cpu = Some(d);
+            }
+        }
+        s.cpu_valid = true;
+        self.stats.downloads += 1;
+        Ok(())
+    }
+
+    /// A CPU tensor with the current contents of `t`.
+    pub fn to_cpu(&mut self, t: &GTensor) -> Result<Tensor> {
+        self.download(&t.cell)?;
+        t.cpu_view()
+    }
+
+    fn slot_to_rvalue(&mut self, s: &Slot) -> Result<RValue> {
+        Ok(match s {
+            Slot::T(t) => RValue::Tensor(self.to_cpu(t)?),
+            Slot::Ts(ts) => {
+                RValue::Tensors(ts.iter().map(|t| self.to_cpu(t)).collect::<Result<_>>()?)
+            }
+            Slot::OptTs(ts) => RValue::OptTensors(
+                ts.iter()
+                    .map(|t| t.as_ref().map(|t| self.to_cpu(t)).transpose())
+                    .collect::<Result<_>>()?,
+            ),
+            Slot::V(v) => v.clone(),
+        })
+    }
+
+    fn rvalue_to_slot(&mut self, v: RValue) -> Slot {
+        match v {
+            RValue::Tensor(t) => Slot::T(self.wrap(&t)),
+            RValue::Tensors(ts) => Slot::Ts(ts.iter().map(|t| self.wrap(t)).collect()),
+            RValue::OptTensors(ts) => Slot::OptTs(
+                ts.iter()
+                    .map(|t| t.as_ref().map(|t| self.wrap(t)))
+                    .collect(),
+            ),
+            other => Slot::V(other),
+        }
+    }
+}
+
+/// The environment of one graph run: tensors as GPU tensors, everything else as values.
+pub struct Env {
+    pub t: Vec<Option<GTensor>>,
+    pub v: Vec<Option<RValue>>,
+}
+
+impl Env {
+    fn bind(&mut self, graph: &Graph, a: &Arg, s: Slot) -> Result<()> {
+        match (a, s) {
+            (Arg::None, _) => {}
+            (Arg::Tensor(id), Slot::T(t)) => self.t[*id] = Some(t),
+            (Arg::Tensor(id), Slot::Ts(mut ts)) if ts.len() == 1 => {
+                self.t[*id] = Some(ts.remove(0))
+            }
+            (Arg::Tensors(ids), Slot::Ts(ts)) => {
+                if ids.len() > ts.len() {
+                    return Err(Error::Verify(format!(
+                        "expected {} tensors, got {}",
+                        ids.len(),
+                        ts.len()
+                    )));
+                }
+                for (id, t) in ids.iter().zip(ts) {
+                    self.t[*id] = Some(t);
+                }
+            }
+            (Arg::OptTensors(ids), Slot::OptTs(ts)) => {
+                for (id, t) in ids.iter().zip(ts) {
+                    if let (Some(id), Some(t)) = (id, t) {
+                        self.t[*id] = Some(t);
+                    }
+                }
+            }
+            (Arg::OptTensors(ids), Slot::Ts(ts)) => {
+                for (id, t) in ids.iter().zip(ts) {
+                    if let Some(id) = id {
+                        self.t[*id] = Some(t);
+                    }
+                }
+            }
+            (
+                Arg::SymInt(crate::program::IntArg::Sym(id)),
+                Slot::V(v @ (RValue::Int(_) | RValue::Float(_))),
+            )
+            | (Arg::SymFloat(crate::program::FloatArg::Sym(id)), Slot::V(v))
+            | (Arg::SymBool(crate::program::BoolArg::Sym(id)), Slot::V(v))
+            | (Arg::CustomObj(id), Slot::V(v)) => self.v[*id] = Some(v),
+            (
+                Arg::Int(_)
+                | Arg::Float(_)
+                | Arg::Bool(_)
+                | Arg::Str(_)
+                | Arg::SymInt(crate::program::IntArg::Int(_)),
+                _,
+            ) => {}
+            (a, s) => {
+                let mut ids = Vec::new();
+                a.values(&mut ids);
+                let name = ids
+                    .first()
+                    .map(|i| graph.value(*i).name.clone())
+                    .unwrap_or_default();
+                let kind = match s {
+                    Slot::T(_) => "Tensor",
+                    Slot::Ts(_) => "Tensor[]",
+                    Slot::OptTs(_) => "Tensor?[]",
+                    Slot::V(v) => v.kind(),
+                };
+                return Err(Error::Verify(format!(
+                    "cannot bind a {kind} to '{name}' ({a:?})"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn get(&self, graph: &Graph, id: usize) -> Result<Slot> {
+        if let Some(t) = &self.t[id] {
+            return Ok(Slot::T(t.clone()));
+        }
+        self.v[id].clone().map(Slot::V).ok_or_else(|| {
+            Error::Verify(format!(
+                "output '{}' was never computed",
+                graph.value(id).name
+            ))
+        })
+    }
+}
+
+/// An op's name without its overload ends in `_` (`add_`, `copy_`), or it is an `out=`
+/// overload: the op writes into an input.
+fn mutates_inputs(target: &str) -> bool {
+    let mut parts = target.rsplitn(2, '.');
+    let overload = parts.next().unwrap_or("");
+    let op = parts.next().unwrap_or("");
+    op.ends_with('_') || overload == "out" || overload.starts_with("out_")
+}
+
+/// Run a graph on the GPU with its placeholders bound to `inputs`.
+pub fn run_graph(
+    r: &mut Runner,
+    graph: &Graph,
+    inputs: Vec<Slot>,
+    st: &mut RunState,
+) -> Result<Vec<Slot>> {
+    if inputs.len() != graph.inputs.len() {
+        return Err(Error::Verify(format!(
+            "graph takes {} inputs, got {}",
+            graph.inputs.len(),
+            inputs.len()
+        )));
+    }
+    let n = graph.values.len();
+    let mut env = Env {
+        t: vec![None; n],
+        v: vec![None; n],
+    };
+    for (a, s) in graph.inputs.iter().zip(inputs) {
+        env.bind(graph, a, s)?;
+    }
+    let mut last_use = vec![usize::MAX; n];
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let mut ids = Vec::new();
+        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        ids.into_iter().for_each(|id| last_use[id] = i);
+    }
+    for a in &graph.outputs {
+        let mut ids = Vec::new();
+        a.values(&mut ids);
+        ids.into_iter().for_each(|id| last_use[id] = usize::MAX);
+    }
+    let reg = registry();
+    for (i, node) in graph.nodes.iter().enumerate() {
+        let mut ids = Vec::new();
+        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        let mut outs: Option<Vec<Slot>> = None;
+        if let Some(op) = kernels::lookup(&node.target) {
+            let is_view = matches!(op, GOp::View);
+            let mut k = Kc {
+                r,
+                env_t: &env.t,
+                op: OpCtx {
+                    node,
+                    graph,
+                    env: &env.v,
+                    state: st,
+                },
+            };
+            outs = kernels::run(&mut k, op).map_err(|e| match e {
+                e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
+                e => Error::op(&node.target, e),
+            })?;
+            if outs.is_some() {
+                if is_view {
+                    r.stats.view_nodes += 1;
+                } else {
+                    r.stats.gpu_nodes += 1;
+                }
+            }
+        }
+        let outs = match outs {
+            Some(o) => o,
+            None => {
+                let kernel = reg.lookup(&node.target).ok_or_else(|| {
+                    Error::op(
+                        &node.target,
+                        "not supported on the gpu device yet (see `pt2web check`)",
+                    )
+                })?;
+                r.flush()?;
+                let mut cells = Vec::new();
+                for &id in &ids {
+                    if let Some(t) = env.t[id].clone() {
+                        env.v[id] = Some(RValue::Tensor(r.to_cpu(&t)?));
+                        cells.push(t.cell);
+                    }
+                }
+                let res = {
+                    let mut ctx = OpCtx {
+                        node,
+                        graph,
+                        env: &env.v,
+                        state: st,
+                    };
+                    kernel(&mut ctx)
+                };
+                for &id in &ids {
+                    if env.t[id].is_some() {
+                        env.v[id] = None;
+                    }
+                }
+                let res = res?;
+                if mutates_inputs(&node.target) {
+                    cells.iter().for_each(|c| lock(c).gpu_valid = false);
+                }
+                *r.stats.fallbacks.entry(node.target.clone()).or_default() += 1;
+                res.into_iter().map(|v| r.rvalue_to_slot(v)).collect()
+            }
+        };
+        st.nodes_run += 1;
+        if outs.len() < node.outputs.len() {
+            return Err(Error::op(
+                &node.target,
+                format!(
+                    "kernel returned {} values for {} outputs",
+                    outs.len(),
+                    node.outputs.len()
+                ),
+            ));
+        }
+        for (a, s) in node.outputs.iter().zip(outs) {
+            env.bind(graph, a, s)
+                .map_err(|e| Error::op(&node.target, e))?;
+        }
+        for id in ids {
+            if last_use[id] == i {
+                env.t[id] = None;
+                env.v[id] = None;
+            }
+        }
+    }
+    graph
+        .outputs
+        .iter()
+        .map(|a| match a {
+            Arg::Tensor(id) | Arg::SymInt(crate::program::IntArg::Sym(id)) => env.get(graph, *id),
+            Arg::SymInt(crate::program::IntArg::Int(i)) | Arg::Int(i) => {
+                Ok(Slot::V(RValue::Int(*i)))
+            }
+            Arg::Tensors(ids) => Ok(Slot::Ts(
+                ids.iter()
+                    .map(|id| match env.get(graph, *id)? {
+                        Slot::T(t) => Ok(t),
+                        _ => Err(Error::Verify("not a tensor".into())),
+                    })
+                    .collect::<Result<_>>()?,
+            )),
+            Arg::Float(f) => Ok(Slot::V(RValue::Float(*f))),
+            Arg::Bool(b) => Ok(Slot::V(RValue::Bool(*b))),
+            Arg::None => Ok(Slot::V(RValue::None)),
+            other => Err(Error::Verify(format!("unsupported graph output {other:?}"))),
+        })
+        .collect()
+}
+
+/// A loaded program ready to run on a GPU device. Holds the CPU [`Session`] (program, state
+/// as the CPU reference copy, guards) and GPU views of the state, uploaded once.
+pub struct GpuSession {
+    pub cpu: Session,
+    pub device: Arc<GpuDevice>,
+    state: BTreeMap<String, GTensor>,
+    ident: HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
+    /// Counters of the last run.
+    pub last_stats: RunStats,
+    /// Counters summed over every run (and the weight upload).
+    pub total_stats: RunStats,
+}
+
+impl GpuSession {
+    pub fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSession> {
+        let cpu = Session::new(program)?;
+        let mut s = GpuSession {
+            cpu,
+            device,
+            state: BTreeMap::new(),
+            ident: HashMap::new(),
+            last_stats: RunStats::default(),
+            total_stats: RunStats::default(),
+        };
+        let dev = s.device.clone();
+        let before = dev.memory_stats().buffers_created;
+        let mut r = Runner {
+            dev: &dev,
+            enc: None,
+            held: Vec::new(),
+            stats: RunStats::default(),
+            ident: &mut s.ident,
+        };
+        // Weights go up once; tensors sharing a storage share one GPU buffer.
+        for (fqn, t) in &s.cpu.state {
+            let g = r.wrap(t);
+            if g.dtype == crate::DType::F32 {
+                r.upload(&g.cell, &format!("parameter '{fqn}'"))?;
+            }
+            s.state.insert(fqn.clone(), g);
+        }
+        r.flush()?;
+        r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
+        let stats = r.stats;
+        s.total_stats.add(&stats);
+        Ok(s)
+    }
+
+    /// Run with flattened user inputs (pytree order); returns flattened user outputs (CPU).
+    pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
+        let bindings = self.cpu.check_inputs(&inputs)?;
+        self.cpu.run_state.bindings = bindings;
+        let p = self.cpu.program.clone();
+        let dev = self.device.clone();
+        let before = dev.memory_stats().buffers_created;
+        let pipes_before = dev.pipelines_created();
+        let mut r = Runner {
+            dev: &dev,
+            enc: None,
+            held: Vec::new(),
+            stats: RunStats::default(),
+            ident: &mut self.ident,
+        };
+        let mut user = inputs.iter();
+        let mut graph_inputs = Vec::with_capacity(p.inputs.len());
+        for spec in &p.inputs {
+            graph_inputs.push(match &spec.kind {
+                InputKind::User => match user.next() {
+                    Some(v) => r.rvalue_to_slot(v.clone()),
+                    None => Slot::V(RValue::None),
+                },
+                InputKind::Parameter { name }
+                | InputKind::Buffer { name, .. }
+                | InputKind::Constant { name } => Slot::T(
+                    self.state
+                        .get(name)
+                        .cloned()
+                        .ok_or_else(|| Error::Verify(format!("state '{name}' missing")))?,
+                ),
+                InputKind::ConstantValue { value } => Slot::V(match value {
+                    crate::schema::ConstantValue::AsInt(i) => RValue::Int(*i),
+                    crate::schema::ConstantValue::AsFloat(f) => RValue::Float(f.0),
+                    crate::schema::ConstantValue::AsBool(b) => RValue::Bool(*b),
+                    crate::schema::ConstantValue::AsString(s) => RValue::Str(s.clone()),
+                    crate::schema::ConstantValue::AsNone(_) => RValue::None,
+                }),
+                InputKind::Token => Slot::V(RValue::None),
+                InputKind::CustomObj { name } => {
+                    return Err(Error::op(
+                        "custom object",
+                        format!("'{name}' (torchbind objects are not supported)"),
+                    ))
+                }
+            });
+        }
+        let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state)?;
+        let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
+        let mut result = Vec::new();
+        for (spec, s) in p.outputs.iter().zip(outs) {
+            match &spec.kind {
+                OutputKind::User => result.push(r.slot_to_rvalue(&s)?),
+                OutputKind::BufferMutation { buffer }
+                | OutputKind::ParameterMutation { parameter: buffer } => {
+                    let Slot::T(g) = s else { continue };
+                    let t = r.to_cpu(&g)?;
+                    match self.cpu.state.get(buffer) {
+                        Some(old) if old.sizes == t.sizes => {
+                            old.copy_from(&t)?;
+                            // The CPU copy is now the current one for every view of it.
+                            if let Some(sg) = self.state.get(buffer) {
+                                lock(&sg.cell).gpu_valid = false;
+                            }
+                        }
+                        _ => {
+                            let g = r.wrap(&t);
+                            self.cpu.state.insert(buffer.clone(), t);
+                            self.state.insert(buffer.clone(), g);
+                        }
+                    }
+                }
+                OutputKind::UserInputMutation { input } => {
+                    let Slot::T(g) = s else { continue };
+                    let t = r.to_cpu(&g)?;
+                    if let Some(i) = user_names.iter().position(|n| n == input) {
+                        if let RValue::Tensor(dst) = &inputs[i] {
+                            dst.copy_from(&t)?;
+                            // The caller's tensor may be a store of this run: invalidate it.
+                            if let Some(c) = r.ident.get(&addr(&dst.data)).and_then(Weak::upgrade) {
+                                lock(&c).gpu_valid = false;
+                            }
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        r.flush()?;
+        r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
+        r.stats.pipelines_created = dev.pipelines_created() - pipes_before;
+        let stats = std::mem::take(&mut r.stats);
+        self.ident.retain(|_, w| w.strong_count() > 0);
+        self.total_stats.add(&stats);
+        self.last_stats = stats;
+        Ok(result)
+    }
+}

@@ -1,0 +1,1276 @@
+//! GPU kernels by op family: which `aten.*` targets have one, how their arguments map to a
+//! shader variant and its parameters. A kernel returns `Ok(None)` to decline (a dtype or an
+//! argument it does not handle) before it has encoded anything; the executor then runs the
+//! CPU kernel. Every output is a fresh contiguous tensor (as torch's default strides).
+
+use super::exec::{Runner, Slot};
+use super::shaders::{Shader, Variant};
+use super::store::{contiguous_strides, gpu_store, lock, GTensor};
+use crate::cpu::{broadcast_shapes, Data, Tensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ops::{registry, OpCtx, Scalar};
+use crate::program::Arg;
+use crate::runtime::RValue;
+use bytemuck::{Pod, Zeroable};
+use std::sync::{Arc, RwLock};
+
+/// Largest rank the strided shaders index (two vec4s of sizes and strides).
+const MAX_RANK: usize = 8;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct ElemMeta {
+    pub numel: u32,
+    pub rank: u32,
+    pub row: u32,
+    pub flags: u32,
+    pub shape: [u32; 8],
+    pub a_strides: [u32; 8],
+    pub b_strides: [u32; 8],
+    pub c_strides: [u32; 8],
+    pub offsets: [u32; 4],
+    pub alpha: f32,
+    pub beta: f32,
+    pub p0: f32,
+    pub p1: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct MatmulMeta {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub flags: u32,
+    /// (batch, row, col) strides and offset of A, B and C.
+    pub a: [u32; 4],
+    pub b: [u32; 4],
+    pub c: [u32; 4],
+    pub alpha: f32,
+    pub beta: f32,
+    pub _p: [f32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct RowMeta {
+    pub rows: u32,
+    pub cols: u32,
+    pub row: u32,
+    pub flags: u32,
+    pub eps: f32,
+    pub _p: [f32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct ReduceMeta {
+    pub n_out: u32,
+    pub n_red: u32,
+    pub kept_rank: u32,
+    pub red_rank: u32,
+    pub kept_shape: [u32; 8],
+    pub kept_strides: [u32; 8],
+    pub red_shape: [u32; 8],
+    pub red_strides: [u32; 8],
+    pub offset: u32,
+    pub row: u32,
+    pub scale: f32,
+    pub _p: u32,
+}
+
+macro_rules! op_enum {
+    ($name:ident, $shader:expr, $entry:expr, $const:expr, [$($v:ident = $n:expr),* $(,)?]) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name { $($v = $n),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            pub fn variant(self) -> Variant {
+                Variant::with($shader, $entry, $const, self as u32)
+            }
+        }
+    };
+}
+
+// Codes match the `switch OP` arms of shaders/elementwise.wgsl.
+op_enum!(
+    UnaryOp,
+    Shader::Elementwise,
+    "unary",
+    "OP",
+    [
+        Copy = 0,
+        Neg = 1,
+        Relu = 2,
+        Sigmoid = 3,
+        Tanh = 4,
+        Exp = 5,
+        Log = 6,
+        Sqrt = 7,
+        Rsqrt = 8,
+        Abs = 9,
+        Gelu = 10,
+        GeluTanh = 11,
+        Silu = 12,
+        Sin = 13,
+        Cos = 14,
+        Reciprocal = 15,
+        Affine = 16,
+        PowScalar = 17,
+        Clamp = 18,
+        LeakyRelu = 19,
+        Erf = 20,
+        Floor = 21,
+        Ceil = 22,
+        Hardsigmoid = 23,
+        Hardswish = 24,
+        Sign = 25,
+        Elu = 26,
+        Softplus = 27,
+        Square = 28,
+    ]
+);
+op_enum!(
+    BinaryOp,
+    Shader::Elementwise,
+    "binary",
+    "OP",
+    [
+        Add = 0,
+        Sub = 1,
+        Mul = 2,
+        Div = 3,
+        Maximum = 4,
+        Minimum = 5,
+        Pow = 6,
+        Rsub = 7,
+    ]
+);
+op_enum!(
+    CompareOp,
+    Shader::Elementwise,
+    "compare",
+    "OP",
+    [Eq = 0, Ne = 1, Lt = 2, Le = 3, Gt = 4, Ge = 5,]
+);
+op_enum!(
+    ReduceOp,
+    Shader::Reduce,
+    "reduce",
+    "OP",
+    [Sum = 0, Max = 1, Min = 2]
+);
+
+pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
+pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
+pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
+pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
+pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
+pub const LAYER_NORM: Variant = Variant::new(Shader::Rows, "layer_norm");
+
+/// What the GPU does for a target.
+#[derive(Debug, Clone, Copy)]
+pub enum GOp {
+    /// Metadata only (see the executor's module doc).
+    View,
+    Unary(UnaryOp),
+    Binary(BinaryOp),
+    Compare(CompareOp),
+    Custom(fn(&mut Kc) -> Result<Option<Vec<Slot>>>),
+}
+
+/// The targets with a GPU path.
+pub fn lookup(target: &str) -> Option<GOp> {
+    use GOp::*;
+    let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+    Some(match op {
+        "aten.view"
+        | "aten._unsafe_view"
+        | "aten.reshape"
+        | "aten.permute"
+        | "aten.expand"
+        | "aten.slice"
+        | "aten.select"
+        | "aten.unsqueeze"
+        | "aten.squeeze"
+        | "aten.t"
+        | "aten.transpose"
+        | "aten.alias"
+        | "aten.detach"
+        | "aten.as_strided"
+        | "aten.unflatten"
+        | "aten.flatten"
+        | "aten.split"
+        | "aten.split_with_sizes"
+        | "aten.chunk"
+        | "aten.unbind"
+        | "aten.narrow"
+        | "aten.movedim"
+        | "aten.view_as"
+        | "aten.expand_as"
+        | "aten.contiguous"
+        | "aten.numpy_T"
+        | "aten.swapaxes" => View,
+        "aten.relu" => Unary(UnaryOp::Relu),
+        "aten.sigmoid" => Unary(UnaryOp::Sigmoid),
+        "aten.tanh" => Unary(UnaryOp::Tanh),
+        "aten.exp" => Unary(UnaryOp::Exp),
+        "aten.log" => Unary(UnaryOp::Log),
+        "aten.sqrt" => Unary(UnaryOp::Sqrt),
+        "aten.rsqrt" => Unary(UnaryOp::Rsqrt),
+        "aten.abs" => Unary(UnaryOp::Abs),
+        "aten.neg" => Unary(UnaryOp::Neg),
+        "aten.silu" => Unary(UnaryOp::Silu),
+        "aten.sin" => Unary(UnaryOp::Sin),
+        "aten.cos" => Unary(UnaryOp::Cos),
+        "aten.reciprocal" => Unary(UnaryOp::Reciprocal),
+        "aten.erf" => Unary(UnaryOp::Erf),
+        "aten.floor" => Unary(UnaryOp::Floor),
+        "aten.ceil" => Unary(UnaryOp::Ceil),
+        "aten.hardsigmoid" => Unary(UnaryOp::Hardsigmoid),
+        "aten.hardswish" => Unary(UnaryOp::Hardswish),
+        "aten.sign" => Unary(UnaryOp::Sign),
+        "aten.square" => Unary(UnaryOp::Square),
+        "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
+        | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
+        "aten.clone"
+        | "aten._to_copy"
+        | "aten.lift_fresh_copy"
+        | "aten.detach_copy"
+        | "aten.alias_copy"
+        | "aten.copy" => Custom(copy),
+        "aten.add" if overload != "out" => Binary(BinaryOp::Add),
+        "aten.sub" if overload != "out" => Binary(BinaryOp::Sub),
+        "aten.mul" if overload != "out" => Binary(BinaryOp::Mul),
+        "aten.div" if overload == "Tensor" || overload == "Scalar" => Binary(BinaryOp::Div),
+        "aten.maximum" => Binary(BinaryOp::Maximum),
+        "aten.minimum" => Binary(BinaryOp::Minimum),
+        "aten.pow" if overload != "Scalar" => Binary(BinaryOp::Pow),
+        "aten.rsub" => Binary(BinaryOp::Rsub),
+        "aten.eq" => Compare(CompareOp::Eq),
+        "aten.ne" => Compare(CompareOp::Ne),
+        "aten.lt" => Compare(CompareOp::Lt),
+        "aten.le" => Compare(CompareOp::Le),
+        "aten.gt" => Compare(CompareOp::Gt),
+        "aten.ge" => Compare(CompareOp::Ge),
+        "aten.where" if overload == "self" => Custom(where_),
+        "aten.mm" | "aten.bmm" | "aten.matmul" => Custom(matmul),
+        "aten.addmm" => Custom(addmm),
+        "aten.linear" => Custom(linear),
+        "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
+            Custom(softmax)
+        }
+        "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" => Custom(reduce),
+        "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
+        _ => return None,
+    })
+}
+
+/// What a GPU kernel sees: the runner (device, encoder, counters), the node's GPU tensors,
+/// and an [`OpCtx`] for its non-tensor arguments.
+pub struct Kc<'k, 'd, 'a> {
+    pub r: &'k mut Runner<'d>,
+    pub env_t: &'k [Option<GTensor>],
+    pub op: OpCtx<'a>,
+}
+
+type Out = Result<Option<Vec<Slot>>>;
+
+impl Kc<'_, '_, '_> {
+    fn target(&self) -> &str {
+        &self.op.node.target
+    }
+    /// The GPU tensor passed as argument `name` (None if absent or not a tensor).
+    fn t(&self, name: &str) -> Option<GTensor> {
+        match self.op.arg(name)? {
+            Arg::Tensor(id) | Arg::OptTensor(Some(id)) => self.env_t.get(*id)?.clone(),
+            _ => None,
+        }
+    }
+    fn is_tensor_arg(&self, name: &str) -> bool {
+        matches!(
+            self.op.arg(name),
+            Some(Arg::Tensor(_) | Arg::OptTensor(Some(_)))
+        )
+    }
+    /// The declared dtype of output `i`.
+    fn out_dtype(&self, i: usize) -> Option<DType> {
+        match self.op.node.outputs.get(i)? {
+            Arg::Tensor(id) => match &self.op.graph.value(*id).kind {
+                crate::program::ValueKind::Tensor { dtype, .. } => Some(*dtype),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    fn out_is(&self, dtype: DType) -> bool {
+        self.out_dtype(0) == Some(dtype)
+    }
+    fn name(&self) -> String {
+        format!("{} ({})", self.target(), self.op.node.name)
+    }
+    fn ensure(&mut self, t: &GTensor) -> Result<()> {
+        let what = format!("an input of {}", self.name());
+        self.r.upload(&t.cell, &what)
+    }
+    fn new_out(&mut self, dtype: DType, sizes: &[usize]) -> Result<GTensor> {
+        let n: usize = sizes.iter().product();
+        let cell = gpu_store(
+            self.r.dev,
+            dtype,
+            n,
+            &format!("the output of {}", self.name()),
+        )?;
+        Ok(GTensor {
+            cell,
+            dtype,
+            sizes: sizes.to_vec(),
+            strides: contiguous_strides(sizes),
+            offset: 0,
+        })
+    }
+    fn fits(&self, t: &GTensor) -> bool {
+        let limit = self.r.dev.properties.limits.max_storage_buffer_binding_size;
+        t.rank() <= MAX_RANK
+            && (lock(&t.cell).len as u64) * 4 <= limit
+            && t.span() < u32::MAX as usize
+    }
+
+    /// Encode one dispatch. `bufs`: (binding, tensor) for every storage binding.
+    fn dispatch(
+        &mut self,
+        v: &Variant,
+        meta: &[u8],
+        bufs: &[(u32, &GTensor)],
+        groups: (u32, u32, u32),
+    ) -> Result<()> {
+        let pipeline = self.r.dev.pipeline(v)?;
+        let uniform = self.r.dev.uniform(meta)?;
+        let mut held: Vec<(u32, wgpu::Buffer, u64)> = Vec::new();
+        for (b, t) in bufs {
+            let s = lock(&t.cell);
+            let buf = s.gpu.as_ref().ok_or_else(|| {
+                Error::Gpu(format!("internal: {} input not on the GPU", v.label()))
+            })?;
+            held.push((*b, buf.buffer().clone(), (s.len as u64 * 4).max(4)));
+        }
+        let layout = pipeline.get_bind_group_layout(0);
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: uniform.buffer().as_entire_binding(),
+        }];
+        for (b, buf, size) in &held {
+            entries.push(wgpu::BindGroupEntry {
+                binding: *b,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: buf,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(*size),
+                }),
+            });
+        }
+        let bg = self
+            .r
+            .dev
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: None,
+                layout: &layout,
+                entries: &entries,
+            });
+        {
+            let enc = self.r.encoder();
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(groups.0, groups.1, groups.2);
+        }
+        self.r.hold(uniform);
+        Ok(())
+    }
+}
+
+/// A 2-D grid of 64-thread workgroups covering `n` threads: (x, y, threads per row).
+fn grid(n: usize, per_group: usize) -> (u32, u32, u32) {
+    let groups = n.div_ceil(per_group).max(1);
+    let x = groups.min(65535);
+    let y = groups.div_ceil(x);
+    (x as u32, y as u32, (x * per_group) as u32)
+}
+
+fn pad8(v: &[usize]) -> [u32; 8] {
+    let mut o = [0u32; 8];
+    for (i, x) in v.iter().enumerate().take(8) {
+        o[i] = *x as u32;
+    }
+    o
+}
+
+pub fn run(k: &mut Kc, op: GOp) -> Out {
+    match op {
+        GOp::View => view(k),
+        GOp::Unary(u) => {
+            let Some(x) = k.t("self") else {
+                return Ok(None);
+            };
+            if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+                return Ok(None);
+            }
+            one(elementwise(
+                k,
+                u.variant(),
+                DType::F32,
+                &x,
+                None,
+                None,
+                1.0,
+                0.0,
+            ))
+        }
+        GOp::Binary(b) => binary(k, b),
+        GOp::Compare(c) => compare(k, c),
+        GOp::Custom(f) => f(k),
+    }
+}
+
+fn one(r: Result<Option<GTensor>>) -> Out {
+    Ok(r?.map(|t| vec![Slot::T(t)]))
+}
+
+/// The `b` operand: a tensor or a Python number.
+enum Operand {
+    T(GTensor),
+    S(f32),
+}
+
+fn operand(k: &Kc, name: &str) -> Result<Option<Operand>> {
+    if k.is_tensor_arg(name) {
+        return Ok(k.t(name).map(Operand::T));
+    }
+    match k.op.opt_scalar(name)? {
+        Some(s) => Ok(Some(Operand::S(s.as_f64() as f32))),
+        None => Ok(None),
+    }
+}
+
+/// Encode an elementwise kernel: `a` (and `b`, `cond`) broadcast to the output shape.
+#[allow(clippy::too_many_arguments)]
+fn elementwise(
+    k: &mut Kc,
+    v: Variant,
+    out_dtype: DType,
+    a: &GTensor,
+    b: Option<&Operand>,
+    cond: Option<&GTensor>,
+    alpha: f32,
+    beta: f32,
+) -> Result<Option<GTensor>> {
+    let mut shape = a.sizes.clone();
+    if let Some(Operand::T(b)) = b {
+        let Some(s) = broadcast_shapes(&shape, &b.sizes) else {
+            return Ok(None);
+        };
+        shape = s;
+    }
+    if let Some(c) = cond {
+        let Some(s) = broadcast_shapes(&shape, &c.sizes) else {
+            return Ok(None);
+        };
+        shape = s;
+    }
+    let a = a.expand_to(&shape);
+    let bt = match b {
+        Some(Operand::T(b)) => Some(b.expand_to(&shape)),
+        _ => None,
+    };
+    let c = cond.map(|c| c.expand_to(&shape));
+    let (Some(a), Some(bt), Some(c)) = (
+        a,
+        bt.map_or(Some(None), |x| x.map(Some)),
+        c.map_or(Some(None), |x| x.map(Some)),
+    ) else {
+        return Ok(None);
+    };
+    let numel: usize = shape.iter().product();
+    if shape.len() > MAX_RANK
+        || numel >= u32::MAX as usize
+        || !k.fits(&a)
+        || bt.as_ref().is_some_and(|b| !k.fits(b))
+        || c.as_ref().is_some_and(|c| !k.fits(c))
+    {
+        return Ok(None);
+    }
+    k.ensure(&a)?;
+    if let Some(b) = &bt {
+        k.ensure(b)?;
+    }
+    if let Some(c) = &c {
+        k.ensure(c)?;
+    }
+    let out = k.new_out(out_dtype, &shape)?;
+    if numel == 0 {
+        return Ok(Some(out));
+    }
+    let (gx, gy, row) = grid(numel, 64);
+    let mut m = ElemMeta {
+        numel: numel as u32,
+        rank: shape.len() as u32,
+        row,
+        shape: pad8(&shape),
+        a_strides: pad8(&a.strides),
+        alpha,
+        beta,
+        ..Default::default()
+    };
+    m.offsets[0] = a.offset as u32;
+    match (&bt, b) {
+        (Some(b), _) => {
+            m.b_strides = pad8(&b.strides);
+            m.offsets[1] = b.offset as u32;
+        }
+        (None, Some(Operand::S(s))) => {
+            m.flags |= 1;
+            m.p0 = *s;
+        }
+        _ => {}
+    }
+    if let Some(c) = &c {
+        m.c_strides = pad8(&c.strides);
+        m.offsets[2] = c.offset as u32;
+    }
+    let out_binding = if v.entry == "compare" { 5 } else { 1 };
+    let mut bufs: Vec<(u32, &GTensor)> = vec![(out_binding, &out), (2, &a)];
+    if v.entry != "unary" {
+        // A scalar `b` still needs a bound buffer: the shader reads it only when flagged.
+        bufs.push((3, bt.as_ref().unwrap_or(&a)));
+    }
+    if let Some(c) = &c {
+        bufs.push((6, c));
+    }
+    k.dispatch(&v, bytemuck::bytes_of(&m), &bufs, (gx, gy, 1))?;
+    Ok(Some(out))
+}
+
+fn binary(k: &mut Kc, op: BinaryOp) -> Out {
+    let exp_name = if k.op.arg("exponent").is_some() {
+        "exponent"
+    } else {
+        "other"
+    };
+    let Some(a) = k.t("self") else {
+        return Ok(None);
+    };
+    let Some(b) = operand(k, exp_name)? else {
+        return Ok(None);
+    };
+    if a.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    if let Operand::T(b) = &b {
+        if b.dtype != DType::F32 {
+            return Ok(None);
+        }
+    }
+    let alpha = match k.op.opt_scalar("alpha")? {
+        Some(s) => s.as_f64() as f32,
+        None => 1.0,
+    };
+    if let Some(m) = k.op.opt_str("rounding_mode")? {
+        let _ = m;
+        return Ok(None);
+    }
+    one(elementwise(
+        k,
+        op.variant(),
+        DType::F32,
+        &a,
+        Some(&b),
+        None,
+        alpha,
+        0.0,
+    ))
+}
+
+fn compare(k: &mut Kc, op: CompareOp) -> Out {
+    let Some(a) = k.t("self") else {
+        return Ok(None);
+    };
+    let Some(b) = operand(k, "other")? else {
+        return Ok(None);
+    };
+    if a.dtype != DType::F32 || !k.out_is(DType::Bool) {
+        return Ok(None);
+    }
+    if let Operand::T(b) = &b {
+        if b.dtype != DType::F32 {
+            return Ok(None);
+        }
+    }
+    one(elementwise(
+        k,
+        op.variant(),
+        DType::Bool,
+        &a,
+        Some(&b),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+fn where_(k: &mut Kc) -> Out {
+    let (Some(c), Some(a)) = (k.t("condition"), k.t("self")) else {
+        return Ok(None);
+    };
+    let Some(b) = operand(k, "other")? else {
+        return Ok(None);
+    };
+    if c.dtype != DType::Bool || a.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    if matches!(&b, Operand::T(b) if b.dtype != DType::F32) {
+        return Ok(None);
+    }
+    one(elementwise(
+        k,
+        WHERE,
+        DType::F32,
+        &a,
+        Some(&b),
+        Some(&c),
+        1.0,
+        0.0,
+    ))
+}
+
+fn unary_with_args(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
+    let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
+    let (u, alpha, beta) = match op.as_str() {
+        "aten.gelu" => match k.op.opt_str("approximate")?.as_deref() {
+            None | Some("none") => (UnaryOp::Gelu, 1.0, 0.0),
+            Some("tanh") => (UnaryOp::GeluTanh, 1.0, 0.0),
+            Some(_) => return Ok(None),
+        },
+        "aten.clamp" => {
+            if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+                return Ok(None);
+            }
+            (
+                UnaryOp::Clamp,
+                f(k.op.opt_scalar("min")?, f64::NEG_INFINITY),
+                f(k.op.opt_scalar("max")?, f64::INFINITY),
+            )
+        }
+        "aten.hardtanh" => (
+            UnaryOp::Clamp,
+            f(k.op.opt_scalar("min_val")?, -1.0),
+            f(k.op.opt_scalar("max_val")?, 1.0),
+        ),
+        "aten.relu6" => (UnaryOp::Clamp, 0.0, 6.0),
+        "aten.leaky_relu" => (
+            UnaryOp::LeakyRelu,
+            f(k.op.opt_scalar("negative_slope")?, 0.01),
+            0.0,
+        ),
+        "aten.elu" => {
+            let scale = f(k.op.opt_scalar("scale")?, 1.0);
+            let input_scale = f(k.op.opt_scalar("input_scale")?, 1.0);
+            if scale != 1.0 || input_scale != 1.0 {
+                return Ok(None);
+            }
+            (UnaryOp::Elu, f(k.op.opt_scalar("alpha")?, 1.0), 0.0)
+        }
+        "aten.softplus" => (
+            UnaryOp::Softplus,
+            f(k.op.opt_scalar("beta")?, 1.0),
+            f(k.op.opt_scalar("threshold")?, 20.0),
+        ),
+        _ => return Ok(None),
+    };
+    one(elementwise(
+        k,
+        u.variant(),
+        DType::F32,
+        &x,
+        None,
+        None,
+        alpha,
+        beta,
+    ))
+}
+
+/// clone, _to_copy (f32 to f32), copy(self, src), lift_fresh_copy: a strided copy.
+fn copy(k: &mut Kc) -> Out {
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
+    let src = if op == "aten.copy" {
+        let (Some(dst), Some(src)) = (k.t("self"), k.t("src")) else {
+            return Ok(None);
+        };
+        if dst.dtype != DType::F32 {
+            return Ok(None);
+        }
+        match src.expand_to(&dst.sizes) {
+            Some(s) => s,
+            None => return Ok(None),
+        }
+    } else {
+        let Some(x) = k.t("self") else {
+            return Ok(None);
+        };
+        if let Some(d) = k.op.opt_dtype("dtype")? {
+            if d != x.dtype {
+                return Ok(None);
+            }
+        }
+        x
+    };
+    if src.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    one(elementwise(
+        k,
+        UnaryOp::Copy.variant(),
+        DType::F32,
+        &src,
+        None,
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// A contiguous copy of `x` (or `x` itself when it already is one starting at 0).
+fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
+    if x.is_contiguous() && x.offset == 0 {
+        k.ensure(x)?;
+        return Ok(Some(x.clone()));
+    }
+    elementwise(k, UnaryOp::Copy.variant(), x.dtype, x, None, None, 1.0, 0.0)
+}
+
+/// Metadata-only views through the CPU kernel on a placeholder (see the executor doc).
+fn view(k: &mut Kc) -> Out {
+    let Some(kernel) = registry().lookup(k.target()) else {
+        return Ok(None);
+    };
+    let mut ids = Vec::new();
+    k.op.node
+        .inputs
+        .iter()
+        .for_each(|(_, a)| a.values(&mut ids));
+    let mut env: Vec<Option<RValue>> = k.op.env.to_vec();
+    let mut placeholders: Vec<(Arc<RwLock<Data>>, GTensor)> = Vec::new();
+    for id in ids {
+        let Some(t) = k.env_t.get(id).and_then(|t| t.clone()) else {
+            continue;
+        };
+        let Some(data) = Data::zeros(t.dtype, t.span()) else {
+            return Ok(None);
+        };
+        let data = Arc::new(RwLock::new(data));
+        env[id] = Some(RValue::Tensor(Tensor {
+            dtype: t.dtype,
+            sizes: t.sizes.clone(),
+            strides: t.strides.clone(),
+            offset: t.offset,
+            data: data.clone(),
+        }));
+        placeholders.push((data, t));
+    }
+    let outs = {
+        let mut ctx = OpCtx {
+            node: k.op.node,
+            graph: k.op.graph,
+            env: &env,
+            state: &mut *k.op.state,
+        };
+        match kernel(&mut ctx) {
+            Ok(o) => o,
+            // The CPU kernel will report the same error with real data.
+            Err(_) => return Ok(None),
+        }
+    };
+    let map = |t: &Tensor| -> Option<GTensor> {
+        placeholders
+            .iter()
+            .find(|(d, _)| Arc::ptr_eq(d, &t.data))
+            .map(|(_, g)| g.view(t.sizes.clone(), t.strides.clone(), t.offset))
+    };
+    let mut slots = Vec::new();
+    for o in outs {
+        slots.push(match o {
+            RValue::Tensor(t) => match map(&t) {
+                Some(g) => Slot::T(g),
+                None => return Ok(None),
+            },
+            RValue::Tensors(ts) => {
+                let mut v = Vec::new();
+                for t in &ts {
+                    match map(t) {
+                        Some(g) => v.push(g),
+                        None => return Ok(None),
+                    }
+                }
+                Slot::Ts(v)
+            }
+            other => Slot::V(other),
+        });
+    }
+    Ok(Some(slots))
+}
+
+/// (batch, row, col) strides and offset of a rank-2 or rank-3 view (batch stride 0 for 2-D).
+fn mat_strides(t: &GTensor) -> [u32; 4] {
+    let r = t.rank();
+    let b = if r == 3 { t.strides[0] } else { 0 };
+    [
+        b as u32,
+        t.strides[r - 2] as u32,
+        t.strides[r - 1] as u32,
+        t.offset as u32,
+    ]
+}
+
+/// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
+#[allow(clippy::too_many_arguments)]
+fn encode_matmul(
+    k: &mut Kc,
+    a: &GTensor,
+    bm: &GTensor,
+    c: Option<&GTensor>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    kk: usize,
+    alpha: f32,
+    beta: f32,
+) -> Result<Option<GTensor>> {
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
+    if !k.fits(a)
+        || !k.fits(bm)
+        || c.is_some_and(|c| !k.fits(c))
+        || batch > maxg
+        || m.div_ceil(16) > maxg
+        || n.div_ceil(16) > maxg
+    {
+        return Ok(None);
+    }
+    k.ensure(a)?;
+    k.ensure(bm)?;
+    if let Some(c) = c {
+        k.ensure(c)?;
+    }
+    let sizes = if a.rank() == 3 {
+        vec![batch, m, n]
+    } else {
+        vec![m, n]
+    };
+    let out = k.new_out(DType::F32, &sizes)?;
+    if batch * m * n == 0 {
+        return Ok(Some(out));
+    }
+    let meta = MatmulMeta {
+        m: m as u32,
+        n: n as u32,
+        k: kk as u32,
+        flags: c.is_some() as u32,
+        a: mat_strides(a),
+        b: mat_strides(bm),
+        c: c.map(mat_strides).unwrap_or_default(),
+        alpha,
+        beta,
+        _p: [0.0; 2],
+    };
+    let groups = (n.div_ceil(16) as u32, m.div_ceil(16) as u32, batch as u32);
+    match c {
+        Some(c) => k.dispatch(
+            &MATMUL_BIAS,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, a), (3, bm), (4, c)],
+            groups,
+        )?,
+        None => k.dispatch(
+            &MATMUL,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, a), (3, bm)],
+            groups,
+        )?,
+    }
+    Ok(Some(out))
+}
+
+fn all_f32(ts: &[&GTensor]) -> bool {
+    ts.iter().all(|t| t.dtype == DType::F32)
+}
+
+/// mm, bmm, and matmul of 2-D/3-D operands with matching batch.
+fn matmul(k: &mut Kc) -> Out {
+    let other = if k.op.arg("mat2").is_some() {
+        "mat2"
+    } else {
+        "other"
+    };
+    let (Some(a), Some(b)) = (k.t("self"), k.t(other)) else {
+        return Ok(None);
+    };
+    if !all_f32(&[&a, &b]) || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    match (a.rank(), b.rank()) {
+        (2, 2) if a.sizes[1] == b.sizes[0] => one(encode_matmul(
+            k, &a, &b, None, 1, a.sizes[0], b.sizes[1], a.sizes[1], 1.0, 0.0,
+        )),
+        (3, 3) if a.sizes[0] == b.sizes[0] && a.sizes[2] == b.sizes[1] => one(encode_matmul(
+            k, &a, &b, None, a.sizes[0], a.sizes[1], b.sizes[2], a.sizes[2], 1.0, 0.0,
+        )),
+        // [B, M, K] @ [K, N]: the 2-D operand broadcast over the batch (batch stride 0).
+        (3, 2) if a.sizes[2] == b.sizes[0] => {
+            let bb = b.view(
+                vec![a.sizes[0], b.sizes[0], b.sizes[1]],
+                vec![0, b.strides[0], b.strides[1]],
+                b.offset,
+            );
+            one(encode_matmul(
+                k, &a, &bb, None, a.sizes[0], a.sizes[1], b.sizes[1], a.sizes[2], 1.0, 0.0,
+            ))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// addmm(self, mat1, mat2, beta, alpha) = beta * self + alpha * mat1 @ mat2.
+fn addmm(k: &mut Kc) -> Out {
+    let (Some(c), Some(a), Some(b)) = (k.t("self"), k.t("mat1"), k.t("mat2")) else {
+        return Ok(None);
+    };
+    if !all_f32(&[&a, &b, &c]) || !k.out_is(DType::F32) || a.rank() != 2 || b.rank() != 2 {
+        return Ok(None);
+    }
+    let (m, kk, n) = (a.sizes[0], a.sizes[1], b.sizes[1]);
+    if b.sizes[0] != kk {
+        return Ok(None);
+    }
+    let Some(cb) = c.expand_to(&[m, n]) else {
+        return Ok(None);
+    };
+    let beta = k.op.float_or("beta", 1.0)? as f32;
+    let alpha = k.op.float_or("alpha", 1.0)? as f32;
+    one(encode_matmul(
+        k,
+        &a,
+        &b,
+        Some(&cb),
+        1,
+        m,
+        n,
+        kk,
+        alpha,
+        beta,
+    ))
+}
+
+/// linear(input [..., K], weight [N, K], bias [N]?) = input @ weight^T + bias.
+fn linear(k: &mut Kc) -> Out {
+    let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
+        return Ok(None);
+    };
+    let bias = k.t("bias");
+    if !all_f32(&[&x, &w]) || bias.as_ref().is_some_and(|b| b.dtype != DType::F32) {
+        return Ok(None);
+    }
+    if !k.out_is(DType::F32) || x.rank() == 0 || w.rank() != 2 {
+        return Ok(None);
+    }
+    let kk = x.sizes[x.rank() - 1];
+    let n = w.sizes[0];
+    if w.sizes[1] != kk
+        || bias
+            .as_ref()
+            .is_some_and(|b| b.rank() != 1 || b.sizes[0] != n)
+    {
+        return Ok(None);
+    }
+    let lead: Vec<usize> = x.sizes[..x.rank() - 1].to_vec();
+    let m: usize = lead.iter().product();
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let a = xc.view(vec![m, kk], vec![kk, 1], xc.offset);
+    let wt = w.view(vec![kk, n], vec![w.strides[1], w.strides[0]], w.offset);
+    let c = bias.map(|b| b.view(vec![m, n], vec![0, b.strides[0]], b.offset));
+    let Some(out) = encode_matmul(k, &a, &wt, c.as_ref(), 1, m, n, kk, 1.0, 1.0)? else {
+        return Ok(None);
+    };
+    let mut sizes = lead;
+    sizes.push(n);
+    let st = contiguous_strides(&sizes);
+    Ok(Some(vec![Slot::T(out.view(sizes, st, 0))]))
+}
+
+fn norm_dim(d: i64, rank: usize) -> Option<usize> {
+    let r = rank.max(1) as i64;
+    let d = if d < 0 { d + r } else { d };
+    (0..r).contains(&d).then_some(d as usize)
+}
+
+/// softmax / log_softmax along `dim`.
+fn softmax(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let log = k.target().contains("log_softmax");
+    let Some(dim) = norm_dim(k.op.int("dim")?, x.rank()) else {
+        return Ok(None);
+    };
+    if x.rank() == 0 {
+        return Ok(None);
+    }
+    // Move `dim` last (a view), make it contiguous, run rows, move it back with a copy.
+    let r = x.rank();
+    let mut perm: Vec<usize> = (0..r).filter(|&d| d != dim).collect();
+    perm.push(dim);
+    let pv = x.view(
+        perm.iter().map(|&d| x.sizes[d]).collect(),
+        perm.iter().map(|&d| x.strides[d]).collect(),
+        x.offset,
+    );
+    let Some(xc) = contiguous(k, &pv)? else {
+        return Ok(None);
+    };
+    let cols = x.sizes[dim];
+    let rows = x.numel() / cols.max(1);
+    let out = k.new_out(DType::F32, &pv.sizes)?;
+    if rows * cols > 0 {
+        let (gx, gy, _) = grid(rows, 1);
+        let meta = RowMeta {
+            rows: rows as u32,
+            cols: cols as u32,
+            row: gx,
+            ..Default::default()
+        };
+        let v = if log { LOG_SOFTMAX } else { SOFTMAX };
+        k.dispatch(
+            &v,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, &xc)],
+            (gx, gy, 1),
+        )?;
+    }
+    if dim == r - 1 {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
+    // out is laid out in `perm` order; view it in the original order and copy.
+    let mut strides = vec![0; r];
+    for (i, &d) in perm.iter().enumerate() {
+        strides[d] = out.strides[i];
+    }
+    let back = out.view(x.sizes.clone(), strides, 0);
+    one(elementwise(
+        k,
+        UnaryOp::Copy.variant(),
+        DType::F32,
+        &back,
+        None,
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// sum / mean (dim list or all), amax / amin.
+fn reduce(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) {
+        return Ok(None);
+    }
+    if let Some(d) = k.op.opt_dtype("dtype")? {
+        if d != DType::F32 {
+            return Ok(None);
+        }
+    }
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
+    let r = x.rank();
+    let dims: Vec<i64> = match k.op.arg("dim") {
+        None | Some(Arg::None) => vec![],
+        Some(_) => k.op.ints("dim")?,
+    };
+    let mut red = vec![false; r];
+    if dims.is_empty() {
+        red.iter_mut().for_each(|x| *x = true);
+    } else {
+        for d in dims {
+            match norm_dim(d, r) {
+                Some(d) if d < r => red[d] = true,
+                _ if r == 0 => {}
+                _ => return Ok(None),
+            }
+        }
+    }
+    let keepdim = k.op.bool_or("keepdim", false)?;
+    let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
+    let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
+    let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();
+    let n_out: usize = kept.iter().map(|&d| x.sizes[d]).product();
+    let (rop, scale) = match op.as_str() {
+        "aten.sum" => (ReduceOp::Sum, 1.0),
+        "aten.mean" => (ReduceOp::Sum, 1.0 / n_red as f32),
+        "aten.amax" => (ReduceOp::Max, 1.0),
+        "aten.amin" => (ReduceOp::Min, 1.0),
+        _ => return Ok(None),
+    };
+    if n_red == 0 && rop != ReduceOp::Sum {
+        return Ok(None);
+    }
+    let out_sizes: Vec<usize> = if keepdim {
+        (0..r)
+            .map(|d| if red[d] { 1 } else { x.sizes[d] })
+            .collect()
+    } else {
+        kept.iter().map(|&d| x.sizes[d]).collect()
+    };
+    k.ensure(&x)?;
+    let out = k.new_out(DType::F32, &out_sizes)?;
+    if n_out == 0 {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
+    let sel = |ds: &[usize], v: &[usize]| -> Vec<usize> { ds.iter().map(|&d| v[d]).collect() };
+    let (gx, gy, row) = grid(n_out, 64);
+    let meta = ReduceMeta {
+        n_out: n_out as u32,
+        n_red: n_red as u32,
+        kept_rank: kept.len() as u32,
+        red_rank: rd.len() as u32,
+        kept_shape: pad8(&sel(&kept, &x.sizes)),
+        kept_strides: pad8(&sel(&kept, &x.strides)),
+        red_shape: pad8(&sel(&rd, &x.sizes)),
+        red_strides: pad8(&sel(&rd, &x.strides)),
+        offset: x.offset as u32,
+        row,
+        scale,
+        _p: 0,
+    };
+    k.dispatch(
+        &rop.variant(),
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, &x)],
+        (gx, gy, 1),
+    )?;
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// layer_norm / native_layer_norm over the trailing `normalized_shape` dims.
+fn layer_norm(k: &mut Kc) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let (w, b) = (k.t("weight"), k.t("bias"));
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    if w.as_ref().is_some_and(|t| t.dtype != DType::F32)
+        || b.as_ref().is_some_and(|t| t.dtype != DType::F32)
+    {
+        return Ok(None);
+    }
+    let ns = k.op.ints("normalized_shape")?;
+    let r = x.rank();
+    if ns.is_empty() || ns.len() > r {
+        return Ok(None);
+    }
+    let axis = r - ns.len();
+    if x.sizes[axis..]
+        .iter()
+        .zip(&ns)
+        .any(|(&a, &b)| a as i64 != b)
+    {
+        return Ok(None);
+    }
+    let eps = k.op.float_or("eps", 1e-5)? as f32;
+    let cols: usize = x.sizes[axis..].iter().product();
+    let rows: usize = x.sizes[..axis].iter().product();
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let wc = match &w {
+        Some(w) => match contiguous(k, w)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let bc = match &b {
+        Some(b) => match contiguous(k, b)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let out = k.new_out(DType::F32, &x.sizes)?;
+    let mut stat_sizes: Vec<usize> = x.sizes[..axis].to_vec();
+    stat_sizes.extend(std::iter::repeat_n(1, ns.len()));
+    let mean = k.new_out(DType::F32, &stat_sizes)?;
+    let rstd = k.new_out(DType::F32, &stat_sizes)?;
+    if rows * cols > 0 {
+        let (gx, gy, _) = grid(rows, 1);
+        let meta = RowMeta {
+            rows: rows as u32,
+            cols: cols as u32,
+            row: gx,
+            flags: wc.is_some() as u32 | ((bc.is_some() as u32) << 1),
+            eps,
+            _p: [0.0; 3],
+        };
+        let wref = wc.as_ref().unwrap_or(&xc);
+        let bref = bc.as_ref().unwrap_or(&xc);
+        k.dispatch(
+            &LAYER_NORM,
+            bytemuck::bytes_of(&meta),
+            &[
+                (1, &out),
+                (2, &xc),
+                (3, wref),
+                (4, bref),
+                (5, &mean),
+                (6, &rstd),
+            ],
+            (gx, gy, 1),
+        )?;
+    }
+    if k.target().starts_with("aten.native_layer_norm") {
+        Ok(Some(vec![Slot::T(out), Slot::T(mean), Slot::T(rstd)]))
+    } else {
+        Ok(Some(vec![Slot::T(out)]))
+    }
+}

@@ -1,0 +1,55 @@
+//! The GPU backend: wgpu (Vulkan, Metal, DX12, GL on the desktop; tested on Mesa lavapipe).
+//!
+//! - [`device`]: adapters, device properties, the buffer pool and its memory statistics.
+//! - [`shaders`]: the WGSL files in `shaders/` and every variant (validated by naga in tests).
+//! - [`kernels`]: which `aten.*` targets run on the GPU and how.
+//! - [`exec`]: [`GpuSession`], the executor (GPU kernels plus CPU fallback per node).
+//!
+//! # Dtypes on the GPU
+//! Kernels compute in f32. On the GPU a tensor's storage holds 32-bit words: f32 as f32,
+//! i64 and i32 as i32 (uploading an i64 outside the i32 range is an error naming the tensor,
+//! never a silent wrap), bool as u32 0/1. f16, bf16, f64 and the small integer types stay on
+//! the CPU: their nodes run through the CPU fallback (shader-f16 kernels are future work).
+//! A node runs on the GPU only when its kernel accepts every input and output dtype.
+//!
+//! # Device API
+//! In the spirit of `torch.mps` / `torch.xpu`: [`device_count`], [`is_available`],
+//! [`get_device_name`], [`get_device_properties`], and per device ([`GpuDevice`])
+//! `synchronize`, `empty_cache`, `current_allocated_memory`, `max_memory_allocated`,
+//! `reset_peak_memory_stats`, `driver_allocated_memory`, `recommended_max_memory`,
+//! `set_per_process_memory_fraction`.
+
+pub mod device;
+pub mod exec;
+pub mod kernels;
+pub mod shaders;
+pub mod store;
+
+pub use device::{adapters, BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
+pub use exec::{GpuSession, RunStats};
+
+use crate::error::{Error, Result};
+
+/// Number of adapters wgpu finds (all backends).
+pub fn device_count() -> usize {
+    adapters(BackendChoice::Auto).len()
+}
+
+/// Whether any GPU adapter (including a software one such as lavapipe) is present.
+pub fn is_available() -> bool {
+    device_count() > 0
+}
+
+/// Properties of adapter `index` (in [`adapters`] order: discrete first, GL last).
+pub fn get_device_properties(index: usize) -> Result<DeviceProperties> {
+    let list = adapters(BackendChoice::Auto);
+    let n = list.len();
+    list.get(index)
+        .map(device::properties_of)
+        .ok_or_else(|| Error::Gpu(format!("no GPU adapter {index} (found {n})")))
+}
+
+/// Name of adapter `index`.
+pub fn get_device_name(index: usize) -> Result<String> {
+    get_device_properties(index).map(|p| p.name)
+}

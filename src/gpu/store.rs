@@ -1,0 +1,205 @@
+//! Tensors of the GPU executor: a strided view of a [`Store`], a storage that can live on the
+//! GPU, on the CPU, or both, with a flag per side saying which copy is current.
+//!
+//! Views share their store, so an in-place CPU fallback (`add_`, `copy_`) that writes the
+//! CPU copy marks the GPU copy stale for every view of it, and the next GPU use uploads it
+//! again. A CPU store keeps the CPU tensor's own `Arc` so that identity (tied weights,
+//! views of a buffer) is preserved across round trips.
+//!
+//! On the GPU: f32 as f32; i64 and i32 as i32 (an i64 outside the i32 range is an error on
+//! upload, never a silent wrap); bool as u32 (0/1). Other dtypes stay on the CPU.
+
+use super::device::{GpuBuffer, GpuDevice};
+use crate::cpu::{Data, Tensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+/// Can tensors of `dtype` be held on the GPU?
+pub fn gpu_dtype(dtype: DType) -> bool {
+    matches!(dtype, DType::F32 | DType::I64 | DType::I32 | DType::Bool)
+}
+
+pub struct Store {
+    pub dtype: DType,
+    /// Elements.
+    pub len: usize,
+    pub gpu: Option<GpuBuffer>,
+    pub gpu_valid: bool,
+    pub cpu: Option<Arc<RwLock<Data>>>,
+    pub cpu_valid: bool,
+}
+
+pub type Cell = Arc<Mutex<Store>>;
+
+pub fn lock(c: &Cell) -> MutexGuard<'_, Store> {
+    c.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A strided view of a store.
+#[derive(Clone)]
+pub struct GTensor {
+    pub cell: Cell,
+    pub dtype: DType,
+    pub sizes: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub offset: usize,
+}
+
+impl std::fmt::Debug for GTensor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "GTensor({} {:?} strides {:?} +{})",
+            self.dtype, self.sizes, self.strides, self.offset
+        )
+    }
+}
+
+pub fn contiguous_strides(sizes: &[usize]) -> Vec<usize> {
+    crate::tensor::contiguous_strides(sizes)
+}
+
+impl GTensor {
+    pub fn numel(&self) -> usize {
+        self.sizes.iter().product()
+    }
+    pub fn rank(&self) -> usize {
+        self.sizes.len()
+    }
+    pub fn is_contiguous(&self) -> bool {
+        let mut expected = 1usize;
+        for i in (0..self.sizes.len()).rev() {
+            if self.sizes[i] != 1 && self.strides[i] != expected {
+                return false;
+            }
+            expected *= self.sizes[i];
+        }
+        true
+    }
+    /// Elements of the store this view can touch (offset + extent).
+    pub fn span(&self) -> usize {
+        if self.numel() == 0 {
+            return self.offset;
+        }
+        self.offset
+            + self
+                .sizes
+                .iter()
+                .zip(&self.strides)
+                .map(|(s, st)| (s - 1) * st)
+                .sum::<usize>()
+            + 1
+    }
+    /// A view sharing the store.
+    pub fn view(&self, sizes: Vec<usize>, strides: Vec<usize>, offset: usize) -> GTensor {
+        GTensor {
+            cell: self.cell.clone(),
+            dtype: self.dtype,
+            sizes,
+            strides,
+            offset,
+        }
+    }
+    /// A broadcast view to `sizes` (stride 0 on expanded dims), or None if incompatible.
+    pub fn expand_to(&self, sizes: &[usize]) -> Option<GTensor> {
+        let n = sizes.len();
+        if self.rank() > n {
+            return None;
+        }
+        let lead = n - self.rank();
+        let mut strides = vec![0; n];
+        for i in lead..n {
+            let (s, st) = (self.sizes[i - lead], self.strides[i - lead]);
+            if s == sizes[i] {
+                strides[i] = st;
+            } else if s != 1 {
+                return None;
+            }
+        }
+        Some(self.view(sizes.to_vec(), strides, self.offset))
+    }
+    /// A CPU tensor viewing the store's CPU copy (which must be current).
+    pub fn cpu_view(&self) -> Result<Tensor> {
+        let s = lock(&self.cell);
+        let data = s.cpu.clone().filter(|_| s.cpu_valid).ok_or_else(|| {
+            Error::Gpu("internal: CPU copy of a GPU tensor is not current".into())
+        })?;
+        Ok(Tensor {
+            dtype: self.dtype,
+            sizes: self.sizes.clone(),
+            strides: self.strides.clone(),
+            offset: self.offset,
+            data,
+        })
+    }
+}
+
+/// A new store with only a CPU copy (a CPU tensor's storage).
+pub fn cpu_store(t: &Tensor) -> Cell {
+    let len = t.read().len();
+    Arc::new(Mutex::new(Store {
+        dtype: t.dtype,
+        len,
+        gpu: None,
+        gpu_valid: false,
+        cpu: Some(t.data.clone()),
+        cpu_valid: true,
+    }))
+}
+
+/// A fresh GPU-only store of `len` elements.
+pub fn gpu_store(dev: &GpuDevice, dtype: DType, len: usize, what: &str) -> Result<Cell> {
+    let buf = dev.alloc(len as u64 * 4, what)?;
+    Ok(Arc::new(Mutex::new(Store {
+        dtype,
+        len,
+        gpu: Some(buf),
+        gpu_valid: true,
+        cpu: None,
+        cpu_valid: false,
+    })))
+}
+
+/// The bytes to upload for a CPU storage (see the module doc for the GPU representation).
+pub fn to_gpu_bytes(d: &Data, what: &str) -> Result<Vec<u8>> {
+    Ok(match d {
+        Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        Data::I64(v) => {
+            let mut out = Vec::with_capacity(v.len() * 4);
+            for (i, &x) in v.iter().enumerate() {
+                let y = i32::try_from(x).map_err(|_| {
+                    Error::Gpu(format!(
+                        "{what}: int64 element {i} is {x}, outside the int32 range the GPU \
+                         stores int64 in (run this program with --device cpu)"
+                    ))
+                })?;
+                out.extend_from_slice(&y.to_le_bytes());
+            }
+            out
+        }
+        Data::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
+        other => {
+            return Err(Error::Gpu(format!(
+                "{what}: dtype {} is not held on the GPU",
+                other.dtype()
+            )))
+        }
+    })
+}
+
+/// CPU storage from downloaded GPU words.
+pub fn from_gpu_bytes(dtype: DType, b: &[u8], len: usize) -> Result<Data> {
+    let words = b
+        .chunks_exact(4)
+        .take(len)
+        .map(|c| [c[0], c[1], c[2], c[3]]);
+    Ok(match dtype {
+        DType::F32 => Data::F32(words.map(f32::from_le_bytes).collect()),
+        DType::I32 => Data::I32(words.map(i32::from_le_bytes).collect()),
+        DType::I64 => Data::I64(words.map(|w| i32::from_le_bytes(w) as i64).collect()),
+        DType::Bool => Data::Bool(words.map(|w| u32::from_le_bytes(w) != 0).collect()),
+        other => return Err(Error::Gpu(format!("dtype {other} is not held on the GPU"))),
+    })
+}

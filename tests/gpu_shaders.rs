@@ -1,0 +1,121 @@
+//! Every WGSL shader variant parsed and validated by naga (no GPU needed), uniform layouts
+//! checked against the Rust structs, and the GPU storage conversions of i64 and bool.
+
+use pt2web::cpu::Data;
+use pt2web::gpu::kernels::{ElemMeta, MatmulMeta, ReduceMeta, RowMeta};
+use pt2web::gpu::shaders::{all_variants, Shader, Variant};
+use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
+use pt2web::DType;
+
+use naga::valid::{Capabilities, ValidationFlags, Validator};
+
+fn validate(v: &Variant) -> Result<(), String> {
+    let src = v.shader.source();
+    let module = naga::front::wgsl::parse_str(src)
+        .map_err(|e| format!("{}: parse error:\n{}", v.label(), e.emit_to_string(src)))?;
+    let mut validator = Validator::new(ValidationFlags::all(), Capabilities::empty());
+    let info = validator.validate(&module).map_err(|e| {
+        format!(
+            "{}: validation error:\n{}",
+            v.label(),
+            e.emit_to_string(src)
+        )
+    })?;
+    if !module
+        .entry_points
+        .iter()
+        .any(|ep| ep.name == v.entry && ep.stage == naga::ShaderStage::Compute)
+    {
+        return Err(format!(
+            "{}: no compute entry point '{}'",
+            v.label(),
+            v.entry
+        ));
+    }
+    let mut constants = naga::back::PipelineConstants::default();
+    if let Some((n, val)) = v.constant {
+        if !module
+            .overrides
+            .iter()
+            .any(|(_, o)| o.name.as_deref() == Some(n))
+        {
+            return Err(format!("{}: no override constant '{n}'", v.label()));
+        }
+        constants.insert(n.to_string(), val as f64);
+    }
+    let (m, _) = naga::back::pipeline_constants::process_overrides(
+        &module,
+        &info,
+        Some((naga::ShaderStage::Compute, v.entry)),
+        &constants,
+    )
+    .map_err(|e| format!("{}: override constants: {e}", v.label()))?;
+    Validator::new(ValidationFlags::all(), Capabilities::empty())
+        .validate(&m)
+        .map_err(|e| {
+            format!(
+                "{}: validation error after specialisation:\n{}",
+                v.label(),
+                e.emit_to_string(src)
+            )
+        })?;
+    Ok(())
+}
+
+#[test]
+fn every_shader_variant_validates() {
+    let variants = all_variants();
+    for s in Shader::ALL {
+        assert!(
+            variants.iter().any(|v| v.shader == s),
+            "{} has no declared variant",
+            s.name()
+        );
+    }
+    let errors: Vec<String> = variants.iter().filter_map(|v| validate(v).err()).collect();
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+/// The `Meta` struct of each shader has the size of the Rust struct that fills it.
+#[test]
+fn uniform_layouts_match() {
+    for (s, size) in [
+        (Shader::Elementwise, std::mem::size_of::<ElemMeta>()),
+        (Shader::Matmul, std::mem::size_of::<MatmulMeta>()),
+        (Shader::Rows, std::mem::size_of::<RowMeta>()),
+        (Shader::Reduce, std::mem::size_of::<ReduceMeta>()),
+    ] {
+        let module = naga::front::wgsl::parse_str(s.source()).unwrap();
+        let mut layouter = naga::proc::Layouter::default();
+        layouter.update(module.to_ctx()).unwrap();
+        let (h, _) = module
+            .types
+            .iter()
+            .find(|(_, t)| t.name.as_deref() == Some("Meta"))
+            .unwrap_or_else(|| panic!("{}: no struct Meta", s.name()));
+        assert_eq!(
+            layouter[h].size as usize,
+            size,
+            "{}: WGSL Meta size vs the Rust struct",
+            s.name()
+        );
+    }
+}
+
+#[test]
+fn int64_out_of_int32_range_is_an_error_not_a_wrap() {
+    let e = to_gpu_bytes(&Data::I64(vec![1, 1 << 40]), "input 'idx'").unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.contains("input 'idx'") && msg.contains("1099511627776"),
+        "{msg}"
+    );
+    let ok = to_gpu_bytes(&Data::I64(vec![-5, i32::MAX as i64]), "x").unwrap();
+    let back = from_gpu_bytes(DType::I64, &ok, 2).unwrap();
+    assert_eq!(back, Data::I64(vec![-5, i32::MAX as i64]));
+    let b = to_gpu_bytes(&Data::Bool(vec![true, false]), "m").unwrap();
+    assert_eq!(
+        from_gpu_bytes(DType::Bool, &b, 2).unwrap(),
+        Data::Bool(vec![true, false])
+    );
+}

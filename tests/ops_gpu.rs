@@ -1,0 +1,333 @@
+//! The op suite (tests/fixtures/ops: cases exported by tests/fixgen with expected values from
+//! eager PyTorch) on the GPU backend, plus the device API. Without a GPU adapter the tests
+//! skip with a message, unless PT2WEB_REQUIRE_GPU=1 (CI), which makes a missing adapter a
+//! failure. On Linux without a GPU: `apt-get install mesa-vulkan-drivers` (lavapipe).
+
+mod common;
+
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::cpu::Tensor;
+use pt2web::gpu::{BackendChoice, GpuDevice, GpuSession, RunStats};
+use pt2web::program::Pt2Archive;
+use pt2web::runtime::RValue;
+use pt2web::{DType, Error, Limits};
+use serde_json::Value;
+use std::sync::Arc;
+
+fn device() -> Option<Arc<GpuDevice>> {
+    let backend = std::env::var("PT2WEB_GPU_BACKEND")
+        .ok()
+        .map(|b| BackendChoice::parse(&b).unwrap())
+        .unwrap_or_default();
+    match GpuDevice::open(backend, None) {
+        Ok(d) => {
+            eprintln!(
+                "gpu: {} ({}, {})",
+                d.properties.name, d.properties.backend, d.properties.device_type
+            );
+            Some(Arc::new(d))
+        }
+        Err(e) if std::env::var("PT2WEB_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("PT2WEB_REQUIRE_GPU=1 but no GPU device: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no GPU adapter ({e}); set PT2WEB_REQUIRE_GPU=1 to fail instead");
+            None
+        }
+    }
+}
+
+/// (atol, rtol) per named tolerance, as tests/ops.rs.
+fn tolerance(name: &str) -> (f64, f64) {
+    match name {
+        "exact" => (0.0, 0.0),
+        "close" => (1e-5, 1e-5),
+        "loose" => (1e-4, 1e-4),
+        "half" => (1e-2, 1e-2),
+        other => panic!("unknown tolerance '{other}'"),
+    }
+}
+
+fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
+    if got.sizes != want.sizes {
+        return Err(format!("shape {:?}, expected {:?}", got.sizes, want.sizes));
+    }
+    if got.dtype != want.dtype {
+        return Err(format!("dtype {}, expected {}", got.dtype, want.dtype));
+    }
+    let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
+    let (mut atol, mut rtol) = tolerance(tol);
+    if matches!(want.dtype, DType::F16 | DType::BF16) && tol != "exact" {
+        (atol, rtol) = (atol.max(1e-2), rtol.max(1e-2));
+    }
+    let mut max_diff = 0.0f64;
+    let mut first = None;
+    for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !ok {
+            max_diff = max_diff.max((a - b).abs());
+            first.get_or_insert((i, a, b));
+        }
+    }
+    match first {
+        None => Ok(()),
+        Some((i, a, b)) => Err(format!(
+            "first outlier at flat index {i}: got {a}, expected {b}; max |diff| {max_diff:e} (tolerance {tol})"
+        )),
+    }
+}
+
+struct FamilyReport {
+    passed: usize,
+    failures: Vec<String>,
+    stats: RunStats,
+}
+
+fn run_family(dev: &Arc<GpuDevice>, fam: &str) -> FamilyReport {
+    let dir = common::fixtures().join("ops");
+    let cases: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{fam}.cases.json"))).unwrap())
+            .unwrap();
+    let io_bytes = std::fs::read(dir.join(format!("{fam}.io.safetensors"))).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let archive = Pt2Archive::open(
+        &format!("{fam}.pt2"),
+        std::fs::read(dir.join(format!("{fam}.pt2"))).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let mut rep = FamilyReport {
+        passed: 0,
+        failures: Vec::new(),
+        stats: RunStats::default(),
+    };
+    for c in cases["cases"].as_array().unwrap() {
+        let pname = c["program"].as_str().unwrap();
+        let tol = c["tol"].as_str().unwrap();
+        let mut stats = RunStats::default();
+        let result = (|| -> Result<(), String> {
+            let program = archive
+                .program(Some(pname), &LoadOptions::default())
+                .map_err(|e| e.to_string())?;
+            let mut session = GpuSession::new(program, dev.clone()).map_err(|e| e.to_string())?;
+            let n_in = c["inputs"].as_array().unwrap().len();
+            let inputs: Vec<RValue> = (0..n_in)
+                .map(|i| {
+                    RValue::Tensor(common::to_tensor(
+                        &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+                    ))
+                })
+                .collect();
+            let outs = session.run(inputs);
+            stats = session.last_stats.clone();
+            let outs = outs.map_err(|e| e.to_string())?;
+            let mut k = 0;
+            for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
+                if !o.is_array() {
+                    continue;
+                }
+                let want = common::to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
+                let got = match outs.get(k) {
+                    Some(RValue::Tensor(t)) => t.clone(),
+                    other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
+                };
+                compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
+                k += 1;
+            }
+            Ok(())
+        })();
+        rep.stats.add(&stats);
+        match result {
+            Ok(()) => rep.passed += 1,
+            Err(e) => rep.failures.push(format!("  {fam}/{pname}: {e}")),
+        }
+    }
+    rep
+}
+
+/// Every family of tests/fixtures/ops on the GPU (PT2WEB_OP_FAMILY=name runs one).
+#[test]
+fn op_suite_gpu() {
+    let Some(dev) = device() else { return };
+    let dir = common::fixtures().join("ops");
+    let only = std::env::var("PT2WEB_OP_FAMILY").ok();
+    let mut fams: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| {
+            e.ok()?
+                .file_name()
+                .to_str()?
+                .strip_suffix(".cases.json")
+                .map(str::to_string)
+        })
+        .collect();
+    fams.sort();
+    fams.retain(|f| only.as_deref().is_none_or(|o| o == f));
+    assert!(
+        !fams.is_empty() || only.is_some(),
+        "no op families in {}",
+        dir.display()
+    );
+    let mut failures = Vec::new();
+    let mut total = RunStats::default();
+    let (mut passed, mut failed) = (0, 0);
+    eprintln!(
+        "{:<12} {:>6} {:>6} {:>9} {:>9} {:>9} {:>8}",
+        "family", "passed", "failed", "gpu-nodes", "views", "fallback", "submits"
+    );
+    for f in &fams {
+        let rep = run_family(&dev, f);
+        eprintln!(
+            "{:<12} {:>6} {:>6} {:>9} {:>9} {:>9} {:>8}",
+            f,
+            rep.passed,
+            rep.failures.len(),
+            rep.stats.gpu_nodes,
+            rep.stats.view_nodes,
+            rep.stats.fallback_nodes(),
+            rep.stats.submits
+        );
+        passed += rep.passed;
+        failed += rep.failures.len();
+        total.add(&rep.stats);
+        failures.extend(rep.failures);
+    }
+    let mut fb: Vec<(&String, &u64)> = total.fallbacks.iter().collect();
+    fb.sort_by(|a, b| b.1.cmp(a.1));
+    eprintln!(
+        "gpu op suite: {passed} passed, {failed} failed; nodes on gpu {} (+{} views), fallback {}",
+        total.gpu_nodes,
+        total.view_nodes,
+        total.fallback_nodes()
+    );
+    eprintln!(
+        "most frequent fallbacks: {}",
+        fb.iter()
+            .take(25)
+            .map(|(k, v)| format!("{k} x{v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    assert!(
+        failures.is_empty(),
+        "{} cases failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Memory counters move with allocations; the memory-fraction limit gives a typed error and
+/// the device stays usable.
+#[test]
+fn device_memory_api() {
+    let Some(dev) = device() else { return };
+    assert!(pt2web::gpu::is_available());
+    assert!(pt2web::gpu::device_count() >= 1);
+    let p = pt2web::gpu::get_device_properties(0).unwrap();
+    assert!(!p.name.is_empty() && p.limits.max_buffer_size > 0, "{p:?}");
+    assert_eq!(pt2web::gpu::get_device_name(0).unwrap(), p.name);
+    assert!(pt2web::gpu::get_device_properties(10_000).is_err());
+
+    let base = dev.current_allocated_memory();
+    dev.reset_peak_memory_stats();
+    let a = dev.alloc(1 << 20, "a").unwrap();
+    assert_eq!(dev.current_allocated_memory(), base + (1 << 20));
+    let b = dev.alloc(3 << 20, "b").unwrap();
+    assert_eq!(dev.max_memory_allocated(), base + (4 << 20));
+    drop(b);
+    assert_eq!(dev.current_allocated_memory(), base + (1 << 20));
+    assert_eq!(dev.max_memory_allocated(), base + (4 << 20), "peak kept");
+    assert!(
+        dev.driver_allocated_memory() >= base + (4 << 20),
+        "freed buffer cached"
+    );
+    dev.reset_peak_memory_stats();
+    assert_eq!(dev.max_memory_allocated(), base + (1 << 20));
+    dev.empty_cache().unwrap();
+    assert!(
+        dev.driver_allocated_memory() < base + (4 << 20),
+        "cache released"
+    );
+
+    // A limit just above what is in use: a large allocation fails cleanly...
+    let rec = dev.recommended_max_memory();
+    assert!(rec > 0);
+    let fraction = (dev.current_allocated_memory() + (2 << 20)) as f64 / rec as f64;
+    dev.set_per_process_memory_fraction(fraction).unwrap();
+    let e = dev.alloc(64 << 20, "the big tensor").unwrap_err();
+    match &e {
+        Error::OutOfMemory {
+            what,
+            requested,
+            limit,
+            ..
+        } => {
+            assert_eq!(what, "the big tensor");
+            assert_eq!(*requested, 64 << 20);
+            assert_eq!(*limit, dev.memory_limit().unwrap());
+        }
+        other => panic!("expected OutOfMemory, got {other:?}"),
+    }
+    assert!(e.to_string().contains("the big tensor"), "{e}");
+    // ...and the device still works: a small allocation succeeds, as does a run.
+    let c = dev.alloc(1 << 10, "small").unwrap();
+    drop((a, c));
+    assert!(dev.set_per_process_memory_fraction(0.0).is_err());
+    dev.set_per_process_memory_fraction(1.0).unwrap();
+    dev.synchronize().unwrap();
+}
+
+/// A real program's counters: weights uploaded once, one submit per run without fallbacks,
+/// pipelines cached across runs.
+#[test]
+fn run_counters() {
+    let Some(dev) = device() else { return };
+    let dir = common::fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        "matmul.pt2",
+        std::fs::read(dir.join("matmul.pt2")).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let pname = "linear_3d_bias__core".to_string();
+    assert!(archive.program_names().contains(&pname));
+    let cases: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("matmul.cases.json")).unwrap()).unwrap();
+    let io_bytes = std::fs::read(dir.join("matmul.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let case = cases["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["program"] == pname.as_str())
+        .unwrap();
+    let n_in = case["inputs"].as_array().unwrap().len();
+    let inputs = || -> Vec<RValue> {
+        (0..n_in)
+            .map(|i| {
+                RValue::Tensor(common::to_tensor(
+                    &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+                ))
+            })
+            .collect()
+    };
+    let program = archive
+        .program(Some(&pname), &LoadOptions::default())
+        .unwrap();
+    let mut s = GpuSession::new(program, dev.clone()).unwrap();
+    s.run(inputs()).unwrap();
+    let first = s.last_stats.clone();
+    s.run(inputs()).unwrap();
+    let second = s.last_stats.clone();
+    eprintln!("{pname}: first run {first:?}\nsecond run {second:?}");
+    assert!(
+        first.gpu_nodes > 0,
+        "{pname} ran nothing on the GPU: {first:?}"
+    );
+    assert_eq!(second.pipelines_created, 0, "pipelines are cached");
+    assert_eq!(second.gpu_nodes, first.gpu_nodes);
+    if first.fallback_nodes() == 0 {
+        // Encoded work: one submit, plus one per output readback.
+        assert!(second.submits >= 1, "{second:?}");
+    }
+}
