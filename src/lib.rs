@@ -9,6 +9,7 @@ pub mod dtype;
 pub mod error;
 pub mod info;
 pub mod limits;
+pub mod meta;
 pub mod ops;
 pub mod pickle;
 pub mod program;
