@@ -24,6 +24,13 @@ const NO_META_RULE: &[(&str, &str)] = &[];
 /// Node outputs whose meta is known to differ from torch's (target, reason).
 const KNOWN_MISMATCHES: &[(&str, &str)] = &[];
 
+/// Ops whose output shape depends on tensor values the meta device does not have, and for
+/// which no upper bound is known: the meta pass stops there with a typed error (target, reason).
+const DATA_DEPENDENT: &[(&str, &str)] = &[(
+    "aten.repeat_interleave.self_Tensor",
+    "the output length is the sum of the repeats tensor's values",
+)];
+
 #[derive(Default)]
 struct Tally {
     programs: usize,
@@ -58,7 +65,10 @@ fn compare(
     match declared {
         ValueKind::Tensor { dtype, sizes, .. } => {
             let Some(MValue::Tensor(t)) = got else {
-                return Some(format!("expected a tensor, got {:?}", got.map(MValue::kind)));
+                return Some(format!(
+                    "expected a tensor, got {:?}",
+                    got.map(MValue::kind)
+                ));
             };
             let want: Vec<Option<i64>> = sizes.iter().map(|d| eval_dim(d, b)).collect();
             let sizes_ok = want.len() == t.sizes.len()
@@ -72,10 +82,7 @@ fn compare(
                     .iter()
                     .map(|w| w.map_or("?".into(), |v| v.to_string()))
                     .collect();
-                return Some(format!(
-                    "got {t}, torch has {dtype}[{}]",
-                    want_s.join(", ")
-                ));
+                return Some(format!("got {t}, torch has {dtype}[{}]", want_s.join(", ")));
             }
             None
         }
@@ -122,7 +129,11 @@ fn check_run(run: &Run, t: &mut Tally) {
     let inferred = match meta::infer(p, &metas) {
         Ok(i) => i,
         Err(e) => {
-            t.errors.push(format!("{where_}: {e}"));
+            let expected = matches!(&e, meta::MetaError::Invalid { target, .. }
+                if DATA_DEPENDENT.iter().any(|(d, _)| d == target));
+            if !expected {
+                t.errors.push(format!("{where_}: {e}"));
+            }
             return;
         }
     };
@@ -312,7 +323,10 @@ fn meta_matches_torch_metadata() {
         .collect();
     let mut report = String::new();
     for (what, list) in [
-        ("missing rules", all.missing.iter().cloned().collect::<Vec<_>>()),
+        (
+            "missing rules",
+            all.missing.iter().cloned().collect::<Vec<_>>(),
+        ),
         ("errors", all.errors.clone()),
         ("mismatches", all.mismatches.clone()),
     ] {
@@ -327,4 +341,113 @@ fn meta_matches_torch_metadata() {
         );
     }
     assert!(report.is_empty(), "{report}");
+}
+
+fn fixture_program(file: &str) -> Program {
+    open(&common::fixtures().join(file))
+        .program(None, &LoadOptions::default())
+        .unwrap()
+}
+
+fn user_metas(p: &Program) -> Vec<MValue> {
+    meta::input_meta(p)
+        .into_iter()
+        .map(|(n, v)| v.unwrap_or_else(|| panic!("input {n} has no static meta")))
+        .collect()
+}
+
+/// A weight that no longer fits: the error names the node, the op and both shapes.
+#[test]
+fn shape_errors_name_node_op_and_shapes() {
+    let mut p = fixture_program("mlp_core.pt2");
+    p.state.get_mut("fc2.weight").unwrap().tensor.sizes = vec![8, 31];
+    let e = meta::infer(&p, &user_metas(&p)).unwrap_err();
+    let meta::MetaError::Invalid { node, target, msg } = &e else {
+        panic!("expected a rule error, got {e}");
+    };
+    assert!(!node.is_empty(), "{e}");
+    assert!(target.starts_with("aten."), "{e}");
+    assert!(msg.contains("31") && msg.contains("32"), "{e}");
+}
+
+#[test]
+fn missing_rule_is_a_typed_error() {
+    let mut p = fixture_program("mlp_core.pt2");
+    p.graph.nodes[0].target = "aten.no_such_op.default".into();
+    assert_eq!(meta::missing_rules(&p), vec!["aten.no_such_op.default"]);
+    match meta::infer(&p, &user_metas(&p)) {
+        Err(meta::MetaError::MissingRule { target, .. }) => {
+            assert_eq!(target, "aten.no_such_op.default")
+        }
+        other => panic!("expected MissingRule, got {other:?}"),
+    }
+}
+
+#[test]
+fn bad_inputs_are_refused() {
+    let p = fixture_program("mlp_core.pt2");
+    let mut m = user_metas(&p);
+    if let MValue::Tensor(t) = &mut m[0] {
+        t.sizes.push(3);
+    }
+    assert!(matches!(
+        meta::infer(&p, &m),
+        Err(meta::MetaError::Input(_))
+    ));
+    assert!(matches!(
+        meta::infer(&p, &[]),
+        Err(meta::MetaError::Input(_))
+    ));
+}
+
+/// The memory estimate of a static MLP: state bytes from torch's metadata (meta.json), and a
+/// peak that includes at least the input and the output.
+#[test]
+fn memory_estimate_of_an_mlp() {
+    let p = fixture_program("mlp_core.pt2");
+    let m: Value = serde_json::from_slice(
+        &std::fs::read(common::fixtures().join("mlp_core.meta.json")).unwrap(),
+    )
+    .unwrap();
+    let inputs = user_metas(&p);
+    let inf = meta::infer(&p, &inputs).unwrap();
+    let est = meta::estimate(&p, &inf);
+    assert_eq!(
+        est.parameter_bytes,
+        m["programs"]["model"]["state_storage_bytes"]
+            .as_u64()
+            .unwrap()
+    );
+    let case = &m["programs"]["model"]["io_cases"][0];
+    let bytes = |v: &Value| -> u64 {
+        shapes_of(v)
+            .iter()
+            .map(|(d, s)| (s.iter().product::<usize>() * d.size()) as u64)
+            .sum()
+    };
+    let (inp, out) = (bytes(&case["inputs"]), bytes(&case["outputs"]));
+    assert_eq!(est.input_bytes, inp);
+    assert!(est.peak_activation_bytes >= inp + out, "{est:?}");
+    assert_eq!(
+        est.total_bytes,
+        est.parameter_bytes + est.peak_activation_bytes
+    );
+}
+
+/// A dynamic program without inputs: example shapes from the ranges, or the dims to give.
+#[test]
+fn example_inputs_of_a_dynamic_program() {
+    let p = fixture_program("dyn_batch.pt2");
+    match meta::example_inputs(&p) {
+        Ok((ins, origin)) => {
+            assert_eq!(origin, meta::ExampleOrigin::UpperBound);
+            meta::infer(&p, &ins).unwrap();
+        }
+        Err(needs) => assert!(!needs.is_empty()),
+    }
+    let s = fixture_program("mlp_core.pt2");
+    assert_eq!(
+        meta::example_inputs(&s).unwrap().1,
+        meta::ExampleOrigin::Static
+    );
 }

@@ -52,9 +52,18 @@ pub(super) fn register(r: &mut Registry) {
         r.add_aten(&[n, &format!("{n}_")], same);
     }
     r.add_aten(
-        &["hardshrink", "softshrink", "log_sigmoid", "prelu", "_prelu_kernel"],
+        &[
+            "hardshrink",
+            "softshrink",
+            "log_sigmoid",
+            "prelu",
+            "_prelu_kernel",
+        ],
         same,
     );
-    r.add_aten(&["rrelu_with_noise_functional", "log_sigmoid_forward"], two_same);
+    r.add_aten(
+        &["rrelu_with_noise_functional", "log_sigmoid_forward"],
+        two_same,
+    );
     r.add_aten(&["glu"], glu);
 }

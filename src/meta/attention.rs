@@ -2,6 +2,7 @@
 //! query `[..., L, E]`, key `[..., S, E]` and value `[..., S, Ev]`; the CPU flash form adds the
 //! log-sum-exp `[..., L]` and the math form the attention weights `[..., L, S]`.
 
+use super::elementwise::broadcast;
 use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
 
@@ -25,8 +26,17 @@ fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         ));
     }
     let l = q.sizes[q.rank() - 2];
-    let mut out = q.sizes.clone();
-    *out.last_mut().unwrap_or(&mut 0) = v.sizes[v.rank() - 1];
+    // Batch dims broadcast across query, key and value; with grouped-query attention the
+    // query's heads decide.
+    let qb = &q.sizes[..q.rank() - 2];
+    let batch = if ctx.bool_or("enable_gqa", false)? {
+        qb.to_vec()
+    } else {
+        let kv = broadcast(&k.sizes[..k.rank() - 2], &v.sizes[..v.rank() - 2])?;
+        broadcast(qb, &kv)?
+    };
+    let mut out = batch.clone();
+    out.extend([l, v.sizes[v.rank() - 1]]);
     let o = MetaTensor::new(q.dtype, out);
     let t = ctx.target();
     if t.starts_with("aten._scaled_dot_product_flash_attention_for_cpu") {
@@ -35,11 +45,13 @@ fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         } else {
             DType::F32
         };
-        let lse = MetaTensor::new(lse_dtype, q.sizes[..q.rank() - 1].to_vec());
+        let mut ls = batch.clone();
+        ls.push(l);
+        let lse = MetaTensor::new(lse_dtype, ls);
         return Ok(vec![MValue::Tensor(o), MValue::Tensor(lse)]);
     }
     if t.starts_with("aten._scaled_dot_product_attention_math") {
-        let mut w = q.sizes[..q.rank() - 2].to_vec();
+        let mut w = batch.clone();
         w.extend([l, s]);
         return Ok(vec![
             MValue::Tensor(o),

@@ -17,7 +17,9 @@ fn positional<'a>(ctx: &MetaCtx<'a>, i: usize, what: &str) -> RuleResult<&'a Arg
 fn subgraph<'a>(ctx: &MetaCtx<'a>, i: usize, what: &str) -> RuleResult<&'a Graph> {
     match positional(ctx, i, what)? {
         Arg::Graph(g) => Ok(g),
-        other => Err(format!("argument {i} ({what}) is {other:?}, expected a subgraph")),
+        other => Err(format!(
+            "argument {i} ({what}) is {other:?}, expected a subgraph"
+        )),
     }
 }
 
@@ -154,7 +156,10 @@ fn map_impl(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
                 s.extend(&t.sizes);
                 Ok(MValue::Tensor(t.with_sizes(s)))
             }
-            other => Err(format!("map body must return tensors, got {}", other.kind())),
+            other => Err(format!(
+                "map body must return tensors, got {}",
+                other.kind()
+            )),
         })
         .collect::<RuleResult<Vec<_>>>()?;
     Ok(node_results(ctx, stacked))
@@ -174,7 +179,9 @@ fn getitem(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let len = items.len() as i64;
     let k = if i < 0 { i + len } else { i };
     if k < 0 || k >= len {
-        return Err(format!("index {i} is out of range for a list of {len} values"));
+        return Err(format!(
+            "index {i} is out of range for a list of {len} values"
+        ));
     }
     Ok(vec![items[k as usize].clone()])
 }
@@ -379,7 +386,10 @@ pub(super) fn register(r: &mut Registry) {
         r.add(t, constrain_range);
     }
     r.add("aten._make_dep_token.default", dep_token);
-    r.add("aten._assert_tensor_metadata.default", assert_tensor_metadata);
+    r.add(
+        "aten._assert_tensor_metadata.default",
+        assert_tensor_metadata,
+    );
     for op in [
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne",
         "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "lshift", "rshift", "truth",
@@ -390,8 +400,15 @@ pub(super) fn register(r: &mut Registry) {
         r.add(&format!("math.{f}"), sym_op);
     }
     for f in [
-        "sym_max", "sym_min", "sym_int", "sym_float", "sym_ite", "sym_not", "_sym_sqrt",
-        "sym_sqrt", "sym_sum",
+        "sym_max",
+        "sym_min",
+        "sym_int",
+        "sym_float",
+        "sym_ite",
+        "sym_not",
+        "_sym_sqrt",
+        "sym_sqrt",
+        "sym_sum",
     ] {
         r.add(&format!("torch.{f}"), sym_op);
     }

@@ -156,6 +156,13 @@ impl<'a> MetaCtx<'a> {
             },
         }
     }
+    /// Whether the argument is a size that depends on tensor data (`item()`).
+    pub fn is_unknown(&self, name: &str) -> bool {
+        matches!(
+            self.node.arg(name),
+            Some(Arg::SymInt(IntArg::Sym(id))) if matches!(self.env.get(*id), Some(Some(MValue::Unknown(_))))
+        )
+    }
     pub fn int_of(&self, a: &Arg, name: &str) -> RuleResult<i64> {
         match a {
             Arg::Int(i) => Ok(*i),
@@ -306,7 +313,11 @@ impl<'a> MetaCtx<'a> {
                 _ => (Operand::Float, None),
             },
             Arg::Complex(..) => return Err(format!("complex argument '{name}' is not supported")),
-            other => return Err(format!("argument '{name}' is {other:?}, expected a number or a tensor")),
+            other => {
+                return Err(format!(
+                    "argument '{name}' is {other:?}, expected a number or a tensor"
+                ))
+            }
         }))
     }
 
@@ -334,7 +345,10 @@ pub(crate) fn resolve(env: &[Option<MValue>], a: &Arg) -> RuleResult<MValue> {
     let tensor = |id: usize| -> RuleResult<MetaTensor> {
         match get(id)? {
             MValue::Tensor(t) => Ok(t),
-            other => Err(format!("value #{id} is a {}, expected a tensor", other.kind())),
+            other => Err(format!(
+                "value #{id} is a {}, expected a tensor",
+                other.kind()
+            )),
         }
     };
     Ok(match a {
@@ -345,7 +359,9 @@ pub(crate) fn resolve(env: &[Option<MValue>], a: &Arg) -> RuleResult<MValue> {
         | Arg::SymInt(IntArg::Sym(id))
         | Arg::SymFloat(FloatArg::Sym(id))
         | Arg::SymBool(BoolArg::Sym(id)) => get(*id)?,
-        Arg::Tensors(ids) => MValue::Tensors(ids.iter().map(|i| tensor(*i)).collect::<RuleResult<_>>()?),
+        Arg::Tensors(ids) => {
+            MValue::Tensors(ids.iter().map(|i| tensor(*i)).collect::<RuleResult<_>>()?)
+        }
         Arg::OptTensors(ids) => MValue::OptTensors(
             ids.iter()
                 .map(|i| i.map(tensor).transpose())

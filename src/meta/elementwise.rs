@@ -178,8 +178,17 @@ fn where_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return Err("where(condition) has a data-dependent shape".into());
     }
     let c = ctx.tensor("condition")?;
-    let r = elementwise(ctx, &["self", "other"], Out::Promote)?;
-    one(r.with_sizes(broadcast(&r.sizes, &c.sizes)?))
+    let mut ops = Vec::new();
+    let mut shape = c.sizes.clone();
+    for n in ["self", "other"] {
+        if let Some((op, t)) = ctx.operand(n)? {
+            ops.push(op);
+            if let Some(t) = t {
+                shape = broadcast(&shape, &t.sizes)?;
+            }
+        }
+    }
+    one(MetaTensor::new(result_type(&ops), shape))
 }
 
 /// `clamp(self, min, max)`: the promoted dtype of all three.
@@ -216,62 +225,200 @@ pub(super) fn nothing(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 pub(super) fn register(r: &mut Registry) {
     // Unary ops that compute in floating point.
     let float_unary = [
-        "sqrt", "rsqrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos",
-        "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf",
-        "erfc", "erfinv", "reciprocal", "sigmoid", "sinc", "deg2rad", "rad2deg", "arcsin",
-        "arccos", "arctan", "arcsinh", "arccosh", "arctanh", "logit", "special_expm1",
-        "special_log1p", "special_erf", "special_erfc", "special_erfinv", "special_expit",
-        "special_sinc", "i0", "lgamma", "digamma",
+        "sqrt",
+        "rsqrt",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "sin",
+        "cos",
+        "tan",
+        "asin",
+        "acos",
+        "atan",
+        "sinh",
+        "cosh",
+        "tanh",
+        "asinh",
+        "acosh",
+        "atanh",
+        "erf",
+        "erfc",
+        "erfinv",
+        "reciprocal",
+        "sigmoid",
+        "sinc",
+        "deg2rad",
+        "rad2deg",
+        "arcsin",
+        "arccos",
+        "arctan",
+        "arcsinh",
+        "arccosh",
+        "arctanh",
+        "logit",
+        "special_expm1",
+        "special_log1p",
+        "special_erf",
+        "special_erfc",
+        "special_erfinv",
+        "special_expit",
+        "special_sinc",
+        "i0",
+        "lgamma",
+        "digamma",
     ];
     for n in float_unary {
         r.add_aten(&[n, &format!("{n}_")], unary_float);
     }
     // Unary ops that keep the dtype.
     let keep = [
-        "neg", "negative", "abs", "absolute", "sign", "sgn", "floor", "ceil", "trunc", "fix",
-        "frac", "round", "nan_to_num", "bitwise_not", "positive", "conj", "resolve_conj",
-        "resolve_neg", "fill", "zero",
+        "neg",
+        "negative",
+        "abs",
+        "absolute",
+        "sign",
+        "sgn",
+        "floor",
+        "ceil",
+        "trunc",
+        "fix",
+        "frac",
+        "round",
+        "nan_to_num",
+        "bitwise_not",
+        "positive",
+        "conj",
+        "resolve_conj",
+        "resolve_neg",
+        "fill",
+        "zero",
     ];
     for n in keep {
         r.add_aten(&[n, &format!("{n}_")], same);
     }
     r.add_aten(&["square", "square_"], square);
     r.add_aten(
-        &["isnan", "isinf", "isfinite", "isneginf", "isposinf", "signbit", "logical_not"],
+        &[
+            "isnan",
+            "isinf",
+            "isfinite",
+            "isneginf",
+            "isposinf",
+            "signbit",
+            "logical_not",
+        ],
         unary_bool,
     );
     r.add_aten(&["logical_not_"], same);
     // Binary ops with the promoted dtype.
     let promoted = [
-        "add", "sub", "mul", "rsub", "subtract", "multiply", "remainder", "fmod", "floor_divide",
-        "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift",
-        "__and__", "__or__", "__xor__", "__lshift__", "__rshift__", "maximum", "minimum", "fmax",
-        "fmin", "copysign", "heaviside", "gcd", "lcm", "nextafter",
+        "add",
+        "sub",
+        "mul",
+        "rsub",
+        "subtract",
+        "multiply",
+        "remainder",
+        "fmod",
+        "floor_divide",
+        "bitwise_and",
+        "bitwise_or",
+        "bitwise_xor",
+        "bitwise_left_shift",
+        "bitwise_right_shift",
+        "__and__",
+        "__or__",
+        "__xor__",
+        "__lshift__",
+        "__rshift__",
+        "maximum",
+        "minimum",
+        "fmax",
+        "fmin",
+        "copysign",
+        "heaviside",
+        "gcd",
+        "lcm",
+        "nextafter",
     ];
     r.add_aten(&promoted, promote);
     r.add_aten(&["div", "divide", "true_divide"], div);
     r.add_aten(&["pow", "float_power"], pow);
     r.add_aten(
         &[
-            "atan2", "arctan2", "hypot", "logaddexp", "logaddexp2", "xlogy", "special_xlogy",
+            "atan2",
+            "arctan2",
+            "hypot",
+            "logaddexp",
+            "logaddexp2",
+            "xlogy",
+            "special_xlogy",
             "lerp",
         ],
         promote_float,
     );
     r.add_aten(
         &[
-            "eq", "ne", "lt", "le", "gt", "ge", "greater", "less", "greater_equal", "less_equal",
-            "not_equal", "logical_and", "logical_or", "logical_xor", "isclose",
+            "eq",
+            "ne",
+            "lt",
+            "le",
+            "gt",
+            "ge",
+            "greater",
+            "less",
+            "greater_equal",
+            "less_equal",
+            "not_equal",
+            "logical_and",
+            "logical_or",
+            "logical_xor",
+            "isclose",
         ],
         compare,
     );
     // In-place forms keep self.
     for n in [
-        "add_", "sub_", "mul_", "div_", "pow_", "remainder_", "fmod_", "floor_divide_",
-        "bitwise_and_", "bitwise_or_", "bitwise_xor_", "__iand__", "__ior__", "__ixor__",
-        "atan2_", "hypot_", "xlogy_", "lerp_", "eq_", "ne_", "lt_", "le_", "gt_", "ge_",
-        "logical_and_", "logical_or_", "logical_xor_", "clamp_", "clamp_min_", "clamp_max_",
-        "clip_", "addcmul_", "addcdiv_", "masked_fill_", "copysign_",
+        "add_",
+        "sub_",
+        "mul_",
+        "div_",
+        "pow_",
+        "remainder_",
+        "fmod_",
+        "floor_divide_",
+        "bitwise_and_",
+        "bitwise_or_",
+        "bitwise_xor_",
+        "__iand__",
+        "__ior__",
+        "__ixor__",
+        "atan2_",
+        "hypot_",
+        "xlogy_",
+        "lerp_",
+        "eq_",
+        "ne_",
+        "lt_",
+        "le_",
+        "gt_",
+        "ge_",
+        "logical_and_",
+        "logical_or_",
+        "logical_xor_",
+        "clamp_",
+        "clamp_min_",
+        "clamp_max_",
+        "clip_",
+        "addcmul_",
+        "addcdiv_",
+        "masked_fill_",
+        "copysign_",
     ] {
         r.add_aten(&[n], inplace);
     }
@@ -280,7 +427,13 @@ pub(super) fn register(r: &mut Registry) {
     r.add_aten(&["where"], where_);
     r.add_aten(&["masked_fill"], masked_fill);
     r.add_aten(
-        &["_to_copy", "to", "type_as", "_to_dim_order_copy", "to_dense"],
+        &[
+            "_to_copy",
+            "to",
+            "type_as",
+            "_to_dim_order_copy",
+            "to_dense",
+        ],
         to_copy,
     );
     r.add_aten(&["copy", "copy_", "_copy_from"], copy);

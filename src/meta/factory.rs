@@ -25,7 +25,12 @@ fn number(ctx: &MetaCtx, name: &str) -> RuleResult<Option<(Option<f64>, ScalarKi
                 ScalarKind::Int
             },
         )),
-        other => return Err(format!("argument '{name}' is a {}, expected a number", other.kind())),
+        other => {
+            return Err(format!(
+                "argument '{name}' is a {}, expected a number",
+                other.kind()
+            ))
+        }
     })
 }
 

@@ -102,7 +102,10 @@ fn index_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let i = ctx.tensor("index")?;
     if i.rank() > 1 {
-        return Err(format!("index_select(): index must be 0-d or 1-d, got {:?}", i.sizes));
+        return Err(format!(
+            "index_select(): index must be 0-d or 1-d, got {:?}",
+            i.sizes
+        ));
     }
     let mut s = t.sizes.clone();
     if !s.is_empty() {

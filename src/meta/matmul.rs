@@ -56,7 +56,10 @@ pub(super) fn matmul_shape(a: &MetaTensor, b: &MetaTensor) -> RuleResult<Vec<usi
 
 fn need_rank(t: &MetaTensor, r: usize, what: &str) -> RuleResult<()> {
     if t.rank() != r {
-        return Err(format!("{what} must be a {r}-D tensor, got shape {:?}", t.sizes));
+        return Err(format!(
+            "{what} must be a {r}-D tensor, got shape {:?}",
+            t.sizes
+        ));
     }
     Ok(())
 }
@@ -70,7 +73,11 @@ fn matmul(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 /// `mm`, `bmm`, `mv` (and their `add*` forms, whose `self` must broadcast to the product).
 fn product(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.target().to_string();
-    let op = t.trim_start_matches("aten.").split('.').next().unwrap_or("");
+    let op = t
+        .trim_start_matches("aten.")
+        .split('.')
+        .next()
+        .unwrap_or("");
     let (a, b, rank_a, rank_b) = match op.trim_end_matches('_') {
         "mm" => (ctx.tensor("self")?, ctx.tensor("mat2")?, 2, 2),
         "bmm" => (ctx.tensor("self")?, ctx.tensor("mat2")?, 3, 3),
@@ -217,7 +224,11 @@ fn tensordot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         .filter(|i| !da.contains(i))
         .map(|i| a.sizes[i])
         .collect();
-    s.extend((0..b.rank()).filter(|i| !db.contains(i)).map(|i| b.sizes[i]));
+    s.extend(
+        (0..b.rank())
+            .filter(|i| !db.contains(i))
+            .map(|i| b.sizes[i]),
+    );
     one(MetaTensor::new(dtype_of(&[&a, &b]), s))
 }
 
@@ -268,7 +279,9 @@ fn trilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 fn multi_dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
-    let ts = ctx.tensors("tensors").or_else(|_| ctx.tensors("matrices"))?;
+    let ts = ctx
+        .tensors("tensors")
+        .or_else(|_| ctx.tensors("matrices"))?;
     let n = ts.len();
     if n < 2 {
         return Err(format!("multi_dot expects at least two tensors, got {n}"));
@@ -326,7 +339,10 @@ fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         let has_ell = term.contains("...");
         let n_ell = if has_ell {
             t.rank().checked_sub(letters.len()).ok_or_else(|| {
-                format!("einsum term '{term}' has more labels than its operand {:?} has dims", t.sizes)
+                format!(
+                    "einsum term '{term}' has more labels than its operand {:?} has dims",
+                    t.sizes
+                )
             })?
         } else if letters.len() != t.rank() {
             return Err(format!(
@@ -337,7 +353,13 @@ fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         } else {
             0
         };
-        let pre = term.split("...").next().unwrap_or("").chars().filter(|c| c.is_ascii_alphabetic()).count();
+        let pre = term
+            .split("...")
+            .next()
+            .unwrap_or("")
+            .chars()
+            .filter(|c| c.is_ascii_alphabetic())
+            .count();
         let mut dim = 0;
         for (i, c) in letters.iter().enumerate() {
             if has_ell && i == pre {
@@ -370,7 +392,11 @@ fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
                 if r.contains("...") && !pre.contains(&c) && out.len() == pre.len() {
                     out.extend_from_slice(&ell);
                 }
-                out.push(*size.get(&c).ok_or_else(|| format!("einsum output label '{c}' is not an input label"))?);
+                out.push(
+                    *size.get(&c).ok_or_else(|| {
+                        format!("einsum output label '{c}' is not an input label")
+                    })?,
+                );
             }
             if r.contains("...") && out.len() == pre.len() {
                 out.extend_from_slice(&ell);
@@ -393,8 +419,18 @@ fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 pub(super) fn register(r: &mut Registry) {
     r.add_aten(
         &[
-            "mm", "bmm", "mv", "addmm", "addmm_", "baddbmm", "baddbmm_", "addbmm", "addbmm_",
-            "addmv", "addmv_", "_addmm_activation",
+            "mm",
+            "bmm",
+            "mv",
+            "addmm",
+            "addmm_",
+            "baddbmm",
+            "baddbmm_",
+            "addbmm",
+            "addbmm_",
+            "addmv",
+            "addmv_",
+            "_addmm_activation",
         ],
         product,
     );

@@ -28,13 +28,12 @@ pub struct MemoryEstimate {
 fn bytes_of(v: &MValue) -> (u64, bool) {
     match v {
         MValue::Tensor(t) => (t.nbytes(), t.data_dependent),
-        MValue::Tensors(ts) => ts
-            .iter()
-            .fold((0, false), |(b, d), t| (b + t.nbytes(), d || t.data_dependent)),
-        MValue::OptTensors(ts) => ts
-            .iter()
-            .flatten()
-            .fold((0, false), |(b, d), t| (b + t.nbytes(), d || t.data_dependent)),
+        MValue::Tensors(ts) => ts.iter().fold((0, false), |(b, d), t| {
+            (b + t.nbytes(), d || t.data_dependent)
+        }),
+        MValue::OptTensors(ts) => ts.iter().flatten().fold((0, false), |(b, d), t| {
+            (b + t.nbytes(), d || t.data_dependent)
+        }),
         _ => (0, false),
     }
 }

@@ -432,15 +432,21 @@ pub fn run_graph(
             target: node.target.clone(),
             msg,
         };
-        let rule = reg.lookup(&node.target).ok_or_else(|| MetaError::MissingRule {
-            node: node.name.clone(),
-            target: node.target.clone(),
-        })?;
+        let rule = reg
+            .lookup(&node.target)
+            .ok_or_else(|| MetaError::MissingRule {
+                node: node.name.clone(),
+                target: node.target.clone(),
+            })?;
         let outs = {
             let mut ctx = MetaCtx::new(node, graph, &env, bindings);
             rule(&mut ctx).map_err(invalid)?
         };
-        let declared = node.outputs.iter().filter(|a| !matches!(a, Arg::None)).count();
+        let declared = node
+            .outputs
+            .iter()
+            .filter(|a| !matches!(a, Arg::None))
+            .count();
         if outs.len() < node.outputs.len() && outs.len() < declared {
             return Err(invalid(format!(
                 "the rule gave {} values for {} outputs",
@@ -513,4 +519,118 @@ fn bind(env: &mut [Option<MValue>], a: &Arg, v: MValue) -> RuleResult<()> {
         (a, v) => return Err(format!("cannot bind a {} to {a:?}", v.kind())),
     }
     Ok(())
+}
+
+/// Where the example inputs of [`example_inputs`] came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExampleOrigin {
+    /// Every user input has static sizes.
+    Static,
+    /// Dynamic symbols were set to the upper end of their ranges.
+    UpperBound,
+}
+
+/// The largest symbol value taken as "the upper end" of a range; larger (or unbounded)
+/// ranges need a value from the user.
+pub const MAX_EXAMPLE_DIM: i64 = 1 << 20;
+
+/// User-input metas when no inputs are given: the program's static shapes, or each dynamic
+/// symbol at the upper end of its range constraint. `Err` lists the symbols that have no
+/// usable upper bound (with the inputs and dims they size), so the caller can ask for them.
+pub fn example_inputs(program: &Program) -> Result<(Vec<MValue>, ExampleOrigin), Vec<String>> {
+    let mut values = Bindings::new();
+    let mut needs: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    let mut origin = ExampleOrigin::Static;
+    for u in program.user_inputs() {
+        let Some(v) = program.input_value(&u.name) else {
+            continue;
+        };
+        let dims: Vec<(usize, &Dim)> = match &v.kind {
+            ValueKind::Tensor { sizes, .. } => sizes.iter().enumerate().collect(),
+            ValueKind::SymInt(d) => vec![(0, d)],
+            _ => vec![],
+        };
+        for (i, d) in dims {
+            let Dim::Sym(e) = d else { continue };
+            origin = ExampleOrigin::UpperBound;
+            for s in e.free_symbols() {
+                let max = program
+                    .range_constraints
+                    .get(&s)
+                    .and_then(|r| r.max)
+                    .filter(|&m| m <= MAX_EXAMPLE_DIM);
+                match max {
+                    Some(m) => {
+                        values.insert(s, m);
+                    }
+                    None => needs
+                        .entry(s)
+                        .or_default()
+                        .push(format!("dim {i} of '{}'", u.name)),
+                }
+            }
+        }
+    }
+    if !needs.is_empty() {
+        return Err(needs
+            .into_iter()
+            .map(|(s, uses)| {
+                let range = program
+                    .range_constraints
+                    .get(&s)
+                    .map(|r| {
+                        format!(
+                            "[{}, {}]",
+                            r.min,
+                            r.max.map_or("inf".to_string(), |m| m.to_string())
+                        )
+                    })
+                    .unwrap_or_else(|| "unconstrained".into());
+                format!("{s} (range {range}; sizes {})", uses.join(", "))
+            })
+            .collect());
+    }
+    let mut out = Vec::new();
+    for u in program.user_inputs() {
+        let v = program.input_value(&u.name).map(|v| &v.kind);
+        let eval = |d: &Dim| -> Result<usize, Vec<String>> {
+            let n = match d {
+                Dim::Static(s) => *s,
+                Dim::Sym(e) => e
+                    .eval_int(&|s| values.get(s).copied())
+                    .map_err(|err| vec![format!("input '{}': {err}", u.name)])?,
+            };
+            usize::try_from(n).map_err(|_| vec![format!("input '{}': size {n}", u.name)])
+        };
+        out.push(match v {
+            Some(ValueKind::Tensor { dtype, sizes, .. }) => MValue::Tensor(MetaTensor::new(
+                *dtype,
+                sizes.iter().map(eval).collect::<Result<_, _>>()?,
+            )),
+            Some(ValueKind::SymInt(d)) => MValue::Int(eval(d)? as i64),
+            _ => MValue::None,
+        });
+    }
+    Ok((out, origin))
+}
+
+/// Every dtype of the program's values (graph and subgraphs), with how many values have it.
+pub fn dtypes(program: &Program) -> std::collections::BTreeMap<DType, usize> {
+    fn walk(g: &Graph, out: &mut std::collections::BTreeMap<DType, usize>) {
+        for v in &g.values {
+            if let ValueKind::Tensor { dtype, .. } = &v.kind {
+                *out.entry(*dtype).or_default() += 1;
+            }
+        }
+        for n in &g.nodes {
+            for (_, a) in &n.inputs {
+                if let Arg::Graph(sub) = a {
+                    walk(sub, out);
+                }
+            }
+        }
+    }
+    let mut out = Default::default();
+    walk(&program.graph, &mut out);
+    out
 }

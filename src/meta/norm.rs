@@ -43,7 +43,12 @@ fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return one(x);
     }
     let training = !t.contains("no_training") && ctx.bool_or("training", false)?;
-    let sd = stat_dtype(x.dtype);
+    // Saved statistics are in the compute dtype; the empty ones of eval mode in the input's.
+    let sd = if training {
+        stat_dtype(x.dtype)
+    } else {
+        x.dtype
+    };
     let stat = MetaTensor::new(sd, vec![if training { c } else { 0 }]);
     let mut out = vec![
         MValue::Tensor(x.clone()),
@@ -90,7 +95,8 @@ fn layer_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     if ctx.target() == "aten.layer_norm.default" {
         return one(x);
     }
-    let st = row_stats(&x, axis, stat_dtype(x.dtype));
+    // torch's layer norm keeps mean and rstd in the input's dtype.
+    let st = row_stats(&x, axis, x.dtype);
     Ok(vec![
         MValue::Tensor(x),
         MValue::Tensor(st.clone()),

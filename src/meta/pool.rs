@@ -34,7 +34,8 @@ fn per_dim(name: &str, v: Vec<i64>, nd: usize, min: i64) -> RuleResult<Vec<usize
 
 /// torch's `pooling_output_shape`.
 fn pooled(input: usize, k: usize, p: usize, s: usize, d: usize, ceil: bool) -> RuleResult<usize> {
-    let num = (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1 + if ceil { s as i64 - 1 } else { 0 };
+    let num =
+        (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1 + if ceil { s as i64 - 1 } else { 0 };
     let mut out = num.div_euclid(s as i64) + 1;
     if ceil && (out - 1) * s as i64 >= (input + p) as i64 {
         out -= 1;
@@ -67,10 +68,20 @@ fn window_pool(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         Some(v) if !v.is_empty() => per_dim("stride", v, nd, 1)?,
         _ => k.clone(),
     };
-    let p = per_dim("padding", ctx.opt_ints("padding")?.unwrap_or(vec![0]), nd, 0)?;
+    let p = per_dim(
+        "padding",
+        ctx.opt_ints("padding")?.unwrap_or(vec![0]),
+        nd,
+        0,
+    )?;
     let max = t.starts_with("aten.max_pool");
     let d = if max {
-        per_dim("dilation", ctx.opt_ints("dilation")?.unwrap_or(vec![1]), nd, 1)?
+        per_dim(
+            "dilation",
+            ctx.opt_ints("dilation")?.unwrap_or(vec![1]),
+            nd,
+            1,
+        )?
     } else {
         vec![1; nd]
     };

@@ -19,7 +19,11 @@ pub(super) fn reduce_shape(sizes: &[usize], dims: &[usize], keepdim: bool) -> Ve
 fn reduced(ctx: &MetaCtx, x: &MetaTensor, empty_is_none: bool) -> RuleResult<Vec<usize>> {
     let dims = ctx.opt_ints("dim")?;
     let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), empty_is_none))?;
-    Ok(reduced_sizes(&x.sizes, &mask, ctx.bool_or("keepdim", false)?))
+    Ok(reduced_sizes(
+        &x.sizes,
+        &mask,
+        ctx.bool_or("keepdim", false)?,
+    ))
 }
 
 fn int_promoted(x: DType, dtype: Option<DType>) -> DType {
@@ -120,7 +124,10 @@ fn count_nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let dims = ctx.opt_ints("dim")?;
     let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), false))?;
-    one(MetaTensor::new(DType::I64, reduced_sizes(&x.sizes, &mask, false)))
+    one(MetaTensor::new(
+        DType::I64,
+        reduced_sizes(&x.sizes, &mask, false),
+    ))
 }
 
 fn var_std(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
@@ -193,8 +200,7 @@ fn diff(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
-    let d = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16)
-    {
+    let d = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16) {
         DType::F32
     } else {
         ctx.opt_dtype("dtype")?.unwrap_or(x.dtype)

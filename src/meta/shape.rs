@@ -23,7 +23,9 @@ fn view(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         let (a, b) = (t.dtype.size(), d.size());
         let mut s = t.sizes.clone();
         if a != b {
-            let last = s.last_mut().ok_or("view(dtype) of a 0-d tensor needs equal sizes")?;
+            let last = s
+                .last_mut()
+                .ok_or("view(dtype) of a 0-d tensor needs equal sizes")?;
             if (*last * a) % b != 0 {
                 return Err(format!(
                     "cannot view {} as {d}: the last dim ({}) times {a} bytes is not a multiple of {b}",
@@ -156,7 +158,10 @@ fn transpose(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 fn t_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() > 2 {
-        return Err(format!("t() expects a tensor with <= 2 dims, got {:?}", t.sizes));
+        return Err(format!(
+            "t() expects a tensor with <= 2 dims, got {:?}",
+            t.sizes
+        ));
     }
     let mut s = t.sizes.clone();
     s.reverse();
@@ -173,7 +178,10 @@ fn numpy_t(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 fn mt(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() < 2 {
-        return Err(format!("mT expects a tensor with >= 2 dims, got {:?}", t.sizes));
+        return Err(format!(
+            "mT expects a tensor with >= 2 dims, got {:?}",
+            t.sizes
+        ));
     }
     one(swap(ctx, &t, -2, -1)?)
 }
@@ -221,7 +229,9 @@ fn expanded(t: &MetaTensor, size: &[i64]) -> RuleResult<MetaTensor> {
     for (i, &s) in size.iter().enumerate() {
         let v = if i < lead {
             if s < 0 {
-                return Err(format!("expand: -1 is not allowed in a new leading dim ({size:?})"));
+                return Err(format!(
+                    "expand: -1 is not allowed in a new leading dim ({size:?})"
+                ));
             }
             s as usize
         } else {
@@ -293,14 +303,23 @@ fn sliced(
 
 fn slice(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
-    let r = sliced(
+    // A data-dependent bound (`x[:n.item()]`): the whole dim is the upper bound.
+    let bound = |name: &str| -> RuleResult<Option<i64>> {
+        if ctx.is_unknown(name) {
+            Ok(None)
+        } else {
+            ctx.opt_int(name)
+        }
+    };
+    let mut r = sliced(
         ctx,
         &t,
         ctx.int_or("dim", 0)?,
-        ctx.opt_int("start")?,
-        ctx.opt_int("end")?,
+        bound("start")?,
+        bound("end")?,
         ctx.int_or("step", 1)?,
     )?;
+    r.data_dependent |= ctx.is_unknown("start") || ctx.is_unknown("end");
     one(r)
 }
 
@@ -329,24 +348,40 @@ fn narrow(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return Err("narrow() cannot be applied to a 0-dim tensor".into());
     }
     let d = ctx.wrap_dim(ctx.int("dim")?, t.rank())?;
-    let start = match ctx.arg("start") {
-        Some(crate::program::Arg::Tensor(_)) => {
-            return Err("narrow with a tensor start depends on data".into())
-        }
-        _ => ctx.int("start")?,
-    };
-    let len = ctx.int("length")?;
     let n = t.sizes[d] as i64;
-    let start = if start < 0 { start + n } else { start };
-    if start < 0 || len < 0 || start + len > n {
+    // Data-dependent start or length (`item()`): the length is exact when given, else
+    // bounded by the rest of the dim.
+    let start = if ctx.is_unknown("start")
+        || matches!(ctx.arg("start"), Some(crate::program::Arg::Tensor(_)))
+    {
+        None
+    } else {
+        Some(ctx.int("start")?)
+    };
+    let len = if ctx.is_unknown("length") {
+        None
+    } else {
+        Some(ctx.int("length")?)
+    };
+    let data_dependent = start.is_none() || len.is_none();
+    let start = start.map(|s| if s < 0 { s + n } else { s });
+    let len = match (start, len) {
+        (_, Some(l)) => l,
+        (Some(s), None) => n - s,
+        (None, None) => n,
+    };
+    let s0 = start.unwrap_or(0);
+    if s0 < 0 || len < 0 || s0 + len > n {
         return Err(format!(
-            "narrow: start {start} + length {len} exceeds dimension size {n} of {:?}",
+            "narrow: start {s0} + length {len} exceeds dimension size {n} of {:?}",
             t.sizes
         ));
     }
     let mut s = t.sizes.clone();
     s[d] = len as usize;
-    one(t.with_sizes(s))
+    let mut r = t.with_sizes(s);
+    r.data_dependent = data_dependent;
+    one(r)
 }
 
 fn as_strided(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
@@ -393,7 +428,12 @@ fn split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     }
     let d = ctx.wrap_dim(ctx.int_or("dim", 0)?, t.rank())?;
     let parts = match ctx.arg("split_size") {
-        Some(a) if !matches!(a, crate::program::Arg::Ints(_) | crate::program::Arg::SymInts(_)) => {
+        Some(a)
+            if !matches!(
+                a,
+                crate::program::Arg::Ints(_) | crate::program::Arg::SymInts(_)
+            ) =>
+        {
             let s = ctx.int_of(a, "split_size")?;
             ctx.with_op(|c| split_pieces(c, t.sizes[d], s))?
         }
@@ -410,7 +450,9 @@ fn chunk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     }
     let chunks = ctx.int("chunks")?;
     if chunks <= 0 {
-        return Err(format!("chunk expects `chunks` to be greater than 0, got: {chunks}"));
+        return Err(format!(
+            "chunk expects `chunks` to be greater than 0, got: {chunks}"
+        ));
     }
     let d = ctx.wrap_dim(ctx.int_or("dim", 0)?, t.rank())?;
     let n = t.sizes[d] as i64;
@@ -487,7 +529,9 @@ fn unfold(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let size = ctx.int("size")?;
     let step = ctx.int("step")?;
     if size < 0 || step <= 0 {
-        return Err(format!("unfold: size {size} must be >= 0 and step {step} > 0"));
+        return Err(format!(
+            "unfold: size {size} must be >= 0 and step {step} > 0"
+        ));
     }
     if t.rank() == 0 {
         return one(t.with_sizes(vec![size as usize]));
@@ -526,8 +570,7 @@ fn cat_of(ctx: &MetaCtx, ts: &[MetaTensor], dim: i64) -> RuleResult<MetaTensor> 
     s[d] = 0;
     for t in &real {
         let ok = t.rank() == first.rank()
-            && t
-                .sizes
+            && t.sizes
                 .iter()
                 .zip(&first.sizes)
                 .enumerate()
@@ -550,7 +593,9 @@ fn cat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 fn stack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts = ctx.tensors("tensors")?;
-    let first = ts.first().ok_or("stack expects a non-empty list of tensors")?;
+    let first = ts
+        .first()
+        .ok_or("stack expects a non-empty list of tensors")?;
     if let Some(t) = ts.iter().find(|t| t.sizes != first.sizes) {
         return Err(format!(
             "stack expects each tensor to be equal size, but got {:?} and {:?}",
@@ -581,7 +626,11 @@ fn at_least(t: &MetaTensor, rank: usize) -> MetaTensor {
 }
 
 fn hstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
-    let ts: Vec<MetaTensor> = ctx.tensors("tensors")?.iter().map(|t| at_least(t, 1)).collect();
+    let ts: Vec<MetaTensor> = ctx
+        .tensors("tensors")?
+        .iter()
+        .map(|t| at_least(t, 1))
+        .collect();
     let dim = if ts.first().is_some_and(|t| t.rank() == 1) {
         0
     } else {
@@ -591,7 +640,11 @@ fn hstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 fn vstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
-    let ts: Vec<MetaTensor> = ctx.tensors("tensors")?.iter().map(|t| at_least(t, 2)).collect();
+    let ts: Vec<MetaTensor> = ctx
+        .tensors("tensors")?
+        .iter()
+        .map(|t| at_least(t, 2))
+        .collect();
     one(cat_of(ctx, &ts, 0)?)
 }
 
@@ -678,7 +731,9 @@ fn repeat_interleave(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
                 None if r.numel() == 1 => {
                     return Err("repeat_interleave with a tensor of repeats depends on data".into())
                 }
-                None => return Err("repeat_interleave with a tensor of repeats depends on data".into()),
+                None => {
+                    return Err("repeat_interleave with a tensor of repeats depends on data".into())
+                }
             }
         }
         _ => n * ctx.int("repeats")?.max(0) as usize,
@@ -690,7 +745,10 @@ fn repeat_interleave(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() < 3 {
-        return Err(format!("pixel_shuffle expects at least 3 dims, got {:?}", t.sizes));
+        return Err(format!(
+            "pixel_shuffle expects at least 3 dims, got {:?}",
+            t.sizes
+        ));
     }
     let r = t.rank();
     let mut s = t.sizes.clone();
@@ -725,7 +783,10 @@ fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let k = ctx.int_or("k", 1)?;
     let dims = ctx.opt_ints("dims")?.unwrap_or(vec![0, 1]);
     if dims.len() != 2 || t.rank() < 2 {
-        return Err(format!("rot90 expects two dims and a tensor of rank >= 2, got {dims:?} and {:?}", t.sizes));
+        return Err(format!(
+            "rot90 expects two dims and a tensor of rank >= 2, got {dims:?} and {:?}",
+            t.sizes
+        ));
     }
     if k.rem_euclid(2) == 1 {
         one(swap(ctx, &t, dims[0], dims[1])?)
@@ -736,7 +797,14 @@ fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 pub(super) fn register(r: &mut Registry) {
     r.add_aten(
-        &["view", "_unsafe_view", "reshape", "_reshape_alias", "view_copy", "_unsafe_view_copy"],
+        &[
+            "view",
+            "_unsafe_view",
+            "reshape",
+            "_reshape_alias",
+            "view_copy",
+            "_unsafe_view_copy",
+        ],
         view,
     );
     r.add_aten(&["view_as", "reshape_as"], view_as);
@@ -745,7 +813,10 @@ pub(super) fn register(r: &mut Registry) {
     r.add_aten(&["squeeze", "squeeze_copy"], squeeze);
     r.add_aten(&["unsqueeze", "unsqueeze_copy"], unsqueeze);
     r.add_aten(&["permute", "permute_copy"], permute);
-    r.add_aten(&["transpose", "swapaxes", "swapdims", "transpose_copy"], transpose);
+    r.add_aten(
+        &["transpose", "swapaxes", "swapdims", "transpose_copy"],
+        transpose,
+    );
     r.add_aten(&["t", "t_copy"], t_);
     r.add_aten(&["numpy_T"], numpy_t);
     r.add_aten(&["mT", "adjoint"], mt);
@@ -808,7 +879,10 @@ pub(super) fn register(r: &mut Registry) {
     );
     for k in ["1d", "2d", "3d"] {
         r.add_aten(
-            &[&format!("reflection_pad{k}"), &format!("replication_pad{k}")],
+            &[
+                &format!("reflection_pad{k}"),
+                &format!("replication_pad{k}"),
+            ],
             pad,
         );
     }
