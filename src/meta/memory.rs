@@ -1,7 +1,8 @@
 //! Memory estimate from the meta pass: the bytes of the state (parameters, buffers, constants)
 //! and the peak of live activations, with each value freed after its last use (as the
-//! interpreter frees them). Views are counted as new tensors (an upper bound: the CPU
-//! backend shares storage for most of them).
+//! interpreter frees them). Views (`view`, `permute`, `slice`, `expand`...) and in-place ops
+//! (`add_`...) share their input's storage, as on the CPU backend: they add no bytes and keep
+//! their base alive until their own last use. Everything else is counted as a new tensor.
 
 use super::{Inferred, MValue};
 use crate::program::{Arg, InputKind, Program, StateKind};
@@ -57,13 +58,35 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
     }
     let g = &program.graph;
     let n = g.nodes.len();
-    // Last use of each value (graph outputs live to the end).
+    // The storage each value lives in: its own, or its base's for views.
+    let mut root: Vec<usize> = (0..g.values.len()).collect();
+    for node in &g.nodes {
+        if !is_view(&node.target) {
+            continue;
+        }
+        let Some(base) = node.inputs.iter().find_map(|(_, a)| match a {
+            Arg::Tensor(id) => Some(*id),
+            _ => None,
+        }) else {
+            continue;
+        };
+        let r = root.get(base).copied().unwrap_or(base);
+        let mut outs = Vec::new();
+        node.outputs.iter().for_each(|a| a.values(&mut outs));
+        for id in outs {
+            if let Some(slot) = root.get_mut(id) {
+                *slot = r;
+            }
+        }
+    }
+    // Last use of each storage (graph outputs live to the end).
     let mut last_use = vec![None::<usize>; g.values.len()];
     for (i, node) in g.nodes.iter().enumerate() {
         let mut ids = Vec::new();
         node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
         for id in ids {
-            if let Some(s) = last_use.get_mut(id) {
+            let r = root.get(id).copied().unwrap_or(id);
+            if let Some(s) = last_use.get_mut(r) {
                 *s = Some(i);
             }
         }
@@ -72,7 +95,8 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
         let mut ids = Vec::new();
         a.values(&mut ids);
         for id in ids {
-            if let Some(s) = last_use.get_mut(id) {
+            let r = root.get(id).copied().unwrap_or(id);
+            if let Some(s) = last_use.get_mut(r) {
                 *s = Some(n);
             }
         }
@@ -122,6 +146,10 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
         for id in outs {
             let (b, d) = value_bytes(id);
             data_dependent |= d;
+            if root.get(id).is_some_and(|&r| r != id) {
+                // A view: no new storage; its base's last use already covers it.
+                continue;
+            }
             live += b;
             match last_use.get(id).copied().flatten() {
                 Some(u) => free_at[u].push(id),
@@ -148,4 +176,20 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
         total_bytes: state_total.saturating_add(peak),
         data_dependent,
     }
+}
+
+/// Ops whose output shares the storage of their first tensor argument on the CPU backend.
+fn is_view(target: &str) -> bool {
+    let op = target
+        .strip_prefix("aten.")
+        .and_then(|t| t.split('.').next())
+        .unwrap_or("");
+    const VIEWS: &[&str] = &[
+        "view", "_unsafe_view", "alias", "detach", "permute", "transpose", "swapaxes",
+        "swapdims", "t", "numpy_T", "mT", "adjoint", "expand", "expand_as", "broadcast_to",
+        "slice", "select", "narrow", "squeeze", "unsqueeze", "unflatten", "as_strided",
+        "diagonal", "unfold", "split", "split_with_sizes", "unbind", "chunk", "tensor_split",
+        "movedim", "moveaxis", "view_as", "_reshape_alias",
+    ];
+    VIEWS.contains(&op) || (op.ends_with('_') && !op.starts_with('_'))
 }
