@@ -145,7 +145,7 @@ fn upsample(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
             }
             for (i, s) in f.iter().enumerate() {
                 let o = (ins[i] as f64 * s).floor();
-                if !(o >= 1.0) {
+                if o.is_nan() || o < 1.0 {
                     return Err(format!(
                         "scale factor {s} gives an empty output for input size {}",
                         ins[i]
