@@ -42,13 +42,14 @@ fn bytes_of(v: &MValue) -> (u64, bool) {
 /// Estimate from a finished meta pass over `program`'s top-level graph.
 pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
     let mut state = [0u64; 3];
-    // Tensors sharing one storage in the archive are counted once.
+    // Tensors sharing one storage (tied weights, views of a buffer) are counted once, with
+    // the storage's full size.
     let mut seen = std::collections::BTreeSet::new();
     for e in program.state.values() {
-        if !seen.insert(e.path_name.clone()) && !e.path_name.is_empty() {
+        if !seen.insert(e.tensor.storage.id()) {
             continue;
         }
-        let b = (e.tensor.numel() as u64).saturating_mul(e.tensor.dtype.size() as u64);
+        let b = e.tensor.storage.len() as u64;
         let slot = match e.kind {
             StateKind::Parameter => 0,
             StateKind::Buffer { .. } => 1,
