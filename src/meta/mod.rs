@@ -55,8 +55,9 @@ impl MetaTensor {
     pub fn rank(&self) -> usize {
         self.sizes.len()
     }
+    /// Element count (saturating: a hostile graph cannot overflow it).
     pub fn numel(&self) -> usize {
-        self.sizes.iter().product()
+        self.sizes.iter().fold(1usize, |a, &b| a.saturating_mul(b))
     }
     /// Bytes of a contiguous tensor of this shape.
     pub fn nbytes(&self) -> u64 {
@@ -66,7 +67,7 @@ impl MetaTensor {
     pub fn strides(&self) -> Vec<usize> {
         let mut s = vec![1; self.sizes.len()];
         for i in (0..self.sizes.len().saturating_sub(1)).rev() {
-            s[i] = s[i + 1] * self.sizes[i + 1].max(1);
+            s[i] = s[i + 1].saturating_mul(self.sizes[i + 1].max(1));
         }
         s
     }

@@ -68,7 +68,7 @@ fn flatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return Err("flatten() has invalid args: start_dim cannot come after end_dim".into());
     }
     let mut out = t.sizes[..s].to_vec();
-    out.push(t.sizes[s..=e].iter().product());
+    out.push(t.sizes[s..=e].iter().fold(1usize, |a, &b| a.saturating_mul(b)));
     out.extend_from_slice(&t.sizes[e + 1..]);
     one(t.with_sizes(out))
 }
@@ -702,7 +702,7 @@ fn repeat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
             return Err(format!("repeats can not be negative, got {reps:?}"));
         }
         let have = if i < lead { 1 } else { t.sizes[i - lead] };
-        s.push(have * r as usize);
+        s.push(have.saturating_mul(r as usize));
     }
     one(t.with_sizes(s))
 }
@@ -736,7 +736,7 @@ fn repeat_interleave(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
                 }
             }
         }
-        _ => n * ctx.int("repeats")?.max(0) as usize,
+        _ => n.saturating_mul(ctx.int("repeats")?.max(0) as usize),
     };
     s[d] = total;
     one(t.with_sizes(s))
@@ -754,15 +754,15 @@ fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let mut s = t.sizes.clone();
     if let Some(f) = ctx.opt_int("upscale_factor")? {
         let f = f.max(1) as usize;
-        if s[r - 3] % (f * f) != 0 {
+        if s[r - 3] % f.saturating_mul(f) != 0 {
             return Err(format!(
                 "pixel_shuffle expects its input's 'channel' dimension ({}) to be divisible by the square of upscale_factor ({f})",
                 s[r - 3]
             ));
         }
-        s[r - 3] /= f * f;
-        s[r - 2] *= f;
-        s[r - 1] *= f;
+        s[r - 3] /= f.saturating_mul(f);
+        s[r - 2] = s[r - 2].saturating_mul(f);
+        s[r - 1] = s[r - 1].saturating_mul(f);
     } else {
         let f = ctx.int("downscale_factor")?.max(1) as usize;
         if s[r - 2] % f != 0 || s[r - 1] % f != 0 {
@@ -771,7 +771,7 @@ fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
                 s[r - 2], s[r - 1]
             ));
         }
-        s[r - 3] *= f * f;
+        s[r - 3] = s[r - 3].saturating_mul(f.saturating_mul(f));
         s[r - 2] /= f;
         s[r - 1] /= f;
     }
