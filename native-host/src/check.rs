@@ -117,7 +117,7 @@ pub fn check(
     }
     custom.sort();
     custom.dedup();
-    // The memory estimate: a failure here is reported, not fatal, unless --inputs was given.
+    // The memory estimate: a failure is reported; it is fatal only for shapes the user gave.
     let estimate = input_metas(&p, inputs.as_deref()).and_then(|(metas, origin)| {
         meta::infer(&p, &metas)
             .map(|inf| (meta::estimate(&p, &inf), origin))
@@ -206,9 +206,11 @@ pub fn check(
             Err(e) => println!("  memory estimate: {e}"),
         }
     }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{} unsupported op(s)", missing.len()))
+    if !missing.is_empty() {
+        return Err(format!("{} unsupported op(s)", missing.len()));
+    }
+    match (&inputs, &estimate) {
+        (Some(f), Err(e)) => Err(format!("{f}: {e}")),
+        _ => Ok(()),
     }
 }

@@ -59,3 +59,16 @@ def test_check_inputs_file_must_exist(tmp_path):
                         str(tmp_path / "missing.safetensors")], capture_output=True, text=True)
     assert r.returncode != 0
     assert "missing.safetensors" in r.stderr
+
+
+def test_check_inputs_that_break_the_guards_fail(tmp_path):
+    torch = pytest.importorskip("torch")
+    from safetensors.torch import save_file
+
+    f = tmp_path / "bad.safetensors"
+    # dyn_shared's x and y share their first dim (s17); 5 != 6 violates it.
+    save_file({"x": torch.zeros(5, 7), "y": torch.zeros(6, 7)}, str(f))
+    r = subprocess.run([BIN, "check", str(FIX / "dyn_shared.pt2"), "--inputs", str(f)],
+                       capture_output=True, text=True)
+    assert r.returncode != 0
+    assert "'y'" in r.stderr and "s17" in r.stderr
