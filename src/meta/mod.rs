@@ -65,7 +65,7 @@ impl MetaTensor {
     }
     /// Contiguous strides (meta tensors are laid out densely).
     pub fn strides(&self) -> Vec<usize> {
-        let mut s = vec![1; self.sizes.len()];
+        let mut s = vec![1usize; self.sizes.len()];
         for i in (0..self.sizes.len().saturating_sub(1)).rev() {
             s[i] = s[i + 1].saturating_mul(self.sizes[i + 1].max(1));
         }

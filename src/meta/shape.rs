@@ -68,7 +68,11 @@ fn flatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return Err("flatten() has invalid args: start_dim cannot come after end_dim".into());
     }
     let mut out = t.sizes[..s].to_vec();
-    out.push(t.sizes[s..=e].iter().fold(1usize, |a, &b| a.saturating_mul(b)));
+    out.push(
+        t.sizes[s..=e]
+            .iter()
+            .fold(1usize, |a, &b| a.saturating_mul(b)),
+    );
     out.extend_from_slice(&t.sizes[e + 1..]);
     one(t.with_sizes(out))
 }
