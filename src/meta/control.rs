@@ -386,10 +386,7 @@ pub(super) fn register(r: &mut Registry) {
         r.add(t, constrain_range);
     }
     r.add("aten._make_dep_token.default", dep_token);
-    r.add(
-        "aten._assert_tensor_metadata.default",
-        assert_tensor_metadata,
-    );
+    r.add_op("aten._assert_tensor_metadata", assert_tensor_metadata);
     for op in [
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne",
         "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "lshift", "rshift", "truth",

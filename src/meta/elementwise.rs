@@ -418,6 +418,15 @@ pub(super) fn register(r: &mut Registry) {
         "addcmul_",
         "addcdiv_",
         "masked_fill_",
+        "arctan2_",
+        "bitwise_left_shift_",
+        "bitwise_right_shift_",
+        "greater_",
+        "greater_equal_",
+        "less_",
+        "less_equal_",
+        "not_equal_",
+        "true_divide_",
         "copysign_",
     ] {
         r.add_aten(&[n], inplace);
