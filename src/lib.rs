@@ -13,6 +13,7 @@ pub mod info;
 #[cfg(target_arch = "wasm32")]
 pub mod js;
 pub mod limits;
+pub mod meta;
 pub mod ops;
 pub mod pickle;
 pub mod program;

@@ -7,6 +7,7 @@ use pt2web::Limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod check;
 mod run;
 mod tensors_io;
 
@@ -51,7 +52,8 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// List every op, dtype or feature of a program that the chosen device cannot run yet.
+    /// List every op, dtype or feature of a program that the chosen device cannot run yet, and
+    /// estimate its memory (meta pass) for the given, sample or example input shapes.
     Check {
         /// The .pt2 file (the embedded example model when omitted).
         model: Option<PathBuf>,
@@ -61,6 +63,10 @@ enum Cmd {
         device: String,
         #[arg(long)]
         json: bool,
+        /// Input shapes for the memory estimate: a safetensors file keyed by user-input name
+        /// (default: the archive's sample inputs, else static or upper-bound shapes).
+        #[arg(long)]
+        inputs: Option<String>,
     },
     /// Load an archive and write it back as a torch ≥ 2.6 `.pt2` (converts torch 2.5 archives),
     /// optionally adding extra files, as `torch.export.save(..., extra_files=)` does.
@@ -121,7 +127,8 @@ fn run(cli: Cli) -> Result<(), String> {
             program,
             device,
             json,
-        } => run::check(model, program, device, json),
+            inputs,
+        } => check::check(model, program, device, json, inputs),
         Cmd::Rewrite {
             input,
             output,

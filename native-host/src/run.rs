@@ -1,4 +1,4 @@
-//! `pt2web run` and `pt2web check`.
+//! `pt2web run` (and the loading helpers `pt2web check` shares).
 
 use crate::read_model;
 use crate::tensors_io::{read_npy, read_safetensors, write_safetensors};
@@ -42,7 +42,7 @@ pub struct RunArgs {
     repeat: usize,
 }
 
-fn check_device(device: &str) -> Result<(), String> {
+pub(crate) fn check_device(device: &str) -> Result<(), String> {
     match device {
         "cpu" | "auto" => Ok(()),
         "gpu" => Err("--device gpu: the wgpu backend is not built yet; use --device cpu".into()),
@@ -123,7 +123,10 @@ impl Engine {
     }
 }
 
-fn load(model: &Option<PathBuf>, program: Option<&str>) -> Result<(String, Program, f64), String> {
+pub(crate) fn load(
+    model: &Option<PathBuf>,
+    program: Option<&str>,
+) -> Result<(String, Program, f64), String> {
     let t0 = Instant::now();
     let (source, bytes) = read_model(model)?;
     let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
@@ -134,7 +137,7 @@ fn load(model: &Option<PathBuf>, program: Option<&str>) -> Result<(String, Progr
 }
 
 /// Flatten pickled sample inputs `(args, kwargs)` into leaves in pytree order.
-fn flatten_sample(v: &PyValue, out: &mut Vec<RValue>) -> Result<(), String> {
+pub(crate) fn flatten_sample(v: &PyValue, out: &mut Vec<RValue>) -> Result<(), String> {
     match v {
         PyValue::Tensor(t) => out.push(RValue::Tensor(
             Tensor::from_host(t).map_err(|e| e.to_string())?,
@@ -348,45 +351,4 @@ pub fn devices(backend: &str, json: bool) -> Result<(), String> {
         );
     }
     Ok(())
-}
-
-pub fn check(
-    model: Option<PathBuf>,
-    program: Option<String>,
-    device: String,
-    json: bool,
-) -> Result<(), String> {
-    check_device(&device)?;
-    let (source, p, _) = load(&model, program.as_deref())?;
-    let missing = Session::unsupported_ops(&p);
-    let hist = p.graph.op_histogram();
-    if json {
-        let v = serde_json::json!({"model": source, "program": p.name, "device": device, "ops": hist.len(),
-            "unsupported": missing.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>()});
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
-        );
-    } else if missing.is_empty() {
-        println!(
-            "{source}: program '{}': all {} ops run on {device}",
-            p.name,
-            hist.len()
-        );
-    } else {
-        println!(
-            "{source}: program '{}': {} of {} ops cannot run on {device} yet:",
-            p.name,
-            missing.len(),
-            hist.len()
-        );
-        for m in &missing {
-            println!("  {m} (x{})", hist.get(m).copied().unwrap_or(0));
-        }
-    }
-    if missing.is_empty() {
-        Ok(())
-    } else {
-        Err(format!("{} unsupported op(s)", missing.len()))
-    }
 }

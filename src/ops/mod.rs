@@ -18,9 +18,9 @@ mod index;
 mod matmul;
 mod norm;
 mod pool;
-mod reduce;
+pub(crate) mod reduce;
 mod rnn;
-mod shape;
+pub(crate) mod shape;
 mod sort;
 
 pub use ctx::{OpCtx, Scalar};

@@ -7,7 +7,7 @@
 //! helpers here gather elements by storage offset and are shared with the index family.
 
 pub(crate) mod copy;
-mod geometry;
+pub(crate) mod geometry;
 mod view;
 
 pub(super) use copy::cat_t;

@@ -1,0 +1,216 @@
+//! `pt2web check`: before running anything, what the CPU device cannot run yet (ops without a
+//! kernel, ops without a shape rule, dtypes the kernels refuse, custom objects), and the
+//! memory estimate of the meta pass for the given, sample or example inputs.
+
+use crate::run::{check_device, flatten_sample, load};
+use crate::tensors_io::read_safetensors;
+use pt2web::meta::{self, ExampleOrigin, MValue, MemoryEstimate, MetaTensor};
+use pt2web::program::{InputKind, Program, ValueKind};
+use pt2web::runtime::{RValue, Session};
+use pt2web::DType;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Meta values of the inputs to estimate memory for, and where they came from; `Err` says
+/// which dims need a value.
+fn input_metas(p: &Program, inputs: Option<&str>) -> Result<(Vec<MValue>, String), String> {
+    let names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
+    if let Some(f) = inputs {
+        let mut given = read_safetensors(f)?;
+        if let Some(extra) = given.keys().find(|k| !names.contains(k)) {
+            return Err(format!(
+                "input '{extra}' in {f} is not an input of the program (inputs: {})",
+                names.join(", ")
+            ));
+        }
+        let metas = names
+            .iter()
+            .map(|n| {
+                given
+                    .remove(n)
+                    .map(|t| MValue::Tensor(MetaTensor::new(t.dtype, t.sizes.clone())))
+                    .ok_or_else(|| {
+                        format!(
+                            "input '{n}' is missing from {f} (inputs: {})",
+                            names.join(", ")
+                        )
+                    })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        return Ok((metas, format!("the shapes in {f}")));
+    }
+    if let Some(Ok(v)) = &p.sample_inputs {
+        let mut vals = Vec::new();
+        if flatten_sample(v, &mut vals).is_ok() && vals.len() == names.len() {
+            let metas = vals
+                .into_iter()
+                .map(|v| match v {
+                    RValue::Tensor(t) => MValue::Tensor(MetaTensor::new(t.dtype, t.sizes.clone())),
+                    RValue::Int(i) => MValue::Int(i),
+                    RValue::Float(f) => MValue::Float(f),
+                    RValue::Bool(b) => MValue::Bool(b),
+                    _ => MValue::None,
+                })
+                .collect();
+            return Ok((metas, "the sample inputs stored in the archive".into()));
+        }
+    }
+    match meta::example_inputs(p) {
+        Ok((m, ExampleOrigin::Static)) => Ok((m, "the program's static input shapes".into())),
+        Ok((m, ExampleOrigin::UpperBound)) => Ok((
+            m,
+            "the upper end of each dynamic dim's range".into(),
+        )),
+        Err(needs) => Err(format!(
+            "the program has dynamic dims without a usable upper bound; give shapes with --inputs FILE.safetensors. Dims that need a value: {}",
+            needs.join("; ")
+        )),
+    }
+}
+
+fn mib(b: u64) -> String {
+    if b >= 1 << 20 {
+        format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
+    } else if b >= 1 << 10 {
+        format!("{:.1} KiB", b as f64 / 1024.0)
+    } else {
+        format!("{b} B")
+    }
+}
+
+fn memory_json(m: &MemoryEstimate) -> serde_json::Value {
+    serde_json::json!({
+        "parameter_bytes": m.parameter_bytes, "buffer_bytes": m.buffer_bytes,
+        "constant_bytes": m.constant_bytes, "input_bytes": m.input_bytes,
+        "peak_activation_bytes": m.peak_activation_bytes, "peak_node": m.peak_node,
+        "total_bytes": m.total_bytes, "data_dependent": m.data_dependent,
+    })
+}
+
+pub fn check(
+    model: Option<PathBuf>,
+    program: Option<String>,
+    device: String,
+    json: bool,
+    inputs: Option<String>,
+) -> Result<(), String> {
+    check_device(&device)?;
+    let (source, p, _) = load(&model, program.as_deref())?;
+    let missing = Session::unsupported_ops(&p);
+    let hist = p.graph.op_histogram();
+    let no_rule = meta::missing_rules(&p);
+    // Dtypes the CPU tensors cannot hold (the kernels' own constructor decides).
+    let bad_dtypes: BTreeMap<DType, usize> = meta::dtypes(&p)
+        .into_iter()
+        .filter(|(d, _)| pt2web::cpu::Tensor::zeros(*d, &[0]).is_err())
+        .collect();
+    let mut custom: Vec<String> = p.custom_objects.clone();
+    for i in &p.inputs {
+        if let InputKind::CustomObj { name } = &i.kind {
+            custom.push(format!("input '{}' ({name})", i.name));
+        }
+    }
+    for v in &p.graph.values {
+        if let ValueKind::CustomObj { class_fqn } = &v.kind {
+            custom.push(format!("value '{}' ({class_fqn})", v.name));
+        }
+    }
+    custom.sort();
+    custom.dedup();
+    // The memory estimate: a failure is reported; it is fatal only for shapes the user gave.
+    let estimate = input_metas(&p, inputs.as_deref()).and_then(|(metas, origin)| {
+        meta::infer(&p, &metas)
+            .map(|inf| (meta::estimate(&p, &inf), origin))
+            .map_err(|e| format!("the meta pass failed: {e}"))
+    });
+    if inputs.is_some() {
+        if let Err(e) = &estimate {
+            if !e.starts_with("the meta pass") {
+                return Err(e.clone());
+            }
+        }
+    }
+    if json {
+        let (memory, memory_error, inputs_from) = match &estimate {
+            Ok((m, o)) => (memory_json(m), None, Some(o.clone())),
+            Err(e) => (serde_json::Value::Null, Some(e.clone()), None),
+        };
+        let v = serde_json::json!({"model": source, "program": p.name, "device": device, "ops": hist.len(),
+            "unsupported": missing.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>(),
+            "no_shape_rule": no_rule.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>(),
+            "unsupported_dtypes": bad_dtypes.iter().map(|(d, n)| serde_json::json!({"dtype": d.name(), "values": n})).collect::<Vec<_>>(),
+            "custom_objects": custom,
+            "memory": memory, "memory_error": memory_error, "memory_inputs_from": inputs_from});
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+        );
+    } else {
+        if missing.is_empty() {
+            println!(
+                "{source}: program '{}': all {} ops run on {device}",
+                p.name,
+                hist.len()
+            );
+        } else {
+            println!(
+                "{source}: program '{}': {} of {} ops cannot run on {device} yet:",
+                p.name,
+                missing.len(),
+                hist.len()
+            );
+            for m in &missing {
+                println!("  {m} (x{})", hist.get(m).copied().unwrap_or(0));
+            }
+        }
+        if !no_rule.is_empty() {
+            println!(
+                "  {} op(s) have no shape rule (meta device):",
+                no_rule.len()
+            );
+            for m in &no_rule {
+                println!("    {m} (x{})", hist.get(m).copied().unwrap_or(0));
+            }
+        }
+        for (d, n) in &bad_dtypes {
+            println!("  dtype {d} ({n} values) is not supported by the cpu kernels");
+        }
+        for c in &custom {
+            println!("  custom object (torchbind) {c}: not supported");
+        }
+        match &estimate {
+            Ok((m, origin)) => {
+                println!("  memory estimate for {origin}:");
+                println!(
+                    "    parameters {}, buffers {}, constants {}",
+                    mib(m.parameter_bytes),
+                    mib(m.buffer_bytes),
+                    mib(m.constant_bytes)
+                );
+                println!(
+                    "    peak activations {} (inputs {}){}{}",
+                    mib(m.peak_activation_bytes),
+                    mib(m.input_bytes),
+                    m.peak_node
+                        .as_ref()
+                        .map(|n| format!(", reached at node '{n}'"))
+                        .unwrap_or_default(),
+                    if m.data_dependent {
+                        " (some sizes depend on data: upper bounds)"
+                    } else {
+                        ""
+                    }
+                );
+                println!("    total {}", mib(m.total_bytes));
+            }
+            Err(e) => println!("  memory estimate: {e}"),
+        }
+    }
+    if !missing.is_empty() {
+        return Err(format!("{} unsupported op(s)", missing.len()));
+    }
+    match (&inputs, &estimate) {
+        (Some(f), Err(e)) => Err(format!("{f}: {e}")),
+        _ => Ok(()),
+    }
+}

@@ -1,0 +1,412 @@
+//! Rules of the control family: higher-order ops run the rule pass over their subgraphs
+//! (`cond` over both branches, which must agree), `getitem` picks from a list, `sym_size` and
+//! friends read the concrete shapes, symbolic arithmetic is evaluated by the CPU kernels
+//! themselves (they only see numbers), `item()` gives a data-dependent scalar, asserts give
+//! nothing (and fail when their condition is known to be false).
+
+use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult, ScalarKind};
+use crate::dtype::DType;
+use crate::program::{Arg, Graph};
+use crate::runtime::{RValue, RunState};
+
+fn positional<'a>(ctx: &MetaCtx<'a>, i: usize, what: &str) -> RuleResult<&'a Arg> {
+    ctx.arg_at(i)
+        .ok_or_else(|| format!("missing argument {i} ({what})"))
+}
+
+fn subgraph<'a>(ctx: &MetaCtx<'a>, i: usize, what: &str) -> RuleResult<&'a Graph> {
+    match positional(ctx, i, what)? {
+        Arg::Graph(g) => Ok(g),
+        other => Err(format!(
+            "argument {i} ({what}) is {other:?}, expected a subgraph"
+        )),
+    }
+}
+
+/// The elements of a list argument (operands of higher-order ops).
+fn flat_values(ctx: &MetaCtx, a: &Arg) -> RuleResult<Vec<MValue>> {
+    Ok(match a {
+        Arg::None => Vec::new(),
+        Arg::Ints(_) | Arg::SymInts(_) => ctx
+            .ints_of(a, "operands")?
+            .into_iter()
+            .map(MValue::Int)
+            .collect(),
+        other => match ctx.resolve(other)? {
+            MValue::Tensors(ts) => ts.into_iter().map(MValue::Tensor).collect(),
+            MValue::OptTensors(ts) => ts
+                .into_iter()
+                .map(|t| t.map_or(MValue::None, MValue::Tensor))
+                .collect(),
+            v => vec![v],
+        },
+    })
+}
+
+/// Shape a subgraph's results as this node's outputs (one list when the node defines a single
+/// `Tensor[]`).
+fn node_results(ctx: &MetaCtx, outs: Vec<MValue>) -> Vec<MValue> {
+    if ctx.node.outputs.len() == 1 && matches!(ctx.node.outputs[0], Arg::Tensors(_)) {
+        let ts = outs
+            .into_iter()
+            .filter_map(|v| match v {
+                MValue::Tensor(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        return vec![MValue::Tensors(ts)];
+    }
+    outs
+}
+
+/// `cond(pred, true_fn, false_fn, operands)`: the predicate usually depends on data, so both
+/// branches are inferred; torch requires them to agree.
+fn cond(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = subgraph(ctx, 1, "true_fn")?;
+    let f = subgraph(ctx, 2, "false_fn")?;
+    let ops = flat_values(ctx, positional(ctx, 3, "operands")?)?;
+    let a = ctx
+        .run_subgraph(t, ops.clone())
+        .map_err(|e| format!("in true_fn: {e}"))?;
+    let b = ctx
+        .run_subgraph(f, ops)
+        .map_err(|e| format!("in false_fn: {e}"))?;
+    let tensors = |v: &[MValue]| -> Vec<Option<(DType, Vec<usize>)>> {
+        v.iter()
+            .map(|x| x.as_tensor().map(|t| (t.dtype, t.sizes.clone())))
+            .collect()
+    };
+    if tensors(&a) != tensors(&b) {
+        return Err(format!(
+            "the branches return different shapes or dtypes: {:?} vs {:?}",
+            tensors(&a),
+            tensors(&b)
+        ));
+    }
+    Ok(node_results(ctx, a))
+}
+
+/// `while_loop(cond_fn, body_fn, carried, additional)`: the carried values keep their metas
+/// (torch checks the body preserves them); the body is inferred once to check that.
+fn while_loop(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let body = subgraph(ctx, 1, "body_fn")?;
+    let carried = flat_values(ctx, positional(ctx, 2, "carried_inputs")?)?;
+    let extra = match ctx.arg_at(3) {
+        Some(a) => flat_values(ctx, a)?,
+        None => Vec::new(),
+    };
+    let mut inputs = carried.clone();
+    inputs.extend(extra);
+    let next = ctx
+        .run_subgraph(body, inputs)
+        .map_err(|e| format!("in body_fn: {e}"))?;
+    if next.len() != carried.len() {
+        return Err(format!(
+            "body_fn returns {} values for {} carried inputs",
+            next.len(),
+            carried.len()
+        ));
+    }
+    for (a, b) in carried.iter().zip(&next) {
+        if let (MValue::Tensor(x), MValue::Tensor(y)) = (a, b) {
+            if x != y {
+                return Err(format!("body_fn changes a carried tensor from {x} to {y}"));
+            }
+        }
+    }
+    Ok(node_results(ctx, carried))
+}
+
+/// `map_impl(f, xs, pos_args)`: `f` over slices of the leading dim, results stacked.
+fn map_impl(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let f = subgraph(ctx, 0, "f")?;
+    let xs = flat_values(ctx, positional(ctx, 1, "xs")?)?;
+    let pos = match ctx.arg_at(2) {
+        Some(a) => flat_values(ctx, a)?,
+        None => Vec::new(),
+    };
+    let mut n = None;
+    let mut inputs = Vec::new();
+    for x in xs {
+        match x {
+            MValue::Tensor(t) if t.rank() > 0 => {
+                if *n.get_or_insert(t.sizes[0]) != t.sizes[0] {
+                    return Err("mapped tensors must have the same leading dimension".into());
+                }
+                inputs.push(MValue::Tensor(t.with_sizes(t.sizes[1..].to_vec())));
+            }
+            other => {
+                return Err(format!(
+                    "map xs must be tensors of rank >= 1, got {}",
+                    other.kind()
+                ))
+            }
+        }
+    }
+    let n = n.ok_or("map needs at least one mapped tensor")?;
+    inputs.extend(pos);
+    let outs = ctx
+        .run_subgraph(f, inputs)
+        .map_err(|e| format!("in map body: {e}"))?;
+    let stacked = outs
+        .into_iter()
+        .map(|o| match o {
+            MValue::Tensor(t) => {
+                let mut s = vec![n];
+                s.extend(&t.sizes);
+                Ok(MValue::Tensor(t.with_sizes(s)))
+            }
+            other => Err(format!(
+                "map body must return tensors, got {}",
+                other.kind()
+            )),
+        })
+        .collect::<RuleResult<Vec<_>>>()?;
+    Ok(node_results(ctx, stacked))
+}
+
+fn getitem(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let seq = ctx.resolve(positional(ctx, 0, "sequence")?)?;
+    let i = ctx.int_of(positional(ctx, 1, "index")?, "index")?;
+    let items: Vec<MValue> = match seq {
+        MValue::Tensors(v) => v.into_iter().map(MValue::Tensor).collect(),
+        MValue::OptTensors(v) => v
+            .into_iter()
+            .map(|t| t.map_or(MValue::None, MValue::Tensor))
+            .collect(),
+        other => return Err(format!("cannot index a {}", other.kind())),
+    };
+    let len = items.len() as i64;
+    let k = if i < 0 { i + len } else { i };
+    if k < 0 || k >= len {
+        return Err(format!(
+            "index {i} is out of range for a list of {len} values"
+        ));
+    }
+    Ok(vec![items[k as usize].clone()])
+}
+
+fn dim_of(ctx: &MetaCtx, t: &MetaTensor) -> RuleResult<usize> {
+    if t.rank() == 0 {
+        return Err("dimension specified as 0 but tensor has no dimensions".into());
+    }
+    ctx.wrap_dim(ctx.int("dim")?, t.rank())
+}
+
+fn sym_size(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    if t.data_dependent {
+        return Ok(vec![MValue::Unknown(ScalarKind::Int)]);
+    }
+    let d = dim_of(ctx, &t)?;
+    Ok(vec![MValue::Int(t.sizes[d] as i64)])
+}
+
+fn sym_numel(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    if t.data_dependent {
+        return Ok(vec![MValue::Unknown(ScalarKind::Int)]);
+    }
+    Ok(vec![MValue::Int(t.numel() as i64)])
+}
+
+/// Strides of the meta device's dense layout.
+fn sym_stride(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    let d = dim_of(ctx, &t)?;
+    Ok(vec![MValue::Int(t.strides()[d] as i64)])
+}
+
+fn sym_storage_offset(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    Ok(vec![MValue::Int(0)])
+}
+
+fn sym_is_contiguous(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    Ok(vec![MValue::Bool(true)])
+}
+
+/// `item()`: a number of the tensor's kind whose value needs the data.
+fn item(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    if t.numel() != 1 && !t.data_dependent {
+        return Err(format!(
+            "a Tensor with {} elements cannot be converted to Scalar",
+            t.numel()
+        ));
+    }
+    Ok(vec![MValue::Unknown(if t.dtype.is_float() {
+        ScalarKind::Float
+    } else if t.dtype == DType::Bool {
+        ScalarKind::Bool
+    } else {
+        ScalarKind::Int
+    })])
+}
+
+/// Functional asserts return a token; plain ones nothing.
+fn assert_result(ctx: &MetaCtx) -> Vec<MValue> {
+    if ctx.node.outputs.iter().all(|a| matches!(a, Arg::None)) {
+        vec![]
+    } else {
+        vec![MValue::Opaque]
+    }
+}
+
+fn assert_scalar(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let a = ctx
+        .arg("self")
+        .or_else(|| ctx.arg_at(0))
+        .ok_or("missing condition")?;
+    let known_false = match ctx.resolve(a)? {
+        MValue::Bool(b) => !b,
+        MValue::Int(i) => i == 0,
+        _ => false,
+    };
+    if known_false {
+        let msg = ctx
+            .opt_str("assert_msg")?
+            .unwrap_or_else(|| "assertion failed".into());
+        return Err(format!("for these input shapes: {msg}"));
+    }
+    Ok(assert_result(ctx))
+}
+
+fn assert_async(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    if t.numel() != 1 {
+        return Err(format!(
+            "Boolean value of Tensor with {} elements is ambiguous",
+            t.numel()
+        ));
+    }
+    Ok(assert_result(ctx))
+}
+
+fn constrain_range(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    Ok(assert_result(ctx))
+}
+
+fn dep_token(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    Ok(vec![MValue::Opaque])
+}
+
+fn assert_tensor_metadata(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("a")?;
+    if let Some(d) = ctx.opt_dtype("dtype")? {
+        if d != t.dtype {
+            return Err(format!(
+                "tensor dtype mismatch: expected {d}, got {}",
+                t.dtype
+            ));
+        }
+    }
+    if let Some(size) = ctx.opt_ints("size")? {
+        let got: Vec<i64> = t.sizes.iter().map(|&s| s as i64).collect();
+        if size != got && !t.data_dependent {
+            return Err(format!(
+                "tensor size mismatch: expected {size:?}, got {got:?}"
+            ));
+        }
+    }
+    Ok(vec![])
+}
+
+/// Symbolic arithmetic: the CPU kernel, given the operands' numbers (tensors are never read
+/// by these ops). A data-dependent operand gives a data-dependent result.
+fn sym_op(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let declared = match ctx.node.outputs.first() {
+        Some(Arg::SymFloat(_) | Arg::Float(_)) => ScalarKind::Float,
+        Some(Arg::SymBool(_) | Arg::Bool(_)) => ScalarKind::Bool,
+        _ => ScalarKind::Int,
+    };
+    let mut env: Vec<Option<RValue>> = vec![None; ctx.graph.values.len()];
+    for (i, v) in ctx.env.iter().enumerate() {
+        env[i] = match v {
+            Some(MValue::Int(x)) => Some(RValue::Int(*x)),
+            Some(MValue::Float(x)) => Some(RValue::Float(*x)),
+            Some(MValue::Bool(x)) => Some(RValue::Bool(*x)),
+            _ => None,
+        };
+    }
+    let mut ids = Vec::new();
+    ctx.node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+    if ids
+        .iter()
+        .any(|&id| matches!(ctx.env.get(id), Some(Some(MValue::Unknown(_)))))
+    {
+        return Ok(vec![MValue::Unknown(declared)]);
+    }
+    let kernel = crate::ops::registry()
+        .lookup(ctx.target())
+        .ok_or("no evaluator for this symbolic op")?;
+    let mut st = RunState::default();
+    let mut op = crate::ops::OpCtx {
+        node: ctx.node,
+        graph: ctx.graph,
+        env: &env,
+        state: &mut st,
+    };
+    let out = kernel(&mut op).map_err(|e| match e {
+        crate::Error::Op { msg, .. } => msg,
+        other => other.to_string(),
+    })?;
+    Ok(out
+        .into_iter()
+        .map(|v| match v {
+            RValue::Int(i) => MValue::Int(i),
+            RValue::Float(f) => MValue::Float(f),
+            RValue::Bool(b) => MValue::Bool(b),
+            _ => MValue::Unknown(declared),
+        })
+        .collect())
+}
+
+pub(super) fn register(r: &mut Registry) {
+    r.add("higher_order.cond", cond);
+    r.add("higher_order.while_loop", while_loop);
+    r.add("higher_order.map_impl", map_impl);
+    r.add("_operator.getitem", getitem);
+    r.add("aten.sym_size.int", sym_size);
+    r.add("aten.sym_numel.default", sym_numel);
+    r.add("aten.sym_stride.int", sym_stride);
+    r.add("aten.sym_storage_offset.default", sym_storage_offset);
+    r.add("aten.sym_is_contiguous.default", sym_is_contiguous);
+    r.add("aten.item.default", item);
+    r.add("aten._local_scalar_dense.default", item);
+    r.add("aten._assert_scalar.default", assert_scalar);
+    r.add("aten._functional_assert_scalar.default", assert_scalar);
+    r.add_op("aten._assert_async", assert_async);
+    r.add("aten._functional_assert_async.msg", assert_async);
+    for t in [
+        "aten.sym_constrain_range.default",
+        "aten.sym_constrain_range_for_size.default",
+        "aten._functional_sym_constrain_range.default",
+        "aten._functional_sym_constrain_range_for_size.default",
+    ] {
+        r.add(t, constrain_range);
+    }
+    r.add("aten._make_dep_token.default", dep_token);
+    r.add_op("aten._assert_tensor_metadata", assert_tensor_metadata);
+    for op in [
+        "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne",
+        "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "lshift", "rshift", "truth",
+    ] {
+        r.add(&format!("_operator.{op}"), sym_op);
+    }
+    for f in ["trunc", "floor", "ceil", "sqrt"] {
+        r.add(&format!("math.{f}"), sym_op);
+    }
+    for f in [
+        "sym_max",
+        "sym_min",
+        "sym_int",
+        "sym_float",
+        "sym_ite",
+        "sym_not",
+        "_sym_sqrt",
+        "sym_sqrt",
+        "sym_sum",
+    ] {
+        r.add(&format!("torch.{f}"), sym_op);
+    }
+}

@@ -1,0 +1,165 @@
+//! Rules of the norm family: the output has the input's shape and dtype; the statistics of
+//! the `native_*` forms have the shapes torch gives them (per channel for batch norm, per row
+//! for layer norm, `[N, groups]` for group norm), in the accumulation dtype.
+
+use super::elementwise::one;
+use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
+use crate::dtype::DType;
+
+/// Statistics are kept in float32 for half inputs (torch's opmath), f64 for f64.
+fn stat_dtype(d: DType) -> DType {
+    if d == DType::F64 {
+        DType::F64
+    } else {
+        DType::F32
+    }
+}
+
+fn channels(x: &MetaTensor) -> RuleResult<usize> {
+    if x.rank() < 2 {
+        return Err(format!(
+            "expected an input of at least 2 dims ([N, C, ...]), got shape {:?}",
+            x.sizes
+        ));
+    }
+    Ok(x.sizes[1])
+}
+
+fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("input")?;
+    let c = channels(&x)?;
+    for name in ["weight", "bias", "running_mean", "running_var"] {
+        if let Some(p) = ctx.opt_tensor(name)? {
+            if p.numel() != c {
+                return Err(format!(
+                    "{name} of shape {:?} should have {c} elements (the channels of input {:?})",
+                    p.sizes, x.sizes
+                ));
+            }
+        }
+    }
+    let t = ctx.target();
+    if t == "aten.batch_norm.default" {
+        return one(x);
+    }
+    let training = !t.contains("no_training") && ctx.bool_or("training", false)?;
+    // Saved statistics are in the compute dtype; the empty ones of eval mode in the input's.
+    let sd = if training {
+        stat_dtype(x.dtype)
+    } else {
+        x.dtype
+    };
+    let stat = MetaTensor::new(sd, vec![if training { c } else { 0 }]);
+    let mut out = vec![
+        MValue::Tensor(x.clone()),
+        MValue::Tensor(stat.clone()),
+        MValue::Tensor(stat),
+    ];
+    if t.starts_with("aten._native_batch_norm_legit_functional") {
+        for name in ["running_mean", "running_var"] {
+            out.push(match ctx.opt_tensor(name)? {
+                Some(r) => MValue::Tensor(r),
+                None => MValue::None,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Where the normalized dims start, from `normalized_shape` (which must match the tail).
+fn norm_axis(x: &MetaTensor, normalized: &[i64]) -> RuleResult<usize> {
+    let k = normalized.len();
+    let tail: Vec<i64> = x.sizes[x.rank().saturating_sub(k)..]
+        .iter()
+        .map(|&s| s as i64)
+        .collect();
+    if k > x.rank() || tail != normalized {
+        return Err(format!(
+            "normalized_shape {normalized:?} does not match the last dims of input {:?}",
+            x.sizes
+        ));
+    }
+    Ok(x.rank() - k)
+}
+
+/// Statistics shape: the leading dims, then ones.
+fn row_stats(x: &MetaTensor, axis: usize, dtype: DType) -> MetaTensor {
+    let mut s = x.sizes[..axis].to_vec();
+    s.extend(std::iter::repeat_n(1, x.rank() - axis));
+    MetaTensor::new(dtype, s)
+}
+
+fn layer_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("input")?;
+    let axis = norm_axis(&x, &ctx.ints("normalized_shape")?)?;
+    if ctx.target() == "aten.layer_norm.default" {
+        return one(x);
+    }
+    // torch's layer norm keeps mean and rstd in the input's dtype.
+    let st = row_stats(&x, axis, x.dtype);
+    Ok(vec![
+        MValue::Tensor(x),
+        MValue::Tensor(st.clone()),
+        MValue::Tensor(st),
+    ])
+}
+
+fn rms_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("input")?;
+    let axis = norm_axis(&x, &ctx.ints("normalized_shape")?)?;
+    if ctx.target() == "aten.rms_norm.default" {
+        return one(x);
+    }
+    let st = row_stats(&x, axis, stat_dtype(x.dtype));
+    Ok(vec![MValue::Tensor(x), MValue::Tensor(st)])
+}
+
+fn group_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("input")?;
+    let c = channels(&x)?;
+    if ctx.target() == "aten.group_norm.default" {
+        let g = ctx.int("num_groups")?;
+        if g <= 0 || c % g as usize != 0 {
+            return Err(format!(
+                "expected the number of channels {c} to be divisible by num_groups {g}"
+            ));
+        }
+        return one(x);
+    }
+    let n = ctx.int("N")?.max(0) as usize;
+    let g = ctx.int("group")?.max(0) as usize;
+    let st = MetaTensor::new(x.dtype, vec![n, g]);
+    Ok(vec![
+        MValue::Tensor(x),
+        MValue::Tensor(st.clone()),
+        MValue::Tensor(st),
+    ])
+}
+
+fn instance_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("input")?;
+    channels(&x)?;
+    one(x)
+}
+
+pub(super) fn register(r: &mut Registry) {
+    r.add("aten.batch_norm.default", batch_norm);
+    r.add("aten.native_batch_norm.default", batch_norm);
+    r.add("aten._native_batch_norm_legit.default", batch_norm);
+    r.add("aten._native_batch_norm_legit.no_stats", batch_norm);
+    r.add(
+        "aten._native_batch_norm_legit_no_training.default",
+        batch_norm,
+    );
+    r.add(
+        "aten._native_batch_norm_legit_functional.default",
+        batch_norm,
+    );
+    r.add("aten.instance_norm.default", instance_norm);
+    r.add("aten.layer_norm.default", layer_norm);
+    r.add("aten.native_layer_norm.default", layer_norm);
+    r.add("aten.group_norm.default", group_norm);
+    r.add("aten.native_group_norm.default", group_norm);
+    r.add("aten.rms_norm.default", rms_norm);
+    r.add("aten._fused_rms_norm.default", rms_norm);
+}

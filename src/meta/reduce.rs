@@ -1,0 +1,240 @@
+//! Rules of the reduce family: reductions over a dim list (absent or empty: every dim) with
+//! `keepdim` and an optional `dtype` (integer sums go to int64), arg-reductions to int64,
+//! statistics in floating point, scans and softmax keeping the shape. Dim handling reuses the
+//! CPU family's `reduce_mask`/`reduced_sizes`.
+
+use super::elementwise::{float_dtype, one};
+use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
+use crate::dtype::DType;
+use crate::ops::reduce::{reduce_mask, reduced_sizes};
+
+/// Sizes after reducing `dims` (already wrapped).
+pub(super) fn reduce_shape(sizes: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
+    let mask: Vec<bool> = (0..sizes.len()).map(|i| dims.contains(&i)).collect();
+    reduced_sizes(sizes, &mask, keepdim)
+}
+
+/// The reduced sizes for the node's `dim` argument (`empty_is_none`: an empty list reduces
+/// nothing, as `any.dims`).
+fn reduced(ctx: &MetaCtx, x: &MetaTensor, empty_is_none: bool) -> RuleResult<Vec<usize>> {
+    let dims = ctx.opt_ints("dim")?;
+    let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), empty_is_none))?;
+    Ok(reduced_sizes(
+        &x.sizes,
+        &mask,
+        ctx.bool_or("keepdim", false)?,
+    ))
+}
+
+fn int_promoted(x: DType, dtype: Option<DType>) -> DType {
+    dtype.unwrap_or(if x.is_float() || x.is_complex() {
+        x
+    } else {
+        DType::I64
+    })
+}
+
+fn sum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let d = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
+    one(MetaTensor::new(d, reduced(ctx, &x, false)?))
+}
+
+fn mean(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let d = ctx.opt_dtype("dtype")?.unwrap_or(x.dtype);
+    if !(d.is_float() || d.is_complex()) {
+        return Err(format!(
+            "could not infer output dtype. Input dtype must be either a floating point or \
+             complex dtype. Got: {d}"
+        ));
+    }
+    one(MetaTensor::new(d, reduced(ctx, &x, false)?))
+}
+
+fn amax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    one(x.with_sizes(reduced(ctx, &x, false)?))
+}
+
+/// `max.default` / `min.default`: 0-d; `max.other` is elementwise.
+fn max_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    if ctx.has("other") {
+        let o = ctx.tensor("other")?;
+        let s = super::elementwise::broadcast(&x.sizes, &o.sizes)?;
+        let d = crate::cpu::promote::promote_types(x.dtype, o.dtype);
+        return one(MetaTensor::new(d, s));
+    }
+    if x.numel() == 0 {
+        return Err("max()/min() of an empty tensor needs a dim".into());
+    }
+    one(x.with_sizes(vec![]))
+}
+
+fn one_dim(ctx: &MetaCtx, x: &MetaTensor) -> RuleResult<Vec<usize>> {
+    let d = ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
+    Ok(reduce_shape(&x.sizes, &[d], ctx.bool_or("keepdim", false)?))
+}
+
+fn max_dim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let s = one_dim(ctx, &x)?;
+    Ok(vec![
+        MValue::Tensor(x.with_sizes(s.clone())),
+        MValue::Tensor(MetaTensor::new(DType::I64, s)),
+    ])
+}
+
+fn argmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let s = match ctx.opt_int("dim")? {
+        Some(_) => one_dim(ctx, &x)?,
+        None if ctx.bool_or("keepdim", false)? => vec![1; x.rank()],
+        None => vec![],
+    };
+    one(MetaTensor::new(DType::I64, s))
+}
+
+fn aminmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let s = match ctx.opt_int("dim")? {
+        Some(_) => one_dim(ctx, &x)?,
+        None => reduce_shape(
+            &x.sizes,
+            &(0..x.rank()).collect::<Vec<_>>(),
+            ctx.bool_or("keepdim", false)?,
+        ),
+    };
+    let t = x.with_sizes(s);
+    Ok(vec![MValue::Tensor(t.clone()), MValue::Tensor(t)])
+}
+
+fn any_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let d = if x.dtype == DType::U8 {
+        DType::U8
+    } else {
+        DType::Bool
+    };
+    one(MetaTensor::new(d, reduced(ctx, &x, true)?))
+}
+
+fn count_nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let dims = ctx.opt_ints("dim")?;
+    let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), false))?;
+    one(MetaTensor::new(
+        DType::I64,
+        reduced_sizes(&x.sizes, &mask, false),
+    ))
+}
+
+fn var_std(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let s = reduced(ctx, &x, false)?;
+    let t = MetaTensor::new(float_dtype(x.dtype), s);
+    Ok(if ctx.target().contains("_mean") {
+        vec![MValue::Tensor(t.clone()), MValue::Tensor(t)]
+    } else {
+        vec![MValue::Tensor(t)]
+    })
+}
+
+fn float_reduce(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    let d = ctx.opt_dtype("dtype")?.unwrap_or(float_dtype(x.dtype));
+    one(MetaTensor::new(d, reduced(ctx, &x, false)?))
+}
+
+fn scan(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
+    let d = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
+    one(x.with_dtype(d))
+}
+
+fn scan_inplace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    one(ctx.tensor("self")?)
+}
+
+fn cummax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
+    let i = x.with_dtype(DType::I64);
+    Ok(vec![MValue::Tensor(x), MValue::Tensor(i)])
+}
+
+fn logcumsumexp(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
+    let d = float_dtype(x.dtype);
+    one(x.with_dtype(d))
+}
+
+/// `diff(self, n, dim, prepend, append)`: the dim grows by prepend/append, shrinks by n.
+fn diff(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    if x.rank() == 0 {
+        return Err("diff expects input to be at least one-dimensional".into());
+    }
+    let n = ctx.int_or("n", 1)?;
+    if n < 0 {
+        return Err(format!("order must be non-negative but got {n}"));
+    }
+    let d = ctx.wrap_dim(ctx.int_or("dim", -1)?, x.rank())?;
+    let mut len = x.sizes[d];
+    let mut dtype = x.dtype;
+    for name in ["prepend", "append"] {
+        if let Some(p) = ctx.opt_tensor(name)? {
+            len += p.sizes.get(d).copied().unwrap_or(1);
+            dtype = crate::cpu::promote::promote_types(dtype, p.dtype);
+        }
+    }
+    let mut s = x.sizes.clone();
+    s[d] = len.saturating_sub(n as usize);
+    // diff of bools is a logical xor (stays bool); other dtypes keep theirs.
+    one(MetaTensor::new(dtype, s))
+}
+
+fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let x = ctx.tensor("self")?;
+    ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
+    let d = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16) {
+        DType::F32
+    } else {
+        ctx.opt_dtype("dtype")?.unwrap_or(x.dtype)
+    };
+    one(x.with_dtype(d))
+}
+
+pub(super) fn register(r: &mut Registry) {
+    r.add_aten(&["sum", "nansum", "prod"], sum);
+    r.add_aten(&["mean", "nanmean"], mean);
+    r.add_aten(&["amax", "amin"], amax);
+    r.add("aten.max.default", max_all);
+    r.add("aten.min.default", max_all);
+    r.add("aten.max.other", max_all);
+    r.add("aten.min.other", max_all);
+    r.add("aten.max.dim", max_dim);
+    r.add("aten.min.dim", max_dim);
+    r.add_aten(&["argmax", "argmin"], argmax);
+    r.add_aten(&["aminmax"], aminmax);
+    r.add_aten(&["any", "all"], any_all);
+    r.add_aten(&["count_nonzero"], count_nonzero);
+    r.add_aten(&["var", "std", "var_mean", "std_mean"], var_std);
+    r.add_aten(
+        &["logsumexp", "norm", "linalg_vector_norm", "frobenius_norm"],
+        float_reduce,
+    );
+    r.add_aten(&["cumsum", "cumprod"], scan);
+    r.add_aten(&["cumsum_", "cumprod_"], scan_inplace);
+    r.add_aten(&["cummax", "cummin"], cummax);
+    r.add_aten(&["logcumsumexp"], logcumsumexp);
+    r.add_aten(&["diff"], diff);
+    r.add("aten.softmax.int", softmax);
+    r.add("aten._softmax.default", softmax);
+    r.add("aten._safe_softmax.default", softmax);
+    r.add("aten.log_softmax.int", softmax);
+    r.add("aten._log_softmax.default", softmax);
+}
