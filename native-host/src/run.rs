@@ -40,6 +40,10 @@ pub struct RunArgs {
     /// Run this many times and report the median (the first run is reported separately).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
+    /// Profile the last run (CPU device): write a Chrome trace (chrome://tracing, Perfetto)
+    /// here and print the ops that took the most time.
+    #[arg(long, value_name = "TRACE.json")]
+    profile: Option<PathBuf>,
 }
 
 pub(crate) fn check_device(device: &str) -> Result<(), String> {
@@ -209,10 +213,35 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     let mut outs = Vec::new();
-    for _ in 0..args.repeat.max(1) {
+    let runs = args.repeat.max(1);
+    for i in 0..runs {
+        if i + 1 == runs && args.profile.is_some() {
+            match &mut session {
+                Engine::Cpu(s) => s.run_state.profiler = Some(Default::default()),
+                Engine::Gpu(_) => {
+                    return Err(
+                        "--profile: per-op GPU timing is not built yet; use --device cpu".into(),
+                    )
+                }
+            }
+        }
         let t = Instant::now();
         outs = session.run(inputs.clone())?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    if let (Some(path), Engine::Cpu(s)) = (&args.profile, &mut session) {
+        if let Some(p) = s.run_state.profiler.take() {
+            let trace = serde_json::to_string(&p.chrome_trace("cpu")).map_err(|e| e.to_string())?;
+            std::fs::write(path, trace).map_err(|e| format!("{}: {e}", path.display()))?;
+            eprintln!(
+                "profile of the last run ({} kernels), written to {}:",
+                p.events.len(),
+                path.display()
+            );
+            for o in p.summary().iter().take(12) {
+                eprintln!("  {:>9.3} ms  {:>5}x  {}", o.total_ms, o.count, o.target);
+            }
+        }
     }
     let first_ms = times[0];
     let mut rest = times[1..].to_vec();
