@@ -36,7 +36,55 @@ enum Extra {
 /// The additive mask of one (batch, head): `None` (no mask), or an L×S slice per batch.
 enum Mask<R> {
     None,
-    Add(Vec<R>),
+    /// Additive L×S blocks, one per (batch, head) problem: `blocks[block_of[b]]`. A mask that
+    /// broadcasts over heads (`[B, 1, L, S]`) is stored once per distinct block, not per head.
+    Add {
+        blocks: Vec<R>,
+        block_of: Vec<usize>,
+    },
+}
+
+impl<R> Mask<R> {
+    /// A full `[nb, L, S]` mask (tests).
+    #[cfg(test)]
+    fn full(v: Vec<R>, nb: usize) -> Mask<R> {
+        Mask::Add {
+            blocks: v,
+            block_of: (0..nb).collect(),
+        }
+    }
+}
+
+/// The distinct L×S blocks of `mx` (a mask broadcast to `[batch.., L, S]`, possibly with zero
+/// strides) and, per flat batch index, which block it uses.
+fn mask_blocks<R: Elem>(
+    mx: &Tensor,
+    nb: usize,
+    conv: impl Fn(&Tensor) -> Vec<R>,
+) -> (Vec<R>, Vec<usize>) {
+    let r = mx.rank();
+    let (l, s) = (mx.sizes[r - 2], mx.sizes[r - 1]);
+    let bdims = &mx.sizes[..r - 2];
+    let mut seen: Vec<usize> = Vec::new();
+    let mut blocks = Vec::new();
+    let mut block_of = Vec::with_capacity(nb);
+    for b in 0..nb {
+        let (mut rem, mut off) = (b, mx.offset);
+        for d in (0..bdims.len()).rev() {
+            off += (rem % bdims[d]) * mx.strides[d];
+            rem /= bdims[d];
+        }
+        match seen.iter().position(|&o| o == off) {
+            Some(i) => block_of.push(i),
+            None => {
+                seen.push(off);
+                block_of.push(seen.len() - 1);
+                let v = mx.view_with(vec![l, s], mx.strides[r - 2..].to_vec(), off);
+                blocks.extend(conv(&v));
+            }
+        }
+    }
+    (blocks, block_of)
 }
 
 /// `t` with dim -3 (heads) repeated `g` times per head (repeat_interleave), contiguous.
@@ -160,11 +208,13 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 let mx = m.expand_to(&shape).map_err(|_| ctx.err(format!("attn_mask of shape {:?} cannot be broadcast to {:?}", m.sizes, shape)))?;
                 // The math kernel adds its mask as given (a bool mask adds 0/1); the public op
                 // turns a bool mask into 0 / -inf first.
-                Mask::Add(if m.dtype == DType::Bool && extra != Extra::Weights {
-                    mx.to_vec::<bool>().into_iter().map(|b| if b { R::ZERO } else { R::NEG_INF }).collect()
+                let bool_to_add = m.dtype == DType::Bool && extra != Extra::Weights;
+                let (blocks, block_of) = mask_blocks(&mx, nb, |v| if bool_to_add {
+                    v.to_vec::<bool>().into_iter().map(|b| if b { R::ZERO } else { R::NEG_INF }).collect()
                 } else {
-                    mx.to_vec::<R>()
-                })
+                    v.to_vec::<R>()
+                });
+                Mask::Add { blocks, block_of }
             }
         };
         let job = Job { l, s, e, ev, scale: R::from_f64(scale), causal, mask: &mask, keep: keep.as_deref(), dropout_p, block: SCORE_BLOCK };
@@ -268,8 +318,9 @@ impl<R: Real + super::matmul::gemm::Float> Job<'_, R> {
                 <R as Real>::ZERO,
                 threads,
             )?;
-            if let Mask::Add(mask) = self.mask {
-                let mrows = &mask[(b * l + r0) * s..(b * l + r0 + m) * s];
+            if let Mask::Add { blocks, block_of } = self.mask {
+                let base = block_of[b] * l * s;
+                let mrows = &blocks[base + r0 * s..base + (r0 + m) * s];
                 p.iter_mut().zip(mrows).for_each(|(x, &a)| *x += a);
             }
             for (r, row) in p.chunks_exact_mut(s.max(1)).enumerate().take(m) {
@@ -366,7 +417,7 @@ mod tests {
             gen(nb * s * e, 0.7),
             gen(nb * s * ev, 1.3),
         );
-        let mask = Mask::Add(gen(nb * l * s, 2.0));
+        let mask = Mask::full(gen(nb * l * s, 2.0), nb);
         let run = |block: usize| {
             let job = Job {
                 l,
