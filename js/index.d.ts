@@ -58,7 +58,8 @@ export interface LoadOptions {
 /** An error from pt2web; the message is the one the Rust core wrote. */
 export class Pt2WebError extends Error {
   readonly code: 'INPUT' | 'GUARD' | 'OP' | 'ARCHIVE' | 'LIMIT' | 'PICKLE' | 'SCHEMA' | 'VERSION'
-    | 'TENSOR' | 'VERIFY' | 'SYM' | 'NO_SUCH_PROGRAM' | 'DEVICE' | 'DISPOSED' | 'INTERNAL' | string;
+    | 'TENSOR' | 'VERIFY' | 'SYM' | 'NO_SUCH_PROGRAM' | 'DEVICE' | 'DISPOSED' | 'INTERNAL'
+    | 'GPU' | 'OUT_OF_MEMORY' | 'BUSY' | string;
 }
 
 export interface StateView {
@@ -87,8 +88,59 @@ export class Model {
   manualSeed(seed: number | bigint): void;
   startProfiler(): void;
   stopProfiler(): Profile | null;
+  /** Counters of the last run on WebGPU; null for a CPU model. */
+  lastRunStats(): RunStats | null;
   dispose(): void;
 }
+
+export interface RunStats {
+  /** Command buffers submitted (1 when every op ran on the GPU). */
+  submits: number;
+  /** GPU buffers created from the driver during the run (pool misses). */
+  bufferAllocations: number;
+  pipelinesCreated: number;
+  gpuNodes: number;
+  viewNodes: number;
+  fallbackNodes: number;
+  /** Ops that ran on the CPU backend, by target. */
+  fallbacks: Record<string, number>;
+  uploads: number;
+  downloads: number;
+}
+
+export interface GpuProperties {
+  name: string;
+  backend: string;
+  deviceType: string;
+  driver: string;
+  driverInfo: string;
+  vendor: number;
+  features: string[];
+  limits: Record<string, number>;
+  recommendedMaxMemory: number;
+}
+
+export interface GpuMemoryStats {
+  allocated: number;
+  peak: number;
+  driverAllocated: number;
+  buffersCreated: number;
+  limit: number | null;
+  recommendedMax: number;
+}
+
+/** The shared WebGPU device (torch.mps-style). */
+export const gpu: {
+  isAvailable(): Promise<boolean>;
+  properties(): Promise<GpuProperties>;
+  memoryStats(): GpuMemoryStats | null;
+  currentAllocatedMemory(): number;
+  driverAllocatedMemory(): number;
+  setPerProcessMemoryFraction(fraction: number): Promise<void>;
+  emptyCache(): void;
+  resetPeakMemoryStats(): void;
+  synchronize(): Promise<void>;
+};
 
 export function init(): Promise<void>;
 export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;

@@ -2,7 +2,11 @@
 // The Rust core (compiled to WebAssembly by wasm-bindgen into ../pkg) works on flat lists of
 // tensors; this wrapper loads archives (with progress), flattens and unflattens the pytree
 // structures torch recorded, maps typed arrays to dtypes, and turns errors into Pt2WebError.
-import initWasm, { WasmModel, isPt2Package as wasmIsPt2, programNames as wasmProgramNames } from '../pkg/pt2web.js';
+import initWasm, {
+  WasmModel, isPt2Package as wasmIsPt2, programNames as wasmProgramNames,
+  gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache,
+  gpuResetPeakMemoryStats, gpuSynchronize,
+} from '../pkg/pt2web.js';
 
 /** An error from pt2web: `code` is machine-readable (INPUT, GUARD, OP, ARCHIVE, ...). */
 export class Pt2WebError extends Error {
@@ -200,16 +204,55 @@ async function pickDevice(device) {
   let reason;
   if (!gpu) reason = 'navigator.gpu is missing (no WebGPU in this environment)';
   else if (!(await gpu.requestAdapter().catch(() => null))) reason = 'no WebGPU adapter';
-  else reason = 'the WebGPU backend is not part of this build yet (issue 4)';
+  else return { device: 'webgpu', reason: device === 'auto' ? 'WebGPU adapter found' : 'requested' };
   if (device === 'webgpu') throw new Pt2WebError(`device 'webgpu' is not available: ${reason}`, 'DEVICE');
   return { device: 'cpu', reason: `fell back to the CPU backend: ${reason}` };
 }
+
+/**
+ * The WebGPU device every model of this page (or worker) shares, in the spirit of torch.mps.
+ * Sizes are in bytes.
+ */
+export const gpu = {
+  /** `true` when `navigator.gpu` gives an adapter. */
+  async isAvailable() {
+    const g = globalThis.navigator?.gpu;
+    return !!g && !!(await g.requestAdapter().catch(() => null));
+  },
+  /** Adapter and device: `{name, backend, deviceType, driver, features, limits, recommendedMaxMemory}`. */
+  async properties() {
+    await init();
+    try { return await gpuDeviceProperties(); } catch (e) { throw wrapError(e); }
+  },
+  /** `{allocated, peak, driverAllocated, buffersCreated, limit, recommendedMax}`, or null before any WebGPU model loads. */
+  memoryStats() { return ready ? gpuMemoryStats() : null; },
+  /** Bytes in buffers holding live tensors (torch.mps.current_allocated_memory). */
+  currentAllocatedMemory() { return this.memoryStats()?.allocated ?? 0; },
+  /** Bytes pt2web holds from the driver, live plus cached (torch.mps.driver_allocated_memory). */
+  driverAllocatedMemory() { return this.memoryStats()?.driverAllocated ?? 0; },
+  /** Cap live allocations at `fraction` of the recommended maximum; past it, OUT_OF_MEMORY. */
+  async setPerProcessMemoryFraction(fraction) {
+    await init();
+    try { await gpuSetMemoryFraction(fraction); } catch (e) { throw wrapError(e); }
+  },
+  /** Release cached buffers to the driver (torch.mps.empty_cache). */
+  emptyCache() { if (ready) { try { gpuEmptyCache(); } catch (e) { throw wrapError(e); } } },
+  /** Reset the peak to the current allocation. */
+  resetPeakMemoryStats() { if (ready) gpuResetPeakMemoryStats(); },
+  /** Resolves when all submitted GPU work is done (torch.mps.synchronize). */
+  async synchronize() {
+    if (!ready) return;
+    try { await gpuSynchronize(); } catch (e) { throw wrapError(e); }
+  },
+};
 
 /** Named parameters, buffers and constants of a loaded program. */
 class StateView {
   #m;
   constructor(m) { this.#m = m; }
-  keys() { return this.#m.model().stateNames(); }
+  keys() {
+    try { return this.#m.model().stateNames(); } catch (e) { throw wrapError(e); }
+  }
   has(name) { return this.keys().includes(name); }
   get(name) {
     try { return fromWire(this.#m.model().stateTensor(name)); } catch (e) { throw wrapError(e); }
@@ -275,7 +318,7 @@ export class Model {
     const wasm = this.#live();
     let flat;
     try {
-      flat = wasm.run(this.#flatInputs(inputs));
+      flat = await wasm.run(this.#flatInputs(inputs));
     } catch (e) {
       throw wrapError(e);
     }
@@ -285,7 +328,9 @@ export class Model {
   }
 
   /** Start the profiler: per-op wall times of the following runs. */
-  startProfiler() { this.#live().startProfiler(); }
+  startProfiler() {
+    try { this.#live().startProfiler(); } catch (e) { throw wrapError(e); }
+  }
 
   /** Stop it: `{events: [{node, target, start_ms, dur_ms, depth}], summary: [{target, count,
    * total_ms}], chromeTrace}`; `JSON.stringify(chromeTrace)` opens in chrome://tracing or Perfetto. */
@@ -294,11 +339,24 @@ export class Model {
   }
 
   /** Seed the program's random generator (rand, randn, bernoulli, dropout in training mode). */
-  manualSeed(seed) { this.#live().manualSeed(BigInt(seed)); }
+  manualSeed(seed) {
+    try { this.#live().manualSeed(BigInt(seed)); } catch (e) { throw wrapError(e); }
+  }
 
-  /** Free the program's memory now (the model cannot run afterwards). */
+  /** Counters of the last run on WebGPU (`{submits, bufferAllocations, pipelinesCreated,
+   * gpuNodes, viewNodes, fallbackNodes, fallbacks, uploads, downloads}`), null on the CPU. */
+  lastRunStats() {
+    try { return this.#live().lastRunStats(); } catch (e) { throw wrapError(e); }
+  }
+
+  /** Free the program's memory now, GPU buffers included (the model cannot run afterwards). */
   dispose() {
-    if (this.#wasm) { this.#wasm.free(); this.#wasm = null; }
+    if (!this.#wasm) return;
+    const onGpu = this.device === 'webgpu';
+    this.#wasm.free();
+    this.#wasm = null;
+    // The weights' buffers went back to the pool: hand the pool's unused buffers to the driver.
+    if (onGpu) gpuEmptyCache();
   }
 }
 
@@ -320,10 +378,22 @@ export async function programNames(source) {
  */
 export async function load(source, options = {}) {
   await init();
-  const choice = await pickDevice(options.device ?? 'auto');
+  const wanted = options.device ?? 'auto';
+  let choice = await pickDevice(wanted);
   const bytes = await readSource(source, options.onProgress);
+  const program = options.program ?? undefined;
+  if (choice.device === 'webgpu') {
+    try {
+      return new Model(await WasmModel.loadGpu(bytes, program), choice);
+    } catch (e) {
+      const err = wrapError(e);
+      // 'auto' falls back when the device cannot be opened, not when the archive is bad.
+      if (wanted === 'webgpu' || err.code !== 'DEVICE') throw err;
+      choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
+    }
+  }
   try {
-    return new Model(new WasmModel(bytes, options.program ?? undefined), choice);
+    return new Model(new WasmModel(bytes, program), choice);
   } catch (e) {
     throw wrapError(e);
   }

@@ -10,10 +10,12 @@ if [ "$have" != "$want" ]; then
   echo "wasm-bindgen-cli $want is needed (found '${have:-none}'): cargo install wasm-bindgen-cli --version $want" >&2
   exit 1
 fi
-cargo build -p pt2web --target wasm32-unknown-unknown --profile wasm-release
+# PT2WEB_WASM_PROFILE=release: a faster build (no LTO) while iterating.
+profile="${PT2WEB_WASM_PROFILE:-wasm-release}"
+cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
 rm -rf pkg
 wasm-bindgen --target web --out-dir pkg --out-name pt2web \
-  target/wasm32-unknown-unknown/wasm-release/pt2web.wasm
+  "target/wasm32-unknown-unknown/$profile/pt2web.wasm"
 if command -v wasm-opt >/dev/null 2>&1; then
   wasm-opt -Oz --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
     --enable-sign-ext --enable-mutable-globals -o pkg/pt2web_bg.wasm pkg/pt2web_bg.wasm

@@ -24,6 +24,11 @@ struct Meta {
 
 override OP: u32 = 0u;
 
+// +inf and NaN as run-time values: WGSL forbids them in constant expressions (Chrome's
+// Tint rejects `bitcast<f32>(0x7f800000u)`), a private variable's value is not one.
+var<private> INF_BITS: u32 = 0x7f800000u;
+var<private> NAN_BITS: u32 = 0x7fc00000u;
+
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> a: array<f32>;
@@ -79,6 +84,71 @@ fn is_nan(x: f32) -> bool {
     return (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u;
 }
 
+fn nan_() -> f32 {
+    return bitcast<f32>(NAN_BITS);
+}
+
+fn inf_() -> f32 {
+    return bitcast<f32>(INF_BITS);
+}
+
+// log, sqrt and inverseSqrt are indeterminate outside their domain in WGSL (SwiftShader gives
+// log|x|): torch's NaN and infinities made explicit.
+fn log_(x: f32) -> f32 {
+    if x < 0.0 || is_nan(x) {
+        return nan_();
+    }
+    return select(log(x), -inf_(), x == 0.0);
+}
+
+fn sqrt_(x: f32) -> f32 {
+    return select(sqrt(x), nan_(), x < 0.0 || is_nan(x));
+}
+
+fn rsqrt_(x: f32) -> f32 {
+    if x < 0.0 || is_nan(x) {
+        return nan_();
+    }
+    return select(inverseSqrt(x), inf_(), x == 0.0);
+}
+
+// sin and cos to f32 accuracy (WGSL only promises 2^-11 absolute error, and SwiftShader is
+// that loose): Cody-Waite reduction by pi/4, then Cephes' minimax polynomials.
+fn sincos_poly(r: f32, use_cos: bool) -> f32 {
+    let z = r * r;
+    if use_cos {
+        return ((2.443315711809948e-5 * z - 1.388731625493765e-3) * z + 4.166664568298827e-2) * z * z
+            - 0.5 * z + 1.0;
+    }
+    return ((-1.9515295891e-4 * z + 8.3321608736e-3) * z - 1.6666654611e-1) * z * r + r;
+}
+
+fn sin_cos(x: f32, want_cos: bool) -> f32 {
+    if is_nan(x) || abs(x) == inf_() {
+        return nan_();
+    }
+    let ax = abs(x);
+    var j = i32(ax * 1.27323954473516);
+    var y = f32(j);
+    if (j & 1) != 0 {
+        j = j + 1;
+        y = y + 1.0;
+    }
+    j = j & 7;
+    var neg = !want_cos && x < 0.0;
+    if j > 3 {
+        j = j - 4;
+        neg = !neg;
+    }
+    if want_cos && j > 1 {
+        neg = !neg;
+    }
+    let r = ((ax - y * 0.78515625) - y * 2.4187564849853515625e-4) - y * 3.77489497744594108e-8;
+    let poly_cos = (j == 1 || j == 2) != want_cos;
+    let v = sincos_poly(r, poly_cos);
+    return select(v, -v, neg);
+}
+
 // torch.pow: a negative base with an integral exponent keeps its sign rule.
 fn pow_(x: f32, y: f32) -> f32 {
     if y == 0.0 {
@@ -89,7 +159,7 @@ fn pow_(x: f32, y: f32) -> f32 {
         return select(m, -m, abs(y % 2.0) == 1.0);
     }
     if x == 0.0 {
-        return select(0.0, bitcast<f32>(0x7f800000u), y < 0.0);
+        return select(0.0, bitcast<f32>(INF_BITS), y < 0.0);
     }
     return pow(x, y);
 }
@@ -102,16 +172,16 @@ fn unary_op(x: f32) -> f32 {
         case 3u: { return 1.0 / (1.0 + exp(-x)); }
         case 4u: { return tanh_(x); }
         case 5u: { return exp(x); }
-        case 6u: { return log(x); }
-        case 7u: { return sqrt(x); }
-        case 8u: { return inverseSqrt(x); }
+        case 6u: { return log_(x); }
+        case 7u: { return sqrt_(x); }
+        case 8u: { return rsqrt_(x); }
         case 9u: { return abs(x); }
         // gelu (erf form), gelu (tanh form), silu
         case 10u: { return 0.5 * x * (1.0 + erf_(x * 0.70710678118654752)); }
         case 11u: { return 0.5 * x * (1.0 + tanh_(0.79788456080286536 * (x + 0.044715 * x * x * x))); }
         case 12u: { return x / (1.0 + exp(-x)); }
-        case 13u: { return sin(x); }
-        case 14u: { return cos(x); }
+        case 13u: { return sin_cos(x, false); }
+        case 14u: { return sin_cos(x, true); }
         case 15u: { return 1.0 / x; }
         // x * alpha + beta (scalar add/sub/mul/div folded on the host)
         case 16u: { return x * params.alpha + params.beta; }

@@ -20,6 +20,11 @@ struct Meta {
 
 override OP: u32 = 0u;
 
+// +inf and NaN as run-time values: WGSL forbids them in constant expressions (Chrome's
+// Tint rejects `bitcast<f32>(0x7f800000u)`), a private variable's value is not one.
+var<private> INF_BITS: u32 = 0x7f800000u;
+var<private> NAN_BITS: u32 = 0x7fc00000u;
+
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
@@ -53,9 +58,9 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     var acc = 0.0;
     if OP == 1u {
-        acc = -bitcast<f32>(0x7f800000u);
+        acc = -bitcast<f32>(INF_BITS);
     } else if OP == 2u {
-        acc = bitcast<f32>(0x7f800000u);
+        acc = bitcast<f32>(INF_BITS);
     }
     var nan = false;
     for (var j = 0u; j < params.n_red; j = j + 1u) {
@@ -84,6 +89,6 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     if OP == 0u {
         out[i] = acc * params.scale;
     } else {
-        out[i] = select(acc, bitcast<f32>(0x7fc00000u), nan);
+        out[i] = select(acc, bitcast<f32>(NAN_BITS), nan);
     }
 }

@@ -18,6 +18,15 @@ struct Meta {
 // softmax: 0 = softmax, 1 = log_softmax.
 override LOG: u32 = 0u;
 
+// +inf and NaN as run-time values: WGSL forbids them in constant expressions (Chrome's
+// Tint rejects `bitcast<f32>(0x7f800000u)`), a private variable's value is not one.
+var<private> INF_BITS: u32 = 0x7f800000u;
+var<private> NAN_BITS: u32 = 0x7fc00000u;
+
+fn is_nan_or_inf(x: f32) -> bool {
+    return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
+}
+
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
@@ -65,17 +74,29 @@ fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     }
     let l = lid.x;
     let base = r * params.cols;
-    var m = -bitcast<f32>(0x7f800000u);
+    var m = -bitcast<f32>(INF_BITS);
+    var bad = 0.0;
     for (var j = l; j < params.cols; j = j + 64u) {
-        m = max(m, x[base + j]);
+        let v = x[base + j];
+        m = max(m, v);
+        let u = bitcast<u32>(v);
+        bad = max(bad, select(0.0, 1.0, (is_nan_or_inf(v) && (u & 0x007fffffu) != 0u) || u == INF_BITS));
     }
     m = reduce_max(m, l);
+    // A NaN or +inf in the row, or a row of -inf, makes torch's whole row NaN (inf - inf);
+    // drivers that flush NaN would not propagate it, so it is decided here.
+    bad = reduce_max(bad, l);
+    let all_neg_inf = m == -bitcast<f32>(INF_BITS);
     var s = 0.0;
     for (var j = l; j < params.cols; j = j + 64u) {
         s = s + exp(x[base + j] - m);
     }
     s = reduce_sum(s, l);
     for (var j = l; j < params.cols; j = j + 64u) {
+        if bad > 0.0 || all_neg_inf {
+            out[base + j] = bitcast<f32>(NAN_BITS);
+            continue;
+        }
         let e = x[base + j] - m;
         if LOG == 1u {
             out[base + j] = e - log(s);

@@ -1,5 +1,5 @@
 // The demo page: sentence similarity with MiniLM, and "open any .pt2".
-import { load, tensor } from '../js/index.js';
+import { load, tensor, gpu } from '../js/index.js';
 import { WordPiece, meanPool, cosineMatrix } from './wordpiece.js';
 
 const $ = (id) => document.getElementById(id);
@@ -8,8 +8,13 @@ window.pt2webDemo = state; // for tests and the console
 
 function deviceOption() { return $('deviceSel').value; }
 
-function showDevice(model) {
-  $('device').textContent = `running on ${model.device}: ${model.deviceNote}`;
+async function showDevice(model) {
+  let adapter = '';
+  if (model.device === 'webgpu') {
+    const p = await gpu.properties().catch(() => null);
+    if (p) adapter = ` — adapter ${p.name || '(unnamed)'} (${p.backend}, ${p.deviceType}; features: ${p.features.join(', ') || 'none'})`;
+  }
+  $('device').textContent = `running on ${model.device}: ${model.deviceNote}${adapter}`;
 }
 
 async function loadMiniLM() {
@@ -21,7 +26,7 @@ async function loadMiniLM() {
     device: deviceOption(),
     onProgress: (l, t) => { $('simStatus').textContent = `loading MiniLM… ${(l / 1e6).toFixed(1)}${t ? ` / ${(t / 1e6).toFixed(1)}` : ''} MB`; },
   });
-  showDevice(state.minilm);
+  await showDevice(state.minilm);
   $('simStatus').textContent = 'ready';
   $('simBtn').disabled = false;
 }

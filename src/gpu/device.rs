@@ -20,6 +20,8 @@ pub enum BackendChoice {
     Metal,
     Dx12,
     Gl,
+    /// The browser's WebGPU (`navigator.gpu`); the only backend of the wasm32 build.
+    WebGpu,
 }
 
 impl BackendChoice {
@@ -30,20 +32,23 @@ impl BackendChoice {
             "metal" => BackendChoice::Metal,
             "dx12" => BackendChoice::Dx12,
             "gl" | "opengl" => BackendChoice::Gl,
+            "webgpu" => BackendChoice::WebGpu,
             other => {
                 return Err(Error::Gpu(format!(
-                    "unknown backend '{other}' (expected auto, vulkan, metal, dx12 or gl)"
+                    "unknown backend '{other}' (expected auto, vulkan, metal, dx12, gl or webgpu)"
                 )))
             }
         })
     }
     pub fn backends(self) -> wgpu::Backends {
         match self {
+            BackendChoice::Auto if cfg!(target_arch = "wasm32") => wgpu::Backends::BROWSER_WEBGPU,
             BackendChoice::Auto => wgpu::Backends::PRIMARY,
             BackendChoice::Vulkan => wgpu::Backends::VULKAN,
             BackendChoice::Metal => wgpu::Backends::METAL,
             BackendChoice::Dx12 => wgpu::Backends::DX12,
             BackendChoice::Gl => wgpu::Backends::GL,
+            BackendChoice::WebGpu => wgpu::Backends::BROWSER_WEBGPU,
         }
     }
 }
@@ -102,6 +107,11 @@ fn type_name(t: wgpu::DeviceType) -> &'static str {
 }
 
 /// Physical memory of this machine (Linux), for adapters that share it.
+#[cfg(target_arch = "wasm32")]
+fn system_memory() -> Option<u64> {
+    None
+}
+#[cfg(not(target_arch = "wasm32"))]
 fn system_memory() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/meminfo").ok()?;
     let line = s.lines().find(|l| l.starts_with("MemTotal:"))?;
@@ -172,6 +182,8 @@ fn instance(backend: BackendChoice) -> wgpu::Instance {
 }
 
 /// Every adapter of the chosen backend(s), best first (discrete, integrated, virtual, cpu).
+/// (Native only: a browser hands out one adapter, see [`GpuDevice::request`].)
+#[cfg(not(target_arch = "wasm32"))]
 pub fn adapters(backend: BackendChoice) -> Vec<wgpu::Adapter> {
     let mut v = if backend == BackendChoice::Auto {
         // GL only when no primary backend has an adapter (probing GL without a display is
@@ -215,6 +227,8 @@ pub struct MemoryStats {
 enum Kind {
     Storage,
     Uniform,
+    /// Mappable staging buffers that outputs are copied into for reading back.
+    Readback,
 }
 
 #[derive(Default)]
@@ -295,6 +309,7 @@ impl std::fmt::Debug for GpuDevice {
 
 impl GpuDevice {
     /// Open the best adapter of `backend` (or adapter `index` in [`adapters`] order).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn open(backend: BackendChoice, index: Option<usize>) -> Result<GpuDevice> {
         let list = adapters(backend);
         let adapter = match index {
@@ -307,6 +322,26 @@ impl GpuDevice {
                  Mesa's lavapipe: apt-get install mesa-vulkan-drivers)"
             ))
         })?;
+        pollster::block_on(Self::from_adapter(adapter))
+    }
+
+    /// Ask the platform for its preferred adapter (the browser's `navigator.gpu.requestAdapter`
+    /// on wasm32) and open it.
+    pub async fn request(backend: BackendChoice) -> Result<GpuDevice> {
+        let inst = instance(backend);
+        let adapter = inst
+            .request_adapter(&wgpu::RequestAdapterOptions {
+                power_preference: wgpu::PowerPreference::HighPerformance,
+                compatible_surface: None,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| Error::Gpu(format!("no GPU adapter for backend {backend:?}: {e}")))?;
+        Self::from_adapter(adapter).await
+    }
+
+    /// Open a device on `adapter` with every limit it offers.
+    pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuDevice> {
         let properties = properties_of(&adapter);
         let desc = wgpu::DeviceDescriptor {
             label: Some("pt2web"),
@@ -315,7 +350,9 @@ impl GpuDevice {
             required_limits: adapter.limits(),
             ..Default::default()
         };
-        let (device, queue) = pollster::block_on(adapter.request_device(&desc))
+        let (device, queue) = adapter
+            .request_device(&desc)
+            .await
             .map_err(|e| Error::Gpu(format!("{}: request_device: {e}", properties.name)))?;
         let errors: Arc<Mutex<Vec<String>>> = Arc::default();
         let sink = errors.clone();
@@ -361,6 +398,10 @@ impl GpuDevice {
         if let Some(p) = cache.get(v) {
             return Ok(p.clone());
         }
+        // Natively a bad pipeline is reported here; in the browser the error scope resolves
+        // asynchronously, so errors arrive through the uncaptured-error handler instead
+        // (every variant is validated by naga in tests either way).
+        #[cfg(not(target_arch = "wasm32"))]
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = {
             let mut m = self.modules.lock().unwrap_or_else(|e| e.into_inner());
@@ -388,6 +429,7 @@ impl GpuDevice {
                 },
                 cache: None,
             });
+        #[cfg(not(target_arch = "wasm32"))]
         if let Some(e) = pollster::block_on(scope.pop()) {
             return Err(Error::Gpu(format!("pipeline {}: {e}", v.label())));
         }
@@ -432,6 +474,7 @@ impl GpuDevice {
                             | wgpu::BufferUsages::COPY_DST
                     }
                     Kind::Uniform => wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                    Kind::Readback => wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 };
                 self.device.create_buffer(&wgpu::BufferDescriptor {
                     label: None,
@@ -457,6 +500,11 @@ impl GpuDevice {
         self.alloc_kind(Kind::Storage, bytes, what)
     }
 
+    /// A mappable staging buffer of at least `bytes` (unmap it before dropping it).
+    pub fn alloc_readback(&self, bytes: u64) -> Result<GpuBuffer> {
+        self.alloc_kind(Kind::Readback, bytes, "a readback buffer")
+    }
+
     /// A uniform buffer holding `data`.
     pub fn uniform(&self, data: &[u8]) -> Result<GpuBuffer> {
         let b = self.alloc_kind(Kind::Uniform, data.len() as u64, "kernel parameters")?;
@@ -478,6 +526,20 @@ impl GpuDevice {
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("synchronize: {e}")))?;
+        self.recycle();
+        Ok(())
+    }
+
+    /// [`GpuDevice::synchronize`] as a future (the browser cannot block): resolves when
+    /// the work submitted so far is done.
+    pub async fn synchronize_async(&self) -> Result<()> {
+        let (tx, rx) = super::wait::channel();
+        self.queue.on_submitted_work_done(move || tx.send(()));
+        #[cfg(not(target_arch = "wasm32"))]
+        self.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("synchronize: {e}")))?;
+        rx.await;
         self.recycle();
         Ok(())
     }

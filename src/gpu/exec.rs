@@ -82,6 +82,17 @@ fn addr(d: &Arc<RwLock<crate::cpu::Data>>) -> usize {
     Arc::as_ptr(d) as usize
 }
 
+/// Start mapping a whole buffer for reading; the future resolves when it is mapped.
+fn map_read(buf: &wgpu::Buffer) -> impl std::future::Future<Output = Result<()>> {
+    let (tx, rx) = super::wait::channel();
+    buf.slice(..)
+        .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+    async move {
+        rx.await
+            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))
+    }
+}
+
 impl<'d> Runner<'d> {
     pub fn encoder(&mut self) -> &mut wgpu::CommandEncoder {
         self.enc.get_or_insert_with(|| {
@@ -165,83 +176,121 @@ impl<'d> Runner<'d> {
         Ok(())
     }
 
-    /// Make the store's CPU copy current (flushes and waits).
-    pub fn download(&mut self, cell: &Cell) -> Result<()> {
-        let (buf, len, dtype) = {
-            let s = lock(cell);
-            if s.cpu_valid {
-                return Ok(());
+    /// Make the CPU copies of `cells` current: one copy per stale store into a staging
+    /// buffer, encoded after the pending work, one submit, then one wait for all of them
+    /// (natively a blocking poll; in the browser the future yields to the event loop).
+    pub async fn download(&mut self, cells: &[Cell]) -> Result<()> {
+        let mut pending: Vec<(Cell, super::device::GpuBuffer, usize, crate::DType)> = Vec::new();
+        for cell in cells {
+            if pending.iter().any(|(c, ..)| Arc::ptr_eq(c, cell)) {
+                continue;
             }
-            let b = s
-                .gpu
-                .as_ref()
-                .filter(|_| s.gpu_valid)
-                .map(|b| b.buffer().clone())
-                .ok_or_else(|| Error::Gpu("internal: a tensor has no current copy".into()))?;
-            (b, s.len, s.dtype)
-        };
-        let bytes = (len as u64 * 4).max(4);
-        let staging = self.dev.device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("pt2web readback"),
-            size: bytes,
-            usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-            mapped_at_creation: false,
-        });
-        self.encoder()
-            .copy_buffer_to_buffer(&buf, 0, &staging, 0, bytes);
+            let (buf, len, dtype) = {
+                let s = lock(cell);
+                if s.cpu_valid {
+                    continue;
+                }
+                let b = s
+                    .gpu
+                    .as_ref()
+                    .filter(|_| s.gpu_valid)
+                    .map(|b| b.buffer().clone())
+                    .ok_or_else(|| Error::Gpu("internal: a tensor has no current copy".into()))?;
+                (b, s.len, s.dtype)
+            };
+            let bytes = (len as u64 * 4).max(4);
+            let staging = self.dev.alloc_readback(bytes)?;
+            self.encoder()
+                .copy_buffer_to_buffer(&buf, 0, staging.buffer(), 0, bytes);
+            pending.push((cell.clone(), staging, len, dtype));
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
         self.flush()?;
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
+        let waits: Vec<_> = pending
+            .iter()
+            .map(|(_, st, ..)| map_read(st.buffer()))
+            .collect();
+        #[cfg(not(target_arch = "wasm32"))]
         self.dev
             .device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
-        rx.recv()
-            .map_err(|_| Error::Gpu("readback callback never ran".into()))?
-            .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
-        let data = {
-            let view = staging
-                .slice(..)
-                .get_mapped_range()
-                .map_err(|e| Error::Gpu(format!("reading a readback buffer: {e}")))?;
-            from_gpu_bytes(dtype, &view, len)?
-        };
-        staging.unmap();
-        let mut s = lock(cell);
-        match &s.cpu {
-            Some(d) => *d.write().unwrap_or_else(|e| e.into_inner()) = data,
-            None => {
-                let d = Arc::new(RwLock::new(data));
-                self.ident.insert(addr(&d), Arc::downgrade(cell));
-                s.cpu = Some(d);
-            }
+        for w in waits {
+            w.await?;
         }
-        s.cpu_valid = true;
-        self.stats.downloads += 1;
+        for (cell, staging, len, dtype) in pending {
+            let data = {
+                let view = staging
+                    .buffer()
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(|e| Error::Gpu(format!("reading a readback buffer: {e}")))?;
+                from_gpu_bytes(dtype, &view, len)?
+            };
+            staging.buffer().unmap();
+            let mut s = lock(&cell);
+            match &s.cpu {
+                Some(d) => *d.write().unwrap_or_else(|e| e.into_inner()) = data,
+                None => {
+                    let d = Arc::new(RwLock::new(data));
+                    self.ident.insert(addr(&d), Arc::downgrade(&cell));
+                    s.cpu = Some(d);
+                }
+            }
+            s.cpu_valid = true;
+            self.stats.downloads += 1;
+        }
         Ok(())
     }
 
+    /// CPU tensors with the current contents of `ts` (one readback for all of them).
+    pub async fn to_cpu_all(&mut self, ts: &[&GTensor]) -> Result<Vec<Tensor>> {
+        let cells: Vec<Cell> = ts.iter().map(|t| t.cell.clone()).collect();
+        self.download(&cells).await?;
+        ts.iter().map(|t| t.cpu_view()).collect()
+    }
+
     /// A CPU tensor with the current contents of `t`.
-    pub fn to_cpu(&mut self, t: &GTensor) -> Result<Tensor> {
-        self.download(&t.cell)?;
+    pub async fn to_cpu(&mut self, t: &GTensor) -> Result<Tensor> {
+        self.download(std::slice::from_ref(&t.cell)).await?;
         t.cpu_view()
     }
 
-    fn slot_to_rvalue(&mut self, s: &Slot) -> Result<RValue> {
-        Ok(match s {
-            Slot::T(t) => RValue::Tensor(self.to_cpu(t)?),
-            Slot::Ts(ts) => {
-                RValue::Tensors(ts.iter().map(|t| self.to_cpu(t)).collect::<Result<_>>()?)
-            }
-            Slot::OptTs(ts) => RValue::OptTensors(
-                ts.iter()
-                    .map(|t| t.as_ref().map(|t| self.to_cpu(t)).transpose())
-                    .collect::<Result<_>>()?,
-            ),
-            Slot::V(v) => v.clone(),
-        })
+    /// The GPU tensors a slot holds.
+    fn slot_tensors<'s>(s: &'s Slot, out: &mut Vec<&'s GTensor>) {
+        match s {
+            Slot::T(t) => out.push(t),
+            Slot::Ts(ts) => out.extend(ts.iter()),
+            Slot::OptTs(ts) => out.extend(ts.iter().flatten()),
+            Slot::V(_) => {}
+        }
+    }
+
+    /// Slots as CPU values; every tensor among them read back in one submit.
+    async fn slots_to_rvalues(&mut self, slots: &[Slot]) -> Result<Vec<RValue>> {
+        let mut ts = Vec::new();
+        slots.iter().for_each(|s| Self::slot_tensors(s, &mut ts));
+        let cells: Vec<Cell> = ts.iter().map(|t| t.cell.clone()).collect();
+        self.download(&cells).await?;
+        slots
+            .iter()
+            .map(|s| {
+                Ok(match s {
+                    Slot::T(t) => RValue::Tensor(t.cpu_view()?),
+                    Slot::Ts(ts) => {
+                        RValue::Tensors(ts.iter().map(|t| t.cpu_view()).collect::<Result<_>>()?)
+                    }
+                    Slot::OptTs(ts) => RValue::OptTensors(
+                        ts.iter()
+                            .map(|t| t.as_ref().map(|t| t.cpu_view()).transpose())
+                            .collect::<Result<_>>()?,
+                    ),
+                    Slot::V(v) => v.clone(),
+                })
+            })
+            .collect()
     }
 
     fn rvalue_to_slot(&mut self, v: RValue) -> Slot {
@@ -357,8 +406,8 @@ fn mutates_inputs(target: &str) -> bool {
 }
 
 /// Run a graph on the GPU with its placeholders bound to `inputs`.
-pub fn run_graph(
-    r: &mut Runner,
+pub async fn run_graph(
+    r: &mut Runner<'_>,
     graph: &Graph,
     inputs: Vec<Slot>,
     st: &mut RunState,
@@ -427,13 +476,17 @@ pub fn run_graph(
                         "not supported on the gpu device yet (see `pt2web check`)",
                     )
                 })?;
-                r.flush()?;
+                let gts: Vec<(usize, GTensor)> = ids
+                    .iter()
+                    .filter_map(|&id| env.t[id].clone().map(|t| (id, t)))
+                    .collect();
+                let cpu = r
+                    .to_cpu_all(&gts.iter().map(|(_, t)| t).collect::<Vec<_>>())
+                    .await?;
                 let mut cells = Vec::new();
-                for &id in &ids {
-                    if let Some(t) = env.t[id].clone() {
-                        env.v[id] = Some(RValue::Tensor(r.to_cpu(&t)?));
-                        cells.push(t.cell);
-                    }
+                for ((id, t), c) in gts.into_iter().zip(cpu) {
+                    env.v[id] = Some(RValue::Tensor(c));
+                    cells.push(t.cell);
                 }
                 let res = {
                     let mut ctx = OpCtx {
@@ -503,6 +556,17 @@ pub fn run_graph(
         .collect()
 }
 
+/// The outputs a run reads back: user outputs and the mutations written back to state.
+fn read_back(k: &OutputKind) -> bool {
+    matches!(
+        k,
+        OutputKind::User
+            | OutputKind::BufferMutation { .. }
+            | OutputKind::ParameterMutation { .. }
+            | OutputKind::UserInputMutation { .. }
+    )
+}
+
 /// A loaded program ready to run on a GPU device. Holds the CPU [`Session`] (program, state
 /// as the CPU reference copy, guards) and GPU views of the state, uploaded once.
 pub struct GpuSession {
@@ -552,7 +616,23 @@ impl GpuSession {
     }
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs (CPU).
+    /// Blocks until the GPU is done (native; in the browser use [`GpuSession::run_async`]).
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
+        pollster::block_on(self.run_async(inputs))
+    }
+
+    /// [`GpuSession::run`] as a future: with no CPU fallback in the program, the whole run
+    /// (kernels and the readback of outputs and mutated buffers) is one submit and one wait.
+    pub async fn run_async(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
+        // In the browser, validation errors arrive asynchronously: catch this run's in a
+        // scope so they fail this run, not a later one (natively the uncaptured-error
+        // handler is checked after every submit).
+        #[cfg(target_arch = "wasm32")]
+        let scope = self
+            .device
+            .device
+            .push_error_scope(wgpu::ErrorFilter::Validation);
         let bindings = self.cpu.check_inputs(&inputs)?;
         self.cpu.run_state.bindings = bindings;
         let p = self.cpu.program.clone();
@@ -598,16 +678,28 @@ impl GpuSession {
                 }
             });
         }
-        let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state)?;
+        let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state).await?;
         let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
+        // Outputs and mutations come back together: one copy each, one submit, one wait.
+        let wanted: Vec<Slot> = p
+            .outputs
+            .iter()
+            .zip(&outs)
+            .filter(|(spec, _)| read_back(&spec.kind))
+            .map(|(_, s)| s.clone())
+            .collect();
+        let mut values = r.slots_to_rvalues(&wanted).await?.into_iter();
         let mut result = Vec::new();
-        for (spec, s) in p.outputs.iter().zip(outs) {
+        for (spec, _) in p.outputs.iter().zip(&outs) {
+            if !read_back(&spec.kind) {
+                continue;
+            }
+            let v = values.next().unwrap_or(RValue::None);
             match &spec.kind {
-                OutputKind::User => result.push(r.slot_to_rvalue(&s)?),
+                OutputKind::User => result.push(v),
                 OutputKind::BufferMutation { buffer }
                 | OutputKind::ParameterMutation { parameter: buffer } => {
-                    let Slot::T(g) = s else { continue };
-                    let t = r.to_cpu(&g)?;
+                    let RValue::Tensor(t) = v else { continue };
                     match self.cpu.state.get(buffer) {
                         Some(old) if old.sizes == t.sizes => {
                             old.copy_from(&t)?;
@@ -624,8 +716,7 @@ impl GpuSession {
                     }
                 }
                 OutputKind::UserInputMutation { input } => {
-                    let Slot::T(g) = s else { continue };
-                    let t = r.to_cpu(&g)?;
+                    let RValue::Tensor(t) = v else { continue };
                     if let Some(i) = user_names.iter().position(|n| n == input) {
                         if let RValue::Tensor(dst) = &inputs[i] {
                             dst.copy_from(&t)?;
@@ -646,6 +737,10 @@ impl GpuSession {
         self.ident.retain(|_, w| w.strong_count() > 0);
         self.total_stats.add(&stats);
         self.last_stats = stats;
+        #[cfg(target_arch = "wasm32")]
+        if let Some(e) = scope.pop().await {
+            return Err(Error::Gpu(e.to_string()));
+        }
         Ok(result)
     }
 }

@@ -24,22 +24,29 @@ pub mod exec;
 pub mod kernels;
 pub mod shaders;
 pub mod store;
+pub mod wait;
 
-pub use device::{adapters, BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
+#[cfg(not(target_arch = "wasm32"))]
+pub use device::adapters;
+pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
 pub use exec::{GpuSession, RunStats};
 
+#[cfg(not(target_arch = "wasm32"))]
 use crate::error::{Error, Result};
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Number of adapters wgpu finds (all backends).
 pub fn device_count() -> usize {
     adapters(BackendChoice::Auto).len()
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Whether any GPU adapter (including a software one such as lavapipe) is present.
 pub fn is_available() -> bool {
     device_count() > 0
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Properties of adapter `index` (in [`adapters`] order: discrete first, GL last).
 pub fn get_device_properties(index: usize) -> Result<DeviceProperties> {
     let list = adapters(BackendChoice::Auto);
@@ -49,6 +56,7 @@ pub fn get_device_properties(index: usize) -> Result<DeviceProperties> {
         .ok_or_else(|| Error::Gpu(format!("no GPU adapter {index} (found {n})")))
 }
 
+#[cfg(not(target_arch = "wasm32"))]
 /// Name of adapter `index`.
 pub fn get_device_name(index: usize) -> Result<String> {
     get_device_properties(index).map(|p| p.name)

@@ -9,11 +9,15 @@
 use crate::archive::pt2::LoadOptions;
 use crate::cpu::{Data, Tensor};
 use crate::error::Error;
+use crate::gpu::{BackendChoice, GpuDevice, GpuSession};
 use crate::info::program_info;
 use crate::program::Pt2Archive;
 use crate::runtime::{RValue, Session};
 use crate::{DType, Limits};
 use js_sys::{Array, Object, Reflect, Uint8Array};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 fn js_error(code: &str, msg: &str) -> JsValue {
@@ -31,12 +35,132 @@ fn get(o: &JsValue, key: &str) -> Result<JsValue, JsValue> {
     Reflect::get(o, &key.into())
 }
 
-/// A loaded program on the CPU backend (WASM SIMD).
+/// The backend a model runs on.
+enum Engine {
+    /// The CPU backend (WASM SIMD).
+    Cpu(Session),
+    /// WebGPU through wgpu, with CPU fallback per op.
+    Gpu(GpuSession),
+}
+
+impl Engine {
+    fn session(&self) -> &Session {
+        match self {
+            Engine::Cpu(s) => s,
+            Engine::Gpu(g) => &g.cpu,
+        }
+    }
+    fn session_mut(&mut self) -> &mut Session {
+        match self {
+            Engine::Cpu(s) => s,
+            Engine::Gpu(g) => &mut g.cpu,
+        }
+    }
+}
+
+/// A loaded program, on the CPU backend or on WebGPU.
 #[wasm_bindgen]
 pub struct WasmModel {
-    session: Session,
+    engine: Rc<RefCell<Engine>>,
     info: JsValue,
     names: Vec<String>,
+}
+
+thread_local! {
+    /// The WebGPU device every model of this page/worker shares (opened on first use).
+    static DEVICE: RefCell<Option<Arc<GpuDevice>>> = const { RefCell::new(None) };
+}
+
+/// The shared WebGPU device, requested from `navigator.gpu` on first use.
+async fn device() -> Result<Arc<GpuDevice>, JsValue> {
+    if let Some(d) = DEVICE.with(|d| d.borrow().clone()) {
+        return Ok(d);
+    }
+    let d = Arc::new(
+        GpuDevice::request(BackendChoice::WebGpu)
+            .await
+            .map_err(|e| js_error("DEVICE", &e.to_string()))?,
+    );
+    DEVICE.with(|slot| *slot.borrow_mut() = Some(d.clone()));
+    Ok(d)
+}
+
+fn to_js_value<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
+    let ser = serde_wasm_bindgen::Serializer::json_compatible();
+    v.serialize(&ser)
+        .map_err(|e| js_error("INTERNAL", &e.to_string()))
+}
+
+/// The WebGPU adapter and device: `{name, backend, device_type, driver, features, limits,
+/// recommended_max_memory}` (opens the device if needed).
+#[wasm_bindgen(js_name = gpuDeviceProperties)]
+pub async fn gpu_device_properties() -> Result<JsValue, JsValue> {
+    let d = device().await?;
+    let p = &d.properties;
+    to_js_value(&serde_json::json!({
+        "name": p.name, "backend": p.backend, "deviceType": p.device_type,
+        "driver": p.driver, "driverInfo": p.driver_info, "vendor": p.vendor,
+        "features": p.features,
+        "limits": {
+            "maxBufferSize": p.limits.max_buffer_size,
+            "maxStorageBufferBindingSize": p.limits.max_storage_buffer_binding_size,
+            "maxStorageBuffersPerShaderStage": p.limits.max_storage_buffers_per_shader_stage,
+            "maxComputeWorkgroupStorageSize": p.limits.max_compute_workgroup_storage_size,
+            "maxComputeInvocationsPerWorkgroup": p.limits.max_compute_invocations_per_workgroup,
+        },
+        "recommendedMaxMemory": p.recommended_max_memory,
+    }))
+}
+
+/// Memory statistics of the WebGPU device (bytes): `{allocated, peak, driverAllocated,
+/// buffersCreated, limit}`; `null` before the device is opened.
+#[wasm_bindgen(js_name = gpuMemoryStats)]
+pub fn gpu_memory_stats() -> Result<JsValue, JsValue> {
+    let Some(d) = DEVICE.with(|d| d.borrow().clone()) else {
+        return Ok(JsValue::NULL);
+    };
+    let m = d.memory_stats();
+    to_js_value(&serde_json::json!({
+        "allocated": m.allocated, "peak": m.peak, "driverAllocated": m.driver_allocated,
+        "buffersCreated": m.buffers_created, "limit": d.memory_limit(),
+        "recommendedMax": d.recommended_max_memory(),
+    }))
+}
+
+/// Limit live GPU allocations to `fraction` of the recommended maximum; an allocation past
+/// it fails with an `OUT_OF_MEMORY` error and the device stays usable.
+#[wasm_bindgen(js_name = gpuSetMemoryFraction)]
+pub async fn gpu_set_memory_fraction(fraction: f64) -> Result<(), JsValue> {
+    device()
+        .await?
+        .set_per_process_memory_fraction(fraction)
+        .map_err(to_js)
+}
+
+/// Release cached GPU buffers (torch.mps.empty_cache).
+#[wasm_bindgen(js_name = gpuEmptyCache)]
+pub fn gpu_empty_cache() -> Result<(), JsValue> {
+    match DEVICE.with(|d| d.borrow().clone()) {
+        Some(d) => d.empty_cache().map_err(to_js),
+        None => Ok(()),
+    }
+}
+
+/// Reset the peak of the memory statistics to the current allocation.
+#[wasm_bindgen(js_name = gpuResetPeakMemoryStats)]
+pub fn gpu_reset_peak_memory_stats() {
+    if let Some(d) = DEVICE.with(|d| d.borrow().clone()) {
+        d.reset_peak_memory_stats();
+    }
+}
+
+/// Resolves when every piece of GPU work submitted so far has finished.
+#[wasm_bindgen(js_name = gpuSynchronize)]
+pub async fn gpu_synchronize() -> Result<(), JsValue> {
+    let Some(d) = DEVICE.with(|d| d.borrow().clone()) else {
+        return Ok(());
+    };
+    d.synchronize_async().await.map_err(to_js)
 }
 
 /// The program names in an archive (several programs: `package_pt2(exported_programs=...)`).
@@ -55,37 +179,68 @@ pub fn is_pt2_package(bytes: &[u8]) -> bool {
     crate::archive::is_pt2_package(bytes)
 }
 
+/// Parse the archive and describe the program: (program, info with `specs`, input names).
+fn open_program(
+    bytes: &[u8],
+    program: Option<&str>,
+) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
+    let archive =
+        Pt2Archive::open("model.pt2", bytes.to_vec(), Limits::default()).map_err(to_js)?;
+    let p = archive
+        .program(program, &LoadOptions::default())
+        .map_err(to_js)?;
+    let info = program_info(&p);
+    let info_js = to_js_value(&info)?;
+    let specs = Object::new();
+    for (k, s) in [("inSpec", &p.in_spec), ("outSpec", &p.out_spec)] {
+        let v = match s {
+            Some(s) => to_js_value(s)?,
+            None => JsValue::NULL,
+        };
+        Reflect::set(&specs, &k.into(), &v)?;
+    }
+    Reflect::set(&info_js, &"specs".into(), &specs)?;
+    let names = p.user_inputs().iter().map(|u| u.name.clone()).collect();
+    Ok((p, info_js, names))
+}
+
 #[wasm_bindgen]
 impl WasmModel {
-    /// Load a program (by name, or the only/first one) from the bytes of a `.pt2`.
+    /// Load a program (by name, or the only/first one) from the bytes of a `.pt2`, on the
+    /// CPU backend.
     #[wasm_bindgen(constructor)]
     pub fn new(bytes: &[u8], program: Option<String>) -> Result<WasmModel, JsValue> {
-        let archive =
-            Pt2Archive::open("model.pt2", bytes.to_vec(), Limits::default()).map_err(to_js)?;
-        let p = archive
-            .program(program.as_deref(), &LoadOptions::default())
-            .map_err(to_js)?;
-        let info = program_info(&p);
-        let ser = serde_wasm_bindgen::Serializer::json_compatible();
-        let info_js = serde::Serialize::serialize(&info, &ser)
-            .map_err(|e| js_error("INTERNAL", &e.to_string()))?;
-        let specs = Object::new();
-        for (k, s) in [("inSpec", &p.in_spec), ("outSpec", &p.out_spec)] {
-            let v = match s {
-                Some(s) => serde::Serialize::serialize(s, &ser)
-                    .map_err(|e| js_error("INTERNAL", &e.to_string()))?,
-                None => JsValue::NULL,
-            };
-            Reflect::set(&specs, &k.into(), &v)?;
-        }
-        Reflect::set(&info_js, &"specs".into(), &specs)?;
-        let names = p.user_inputs().iter().map(|u| u.name.clone()).collect();
+        let (p, info, names) = open_program(bytes, program.as_deref())?;
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
-            session,
-            info: info_js,
+            engine: Rc::new(RefCell::new(Engine::Cpu(session))),
+            info,
             names,
         })
+    }
+
+    /// Load a program on WebGPU (weights uploaded once); ops without a GPU kernel run on
+    /// the CPU backend.
+    #[wasm_bindgen(js_name = loadGpu)]
+    pub async fn load_gpu(bytes: Vec<u8>, program: Option<String>) -> Result<WasmModel, JsValue> {
+        let (p, info, names) = open_program(&bytes, program.as_deref())?;
+        drop(bytes);
+        let dev = device().await?;
+        let session = GpuSession::new(p, dev).map_err(to_js)?;
+        Ok(WasmModel {
+            engine: Rc::new(RefCell::new(Engine::Gpu(session))),
+            info,
+            names,
+        })
+    }
+
+    /// `"webgpu"` or `"cpu"`.
+    #[wasm_bindgen(getter)]
+    pub fn device(&self) -> String {
+        match &*self.engine.borrow() {
+            Engine::Cpu(_) => "cpu".into(),
+            Engine::Gpu(_) => "webgpu".into(),
+        }
     }
 
     /// `pt2web info` for this program (plus `specs.inSpec/outSpec`).
@@ -95,8 +250,11 @@ impl WasmModel {
     }
 
     /// Run with flat user inputs: an array of `{dtype, shape, bytes}` (little-endian bytes)
-    /// or numbers (SymInt inputs). Returns the flat user outputs in the same form.
-    pub fn run(&mut self, inputs: Array) -> Result<Array, JsValue> {
+    /// or numbers (SymInt inputs). Resolves to the flat user outputs in the same form.
+    // The engine stays borrowed across the GPU wait on purpose: a second run() (or a state
+    // read) meanwhile gets a BUSY error instead of seeing a half-run model.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn run(&self, inputs: Array) -> js_sys::Promise {
         let mut flat = Vec::with_capacity(inputs.length() as usize);
         for (i, v) in inputs.iter().enumerate() {
             let name = self
@@ -104,29 +262,78 @@ impl WasmModel {
                 .get(i)
                 .cloned()
                 .unwrap_or_else(|| format!("#{i}"));
-            flat.push(input_value(&name, &v)?);
+            match input_value(&name, &v) {
+                Ok(x) => flat.push(x),
+                Err(e) => return js_sys::Promise::reject(&e),
+            }
         }
-        let outs = self.session.run(flat).map_err(to_js)?;
-        outs.iter()
-            .enumerate()
-            .map(|(i, v)| output_value(&format!("output_{i}"), v))
-            .collect()
+        let engine = self.engine.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut e = engine.try_borrow_mut().map_err(|_| {
+                js_error(
+                    "BUSY",
+                    "the model is already running: await the previous run() first",
+                )
+            })?;
+            let outs = match &mut *e {
+                Engine::Cpu(s) => s.run(flat),
+                Engine::Gpu(g) => g.run_async(flat).await,
+            }
+            .map_err(to_js)?;
+            let arr: Array = outs
+                .iter()
+                .enumerate()
+                .map(|(i, v)| output_value(&format!("output_{i}"), v))
+                .collect::<Result<_, _>>()?;
+            Ok(arr.into())
+        })
+    }
+
+    /// Counters of the last run on WebGPU: `{submits, bufferAllocations, pipelinesCreated,
+    /// gpuNodes, viewNodes, fallbackNodes, fallbacks, uploads, downloads}`; `null` on the CPU.
+    #[wasm_bindgen(js_name = lastRunStats)]
+    pub fn last_run_stats(&self) -> Result<JsValue, JsValue> {
+        let e = self.busy()?;
+        let Engine::Gpu(g) = &*e else {
+            return Ok(JsValue::NULL);
+        };
+        let st = &g.last_stats;
+        to_js_value(&serde_json::json!({
+            "submits": st.submits, "bufferAllocations": st.buffer_allocations,
+            "pipelinesCreated": st.pipelines_created, "gpuNodes": st.gpu_nodes,
+            "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),
+            "fallbacks": st.fallbacks, "uploads": st.uploads, "downloads": st.downloads,
+        }))
+    }
+
+    fn busy(&self) -> Result<std::cell::Ref<'_, Engine>, JsValue> {
+        self.engine
+            .try_borrow()
+            .map_err(|_| js_error("BUSY", "the model is running: await run() first"))
+    }
+    fn busy_mut(&self) -> Result<std::cell::RefMut<'_, Engine>, JsValue> {
+        self.engine
+            .try_borrow_mut()
+            .map_err(|_| js_error("BUSY", "the model is running: await run() first"))
     }
 
     /// State tensor names (parameters, buffers, constants), by FQN.
     #[wasm_bindgen(js_name = stateNames)]
-    pub fn state_names(&self) -> Array {
-        self.session
+    pub fn state_names(&self) -> Result<Array, JsValue> {
+        Ok(self
+            .busy()?
+            .session()
             .state
             .keys()
             .map(|k| JsValue::from_str(k))
-            .collect()
+            .collect())
     }
 
     /// One state tensor as `{dtype, shape, bytes}` (a copy; buffers reflect mutations).
     #[wasm_bindgen(js_name = stateTensor)]
     pub fn state_tensor(&self, name: &str) -> Result<JsValue, JsValue> {
-        let t = self.session.state.get(name).ok_or_else(|| {
+        let e = self.busy()?;
+        let t = e.session().state.get(name).ok_or_else(|| {
             js_error(
                 "INPUT",
                 &format!("no parameter, buffer or constant named '{name}'"),
@@ -137,30 +344,36 @@ impl WasmModel {
 
     /// Start recording per-op times (clears an earlier recording).
     #[wasm_bindgen(js_name = startProfiler)]
-    pub fn start_profiler(&mut self) {
-        self.session.run_state.profiler = Some(crate::runtime::Profiler::default());
+    pub fn start_profiler(&self) -> Result<(), JsValue> {
+        self.busy_mut()?.session_mut().run_state.profiler =
+            Some(crate::runtime::Profiler::default());
+        Ok(())
     }
 
     /// Stop recording: `{events, summary, chromeTrace}` (`chromeTrace` is the Chrome trace
     /// event JSON object), or `null` when the profiler was not started.
     #[wasm_bindgen(js_name = stopProfiler)]
-    pub fn stop_profiler(&mut self) -> Result<JsValue, JsValue> {
-        let Some(p) = self.session.run_state.profiler.take() else {
+    pub fn stop_profiler(&self) -> Result<JsValue, JsValue> {
+        let mut e = self.busy_mut()?;
+        let dev = match &*e {
+            Engine::Cpu(_) => "cpu",
+            Engine::Gpu(_) => "webgpu",
+        };
+        let Some(p) = e.session_mut().run_state.profiler.take() else {
             return Ok(JsValue::NULL);
         };
-        let ser = serde_wasm_bindgen::Serializer::json_compatible();
-        let v = serde_json::json!({
+        to_js_value(&serde_json::json!({
             "events": p.events,
             "summary": p.summary(),
-            "chromeTrace": p.chrome_trace("cpu"),
-        });
-        serde::Serialize::serialize(&v, &ser).map_err(|e| js_error("INTERNAL", &e.to_string()))
+            "chromeTrace": p.chrome_trace(dev),
+        }))
     }
 
     /// Seed the program's random generator (rand/randn/dropout in train mode/bernoulli).
     #[wasm_bindgen(js_name = manualSeed)]
-    pub fn manual_seed(&mut self, seed: u64) {
-        self.session.run_state.rng = crate::runtime::Rng::new(seed);
+    pub fn manual_seed(&self, seed: u64) -> Result<(), JsValue> {
+        self.busy_mut()?.session_mut().run_state.rng = crate::runtime::Rng::new(seed);
+        Ok(())
     }
 }
 

@@ -1,6 +1,6 @@
 // The npm package and the demo page in a real browser: Debian chromium driven by playwright-core.
-// WebGPU is SwiftShader (flags from DESIGN.md); the WebGPU kernels are not built yet, so
-// `device: 'auto'` runs on the CPU backend (WASM SIMD) and says why.
+// WebGPU is SwiftShader (flags from DESIGN.md). Suites run on both devices: 'webgpu' (wgpu's
+// WebGPU backend, ops without a GPU kernel on the CPU backend) and 'cpu' (WASM SIMD).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
@@ -37,7 +37,7 @@ async function newPage(init) {
 }
 
 // Runs in the page: every io case of one fixture through the package API.
-async function runFixtureInPage({ stem, archive, programs }) {
+async function runFixtureInPage({ stem, archive, programs, device }) {
   const { load } = await import('/js/index.js');
   const st = await import('/tests/js/st.mjs');
   const bytes = new Uint8Array(await (await fetch(`/fixtures/${archive}`)).arrayBuffer());
@@ -45,7 +45,7 @@ async function runFixtureInPage({ stem, archive, programs }) {
   for (const [pname, pm] of Object.entries(programs)) {
     for (const c of pm.io_cases ?? []) {
       const io = st.parseSafetensors(new Uint8Array(await (await fetch(`/fixtures/${c.file}`)).arrayBuffer()));
-      const model = await load(bytes, { program: pname, device: 'auto' });
+      const model = await load(bytes, { program: pname, device });
       try {
         const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
         const got = st.flattenOut(await model.run({ args, kwargs }));
@@ -60,54 +60,102 @@ async function runFixtureInPage({ stem, archive, programs }) {
   return n;
 }
 
-test('the fixture suite runs in Chromium and matches PyTorch', async () => {
-  const { page, errors } = await newPage();
-  let cases = 0;
-  for (const [stem, meta] of metas()) {
-    cases += await page.evaluate(runFixtureInPage, { stem, archive: meta.archive, programs: meta.programs });
-  }
-  assert.ok(cases > 30, `${cases} cases`);
-  assert.deepEqual(errors, []);
-  const device = await page.evaluate(async () => {
-    const { load } = await import('/js/index.js');
-    const m = await load('/fixtures/mlp_train.pt2');
-    return { device: m.device, note: m.deviceNote, hasGpu: !!navigator.gpu };
+for (const device of ['webgpu', 'cpu']) {
+  test(`the fixture suite runs in Chromium on ${device} and matches PyTorch`, async () => {
+    const { page, errors } = await newPage();
+    let cases = 0;
+    for (const [stem, meta] of metas()) {
+      cases += await page.evaluate(runFixtureInPage, { stem, archive: meta.archive, programs: meta.programs, device });
+    }
+    assert.ok(cases > 30, `${cases} cases`);
+    assert.deepEqual(errors, []);
   });
-  assert.equal(device.device, 'cpu');
-  assert.ok(device.hasGpu, 'navigator.gpu should exist with the SwiftShader flags');
+
+  test(`the op suite runs in Chromium on ${device} (every family, both IRs) and matches PyTorch`, async () => {
+    const { page } = await newPage();
+    const fams = readdirSync(path.join(ROOT, 'tests', 'fixtures', 'ops')).filter((f) => f.endsWith('.cases.json')).map((f) => f.replace('.cases.json', '')).sort();
+    let total = 0;
+    for (const fam of fams) {
+      const r = await page.evaluate(async ({ fam, device }) => {
+        const { load } = await import('/js/index.js');
+        const st = await import('/tests/js/st.mjs');
+        const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/fixtures/${rel}`)).arrayBuffer());
+        return st.runOpFamily(load, fam, fetchBytes, device);
+      }, { fam, device });
+      console.log(`# ${device} ${fam}: ${r.passed} passed, ${r.failures.length} failed`);
+      assert.deepEqual(r.failures, [], fam);
+      total += r.passed;
+    }
+    assert.ok(total > 900, `${total} op cases`);
+  });
+}
+
+test('auto picks WebGPU where Chromium has an adapter', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load, gpu } = await import('/js/index.js');
+    const m = await load('/fixtures/mlp_train.pt2');
+    return { device: m.device, note: m.deviceNote, props: await gpu.properties() };
+  });
+  assert.equal(r.device, 'webgpu', r.note);
+  assert.equal(r.props.backend, 'webgpu');
+  console.log(`# adapter: ${JSON.stringify(r.props)}`);
+  assert.deepEqual(errors, []);
 });
 
-test('the op suite runs in Chromium (every family, both IRs) and matches PyTorch', async () => {
-  const { page } = await newPage();
-  const fams = readdirSync(path.join(ROOT, 'tests', 'fixtures', 'ops')).filter((f) => f.endsWith('.cases.json')).map((f) => f.replace('.cases.json', '')).sort();
-  let total = 0;
-  for (const fam of fams) {
-    const r = await page.evaluate(async (fam) => {
-      const { load } = await import('/js/index.js');
-      const st = await import('/tests/js/st.mjs');
-      const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/fixtures/${rel}`)).arrayBuffer());
-      return st.runOpFamily(load, fam, fetchBytes, 'auto');
-    }, fam);
-    console.log(`# ${fam}: ${r.passed} passed, ${r.failures.length} failed`);
-    assert.deepEqual(r.failures, [], fam);
-    total += r.passed;
-  }
-  assert.ok(total > 900, `${total} op cases`);
+test('WebGPU device API: memory statistics, memory limit, synchronize, dispose frees', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load, gpu, tensor, Pt2WebError } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const afterLoad = gpu.memoryStats();
+    const x = [tensor(new Float32Array(64 * 16).fill(0.5), [64, 16])];
+    const y1 = (await m.run(x))[0];
+    await gpu.synchronize();
+    const afterRun = gpu.memoryStats();
+    const stats = m.lastRunStats();
+    // A limit below what is live: the next allocation fails cleanly, the model stays usable.
+    await gpu.setPerProcessMemoryFraction(Math.max(afterRun.allocated, 1) / afterRun.recommendedMax);
+    let oom = null;
+    try { await m.run([tensor(new Float32Array(4096 * 16), [4096, 16])]); } catch (e) { oom = `${e instanceof Pt2WebError} ${e.code}`; }
+    await gpu.setPerProcessMemoryFraction(1);
+    const y2 = (await m.run(x))[0];
+    const same = y1.data.every((v, i) => v === y2.data[i]);
+    m.dispose();
+    await gpu.synchronize();
+    const afterDispose = gpu.memoryStats();
+    return { afterLoad, afterRun, afterDispose, oom, same, stats };
+  });
+  console.log(`# ${JSON.stringify(r)}`);
+  assert.ok(r.afterLoad.allocated > 0, 'weights live on the GPU after load');
+  assert.ok(r.afterRun.peak >= r.afterRun.allocated);
+  assert.equal(r.oom, 'true OUT_OF_MEMORY');
+  assert.ok(r.same, 'the model runs after an out-of-memory error with the same result');
+  assert.ok(r.afterDispose.allocated < r.afterLoad.allocated, 'dispose releases the weights');
+  assert.ok(r.afterDispose.driverAllocated <= r.afterRun.driverAllocated, 'dispose returns cached buffers');
+  assert.ok(r.stats.gpuNodes > 0 && r.stats.submits >= 1, JSON.stringify(r.stats));
+  assert.deepEqual(errors, []);
 });
 
 const MODELS = path.join(ROOT, '.cache', 'models');
-test('the real models run in Chromium and match PyTorch', { skip: !existsSync(MODELS) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models' }, async () => {
-  const { page } = await newPage();
-  for (const [stem, meta] of metas(MODELS)) {
-    const rows = await page.evaluate(async ({ stem, meta }) => {
-      const { load } = await import('/js/index.js');
-      const st = await import('/tests/js/st.mjs');
-      const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/models/${rel}`)).arrayBuffer());
-      return st.runModel(load, stem, meta, fetchBytes, 'auto', true);
-    }, { stem, meta });
-    for (const r of rows) console.log(`# ${stem.padEnd(24)} ${r.label.padEnd(8)} ${r.key.padEnd(9)} max_abs_err ${r.max.toExponential(3)} cosine ${r.cos.toFixed(8)} ${r.ms.toFixed(0)} ms`);
-  }
-});
+for (const device of ['webgpu', 'cpu']) {
+  test(`the real models run in Chromium on ${device} and match PyTorch`, { skip: !existsSync(MODELS) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models' }, async () => {
+    const { page } = await newPage();
+    for (const [stem, meta] of metas(MODELS)) {
+      const rows = await page.evaluate(async ({ stem, meta, device }) => {
+        const { load } = await import('/js/index.js');
+        const st = await import('/tests/js/st.mjs');
+        const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/models/${rel}`)).arrayBuffer());
+        return st.runModel(load, stem, meta, fetchBytes, device, true, true);
+      }, { stem, meta, device });
+      for (const r of rows) {
+        const s = r.stats ? ` submits ${r.stats.submits} gpu ${r.stats.gpuNodes} fallback ${r.stats.fallbackNodes}` : '';
+        console.log(`# ${device.padEnd(6)} ${stem.padEnd(24)} ${r.label.padEnd(8)} ${r.key.padEnd(9)} max_abs_err ${r.max.toExponential(3)} cosine ${r.cos.toFixed(8)} first ${r.ms.toFixed(0)} ms warm ${r.warmMs.toFixed(0)} ms${s}`);
+        assert.equal(r.device, device);
+      }
+    }
+  });
+}
 
 test('without navigator.gpu, auto falls back to the CPU and says so', async () => {
   const { page } = await newPage(() => { delete Navigator.prototype.gpu; });
@@ -153,7 +201,7 @@ test('the package works in a module Worker', async () => {
       try {
         const c = programs.model.io_cases[0];
         const io = st.parseSafetensors(new Uint8Array(await (await fetch('${origin}/fixtures/' + c.file)).arrayBuffer()));
-        const m = await load('${origin}/fixtures/dyn_batch.pt2', { device: 'auto' });
+        const m = await load('${origin}/fixtures/dyn_batch.pt2', { device: 'webgpu' });
         const got = st.flattenOut(await m.run([io.input_0]));
         c.outputs.forEach((o, i) => st.assertClose(o.key, got[i], io[o.key]));
         postMessage({ ok: got.length, device: m.device });
@@ -163,6 +211,7 @@ test('the package works in a module Worker', async () => {
   }, { origin, programs: meta.programs });
   assert.equal(n.error, undefined, n.error);
   assert.equal(n.ok, 2);
+  assert.equal(n.device, 'webgpu');
 });
 
 test('demo page: open any .pt2 runs a fixture', async () => {

@@ -142,7 +142,8 @@ export function modelMetrics(label, got, want) {
 }
 
 /** Run a real model's io cases (.cache/models) through the package; returns per-output metrics. */
-export async function runModel(load, stem, meta, fetchBytes, device = 'auto', onlyFirst = false) {
+/** Run a real model's io cases (`warm`: a second run of each, timed separately). */
+export async function runModel(load, stem, meta, fetchBytes, device = 'auto', onlyFirst = false, warm = false) {
   const bytes = await fetchBytes(meta.archive);
   const model = await load(bytes, { device });
   const rows = [];
@@ -151,10 +152,18 @@ export async function runModel(load, stem, meta, fetchBytes, device = 'auto', on
     for (const c of onlyFirst ? cases.slice(0, 1) : cases) {
       const io = parseSafetensors(await fetchBytes(c.file));
       const [args, kwargs] = unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
-      const t0 = performance.now();
+      let t0 = performance.now();
       const got = flattenOut(await model.run({ args, kwargs })).filter((v) => v && v.shape);
       const ms = performance.now() - t0;
-      c.outputs.forEach((o, i) => rows.push({ stem, label: c.label, key: o.key, ms, ...modelMetrics(`${stem} ${c.label} ${o.key}`, got[i], io[o.key]) }));
+      // A second run of the same inputs: warm caches (pipelines, buffers).
+      let warmMs = null;
+      if (warm) {
+        t0 = performance.now();
+        await model.run({ args, kwargs });
+        warmMs = performance.now() - t0;
+      }
+      const stats = model.lastRunStats?.() ?? null;
+      c.outputs.forEach((o, i) => rows.push({ stem, label: c.label, key: o.key, ms, warmMs, stats, device: model.device, ...modelMetrics(`${stem} ${c.label} ${o.key}`, got[i], io[o.key]) }));
     }
   } finally {
     model.dispose();
