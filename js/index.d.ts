@@ -84,12 +84,31 @@ export class Model {
   readonly state: StateView;
   /** Run with inputs in the exported structure: an array of positional inputs, an object of
    * keyword inputs, `{args, kwargs}`, or an object keyed by `info.inputs` names. */
-  run(inputs: PyTree | { args?: PyTree[]; kwargs?: Record<string, PyTree> }): Promise<any>;
+  run(inputs: PyTree | { args?: PyTree[]; kwargs?: Record<string, PyTree> }, options?: RunOptions): Promise<any>;
   manualSeed(seed: number | bigint): void;
   startProfiler(): void;
   stopProfiler(): Profile | null;
   /** Counters of the last run on WebGPU; null for a CPU model. */
   lastRunStats(): RunStats | null;
+  dispose(): void;
+}
+
+export interface RunOptions {
+  /** WebGPU models: tensor outputs stay on the GPU as GpuTensors (nothing read back). */
+  keepOnGpu?: boolean;
+}
+
+/** A tensor kept in WebGPU memory; also accepted as an input of `run`. */
+export class GpuTensor {
+  readonly id: number;
+  readonly shape: number[];
+  readonly dtype: DType;
+  /** Strides and offset inside `buffer`, in 32-bit words. */
+  readonly strides: number[];
+  readonly offset: number;
+  /** The GPUBuffer holding it (f32; int64/int32 as i32; bool as u32); owned by pt2web. */
+  readonly buffer: any; // GPUBuffer (typed by @webgpu/types where installed)
+  read(): Promise<Tensor & { dtype: DType }>;
   dispose(): void;
 }
 

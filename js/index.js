@@ -3,7 +3,7 @@
 // tensors; this wrapper loads archives (with progress), flattens and unflattens the pytree
 // structures torch recorded, maps typed arrays to dtypes, and turns errors into Pt2WebError.
 import initWasm, {
-  WasmModel, isPt2Package as wasmIsPt2, programNames as wasmProgramNames,
+  WasmModel, WasmGpuTensor, isPt2Package as wasmIsPt2, programNames as wasmProgramNames,
   gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache,
   gpuResetPeakMemoryStats, gpuSynchronize,
 } from '../pkg/pt2web.js';
@@ -56,7 +56,36 @@ const DEFAULT_DTYPE = new Map([
 ]);
 
 function isTensorLike(v) {
-  return v !== null && typeof v === 'object' && ArrayBuffer.isView(v.data) && Array.isArray(v.shape);
+  return v !== null && typeof v === 'object' && ((ArrayBuffer.isView(v.data) && Array.isArray(v.shape)) || v instanceof GpuTensor);
+}
+
+/**
+ * A tensor kept in WebGPU memory: an output of `model.run(inputs, {keepOnGpu: true})`.
+ * Pass it as an input of the next run (no copy), bind `buffer` in your own WebGPU code, or
+ * `await read()` it. `dispose()` releases it.
+ */
+export class GpuTensor {
+  #w;
+  constructor(w) { this.#w = w; }
+  #live() {
+    if (!this.#w) throw new Pt2WebError('the GPU tensor was disposed', 'DISPOSED');
+    return this.#w;
+  }
+  get id() { return this.#live().id; }
+  get shape() { return this.#live().shape; }
+  get dtype() { return this.#live().dtype; }
+  /** Element strides and offset of the tensor inside `buffer` (32-bit words). */
+  get strides() { return this.#live().strides; }
+  get offset() { return this.#live().offset; }
+  /** The GPUBuffer (32-bit words: f32; int64/int32 as i32; bool as u32). Owned by pt2web. */
+  get buffer() {
+    try { return this.#live().buffer(); } catch (e) { throw wrapError(e); }
+  }
+  /** Copy to the CPU: `{data, shape, dtype}`. */
+  async read() {
+    try { return fromWire(await this.#live().read()); } catch (e) { throw wrapError(e); }
+  }
+  dispose() { if (this.#w) { this.#w.free(); this.#w = null; } }
 }
 
 /** A tensor for `model.run`: `tensor(new Float32Array([...]), [2, 3])`. */
@@ -67,6 +96,10 @@ export function tensor(data, shape, dtype) {
 
 function toWire(name, t, expected) {
   if (typeof t === 'number' || typeof t === 'boolean') return t;
+  if (t instanceof GpuTensor) {
+    if (expected && expected !== t.dtype) throw new Pt2WebError(`input '${name}': expected dtype ${expected}, got a GPU tensor of ${t.dtype}`, 'INPUT');
+    return { gpuId: t.id };
+  }
   if (!isTensorLike(t)) {
     throw new Pt2WebError(`input '${name}': expected a tensor {data: TypedArray, shape}, got ${t === null ? 'null' : typeof t}`, 'INPUT');
   }
@@ -92,6 +125,7 @@ function toWire(name, t, expected) {
 
 function fromWire(o) {
   if (o === null || typeof o !== 'object') return o;
+  if (o instanceof WasmGpuTensor) return new GpuTensor(o);
   const Ctor = ARRAY_OF[o.dtype];
   const b = o.bytes; // a fresh copy owned by JS, aligned at offset 0
   const data = new Ctor(b.buffer, b.byteOffset, b.byteLength / Ctor.BYTES_PER_ELEMENT);
@@ -313,12 +347,16 @@ export class Model {
     return pairs.map(([, v], i) => toWire(names[i], v, this.#info.inputs[i].dtype));
   }
 
-  /** Run the program; `inputs` keep the structure the model was exported with. */
-  async run(inputs) {
+  /**
+   * Run the program; `inputs` keep the structure the model was exported with.
+   * options: `{keepOnGpu: true}` (WebGPU models) returns tensor outputs as GpuTensors.
+   */
+  async run(inputs, options = {}) {
     const wasm = this.#live();
     let flat;
     try {
-      flat = await wasm.run(this.#flatInputs(inputs));
+      if (options.keepOnGpu && this.device !== 'webgpu') throw new Pt2WebError('keepOnGpu needs a model loaded on WebGPU', 'INPUT');
+      flat = await wasm.run(this.#flatInputs(inputs), !!options.keepOnGpu);
     } catch (e) {
       throw wrapError(e);
     }

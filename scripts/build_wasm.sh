@@ -16,9 +16,20 @@ cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
 rm -rf pkg
 wasm-bindgen --target web --out-dir pkg --out-name pt2web \
   "target/wasm32-unknown-unknown/$profile/pt2web.wasm"
-if command -v wasm-opt >/dev/null 2>&1; then
-  wasm-opt -Oz --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
-    --enable-sign-ext --enable-mutable-globals -o pkg/pt2web_bg.wasm pkg/pt2web_bg.wasm
+# wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while
+# iterating on the release profile.
+wasm_opt=""
+if [ -x node_modules/.bin/wasm-opt ]; then
+  wasm_opt=node_modules/.bin/wasm-opt
+elif command -v wasm-opt >/dev/null 2>&1; then
+  wasm_opt=wasm-opt
+fi
+if [ -n "$wasm_opt" ] && [ "$profile" = wasm-release ]; then
+  before=$(stat -c %s pkg/pt2web_bg.wasm)
+  "$wasm_opt" -Oz --enable-simd --enable-bulk-memory --enable-nontrapping-float-to-int \
+    --enable-sign-ext --enable-mutable-globals --enable-reference-types --enable-multivalue \
+    -o pkg/pt2web_bg.wasm pkg/pt2web_bg.wasm
+  echo "wasm-opt -Oz: $before -> $(stat -c %s pkg/pt2web_bg.wasm) bytes"
 fi
 raw=$(stat -c %s pkg/pt2web_bg.wasm)
 gz=$(gzip -9 -c pkg/pt2web_bg.wasm | wc -c)

@@ -556,6 +556,29 @@ pub async fn run_graph(
         .collect()
 }
 
+/// A user input of [`GpuSession::run_with`].
+#[derive(Debug, Clone)]
+pub enum GpuInput {
+    /// A CPU value (uploaded when a GPU kernel needs it).
+    Cpu(RValue),
+    /// A tensor already on this session's device (e.g. a kept output).
+    Gpu(GTensor),
+}
+
+/// Read one GPU tensor back to the CPU (e.g. a kept output).
+pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
+    let mut ident = HashMap::new();
+    let mut r = Runner {
+        dev,
+        enc: None,
+        held: Vec::new(),
+        stats: RunStats::default(),
+        ident: &mut ident,
+    };
+    let c = r.to_cpu(t).await?;
+    Ok(c.contiguous())
+}
+
 /// The outputs a run reads back: user outputs and the mutations written back to state.
 fn read_back(k: &OutputKind) -> bool {
     matches!(
@@ -625,6 +648,21 @@ impl GpuSession {
     /// [`GpuSession::run`] as a future: with no CPU fallback in the program, the whole run
     /// (kernels and the readback of outputs and mutated buffers) is one submit and one wait.
     pub async fn run_async(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
+        let inputs = inputs.into_iter().map(GpuInput::Cpu).collect();
+        let outs = self.run_with(inputs, false).await?;
+        outs.into_iter()
+            .map(|s| match s {
+                Slot::V(v) => Ok(v),
+                _ => Err(Error::Gpu("internal: an output was not read back".into())),
+            })
+            .collect()
+    }
+
+    /// Run with user inputs that may already be on the GPU (kept outputs of an earlier run).
+    /// `keep`: user outputs stay on the GPU (`Slot::T`, nothing read back for them; buffer
+    /// mutations are still written back to the state); otherwise they come back as
+    /// `Slot::V` CPU values.
+    pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
         // In the browser, validation errors arrive asynchronously: catch this run's in a
         // scope so they fail this run, not a later one (natively the uncaptured-error
         // handler is checked after every submit).
@@ -633,7 +671,15 @@ impl GpuSession {
             .device
             .device
             .push_error_scope(wgpu::ErrorFilter::Validation);
-        let bindings = self.cpu.check_inputs(&inputs)?;
+        // Input checks see a GPU input as a tensor of its dtype and sizes (no data needed).
+        let checked: Vec<RValue> = inputs
+            .iter()
+            .map(|i| match i {
+                GpuInput::Cpu(v) => Ok(v.clone()),
+                GpuInput::Gpu(t) => Ok(RValue::Tensor(Tensor::zeros(t.dtype, &t.sizes)?)),
+            })
+            .collect::<Result<_>>()?;
+        let bindings = self.cpu.check_inputs(&checked)?;
         self.cpu.run_state.bindings = bindings;
         let p = self.cpu.program.clone();
         let dev = self.device.clone();
@@ -651,7 +697,8 @@ impl GpuSession {
         for spec in &p.inputs {
             graph_inputs.push(match &spec.kind {
                 InputKind::User => match user.next() {
-                    Some(v) => r.rvalue_to_slot(v.clone()),
+                    Some(GpuInput::Cpu(v)) => r.rvalue_to_slot(v.clone()),
+                    Some(GpuInput::Gpu(t)) => Slot::T(t.clone()),
                     None => Slot::V(RValue::None),
                 },
                 InputKind::Parameter { name }
@@ -685,18 +732,22 @@ impl GpuSession {
             .outputs
             .iter()
             .zip(&outs)
-            .filter(|(spec, _)| read_back(&spec.kind))
+            .filter(|(spec, _)| read_back(&spec.kind) && !(keep && spec.kind == OutputKind::User))
             .map(|(_, s)| s.clone())
             .collect();
         let mut values = r.slots_to_rvalues(&wanted).await?.into_iter();
         let mut result = Vec::new();
-        for (spec, _) in p.outputs.iter().zip(&outs) {
+        for (spec, out) in p.outputs.iter().zip(&outs) {
             if !read_back(&spec.kind) {
+                continue;
+            }
+            if keep && spec.kind == OutputKind::User {
+                result.push(out.clone());
                 continue;
             }
             let v = values.next().unwrap_or(RValue::None);
             match &spec.kind {
-                OutputKind::User => result.push(v),
+                OutputKind::User => result.push(Slot::V(v)),
                 OutputKind::BufferMutation { buffer }
                 | OutputKind::ParameterMutation { parameter: buffer } => {
                     let RValue::Tensor(t) = v else { continue };
@@ -718,7 +769,15 @@ impl GpuSession {
                 OutputKind::UserInputMutation { input } => {
                     let RValue::Tensor(t) = v else { continue };
                     if let Some(i) = user_names.iter().position(|n| n == input) {
-                        if let RValue::Tensor(dst) = &inputs[i] {
+                        if let GpuInput::Gpu(_) = &inputs[i] {
+                            return Err(Error::Input {
+                                input: input.clone(),
+                                msg: "the program mutates this input in place, which a \
+                                      GPU-resident input does not support: pass a CPU tensor"
+                                    .into(),
+                            });
+                        }
+                        if let GpuInput::Cpu(RValue::Tensor(dst)) = &inputs[i] {
                             dst.copy_from(&t)?;
                             // The caller's tensor may be a store of this run: invalidate it.
                             if let Some(c) = r.ident.get(&addr(&dst.data)).and_then(Weak::upgrade) {

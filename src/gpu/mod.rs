@@ -29,7 +29,8 @@ pub mod wait;
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
-pub use exec::{GpuSession, RunStats};
+pub use exec::{read_tensor, GpuInput, GpuSession, RunStats, Slot};
+pub use store::GTensor;
 
 #[cfg(not(target_arch = "wasm32"))]
 use crate::error::{Error, Result};

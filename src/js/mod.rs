@@ -9,7 +9,8 @@
 use crate::archive::pt2::LoadOptions;
 use crate::cpu::{Data, Tensor};
 use crate::error::Error;
-use crate::gpu::{BackendChoice, GpuDevice, GpuSession};
+use crate::gpu::{BackendChoice, GTensor, GpuDevice, GpuInput, GpuSession, Slot};
+use std::collections::HashMap;
 use crate::info::program_info;
 use crate::program::Pt2Archive;
 use crate::runtime::{RValue, Session};
@@ -69,6 +70,109 @@ pub struct WasmModel {
 thread_local! {
     /// The WebGPU device every model of this page/worker shares (opened on first use).
     static DEVICE: RefCell<Option<Arc<GpuDevice>>> = const { RefCell::new(None) };
+}
+
+thread_local! {
+    /// GPU-resident tensors handed to JS (kept outputs), by id.
+    static GPU_TENSORS: RefCell<HashMap<u32, (GTensor, Arc<GpuDevice>)>> = RefCell::new(HashMap::new());
+    static NEXT_GPU_TENSOR: std::cell::Cell<u32> = const { std::cell::Cell::new(1) };
+}
+
+/// A tensor that stays in WebGPU memory (a run's output with `keepOnGpu`): pass it to the
+/// next `run`, bind its `buffer()` for rendering, or `read()` it. The buffer holds 32-bit
+/// words (f32; int64/int32 as i32; bool as u32) at `offset` with `strides` (elements).
+#[wasm_bindgen]
+pub struct WasmGpuTensor {
+    id: u32,
+    dtype: String,
+    shape: Vec<usize>,
+    strides: Vec<usize>,
+    offset: usize,
+}
+
+impl WasmGpuTensor {
+    fn new(t: GTensor, dev: Arc<GpuDevice>) -> WasmGpuTensor {
+        let id = NEXT_GPU_TENSOR.with(|n| {
+            let id = n.get();
+            n.set(id.wrapping_add(1).max(1));
+            id
+        });
+        let out = WasmGpuTensor {
+            id,
+            dtype: t.dtype.name().to_string(),
+            shape: t.sizes.clone(),
+            strides: t.strides.clone(),
+            offset: t.offset,
+        };
+        GPU_TENSORS.with(|m| m.borrow_mut().insert(id, (t, dev)));
+        out
+    }
+    fn get(&self) -> Result<(GTensor, Arc<GpuDevice>), JsValue> {
+        lookup_gpu_tensor(self.id)
+    }
+}
+
+fn lookup_gpu_tensor(id: u32) -> Result<(GTensor, Arc<GpuDevice>), JsValue> {
+    GPU_TENSORS
+        .with(|m| m.borrow().get(&id).cloned())
+        .ok_or_else(|| js_error("DISPOSED", "the GPU tensor was disposed"))
+}
+
+impl Drop for WasmGpuTensor {
+    fn drop(&mut self) {
+        GPU_TENSORS.with(|m| m.borrow_mut().remove(&self.id));
+    }
+}
+
+fn usize_array(v: &[usize]) -> Array {
+    v.iter().map(|&x| JsValue::from(x as f64)).collect()
+}
+
+#[wasm_bindgen]
+impl WasmGpuTensor {
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+    #[wasm_bindgen(getter)]
+    pub fn dtype(&self) -> String {
+        self.dtype.clone()
+    }
+    #[wasm_bindgen(getter)]
+    pub fn shape(&self) -> Array {
+        usize_array(&self.shape)
+    }
+    #[wasm_bindgen(getter)]
+    pub fn strides(&self) -> Array {
+        usize_array(&self.strides)
+    }
+    #[wasm_bindgen(getter)]
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+    /// The `GPUBuffer` holding the tensor (owned by pt2web: do not destroy it).
+    pub fn buffer(&self) -> Result<JsValue, JsValue> {
+        let (t, _) = self.get()?;
+        let s = t.cell.lock().unwrap_or_else(|e| e.into_inner());
+        let b = s
+            .gpu
+            .as_ref()
+            .filter(|_| s.gpu_valid)
+            .ok_or_else(|| js_error("GPU", "the tensor has no current GPU copy"))?;
+        b.buffer()
+            .as_webgpu()
+            .map(|g| JsValue::from(g.clone()))
+            .ok_or_else(|| js_error("GPU", "not a WebGPU buffer"))
+    }
+    /// Copy to the CPU: resolves to `{dtype, shape, bytes}`.
+    pub fn read(&self) -> js_sys::Promise {
+        let got = self.get();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (t, dev) = got?;
+            let c = crate::gpu::read_tensor(&dev, &t).await.map_err(to_js)?;
+            tensor_to_js("tensor", &c)
+        })
+    }
 }
 
 /// The shared WebGPU device, requested from `navigator.gpu` on first use.
@@ -249,12 +353,15 @@ impl WasmModel {
         self.info.clone()
     }
 
-    /// Run with flat user inputs: an array of `{dtype, shape, bytes}` (little-endian bytes)
-    /// or numbers (SymInt inputs). Resolves to the flat user outputs in the same form.
+    /// Run with flat user inputs: an array of `{dtype, shape, bytes}` (little-endian bytes),
+    /// `{gpuId}` (a [`WasmGpuTensor`], WebGPU models only) or numbers (SymInt inputs).
+    /// Resolves to the flat user outputs in the same form; with `keep` (WebGPU models),
+    /// tensor outputs stay on the GPU as [`WasmGpuTensor`]s.
     // The engine stays borrowed across the GPU wait on purpose: a second run() (or a state
     // read) meanwhile gets a BUSY error instead of seeing a half-run model.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub fn run(&self, inputs: Array) -> js_sys::Promise {
+    pub fn run(&self, inputs: Array, keep: Option<bool>) -> js_sys::Promise {
+        let keep = keep.unwrap_or(false);
         let mut flat = Vec::with_capacity(inputs.length() as usize);
         for (i, v) in inputs.iter().enumerate() {
             let name = self
@@ -262,7 +369,7 @@ impl WasmModel {
                 .get(i)
                 .cloned()
                 .unwrap_or_else(|| format!("#{i}"));
-            match input_value(&name, &v) {
+            match gpu_input(&name, &v) {
                 Ok(x) => flat.push(x),
                 Err(e) => return js_sys::Promise::reject(&e),
             }
@@ -275,15 +382,39 @@ impl WasmModel {
                     "the model is already running: await the previous run() first",
                 )
             })?;
-            let outs = match &mut *e {
-                Engine::Cpu(s) => s.run(flat),
-                Engine::Gpu(g) => g.run_async(flat).await,
-            }
-            .map_err(to_js)?;
+            let outs: Vec<Slot> = match &mut *e {
+                Engine::Cpu(s) => {
+                    let mut cpu = Vec::with_capacity(flat.len());
+                    for (i, x) in flat.into_iter().enumerate() {
+                        match x {
+                            GpuInput::Cpu(v) => cpu.push(v),
+                            GpuInput::Gpu(_) => {
+                                return Err(js_error(
+                                    "INPUT",
+                                    &format!("input #{i}: a GPU tensor cannot feed a CPU model"),
+                                ))
+                            }
+                        }
+                    }
+                    s.run(cpu).map_err(to_js)?.into_iter().map(Slot::V).collect()
+                }
+                Engine::Gpu(g) => g.run_with(flat, keep).await.map_err(to_js)?,
+            };
+            let dev = match &*e {
+                Engine::Gpu(g) => Some(g.device.clone()),
+                Engine::Cpu(_) => None,
+            };
             let arr: Array = outs
-                .iter()
+                .into_iter()
                 .enumerate()
-                .map(|(i, v)| output_value(&format!("output_{i}"), v))
+                .map(|(i, s)| match (s, &dev) {
+                    (Slot::V(v), _) => output_value(&format!("output_{i}"), &v),
+                    (Slot::T(t), Some(d)) => Ok(WasmGpuTensor::new(t, d.clone()).into()),
+                    _ => Err(js_error(
+                        "OP",
+                        &format!("output_{i}: a list of tensors cannot stay on the GPU"),
+                    )),
+                })
                 .collect::<Result<_, _>>()?;
             Ok(arr.into())
         })
@@ -375,6 +506,18 @@ impl WasmModel {
         self.busy_mut()?.session_mut().run_state.rng = crate::runtime::Rng::new(seed);
         Ok(())
     }
+}
+
+/// A flat input: `{gpuId}` names a GPU-resident tensor, anything else is a CPU value.
+fn gpu_input(name: &str, v: &JsValue) -> Result<GpuInput, JsValue> {
+    if v.is_object() {
+        if let Some(id) = get(v, "gpuId")?.as_f64() {
+            let (t, _) = lookup_gpu_tensor(id as u32)
+                .map_err(|_| js_error("INPUT", &format!("input '{name}': the GPU tensor was disposed")))?;
+            return Ok(GpuInput::Gpu(t));
+        }
+    }
+    input_value(name, v).map(GpuInput::Cpu)
 }
 
 fn input_value(name: &str, v: &JsValue) -> Result<RValue, JsValue> {
