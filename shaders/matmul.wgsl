@@ -1,7 +1,7 @@
 // Batched matrix multiply: out[b, m, n] = alpha * sum_k A[b, m, k] * B[b, k, n] + beta * C[b, m, n].
 // A, B and the optional bias C are strided views (batch, row and column strides; a stride of
 // 0 broadcasts), so transposed weights (`t`, `permute`) and expanded biases need no copy.
-// The output is contiguous [batch, M, N]. 16x16 tiles staged in workgroup memory.
+// The output is contiguous [batch, M, N].
 // `Meta` mirrors `MatmulMeta` in src/gpu/kernels.rs.
 
 struct Meta {
@@ -20,7 +20,11 @@ struct Meta {
     _p1: f32,
 }
 
-const TILE: u32 = 16u;
+// Register blocking: each invocation computes a 4x4 block of the output from direct loads,
+// an 8x8 workgroup covers 32x32. No workgroup memory and no barriers: barriers dominate on
+// software adapters (SwiftShader runs a workgroup's invocations as fibers), and caches serve
+// the reuse on hardware.
+const BLOCK: u32 = 4u;
 
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
@@ -28,56 +32,83 @@ const TILE: u32 = 16u;
 @group(0) @binding(3) var<storage, read> b: array<f32>;
 @group(0) @binding(4) var<storage, read> c: array<f32>;
 
-var<workgroup> ta: array<array<f32, 16>, 16>;
-var<workgroup> tb: array<array<f32, 16>, 16>;
-
-fn tiled(lid: vec3<u32>, wid: vec3<u32>) -> f32 {
-    let batch = wid.z;
-    let row = wid.y * TILE + lid.y;
-    let col = wid.x * TILE + lid.x;
-    var acc = 0.0;
-    let tiles = (params.k + TILE - 1u) / TILE;
-    for (var t = 0u; t < tiles; t = t + 1u) {
-        let ka = t * TILE + lid.x;
-        var va = 0.0;
-        if row < params.m && ka < params.k {
-            va = a[params.a.w + batch * params.a.x + row * params.a.y + ka * params.a.z];
-        }
-        ta[lid.y][lid.x] = va;
-        let kb = t * TILE + lid.y;
-        var vb = 0.0;
-        if kb < params.k && col < params.n {
-            vb = b[params.b.w + batch * params.b.x + kb * params.b.y + col * params.b.z];
-        }
-        tb[lid.y][lid.x] = vb;
-        workgroupBarrier();
-        for (var i = 0u; i < TILE; i = i + 1u) {
-            acc = acc + ta[lid.y][i] * tb[i][lid.x];
-        }
-        workgroupBarrier();
-    }
-    return acc;
+// The 4x4 block at (row0, col0): acc[i][j] = sum_k A[row0 + i, k] * B[k, col0 + j]. Rows and
+// columns past the edge are clamped (computed, never stored). Scalars and vec4s only, no
+// indexed arrays: compilers keep those in registers.
+struct Block {
+    r0: vec4<f32>,
+    r1: vec4<f32>,
+    r2: vec4<f32>,
+    r3: vec4<f32>,
 }
 
-@compute @workgroup_size(16, 16)
-fn matmul(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let acc = tiled(lid, wid);
-    let row = wid.y * TILE + lid.y;
-    let col = wid.x * TILE + lid.x;
-    if row < params.m && col < params.n {
-        out[(wid.z * params.m + row) * params.n + col] = params.alpha * acc;
+fn block(row0: u32, col0: u32, batch: u32) -> Block {
+    let ab = params.a.w + batch * params.a.x;
+    let a0 = ab + min(row0, params.m - 1u) * params.a.y;
+    let a1 = ab + min(row0 + 1u, params.m - 1u) * params.a.y;
+    let a2 = ab + min(row0 + 2u, params.m - 1u) * params.a.y;
+    let a3 = ab + min(row0 + 3u, params.m - 1u) * params.a.y;
+    let cb = params.b.w + batch * params.b.x;
+    let c0 = cb + min(col0, params.n - 1u) * params.b.z;
+    let c1 = cb + min(col0 + 1u, params.n - 1u) * params.b.z;
+    let c2 = cb + min(col0 + 2u, params.n - 1u) * params.b.z;
+    let c3 = cb + min(col0 + 3u, params.n - 1u) * params.b.z;
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
+    var ka = 0u;
+    var kb = 0u;
+    for (var k = 0u; k < params.k; k = k + 1u) {
+        let bv = vec4<f32>(b[c0 + kb], b[c1 + kb], b[c2 + kb], b[c3 + kb]);
+        acc0 = fma(vec4<f32>(a[a0 + ka]), bv, acc0);
+        acc1 = fma(vec4<f32>(a[a1 + ka]), bv, acc1);
+        acc2 = fma(vec4<f32>(a[a2 + ka]), bv, acc2);
+        acc3 = fma(vec4<f32>(a[a3 + ka]), bv, acc3);
+        ka = ka + params.a.z;
+        kb = kb + params.b.y;
+    }
+    return Block(acc0, acc1, acc2, acc3);
+}
+
+fn store(row: u32, col0: u32, batch: u32, v: vec4<f32>, bias: bool) {
+    if row >= params.m {
+        return;
+    }
+    let o = (batch * params.m + row) * params.n;
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let col = col0 + j;
+        if col < params.n {
+            var y = params.alpha * v[j];
+            if bias {
+                let cv = c[params.c.w + batch * params.c.x + row * params.c.y + col * params.c.z];
+                // beta = 0 ignores C entirely (NaN and inf in C do not propagate), as torch.addmm.
+                y = y + select(params.beta * cv, 0.0, params.beta == 0.0);
+            }
+            out[o + col] = y;
+        }
     }
 }
 
-@compute @workgroup_size(16, 16)
-fn matmul_bias(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
-    let acc = tiled(lid, wid);
-    let row = wid.y * TILE + lid.y;
-    let col = wid.x * TILE + lid.x;
-    if row < params.m && col < params.n {
-        let bias = c[params.c.w + wid.z * params.c.x + row * params.c.y + col * params.c.z];
-        // beta = 0 ignores C entirely (NaN and inf in C do not propagate), as torch.addmm.
-        let c_term = select(params.beta * bias, 0.0, params.beta == 0.0);
-        out[(wid.z * params.m + row) * params.n + col] = params.alpha * acc + c_term;
+fn run(gid: vec3<u32>, bias: bool) {
+    let row0 = gid.y * BLOCK;
+    let col0 = gid.x * BLOCK;
+    if row0 >= params.m || col0 >= params.n {
+        return;
     }
+    let acc = block(row0, col0, gid.z);
+    store(row0, col0, gid.z, acc.r0, bias);
+    store(row0 + 1u, col0, gid.z, acc.r1, bias);
+    store(row0 + 2u, col0, gid.z, acc.r2, bias);
+    store(row0 + 3u, col0, gid.z, acc.r3, bias);
+}
+
+@compute @workgroup_size(8, 8)
+fn matmul(@builtin(global_invocation_id) gid: vec3<u32>) {
+    run(gid, false);
+}
+
+@compute @workgroup_size(8, 8)
+fn matmul_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
+    run(gid, true);
 }

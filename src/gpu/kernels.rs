@@ -873,8 +873,8 @@ fn encode_matmul(
         || !k.fits(bm)
         || c.is_some_and(|c| !k.fits(c))
         || batch > maxg
-        || m.div_ceil(16) > maxg
-        || n.div_ceil(16) > maxg
+        || m.div_ceil(32) > maxg
+        || n.div_ceil(32) > maxg
     {
         return Ok(None);
     }
@@ -904,7 +904,8 @@ fn encode_matmul(
         beta,
         _p: [0.0; 2],
     };
-    let groups = (n.div_ceil(16) as u32, m.div_ceil(16) as u32, batch as u32);
+    // 8x8 invocations of 4x4 outputs each (shaders/matmul.wgsl).
+    let groups = (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32);
     match c {
         Some(c) => k.dispatch(
             &MATMUL_BIAS,
