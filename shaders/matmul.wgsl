@@ -71,44 +71,51 @@ fn block(row0: u32, col0: u32, batch: u32) -> Block {
     return Block(acc0, acc1, acc2, acc3);
 }
 
-fn store(row: u32, col0: u32, batch: u32, v: vec4<f32>, bias: bool) {
-    if row >= params.m {
-        return;
-    }
-    let o = (batch * params.m + row) * params.n;
-    for (var j = 0u; j < 4u; j = j + 1u) {
-        let col = col0 + j;
-        if col < params.n {
-            var y = params.alpha * v[j];
-            if bias {
-                let cv = c[params.c.w + batch * params.c.x + row * params.c.y + col * params.c.z];
-                // beta = 0 ignores C entirely (NaN and inf in C do not propagate), as torch.addmm.
-                y = y + select(params.beta * cv, 0.0, params.beta == 0.0);
-            }
-            out[o + col] = y;
-        }
-    }
+// Bias terms are read in `matmul_bias` only: an entry point's layout has exactly the
+// bindings it uses, and `matmul` binds no C.
+fn bias_term(row: u32, col: u32, batch: u32) -> f32 {
+    let cv = c[params.c.w + batch * params.c.x + row * params.c.y + col * params.c.z];
+    // beta = 0 ignores C entirely (NaN and inf in C do not propagate), as torch.addmm.
+    return select(params.beta * cv, 0.0, params.beta == 0.0);
 }
 
-fn run(gid: vec3<u32>, bias: bool) {
+@compute @workgroup_size(8, 8)
+fn matmul(@builtin(global_invocation_id) gid: vec3<u32>) {
     let row0 = gid.y * BLOCK;
     let col0 = gid.x * BLOCK;
     if row0 >= params.m || col0 >= params.n {
         return;
     }
     let acc = block(row0, col0, gid.z);
-    store(row0, col0, gid.z, acc.r0, bias);
-    store(row0 + 1u, col0, gid.z, acc.r1, bias);
-    store(row0 + 2u, col0, gid.z, acc.r2, bias);
-    store(row0 + 3u, col0, gid.z, acc.r3, bias);
-}
-
-@compute @workgroup_size(8, 8)
-fn matmul(@builtin(global_invocation_id) gid: vec3<u32>) {
-    run(gid, false);
+    let rows = array<vec4<f32>, 4>(acc.r0, acc.r1, acc.r2, acc.r3);
+    for (var i = 0u; i < BLOCK; i = i + 1u) {
+        let row = row0 + i;
+        for (var j = 0u; j < BLOCK; j = j + 1u) {
+            let col = col0 + j;
+            if row < params.m && col < params.n {
+                out[(gid.z * params.m + row) * params.n + col] = params.alpha * rows[i][j];
+            }
+        }
+    }
 }
 
 @compute @workgroup_size(8, 8)
 fn matmul_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
-    run(gid, true);
+    let row0 = gid.y * BLOCK;
+    let col0 = gid.x * BLOCK;
+    if row0 >= params.m || col0 >= params.n {
+        return;
+    }
+    let acc = block(row0, col0, gid.z);
+    let rows = array<vec4<f32>, 4>(acc.r0, acc.r1, acc.r2, acc.r3);
+    for (var i = 0u; i < BLOCK; i = i + 1u) {
+        let row = row0 + i;
+        for (var j = 0u; j < BLOCK; j = j + 1u) {
+            let col = col0 + j;
+            if row < params.m && col < params.n {
+                out[(gid.z * params.m + row) * params.n + col] =
+                    params.alpha * rows[i][j] + bias_term(row, col, gid.z);
+            }
+        }
+    }
 }

@@ -10,13 +10,13 @@ use crate::archive::pt2::LoadOptions;
 use crate::cpu::{Data, Tensor};
 use crate::error::Error;
 use crate::gpu::{BackendChoice, GTensor, GpuDevice, GpuInput, GpuSession, Slot};
-use std::collections::HashMap;
 use crate::info::program_info;
 use crate::program::Pt2Archive;
 use crate::runtime::{RValue, Session};
 use crate::{DType, Limits};
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
@@ -396,7 +396,11 @@ impl WasmModel {
                             }
                         }
                     }
-                    s.run(cpu).map_err(to_js)?.into_iter().map(Slot::V).collect()
+                    s.run(cpu)
+                        .map_err(to_js)?
+                        .into_iter()
+                        .map(Slot::V)
+                        .collect()
                 }
                 Engine::Gpu(g) => g.run_with(flat, keep).await.map_err(to_js)?,
             };
@@ -512,8 +516,12 @@ impl WasmModel {
 fn gpu_input(name: &str, v: &JsValue) -> Result<GpuInput, JsValue> {
     if v.is_object() {
         if let Some(id) = get(v, "gpuId")?.as_f64() {
-            let (t, _) = lookup_gpu_tensor(id as u32)
-                .map_err(|_| js_error("INPUT", &format!("input '{name}': the GPU tensor was disposed")))?;
+            let (t, _) = lookup_gpu_tensor(id as u32).map_err(|_| {
+                js_error(
+                    "INPUT",
+                    &format!("input '{name}': the GPU tensor was disposed"),
+                )
+            })?;
             return Ok(GpuInput::Gpu(t));
         }
     }
