@@ -4,6 +4,7 @@
 //! → plan → executor on a backend → outputs.
 
 pub mod archive;
+pub mod backends;
 pub mod cpu;
 pub mod dtype;
 pub mod error;

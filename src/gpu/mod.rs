@@ -20,13 +20,19 @@
 //! `set_per_process_memory_fraction`.
 
 pub mod device;
+pub mod event;
 pub mod exec;
 pub mod kernels;
+pub mod random;
 pub mod shaders;
 pub mod store;
+pub mod timing;
+pub mod user_shader;
 
 pub use device::{adapters, BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
+pub use event::{Event, Timing};
 pub use exec::{GpuSession, RunStats};
+pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
 
 use crate::error::{Error, Result};
 
