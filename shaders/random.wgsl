@@ -151,7 +151,7 @@ fn index(gid: vec3<u32>) -> u32 {
 
 // out[i] = a + (b - a) * u, u uniform in [0, 1) from draw i (rand, uniform).
 @compute @workgroup_size(64)
-fn uniform(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn rand_uniform(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;
@@ -161,7 +161,7 @@ fn uniform(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // out[i] = a + b * z, z standard normal by Box–Muller from draws 2i and 2i + 1 (randn, normal).
 @compute @workgroup_size(64)
-fn normal(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn rand_normal(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;
@@ -174,7 +174,7 @@ fn normal(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // out[i] = 1 when draw i's 53-bit uniform is below the threshold (bernoulli with a number p).
 @compute @workgroup_size(64)
-fn bernoulli_p(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn rand_bernoulli_p(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;
@@ -184,7 +184,7 @@ fn bernoulli_p(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // out[i] = 1 with probability x[i] (bernoulli(self), probabilities from a contiguous tensor).
 @compute @workgroup_size(64)
-fn bernoulli_t(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn rand_bernoulli_t(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;
@@ -195,7 +195,7 @@ fn bernoulli_t(@builtin(global_invocation_id) gid: vec3<u32>) {
 // Dropout in training: keep x[i] (times the scale b) when draw i is below the keep threshold;
 // mask[i] = kept (native_dropout's second output).
 @compute @workgroup_size(64)
-fn dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
+fn rand_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;

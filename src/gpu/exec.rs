@@ -588,9 +588,12 @@ impl GpuSession {
             enc: None,
             held: Vec::new(),
             stats: RunStats::default(),
-            timer: self.cpu.run_state.profiler.as_ref().and_then(|p| {
-                super::timing::GpuTimer::new(&dev, p.elapsed())
-            }),
+            timer: self
+                .cpu
+                .run_state
+                .profiler
+                .as_ref()
+                .and_then(|p| super::timing::GpuTimer::new(&dev, p.elapsed())),
             ident: &mut self.ident,
         };
         let mut user = inputs.iter();

@@ -264,7 +264,11 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" => Custom(reduce),
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
         // Seeded random ops: the CPU generator's exact streams (src/gpu/random.rs).
-        "aten.rand" | "aten.rand_like" | "aten.randn" | "aten.randn_like" | "aten.uniform"
+        "aten.rand"
+        | "aten.rand_like"
+        | "aten.randn"
+        | "aten.randn_like"
+        | "aten.uniform"
         | "aten.normal_functional" => Custom(super::random::rand),
         "aten.bernoulli" => Custom(super::random::bernoulli),
         "aten.dropout" => Custom(super::random::dropout),
@@ -396,13 +400,13 @@ impl Kc<'_, '_, '_> {
             let enc = self.r.encoder();
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: None,
-                timestamp_writes: times
-                    .as_ref()
-                    .map(|(qs, b, e)| wgpu::ComputePassTimestampWrites {
+                timestamp_writes: times.as_ref().map(|(qs, b, e)| {
+                    wgpu::ComputePassTimestampWrites {
                         query_set: qs,
                         beginning_of_pass_write_index: Some(*b),
                         end_of_pass_write_index: Some(*e),
-                    }),
+                    }
+                }),
             });
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bg, &[]);

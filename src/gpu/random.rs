@@ -35,11 +35,11 @@ pub struct RandMeta {
     pub thr_hi: u32,
 }
 
-pub const UNIFORM: Variant = Variant::new(Shader::Random, "uniform");
-pub const NORMAL: Variant = Variant::new(Shader::Random, "normal");
-pub const BERNOULLI_P: Variant = Variant::new(Shader::Random, "bernoulli_p");
-pub const BERNOULLI_T: Variant = Variant::new(Shader::Random, "bernoulli_t");
-pub const DROPOUT: Variant = Variant::new(Shader::Random, "dropout");
+pub const UNIFORM: Variant = Variant::new(Shader::Random, "rand_uniform");
+pub const NORMAL: Variant = Variant::new(Shader::Random, "rand_normal");
+pub const BERNOULLI_P: Variant = Variant::new(Shader::Random, "rand_bernoulli_p");
+pub const BERNOULLI_T: Variant = Variant::new(Shader::Random, "rand_bernoulli_t");
+pub const DROPOUT: Variant = Variant::new(Shader::Random, "rand_dropout");
 /// Every random variant (validated by the naga test).
 pub const VARIANTS: [Variant; 5] = [UNIFORM, NORMAL, BERNOULLI_P, BERNOULLI_T, DROPOUT];
 
@@ -55,12 +55,7 @@ pub fn threshold(p: f64) -> u64 {
 }
 
 fn op_name(k: &Kc) -> String {
-    k.op.node
-        .target
-        .split('.')
-        .nth(1)
-        .unwrap_or("")
-        .to_string()
+    k.op.node.target.split('.').nth(1).unwrap_or("").to_string()
 }
 
 /// Encode one random kernel over `numel` elements from the current generator state, then

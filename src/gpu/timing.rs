@@ -56,7 +56,11 @@ impl GpuTimer {
         let i = self.used;
         self.used += 2;
         self.labels.push((node.to_string(), target.to_string()));
-        let qs = self.sets.last().cloned().expect("a query set was just made");
+        let qs = self
+            .sets
+            .last()
+            .cloned()
+            .expect("a query set was just made");
         (qs, i, i + 1)
     }
 
@@ -91,11 +95,9 @@ impl GpuTimer {
         enc.copy_buffer_to_buffer(&resolve, 0, &readback, 0, total);
         dev.queue.submit([enc.finish()]);
         let (tx, rx) = std::sync::mpsc::channel();
-        readback
-            .slice(..)
-            .map_async(wgpu::MapMode::Read, move |r| {
-                let _ = tx.send(r);
-            });
+        readback.slice(..).map_async(wgpu::MapMode::Read, move |r| {
+            let _ = tx.send(r);
+        });
         dev.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("profiler readback: {e}")))?;

@@ -9,7 +9,8 @@
 //! caller's tensors).
 //!
 //! Element types: `array<f32>` takes f32 tensors, `array<i32>` i32 or i64 tensors (stored as
-//! i32, as the executor does), `array<u32>` bool tensors (0/1). Only bind group 0 and storage
+//! i32, as the executor does), `array<u32>` bool tensors (0/1) or i32/i64 tensors (their i32
+//! bits). Only bind group 0 and storage
 //! buffers are supported: pass scalars in a one-element tensor.
 //!
 //! ```no_run
@@ -230,7 +231,9 @@ impl UserShader {
                 cache: None,
             });
         if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Gpu(format!("compile_shader: pipeline '{entry}': {e}")));
+            return Err(Error::Gpu(format!(
+                "compile_shader: pipeline '{entry}': {e}"
+            )));
         }
         cache.insert(entry.to_string(), p.clone());
         Ok(p)
@@ -265,7 +268,11 @@ impl UserShader {
                 b.name, b.group
             )));
         }
-        if let Some(b) = ep.bindings.iter().find(|b| !b.access.starts_with("storage")) {
+        if let Some(b) = ep
+            .bindings
+            .iter()
+            .find(|b| !b.access.starts_with("storage"))
+        {
             return Err(Error::Gpu(format!(
                 "{entry}: binding '{}' is {}; only storage buffers are supported (pass \
                  scalars in a one-element tensor)",
@@ -293,7 +300,7 @@ impl UserShader {
                 (b.elem.as_str(), t.dtype),
                 ("f32", DType::F32)
                     | ("i32", DType::I32 | DType::I64)
-                    | ("u32", DType::Bool)
+                    | ("u32", DType::Bool | DType::I32 | DType::I64)
             );
             if !ok {
                 return Err(Error::Gpu(format!(
@@ -373,8 +380,7 @@ impl UserShader {
                 .get_mapped_range()
                 .map_err(|e| Error::Gpu(format!("reading a readback buffer: {e}")))?;
             let mut off = 0usize;
-            for ((b, (_, n, size)), ShaderArg::Tensor(t)) in
-                ep.bindings.iter().zip(&bufs).zip(args)
+            for ((b, (_, n, size)), ShaderArg::Tensor(t)) in ep.bindings.iter().zip(&bufs).zip(args)
             {
                 let data = from_gpu_bytes(t.dtype, &view[off..off + *size as usize], *n)?;
                 let r = Tensor {

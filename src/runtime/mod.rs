@@ -459,7 +459,9 @@ impl Session {
     /// Restore a state from [`Session::get_rng_state`].
     pub fn set_rng_state(&mut self, bytes: &[u8]) -> Result<()> {
         let word = |i: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?))
+            Some(u64::from_le_bytes(
+                bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
         };
         match (bytes.len(), word(0), word(1)) {
             (16, Some(state), Some(initial_seed)) => {
