@@ -11,6 +11,8 @@ pub struct Progress {
     total: u64,
     unit: &'static str,
     last: Option<Instant>,
+    /// The last value drawn.
+    shown: Option<u64>,
     start: Instant,
 }
 
@@ -23,6 +25,7 @@ impl Progress {
             total,
             unit,
             last: None,
+            shown: None,
             start: Instant::now(),
         }
     }
@@ -45,6 +48,7 @@ impl Progress {
             return;
         }
         self.last = Some(now);
+        self.shown = Some(done);
         let width = 30;
         let frac = if self.total == 0 {
             1.0
@@ -70,7 +74,9 @@ impl Progress {
     /// End the line.
     pub fn finish(&mut self) {
         if self.on {
-            self.set(self.total);
+            if self.shown != Some(self.total) {
+                self.set(self.total);
+            }
             eprintln!();
         }
     }
