@@ -84,6 +84,10 @@ fn uniform_layouts_match() {
         (Shader::Matmul, std::mem::size_of::<MatmulMeta>()),
         (Shader::Rows, std::mem::size_of::<RowMeta>()),
         (Shader::Reduce, std::mem::size_of::<ReduceMeta>()),
+        (
+            Shader::Random,
+            std::mem::size_of::<pt2web::gpu::random::RandMeta>(),
+        ),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -7,7 +7,9 @@ use pt2web::Limits;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+mod bench;
 mod check;
+mod progress;
 mod run;
 mod tensors_io;
 
@@ -44,6 +46,9 @@ enum Cmd {
     /// Run a program: inputs keyed by the user-input names `pt2web info` shows, outputs written
     /// as output_0, output_1, ... in flattened pytree order.
     Run(run::RunArgs),
+    /// Benchmark a program on the CPU and/or the GPU: load time, first run, median and min warm
+    /// runs, and the GPU's submits, buffer allocations, pipeline creations and fallbacks per run.
+    Bench(bench::BenchArgs),
     /// List the GPU adapters wgpu finds: name, backend, type, key limits, features.
     Devices {
         /// auto, vulkan, metal, dx12 or gl.
@@ -121,6 +126,7 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
         Cmd::Run(args) => run::run(args),
+        Cmd::Bench(args) => bench::bench(args),
         Cmd::Devices { backend, json } => run::devices(&backend, json),
         Cmd::Check {
             model,

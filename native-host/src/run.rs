@@ -40,10 +40,13 @@ pub struct RunArgs {
     /// Run this many times and report the median (the first run is reported separately).
     #[arg(long, default_value_t = 1)]
     repeat: usize,
-    /// Profile the last run (CPU device): write a Chrome trace (chrome://tracing, Perfetto)
-    /// here and print the ops that took the most time.
+    /// Profile the last run: write a Chrome trace (chrome://tracing, Perfetto) here and print
+    /// the ops that took the most time (on the GPU: GPU time per kernel from timestamps).
     #[arg(long, value_name = "TRACE.json")]
     profile: Option<PathBuf>,
+    /// Show progress bars on stderr even when it is not a terminal.
+    #[arg(long)]
+    progress: bool,
 }
 
 pub(crate) fn check_device(device: &str) -> Result<(), String> {
@@ -55,13 +58,13 @@ pub(crate) fn check_device(device: &str) -> Result<(), String> {
 }
 
 /// The engine a run uses.
-enum Engine {
+pub(crate) enum Engine {
     Cpu(Session),
     Gpu(Box<pt2web::gpu::GpuSession>),
 }
 
 impl Engine {
-    fn new(p: Program, device: &str, backend: &str) -> Result<Engine, String> {
+    pub(crate) fn new(p: Program, device: &str, backend: &str) -> Result<Engine, String> {
         match device {
             "cpu" => Session::new(p).map(Engine::Cpu).map_err(|e| e.to_string()),
             "gpu" | "auto" => {
@@ -79,7 +82,7 @@ impl Engine {
             other => Err(format!("--device {other}: expected cpu, gpu or auto")),
         }
     }
-    fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>, String> {
+    pub(crate) fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>, String> {
         match self {
             Engine::Cpu(s) => s.run(inputs),
             Engine::Gpu(s) => s.run(inputs),
@@ -92,8 +95,15 @@ impl Engine {
             Engine::Gpu(s) => s.cpu.program.name.clone(),
         }
     }
+    /// The GPU counters of the last run (None on the CPU).
+    pub(crate) fn gpu_stats(&self) -> Option<pt2web::gpu::RunStats> {
+        match self {
+            Engine::Cpu(_) => None,
+            Engine::Gpu(s) => Some(s.last_stats.clone()),
+        }
+    }
     /// "cpu", or "gpu (NAME, BACKEND)".
-    fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         match self {
             Engine::Cpu(_) => "cpu".into(),
             Engine::Gpu(s) => format!(
@@ -131,8 +141,24 @@ pub(crate) fn load(
     model: &Option<PathBuf>,
     program: Option<&str>,
 ) -> Result<(String, Program, f64), String> {
+    load_with_progress(model, program, false)
+}
+
+/// [`load`] with a progress bar while reading a large archive (always on a terminal, or
+/// with `force`).
+pub(crate) fn load_with_progress(
+    model: &Option<PathBuf>,
+    program: Option<&str>,
+    force: bool,
+) -> Result<(String, Program, f64), String> {
     let t0 = Instant::now();
-    let (source, bytes) = read_model(model)?;
+    let (source, bytes) = match model {
+        Some(p) => (
+            p.display().to_string(),
+            crate::progress::read_with_progress(p, force)?,
+        ),
+        None => read_model(model)?,
+    };
     let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
     let p = archive
         .program(program, &LoadOptions::default())
@@ -165,12 +191,23 @@ pub(crate) fn flatten_sample(v: &PyValue, out: &mut Vec<RValue>) -> Result<(), S
 }
 
 fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static str), String> {
+    gather_inputs_from(p, &args.inputs, &args.named, false)
+}
+
+/// The user inputs: `--inputs` and NAME=FILE.npy, else the archive's sample inputs, else (with
+/// `synthesize`) random ones from the declared shapes. Returns where they came from.
+pub(crate) fn gather_inputs_from(
+    p: &Program,
+    inputs: &Option<String>,
+    named: &[String],
+    synthesize: bool,
+) -> Result<(Vec<RValue>, &'static str), String> {
     let names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
     let mut given: BTreeMap<String, Tensor> = BTreeMap::new();
-    if let Some(f) = &args.inputs {
+    if let Some(f) = inputs {
         given.extend(read_safetensors(f)?);
     }
-    for spec in &args.named {
+    for spec in named {
         let (name, file) = spec
             .split_once('=')
             .ok_or_else(|| format!("'{spec}': expected NAME=FILE.npy"))?;
@@ -183,6 +220,7 @@ fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static s
                 flatten_sample(v, &mut out)?;
                 Ok((out, "sample inputs stored in the archive"))
             }
+            _ if synthesize => Ok((crate::bench::random_inputs(p)?, "random")),
             _ => Err(format!("no inputs given; the program takes {} (use --inputs FILE.safetensors or NAME=FILE.npy)", names.join(", "))),
         };
     }
@@ -195,7 +233,8 @@ fn gather_inputs(p: &Program, args: &RunArgs) -> Result<(Vec<RValue>, &'static s
 }
 
 pub fn run(args: RunArgs) -> Result<(), String> {
-    let (source, p, load_ms) = load(&args.model, args.program.as_deref())?;
+    let (source, p, load_ms) =
+        load_with_progress(&args.model, args.program.as_deref(), args.progress)?;
     let (inputs, origin) = gather_inputs(&p, &args)?;
     let input_desc: Vec<serde_json::Value> = p
         .user_inputs()
@@ -218,20 +257,27 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         if i + 1 == runs && args.profile.is_some() {
             match &mut session {
                 Engine::Cpu(s) => s.run_state.profiler = Some(Default::default()),
-                Engine::Gpu(_) => {
-                    return Err(
-                        "--profile: per-op GPU timing is not built yet; use --device cpu".into(),
-                    )
+                Engine::Gpu(s) if !s.device.has_timestamps() => {
+                    return Err(format!(
+                        "--profile: the adapter {} has no timestamp-query, so GPU kernels \
+                         cannot be timed; use --device cpu",
+                        s.device.properties.name
+                    ))
                 }
+                Engine::Gpu(s) => s.cpu.run_state.profiler = Some(Default::default()),
             }
         }
         let t = Instant::now();
         outs = session.run(inputs.clone())?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
-    if let (Some(path), Engine::Cpu(s)) = (&args.profile, &mut session) {
-        if let Some(p) = s.run_state.profiler.take() {
-            let trace = serde_json::to_string(&p.chrome_trace("cpu")).map_err(|e| e.to_string())?;
+    if let Some(path) = &args.profile {
+        let (prof, dev) = match &mut session {
+            Engine::Cpu(s) => (s.run_state.profiler.take(), "cpu".to_string()),
+            Engine::Gpu(s) => (s.cpu.run_state.profiler.take(), session_describe(s)),
+        };
+        if let Some(p) = prof {
+            let trace = serde_json::to_string(&p.chrome_trace(&dev)).map_err(|e| e.to_string())?;
             std::fs::write(path, trace).map_err(|e| format!("{}: {e}", path.display()))?;
             eprintln!(
                 "profile of the last run ({} kernels), written to {}:",
@@ -317,6 +363,13 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+fn session_describe(s: &pt2web::gpu::GpuSession) -> String {
+    format!(
+        "gpu ({}, {}; GPU kernel time, CPU fallbacks not shown)",
+        s.device.properties.name, s.device.properties.backend
+    )
 }
 
 /// `pt2web devices`: every adapter wgpu finds, with its key limits and features.

@@ -289,6 +289,13 @@ pub struct GpuDevice {
     pub device: wgpu::Device,
     pub queue: wgpu::Queue,
     pub properties: DeviceProperties,
+    /// Whether the device was opened with `timestamp-query` (GPU times for events and the
+    /// profiler).
+    timestamps: bool,
+    /// Whether the device was opened with `shader-f16`.
+    f16: bool,
+    /// Nanoseconds per timestamp tick.
+    timestamp_period: f32,
     pool: Arc<Mutex<Pool>>,
     modules: Mutex<HashMap<Shader, wgpu::ShaderModule>>,
     pipelines: Mutex<HashMap<Variant, wgpu::ComputePipeline>>,
@@ -343,9 +350,16 @@ impl GpuDevice {
     /// Open a device on `adapter` with every limit it offers.
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuDevice> {
         let properties = properties_of(&adapter);
+        // Timestamps for events and the profiler whenever the adapter has them; shader-f16
+        // only when `backends::allow_f16_reduced_precision()` asks for it.
+        let mut wanted = wgpu::Features::TIMESTAMP_QUERY;
+        if crate::backends::allow_f16_reduced_precision() {
+            wanted |= wgpu::Features::SHADER_F16;
+        }
+        let features = adapter.features() & wanted;
         let desc = wgpu::DeviceDescriptor {
             label: Some("pt2web"),
-            required_features: wgpu::Features::empty(),
+            required_features: features,
             // Everything the adapter offers: models need large storage buffers.
             required_limits: adapter.limits(),
             ..Default::default()
@@ -362,16 +376,36 @@ impl GpuDevice {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(e.to_string());
         }));
+        let timestamp_period = queue.get_timestamp_period();
         Ok(GpuDevice {
             device,
             queue,
             properties,
+            timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
+            f16: features.contains(wgpu::Features::SHADER_F16),
+            timestamp_period,
             pool: Arc::new(Mutex::new(Pool::default())),
             modules: Mutex::default(),
             pipelines: Mutex::default(),
             pipelines_created: Default::default(),
             errors,
         })
+    }
+
+    /// Whether GPU timestamps are available (the adapter offers `timestamp-query`).
+    pub fn has_timestamps(&self) -> bool {
+        self.timestamps
+    }
+
+    /// Whether `shader-f16` is enabled (the adapter offers it and
+    /// [`crate::backends::allow_f16_reduced_precision`] was on when the device was opened).
+    pub fn f16_enabled(&self) -> bool {
+        self.f16
+    }
+
+    /// Nanoseconds per GPU timestamp tick (`Queue::get_timestamp_period`).
+    pub fn timestamp_period(&self) -> f32 {
+        self.timestamp_period
     }
 
     /// The first error wgpu reported since the last call, as an [`Error::Gpu`].
@@ -486,6 +520,11 @@ impl GpuDevice {
         };
         p.stats.allocated += size;
         p.stats.peak = p.stats.peak.max(p.stats.allocated);
+        if kind == Kind::Storage && crate::backends::deterministic() {
+            // Deterministic mode: no tensor sees what the buffer's previous user left. The
+            // buffer is free (no encoded work uses it), so a queue write cannot race.
+            self.queue.write_buffer(&buf, 0, &vec![0u8; size as usize]);
+        }
         Ok(GpuBuffer {
             buf: Some(buf),
             kind,

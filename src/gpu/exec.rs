@@ -74,6 +74,8 @@ pub struct Runner<'d> {
     enc: Option<wgpu::CommandEncoder>,
     held: Vec<super::device::GpuBuffer>,
     pub stats: RunStats,
+    /// GPU timestamps per dispatch while the run is profiled (see [`super::timing`]).
+    pub(crate) timer: Option<super::timing::GpuTimer>,
     /// CPU storage address -> store, so CPU views map back to the store they view.
     ident: &'d mut HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
 }
@@ -574,6 +576,7 @@ pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
         held: Vec::new(),
         stats: RunStats::default(),
         ident: &mut ident,
+        timer: None,
     };
     let c = r.to_cpu(t).await?;
     Ok(c.contiguous())
@@ -621,6 +624,7 @@ impl GpuSession {
             enc: None,
             held: Vec::new(),
             stats: RunStats::default(),
+            timer: None,
             ident: &mut s.ident,
         };
         // Weights go up once; tensors sharing a storage share one GPU buffer.
@@ -636,6 +640,27 @@ impl GpuSession {
         let stats = r.stats;
         s.total_stats.add(&stats);
         Ok(s)
+    }
+
+    /// Seed the random ops' generator (shared with the CPU session: same seed, same streams).
+    pub fn manual_seed(&mut self, seed: u64) {
+        self.cpu.manual_seed(seed)
+    }
+    /// Seed from the clock; returns the seed.
+    pub fn seed(&mut self) -> u64 {
+        self.cpu.seed()
+    }
+    /// The seed the generator started from.
+    pub fn initial_seed(&self) -> u64 {
+        self.cpu.initial_seed()
+    }
+    /// The generator state (see [`Session::get_rng_state`]).
+    pub fn get_rng_state(&self) -> Vec<u8> {
+        self.cpu.get_rng_state()
+    }
+    /// Restore a generator state.
+    pub fn set_rng_state(&mut self, bytes: &[u8]) -> Result<()> {
+        self.cpu.set_rng_state(bytes)
     }
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs (CPU).
@@ -690,6 +715,12 @@ impl GpuSession {
             enc: None,
             held: Vec::new(),
             stats: RunStats::default(),
+            timer: self
+                .cpu
+                .run_state
+                .profiler
+                .as_ref()
+                .and_then(|p| super::timing::GpuTimer::new(&dev, p.elapsed())),
             ident: &mut self.ident,
         };
         let mut user = inputs.iter();
@@ -790,6 +821,9 @@ impl GpuSession {
             }
         }
         r.flush()?;
+        if let (Some(t), Some(p)) = (r.timer.take(), self.cpu.run_state.profiler.as_mut()) {
+            t.finish(&dev, p).await?;
+        }
         r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
         r.stats.pipelines_created = dev.pipelines_created() - pipes_before;
         let stats = std::mem::take(&mut r.stats);

@@ -263,6 +263,16 @@ pub fn lookup(target: &str) -> Option<GOp> {
         }
         "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" => Custom(reduce),
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
+        // Seeded random ops: the CPU generator's exact streams (src/gpu/random.rs).
+        "aten.rand"
+        | "aten.rand_like"
+        | "aten.randn"
+        | "aten.randn_like"
+        | "aten.uniform"
+        | "aten.normal_functional" => Custom(super::random::rand),
+        "aten.bernoulli" => Custom(super::random::bernoulli),
+        "aten.dropout" => Custom(super::random::dropout),
+        "aten.native_dropout" => Custom(super::random::native_dropout),
         _ => return None,
     })
 }
@@ -275,14 +285,14 @@ pub struct Kc<'k, 'd, 'a> {
     pub op: OpCtx<'a>,
 }
 
-type Out = Result<Option<Vec<Slot>>>;
+pub(crate) type Out = Result<Option<Vec<Slot>>>;
 
 impl Kc<'_, '_, '_> {
     fn target(&self) -> &str {
         &self.op.node.target
     }
     /// The GPU tensor passed as argument `name` (None if absent or not a tensor).
-    fn t(&self, name: &str) -> Option<GTensor> {
+    pub(crate) fn t(&self, name: &str) -> Option<GTensor> {
         match self.op.arg(name)? {
             Arg::Tensor(id) | Arg::OptTensor(Some(id)) => self.env_t.get(*id)?.clone(),
             _ => None,
@@ -295,7 +305,7 @@ impl Kc<'_, '_, '_> {
         )
     }
     /// The declared dtype of output `i`.
-    fn out_dtype(&self, i: usize) -> Option<DType> {
+    pub(crate) fn out_dtype(&self, i: usize) -> Option<DType> {
         match self.op.node.outputs.get(i)? {
             Arg::Tensor(id) => match &self.op.graph.value(*id).kind {
                 crate::program::ValueKind::Tensor { dtype, .. } => Some(*dtype),
@@ -307,14 +317,14 @@ impl Kc<'_, '_, '_> {
     fn out_is(&self, dtype: DType) -> bool {
         self.out_dtype(0) == Some(dtype)
     }
-    fn name(&self) -> String {
+    pub(crate) fn name(&self) -> String {
         format!("{} ({})", self.target(), self.op.node.name)
     }
-    fn ensure(&mut self, t: &GTensor) -> Result<()> {
+    pub(crate) fn ensure(&mut self, t: &GTensor) -> Result<()> {
         let what = format!("an input of {}", self.name());
         self.r.upload(&t.cell, &what)
     }
-    fn new_out(&mut self, dtype: DType, sizes: &[usize]) -> Result<GTensor> {
+    pub(crate) fn new_out(&mut self, dtype: DType, sizes: &[usize]) -> Result<GTensor> {
         let n: usize = sizes.iter().product();
         let cell = gpu_store(
             self.r.dev,
@@ -330,7 +340,7 @@ impl Kc<'_, '_, '_> {
             offset: 0,
         })
     }
-    fn fits(&self, t: &GTensor) -> bool {
+    pub(crate) fn fits(&self, t: &GTensor) -> bool {
         let limit = self.r.dev.properties.limits.max_storage_buffer_binding_size;
         t.rank() <= MAX_RANK
             && (lock(&t.cell).len as u64) * 4 <= limit
@@ -338,7 +348,7 @@ impl Kc<'_, '_, '_> {
     }
 
     /// Encode one dispatch. `bufs`: (binding, tensor) for every storage binding.
-    fn dispatch(
+    pub(crate) fn dispatch(
         &mut self,
         v: &Variant,
         meta: &[u8],
@@ -379,11 +389,24 @@ impl Kc<'_, '_, '_> {
                 layout: &layout,
                 entries: &entries,
             });
+        // While profiling: GPU timestamps at the pass's start and end (src/gpu/timing.rs).
+        let dev = self.r.dev;
+        let times = self
+            .r
+            .timer
+            .as_mut()
+            .map(|t| t.writes(dev, &self.op.node.name, &self.op.node.target));
         {
             let enc = self.r.encoder();
             let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
                 label: None,
-                timestamp_writes: None,
+                timestamp_writes: times.as_ref().map(|(qs, b, e)| {
+                    wgpu::ComputePassTimestampWrites {
+                        query_set: qs,
+                        beginning_of_pass_write_index: Some(*b),
+                        end_of_pass_write_index: Some(*e),
+                    }
+                }),
             });
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &bg, &[]);
@@ -395,7 +418,7 @@ impl Kc<'_, '_, '_> {
 }
 
 /// A 2-D grid of 64-thread workgroups covering `n` threads: (x, y, threads per row).
-fn grid(n: usize, per_group: usize) -> (u32, u32, u32) {
+pub(crate) fn grid(n: usize, per_group: usize) -> (u32, u32, u32) {
     let groups = n.div_ceil(per_group).max(1);
     let x = groups.min(65535);
     let y = groups.div_ceil(x);
@@ -437,7 +460,7 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
     }
 }
 
-fn one(r: Result<Option<GTensor>>) -> Out {
+pub(crate) fn one(r: Result<Option<GTensor>>) -> Out {
     Ok(r?.map(|t| vec![Slot::T(t)]))
 }
 
@@ -759,7 +782,7 @@ fn copy(k: &mut Kc) -> Out {
 }
 
 /// A contiguous copy of `x` (or `x` itself when it already is one starting at 0).
-fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
+pub(crate) fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
     if x.is_contiguous() && x.offset == 0 {
         k.ensure(x)?;
         return Ok(Some(x.clone()));

@@ -20,17 +20,26 @@
 //! `set_per_process_memory_fraction`.
 
 pub mod device;
+pub mod event;
 pub mod exec;
 pub mod kernels;
+pub mod random;
 pub mod shaders;
 pub mod store;
+pub mod timing;
+// Blocking APIs for now (native); the browser gets them with async variants.
+#[cfg(not(target_arch = "wasm32"))]
+pub mod user_shader;
 pub mod wait;
 
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
+pub use event::{Event, Timing};
 pub use exec::{read_tensor, GpuInput, GpuSession, RunStats, Slot};
 pub use store::GTensor;
+#[cfg(not(target_arch = "wasm32"))]
+pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
 
 #[cfg(not(target_arch = "wasm32"))]
 use crate::error::{Error, Result};

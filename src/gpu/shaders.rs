@@ -13,14 +13,16 @@ pub enum Shader {
     Matmul,
     Rows,
     Reduce,
+    Random,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 4] = [
+    pub const ALL: [Shader; 5] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
         Shader::Reduce,
+        Shader::Random,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -28,6 +30,7 @@ impl Shader {
             Shader::Matmul => "matmul.wgsl",
             Shader::Rows => "rows.wgsl",
             Shader::Reduce => "reduce.wgsl",
+            Shader::Random => "random.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -58,6 +61,7 @@ impl Shader {
             Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
             Shader::Rows => include_str!("../../shaders/rows.wgsl"),
             Shader::Reduce => include_str!("../../shaders/reduce.wgsl"),
+            Shader::Random => include_str!("../../shaders/random.wgsl"),
         }
     }
 }
@@ -108,5 +112,6 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::LAYER_NORM);
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
+    v.extend(super::random::VARIANTS);
     v
 }

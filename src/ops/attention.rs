@@ -217,7 +217,7 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 Mask::Add { blocks, block_of }
             }
         };
-        let job = Job { l, s, e, ev, scale: R::from_f64(scale), causal, mask: &mask, keep: keep.as_deref(), dropout_p, block: SCORE_BLOCK };
+        let job = Job { l, s, e, ev, scale: R::from_f64(scale), causal, mask: &mask, keep: keep.as_deref(), dropout_p, block: score_block() };
         let mut out = vec![R::ZERO; nb * l * ev];
         let mut lse = vec![R::ZERO; if extra == Extra::LogSumExp { nb * l } else { 0 }];
         let mut weights = vec![R::ZERO; if extra == Extra::Weights { nb * l * s } else { 0 }];
@@ -278,6 +278,15 @@ struct Job<'a, R> {
 /// Scratch budget for one block of scores (elements): queries are processed in row blocks so
 /// that long sequences never materialize a full L×S matrix per (batch, head).
 const SCORE_BLOCK: usize = 1 << 16;
+
+/// The score block of the chosen implementation ([`crate::backends::attention`]): `Math`
+/// takes every query row at once (one full L×S matrix), `Streaming` blocks of `SCORE_BLOCK`.
+fn score_block() -> usize {
+    match crate::backends::attention() {
+        crate::backends::Attention::Math => usize::MAX,
+        crate::backends::Attention::Streaming => SCORE_BLOCK,
+    }
+}
 
 impl<R: Real + super::matmul::gemm::Float> Job<'_, R> {
     /// Attention of batch `b` into `out` (L×Ev). `lse` (L) and `weights` (L×S), when given,

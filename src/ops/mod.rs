@@ -14,6 +14,7 @@ mod control;
 mod conv;
 mod elementwise;
 mod factory;
+pub(crate) use factory::sizes_arg;
 mod index;
 mod matmul;
 mod norm;

@@ -69,8 +69,15 @@ impl Rng {
         let u2 = self.uniform();
         (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
     }
+    /// The state: the seed plus `GAMMA` times the draws made so far (mod 2^64).
     pub fn state(&self) -> u64 {
         self.state
+    }
+    /// Skip `n` draws (what a GPU kernel that made them leaves behind).
+    pub fn advance(&mut self, n: u64) {
+        self.state = self
+            .state
+            .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
     }
     pub fn set_state(&mut self, s: u64) {
         self.state = s;
@@ -417,6 +424,58 @@ impl Session {
             g.check(&lookup)?;
         }
         Ok(bindings)
+    }
+
+    /// Seed the generator of the random ops (`torch.manual_seed`): the same seed gives the
+    /// same streams on the CPU and the GPU device.
+    pub fn manual_seed(&mut self, seed: u64) {
+        self.run_state.rng = Rng::new(seed);
+    }
+
+    /// Seed the generator from the clock and return the seed (`torch.seed`).
+    pub fn seed(&mut self) -> u64 {
+        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut r = Rng::new(profile::now_ms().to_bits() ^ (self as *const Session as u64) ^ n);
+        let seed = r.next_u64();
+        self.manual_seed(seed);
+        seed
+    }
+
+    /// The seed the generator started from (`torch.initial_seed`).
+    pub fn initial_seed(&self) -> u64 {
+        self.run_state.rng.initial_seed
+    }
+
+    /// The generator's state as 16 bytes (current state, initial seed; little-endian), as
+    /// `torch.get_rng_state` returns a byte tensor.
+    pub fn get_rng_state(&self) -> Vec<u8> {
+        let r = &self.run_state.rng;
+        let mut v = r.state().to_le_bytes().to_vec();
+        v.extend_from_slice(&r.initial_seed.to_le_bytes());
+        v
+    }
+
+    /// Restore a state from [`Session::get_rng_state`].
+    pub fn set_rng_state(&mut self, bytes: &[u8]) -> Result<()> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
+        match (bytes.len(), word(0), word(1)) {
+            (16, Some(state), Some(initial_seed)) => {
+                self.run_state.rng = Rng {
+                    state,
+                    initial_seed,
+                };
+                Ok(())
+            }
+            (n, ..) => Err(Error::Input {
+                input: "rng_state".into(),
+                msg: format!("expected the 16 bytes get_rng_state returns, got {n}"),
+            }),
+        }
     }
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.

@@ -1,0 +1,206 @@
+// Random kernels that draw exactly the CPU generator's stream (src/runtime/mod.rs `Rng`,
+// SplitMix64). SplitMix64 is counter-based: draw j (0-based) from state s is
+// mix(s + (j + 1) * GAMMA), so every thread computes its own draws with no shared state.
+// WGSL has no 64-bit integers: a u64 is a vec2<u32> (x = low word, y = high word).
+// `Meta` mirrors `RandMeta` in src/gpu/random.rs (a naga test checks the size).
+
+struct Meta {
+    numel: u32,
+    // Threads per row of the 2-D dispatch grid (x workgroups * 64).
+    row: u32,
+    // The generator state before this op (low, high).
+    state_lo: u32,
+    state_hi: u32,
+    // uniform: [a, b) bounds; normal: mean a, std b; dropout: b = scale.
+    a: f32,
+    b: f32,
+    // bernoulli_p / dropout: keep an element when its 53-bit draw m < threshold (hi, lo).
+    thr_lo: u32,
+    thr_hi: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Meta;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> mask: array<u32>;
+
+const GAMMA: vec2<u32> = vec2<u32>(0x7F4A7C15u, 0x9E3779B9u);
+const M1: vec2<u32> = vec2<u32>(0x1CE4E5B9u, 0xBF58476Du);
+const M2: vec2<u32> = vec2<u32>(0x133111EBu, 0x94D049BBu);
+
+// The full 64-bit product of two u32 (16-bit limbs).
+fn mul_wide(a: u32, b: u32) -> vec2<u32> {
+    let a0 = a & 0xFFFFu;
+    let a1 = a >> 16u;
+    let b0 = b & 0xFFFFu;
+    let b1 = b >> 16u;
+    let p00 = a0 * b0;
+    let p01 = a0 * b1;
+    let p10 = a1 * b0;
+    let p11 = a1 * b1;
+    let mid = (p00 >> 16u) + (p01 & 0xFFFFu) + (p10 & 0xFFFFu);
+    let lo = (p00 & 0xFFFFu) | (mid << 16u);
+    let hi = p11 + (p01 >> 16u) + (p10 >> 16u) + (mid >> 16u);
+    return vec2<u32>(lo, hi);
+}
+
+// a * b mod 2^64.
+fn mul64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let p = mul_wide(a.x, b.x);
+    return vec2<u32>(p.x, p.y + a.x * b.y + a.y * b.x);
+}
+
+fn add64(a: vec2<u32>, b: vec2<u32>) -> vec2<u32> {
+    let lo = a.x + b.x;
+    let carry = select(0u, 1u, lo < a.x);
+    return vec2<u32>(lo, a.y + b.y + carry);
+}
+
+// a >> k for 0 < k < 32.
+fn shr64(a: vec2<u32>, k: u32) -> vec2<u32> {
+    return vec2<u32>((a.x >> k) | (a.y << (32u - k)), a.y >> k);
+}
+
+fn xor_shr(z: vec2<u32>, k: u32) -> vec2<u32> {
+    return z ^ shr64(z, k);
+}
+
+// Draw j (0-based) after the op's starting state: SplitMix64's output.
+fn draw(j: u32) -> vec2<u32> {
+    // s + (j + 1) * GAMMA; (j + 1) fits in u32 for every op this backend runs.
+    var z = add64(vec2<u32>(params.state_lo, params.state_hi), mul64(GAMMA, vec2<u32>(j + 1u, 0u)));
+    z = mul64(xor_shr(z, 30u), M1);
+    z = mul64(xor_shr(z, 27u), M2);
+    return xor_shr(z, 31u);
+}
+
+// The top 53 bits of a draw as (low 32 bits, high 21 bits).
+fn bits53(z: vec2<u32>) -> vec2<u32> {
+    return shr64(z, 11u);
+}
+
+// Uniform in [0, 1) from the top 24 bits: exact in f32, as the CPU's `uniform01(rng, 24)`.
+fn uniform24(z: vec2<u32>) -> f32 {
+    return f32(z.y >> 8u) * 5.9604644775390625e-8;
+}
+
+// ln(u) of the CPU's 53-bit uniform u = m / 2^53 (clamped to f64::MIN_POSITIVE), without
+// losing the digits f32 cannot hold when u is close to 1.
+fn ln_uniform53(z: vec2<u32>) -> f32 {
+    let m = bits53(z);
+    if m.x == 0u && m.y == 0u {
+        // ln(f64::MIN_POSITIVE)
+        return -708.3964185322641;
+    }
+    if m.y >= 0x1FF800u {
+        // u > 1 - 2^-10: ln(1 - d) by its series, with d = (2^53 - m) / 2^53 from the integers.
+        let d = f32(0x1FFFFFu - m.y) * 4.76837158203125e-7
+            + (f32(~m.x) + 1.0) * 1.1102230246251565e-16;
+        return -d * (1.0 + d * (0.5 + d * (1.0 / 3.0 + d * (0.25 + d * 0.2))));
+    }
+    let u = f32(m.y) * 4.76837158203125e-7 + f32(m.x) * 1.1102230246251565e-16;
+    return log(u);
+}
+
+// The CPU's 53-bit uniform as f32 (for the angle of Box–Muller).
+fn uniform53(z: vec2<u32>) -> f32 {
+    let m = bits53(z);
+    return f32(m.y) * 4.76837158203125e-7 + f32(m.x) * 1.1102230246251565e-16;
+}
+
+// m < threshold, both 53-bit numbers as (low, high).
+fn below(m: vec2<u32>, t: vec2<u32>) -> bool {
+    return m.y < t.y || (m.y == t.y && m.x < t.x);
+}
+
+// ceil(p * 2^53) for 0 <= p <= 1 (an f32), exactly: `u < p` with u = m / 2^53 holds iff
+// m < ceil(p * 2^53).
+fn threshold(p: f32) -> vec2<u32> {
+    if !(p > 0.0) {
+        return vec2<u32>(0u, 0u);
+    }
+    if p >= 1.0 {
+        return vec2<u32>(0u, 0x200000u);
+    }
+    let bits = bitcast<u32>(p);
+    let e = max((bits >> 23u) & 0xFFu, 1u);
+    var mant = bits & 0x7FFFFFu;
+    if ((bits >> 23u) & 0xFFu) != 0u {
+        mant = mant | 0x800000u;
+    }
+    // p * 2^53 = mant * 2^(e - 150 + 53) = mant * 2^(e - 97); e <= 126 here.
+    if e >= 97u {
+        let s = e - 97u;
+        if s == 0u {
+            return vec2<u32>(mant, 0u);
+        }
+        return vec2<u32>(mant << s, mant >> (32u - s));
+    }
+    let s = 97u - e;
+    if s >= 32u {
+        return vec2<u32>(select(0u, 1u, mant != 0u), 0u);
+    }
+    let q = mant >> s;
+    let rem = mant & ((1u << s) - 1u);
+    return vec2<u32>(q + select(0u, 1u, rem != 0u), 0u);
+}
+
+fn index(gid: vec3<u32>) -> u32 {
+    return gid.x + gid.y * params.row;
+}
+
+// out[i] = a + (b - a) * u, u uniform in [0, 1) from draw i (rand, uniform).
+@compute @workgroup_size(64)
+fn rand_uniform(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    out[i] = params.a + (params.b - params.a) * uniform24(draw(i));
+}
+
+// out[i] = a + b * z, z standard normal by Box–Muller from draws 2i and 2i + 1 (randn, normal).
+@compute @workgroup_size(64)
+fn rand_normal(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let l = ln_uniform53(draw(2u * i));
+    let u2 = uniform53(draw(2u * i + 1u));
+    let z = sqrt(-2.0 * l) * cos(6.283185307179586 * u2);
+    out[i] = params.a + params.b * z;
+}
+
+// out[i] = 1 when draw i's 53-bit uniform is below the threshold (bernoulli with a number p).
+@compute @workgroup_size(64)
+fn rand_bernoulli_p(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    out[i] = select(0.0, 1.0, below(bits53(draw(i)), vec2<u32>(params.thr_lo, params.thr_hi)));
+}
+
+// out[i] = 1 with probability x[i] (bernoulli(self), probabilities from a contiguous tensor).
+@compute @workgroup_size(64)
+fn rand_bernoulli_t(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    out[i] = select(0.0, 1.0, below(bits53(draw(i)), threshold(x[i])));
+}
+
+// Dropout in training: keep x[i] (times the scale b) when draw i is below the keep threshold;
+// mask[i] = kept (native_dropout's second output).
+@compute @workgroup_size(64)
+fn rand_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let keep = below(bits53(draw(i)), vec2<u32>(params.thr_lo, params.thr_hi));
+    out[i] = x[i] * select(0.0, 1.0, keep) * params.b;
+    mask[i] = select(0u, 1u, keep);
+}

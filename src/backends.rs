@@ -1,0 +1,158 @@
+//! Process-wide backend switches, in the spirit of `torch.backends`: plain atomics, read by the
+//! kernels when they run (so a change takes effect on the next op, in every session).
+//!
+//! | switch | default | what it changes |
+//! |---|---|---|
+//! | [`set_allow_f16_reduced_precision`] | `false` | GPU devices opened afterwards request `shader-f16` when the adapter offers it (reported in [`crate::gpu::GpuDevice::f16_enabled`]). pt2web's kernels still compute f16 in f32 (f16 nodes run through the CPU fallback on the GPU device), so today this only unlocks the feature for user shaders ([`crate::gpu::GpuDevice::compile_shader`] with `enable f16;`) |
+//! | [`set_attention`] | [`Attention::Streaming`] | how `scaled_dot_product_attention` (and its `_math` / `_flash_attention_for_cpu` forms) computes: [`Attention::Math`] materializes the whole L×S score matrix per (batch, head); [`Attention::Streaming`] processes query rows in blocks of at most 64 Ki scores, so long sequences never hold a full L×S matrix |
+//! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
+//!
+//! Every pt2web kernel is already deterministic in its arithmetic: there are no atomics in the
+//! WGSL kernels, and CPU kernels split work by output blocks, so the summation order never
+//! depends on the thread count. The random ops are seeded (`manual_seed`).
+//!
+//! [`is_built`] / [`is_available`] say which backends this build holds and which have an
+//! adapter on this machine.
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+static ALLOW_F16_REDUCED: AtomicBool = AtomicBool::new(false);
+static ATTENTION: AtomicU8 = AtomicU8::new(Attention::Streaming as u8);
+static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
+
+/// Whether f16/bf16 work may use reduced-precision accumulation (see the module table).
+pub fn allow_f16_reduced_precision() -> bool {
+    ALLOW_F16_REDUCED.load(Ordering::Relaxed)
+}
+
+/// Allow (or forbid, the default) reduced-precision f16/bf16 accumulation.
+pub fn set_allow_f16_reduced_precision(on: bool) {
+    ALLOW_F16_REDUCED.store(on, Ordering::Relaxed)
+}
+
+/// The attention implementation (`torch.backends.cuda.sdp_kernel`'s choice, for pt2web).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum Attention {
+    /// One full L×S score matrix per (batch, head): the textbook form, most memory.
+    Math = 0,
+    /// Query rows in blocks of at most 64 Ki scores (the default): bounded scratch memory.
+    Streaming = 1,
+}
+
+impl Attention {
+    /// `math` or `streaming` (also accepted: `flash`, `fused`).
+    pub fn parse(s: &str) -> Option<Attention> {
+        match s.to_ascii_lowercase().as_str() {
+            "math" => Some(Attention::Math),
+            "streaming" | "flash" | "fused" => Some(Attention::Streaming),
+            _ => None,
+        }
+    }
+}
+
+/// The current attention implementation.
+pub fn attention() -> Attention {
+    match ATTENTION.load(Ordering::Relaxed) {
+        0 => Attention::Math,
+        _ => Attention::Streaming,
+    }
+}
+
+/// Choose the attention implementation for every session.
+pub fn set_attention(a: Attention) {
+    ATTENTION.store(a as u8, Ordering::Relaxed)
+}
+
+/// Whether deterministic mode is on (see the module table).
+pub fn deterministic() -> bool {
+    DETERMINISTIC.load(Ordering::Relaxed)
+}
+
+/// Turn deterministic mode on or off (`torch.use_deterministic_algorithms`).
+pub fn set_deterministic(on: bool) {
+    DETERMINISTIC.store(on, Ordering::Relaxed)
+}
+
+/// A compute backend pt2web can be built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// The reference CPU backend (always built).
+    Cpu,
+    Vulkan,
+    Metal,
+    Dx12,
+    /// OpenGL (ES) through wgpu.
+    Gl,
+    /// The browser's WebGPU (wasm32 builds).
+    WebGpu,
+}
+
+impl Backend {
+    pub const ALL: [Backend; 6] = [
+        Backend::Cpu,
+        Backend::Vulkan,
+        Backend::Metal,
+        Backend::Dx12,
+        Backend::Gl,
+        Backend::WebGpu,
+    ];
+    /// `cpu`, `vulkan`, `metal`, `dx12`, `gl`, `webgpu`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Vulkan => "vulkan",
+            Backend::Metal => "metal",
+            Backend::Dx12 => "dx12",
+            Backend::Gl => "gl",
+            Backend::WebGpu => "webgpu",
+        }
+    }
+}
+
+/// Whether this build of pt2web holds `b` (compiled in; says nothing about the machine).
+pub fn is_built(b: Backend) -> bool {
+    match b {
+        Backend::Cpu => true,
+        #[cfg(not(target_arch = "wasm32"))]
+        Backend::WebGpu => false,
+        #[cfg(not(target_arch = "wasm32"))]
+        other => {
+            let built = wgpu::Instance::enabled_backend_features();
+            built.contains(match other {
+                Backend::Vulkan => wgpu::Backends::VULKAN,
+                Backend::Metal => wgpu::Backends::METAL,
+                Backend::Dx12 => wgpu::Backends::DX12,
+                _ => wgpu::Backends::GL,
+            })
+        }
+        #[cfg(target_arch = "wasm32")]
+        Backend::WebGpu => false,
+        #[cfg(target_arch = "wasm32")]
+        _ => false,
+    }
+}
+
+/// Whether `b` is built and has at least one adapter here (enumerates adapters: not free).
+pub fn is_available(b: Backend) -> bool {
+    if !is_built(b) {
+        return false;
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        use crate::gpu::BackendChoice;
+        let choice = match b {
+            Backend::Cpu => return true,
+            Backend::Vulkan => BackendChoice::Vulkan,
+            Backend::Metal => BackendChoice::Metal,
+            Backend::Dx12 => BackendChoice::Dx12,
+            Backend::Gl => BackendChoice::Gl,
+            Backend::WebGpu => return false,
+        };
+        !crate::gpu::adapters(choice).is_empty()
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        b == Backend::Cpu
+    }
+}

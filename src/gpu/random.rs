@@ -1,0 +1,265 @@
+//! Seeded random ops on the GPU with the CPU generator's exact streams (shaders/random.wgsl).
+//!
+//! The CPU generator ([`crate::runtime::Rng`]) is SplitMix64, which is counter-based: draw `j`
+//! after state `s` is `mix(s + (j + 1) * GAMMA)`. A kernel therefore gets the state before the
+//! op, every thread computes the draws of its element, and the host advances the state by the
+//! number of draws the CPU kernel would have made (`Rng::advance`). Element `i` of `rand` uses
+//! draw `i`, of `randn` draws `2i` and `2i + 1` (Box–Muller), of `bernoulli` and dropout draw
+//! `i`, exactly as src/ops/factory/random.rs does, so a program gives the same numbers on both
+//! devices (up to f32 versus f64 rounding) and leaves the generator in the same state.
+//!
+//! GPU: `rand`, `rand_like`, `randn`, `randn_like`, `uniform`, `normal_functional`,
+//! `bernoulli` (with a number `p`, or probabilities in `self`), `dropout` and `native_dropout`
+//! in training (f32). In-place forms (`uniform_`, `normal_`, `bernoulli_`, `dropout_`),
+//! feature/alpha dropout, `randint` and other dtypes run the CPU kernel, which draws the same
+//! stream from the same generator, so mixing the two keeps the streams aligned.
+
+use super::exec::Slot;
+use super::kernels::{contiguous, grid, one, Kc, Out};
+use super::shaders::{Shader, Variant};
+use crate::dtype::DType;
+use crate::program::Arg;
+use bytemuck::{Pod, Zeroable};
+
+/// Mirrors `Meta` in shaders/random.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default, Debug)]
+pub struct RandMeta {
+    pub numel: u32,
+    pub row: u32,
+    pub state_lo: u32,
+    pub state_hi: u32,
+    pub a: f32,
+    pub b: f32,
+    pub thr_lo: u32,
+    pub thr_hi: u32,
+}
+
+pub const UNIFORM: Variant = Variant::new(Shader::Random, "rand_uniform");
+pub const NORMAL: Variant = Variant::new(Shader::Random, "rand_normal");
+pub const BERNOULLI_P: Variant = Variant::new(Shader::Random, "rand_bernoulli_p");
+pub const BERNOULLI_T: Variant = Variant::new(Shader::Random, "rand_bernoulli_t");
+pub const DROPOUT: Variant = Variant::new(Shader::Random, "rand_dropout");
+/// Every random variant (validated by the naga test).
+pub const VARIANTS: [Variant; 5] = [UNIFORM, NORMAL, BERNOULLI_P, BERNOULLI_T, DROPOUT];
+
+/// `ceil(p * 2^53)`: a 53-bit draw `m` satisfies `m / 2^53 < p` iff `m < threshold(p)`.
+pub fn threshold(p: f64) -> u64 {
+    if p.is_nan() || p <= 0.0 {
+        0
+    } else if p >= 1.0 {
+        1 << 53
+    } else {
+        (p * (1u64 << 53) as f64).ceil() as u64
+    }
+}
+
+fn op_name(k: &Kc) -> String {
+    k.op.node.target.split('.').nth(1).unwrap_or("").to_string()
+}
+
+/// Encode one random kernel over `numel` elements from the current generator state, then
+/// advance the state by `draws` (what the CPU kernel consumes).
+fn launch(
+    k: &mut Kc,
+    v: Variant,
+    mut meta: RandMeta,
+    bufs: &[(u32, &super::store::GTensor)],
+    numel: usize,
+    draws: u64,
+) -> crate::Result<()> {
+    let rng = &mut k.op.state.rng;
+    let s = rng.state();
+    meta.numel = numel as u32;
+    meta.state_lo = s as u32;
+    meta.state_hi = (s >> 32) as u32;
+    if numel > 0 {
+        let (gx, gy, row) = grid(numel, 64);
+        meta.row = row;
+        k.dispatch(&v, bytemuck::bytes_of(&meta), bufs, (gx, gy, 1))?;
+    }
+    k.op.state.rng.advance(draws);
+    Ok(())
+}
+
+/// Elements one kernel may cover: every draw index (`2 * numel` for randn) must fit in u32.
+fn small_enough(numel: usize) -> bool {
+    numel < (u32::MAX / 2) as usize
+}
+
+/// rand/randn (+ `_like`), uniform, normal_functional: f32 outputs.
+pub fn rand(k: &mut Kc) -> Out {
+    let name = op_name(k);
+    let sizes = if k.op.has("size") {
+        crate::ops::sizes_arg(&k.op, "size")?
+    } else {
+        match k.t("self") {
+            Some(t) => t.sizes.clone(),
+            None => return Ok(None),
+        }
+    };
+    if k.out_dtype(0) != Some(DType::F32) {
+        return Ok(None);
+    }
+    let numel: usize = sizes.iter().product();
+    if !small_enough(numel) {
+        return Ok(None);
+    }
+    let normal = name.starts_with("randn") || name.starts_with("normal");
+    let (v, a, b, draws) = if normal {
+        let (mean, std) = (k.op.float_or("mean", 0.0)?, k.op.float_or("std", 1.0)?);
+        if std < 0.0 {
+            return Ok(None); // the CPU kernel reports the error
+        }
+        (NORMAL, mean, std, 2 * numel as u64)
+    } else {
+        let (lo, hi) = (k.op.float_or("from", 0.0)?, k.op.float_or("to", 1.0)?);
+        if lo > hi {
+            return Ok(None);
+        }
+        (UNIFORM, lo, hi, numel as u64)
+    };
+    let out = k.new_out(DType::F32, &sizes)?;
+    let meta = RandMeta {
+        a: a as f32,
+        b: b as f32,
+        ..Default::default()
+    };
+    launch(k, v, meta, &[(1, &out)], numel, draws)?;
+    one(Ok(Some(out)))
+}
+
+/// bernoulli(self) (probabilities in `self`) and bernoulli.p(self, p): f32 in and out.
+pub fn bernoulli(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || k.out_dtype(0) != Some(DType::F32) || !small_enough(x.numel()) {
+        return Ok(None);
+    }
+    let numel = x.numel();
+    match k.op.arg("p") {
+        None | Some(Arg::None) => {
+            // Probabilities outside [0, 1] are an error the CPU kernel reports. It needs the
+            // values: a tensor with a current CPU copy is checked here; one that only lives on
+            // the GPU is not (there p < 0 acts as 0 and p > 1 as 1).
+            if super::store::lock(&x.cell).cpu_valid && !in_unit_range(k, &x)? {
+                return Ok(None);
+            }
+            let Some(p) = contiguous(k, &x)? else {
+                return Ok(None);
+            };
+            let out = k.new_out(DType::F32, &x.sizes)?;
+            launch(
+                k,
+                BERNOULLI_T,
+                RandMeta::default(),
+                &[(1, &out), (2, &p)],
+                numel,
+                numel as u64,
+            )?;
+            one(Ok(Some(out)))
+        }
+        Some(Arg::Float(_) | Arg::Int(_)) => {
+            let p = k.op.float("p")?;
+            if !(0.0..=1.0).contains(&p) {
+                return Ok(None);
+            }
+            let t = threshold(p);
+            let out = k.new_out(DType::F32, &x.sizes)?;
+            let meta = RandMeta {
+                thr_lo: t as u32,
+                thr_hi: (t >> 32) as u32,
+                ..Default::default()
+            };
+            launch(k, BERNOULLI_P, meta, &[(1, &out)], numel, numel as u64)?;
+            one(Ok(Some(out)))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// Whether every probability of a tensor with a current CPU copy is in [0, 1].
+fn in_unit_range(_k: &mut Kc, x: &super::store::GTensor) -> crate::Result<bool> {
+    let t = x.cpu_view()?;
+    Ok(t.to_vec::<f64>().iter().all(|p| (0.0..=1.0).contains(p)))
+}
+
+/// Keep threshold and scale of dropout with drop probability `p` (as the CPU kernel).
+fn keep_params(p: f64) -> (u64, f32) {
+    let keep = 1.0 - p;
+    let scale = if keep == 0.0 { 0.0 } else { 1.0 / keep };
+    (threshold(keep), scale as f32)
+}
+
+/// dropout(input, p, train): the input itself in eval (or p == 0), masked and scaled in
+/// training.
+pub fn dropout(k: &mut Kc) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let p = k.op.float("p")?;
+    if !(0.0..=1.0).contains(&p) {
+        return Ok(None);
+    }
+    if !k.op.bool_or("train", true)? || p == 0.0 || x.numel() == 0 {
+        return Ok(Some(vec![Slot::T(x)]));
+    }
+    if x.dtype != DType::F32 || k.out_dtype(0) != Some(DType::F32) || !small_enough(x.numel()) {
+        return Ok(None);
+    }
+    let out = masked(k, &x, p, false)?;
+    Ok(out.map(|(o, _)| vec![Slot::T(o)]))
+}
+
+/// native_dropout(input, p, train) -> (output, bool mask), in training.
+pub fn native_dropout(k: &mut Kc) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let p = k.op.float("p")?;
+    let train = k.op.bool_or("train", true)?;
+    if !train
+        || x.numel() == 0
+        || x.dtype != DType::F32
+        || k.out_dtype(0) != Some(DType::F32)
+        || k.out_dtype(1) != Some(DType::Bool)
+        || !small_enough(x.numel())
+    {
+        return Ok(None);
+    }
+    let out = masked(k, &x, p, true)?;
+    Ok(out.map(|(o, m)| {
+        let mut v = vec![Slot::T(o)];
+        v.extend(m.map(Slot::T));
+        v
+    }))
+}
+
+type Masked = Option<(super::store::GTensor, Option<super::store::GTensor>)>;
+
+fn masked(k: &mut Kc, x: &super::store::GTensor, p: f64, want_mask: bool) -> crate::Result<Masked> {
+    let Some(xc) = contiguous(k, x)? else {
+        return Ok(None);
+    };
+    let numel = x.numel();
+    let (t, scale) = keep_params(p);
+    let out = k.new_out(DType::F32, &x.sizes)?;
+    // The shader always writes a mask; without one to return it goes to a scratch buffer.
+    let mask = k.new_out(DType::Bool, &x.sizes)?;
+    let meta = RandMeta {
+        b: scale,
+        thr_lo: t as u32,
+        thr_hi: (t >> 32) as u32,
+        ..Default::default()
+    };
+    launch(
+        k,
+        DROPOUT,
+        meta,
+        &[(1, &out), (2, &xc), (3, &mask)],
+        numel,
+        numel as u64,
+    )?;
+    Ok(Some((out, want_mask.then_some(mask))))
+}

@@ -1,0 +1,467 @@
+//! The device API beyond memory statistics: events, the GPU profiler, seeded random ops with
+//! the CPU's streams, user shaders, backend switches and a no-leak run of resnet18. Without a
+//! GPU adapter the tests skip with a message, unless PT2WEB_REQUIRE_GPU=1 (CI).
+
+mod common;
+
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::cpu::Tensor;
+use pt2web::gpu::{BackendChoice, Event, GpuDevice, GpuSession, Timing};
+use pt2web::program::{Program, Pt2Archive};
+use pt2web::runtime::{RValue, Session};
+use pt2web::{DType, Limits};
+use std::path::Path;
+use std::sync::Arc;
+
+fn device() -> Option<Arc<GpuDevice>> {
+    let backend = std::env::var("PT2WEB_GPU_BACKEND")
+        .ok()
+        .map(|b| BackendChoice::parse(&b).unwrap())
+        .unwrap_or_default();
+    match GpuDevice::open(backend, None) {
+        Ok(d) => Some(Arc::new(d)),
+        Err(e) if std::env::var("PT2WEB_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("PT2WEB_REQUIRE_GPU=1 but no GPU device: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no GPU adapter ({e}); set PT2WEB_REQUIRE_GPU=1 to fail instead");
+            None
+        }
+    }
+}
+
+/// A kernel that does real work: `iters` multiply-adds per element of `out`.
+const BUSY: &str = r#"
+@group(0) @binding(0) var<storage, read> iters: array<u32>;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(64)
+fn busy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * 65535u * 64u;
+    if i >= arrayLength(&out) {
+        return;
+    }
+    var x = f32(i) * 1e-6;
+    for (var k = 0u; k < iters[0]; k = k + 1u) {
+        x = x * 0.999 + 0.001;
+    }
+    out[i] = x;
+}
+"#;
+
+#[test]
+fn events_time_real_work() {
+    let Some(dev) = device() else { return };
+    let sh = dev.compile_shader(BUSY).unwrap();
+    let n = 1 << 16;
+    let iters = Tensor::from_data(pt2web::cpu::Data::I32(vec![2000]), &[1]);
+    let out = Tensor::from_vec(vec![0f32; n], &[n]);
+    let (start, end) = (Event::new(), Event::new());
+    assert!(end.query(), "an unrecorded event counts as done");
+    start.record(&dev).unwrap();
+    sh.call(&dev, "busy", &[&iters, &out], ((n / 64) as u32, 1, 1))
+        .unwrap();
+    end.record(&dev).unwrap();
+    end.synchronize().unwrap();
+    assert!(end.query());
+    let ms = start.elapsed_time(&end).unwrap();
+    eprintln!(
+        "events: {:.3} ms around {n} x 2000 multiply-adds ({:?})",
+        ms,
+        end.timing().unwrap()
+    );
+    assert!(ms > 0.0, "elapsed {ms} ms");
+    if dev.has_timestamps() {
+        assert_eq!(start.timing(), Some(Timing::GpuTimestamp));
+    }
+    // A second pair with no work between them: small but not negative.
+    let (a, b) = (Event::new(), Event::new());
+    a.record(&dev).unwrap();
+    b.record(&dev).unwrap();
+    let idle = a.elapsed_time(&b).unwrap();
+    eprintln!("events: {idle:.4} ms with nothing between them");
+    assert!(idle >= 0.0 && idle < ms, "idle {idle} ms vs busy {ms} ms");
+}
+
+fn fixture_program(file: &str, name: Option<&str>) -> Program {
+    let path = common::fixtures().join(file);
+    let archive = Pt2Archive::open(file, std::fs::read(path).unwrap(), Limits::default()).unwrap();
+    archive.program(name, &LoadOptions::default()).unwrap()
+}
+
+fn io_inputs(file: &str, prefix: &str, n: usize) -> Vec<RValue> {
+    let bytes = std::fs::read(common::fixtures().join(file)).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    (0..n)
+        .map(|i| {
+            RValue::Tensor(common::to_tensor(
+                &io.tensor(&format!("{prefix}input_{i}")).unwrap(),
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn profiler_times_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    if !dev.has_timestamps() {
+        eprintln!("SKIPPED: the adapter has no timestamp-query");
+        return;
+    }
+    let p = fixture_program("tiny_gpt2.pt2", None);
+    let n = p.user_inputs().len();
+    let inputs = io_inputs("tiny_gpt2.io.safetensors", "", n);
+    let mut s = GpuSession::new(p, dev).unwrap();
+    s.run(inputs.clone()).unwrap();
+    s.cpu.run_state.profiler = Some(Default::default());
+    s.run(inputs).unwrap();
+    let prof = s.cpu.run_state.profiler.take().unwrap();
+    let trace = prof.chrome_trace("gpu");
+    let text = serde_json::to_string(&trace).unwrap();
+    let back: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let events = back["traceEvents"].as_array().unwrap();
+    assert!(!events.is_empty(), "no GPU events in the trace");
+    let positive = events
+        .iter()
+        .filter(|e| e["dur"].as_f64().unwrap() > 0.0)
+        .count();
+    let summary = prof.summary();
+    eprintln!(
+        "profiler: {} GPU events ({} with positive duration), {} GPU nodes; top: {:?}",
+        events.len(),
+        positive,
+        s.last_stats.gpu_nodes,
+        summary
+            .iter()
+            .take(3)
+            .map(|o| format!("{} {}x {:.3} ms", o.target, o.count, o.total_ms))
+            .collect::<Vec<_>>()
+    );
+    assert!(positive > 0 && positive * 2 >= events.len());
+    assert!(events.len() as u64 <= s.last_stats.gpu_nodes);
+    assert!(summary.iter().all(|o| o.total_ms >= 0.0));
+}
+
+/// The same seeded programs on the CPU and the GPU: same numbers, same generator state after.
+#[test]
+fn seeded_random_ops_match_cpu() {
+    let Some(dev) = device() else { return };
+    let archive = Pt2Archive::open(
+        "factory.pt2",
+        std::fs::read(common::fixtures().join("ops/factory.pt2")).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let io_bytes = std::fs::read(common::fixtures().join("ops/factory.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let random_ops = [
+        "aten.rand.default",
+        "aten.randn.default",
+        "aten.rand_like.default",
+        "aten.uniform.default",
+        "aten.normal_functional.default",
+        "aten.bernoulli.default",
+        "aten.bernoulli.p",
+        "aten.dropout.default",
+        "aten.native_dropout.default",
+    ];
+    let mut on_gpu = 0;
+    for pname in [
+        "rand",
+        "rand__core",
+        "randn",
+        "randn__core",
+        "rand_like",
+        "bernoulli",
+        "bernoulli__core",
+        "dropout_train",
+        "dropout_train__core",
+        "feature_dropout_train__core",
+        "randint",
+    ] {
+        let program = archive
+            .program(Some(pname), &LoadOptions::default())
+            .unwrap();
+        let n_in = program.user_inputs().len();
+        let inputs: Vec<RValue> = (0..n_in)
+            .map(|i| {
+                RValue::Tensor(common::to_tensor(
+                    &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+                ))
+            })
+            .collect();
+        let mut cpu = Session::new(program.clone()).unwrap();
+        let mut gpu = GpuSession::new(program, dev.clone()).unwrap();
+        cpu.manual_seed(1234);
+        gpu.manual_seed(1234);
+        assert_eq!(gpu.initial_seed(), 1234);
+        // Two runs: the second starts from the state the first left.
+        for run in 0..2 {
+            let want = cpu.run(inputs.clone()).unwrap();
+            let got = gpu.run(inputs.clone()).unwrap();
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                let (RValue::Tensor(g), RValue::Tensor(w)) = (g, w) else {
+                    continue;
+                };
+                assert_eq!(g.sizes, w.sizes, "{pname} output {i}");
+                let (gv, wv) = (g.to_vec::<f64>(), w.to_vec::<f64>());
+                let tol = if pname.starts_with("randn") {
+                    1e-4
+                } else {
+                    1e-5
+                };
+                for (j, (a, b)) in gv.iter().zip(&wv).enumerate() {
+                    assert!(
+                        (a - b).abs() <= tol * (1.0 + b.abs()),
+                        "{pname} run {run} output {i}[{j}]: gpu {a}, cpu {b}"
+                    );
+                }
+            }
+            assert_eq!(
+                gpu.get_rng_state(),
+                cpu.get_rng_state(),
+                "{pname} run {run}: generator state"
+            );
+        }
+        let fell_back: Vec<&String> = gpu
+            .last_stats
+            .fallbacks
+            .keys()
+            .filter(|k| random_ops.contains(&k.as_str()))
+            .collect();
+        let ran: Vec<&str> = random_ops
+            .iter()
+            .filter(|op| {
+                gpu.cpu.program.graph.op_histogram().contains_key(**op)
+                    && !fell_back.contains(&&op.to_string())
+            })
+            .copied()
+            .collect();
+        eprintln!("{pname}: random ops on the gpu {ran:?}, on the cpu {fell_back:?}");
+        on_gpu += ran.len();
+    }
+    assert!(on_gpu >= 6, "only {on_gpu} random ops ran on the GPU");
+    // get/set_rng_state round trip.
+    let mut s = Session::new(fixture_program("ops/factory.pt2", Some("rand"))).unwrap();
+    s.manual_seed(7);
+    let st = s.get_rng_state();
+    assert_eq!(st.len(), 16);
+    s.set_rng_state(&st).unwrap();
+    assert_eq!(s.initial_seed(), 7);
+    assert!(s.set_rng_state(&[1, 2, 3]).is_err());
+}
+
+const MULADD: &str = r#"
+@group(0) @binding(0) var<storage, read> a: array<f32>;
+@group(0) @binding(1) var<storage, read> b: array<f32>;
+@group(0) @binding(2) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size(64)
+fn muladd(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x;
+    if i < arrayLength(&out) {
+        out[i] = a[i] * b[i] + 1.0;
+    }
+}
+
+@compute @workgroup_size(8, 8)
+fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
+    out[0] = 3.0;
+}
+"#;
+
+#[test]
+fn user_shader_runs_and_reports_errors() {
+    let Some(dev) = device() else { return };
+    let sh = dev.compile_shader(MULADD).unwrap();
+    let names: Vec<&str> = sh.entries().iter().map(|e| e.name.as_str()).collect();
+    assert_eq!(names, ["muladd", "fill"]);
+    let muladd = &sh.entries()[0];
+    assert_eq!(muladd.workgroup_size, [64, 1, 1]);
+    let bind: Vec<(u32, &str, &str, bool)> = muladd
+        .bindings
+        .iter()
+        .map(|b| (b.binding, b.name.as_str(), b.elem.as_str(), b.writable()))
+        .collect();
+    assert_eq!(
+        bind,
+        [
+            (0, "a", "f32", false),
+            (1, "b", "f32", false),
+            (2, "out", "f32", true)
+        ]
+    );
+    assert_eq!(sh.entries()[1].bindings.len(), 1, "fill uses only `out`");
+    let n = 1000;
+    let a = Tensor::from_vec((0..n).map(|i| i as f32).collect::<Vec<_>>(), &[n]);
+    let b = Tensor::from_vec((0..n).map(|i| 0.5 * i as f32).collect::<Vec<_>>(), &[n]);
+    let out = Tensor::zeros(DType::F32, &[n]).unwrap();
+    let res = sh
+        .call(&dev, "muladd", &[&a, &b, &out], (16, 1, 1))
+        .unwrap();
+    let want: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 * i as f32 + 1.0).collect();
+    assert_eq!(out.to_vec::<f32>(), want, "written back into `out`");
+    assert_eq!(res[2].to_vec::<f32>(), want);
+    assert_eq!(res[0].to_vec::<f32>(), a.to_vec::<f32>());
+    // Wrong arguments: named errors.
+    let e = sh.call(&dev, "muladd", &[&a, &b], (1, 1, 1)).unwrap_err();
+    assert!(e.to_string().contains("takes 3 tensors (a, b, out)"), "{e}");
+    let e = sh.call(&dev, "nope", &[&a], (1, 1, 1)).unwrap_err();
+    assert!(e.to_string().contains("muladd, fill"), "{e}");
+    let ints = Tensor::from_data(pt2web::cpu::Data::I32(vec![1; n]), &[n]);
+    let e = sh
+        .call(&dev, "muladd", &[&ints, &b, &out], (1, 1, 1))
+        .unwrap_err();
+    assert!(e.to_string().contains("array<f32>, got a int32"), "{e}");
+    // A broken shader: naga's message with the line.
+    let broken = "@compute @workgroup_size(1)\nfn main() {\n    let x: f32 = 1u;\n}\n";
+    let e = dev.compile_shader(broken).unwrap_err().to_string();
+    eprintln!("{e}");
+    assert!(e.contains("line 3"), "{e}");
+    let e = dev.compile_shader("fn main( {").unwrap_err().to_string();
+    assert!(e.contains("parse error at line 1"), "{e}");
+    // The device is still usable.
+    let out2 = Tensor::zeros(DType::F32, &[n]).unwrap();
+    sh.call(&dev, "muladd", &[&a, &b, &out2], (16, 1, 1))
+        .unwrap();
+    assert_eq!(out2.to_vec::<f32>(), want);
+}
+
+#[test]
+fn backend_switches() {
+    use pt2web::backends::{self, Attention, Backend};
+    assert!(backends::is_built(Backend::Cpu) && backends::is_available(Backend::Cpu));
+    assert!(!backends::is_built(Backend::WebGpu), "native build");
+    for b in Backend::ALL {
+        eprintln!("backend {:<7} built {:<5}", b.name(), backends::is_built(b));
+    }
+    if let Some(dev) = device() {
+        let b = match dev.properties.backend.as_str() {
+            "vulkan" => Backend::Vulkan,
+            "metal" => Backend::Metal,
+            "dx12" => Backend::Dx12,
+            _ => Backend::Gl,
+        };
+        assert!(backends::is_built(b) && backends::is_available(b));
+    }
+    assert_eq!(Attention::parse("math"), Some(Attention::Math));
+    assert_eq!(Attention::parse("flash"), Some(Attention::Streaming));
+    assert_eq!(backends::attention(), Attention::Streaming);
+    assert!(!backends::deterministic() && !backends::allow_f16_reduced_precision());
+}
+
+/// Both attention implementations on the attention op family: same results as PyTorch.
+/// (Process-wide switch: this is the only test of the binary that runs attention.)
+#[test]
+fn attention_math_and_streaming_agree() {
+    use pt2web::backends::{self, Attention};
+    let dir = common::fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        "attention.pt2",
+        std::fs::read(dir.join("attention.pt2")).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let cases: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("attention.cases.json")).unwrap()).unwrap();
+    let io_bytes = std::fs::read(dir.join("attention.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let mut compared = 0;
+    for c in cases["cases"].as_array().unwrap() {
+        let pname = c["program"].as_str().unwrap();
+        let n_in = c["inputs"].as_array().unwrap().len();
+        let inputs: Vec<RValue> = (0..n_in)
+            .map(|i| {
+                RValue::Tensor(common::to_tensor(
+                    &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+                ))
+            })
+            .collect();
+        let program = archive
+            .program(Some(pname), &LoadOptions::default())
+            .unwrap();
+        let mut outs = Vec::new();
+        for a in [Attention::Math, Attention::Streaming] {
+            backends::set_attention(a);
+            let mut s = Session::new(program.clone()).unwrap();
+            outs.push(s.run(inputs.clone()));
+        }
+        backends::set_attention(Attention::Streaming);
+        let (Ok(m), Ok(st)) = (&outs[0], &outs[1]) else {
+            assert_eq!(outs[0].is_err(), outs[1].is_err(), "{pname}");
+            continue;
+        };
+        for (x, y) in m.iter().zip(st) {
+            if let (RValue::Tensor(x), RValue::Tensor(y)) = (x, y) {
+                let (d, _) = common::metrics(x, y);
+                assert!(d <= 1e-5, "{pname}: math vs streaming differ by {d}");
+            }
+        }
+        compared += 1;
+    }
+    assert!(compared > 3);
+}
+
+/// 200 runs of resnet18 (batch 1, [1, 3, 224, 224]) leave the allocated memory where the
+/// first run left it.
+#[test]
+fn resnet18_runs_do_not_leak() {
+    let Some(dev) = device() else { return };
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models");
+    let file = dir.join("resnet18.core.pt2");
+    if !file.exists() {
+        assert!(
+            std::env::var("PT2WEB_REQUIRE_MODELS").as_deref() != Ok("1"),
+            "PT2WEB_REQUIRE_MODELS=1 but {} is missing (scripts/build_models.sh)",
+            file.display()
+        );
+        eprintln!("SKIPPED: no {} (scripts/build_models.sh)", file.display());
+        return;
+    }
+    let archive = Pt2Archive::open(
+        "resnet18.core.pt2",
+        std::fs::read(&file).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let program = archive.program(None, &LoadOptions::default()).unwrap();
+    let io_bytes = std::fs::read(dir.join("resnet18.core.io.b1.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let x = common::to_tensor(&io.tensor("input_0").unwrap());
+    assert_eq!(x.sizes, [1, 3, 224, 224]);
+    let mut s = GpuSession::new(program, dev.clone()).unwrap();
+    // 200 runs, or as many as fit in 45 s on a slow software adapter (at least 20);
+    // PT2WEB_LEAK_RUNS=N runs exactly N.
+    let fixed: Option<usize> = std::env::var("PT2WEB_LEAK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let t = std::time::Instant::now();
+    s.run(vec![RValue::Tensor(x.clone())]).unwrap();
+    dev.synchronize().unwrap();
+    let after_first = dev.current_allocated_memory();
+    let driver_first = dev.driver_allocated_memory();
+    let mut runs = 1;
+    while runs < fixed.unwrap_or(200)
+        && (fixed.is_some() || runs < 20 || t.elapsed().as_secs_f64() < 45.0)
+    {
+        let out = s.run(vec![RValue::Tensor(x.clone())]).unwrap();
+        drop(out);
+        runs += 1;
+    }
+    dev.synchronize().unwrap();
+    let after = dev.current_allocated_memory();
+    eprintln!(
+        "resnet18 x{runs} on the gpu in {:.1} s: allocated {after_first} B after the first run, \
+         {after} B after the last; driver {driver_first} -> {} B; last run {} submits, {} \
+         buffer allocations",
+        t.elapsed().as_secs_f64(),
+        dev.driver_allocated_memory(),
+        s.last_stats.submits,
+        s.last_stats.buffer_allocations
+    );
+    assert_eq!(after, after_first, "allocated memory grew over {runs} runs");
+    assert_eq!(
+        s.last_stats.buffer_allocations, 0,
+        "warm runs allocate nothing"
+    );
+}
