@@ -2,7 +2,9 @@
 //! checked against the Rust structs, and the GPU storage conversions of i64 and bool.
 
 use pt2web::cpu::Data;
-use pt2web::gpu::kernels::{ElemMeta, MatmulMeta, ReduceMeta, RowMeta};
+use pt2web::gpu::kernels::{
+    BatchNormMeta, ConvMeta, ElemMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta, RowMeta,
+};
 use pt2web::gpu::shaders::{all_variants, Shader, Variant};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
 use pt2web::DType;
@@ -84,6 +86,11 @@ fn uniform_layouts_match() {
         (Shader::Matmul, std::mem::size_of::<MatmulMeta>()),
         (Shader::Rows, std::mem::size_of::<RowMeta>()),
         (Shader::Reduce, std::mem::size_of::<ReduceMeta>()),
+        (Shader::Conv, std::mem::size_of::<ConvMeta>()),
+        (Shader::Norm, std::mem::size_of::<BatchNormMeta>()),
+        (Shader::Pool, std::mem::size_of::<PoolMeta>()),
+        (Shader::Index, std::mem::size_of::<IndexMeta>()),
+        (Shader::Ints, std::mem::size_of::<ElemMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -162,6 +162,43 @@ op_enum!(
     [Sum = 0, Max = 1, Min = 2]
 );
 
+mod conv;
+mod index;
+mod ints;
+mod norm;
+mod pool;
+pub mod support;
+
+pub use conv::ConvMeta;
+pub use index::IndexMeta;
+pub use norm::BatchNormMeta;
+pub use pool::PoolMeta;
+
+impl ReduceOp {
+    /// The int / bool variant (`reduce_i`, an int output).
+    pub fn int_variant(self) -> Variant {
+        Variant::with(Shader::Reduce, "reduce_i", "OP", self as u32)
+    }
+}
+
+/// The variants of the conv, norm, pool, index and ints shaders.
+pub fn nn_variants() -> Vec<Variant> {
+    let mut v = vec![
+        conv::CONV,
+        conv::DEPTHWISE,
+        norm::BATCH_NORM,
+        pool::MAX_POOL,
+        pool::MAX_POOL_INDICES,
+        pool::AVG_POOL,
+        pool::ADAPTIVE_AVG,
+        index::GATHER,
+        index::COPY,
+        index::FILL,
+    ];
+    v.extend(ints::variants());
+    v
+}
+
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
@@ -243,7 +280,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.add" if overload != "out" => Binary(BinaryOp::Add),
         "aten.sub" if overload != "out" => Binary(BinaryOp::Sub),
         "aten.mul" if overload != "out" => Binary(BinaryOp::Mul),
-        "aten.div" if overload == "Tensor" || overload == "Scalar" => Binary(BinaryOp::Div),
+        "aten.div" if matches!(overload, "Tensor" | "Scalar" | "Tensor_mode" | "Scalar_mode") => Binary(BinaryOp::Div),
         "aten.maximum" => Binary(BinaryOp::Maximum),
         "aten.minimum" => Binary(BinaryOp::Minimum),
         "aten.pow" if overload != "Scalar" => Binary(BinaryOp::Pow),
@@ -263,6 +300,45 @@ pub fn lookup(target: &str) -> Option<GOp> {
         }
         "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" => Custom(reduce),
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
+        "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
+        | "aten.conv3d" => Custom(conv::conv),
+        "aten._native_batch_norm_legit_no_training"
+        | "aten._native_batch_norm_legit"
+        | "aten._native_batch_norm_legit_functional"
+        | "aten.native_batch_norm"
+        | "aten.batch_norm" => Custom(norm::batch_norm),
+        "aten.max_pool1d"
+        | "aten.max_pool2d"
+        | "aten.max_pool3d"
+        | "aten.max_pool1d_with_indices"
+        | "aten.max_pool2d_with_indices"
+        | "aten.max_pool3d_with_indices"
+        | "aten.avg_pool1d"
+        | "aten.avg_pool2d"
+        | "aten.avg_pool3d"
+        | "aten.adaptive_avg_pool1d"
+        | "aten.adaptive_avg_pool2d"
+        | "aten.adaptive_avg_pool3d"
+        | "aten._adaptive_avg_pool2d"
+        | "aten._adaptive_avg_pool3d" => Custom(pool::pool),
+        "aten.embedding" => Custom(index::embedding),
+        "aten.index_select" => Custom(index::index_select),
+        "aten.gather" => Custom(index::gather),
+        "aten.index" | "aten._unsafe_index" if overload == "Tensor" => Custom(index::index_tensor),
+        "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => Custom(index::cat),
+        "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
+        | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
+        | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
+            Custom(index::full)
+        }
+        "aten.arange" => Custom(index::arange),
+        "aten.floor_divide" | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or"
+        | "aten.bitwise_xor" | "aten.bitwise_not" | "aten.logical_and" | "aten.logical_or"
+        | "aten.logical_xor" | "aten.logical_not"
+            if overload != "out" =>
+        {
+            Custom(ints::int_target)
+        }
         _ => return None,
     })
 }
@@ -417,7 +493,10 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
             let Some(x) = k.t("self") else {
                 return Ok(None);
             };
-            if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+            if x.dtype != DType::F32 {
+                return ints::unary_f32_op(k, u);
+            }
+            if !k.out_is(DType::F32) {
                 return Ok(None);
             }
             one(elementwise(
@@ -564,10 +643,13 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
+    if a.dtype != DType::F32 {
+        return ints::binary(k, op);
+    }
     let Some(b) = operand(k, exp_name)? else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 || !k.out_is(DType::F32) {
+    if !k.out_is(DType::F32) {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
@@ -599,10 +681,13 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
+    if a.dtype != DType::F32 {
+        return ints::compare(k, op);
+    }
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 || !k.out_is(DType::Bool) {
+    if !k.out_is(DType::Bool) {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
@@ -626,10 +711,13 @@ fn where_(k: &mut Kc) -> Out {
     let (Some(c), Some(a)) = (k.t("condition"), k.t("self")) else {
         return Ok(None);
     };
+    if a.dtype != DType::F32 {
+        return ints::where_(k);
+    }
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if c.dtype != DType::Bool || a.dtype != DType::F32 || !k.out_is(DType::F32) {
+    if c.dtype != DType::Bool || !k.out_is(DType::F32) {
         return Ok(None);
     }
     if matches!(&b, Operand::T(b) if b.dtype != DType::F32) {
@@ -716,6 +804,12 @@ fn unary_with_args(k: &mut Kc) -> Out {
 
 /// clone, _to_copy (f32 to f32), copy(self, src), lift_fresh_copy: a strided copy.
 fn copy(k: &mut Kc) -> Out {
+    if !k.out_is(DType::F32)
+        || k.t("self").is_some_and(|x| x.dtype != DType::F32)
+        || k.t("src").is_some_and(|x| x.dtype != DType::F32)
+    {
+        return ints::copy_any(k);
+    }
     let op = k
         .target()
         .rsplit_once('.')
@@ -1108,11 +1202,21 @@ fn reduce(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) {
+    // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
+    let int_mode = x.dtype != DType::F32;
+    let out_dtype = if int_mode {
+        match k.out_dtype(0) {
+            Some(d) if ints::is_int(d) && (ints::is_int(x.dtype) || x.dtype == DType::Bool) => d,
+            _ => return Ok(None),
+        }
+    } else {
+        DType::F32
+    };
+    if !k.out_is(out_dtype) || !k.fits(&x) {
         return Ok(None);
     }
     if let Some(d) = k.op.opt_dtype("dtype")? {
-        if d != DType::F32 {
+        if d != out_dtype {
             return Ok(None);
         }
     }
@@ -1153,6 +1257,9 @@ fn reduce(k: &mut Kc) -> Out {
     if n_red == 0 && rop != ReduceOp::Sum {
         return Ok(None);
     }
+    if int_mode && (op == "aten.mean" || (rop != ReduceOp::Sum && x.dtype == DType::Bool)) {
+        return Ok(None);
+    }
     let out_sizes: Vec<usize> = if keepdim {
         (0..r)
             .map(|d| if red[d] { 1 } else { x.sizes[d] })
@@ -1161,7 +1268,7 @@ fn reduce(k: &mut Kc) -> Out {
         kept.iter().map(|&d| x.sizes[d]).collect()
     };
     k.ensure(&x)?;
-    let out = k.new_out(DType::F32, &out_sizes)?;
+    let out = k.new_out(out_dtype, &out_sizes)?;
     if n_out == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -1181,12 +1288,12 @@ fn reduce(k: &mut Kc) -> Out {
         scale,
         _p: 0,
     };
-    k.dispatch(
-        &rop.variant(),
-        bytemuck::bytes_of(&meta),
-        &[(1, &out), (2, &x)],
-        (gx, gy, 1),
-    )?;
+    let (v, bufs) = if int_mode {
+        (rop.int_variant(), [(3, &out), (4, &x)])
+    } else {
+        (rop.variant(), [(1, &out), (2, &x)])
+    };
+    k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     Ok(Some(vec![Slot::T(out)]))
 }
 

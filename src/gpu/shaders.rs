@@ -13,14 +13,24 @@ pub enum Shader {
     Matmul,
     Rows,
     Reduce,
+    Conv,
+    Norm,
+    Pool,
+    Index,
+    Ints,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 4] = [
+    pub const ALL: [Shader; 9] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
         Shader::Reduce,
+        Shader::Conv,
+        Shader::Norm,
+        Shader::Pool,
+        Shader::Index,
+        Shader::Ints,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -28,6 +38,11 @@ impl Shader {
             Shader::Matmul => "matmul.wgsl",
             Shader::Rows => "rows.wgsl",
             Shader::Reduce => "reduce.wgsl",
+            Shader::Conv => "conv.wgsl",
+            Shader::Norm => "norm.wgsl",
+            Shader::Pool => "pool.wgsl",
+            Shader::Index => "index.wgsl",
+            Shader::Ints => "ints.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -58,6 +73,11 @@ impl Shader {
             Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
             Shader::Rows => include_str!("../../shaders/rows.wgsl"),
             Shader::Reduce => include_str!("../../shaders/reduce.wgsl"),
+            Shader::Conv => include_str!("../../shaders/conv.wgsl"),
+            Shader::Norm => include_str!("../../shaders/norm.wgsl"),
+            Shader::Pool => include_str!("../../shaders/pool.wgsl"),
+            Shader::Index => include_str!("../../shaders/index.wgsl"),
+            Shader::Ints => include_str!("../../shaders/ints.wgsl"),
         }
     }
 }
@@ -108,5 +128,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::LAYER_NORM);
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
+    v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));
+    v.extend(super::kernels::nn_variants());
     v
 }
