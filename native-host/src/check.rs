@@ -122,9 +122,9 @@ fn gpu_json(ops: &BTreeMap<String, GpuOp>) -> serde_json::Value {
 }
 
 fn print_gpu(ops: &BTreeMap<String, GpuOp>) {
-    let (g, v, c) = ops.values().fold((0, 0, 0), |(g, v, c), o| {
-        (g + o.gpu, v + o.view, c + o.cpu)
-    });
+    let (g, v, c) = ops
+        .values()
+        .fold((0, 0, 0), |(g, v, c), o| (g + o.gpu, v + o.view, c + o.cpu));
     println!(
         "  on the gpu device: {g} node(s) run a GPU kernel, {v} are views, {c} fall back to the cpu kernel"
     );
@@ -233,9 +233,14 @@ pub fn check(
     } else {
         if missing.is_empty() {
             println!(
-                "{source}: program '{}': all {} ops run on {device}",
+                "{source}: program '{}': all {} ops run on {}",
                 p.name,
-                hist.len()
+                hist.len(),
+                if device == "gpu" {
+                    "gpu (the GPU kernel or the CPU fallback, below)"
+                } else {
+                    &device
+                }
             );
         } else {
             println!(

@@ -280,7 +280,14 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.add" if overload != "out" => Binary(BinaryOp::Add),
         "aten.sub" if overload != "out" => Binary(BinaryOp::Sub),
         "aten.mul" if overload != "out" => Binary(BinaryOp::Mul),
-        "aten.div" if matches!(overload, "Tensor" | "Scalar" | "Tensor_mode" | "Scalar_mode") => Binary(BinaryOp::Div),
+        "aten.div"
+            if matches!(
+                overload,
+                "Tensor" | "Scalar" | "Tensor_mode" | "Scalar_mode"
+            ) =>
+        {
+            Binary(BinaryOp::Div)
+        }
         "aten.maximum" => Binary(BinaryOp::Maximum),
         "aten.minimum" => Binary(BinaryOp::Minimum),
         "aten.pow" if overload != "Scalar" => Binary(BinaryOp::Pow),
@@ -298,7 +305,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
             Custom(softmax)
         }
-        "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" => Custom(reduce),
+        "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" | "aten.any" | "aten.all" => {
+            Custom(reduce)
+        }
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
         "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
         | "aten.conv3d" => Custom(conv::conv),
@@ -332,15 +341,74 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(index::full)
         }
         "aten.arange" => Custom(index::arange),
-        "aten.floor_divide" | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or"
-        | "aten.bitwise_xor" | "aten.bitwise_not" | "aten.logical_and" | "aten.logical_or"
-        | "aten.logical_xor" | "aten.logical_not"
+        o if o.ends_with('_') && inplace_base(target).is_some() => Custom(inplace),
+        "aten.__and__" | "aten.__or__" | "aten.__xor__" | "aten.floor_divide"
+        | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor"
+        | "aten.bitwise_not" | "aten.logical_and" | "aten.logical_or" | "aten.logical_xor"
+        | "aten.logical_not"
             if overload != "out" =>
         {
             Custom(ints::int_target)
         }
         _ => return None,
     })
+}
+
+/// The out-of-place op of an in-place elementwise target (`aten.relu_.default` ->
+/// `aten.relu.default`'s kernel), when it is a plain unary or binary op.
+fn inplace_base(target: &str) -> Option<GOp> {
+    let (op, overload) = target.rsplit_once('.')?;
+    let base = op.strip_suffix('_')?;
+    if base.ends_with('_') || overload == "out" {
+        return None;
+    }
+    match lookup(&format!("{base}.{overload}"))? {
+        g @ (GOp::Unary(_) | GOp::Binary(_)) => Some(g),
+        _ => None,
+    }
+}
+
+/// relu_, add_, hardswish_...: the out-of-place kernel, then a copy of its result into
+/// `self`'s GPU buffer (a shader cannot read and write one buffer through two bindings).
+/// Every view of `self`'s store sees the new values; its CPU copy becomes stale.
+fn inplace(k: &mut Kc) -> Out {
+    let Some(base) = inplace_base(k.target()) else {
+        return Ok(None);
+    };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    // An expanded `self` (internal overlap) is an error in torch: leave it to the CPU kernel.
+    let overlap = x
+        .sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0);
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) || overlap || !k.fits(&x) {
+        return Ok(None);
+    }
+    let other = if k.op.arg("exponent").is_some() {
+        "exponent"
+    } else {
+        "other"
+    };
+    if let Some(o) = k.t(other) {
+        if broadcast_shapes(&x.sizes, &o.sizes).as_deref() != Some(&x.sizes[..]) {
+            return Ok(None);
+        }
+    }
+    let Some(res) = run(k, base)? else {
+        return Ok(None);
+    };
+    let [Slot::T(t)] = &res[..] else {
+        return Ok(None);
+    };
+    if t.sizes != x.sizes || t.dtype != x.dtype {
+        return Ok(None);
+    }
+    index::copy_into(k, t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
 }
 
 /// What a GPU kernel sees: the runner (device, encoder, counters), the node's GPU tensors,
@@ -1204,7 +1272,14 @@ fn reduce(k: &mut Kc) -> Out {
     };
     // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
     let int_mode = x.dtype != DType::F32;
-    let out_dtype = if int_mode {
+    let logical = matches!(k.target().split('.').nth(1), Some("any" | "all"));
+    let out_dtype = if logical {
+        // any / all of bools: max / min of the 0/1 words.
+        if x.dtype != DType::Bool || !k.out_is(DType::Bool) {
+            return Ok(None);
+        }
+        DType::Bool
+    } else if int_mode {
         match k.out_dtype(0) {
             Some(d) if ints::is_int(d) && (ints::is_int(x.dtype) || x.dtype == DType::Bool) => d,
             _ => return Ok(None),
@@ -1252,12 +1327,17 @@ fn reduce(k: &mut Kc) -> Out {
         "aten.mean" => (ReduceOp::Sum, 1.0 / n_red as f32),
         "aten.amax" => (ReduceOp::Max, 1.0),
         "aten.amin" => (ReduceOp::Min, 1.0),
+        "aten.any" => (ReduceOp::Max, 1.0),
+        "aten.all" => (ReduceOp::Min, 1.0),
         _ => return Ok(None),
     };
     if n_red == 0 && rop != ReduceOp::Sum {
         return Ok(None);
     }
-    if int_mode && (op == "aten.mean" || (rop != ReduceOp::Sum && x.dtype == DType::Bool)) {
+    if int_mode
+        && !logical
+        && (op == "aten.mean" || (rop != ReduceOp::Sum && x.dtype == DType::Bool))
+    {
         return Ok(None);
     }
     let out_sizes: Vec<usize> = if keepdim {

@@ -38,7 +38,11 @@ pub struct ConvMeta {
 
 /// A per-dim list (1 value or `nd`) placed in the last `nd` of three (D, H, W) slots.
 pub(super) fn spatial3(v: &[i64], nd: usize, fill: usize, min: i64) -> Option<[usize; 3]> {
-    let v: Vec<i64> = if v.len() == 1 { vec![v[0]; nd] } else { v.to_vec() };
+    let v: Vec<i64> = if v.len() == 1 {
+        vec![v[0]; nd]
+    } else {
+        v.to_vec()
+    };
     if v.len() != nd || v.iter().any(|&x| x < min) {
         return None;
     }
@@ -144,7 +148,11 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     let (cg, og) = (c / groups, o / groups);
     let taps: usize = ks.iter().product();
     let plane_out: usize = outs.iter().product();
-    let maxg = k.r.dev.properties.limits.max_compute_workgroups_per_dimension as usize;
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
     let depthwise = cg == 1;
     if !k.fits(&x)
         || !k.fits(&w)

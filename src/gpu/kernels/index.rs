@@ -191,6 +191,12 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
     encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d])
 }
 
+/// A strided copy of `src` into the view `dst` (same sizes), whose GPU copy must be current.
+pub(super) fn copy_into(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+    k.ensure(dst)?;
+    encode_copy(k, src, dst)
+}
+
 /// A strided copy of `src` into the view `dst` (same sizes) of a fresh output.
 fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
     let numel = src.numel();
@@ -372,7 +378,10 @@ pub(super) fn full(k: &mut Kc) -> Out {
 }
 
 pub(super) fn arange(k: &mut Kc) -> Out {
-    let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d) && *d != DType::Bool) else {
+    let Some(dtype) = k
+        .out_dtype(0)
+        .filter(|d| gpu_dtype(*d) && *d != DType::Bool)
+    else {
         return Ok(None);
     };
     let end = k.op.scalar("end")?;
@@ -384,8 +393,7 @@ pub(super) fn arange(k: &mut Kc) -> Out {
         Scalar::Float(_) => None,
     };
     let (s, e, st) = (start.as_f64(), end.as_f64(), step.as_f64());
-    if st == 0.0 || !s.is_finite() || !e.is_finite() || (st > 0.0 && e < s) || (st < 0.0 && e > s)
-    {
+    if st == 0.0 || !s.is_finite() || !e.is_finite() || (st > 0.0 && e < s) || (st < 0.0 && e > s) {
         return Ok(None);
     }
     let n = match (int(start), int(end), int(step)) {

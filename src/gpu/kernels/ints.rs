@@ -264,7 +264,13 @@ fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
 
 /// floor_divide, remainder, bitwise_and/or/xor (bool operands: the logical op).
 pub(super) fn int_target(k: &mut Kc) -> Out {
-    let op = k.target().split('.').nth(1).unwrap_or("").to_string();
+    let op = match k.target().split('.').nth(1).unwrap_or("") {
+        "__and__" => "bitwise_and",
+        "__or__" => "bitwise_or",
+        "__xor__" => "bitwise_xor",
+        o => o,
+    }
+    .to_string();
     let bool_out = k.out_is(DType::Bool);
     match op.as_str() {
         "floor_divide" => int_binary(k, IntBinaryOp::FloorDiv, "other"),

@@ -60,7 +60,11 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
     let eps = k.op.float("eps")? as f32;
     let mut cs = Vec::new();
     for p in per_channel.iter().flatten() {
-        let flat = p.view(vec![c], vec![p.strides.last().copied().unwrap_or(1)], p.offset);
+        let flat = p.view(
+            vec![c],
+            vec![p.strides.last().copied().unwrap_or(1)],
+            p.offset,
+        );
         match contiguous(k, &flat)? {
             Some(t) => cs.push(t),
             None => return Ok(None),

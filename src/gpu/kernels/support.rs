@@ -100,9 +100,7 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
     match name {
         "aten.max_pool1d_with_indices"
         | "aten.max_pool2d_with_indices"
-        | "aten.max_pool3d_with_indices" => {
-            all(inputs, f32) && outputs == [DType::F32, DType::I64]
-        }
+        | "aten.max_pool3d_with_indices" => all(inputs, f32) && outputs == [DType::F32, DType::I64],
         "aten.embedding" => {
             inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
         }
@@ -126,8 +124,12 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && all(&inputs[1..], |d| Some(&d) == inputs.get(1))
                 && outputs.first() == inputs.get(1)
         }
-        "aten.clone" | "aten._to_copy" | "aten.lift_fresh_copy" | "aten.detach_copy"
-        | "aten.alias_copy" | "aten.copy" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        "aten.clone"
+        | "aten._to_copy"
+        | "aten.lift_fresh_copy"
+        | "aten.detach_copy"
+        | "aten.alias_copy"
+        | "aten.copy" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
         "aten.sum" | "aten.amax" | "aten.amin" => {
             (all(inputs, f32) && all(outputs, f32))
                 || (all(inputs, int_like)
@@ -135,7 +137,9 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                     && (name == "aten.sum" || all(inputs, int)))
         }
         "aten.floor_divide" | "aten.remainder" => all(inputs, int_like) && all(outputs, int),
-        "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor" | "aten.bitwise_not" => {
+        "aten.any" | "aten.all" => all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool],
+        "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor" | "aten.bitwise_not"
+        | "aten.__and__" | "aten.__or__" | "aten.__xor__" => {
             (all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool])
                 || (all(inputs, int_like) && all(outputs, int))
         }
