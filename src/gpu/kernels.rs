@@ -341,6 +341,13 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(index::full)
         }
         "aten.arange" => Custom(index::arange),
+        "aten.to" => Custom(ints::to),
+        "aten.dropout"
+        | "aten.dropout_"
+        | "aten.feature_dropout"
+        | "aten.feature_dropout_"
+        | "aten.alpha_dropout"
+        | "aten.alpha_dropout_" => Custom(dropout),
         o if o.ends_with('_') && inplace_base(target).is_some() => Custom(inplace),
         "aten.__and__" | "aten.__or__" | "aten.__xor__" | "aten.floor_divide"
         | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor"
@@ -408,6 +415,22 @@ fn inplace(k: &mut Kc) -> Out {
     }
     index::copy_into(k, t, &x)?;
     lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
+}
+
+/// dropout in eval mode (or p = 0): the input itself, as the CPU kernel returns it.
+fn dropout(k: &mut Kc) -> Out {
+    let name = if k.op.arg("input").is_some() {
+        "input"
+    } else {
+        "self"
+    };
+    let Some(x) = k.t(name) else {
+        return Ok(None);
+    };
+    if k.op.bool_or("train", true)? && k.op.float("p")? != 0.0 {
+        return Ok(None);
+    }
     Ok(Some(vec![Slot::T(x)]))
 }
 

@@ -12,6 +12,7 @@ use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{gpu_dtype, GTensor};
 use crate::ops::Scalar;
+use crate::program::Arg;
 
 use super::{BinaryOp, CompareOp, ElemMeta, UnaryOp};
 
@@ -472,4 +473,23 @@ pub(super) fn copy_any(k: &mut Kc) -> Out {
         x
     };
     convert(k, &src, to)
+}
+
+/// `to` (dtype / other / dtype_layout / device overloads): `self` itself when nothing
+/// changes (torch returns an alias, as the CPU kernel), else a converted copy.
+pub(super) fn to(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let Some(to) = k.out_dtype(0) else {
+        return Ok(None);
+    };
+    // channels_last (2) and channels_last_3d (3) keep their CPU layout rules.
+    if matches!(k.op.arg("memory_format"), Some(Arg::MemoryFormat(2 | 3))) {
+        return Ok(None);
+    }
+    if to == x.dtype && !k.op.bool_or("copy", false)? {
+        return Ok(Some(vec![Slot::T(x)]));
+    }
+    convert(k, &x, to)
 }

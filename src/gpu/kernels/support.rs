@@ -137,6 +137,13 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                     && (name == "aten.sum" || all(inputs, int)))
         }
         "aten.floor_divide" | "aten.remainder" => all(inputs, int_like) && all(outputs, int),
+        "aten.to" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        "aten.dropout"
+        | "aten.dropout_"
+        | "aten.feature_dropout"
+        | "aten.feature_dropout_"
+        | "aten.alpha_dropout"
+        | "aten.alpha_dropout_" => true,
         "aten.any" | "aten.all" => all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool],
         "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor" | "aten.bitwise_not"
         | "aten.__and__" | "aten.__or__" | "aten.__xor__" => {
