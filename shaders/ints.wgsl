@@ -11,7 +11,7 @@ struct Meta {
     rank: u32,
     row: u32,
     // Bit 0: `b` is the scalar `p0`. logical / convert: bit 1 `a` is f32, bit 2 `b` is
-    // f32, bit 3 `a` is bool.
+    // f32, bit 3 `a` is bool. unary_i clamp: bit 4 min (`p0`), bit 5 max (`p1`).
     flags: u32,
     shape: array<vec4<u32>, 2>,
     a_strides: array<vec4<u32>, 2>,
@@ -139,6 +139,15 @@ fn unary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
         case 3u: { r = ~x; }
         case 4u: { r = sign(x); }
         case 5u: { r = x * x; }
+        // clamp: min `p0` if flags bit 4, max `p1` if flags bit 5 (max wins, as torch)
+        case 6u: {
+            if (params.flags & 16u) != 0u {
+                r = max(r, bitcast<i32>(params.p0));
+            }
+            if (params.flags & 32u) != 0u {
+                r = min(r, bitcast<i32>(params.p1));
+            }
+        }
         default: {}
     }
     out[i] = bitcast<u32>(r);

@@ -249,6 +249,16 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.contiguous"
         | "aten.numpy_T"
         | "aten.swapaxes" => View,
+        // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so
+        // they neither flush the command buffer nor download anything.
+        "aten._assert_tensor_metadata"
+        | "aten.sym_size"
+        | "aten.sym_stride"
+        | "aten.sym_numel"
+        | "aten.sym_storage_offset"
+        | "aten._assert_scalar"
+        | "aten.sym_constrain_range_for_size"
+        | "_operator" => View,
         "aten.relu" => Unary(UnaryOp::Relu),
         "aten.sigmoid" => Unary(UnaryOp::Sigmoid),
         "aten.tanh" => Unary(UnaryOp::Tanh),
@@ -830,7 +840,8 @@ fn unary_with_args(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+    let int_clamp = ints::is_int(x.dtype) && k.target().starts_with("aten.clamp.");
+    if (x.dtype != DType::F32 || !k.out_is(DType::F32)) && !int_clamp {
         return Ok(None);
     }
     let op = k
@@ -845,6 +856,7 @@ fn unary_with_args(k: &mut Kc) -> Out {
             Some("tanh") => (UnaryOp::GeluTanh, 1.0, 0.0),
             Some(_) => return Ok(None),
         },
+        "aten.clamp" if x.dtype != DType::F32 => return ints::clamp(k),
         "aten.clamp" => {
             if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
                 return Ok(None);

@@ -411,7 +411,12 @@ pub(super) fn arange(k: &mut Kc) -> Out {
     } else {
         i32::MAX as f64
     };
-    if s.fract() != 0.0 || st.fract() != 0.0 || s.abs() > limit || last.abs() > limit {
+    // `start + i * step` stays within the exact range at every step, `i * step` included.
+    if s.fract() != 0.0
+        || st.fract() != 0.0
+        || s.abs() + (st * n as f64).abs() > limit
+        || last.abs() > limit
+    {
         return Ok(None);
     }
     let (flags, value) = if dtype == DType::F32 {

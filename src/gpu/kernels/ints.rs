@@ -48,7 +48,15 @@ op_enum!(
     Shader::Ints,
     "unary_i",
     "OP",
-    [Copy = 0, Neg = 1, Abs = 2, Not = 3, Sign = 4, Square = 5]
+    [
+        Copy = 0,
+        Neg = 1,
+        Abs = 2,
+        Not = 3,
+        Sign = 4,
+        Square = 5,
+        Clamp = 6,
+    ]
 );
 op_enum!(
     LogicalOp,
@@ -492,4 +500,41 @@ pub(super) fn to(k: &mut Kc) -> Out {
         return Ok(Some(vec![Slot::T(x)]));
     }
     convert(k, &x, to)
+}
+
+/// clamp(self, min, max) of an int tensor with integer (or absent) bounds.
+pub(super) fn clamp(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !is_int(x.dtype) || !k.out_is(x.dtype) || k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+        return Ok(None);
+    }
+    let mut flags = 0;
+    let mut words = [0u32; 2];
+    for (i, name) in ["min", "max"].iter().enumerate() {
+        if let Some(s) = k.op.opt_scalar(name)? {
+            match s {
+                Scalar::Int(_) | Scalar::Bool(_) => {}
+                Scalar::Float(_) => return Ok(None),
+            }
+            let Some(w) = int_word(s) else {
+                return Ok(None);
+            };
+            words[i] = w;
+            flags |= 16 << i;
+        }
+    }
+    let m = k.op.opt_scalar("min")?.is_some();
+    let out = encode(
+        k,
+        IntUnaryOp::Clamp.variant(),
+        x.dtype,
+        &x,
+        m.then_some(&WOperand::W(words[0])),
+        None,
+        flags,
+        words[1],
+    );
+    one(out)
 }

@@ -137,6 +137,10 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                     && (name == "aten.sum" || all(inputs, int)))
         }
         "aten.floor_divide" | "aten.remainder" => all(inputs, int_like) && all(outputs, int),
+        "aten.clamp" => {
+            (all(inputs, f32) && all(outputs, f32))
+                || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)
+        }
         "aten.to" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
         "aten.dropout"
         | "aten.dropout_"
