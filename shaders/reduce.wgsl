@@ -1,4 +1,5 @@
-// Reductions along any set of dimensions: the input is viewed as [kept..., reduced...]
+// Reductions along any set of dimensions (f32: `reduce`; int and bool: `reduce_i`, which
+// wraps around in 32 bits): the input is viewed as [kept..., reduced...]
 // (strides permuted on the host, no copy); one thread per output element loops over the
 // reduced elements. `OP`: 0 sum (times `scale`, so mean is sum * 1/n), 1 max, 2 min.
 // `Meta` mirrors `ReduceMeta` in src/gpu/kernels.rs.
@@ -28,6 +29,9 @@ var<private> NAN_BITS: u32 = 0x7fc00000u;
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
 @group(0) @binding(2) var<storage, read> x: array<f32>;
+// `reduce_i`: int and bool inputs (i32 / u32 0-1 words), an int output.
+@group(0) @binding(3) var<storage, read_write> out_i: array<i32>;
+@group(0) @binding(4) var<storage, read> x_i: array<i32>;
 
 fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
     return v[d / 4u][d % 4u];
@@ -91,4 +95,64 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     } else {
         out[i] = select(acc, bitcast<f32>(NAN_BITS), nan);
     }
+}
+
+// Storage offset of the first reduced element of output `i`.
+fn base_of(i: u32) -> u32 {
+    var rem = i;
+    var base = params.offset;
+    var d = params.kept_rank;
+    loop {
+        if d == 0u {
+            break;
+        }
+        d = d - 1u;
+        let n = dim(params.kept_shape, d);
+        base = base + (rem % n) * dim(params.kept_strides, d);
+        rem = rem / n;
+    }
+    return base;
+}
+
+// Offset of reduced element `j` relative to its output's base.
+fn red_offset(j: u32) -> u32 {
+    var r = j;
+    var o = 0u;
+    var e = params.red_rank;
+    loop {
+        if e == 0u {
+            break;
+        }
+        e = e - 1u;
+        let n = dim(params.red_shape, e);
+        o = o + (r % n) * dim(params.red_strides, e);
+        r = r / n;
+    }
+    return o;
+}
+
+@compute @workgroup_size(64)
+fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    var acc = 0;
+    if OP == 1u {
+        acc = -2147483647 - 1;
+    } else if OP == 2u {
+        acc = 2147483647;
+    }
+    for (var j = 0u; j < params.n_red; j = j + 1u) {
+        let v = x_i[base + red_offset(j)];
+        if OP == 0u {
+            acc = acc + v;
+        } else if OP == 1u {
+            acc = max(acc, v);
+        } else {
+            acc = min(acc, v);
+        }
+    }
+    out_i[i] = acc;
 }

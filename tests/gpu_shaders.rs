@@ -2,7 +2,9 @@
 //! checked against the Rust structs, and the GPU storage conversions of i64 and bool.
 
 use pt2web::cpu::Data;
-use pt2web::gpu::kernels::{ElemMeta, MatmulMeta, ReduceMeta, RowMeta};
+use pt2web::gpu::kernels::{
+    BatchNormMeta, ConvMeta, ElemMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta, RowMeta,
+};
 use pt2web::gpu::shaders::{all_variants, Shader, Variant};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
 use pt2web::DType;
@@ -88,6 +90,11 @@ fn uniform_layouts_match() {
             Shader::Random,
             std::mem::size_of::<pt2web::gpu::random::RandMeta>(),
         ),
+        (Shader::Conv, std::mem::size_of::<ConvMeta>()),
+        (Shader::Norm, std::mem::size_of::<BatchNormMeta>()),
+        (Shader::Pool, std::mem::size_of::<PoolMeta>()),
+        (Shader::Index, std::mem::size_of::<IndexMeta>()),
+        (Shader::Ints, std::mem::size_of::<ElemMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

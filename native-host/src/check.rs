@@ -1,6 +1,8 @@
 //! `pt2web check`: before running anything, what the CPU device cannot run yet (ops without a
 //! kernel, ops without a shape rule, dtypes the kernels refuse, custom objects), and the
-//! memory estimate of the meta pass for the given, sample or example inputs.
+//! memory estimate of the meta pass for the given, sample or example inputs. With
+//! `--device gpu`, also per op target how many nodes the GPU backend runs with a GPU kernel
+//! (from the dtypes torch recorded for each node) and how many fall back to the CPU, and why.
 
 use crate::run::{check_device, flatten_sample, load};
 use crate::tensors_io::read_safetensors;
@@ -68,6 +70,85 @@ fn input_metas(p: &Program, inputs: Option<&str>) -> Result<(Vec<MValue>, String
     }
 }
 
+/// Per op target on the GPU backend: nodes with a GPU kernel, views, CPU fallbacks (with
+/// the reasons).
+#[derive(Default)]
+struct GpuOp {
+    gpu: usize,
+    view: usize,
+    cpu: usize,
+    reasons: std::collections::BTreeSet<String>,
+}
+
+fn gpu_report(p: &Program) -> BTreeMap<String, GpuOp> {
+    use pt2web::gpu::kernels::support::{gpu_supports, Support};
+    let g = &p.graph;
+    let dtype = |id: usize| match &g.value(id).kind {
+        ValueKind::Tensor { dtype, .. } => Some(*dtype),
+        _ => None,
+    };
+    let mut ops: BTreeMap<String, GpuOp> = BTreeMap::new();
+    for node in &g.nodes {
+        let mut ins = Vec::new();
+        node.inputs.iter().for_each(|(_, a)| a.values(&mut ins));
+        let mut outs = Vec::new();
+        node.outputs.iter().for_each(|a| a.values(&mut outs));
+        let ins: Vec<DType> = ins.into_iter().filter_map(dtype).collect();
+        let outs: Vec<DType> = outs.into_iter().filter_map(dtype).collect();
+        let e = ops.entry(node.target.clone()).or_default();
+        match gpu_supports(&node.target, &ins, &outs) {
+            Support::Gpu => e.gpu += 1,
+            Support::View => e.view += 1,
+            Support::NoKernel => {
+                e.cpu += 1;
+                e.reasons.insert("no GPU kernel".into());
+            }
+            Support::Dtype(why) => {
+                e.cpu += 1;
+                e.reasons.insert(why);
+            }
+        }
+    }
+    ops
+}
+
+fn gpu_json(ops: &BTreeMap<String, GpuOp>) -> serde_json::Value {
+    let sum = |f: fn(&GpuOp) -> usize| ops.values().map(f).sum::<usize>();
+    serde_json::json!({
+        "gpu_nodes": sum(|o| o.gpu), "view_nodes": sum(|o| o.view), "fallback_nodes": sum(|o| o.cpu),
+        "ops": ops.iter().map(|(k, o)| serde_json::json!({"op": k, "gpu": o.gpu, "view": o.view,
+            "cpu": o.cpu, "reasons": o.reasons})).collect::<Vec<_>>(),
+    })
+}
+
+fn print_gpu(ops: &BTreeMap<String, GpuOp>) {
+    let (g, v, c) = ops
+        .values()
+        .fold((0, 0, 0), |(g, v, c), o| (g + o.gpu, v + o.view, c + o.cpu));
+    println!(
+        "  on the gpu device: {g} node(s) run a GPU kernel, {v} are views, {c} fall back to the cpu kernel"
+    );
+    let mut fb: Vec<(&String, &GpuOp)> = ops.iter().filter(|(_, o)| o.cpu > 0).collect();
+    fb.sort_by(|a, b| b.1.cpu.cmp(&a.1.cpu).then(a.0.cmp(b.0)));
+    for (k, o) in fb {
+        let reasons: Vec<&str> = o.reasons.iter().map(String::as_str).collect();
+        println!(
+            "    cpu {k} (x{}{}): {}",
+            o.cpu,
+            if o.gpu + o.view > 0 {
+                format!(", {} on the gpu", o.gpu + o.view)
+            } else {
+                String::new()
+            },
+            reasons.join("; ")
+        );
+    }
+    for (k, o) in ops.iter().filter(|(_, o)| o.cpu == 0) {
+        let how = if o.view > 0 { "view" } else { "gpu" };
+        println!("    {how} {k} (x{})", o.gpu + o.view);
+    }
+}
+
 fn mib(b: u64) -> String {
     if b >= 1 << 20 {
         format!("{:.1} MiB", b as f64 / (1u64 << 20) as f64)
@@ -94,8 +175,11 @@ pub fn check(
     json: bool,
     inputs: Option<String>,
 ) -> Result<(), String> {
-    check_device(&device)?;
+    if device != "gpu" {
+        check_device(&device)?;
+    }
     let (source, p, _) = load(&model, program.as_deref())?;
+    let gpu = (device == "gpu").then(|| gpu_report(&p));
     let missing = Session::unsupported_ops(&p);
     let hist = p.graph.op_histogram();
     let no_rule = meta::missing_rules(&p);
@@ -140,7 +224,8 @@ pub fn check(
             "no_shape_rule": no_rule.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>(),
             "unsupported_dtypes": bad_dtypes.iter().map(|(d, n)| serde_json::json!({"dtype": d.name(), "values": n})).collect::<Vec<_>>(),
             "custom_objects": custom,
-            "memory": memory, "memory_error": memory_error, "memory_inputs_from": inputs_from});
+            "memory": memory, "memory_error": memory_error, "memory_inputs_from": inputs_from,
+            "gpu": gpu.as_ref().map(gpu_json)});
         println!(
             "{}",
             serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
@@ -148,9 +233,14 @@ pub fn check(
     } else {
         if missing.is_empty() {
             println!(
-                "{source}: program '{}': all {} ops run on {device}",
+                "{source}: program '{}': all {} ops run on {}",
                 p.name,
-                hist.len()
+                hist.len(),
+                if device == "gpu" {
+                    "gpu (the GPU kernel or the CPU fallback, below)"
+                } else {
+                    &device
+                }
             );
         } else {
             println!(
@@ -177,6 +267,9 @@ pub fn check(
         }
         for c in &custom {
             println!("  custom object (torchbind) {c}: not supported");
+        }
+        if let Some(ops) = &gpu {
+            print_gpu(ops);
         }
         match &estimate {
             Ok((m, origin)) => {

@@ -162,6 +162,43 @@ op_enum!(
     [Sum = 0, Max = 1, Min = 2]
 );
 
+mod conv;
+mod index;
+mod ints;
+mod norm;
+mod pool;
+pub mod support;
+
+pub use conv::ConvMeta;
+pub use index::IndexMeta;
+pub use norm::BatchNormMeta;
+pub use pool::PoolMeta;
+
+impl ReduceOp {
+    /// The int / bool variant (`reduce_i`, an int output).
+    pub fn int_variant(self) -> Variant {
+        Variant::with(Shader::Reduce, "reduce_i", "OP", self as u32)
+    }
+}
+
+/// The variants of the conv, norm, pool, index and ints shaders.
+pub fn nn_variants() -> Vec<Variant> {
+    let mut v = vec![
+        conv::CONV,
+        conv::DEPTHWISE,
+        norm::BATCH_NORM,
+        pool::MAX_POOL,
+        pool::MAX_POOL_INDICES,
+        pool::AVG_POOL,
+        pool::ADAPTIVE_AVG,
+        index::GATHER,
+        index::COPY,
+        index::FILL,
+    ];
+    v.extend(ints::variants());
+    v
+}
+
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
@@ -212,6 +249,16 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.contiguous"
         | "aten.numpy_T"
         | "aten.swapaxes" => View,
+        // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so
+        // they neither flush the command buffer nor download anything.
+        "aten._assert_tensor_metadata"
+        | "aten.sym_size"
+        | "aten.sym_stride"
+        | "aten.sym_numel"
+        | "aten.sym_storage_offset"
+        | "aten._assert_scalar"
+        | "aten.sym_constrain_range_for_size"
+        | "_operator" => View,
         "aten.relu" => Unary(UnaryOp::Relu),
         "aten.sigmoid" => Unary(UnaryOp::Sigmoid),
         "aten.tanh" => Unary(UnaryOp::Tanh),
@@ -243,7 +290,14 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.add" if overload != "out" => Binary(BinaryOp::Add),
         "aten.sub" if overload != "out" => Binary(BinaryOp::Sub),
         "aten.mul" if overload != "out" => Binary(BinaryOp::Mul),
-        "aten.div" if overload == "Tensor" || overload == "Scalar" => Binary(BinaryOp::Div),
+        "aten.div"
+            if matches!(
+                overload,
+                "Tensor" | "Scalar" | "Tensor_mode" | "Scalar_mode"
+            ) =>
+        {
+            Binary(BinaryOp::Div)
+        }
         "aten.maximum" => Binary(BinaryOp::Maximum),
         "aten.minimum" => Binary(BinaryOp::Minimum),
         "aten.pow" if overload != "Scalar" => Binary(BinaryOp::Pow),
@@ -261,7 +315,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
             Custom(softmax)
         }
-        "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" => Custom(reduce),
+        "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" | "aten.any" | "aten.all" => {
+            Custom(reduce)
+        }
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
         // Seeded random ops: the CPU generator's exact streams (src/gpu/random.rs).
         "aten.rand"
@@ -273,8 +329,129 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.bernoulli" => Custom(super::random::bernoulli),
         "aten.dropout" => Custom(super::random::dropout),
         "aten.native_dropout" => Custom(super::random::native_dropout),
+        "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
+        | "aten.conv3d" => Custom(conv::conv),
+        "aten._native_batch_norm_legit_no_training"
+        | "aten._native_batch_norm_legit"
+        | "aten._native_batch_norm_legit_functional"
+        | "aten.native_batch_norm"
+        | "aten.batch_norm" => Custom(norm::batch_norm),
+        "aten.max_pool1d"
+        | "aten.max_pool2d"
+        | "aten.max_pool3d"
+        | "aten.max_pool1d_with_indices"
+        | "aten.max_pool2d_with_indices"
+        | "aten.max_pool3d_with_indices"
+        | "aten.avg_pool1d"
+        | "aten.avg_pool2d"
+        | "aten.avg_pool3d"
+        | "aten.adaptive_avg_pool1d"
+        | "aten.adaptive_avg_pool2d"
+        | "aten.adaptive_avg_pool3d"
+        | "aten._adaptive_avg_pool2d"
+        | "aten._adaptive_avg_pool3d" => Custom(pool::pool),
+        "aten.embedding" => Custom(index::embedding),
+        "aten.index_select" => Custom(index::index_select),
+        "aten.gather" => Custom(index::gather),
+        "aten.index" | "aten._unsafe_index" if overload == "Tensor" => Custom(index::index_tensor),
+        "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => Custom(index::cat),
+        "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
+        | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
+        | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
+            Custom(index::full)
+        }
+        "aten.arange" => Custom(index::arange),
+        "aten.to" => Custom(ints::to),
+        // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
+        "aten.dropout_"
+        | "aten.feature_dropout"
+        | "aten.feature_dropout_"
+        | "aten.alpha_dropout"
+        | "aten.alpha_dropout_" => Custom(dropout),
+        o if o.ends_with('_') && inplace_base(target).is_some() => Custom(inplace),
+        "aten.__and__" | "aten.__or__" | "aten.__xor__" | "aten.floor_divide"
+        | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor"
+        | "aten.bitwise_not" | "aten.logical_and" | "aten.logical_or" | "aten.logical_xor"
+        | "aten.logical_not"
+            if overload != "out" =>
+        {
+            Custom(ints::int_target)
+        }
         _ => return None,
     })
+}
+
+/// The out-of-place op of an in-place elementwise target (`aten.relu_.default` ->
+/// `aten.relu.default`'s kernel), when it is a plain unary or binary op.
+fn inplace_base(target: &str) -> Option<GOp> {
+    let (op, overload) = target.rsplit_once('.')?;
+    let base = op.strip_suffix('_')?;
+    if base.ends_with('_') || overload == "out" {
+        return None;
+    }
+    match lookup(&format!("{base}.{overload}"))? {
+        g @ (GOp::Unary(_) | GOp::Binary(_)) => Some(g),
+        _ => None,
+    }
+}
+
+/// relu_, add_, hardswish_...: the out-of-place kernel, then a copy of its result into
+/// `self`'s GPU buffer (a shader cannot read and write one buffer through two bindings).
+/// Every view of `self`'s store sees the new values; its CPU copy becomes stale.
+fn inplace(k: &mut Kc) -> Out {
+    let Some(base) = inplace_base(k.target()) else {
+        return Ok(None);
+    };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    // An expanded `self` (internal overlap) is an error in torch: leave it to the CPU kernel.
+    let overlap = x
+        .sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0);
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) || overlap || !k.fits(&x) {
+        return Ok(None);
+    }
+    let other = if k.op.arg("exponent").is_some() {
+        "exponent"
+    } else {
+        "other"
+    };
+    if let Some(o) = k.t(other) {
+        if broadcast_shapes(&x.sizes, &o.sizes).as_deref() != Some(&x.sizes[..]) {
+            return Ok(None);
+        }
+    }
+    let Some(res) = run(k, base)? else {
+        return Ok(None);
+    };
+    let [Slot::T(t)] = &res[..] else {
+        return Ok(None);
+    };
+    if t.sizes != x.sizes || t.dtype != x.dtype {
+        return Ok(None);
+    }
+    index::copy_into(k, t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
+}
+
+/// dropout in eval mode (or p = 0): the input itself, as the CPU kernel returns it.
+fn dropout(k: &mut Kc) -> Out {
+    let name = if k.op.arg("input").is_some() {
+        "input"
+    } else {
+        "self"
+    };
+    let Some(x) = k.t(name) else {
+        return Ok(None);
+    };
+    if k.op.bool_or("train", true)? && k.op.float("p")? != 0.0 {
+        return Ok(None);
+    }
+    Ok(Some(vec![Slot::T(x)]))
 }
 
 /// What a GPU kernel sees: the runner (device, encoder, counters), the node's GPU tensors,
@@ -440,7 +617,10 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
             let Some(x) = k.t("self") else {
                 return Ok(None);
             };
-            if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+            if x.dtype != DType::F32 {
+                return ints::unary_f32_op(k, u);
+            }
+            if !k.out_is(DType::F32) {
                 return Ok(None);
             }
             one(elementwise(
@@ -587,10 +767,13 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
+    if a.dtype != DType::F32 {
+        return ints::binary(k, op);
+    }
     let Some(b) = operand(k, exp_name)? else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 || !k.out_is(DType::F32) {
+    if !k.out_is(DType::F32) {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
@@ -622,10 +805,13 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
+    if a.dtype != DType::F32 {
+        return ints::compare(k, op);
+    }
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 || !k.out_is(DType::Bool) {
+    if !k.out_is(DType::Bool) {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
@@ -649,10 +835,13 @@ fn where_(k: &mut Kc) -> Out {
     let (Some(c), Some(a)) = (k.t("condition"), k.t("self")) else {
         return Ok(None);
     };
+    if a.dtype != DType::F32 {
+        return ints::where_(k);
+    }
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if c.dtype != DType::Bool || a.dtype != DType::F32 || !k.out_is(DType::F32) {
+    if c.dtype != DType::Bool || !k.out_is(DType::F32) {
         return Ok(None);
     }
     if matches!(&b, Operand::T(b) if b.dtype != DType::F32) {
@@ -674,7 +863,8 @@ fn unary_with_args(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+    let int_clamp = ints::is_int(x.dtype) && k.target().starts_with("aten.clamp.");
+    if (x.dtype != DType::F32 || !k.out_is(DType::F32)) && !int_clamp {
         return Ok(None);
     }
     let op = k
@@ -689,6 +879,7 @@ fn unary_with_args(k: &mut Kc) -> Out {
             Some("tanh") => (UnaryOp::GeluTanh, 1.0, 0.0),
             Some(_) => return Ok(None),
         },
+        "aten.clamp" if x.dtype != DType::F32 => return ints::clamp(k),
         "aten.clamp" => {
             if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
                 return Ok(None);
@@ -739,6 +930,12 @@ fn unary_with_args(k: &mut Kc) -> Out {
 
 /// clone, _to_copy (f32 to f32), copy(self, src), lift_fresh_copy: a strided copy.
 fn copy(k: &mut Kc) -> Out {
+    if !k.out_is(DType::F32)
+        || k.t("self").is_some_and(|x| x.dtype != DType::F32)
+        || k.t("src").is_some_and(|x| x.dtype != DType::F32)
+    {
+        return ints::copy_any(k);
+    }
     let op = k
         .target()
         .rsplit_once('.')
@@ -1132,11 +1329,28 @@ fn reduce(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) {
+    // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
+    let int_mode = x.dtype != DType::F32;
+    let logical = matches!(k.target().split('.').nth(1), Some("any" | "all"));
+    let out_dtype = if logical {
+        // any / all of bools: max / min of the 0/1 words.
+        if x.dtype != DType::Bool || !k.out_is(DType::Bool) {
+            return Ok(None);
+        }
+        DType::Bool
+    } else if int_mode {
+        match k.out_dtype(0) {
+            Some(d) if ints::is_int(d) && (ints::is_int(x.dtype) || x.dtype == DType::Bool) => d,
+            _ => return Ok(None),
+        }
+    } else {
+        DType::F32
+    };
+    if !k.out_is(out_dtype) || !k.fits(&x) {
         return Ok(None);
     }
     if let Some(d) = k.op.opt_dtype("dtype")? {
-        if d != DType::F32 {
+        if d != out_dtype {
             return Ok(None);
         }
     }
@@ -1172,9 +1386,17 @@ fn reduce(k: &mut Kc) -> Out {
         "aten.mean" => (ReduceOp::Sum, 1.0 / n_red as f32),
         "aten.amax" => (ReduceOp::Max, 1.0),
         "aten.amin" => (ReduceOp::Min, 1.0),
+        "aten.any" => (ReduceOp::Max, 1.0),
+        "aten.all" => (ReduceOp::Min, 1.0),
         _ => return Ok(None),
     };
     if n_red == 0 && rop != ReduceOp::Sum {
+        return Ok(None);
+    }
+    if int_mode
+        && !logical
+        && (op == "aten.mean" || (rop != ReduceOp::Sum && x.dtype == DType::Bool))
+    {
         return Ok(None);
     }
     let out_sizes: Vec<usize> = if keepdim {
@@ -1185,7 +1407,7 @@ fn reduce(k: &mut Kc) -> Out {
         kept.iter().map(|&d| x.sizes[d]).collect()
     };
     k.ensure(&x)?;
-    let out = k.new_out(DType::F32, &out_sizes)?;
+    let out = k.new_out(out_dtype, &out_sizes)?;
     if n_out == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -1205,12 +1427,12 @@ fn reduce(k: &mut Kc) -> Out {
         scale,
         _p: 0,
     };
-    k.dispatch(
-        &rop.variant(),
-        bytemuck::bytes_of(&meta),
-        &[(1, &out), (2, &x)],
-        (gx, gy, 1),
-    )?;
+    let (v, bufs) = if int_mode {
+        (rop.int_variant(), [(3, &out), (4, &x)])
+    } else {
+        (rop.variant(), [(1, &out), (2, &x)])
+    };
+    k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     Ok(Some(vec![Slot::T(out)]))
 }
 

@@ -6,9 +6,10 @@
 //! - [`exec`]: [`GpuSession`], the executor (GPU kernels plus CPU fallback per node).
 //!
 //! # Dtypes on the GPU
-//! Kernels compute in f32. On the GPU a tensor's storage holds 32-bit words: f32 as f32,
+//! Float kernels compute in f32. On the GPU a tensor's storage holds 32-bit words: f32 as f32,
 //! i64 and i32 as i32 (uploading an i64 outside the i32 range is an error naming the tensor,
-//! never a silent wrap), bool as u32 0/1. f16, bf16, f64 and the small integer types stay on
+//! never a silent wrap; int64 arithmetic wraps in 32 bits, see [`store`]), bool as u32 0/1.
+//! Data movement (gathers, cat, fills, views) works on words of any of these dtypes. f16, bf16, f64 and the small integer types stay on
 //! the CPU: their nodes run through the CPU fallback (shader-f16 kernels are future work).
 //! A node runs on the GPU only when its kernel accepts every input and output dtype.
 //!

@@ -14,15 +14,25 @@ pub enum Shader {
     Rows,
     Reduce,
     Random,
+    Conv,
+    Norm,
+    Pool,
+    Index,
+    Ints,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 5] = [
+    pub const ALL: [Shader; 10] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
         Shader::Reduce,
         Shader::Random,
+        Shader::Conv,
+        Shader::Norm,
+        Shader::Pool,
+        Shader::Index,
+        Shader::Ints,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -31,6 +41,11 @@ impl Shader {
             Shader::Rows => "rows.wgsl",
             Shader::Reduce => "reduce.wgsl",
             Shader::Random => "random.wgsl",
+            Shader::Conv => "conv.wgsl",
+            Shader::Norm => "norm.wgsl",
+            Shader::Pool => "pool.wgsl",
+            Shader::Index => "index.wgsl",
+            Shader::Ints => "ints.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -62,6 +77,11 @@ impl Shader {
             Shader::Rows => include_str!("../../shaders/rows.wgsl"),
             Shader::Reduce => include_str!("../../shaders/reduce.wgsl"),
             Shader::Random => include_str!("../../shaders/random.wgsl"),
+            Shader::Conv => include_str!("../../shaders/conv.wgsl"),
+            Shader::Norm => include_str!("../../shaders/norm.wgsl"),
+            Shader::Pool => include_str!("../../shaders/pool.wgsl"),
+            Shader::Index => include_str!("../../shaders/index.wgsl"),
+            Shader::Ints => include_str!("../../shaders/ints.wgsl"),
         }
     }
 }
@@ -113,5 +133,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::LAYER_NORM);
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);
+    v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));
+    v.extend(super::kernels::nn_variants());
     v
 }

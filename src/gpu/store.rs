@@ -8,6 +8,17 @@
 //!
 //! On the GPU: f32 as f32; i64 and i32 as i32 (an i64 outside the i32 range is an error on
 //! upload, never a silent wrap); bool as u32 (0/1). Other dtypes stay on the CPU.
+//!
+//! # int64 arithmetic on the GPU
+//! The int kernels (shaders/ints.wgsl, `reduce_i`) compute int64 in 32 bits: a result outside
+//! the int32 range wraps around (two's complement) exactly as an int32 tensor would, and
+//! nothing detects it, neither on the GPU nor on download (the wrapped word is a valid
+//! int32). What is guaranteed: values that enter from the CPU are checked (above), and every
+//! int64 result that fits int32 is exact. In practice the int64 tensors of exported models
+//! are indices, positions, shapes and masks, far inside the range; a program that computes
+//! large int64 values (hashes, products of large sizes, cumulative sums over huge counts)
+//! must run on `--device cpu`. Integer division by zero gives 0 on the GPU where torch
+//! raises; out-of-range gather indices read 0 where torch raises.
 
 use super::device::{GpuBuffer, GpuDevice};
 use crate::cpu::{Data, Tensor};

@@ -1,0 +1,106 @@
+// Data movement that does not look at values, so every 32-bit GPU dtype (f32, int32/int64
+// held as i32, bool as u32) shares one pipeline: gathers along one dimension (embedding,
+// index_select, gather, index.Tensor), strided copies into a slice of the output (cat,
+// stack) and fills (full, zeros, ones, arange, scalar_tensor).
+// `Meta` mirrors `IndexMeta` in src/gpu/kernels/index.rs.
+
+struct Meta {
+    numel: u32,
+    rank: u32,
+    // Threads per row of the 2-D dispatch grid.
+    row: u32,
+    // fill: 0 constant `value.x`, 1 f32 arange (start, step in value.xy as f32 bits),
+    // 2 int arange (start, step as i32 bits).
+    flags: u32,
+    shape: array<vec4<u32>, 2>,
+    // Source strides per output dim (0 on the dims the index supplies).
+    src_strides: array<vec4<u32>, 2>,
+    // gather: index strides per output dim; copy: destination strides.
+    idx_strides: array<vec4<u32>, 2>,
+    // (source offset, index or destination offset, source stride of the indexed dim,
+    //  size of the indexed dim)
+    offs: vec4<u32>,
+    value: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> params: Meta;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read> src: array<u32>;
+@group(0) @binding(3) var<storage, read> idx: array<i32>;
+
+fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
+    return v[d / 4u][d % 4u];
+}
+
+fn index(gid: vec3<u32>) -> u32 {
+    return gid.x + gid.y * params.row;
+}
+
+// Offsets of element `i` (row-major over `shape`) in the source and in the index (or the
+// destination).
+fn offsets(i: u32) -> vec2<u32> {
+    var rem = i;
+    var o = params.offs.xy;
+    var d = params.rank;
+    loop {
+        if d == 0u {
+            break;
+        }
+        d = d - 1u;
+        let n = dim(params.shape, d);
+        let k = rem % n;
+        rem = rem / n;
+        o = o + k * vec2<u32>(dim(params.src_strides, d), dim(params.idx_strides, d));
+    }
+    return o;
+}
+
+// out[i] = src[offset(i) + index * stride]; a negative index counts from the end. An index
+// outside the dimension cannot raise on the GPU: it reads 0 (see the module doc in Rust).
+@compute @workgroup_size(64)
+fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    var j = idx[o.y];
+    if j < 0 {
+        j = j + i32(params.offs.w);
+    }
+    if j < 0 || u32(j) >= params.offs.w {
+        out[i] = 0u;
+        return;
+    }
+    out[i] = src[o.x + u32(j) * params.offs.z];
+}
+
+// A strided copy: out[dst offset + strides . coords] = src[src offset + strides . coords].
+@compute @workgroup_size(64)
+fn copy(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    out[o.y] = src[o.x];
+}
+
+@compute @workgroup_size(64)
+fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    switch params.flags {
+        case 1u: {
+            out[i] = bitcast<u32>(bitcast<f32>(params.value.x) + f32(i) * bitcast<f32>(params.value.y));
+        }
+        case 2u: {
+            out[i] = bitcast<u32>(bitcast<i32>(params.value.x) + i32(i) * bitcast<i32>(params.value.y));
+        }
+        default: {
+            out[i] = params.value.x;
+        }
+    }
+}

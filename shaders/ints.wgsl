@@ -1,0 +1,227 @@
+// Elementwise kernels on int and bool tensors (int32 and int64 are held as i32 on the GPU,
+// bool as u32 0/1; see src/gpu/store.rs for what happens to int64 values outside int32),
+// plus dtype conversions and logical ops on any GPU dtype. Same strided broadcasting as
+// elementwise.wgsl and the same `Meta` (`ElemMeta` in src/gpu/kernels.rs); an integer
+// scalar `b` is `p0`, an integer `alpha` is `p1` (both as i32 bits). Integer arithmetic
+// wraps around in 32 bits. `OP` codes: `IntBinaryOp`, `IntCompareOp`... in
+// src/gpu/kernels/ints.rs.
+
+struct Meta {
+    numel: u32,
+    rank: u32,
+    row: u32,
+    // Bit 0: `b` is the scalar `p0`. logical / convert: bit 1 `a` is f32, bit 2 `b` is
+    // f32, bit 3 `a` is bool. unary_i clamp: bit 4 min (`p0`), bit 5 max (`p1`).
+    flags: u32,
+    shape: array<vec4<u32>, 2>,
+    a_strides: array<vec4<u32>, 2>,
+    b_strides: array<vec4<u32>, 2>,
+    c_strides: array<vec4<u32>, 2>,
+    offsets: vec4<u32>,
+    alpha: f32,
+    beta: f32,
+    p0: f32,
+    p1: f32,
+}
+
+override OP: u32 = 0u;
+
+@group(0) @binding(0) var<uniform> params: Meta;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read> a: array<u32>;
+@group(0) @binding(3) var<storage, read> b: array<u32>;
+@group(0) @binding(6) var<storage, read> cond: array<u32>;
+
+fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
+    return v[d / 4u][d % 4u];
+}
+
+fn offsets(i: u32) -> vec3<u32> {
+    var rem = i;
+    var o = params.offsets.xyz;
+    var d = params.rank;
+    loop {
+        if d == 0u {
+            break;
+        }
+        d = d - 1u;
+        let n = dim(params.shape, d);
+        let k = rem % n;
+        rem = rem / n;
+        o = o + k * vec3<u32>(dim(params.a_strides, d), dim(params.b_strides, d), dim(params.c_strides, d));
+    }
+    return o;
+}
+
+fn index(gid: vec3<u32>) -> u32 {
+    return gid.x + gid.y * params.row;
+}
+
+fn b_word(o: u32) -> u32 {
+    if (params.flags & 1u) != 0u {
+        return bitcast<u32>(params.p0);
+    }
+    return b[o];
+}
+
+// Python's floor division and modulo (torch's `floor_divide`, `remainder`); x / 0 gives 0
+// here where torch raises.
+fn floor_div(x: i32, y: i32) -> i32 {
+    if y == 0 {
+        return 0;
+    }
+    let q = x / y;
+    return select(q, q - 1, (x % y != 0) && ((x < 0) != (y < 0)));
+}
+
+fn binary_op(x: i32, y: i32) -> i32 {
+    let alpha = bitcast<i32>(params.p1);
+    switch OP {
+        case 0u: { return x + alpha * y; }
+        case 1u: { return x - alpha * y; }
+        case 2u: { return x * y; }
+        case 3u: { return max(x, y); }
+        case 4u: { return min(x, y); }
+        case 5u: { return floor_div(x, y); }
+        case 6u: { return select(x / y, 0, y == 0); }
+        case 7u: { return select(x - floor_div(x, y) * y, 0, y == 0); }
+        case 8u: { return x & y; }
+        case 9u: { return x | y; }
+        case 10u: { return x ^ y; }
+        case 11u: { return y - alpha * x; }
+        default: { return x; }
+    }
+}
+
+@compute @workgroup_size(64)
+fn binary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    out[i] = bitcast<u32>(binary_op(bitcast<i32>(a[o.x]), bitcast<i32>(b_word(o.y))));
+}
+
+fn compare_op(x: i32, y: i32) -> bool {
+    switch OP {
+        case 0u: { return x == y; }
+        case 1u: { return x != y; }
+        case 2u: { return x < y; }
+        case 3u: { return x <= y; }
+        case 4u: { return x > y; }
+        case 5u: { return x >= y; }
+        default: { return false; }
+    }
+}
+
+@compute @workgroup_size(64)
+fn compare_i(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    out[i] = select(0u, 1u, compare_op(bitcast<i32>(a[o.x]), bitcast<i32>(b_word(o.y))));
+}
+
+@compute @workgroup_size(64)
+fn unary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let x = bitcast<i32>(a[offsets(i).x]);
+    var r = x;
+    switch OP {
+        case 1u: { r = -x; }
+        case 2u: { r = abs(x); }
+        case 3u: { r = ~x; }
+        case 4u: { r = sign(x); }
+        case 5u: { r = x * x; }
+        // clamp: min `p0` if flags bit 4, max `p1` if flags bit 5 (max wins, as torch)
+        case 6u: {
+            if (params.flags & 16u) != 0u {
+                r = max(r, bitcast<i32>(params.p0));
+            }
+            if (params.flags & 32u) != 0u {
+                r = min(r, bitcast<i32>(params.p1));
+            }
+        }
+        default: {}
+    }
+    out[i] = bitcast<u32>(r);
+}
+
+// Truth of a word: f32 compares as a number (-0.0 is false, NaN true), other dtypes by bits.
+fn truth(w: u32, is_float: bool) -> bool {
+    if is_float {
+        return bitcast<f32>(w) != 0.0 || (w & 0x7fffffffu) > 0x7f800000u;
+    }
+    return w != 0u;
+}
+
+@compute @workgroup_size(64)
+fn logical(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    let x = truth(a[o.x], (params.flags & 2u) != 0u);
+    var r = false;
+    if OP == 3u {
+        r = !x;
+    } else {
+        let y = truth(b_word(o.y), (params.flags & 4u) != 0u);
+        switch OP {
+            case 0u: { r = x && y; }
+            case 1u: { r = x || y; }
+            default: { r = x != y; }
+        }
+    }
+    out[i] = select(0u, 1u, r);
+}
+
+// where(cond, a, b) on 32-bit words of any dtype.
+@compute @workgroup_size(64)
+fn where_u(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    out[i] = select(b_word(o.y), a[o.x], cond[o.z] != 0u);
+}
+
+// Conversion to `OP` (0 f32, 1 int, 2 bool) from the kind in flags (bit 1 f32, bit 3 bool,
+// neither: int). f32 to int truncates toward zero (saturating at the i32 range).
+@compute @workgroup_size(64)
+fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let w = a[offsets(i).x];
+    let from_float = (params.flags & 2u) != 0u;
+    let from_bool = (params.flags & 8u) != 0u;
+    var r = w;
+    switch OP {
+        case 0u: {
+            if from_bool {
+                r = bitcast<u32>(f32(w));
+            } else if !from_float {
+                r = bitcast<u32>(f32(bitcast<i32>(w)));
+            }
+        }
+        case 1u: {
+            if from_float {
+                r = bitcast<u32>(i32(bitcast<f32>(w)));
+            }
+        }
+        default: {
+            r = select(0u, 1u, truth(w, from_float));
+        }
+    }
+    out[i] = r;
+}

@@ -1,0 +1,175 @@
+// Pooling over planes of a 3-D (D, H, W) volume (1-D and 2-D pools have leading size-1
+// dims), contiguous input, one thread per output element, following torch's CPU kernels
+// (src/ops/pool): max pooling propagates NaN and reports the flat index within the input
+// plane; average pooling divides by the window clipped to the padded input (or to the
+// input, or a divisor override); adaptive windows span [floor(i*in/out), ceil((i+1)*in/out)).
+// `Meta` mirrors `PoolMeta` in src/gpu/kernels/pool.rs.
+
+struct Meta {
+    numel: u32,
+    // Threads per row of the 2-D dispatch grid.
+    row: u32,
+    // Bit 0: avg counts the padding (count_include_pad), bit 1: `divisor` overrides.
+    flags: u32,
+    divisor: i32,
+    // (d, h, w, d * h * w)
+    ins: vec4<u32>,
+    outs: vec4<u32>,
+    k: vec4<u32>,
+    s: vec4<u32>,
+    p: vec4<u32>,
+    d: vec4<u32>,
+}
+
+// +inf as a run-time value: WGSL forbids it in constant expressions (Chrome's Tint rejects
+// `bitcast<f32>(0x7f800000u)`), a private variable's value is not one.
+var<private> INF_BITS: u32 = 0x7f800000u;
+
+@group(0) @binding(0) var<uniform> params: Meta;
+@group(0) @binding(1) var<storage, read_write> out: array<f32>;
+@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(3) var<storage, read_write> indices: array<i32>;
+
+fn is_nan(v: f32) -> bool {
+    let u = bitcast<u32>(v);
+    return (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u;
+}
+
+// Output coordinates (z, y, x) and plane of element `i`.
+fn coords(i: u32) -> vec4<u32> {
+    let op = params.outs.w;
+    let q = i % op;
+    return vec4<u32>(q / (params.outs.y * params.outs.z), (q / params.outs.z) % params.outs.y,
+        q % params.outs.z, i / op);
+}
+
+// Max window along axis `a` for output `o`: [start, end) aligned to the dilation grid.
+fn max_span(o: u32, a: u32) -> vec2<i32> {
+    let start = i32(o * params.s[a]) - i32(params.p[a]);
+    let end = min(start + i32((params.k[a] - 1u) * params.d[a]) + 1, i32(params.ins[a]));
+    var s = start;
+    while s < 0 {
+        s = s + i32(params.d[a]);
+    }
+    return vec2<i32>(s, max(end, 0));
+}
+
+fn max_pool_at(i: u32) -> vec2<f32> {
+    let c = coords(i);
+    let zs = max_span(c.x, 0u);
+    let ys = max_span(c.y, 1u);
+    let xs = max_span(c.z, 2u);
+    let ih = i32(params.ins.y);
+    let iw = i32(params.ins.z);
+    let base = c.w * params.ins.w;
+    var m = -bitcast<f32>(INF_BITS);
+    var idx = (zs.x * ih + ys.x) * iw + xs.x;
+    for (var z = zs.x; z < zs.y; z = z + i32(params.d.x)) {
+        for (var y = ys.x; y < ys.y; y = y + i32(params.d.y)) {
+            for (var xx = xs.x; xx < xs.y; xx = xx + i32(params.d.z)) {
+                let at = (z * ih + y) * iw + xx;
+                let v = x[base + u32(at)];
+                if v > m || is_nan(v) {
+                    m = v;
+                    idx = at;
+                }
+            }
+        }
+    }
+    return vec2<f32>(m, bitcast<f32>(idx));
+}
+
+@compute @workgroup_size(64)
+fn max_pool(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.numel {
+        return;
+    }
+    out[i] = max_pool_at(i).x;
+}
+
+@compute @workgroup_size(64)
+fn max_pool_indices(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.numel {
+        return;
+    }
+    let r = max_pool_at(i);
+    out[i] = r.x;
+    indices[i] = bitcast<i32>(r.y);
+}
+
+@compute @workgroup_size(64)
+fn avg_pool(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.numel {
+        return;
+    }
+    let c = coords(i);
+    var lo: vec3<i32>;
+    var hi: vec3<i32>;
+    var padded = 1;
+    var clipped = 1;
+    var empty = false;
+    for (var a = 0u; a < 3u; a = a + 1u) {
+        let start = i32(c[a] * params.s[a]) - i32(params.p[a]);
+        let end = min(start + i32(params.k[a]), i32(params.ins[a] + params.p[a]));
+        padded = padded * (end - start);
+        lo[a] = max(start, 0);
+        hi[a] = min(end, i32(params.ins[a]));
+        empty = empty || lo[a] >= hi[a];
+        clipped = clipped * max(hi[a] - lo[a], 0);
+    }
+    if empty {
+        out[i] = 0.0;
+        return;
+    }
+    var div = clipped;
+    if (params.flags & 2u) != 0u {
+        div = params.divisor;
+    } else if (params.flags & 1u) != 0u {
+        div = padded;
+    }
+    let ih = i32(params.ins.y);
+    let iw = i32(params.ins.z);
+    let base = c.w * params.ins.w;
+    var sum = 0.0;
+    for (var z = lo.x; z < hi.x; z = z + 1) {
+        for (var y = lo.y; y < hi.y; y = y + 1) {
+            for (var xx = lo.z; xx < hi.z; xx = xx + 1) {
+                sum = sum + x[base + u32((z * ih + y) * iw + xx)];
+            }
+        }
+    }
+    out[i] = sum / f32(div);
+}
+
+@compute @workgroup_size(64)
+fn adaptive_avg(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.numel {
+        return;
+    }
+    let c = coords(i);
+    var lo: vec3<u32>;
+    var hi: vec3<u32>;
+    for (var a = 0u; a < 3u; a = a + 1u) {
+        let o = c[a];
+        let n = params.outs[a];
+        let len = params.ins[a];
+        lo[a] = (o / n) * len + ((o % n) * len) / n;
+        hi[a] = 1u + ((o + 1u) * len - 1u) / n;
+    }
+    let ih = params.ins.y;
+    let iw = params.ins.z;
+    let base = c.w * params.ins.w;
+    var sum = 0.0;
+    for (var z = lo.x; z < hi.x; z = z + 1u) {
+        for (var y = lo.y; y < hi.y; y = y + 1u) {
+            for (var xx = lo.z; xx < hi.z; xx = xx + 1u) {
+                sum = sum + x[base + (z * ih + y) * iw + xx];
+            }
+        }
+    }
+    out[i] = sum / f32((hi.x - lo.x) * (hi.y - lo.y) * (hi.z - lo.z));
+}

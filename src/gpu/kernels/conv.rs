@@ -1,0 +1,219 @@
+//! Convolutions on the GPU (shaders/conv.wgsl): `convolution`, `_convolution` and
+//! `conv1d/2d/3d`, f32, any stride, padding (explicit, 'valid', 'same' at stride 1),
+//! dilation and groups. A layer with one input channel per group (depthwise) runs the direct
+//! kernel, every other one the implicit GEMM. Transposed convolutions decline (CPU).
+
+use super::{contiguous, grid, Kc, Out};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::gpu::exec::Slot;
+use crate::gpu::shaders::{Shader, Variant};
+use crate::program::Arg;
+use bytemuck::{Pod, Zeroable};
+
+pub const CONV: Variant = Variant::new(Shader::Conv, "conv");
+pub const DEPTHWISE: Variant = Variant::new(Shader::Conv, "depthwise");
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct ConvMeta {
+    pub n: u32,
+    pub c: u32,
+    pub o: u32,
+    pub groups: u32,
+    /// (d, h, w, d * h * w) of the input, kernel and output.
+    pub ins: [u32; 4],
+    pub ks: [u32; 4],
+    pub outs: [u32; 4],
+    pub stride: [u32; 4],
+    pub pad: [u32; 4],
+    pub dil: [u32; 4],
+    pub cg: u32,
+    pub og: u32,
+    pub kdim: u32,
+    pub flags: u32,
+    pub row: u32,
+    pub _p: [u32; 3],
+}
+
+/// A per-dim list (1 value or `nd`) placed in the last `nd` of three (D, H, W) slots.
+pub(super) fn spatial3(v: &[i64], nd: usize, fill: usize, min: i64) -> Option<[usize; 3]> {
+    let v: Vec<i64> = if v.len() == 1 {
+        vec![v[0]; nd]
+    } else {
+        v.to_vec()
+    };
+    if v.len() != nd || v.iter().any(|&x| x < min) {
+        return None;
+    }
+    let mut out = [fill; 3];
+    for (i, &x) in v.iter().enumerate() {
+        out[3 - nd + i] = x as usize;
+    }
+    Some(out)
+}
+
+fn vec4(v: [usize; 3]) -> [u32; 4] {
+    [
+        v[0] as u32,
+        v[1] as u32,
+        v[2] as u32,
+        (v[0] * v[1] * v[2]) as u32,
+    ]
+}
+
+pub(super) fn conv(k: &mut Kc) -> Out {
+    let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
+        return Ok(None);
+    };
+    let bias = k.t("bias");
+    if k.is_tensor_arg("bias") && bias.is_none() {
+        return Ok(None);
+    }
+    if x.dtype != DType::F32
+        || w.dtype != DType::F32
+        || bias.as_ref().is_some_and(|b| b.dtype != DType::F32)
+        || !k.out_is(DType::F32)
+        || k.op.bool_or("transposed", false)?
+    {
+        return Ok(None);
+    }
+    let nd = match w.rank().checked_sub(2) {
+        Some(n @ 1..=3) => n,
+        _ => return Ok(None),
+    };
+    let unbatched = x.rank() == nd + 1;
+    if !unbatched && x.rank() != nd + 2 {
+        return Ok(None);
+    }
+    let xs: Vec<usize> = if unbatched {
+        [&[1][..], &x.sizes].concat()
+    } else {
+        x.sizes.clone()
+    };
+    let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
+        Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
+    };
+    let groups = k.op.int_or("groups", 1)?;
+    let (Some(stride), Some(dil)) = (
+        spatial3(&ints("stride", 1)?, nd, 1, 1),
+        spatial3(&ints("dilation", 1)?, nd, 1, 1),
+    ) else {
+        return Ok(None);
+    };
+    if groups < 1 {
+        return Ok(None);
+    }
+    let groups = groups as usize;
+    let mut ks = [1usize; 3];
+    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
+    let mut ins = [1usize; 3];
+    ins[3 - nd..].copy_from_slice(&xs[2..]);
+    let (pad_lo, pad_hi) = match k.op.arg("padding") {
+        Some(Arg::Str(s)) if s == "valid" => ([0; 3], [0; 3]),
+        Some(Arg::Str(s)) if s == "same" && stride == [1, 1, 1] => {
+            let mut lo = [0; 3];
+            let mut hi = [0; 3];
+            for i in 0..3 {
+                let total = dil[i] * (ks[i] - 1);
+                lo[i] = total / 2;
+                hi[i] = total - lo[i];
+            }
+            (lo, hi)
+        }
+        Some(Arg::Str(_)) => return Ok(None),
+        _ => match spatial3(&ints("padding", 0)?, nd, 0, 0) {
+            Some(p) => (p, p),
+            None => return Ok(None),
+        },
+    };
+    // Asymmetric 'same' padding: the kernel pads `pad_lo` before and clips at the input end,
+    // so the extra element at the end is implicit in the output size.
+    let c = xs[1];
+    let o = w.sizes[0];
+    if w.sizes[1] * groups != c || o % groups != 0 || bias.as_ref().is_some_and(|b| b.numel() != o)
+    {
+        return Ok(None);
+    }
+    let mut outs = [1usize; 3];
+    for i in 0..3 {
+        let span = dil[i] * (ks[i] - 1) + 1;
+        let padded = ins[i] + pad_lo[i] + pad_hi[i];
+        if padded < span {
+            return Ok(None);
+        }
+        outs[i] = (padded - span) / stride[i] + 1;
+    }
+    let n = xs[0];
+    let (cg, og) = (c / groups, o / groups);
+    let taps: usize = ks.iter().product();
+    let plane_out: usize = outs.iter().product();
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
+    let depthwise = cg == 1;
+    if !k.fits(&x)
+        || !k.fits(&w)
+        || n * o * plane_out >= u32::MAX as usize
+        || (!depthwise
+            && (plane_out.div_ceil(64) > maxg || og.div_ceil(64) > maxg || n * groups > maxg))
+    {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let Some(wc) = contiguous(k, &w)? else {
+        return Ok(None);
+    };
+    let bc = match &bias {
+        Some(b) => match contiguous(k, b)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut sizes = vec![n, o];
+    sizes.extend_from_slice(&outs[3 - nd..]);
+    if unbatched {
+        sizes.remove(0);
+    }
+    let out = k.new_out(DType::F32, &sizes)?;
+    if n * o * plane_out == 0 {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
+    let mut meta = ConvMeta {
+        n: n as u32,
+        c: c as u32,
+        o: o as u32,
+        groups: groups as u32,
+        ins: vec4(ins),
+        ks: vec4(ks),
+        outs: vec4(outs),
+        stride: vec4(stride),
+        pad: vec4(pad_lo),
+        dil: vec4(dil),
+        cg: cg as u32,
+        og: og as u32,
+        kdim: (cg * taps) as u32,
+        flags: bc.is_some() as u32,
+        ..Default::default()
+    };
+    let bref = bc.as_ref().unwrap_or(&wc);
+    let bufs = [(1, &out), (2, &xc), (3, &wc), (4, bref)];
+    if depthwise {
+        let (gx, gy, row) = grid(n * o * plane_out, 64);
+        meta.row = row;
+        k.dispatch(&DEPTHWISE, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
+    } else {
+        let groups3 = (
+            plane_out.div_ceil(64) as u32,
+            og.div_ceil(64) as u32,
+            (n * groups) as u32,
+        );
+        k.dispatch(&CONV, bytemuck::bytes_of(&meta), &bufs, groups3)?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}

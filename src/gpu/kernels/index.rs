@@ -1,0 +1,428 @@
+//! Indexing, concatenation and factories on the GPU (shaders/index.wgsl). These move 32-bit
+//! words without looking at them, so one pipeline serves f32, int32/int64 (held as i32) and
+//! bool alike.
+//!
+//! - gathers along one dim: `embedding`, `index_select`, `gather`, `index.Tensor` with one
+//!   integer index tensor (leading `None`s allowed). Negative indices count from the end;
+//!   an index outside the dim cannot raise on the GPU, it reads 0 (the CPU kernel raises).
+//! - `cat` / `stack`: one strided copy per input into its slice of the output.
+//! - `full`, `zeros`, `ones`, `empty` (zeros), `new_*`, the `*_like` forms of a contiguous
+//!   tensor, `scalar_tensor`, and `arange` for integer dtypes, or f32 with integer bounds
+//!   and step (exact in f32 up to 2^24).
+
+use super::{grid, norm_dim, pad8, Kc, Out, MAX_RANK};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::gpu::exec::Slot;
+use crate::gpu::shaders::{Shader, Variant};
+use crate::gpu::store::{gpu_dtype, GTensor};
+use crate::ops::Scalar;
+use crate::program::Arg;
+use bytemuck::{Pod, Zeroable};
+
+pub const GATHER: Variant = Variant::new(Shader::Index, "gather");
+pub const COPY: Variant = Variant::new(Shader::Index, "copy");
+pub const FILL: Variant = Variant::new(Shader::Index, "fill");
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct IndexMeta {
+    pub numel: u32,
+    pub rank: u32,
+    pub row: u32,
+    pub flags: u32,
+    pub shape: [u32; 8],
+    pub src_strides: [u32; 8],
+    pub idx_strides: [u32; 8],
+    /// (source offset, index or destination offset, stride of the indexed dim, its size)
+    pub offs: [u32; 4],
+    pub value: [u32; 4],
+}
+
+fn is_int(d: DType) -> bool {
+    matches!(d, DType::I64 | DType::I32)
+}
+
+/// out[coords] = src[src_strides . coords + idx[idx_strides . coords] * dim_stride].
+#[allow(clippy::too_many_arguments)]
+fn encode_gather(
+    k: &mut Kc,
+    src: &GTensor,
+    idx: &GTensor,
+    shape: &[usize],
+    src_strides: &[usize],
+    idx_strides: &[usize],
+    dim_stride: usize,
+    dim_size: usize,
+) -> Out {
+    let numel: usize = shape.iter().product();
+    if shape.len() > MAX_RANK
+        || numel >= u32::MAX as usize
+        || !k.fits(src)
+        || !k.fits(idx)
+        || !gpu_dtype(src.dtype)
+        || !is_int(idx.dtype)
+        || k.out_dtype(0) != Some(src.dtype)
+    {
+        return Ok(None);
+    }
+    k.ensure(src)?;
+    k.ensure(idx)?;
+    let out = k.new_out(src.dtype, shape)?;
+    if numel > 0 {
+        let (gx, gy, row) = grid(numel, 64);
+        let meta = IndexMeta {
+            numel: numel as u32,
+            rank: shape.len() as u32,
+            row,
+            shape: pad8(shape),
+            src_strides: pad8(src_strides),
+            idx_strides: pad8(idx_strides),
+            offs: [
+                src.offset as u32,
+                idx.offset as u32,
+                dim_stride as u32,
+                dim_size as u32,
+            ],
+            ..Default::default()
+        };
+        k.dispatch(
+            &GATHER,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, src), (3, idx)],
+            (gx, gy, 1),
+        )?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+pub(super) fn embedding(k: &mut Kc) -> Out {
+    let (Some(w), Some(idx)) = (k.t("weight"), k.t("indices")) else {
+        return Ok(None);
+    };
+    if w.rank() != 2 || idx.rank() + 1 > MAX_RANK {
+        return Ok(None);
+    }
+    let mut shape = idx.sizes.clone();
+    shape.push(w.sizes[1]);
+    let mut ss = vec![0; idx.rank()];
+    ss.push(w.strides[1]);
+    let mut is = idx.strides.clone();
+    is.push(0);
+    encode_gather(k, &w, &idx, &shape, &ss, &is, w.strides[0], w.sizes[0])
+}
+
+pub(super) fn index_select(k: &mut Kc) -> Out {
+    let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
+        return Ok(None);
+    };
+    if idx.rank() > 1 {
+        return Ok(None);
+    }
+    if x.rank() == 0 {
+        return Ok(None);
+    }
+    let Some(d) = norm_dim(k.op.int("dim")?, x.rank()) else {
+        return Ok(None);
+    };
+    let n = idx.numel();
+    let istride = idx.strides.first().copied().unwrap_or(0);
+    let mut shape = x.sizes.clone();
+    shape[d] = n;
+    let mut ss = x.strides.clone();
+    ss[d] = 0;
+    let mut is = vec![0; x.rank()];
+    is[d] = istride;
+    let idx1 = idx.view(vec![n], vec![istride], idx.offset);
+    encode_gather(k, &x, &idx1, &shape, &ss, &is, x.strides[d], x.sizes[d])
+}
+
+pub(super) fn gather(k: &mut Kc) -> Out {
+    let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
+        return Ok(None);
+    };
+    if x.rank() == 0 || idx.rank() != x.rank() {
+        return Ok(None);
+    }
+    let Some(d) = norm_dim(k.op.int("dim")?, x.rank()) else {
+        return Ok(None);
+    };
+    if (0..x.rank()).any(|i| i != d && idx.sizes[i] > x.sizes[i]) {
+        return Ok(None);
+    }
+    let mut ss = x.strides.clone();
+    ss[d] = 0;
+    let shape = idx.sizes.clone();
+    let is = idx.strides.clone();
+    encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d])
+}
+
+/// index.Tensor with exactly one integer index tensor (after any number of `None`s).
+pub(super) fn index_tensor(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let Some(Arg::OptTensors(ids)) = k.op.arg("indices") else {
+        return Ok(None);
+    };
+    let present: Vec<(usize, usize)> = ids
+        .iter()
+        .enumerate()
+        .filter_map(|(i, id)| id.map(|id| (i, id)))
+        .collect();
+    let [(d, id)] = present[..] else {
+        return Ok(None);
+    };
+    let Some(idx) = k.env_t.get(id).and_then(|t| t.clone()) else {
+        return Ok(None);
+    };
+    if d >= x.rank() || !is_int(idx.dtype) {
+        return Ok(None);
+    }
+    let mut shape = x.sizes[..d].to_vec();
+    shape.extend_from_slice(&idx.sizes);
+    shape.extend_from_slice(&x.sizes[d + 1..]);
+    let mut ss = x.strides[..d].to_vec();
+    ss.extend(std::iter::repeat_n(0, idx.rank()));
+    ss.extend_from_slice(&x.strides[d + 1..]);
+    let mut is = vec![0; d];
+    is.extend_from_slice(&idx.strides);
+    is.extend(std::iter::repeat_n(0, x.rank() - d - 1));
+    encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d])
+}
+
+/// A strided copy of `src` into the view `dst` (same sizes), whose GPU copy must be current.
+pub(super) fn copy_into(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+    k.ensure(dst)?;
+    encode_copy(k, src, dst)
+}
+
+/// A strided copy of `src` into the view `dst` (same sizes) of a fresh output.
+fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+    let numel = src.numel();
+    if numel == 0 {
+        return Ok(());
+    }
+    k.ensure(src)?;
+    let (gx, gy, row) = grid(numel, 64);
+    let meta = IndexMeta {
+        numel: numel as u32,
+        rank: src.rank() as u32,
+        row,
+        shape: pad8(&src.sizes),
+        src_strides: pad8(&src.strides),
+        idx_strides: pad8(&dst.strides),
+        offs: [src.offset as u32, dst.offset as u32, 0, 0],
+        ..Default::default()
+    };
+    k.dispatch(
+        &COPY,
+        bytemuck::bytes_of(&meta),
+        &[(1, dst), (2, src)],
+        (gx, gy, 1),
+    )
+}
+
+/// cat and stack (stack = cat of the inputs unsqueezed at `dim`).
+pub(super) fn cat(k: &mut Kc) -> Out {
+    let stack = k.target().starts_with("aten.stack");
+    let Some(Arg::Tensors(ids)) = k.op.arg("tensors") else {
+        return Ok(None);
+    };
+    let mut ts = Vec::new();
+    for id in ids {
+        match k.env_t.get(*id).and_then(|t| t.clone()) {
+            Some(t) => ts.push(t),
+            None => return Ok(None),
+        }
+    }
+    let Some(first) = ts.first() else {
+        return Ok(None);
+    };
+    let dtype = first.dtype;
+    if !gpu_dtype(dtype) || ts.iter().any(|t| t.dtype != dtype) || !k.out_is(dtype) {
+        return Ok(None);
+    }
+    let dim = k.op.int_or("dim", 0)?;
+    let parts: Vec<GTensor> = if stack {
+        if ts.iter().any(|t| t.sizes != first.sizes) {
+            return Ok(None);
+        }
+        let Some(d) = norm_dim(dim, first.rank() + 1) else {
+            return Ok(None);
+        };
+        ts.iter()
+            .map(|t| {
+                let mut sizes = t.sizes.clone();
+                let mut strides = t.strides.clone();
+                sizes.insert(d, 1);
+                strides.insert(d, 0);
+                t.view(sizes, strides, t.offset)
+            })
+            .collect()
+    } else {
+        ts.into_iter()
+            .filter(|t| !(t.rank() == 1 && t.sizes[0] == 0))
+            .collect()
+    };
+    let Some(first) = parts.first().cloned() else {
+        return Ok(None);
+    };
+    if first.rank() == 0 || first.rank() > MAX_RANK {
+        return Ok(None);
+    }
+    // Stacked parts already carry the new dim.
+    let Some(d) = norm_dim(dim, first.rank()) else {
+        return Ok(None);
+    };
+    let mut sizes = first.sizes.clone();
+    sizes[d] = 0;
+    for t in &parts {
+        if t.rank() != first.rank()
+            || (0..t.rank()).any(|i| i != d && t.sizes[i] != first.sizes[i])
+            || !k.fits(t)
+        {
+            return Ok(None);
+        }
+        sizes[d] += t.sizes[d];
+    }
+    if sizes.iter().product::<usize>() >= u32::MAX as usize {
+        return Ok(None);
+    }
+    let out = k.new_out(dtype, &sizes)?;
+    let mut start = 0;
+    for t in &parts {
+        let dst = out.view(t.sizes.clone(), out.strides.clone(), start * out.strides[d]);
+        encode_copy(k, t, &dst)?;
+        start += t.sizes[d];
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// The 32-bit word of `v` in `dtype`'s GPU representation (None if it does not fit).
+fn word(dtype: DType, v: Scalar) -> Option<u32> {
+    match dtype {
+        DType::F32 => Some((v.as_f64() as f32).to_bits()),
+        DType::Bool => Some((v.as_f64() != 0.0) as u32),
+        DType::I64 | DType::I32 => {
+            let i = match v {
+                Scalar::Int(i) => i,
+                Scalar::Bool(b) => b as i64,
+                // torch truncates a float fill value for an int dtype.
+                Scalar::Float(f) if f.is_finite() => f.trunc() as i64,
+                Scalar::Float(_) => return None,
+            };
+            i32::try_from(i).ok().map(|i| i as u32)
+        }
+        _ => None,
+    }
+}
+
+fn encode_fill(k: &mut Kc, dtype: DType, sizes: &[usize], flags: u32, value: [u32; 2]) -> Out {
+    let numel: usize = sizes.iter().product();
+    if numel >= u32::MAX as usize
+        || numel as u64 * 4 > k.r.dev.properties.limits.max_storage_buffer_binding_size
+    {
+        return Ok(None);
+    }
+    let out = k.new_out(dtype, sizes)?;
+    if numel > 0 {
+        let (gx, gy, row) = grid(numel, 64);
+        let meta = IndexMeta {
+            numel: numel as u32,
+            row,
+            flags,
+            value: [value[0], value[1], 0, 0],
+            ..Default::default()
+        };
+        k.dispatch(&FILL, bytemuck::bytes_of(&meta), &[(1, &out)], (gx, gy, 1))?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// full / zeros / ones / empty, their `new_` and `_like` forms, scalar_tensor.
+pub(super) fn full(k: &mut Kc) -> Out {
+    let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
+        return Ok(None);
+    };
+    let op = k.target().split('.').nth(1).unwrap_or("").to_string();
+    let sizes: Vec<usize> = if op == "scalar_tensor" {
+        vec![]
+    } else if op.ends_with("_like") {
+        let Some(x) = k.t("self") else {
+            return Ok(None);
+        };
+        if !x.is_contiguous() {
+            return Ok(None);
+        }
+        x.sizes.clone()
+    } else {
+        let v = k.op.ints("size")?;
+        if v.iter().any(|&s| s < 0) {
+            return Ok(None);
+        }
+        v.iter().map(|&s| s as usize).collect()
+    };
+    let base = op.trim_start_matches("new_").trim_end_matches("_like");
+    let value = match base {
+        "full" => k.op.scalar("fill_value")?,
+        "scalar_tensor" => k.op.scalar("s")?,
+        "ones" => Scalar::Int(1),
+        "zeros" | "empty" => Scalar::Int(0),
+        _ => return Ok(None),
+    };
+    let Some(w) = word(dtype, value) else {
+        return Ok(None);
+    };
+    encode_fill(k, dtype, &sizes, 0, [w, 0])
+}
+
+pub(super) fn arange(k: &mut Kc) -> Out {
+    let Some(dtype) = k
+        .out_dtype(0)
+        .filter(|d| gpu_dtype(*d) && *d != DType::Bool)
+    else {
+        return Ok(None);
+    };
+    let end = k.op.scalar("end")?;
+    let start = k.op.opt_scalar("start")?.unwrap_or(Scalar::Int(0));
+    let step = k.op.opt_scalar("step")?.unwrap_or(Scalar::Int(1));
+    let int = |s: Scalar| match s {
+        Scalar::Int(i) => Some(i),
+        Scalar::Bool(b) => Some(b as i64),
+        Scalar::Float(_) => None,
+    };
+    let (s, e, st) = (start.as_f64(), end.as_f64(), step.as_f64());
+    if st == 0.0 || !s.is_finite() || !e.is_finite() || (st > 0.0 && e < s) || (st < 0.0 && e > s) {
+        return Ok(None);
+    }
+    let n = match (int(start), int(end), int(step)) {
+        (Some(a), Some(b), Some(c)) if dtype != DType::F32 => {
+            (b as i128 - a as i128 + c as i128 - c.signum() as i128) / c as i128
+        }
+        _ => ((e - s) / st).ceil() as i128,
+    }
+    .max(0) as usize;
+    let last = s + st * n.saturating_sub(1) as f64;
+    // Exact on the GPU: integral start and step, every value within range of the dtype
+    // (2^24 for f32, where every integer is exact).
+    let limit = if dtype == DType::F32 {
+        (1u64 << 24) as f64
+    } else {
+        i32::MAX as f64
+    };
+    // `start + i * step` stays within the exact range at every step, `i * step` included.
+    if s.fract() != 0.0
+        || st.fract() != 0.0
+        || s.abs() + (st * n as f64).abs() > limit
+        || last.abs() > limit
+    {
+        return Ok(None);
+    }
+    let (flags, value) = if dtype == DType::F32 {
+        (1, [(s as f32).to_bits(), (st as f32).to_bits()])
+    } else {
+        (2, [(s as i32) as u32, (st as i32) as u32])
+    };
+    encode_fill(k, dtype, &[n], flags, value)
+}

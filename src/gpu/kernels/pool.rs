@@ -1,0 +1,194 @@
+//! Pooling on the GPU (shaders/pool.wgsl): max (with or without indices), average and
+//! adaptive average pooling in 1-D, 2-D and 3-D, f32. Window arithmetic follows the CPU
+//! kernels in src/ops/pool (torch's `pooling_output_shape`); anything the CPU kernel would
+//! reject declines, so the CPU fallback reports the error.
+
+use super::conv::spatial3;
+use super::{contiguous, grid, Kc, Out};
+use crate::dtype::DType;
+use crate::gpu::exec::Slot;
+use crate::gpu::shaders::{Shader, Variant};
+use bytemuck::{Pod, Zeroable};
+
+pub const MAX_POOL: Variant = Variant::new(Shader::Pool, "max_pool");
+pub const MAX_POOL_INDICES: Variant = Variant::new(Shader::Pool, "max_pool_indices");
+pub const AVG_POOL: Variant = Variant::new(Shader::Pool, "avg_pool");
+pub const ADAPTIVE_AVG: Variant = Variant::new(Shader::Pool, "adaptive_avg");
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct PoolMeta {
+    pub numel: u32,
+    pub row: u32,
+    pub flags: u32,
+    pub divisor: i32,
+    /// (d, h, w, d * h * w)
+    pub ins: [u32; 4],
+    pub outs: [u32; 4],
+    pub k: [u32; 4],
+    pub s: [u32; 4],
+    pub p: [u32; 4],
+    pub d: [u32; 4],
+}
+
+fn vec4(v: [usize; 3]) -> [u32; 4] {
+    [
+        v[0] as u32,
+        v[1] as u32,
+        v[2] as u32,
+        (v[0] * v[1] * v[2]) as u32,
+    ]
+}
+
+/// torch's `pooling_output_shape` (None where the CPU kernel raises).
+fn pooled_size(input: usize, k: usize, p: usize, s: usize, d: usize, ceil: bool) -> Option<usize> {
+    let num =
+        (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1 + if ceil { s as i64 - 1 } else { 0 };
+    let mut out = num.div_euclid(s as i64) + 1;
+    if ceil && (out - 1) * s as i64 >= (input + p) as i64 {
+        out -= 1;
+    }
+    (out >= 1).then_some(out as usize)
+}
+
+/// The spatial dims of `target` (`aten.max_pool2d...` -> 2).
+fn nd_of(target: &str) -> Option<usize> {
+    let op = target.split('.').nth(1)?;
+    ["1d", "2d", "3d"]
+        .iter()
+        .position(|s| op.contains(s))
+        .map(|i| i + 1)
+}
+
+pub(super) fn pool(k: &mut Kc) -> Out {
+    let target = k.target().to_string();
+    let op = target.split('.').nth(1).unwrap_or("").to_string();
+    let Some(nd) = nd_of(&target) else {
+        return Ok(None);
+    };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) {
+        return Ok(None);
+    }
+    let r = x.rank();
+    if r != nd + 1 && r != nd + 2 {
+        return Ok(None);
+    }
+    let mut ins = [1usize; 3];
+    ins[3 - nd..].copy_from_slice(&x.sizes[r - nd..]);
+    let lead = x.sizes[..r - nd].to_vec();
+    let mut meta = PoolMeta {
+        ins: vec4(ins),
+        ..Default::default()
+    };
+    let (variant, outs, indices) = if op.contains("adaptive_avg") {
+        let v = k.op.ints("output_size")?;
+        let v: Vec<i64> = if v.len() == 1 { vec![v[0]; nd] } else { v };
+        if v.len() != nd || v.iter().any(|&o| o < 0) {
+            return Ok(None);
+        }
+        let mut outs = ins;
+        for (i, &o) in v.iter().enumerate() {
+            outs[3 - nd + i] = o as usize;
+        }
+        (ADAPTIVE_AVG, outs, false)
+    } else if op.starts_with("max_pool") || op.starts_with("avg_pool") {
+        let max = op.starts_with("max_pool");
+        let Some(kk) = spatial3(&k.op.ints("kernel_size")?, nd, 1, 1) else {
+            return Ok(None);
+        };
+        let s = match k.op.opt_ints("stride")? {
+            Some(v) if !v.is_empty() => match spatial3(&v, nd, 1, 1) {
+                Some(s) => s,
+                None => return Ok(None),
+            },
+            _ => kk,
+        };
+        let Some(p) = spatial3(&k.op.opt_ints("padding")?.unwrap_or(vec![0]), nd, 0, 0) else {
+            return Ok(None);
+        };
+        let d = if max {
+            match spatial3(&k.op.opt_ints("dilation")?.unwrap_or(vec![1]), nd, 1, 1) {
+                Some(d) => d,
+                None => return Ok(None),
+            }
+        } else {
+            [1; 3]
+        };
+        let ceil = k.op.bool_or("ceil_mode", false)?;
+        let mut outs = [1; 3];
+        for i in 0..3 {
+            let limit = if max {
+                ((kk[i] - 1) * d[i]).div_ceil(2)
+            } else {
+                kk[i] / 2
+            };
+            if p[i] > limit {
+                return Ok(None);
+            }
+            match pooled_size(ins[i], kk[i], p[i], s[i], d[i], ceil) {
+                Some(o) => outs[i] = o,
+                None => return Ok(None),
+            }
+        }
+        meta.k = vec4(kk);
+        meta.s = vec4(s);
+        meta.p = vec4(p);
+        meta.d = vec4(d);
+        if max {
+            let idx = op.ends_with("_with_indices");
+            if idx && k.out_dtype(1) != Some(DType::I64) {
+                return Ok(None);
+            }
+            (if idx { MAX_POOL_INDICES } else { MAX_POOL }, outs, idx)
+        } else {
+            let include_pad = k.op.bool_or("count_include_pad", true)?;
+            match k.op.opt_int("divisor_override")? {
+                Some(0) => return Ok(None),
+                Some(v) if v > i32::MAX as i64 || v < i32::MIN as i64 => return Ok(None),
+                Some(v) => {
+                    meta.flags |= 2;
+                    meta.divisor = v as i32;
+                }
+                None => {}
+            }
+            meta.flags |= include_pad as u32;
+            (AVG_POOL, outs, false)
+        }
+    } else {
+        return Ok(None);
+    };
+    let mut sizes = lead;
+    sizes.extend_from_slice(&outs[3 - nd..]);
+    let numel: usize = sizes.iter().product();
+    if numel >= u32::MAX as usize || (ins.contains(&0) && numel > 0) {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let out = k.new_out(DType::F32, &sizes)?;
+    let idx = if indices {
+        Some(k.new_out(DType::I64, &sizes)?)
+    } else {
+        None
+    };
+    if numel > 0 {
+        let (gx, gy, row) = grid(numel, 64);
+        meta.numel = numel as u32;
+        meta.row = row;
+        meta.outs = vec4(outs);
+        let mut bufs = vec![(1, &out), (2, &xc)];
+        if let Some(i) = &idx {
+            bufs.push((3, i));
+        }
+        k.dispatch(&variant, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
+    }
+    let mut res = vec![Slot::T(out)];
+    if let Some(i) = idx {
+        res.push(Slot::T(i));
+    }
+    Ok(Some(res))
+}

@@ -1,0 +1,163 @@
+//! A static answer to "would this node run on the GPU?" from its target and the dtypes of
+//! its tensor inputs and outputs (what `pt2web check --device gpu` reports from the meta
+//! backend). It follows the dtype rules of the kernels in this module; a kernel can still
+//! decline a node for its arguments (a transposed convolution, a rank above 8, an int64
+//! constant outside int32), which only a run shows (`pt2web run --json` counts fallbacks).
+
+use super::{lookup, BinaryOp, GOp, UnaryOp};
+use crate::dtype::DType;
+use crate::gpu::store::gpu_dtype;
+
+/// Where a node runs on the GPU backend.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Support {
+    /// A GPU kernel accepts these dtypes.
+    Gpu,
+    /// Metadata only (a view of its input's GPU buffer).
+    View,
+    /// No GPU kernel for the target: the CPU kernel runs.
+    NoKernel,
+    /// A GPU kernel exists but not for these dtypes (the reason).
+    Dtype(String),
+}
+
+impl Support {
+    pub fn on_gpu(&self) -> bool {
+        matches!(self, Support::Gpu | Support::View)
+    }
+}
+
+fn int(d: DType) -> bool {
+    matches!(d, DType::I32 | DType::I64)
+}
+fn int_like(d: DType) -> bool {
+    int(d) || d == DType::Bool
+}
+fn all(ds: &[DType], f: impl Fn(DType) -> bool) -> bool {
+    ds.iter().all(|&d| f(d))
+}
+fn names(ds: &[DType]) -> String {
+    let v: Vec<String> = ds.iter().map(|d| d.to_string()).collect();
+    v.join(", ")
+}
+
+/// Does the GPU backend run `target` with tensor inputs of `inputs` dtypes and outputs of
+/// `outputs` dtypes (both in schema order)?
+pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
+    let Some(op) = lookup(target) else {
+        return Support::NoKernel;
+    };
+    let f32 = |d: DType| d == DType::F32;
+    let (name, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+    let ok = match op {
+        GOp::View => return Support::View,
+        GOp::Unary(u) => {
+            (all(inputs, f32) && all(outputs, f32))
+                || (matches!(
+                    u,
+                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square
+                ) && all(inputs, int)
+                    && outputs.first() == inputs.first())
+        }
+        GOp::Binary(b) => {
+            let int_op = matches!(
+                b,
+                BinaryOp::Add
+                    | BinaryOp::Sub
+                    | BinaryOp::Mul
+                    | BinaryOp::Maximum
+                    | BinaryOp::Minimum
+                    | BinaryOp::Rsub
+            ) || (b == BinaryOp::Div
+                && (overload.starts_with("Tensor_mode") || overload.starts_with("Scalar_mode")));
+            (all(inputs, f32) && all(outputs, f32))
+                || (int_op
+                    && inputs.first().is_some_and(|&d| int_like(d))
+                    && all(inputs, int_like)
+                    && all(outputs, int))
+        }
+        GOp::Compare(_) => {
+            all(outputs, |d| d == DType::Bool)
+                && (all(inputs, f32)
+                    || (inputs.first().is_some_and(|&d| int_like(d)) && all(inputs, int_like)))
+        }
+        GOp::Custom(_) => custom(name, inputs, outputs),
+    };
+    if ok {
+        Support::Gpu
+    } else {
+        Support::Dtype(format!(
+            "no GPU kernel for inputs ({}) -> ({})",
+            names(inputs),
+            names(outputs)
+        ))
+    }
+}
+
+fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
+    let f32 = |d: DType| d == DType::F32;
+    let first = inputs.first().copied();
+    match name {
+        "aten.max_pool1d_with_indices"
+        | "aten.max_pool2d_with_indices"
+        | "aten.max_pool3d_with_indices" => all(inputs, f32) && outputs == [DType::F32, DType::I64],
+        "aten.embedding" => {
+            inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
+        }
+        "aten.index_select" | "aten.gather" | "aten.index" | "aten._unsafe_index" => {
+            inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
+        }
+        "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => {
+            first.is_some_and(gpu_dtype)
+                && all(inputs, |d| Some(d) == first)
+                && outputs.first() == first.as_ref()
+        }
+        "aten.arange" => all(outputs, |d| gpu_dtype(d) && d != DType::Bool),
+        "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
+        | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
+        | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
+            all(outputs, gpu_dtype)
+        }
+        "aten.where" => {
+            inputs.first() == Some(&DType::Bool)
+                && inputs.get(1).is_some_and(|&d| gpu_dtype(d))
+                && all(&inputs[1..], |d| Some(&d) == inputs.get(1))
+                && outputs.first() == inputs.get(1)
+        }
+        "aten.clone"
+        | "aten._to_copy"
+        | "aten.lift_fresh_copy"
+        | "aten.detach_copy"
+        | "aten.alias_copy"
+        | "aten.copy" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        "aten.sum" | "aten.amax" | "aten.amin" => {
+            (all(inputs, f32) && all(outputs, f32))
+                || (all(inputs, int_like)
+                    && all(outputs, int)
+                    && (name == "aten.sum" || all(inputs, int)))
+        }
+        "aten.floor_divide" | "aten.remainder" => all(inputs, int_like) && all(outputs, int),
+        "aten.clamp" => {
+            (all(inputs, f32) && all(outputs, f32))
+                || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)
+        }
+        "aten.to" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        "aten.dropout"
+        | "aten.dropout_"
+        | "aten.feature_dropout"
+        | "aten.feature_dropout_"
+        | "aten.alpha_dropout"
+        | "aten.alpha_dropout_" => true,
+        "aten.any" | "aten.all" => all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool],
+        "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor" | "aten.bitwise_not"
+        | "aten.__and__" | "aten.__or__" | "aten.__xor__" => {
+            (all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool])
+                || (all(inputs, int_like) && all(outputs, int))
+        }
+        "aten.logical_and" | "aten.logical_or" | "aten.logical_xor" | "aten.logical_not" => {
+            all(inputs, gpu_dtype) && outputs == [DType::Bool]
+        }
+        // Batch norm: f32 data; the saved statistics are f32 too.
+        _ => all(inputs, f32) && all(outputs, f32),
+    }
+}

@@ -1,0 +1,64 @@
+"""`pt2web check --device gpu`: per op target, how many nodes would run a GPU kernel, how many
+are views, and how many fall back to the CPU kernel with the reason. Judged against the op
+counts torch recorded for the fixture (meta.json from tests/fixgen). No GPU is needed: the
+report is static (target + the dtypes torch recorded for each node).
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FIX = ROOT / "tests" / "fixtures"
+BIN = os.environ.get("PT2WEB_BIN", str(ROOT / "target" / "release" / "pt2web"))
+
+
+def check(name, *args):
+    r = subprocess.run([BIN, "check", str(FIX / f"{name}.pt2"), *args],
+                       capture_output=True, text=True)
+    return r
+
+
+def op_counts(name):
+    meta = json.loads((FIX / f"{name}.meta.json").read_text())
+    (pm,) = meta["programs"].values()
+    return pm["op_counts"]
+
+
+def test_convnet_runs_entirely_on_the_gpu():
+    r = check("convnet_core", "--device", "gpu", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    g = out["gpu"]
+    ops = {o["op"]: o for o in g["ops"]}
+    counts = op_counts("convnet_core")
+    for op in ["aten.convolution.default", "aten._native_batch_norm_legit_no_training.default",
+               "aten.max_pool2d_with_indices.default", "aten.addmm.default",
+               "aten.relu.default"]:
+        assert ops[op]["gpu"] == counts[op] and ops[op]["cpu"] == 0, ops[op]
+    assert ops["aten.view.default"]["view"] == counts["aten.view.default"]
+    assert g["fallback_nodes"] == 0
+    assert g["gpu_nodes"] + g["view_nodes"] == sum(o["gpu"] + o["view"] for o in g["ops"])
+
+
+def test_fallbacks_name_their_reason():
+    r = check("dtypes", "--device", "gpu", "--json")
+    out = json.loads(r.stdout)
+    g = out["gpu"]
+    fallbacks = [o for o in g["ops"] if o["cpu"] > 0]
+    assert fallbacks, g
+    for o in fallbacks:
+        assert o["reasons"], o
+        assert all(x == "no GPU kernel" or x.startswith("no GPU kernel for inputs") for x in o["reasons"]), o
+    assert g["fallback_nodes"] == sum(o["cpu"] for o in g["ops"])
+    # The text form lists the fallbacks first, with the reason.
+    t = check("dtypes", "--device", "gpu")
+    assert "on the gpu device:" in t.stdout
+    assert any(line.strip().startswith("cpu aten.") for line in t.stdout.splitlines()), t.stdout
+
+
+def test_default_device_has_no_gpu_report():
+    r = check("convnet_core", "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["gpu"] is None
+    assert "on the gpu device" not in check("convnet_core").stdout
