@@ -177,6 +177,9 @@ for (const device of ['webgpu', 'cpu']) {
   test(`the real models run in Chromium on ${device} and match PyTorch`, { skip: !existsSync(MODELS) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models' }, async () => {
     const { page } = await newPage();
     for (const [stem, meta] of metas(MODELS)) {
+      // On SwiftShader (a CPU emulation of a GPU) ViT-B/16 takes minutes per run: the GPU
+      // path runs the training IR of the other four models; the CPU path runs all of them.
+      if (device === 'webgpu' && (stem.startsWith('vit') || stem.endsWith('.core'))) continue;
       const rows = await page.evaluate(async ({ stem, meta, device }) => {
         const { load } = await import('/js/index.js');
         const st = await import('/tests/js/st.mjs');
