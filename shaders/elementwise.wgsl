@@ -24,16 +24,23 @@ struct Meta {
 
 override OP: u32 = 0u;
 
+// Storage element types: f32 here. The f16 variants (src/gpu/shaders.rs, `Elems`) rewrite
+// these three lines and put `enable f16;` first; arithmetic stays f32, loads go through
+// `f32(...)` and stores through `to_out`.
+alias TIn = f32;
+alias TOut = f32;
+const OUT_F16: bool = false;
+
 // +inf and NaN as run-time values: WGSL forbids them in constant expressions (Chrome's
 // Tint rejects `bitcast<f32>(0x7f800000u)`), a private variable's value is not one.
 var<private> INF_BITS: u32 = 0x7f800000u;
 var<private> NAN_BITS: u32 = 0x7fc00000u;
 
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> a: array<f32>;
-@group(0) @binding(3) var<storage, read> b: array<f32>;
-@group(0) @binding(4) var<storage, read> c: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> a: array<TIn>;
+@group(0) @binding(3) var<storage, read> b: array<TIn>;
+@group(0) @binding(4) var<storage, read> c: array<TIn>;
 @group(0) @binding(5) var<storage, read_write> out_u: array<u32>;
 @group(0) @binding(6) var<storage, read> cond: array<u32>;
 
@@ -90,6 +97,15 @@ fn nan_() -> f32 {
 
 fn inf_() -> f32 {
     return bitcast<f32>(INF_BITS);
+}
+
+// A result in the output's type. f16 ends at 65504: torch rounds larger values to inf,
+// WGSL leaves that conversion undefined, so it is made explicit.
+fn to_out(x: f32) -> TOut {
+    if OUT_F16 && abs(x) >= 65520.0 && !is_nan(x) {
+        return TOut(select(-inf_(), inf_(), x > 0.0));
+    }
+    return TOut(x);
 }
 
 // log, sqrt and inverseSqrt are indeterminate outside their domain in WGSL (SwiftShader gives
@@ -236,7 +252,7 @@ fn b_value(o: u32) -> f32 {
     if (params.flags & 1u) != 0u {
         return params.p0;
     }
-    return b[o];
+    return f32(b[o]);
 }
 
 @compute @workgroup_size(64)
@@ -245,9 +261,9 @@ fn unary(@builtin(global_invocation_id) gid: vec3<u32>) {
     if i >= params.numel {
         return;
     }
-    let x = a[offsets(i).x];
+    let x = f32(a[offsets(i).x]);
     // NaN in, NaN out (as torch), except pow(NaN, 0) = 1 and sign(NaN) = 0.
-    out[i] = select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u);
+    out[i] = to_out(select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u));
 }
 
 @compute @workgroup_size(64)
@@ -257,7 +273,7 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out[i] = binary_op(a[o.x], b_value(o.y));
+    out[i] = to_out(binary_op(f32(a[o.x]), b_value(o.y)));
 }
 
 @compute @workgroup_size(64)
@@ -267,7 +283,7 @@ fn compare(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out_u[i] = select(0u, 1u, compare_op(a[o.x], b_value(o.y)));
+    out_u[i] = select(0u, 1u, compare_op(f32(a[o.x]), b_value(o.y)));
 }
 
 // where(cond, a, b): the condition is stored as u32 (bool); here `a`/`b` are bindings 2/3
@@ -279,5 +295,5 @@ fn where_(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out[i] = select(b_value(o.y), a[o.x], cond[o.z] != 0u);
+    out[i] = to_out(select(b_value(o.y), f32(a[o.x]), cond[o.z] != 0u));
 }

@@ -26,20 +26,40 @@ struct Meta {
 // the reuse on hardware.
 const BLOCK: u32 = 4u;
 
+// Storage element types (see elementwise.wgsl; src/gpu/shaders.rs `Elems`). `TAcc` is the
+// accumulator: f32, or f16 in the variants `allow_f16_reduced_precision` selects.
+alias TIn = f32;
+alias TOut = f32;
+alias TAcc = f32;
+const OUT_F16: bool = false;
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> a: array<f32>;
-@group(0) @binding(3) var<storage, read> b: array<f32>;
-@group(0) @binding(4) var<storage, read> c: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> a: array<TIn>;
+@group(0) @binding(3) var<storage, read> b: array<TIn>;
+@group(0) @binding(4) var<storage, read> c: array<TIn>;
+
+var<private> INF_BITS: u32 = 0x7f800000u;
+
+// A result in the output's type; past f16's range, inf as torch (see elementwise.wgsl).
+fn to_out(x: f32) -> TOut {
+    let u = bitcast<u32>(x);
+    let nan = (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u;
+    if OUT_F16 && abs(x) >= 65520.0 && !nan {
+        let inf = bitcast<f32>(INF_BITS);
+        return TOut(select(-inf, inf, x > 0.0));
+    }
+    return TOut(x);
+}
 
 // The 4x4 block at (row0, col0): acc[i][j] = sum_k A[row0 + i, k] * B[k, col0 + j]. Rows and
 // columns past the edge are clamped (computed, never stored). Scalars and vec4s only, no
 // indexed arrays: compilers keep those in registers.
 struct Block {
-    r0: vec4<f32>,
-    r1: vec4<f32>,
-    r2: vec4<f32>,
-    r3: vec4<f32>,
+    r0: vec4<TAcc>,
+    r1: vec4<TAcc>,
+    r2: vec4<TAcc>,
+    r3: vec4<TAcc>,
 }
 
 fn block(row0: u32, col0: u32, batch: u32) -> Block {
@@ -53,18 +73,18 @@ fn block(row0: u32, col0: u32, batch: u32) -> Block {
     let c1 = cb + min(col0 + 1u, params.n - 1u) * params.b.z;
     let c2 = cb + min(col0 + 2u, params.n - 1u) * params.b.z;
     let c3 = cb + min(col0 + 3u, params.n - 1u) * params.b.z;
-    var acc0 = vec4<f32>(0.0);
-    var acc1 = vec4<f32>(0.0);
-    var acc2 = vec4<f32>(0.0);
-    var acc3 = vec4<f32>(0.0);
+    var acc0 = vec4<TAcc>(0.0);
+    var acc1 = vec4<TAcc>(0.0);
+    var acc2 = vec4<TAcc>(0.0);
+    var acc3 = vec4<TAcc>(0.0);
     var ka = 0u;
     var kb = 0u;
     for (var k = 0u; k < params.k; k = k + 1u) {
-        let bv = vec4<f32>(b[c0 + kb], b[c1 + kb], b[c2 + kb], b[c3 + kb]);
-        acc0 = fma(vec4<f32>(a[a0 + ka]), bv, acc0);
-        acc1 = fma(vec4<f32>(a[a1 + ka]), bv, acc1);
-        acc2 = fma(vec4<f32>(a[a2 + ka]), bv, acc2);
-        acc3 = fma(vec4<f32>(a[a3 + ka]), bv, acc3);
+        let bv = vec4<TAcc>(TAcc(b[c0 + kb]), TAcc(b[c1 + kb]), TAcc(b[c2 + kb]), TAcc(b[c3 + kb]));
+        acc0 = fma(vec4<TAcc>(TAcc(a[a0 + ka])), bv, acc0);
+        acc1 = fma(vec4<TAcc>(TAcc(a[a1 + ka])), bv, acc1);
+        acc2 = fma(vec4<TAcc>(TAcc(a[a2 + ka])), bv, acc2);
+        acc3 = fma(vec4<TAcc>(TAcc(a[a3 + ka])), bv, acc3);
         ka = ka + params.a.z;
         kb = kb + params.b.y;
     }
@@ -74,7 +94,7 @@ fn block(row0: u32, col0: u32, batch: u32) -> Block {
 // Bias terms are read in `matmul_bias` only: an entry point's layout has exactly the
 // bindings it uses, and `matmul` binds no C.
 fn bias_term(row: u32, col: u32, batch: u32) -> f32 {
-    let cv = c[params.c.w + batch * params.c.x + row * params.c.y + col * params.c.z];
+    let cv = f32(c[params.c.w + batch * params.c.x + row * params.c.y + col * params.c.z]);
     // beta = 0 ignores C entirely (NaN and inf in C do not propagate), as torch.addmm.
     return select(params.beta * cv, 0.0, params.beta == 0.0);
 }
@@ -87,13 +107,13 @@ fn matmul(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let acc = block(row0, col0, gid.z);
-    let rows = array<vec4<f32>, 4>(acc.r0, acc.r1, acc.r2, acc.r3);
+    let rows = array<vec4<f32>, 4>(vec4<f32>(acc.r0), vec4<f32>(acc.r1), vec4<f32>(acc.r2), vec4<f32>(acc.r3));
     for (var i = 0u; i < BLOCK; i = i + 1u) {
         let row = row0 + i;
         for (var j = 0u; j < BLOCK; j = j + 1u) {
             let col = col0 + j;
             if row < params.m && col < params.n {
-                out[(gid.z * params.m + row) * params.n + col] = params.alpha * rows[i][j];
+                out[(gid.z * params.m + row) * params.n + col] = to_out(params.alpha * rows[i][j]);
             }
         }
     }
@@ -107,14 +127,14 @@ fn matmul_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let acc = block(row0, col0, gid.z);
-    let rows = array<vec4<f32>, 4>(acc.r0, acc.r1, acc.r2, acc.r3);
+    let rows = array<vec4<f32>, 4>(vec4<f32>(acc.r0), vec4<f32>(acc.r1), vec4<f32>(acc.r2), vec4<f32>(acc.r3));
     for (var i = 0u; i < BLOCK; i = i + 1u) {
         let row = row0 + i;
         for (var j = 0u; j < BLOCK; j = j + 1u) {
             let col = col0 + j;
             if row < params.m && col < params.n {
                 out[(gid.z * params.m + row) * params.n + col] =
-                    params.alpha * rows[i][j] + bias_term(row, col, gid.z);
+                    to_out(params.alpha * rows[i][j] + bias_term(row, col, gid.z));
             }
         }
     }

@@ -26,9 +26,23 @@ override OP: u32 = 0u;
 var<private> INF_BITS: u32 = 0x7f800000u;
 var<private> NAN_BITS: u32 = 0x7fc00000u;
 
+// Storage element types of `reduce` (see elementwise.wgsl; src/gpu/shaders.rs `Elems`).
+alias TIn = f32;
+alias TOut = f32;
+const OUT_F16: bool = false;
+
+// A result in the output's type; past f16's range, inf as torch (see elementwise.wgsl).
+fn to_out(v: f32) -> TOut {
+    if OUT_F16 && abs(v) >= 65520.0 && !is_nan(v) {
+        let inf = bitcast<f32>(INF_BITS);
+        return TOut(select(-inf, inf, v > 0.0));
+    }
+    return TOut(v);
+}
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> x: array<TIn>;
 // `reduce_i`: int and bool inputs (i32 / u32 0-1 words), an int output.
 @group(0) @binding(3) var<storage, read_write> out_i: array<i32>;
 @group(0) @binding(4) var<storage, read> x_i: array<i32>;
@@ -80,7 +94,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
             o = o + (r % n) * dim(params.red_strides, e);
             r = r / n;
         }
-        let v = x[o];
+        let v = f32(x[o]);
         nan = nan || is_nan(v);
         if OP == 0u {
             acc = acc + v;
@@ -91,9 +105,9 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     if OP == 0u {
-        out[i] = acc * params.scale;
+        out[i] = to_out(acc * params.scale);
     } else {
-        out[i] = select(acc, bitcast<f32>(NAN_BITS), nan);
+        out[i] = to_out(select(acc, bitcast<f32>(NAN_BITS), nan));
     }
 }
 

@@ -27,11 +27,28 @@ fn is_nan_or_inf(x: f32) -> bool {
     return (bitcast<u32>(x) & 0x7f800000u) == 0x7f800000u;
 }
 
+// Storage element types (see elementwise.wgsl; src/gpu/shaders.rs `Elems`). The mean and
+// rstd outputs of layer norm stay f32.
+alias TIn = f32;
+alias TOut = f32;
+const OUT_F16: bool = false;
+
+// A result in the output's type; past f16's range, inf as torch (see elementwise.wgsl).
+fn to_out(v: f32) -> TOut {
+    let u = bitcast<u32>(v);
+    let nan = (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u;
+    if OUT_F16 && abs(v) >= 65520.0 && !nan {
+        let inf = bitcast<f32>(INF_BITS);
+        return TOut(select(-inf, inf, v > 0.0));
+    }
+    return TOut(v);
+}
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> weight: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> x: array<TIn>;
+@group(0) @binding(3) var<storage, read> weight: array<TIn>;
+@group(0) @binding(4) var<storage, read> bias: array<TIn>;
 @group(0) @binding(5) var<storage, read_write> mean_out: array<f32>;
 @group(0) @binding(6) var<storage, read_write> rstd_out: array<f32>;
 
@@ -77,7 +94,7 @@ fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     var m = -bitcast<f32>(INF_BITS);
     var bad = 0.0;
     for (var j = l; j < params.cols; j = j + 64u) {
-        let v = x[base + j];
+        let v = f32(x[base + j]);
         m = max(m, v);
         let u = bitcast<u32>(v);
         bad = max(bad, select(0.0, 1.0, (is_nan_or_inf(v) && (u & 0x007fffffu) != 0u) || u == INF_BITS));
@@ -89,19 +106,19 @@ fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     let all_neg_inf = m == -bitcast<f32>(INF_BITS);
     var s = 0.0;
     for (var j = l; j < params.cols; j = j + 64u) {
-        s = s + exp(x[base + j] - m);
+        s = s + exp(f32(x[base + j]) - m);
     }
     s = reduce_sum(s, l);
     for (var j = l; j < params.cols; j = j + 64u) {
         if bad > 0.0 || all_neg_inf {
-            out[base + j] = bitcast<f32>(NAN_BITS);
+            out[base + j] = TOut(bitcast<f32>(NAN_BITS));
             continue;
         }
-        let e = x[base + j] - m;
+        let e = f32(x[base + j]) - m;
         if LOG == 1u {
-            out[base + j] = e - log(s);
+            out[base + j] = to_out(e - log(s));
         } else {
-            out[base + j] = exp(e) / s;
+            out[base + j] = to_out(exp(e) / s);
         }
     }
 }
@@ -119,24 +136,24 @@ fn layer_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     let n = f32(params.cols);
     var s = 0.0;
     for (var j = l; j < params.cols; j = j + 64u) {
-        s = s + x[base + j];
+        s = s + f32(x[base + j]);
     }
     let mean = reduce_sum(s, l) / n;
     var v = 0.0;
     for (var j = l; j < params.cols; j = j + 64u) {
-        let d = x[base + j] - mean;
+        let d = f32(x[base + j]) - mean;
         v = v + d * d;
     }
     let rstd = inverseSqrt(reduce_sum(v, l) / n + params.eps);
     for (var j = l; j < params.cols; j = j + 64u) {
-        var y = (x[base + j] - mean) * rstd;
+        var y = (f32(x[base + j]) - mean) * rstd;
         if (params.flags & 1u) != 0u {
-            y = y * weight[j];
+            y = y * f32(weight[j]);
         }
         if (params.flags & 2u) != 0u {
-            y = y + bias[j];
+            y = y + f32(bias[j]);
         }
-        out[base + j] = y;
+        out[base + j] = to_out(y);
     }
     if l == 0u {
         mean_out[r] = mean;

@@ -11,11 +11,21 @@ use pt2web::DType;
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
+/// What a device gives a variant: `shader-f16` for the f16 forms, nothing else.
+fn caps(v: &Variant) -> Capabilities {
+    if v.elems.uses_f16() {
+        Capabilities::SHADER_FLOAT16
+    } else {
+        Capabilities::empty()
+    }
+}
+
 fn validate(v: &Variant) -> Result<(), String> {
-    let src = v.shader.source();
+    let source = v.source();
+    let src: &str = &source;
     let module = naga::front::wgsl::parse_str(src)
         .map_err(|e| format!("{}: parse error:\n{}", v.label(), e.emit_to_string(src)))?;
-    let mut validator = Validator::new(ValidationFlags::all(), Capabilities::empty());
+    let mut validator = Validator::new(ValidationFlags::all(), caps(v));
     let info = validator.validate(&module).map_err(|e| {
         format!(
             "{}: validation error:\n{}",
@@ -52,7 +62,7 @@ fn validate(v: &Variant) -> Result<(), String> {
         &constants,
     )
     .map_err(|e| format!("{}: override constants: {e}", v.label()))?;
-    Validator::new(ValidationFlags::all(), Capabilities::empty())
+    Validator::new(ValidationFlags::all(), caps(v))
         .validate(&m)
         .map_err(|e| {
             format!(
@@ -129,4 +139,43 @@ fn int64_out_of_int32_range_is_an_error_not_a_wrap() {
         from_gpu_bytes(DType::Bool, &b, 2).unwrap(),
         Data::Bool(vec![true, false])
     );
+}
+
+/// f16 is stored packed (two per word, the last word zero-padded) and comes back exactly.
+#[test]
+fn f16_storage_round_trips() {
+    use half::f16;
+    let v: Vec<f16> = [1.5f32, -0.0, 65504.0, f32::INFINITY, 6.0e-8]
+        .iter()
+        .map(|&x| f16::from_f32(x))
+        .collect();
+    let b = to_gpu_bytes(&Data::F16(v.clone()), "x").unwrap();
+    assert_eq!(b.len(), 12, "5 halves padded to 3 words");
+    assert_eq!(pt2web::gpu::store::gpu_bytes(DType::F16, 5), 12);
+    assert_eq!(from_gpu_bytes(DType::F16, &b, 5).unwrap(), Data::F16(v));
+}
+
+/// Every shader that has f16 forms declares the lines `Variant::source` rewrites (else the
+/// f16 form would silently be the f32 one).
+#[test]
+fn f16_forms_rewrite_their_types() {
+    use pt2web::gpu::shaders::Elems;
+    let f16: Vec<Variant> = all_variants()
+        .into_iter()
+        .filter(|v| v.elems.uses_f16())
+        .collect();
+    assert!(!f16.is_empty());
+    for v in f16 {
+        assert!(Variant::has_elem_aliases(v.shader), "{}", v.label());
+        let src = v.source();
+        assert!(src.starts_with("enable f16;"), "{}", v.label());
+        let want_out = matches!(v.elems, Elems::F16 | Elems::F32ToF16 | Elems::F16Acc);
+        assert_eq!(src.contains("alias TOut = f16;"), want_out, "{}", v.label());
+        assert_eq!(
+            src.contains("const OUT_F16: bool = true;"),
+            want_out,
+            "{}",
+            v.label()
+        );
+    }
 }

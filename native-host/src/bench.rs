@@ -159,7 +159,9 @@ fn bench_one(
 fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
     serde_json::json!({
         "submits": s.submits, "buffer_allocations": s.buffer_allocations,
-        "pipelines_created": s.pipelines_created, "gpu_nodes": s.gpu_nodes,
+        "pipelines_created": s.pipelines_created,
+        "bind_groups_created": s.bind_groups_created, "dispatches": s.dispatches,
+        "peak_bytes": s.peak_bytes, "gpu_nodes": s.gpu_nodes,
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
         "fallbacks": s.fallbacks, "uploads": s.uploads, "downloads": s.downloads,
     })
@@ -167,10 +169,13 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
 
 fn stats_line(s: &pt2web::gpu::RunStats) -> String {
     format!(
-        "{} submits, {} buffer allocations, {} pipelines created, {} gpu nodes (+{} views), {} fallbacks",
+        "{} submits, {} dispatches, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
         s.submits,
+        s.dispatches,
         s.buffer_allocations,
         s.pipelines_created,
+        s.bind_groups_created,
+        s.peak_bytes as f64 / 1e6,
         s.gpu_nodes,
         s.view_nodes,
         s.fallback_nodes()

@@ -123,6 +123,9 @@ impl Engine {
                     "submits": st.submits,
                     "buffer_allocations": st.buffer_allocations,
                     "pipelines_created": st.pipelines_created,
+                    "bind_groups_created": st.bind_groups_created,
+                    "dispatches": st.dispatches,
+                    "peak_bytes": st.peak_bytes,
                     "gpu_nodes": st.gpu_nodes,
                     "view_nodes": st.view_nodes,
                     "fallback_nodes": st.fallback_nodes(),
@@ -354,8 +357,8 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         if let Engine::Gpu(s) = &session {
             let st = &s.last_stats;
             println!(
-                "  gpu: {} nodes on the gpu (+{} views), {} fell back to the cpu, {} submits, {} buffer allocations, {} pipelines created",
-                st.gpu_nodes, st.view_nodes, st.fallback_nodes(), st.submits, st.buffer_allocations, st.pipelines_created
+                "  gpu: {} nodes on the gpu (+{} views), {} fell back to the cpu, {} submits, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB",
+                st.gpu_nodes, st.view_nodes, st.fallback_nodes(), st.submits, st.buffer_allocations, st.pipelines_created, st.bind_groups_created, st.peak_bytes as f64 / 1e6
             );
         }
         if let Some(p) = &args.out {

@@ -1,11 +1,26 @@
 //! The device layer: adapter selection, device properties, and a buffer pool with
 //! torch.cuda/torch.mps-style memory statistics and a per-process memory limit.
 //!
-//! Buffers freed while GPU work may still read them are parked ("deferred") and only
-//! reused after the next submit, so a `write_buffer` upload can never overwrite data that
-//! an earlier, not yet executed dispatch of the same command buffer still reads.
+//! # Memory plan
+//! A run frees each intermediate right after its last use (the executor computes every
+//! value's last reader once per graph). A buffer freed since the last submit is "pending":
+//! encoded but not yet executed work may still read it. It is handed out again at once for
+//! a kernel's output ([`GpuDevice::alloc_output`]): commands of a queue run in order, so the
+//! new writer runs after the old readers (wgpu puts a barrier between the dispatches). It
+//! is not given to an upload ([`GpuDevice::alloc`]): `Queue::write_buffer` lands before
+//! every command of the next submit and would overwrite data that earlier commands read.
+//! Because a run allocates and frees in the same order every time, a warm run of a
+//! fixed-shape program reuses the same buffers in the same places, which is what a static
+//! liveness plan would give, and keeps the bind-group cache hitting (below).
+//! In place is not used: WebGPU forbids binding one buffer as both the read-only input and
+//! the writable output of a dispatch.
+//!
+//! # Bind groups
+//! Bind groups are cached by (shader variant, kernel parameters, buffers bound): a warm run
+//! creates none, and its parameters live in immutable uniform buffers owned by the cache
+//! (so they need no upload either). [`GpuDevice::empty_cache`] drops the cache.
 
-use super::shaders::{Shader, Variant};
+use super::shaders::{Elems, Shader, Variant};
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -226,16 +241,34 @@ pub struct MemoryStats {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Kind {
     Storage,
-    Uniform,
     /// Mappable staging buffers that outputs are copied into for reading back.
     Readback,
+}
+
+/// Entries of the bind-group cache before it starts over.
+const BIND_GROUP_CACHE_ENTRIES: usize = 1 << 14;
+
+#[derive(PartialEq, Eq, Hash)]
+struct BindKey {
+    variant: Variant,
+    meta: Vec<u8>,
+    bufs: Vec<(u32, wgpu::Buffer, u64)>,
+}
+
+#[derive(Default)]
+struct BindGroups {
+    map: HashMap<BindKey, (wgpu::BindGroup, wgpu::Buffer)>,
+    uniform_bytes: u64,
 }
 
 #[derive(Default)]
 struct Pool {
     free: HashMap<(Kind, u64), Vec<wgpu::Buffer>>,
-    deferred: Vec<(Kind, u64, wgpu::Buffer)>,
+    /// Freed since the last submit (see the module doc).
+    pending: HashMap<(Kind, u64), Vec<wgpu::Buffer>>,
     stats: MemoryStats,
+    /// Peak of `stats.allocated` since [`GpuDevice::start_peak_window`].
+    window_peak: u64,
     limit: Option<u64>,
 }
 
@@ -268,7 +301,7 @@ impl Drop for GpuBuffer {
         if let Some(b) = self.buf.take() {
             let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             p.stats.allocated = p.stats.allocated.saturating_sub(self.size);
-            p.deferred.push((self.kind, self.size, b));
+            p.pending.entry((self.kind, self.size)).or_default().push(b);
         }
     }
 }
@@ -297,9 +330,11 @@ pub struct GpuDevice {
     /// Nanoseconds per timestamp tick.
     timestamp_period: f32,
     pool: Arc<Mutex<Pool>>,
-    modules: Mutex<HashMap<Shader, wgpu::ShaderModule>>,
+    modules: Mutex<HashMap<(Shader, Elems), wgpu::ShaderModule>>,
     pipelines: Mutex<HashMap<Variant, wgpu::ComputePipeline>>,
     pipelines_created: std::sync::atomic::AtomicU64,
+    bind_groups: Mutex<BindGroups>,
+    bind_groups_created: std::sync::atomic::AtomicU64,
     /// Validation errors wgpu reported outside an error scope (checked after each submit).
     errors: Arc<Mutex<Vec<String>>>,
 }
@@ -350,12 +385,9 @@ impl GpuDevice {
     /// Open a device on `adapter` with every limit it offers.
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuDevice> {
         let properties = properties_of(&adapter);
-        // Timestamps for events and the profiler whenever the adapter has them; shader-f16
-        // only when `backends::allow_f16_reduced_precision()` asks for it.
-        let mut wanted = wgpu::Features::TIMESTAMP_QUERY;
-        if crate::backends::allow_f16_reduced_precision() {
-            wanted |= wgpu::Features::SHADER_F16;
-        }
+        // Timestamps for events and the profiler, and shader-f16 for the f16 kernels,
+        // whenever the adapter has them.
+        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
         let features = adapter.features() & wanted;
         let desc = wgpu::DeviceDescriptor {
             label: Some("pt2web"),
@@ -388,6 +420,8 @@ impl GpuDevice {
             modules: Mutex::default(),
             pipelines: Mutex::default(),
             pipelines_created: Default::default(),
+            bind_groups: Mutex::default(),
+            bind_groups_created: Default::default(),
             errors,
         })
     }
@@ -397,8 +431,8 @@ impl GpuDevice {
         self.timestamps
     }
 
-    /// Whether `shader-f16` is enabled (the adapter offers it and
-    /// [`crate::backends::allow_f16_reduced_precision`] was on when the device was opened).
+    /// Whether `shader-f16` is enabled (the adapter offers it): f16 tensors then live on the
+    /// GPU and the f16 kernels run.
     pub fn f16_enabled(&self) -> bool {
         self.f16
     }
@@ -432,6 +466,12 @@ impl GpuDevice {
         if let Some(p) = cache.get(v) {
             return Ok(p.clone());
         }
+        if v.elems.uses_f16() && !self.f16 {
+            return Err(Error::Gpu(format!(
+                "pipeline {}: the device was opened without shader-f16",
+                v.label()
+            )));
+        }
         // Natively a bad pipeline is reported here; in the browser the error scope resolves
         // asynchronously, so errors arrive through the uncaptured-error handler instead
         // (every variant is validated by naga in tests either way).
@@ -439,12 +479,12 @@ impl GpuDevice {
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let module = {
             let mut m = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry(v.shader)
+            m.entry((v.shader, v.elems))
                 .or_insert_with(|| {
                     self.device
                         .create_shader_module(wgpu::ShaderModuleDescriptor {
                             label: Some(v.shader.name()),
-                            source: wgpu::ShaderSource::Wgsl(v.shader.source().into()),
+                            source: wgpu::ShaderSource::Wgsl(v.source()),
                         })
                 })
                 .clone()
@@ -477,7 +517,13 @@ impl GpuDevice {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn alloc_kind(&self, kind: Kind, bytes: u64, what: &str) -> Result<GpuBuffer> {
+    fn alloc_kind(
+        &self,
+        kind: Kind,
+        bytes: u64,
+        what: &str,
+        gpu_written: bool,
+    ) -> Result<GpuBuffer> {
         let size = size_class(bytes);
         let max = self.properties.limits.max_buffer_size;
         if size > max {
@@ -496,7 +542,13 @@ impl GpuDevice {
                 });
             }
         }
-        let buf = match p.free.get_mut(&(kind, size)).and_then(Vec::pop) {
+        // Deterministic mode zero-fills with a queue write, which must not hit a pending buffer.
+        let reuse_pending = gpu_written && !crate::backends::deterministic();
+        let pending = match reuse_pending {
+            true => p.pending.get_mut(&(kind, size)).and_then(Vec::pop),
+            false => None,
+        };
+        let buf = match pending.or_else(|| p.free.get_mut(&(kind, size)).and_then(Vec::pop)) {
             Some(b) => b,
             None => {
                 p.stats.buffers_created += 1;
@@ -507,7 +559,6 @@ impl GpuDevice {
                             | wgpu::BufferUsages::COPY_SRC
                             | wgpu::BufferUsages::COPY_DST
                     }
-                    Kind::Uniform => wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
                     Kind::Readback => wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 };
                 self.device.create_buffer(&wgpu::BufferDescriptor {
@@ -520,6 +571,7 @@ impl GpuDevice {
         };
         p.stats.allocated += size;
         p.stats.peak = p.stats.peak.max(p.stats.allocated);
+        p.window_peak = p.window_peak.max(p.stats.allocated);
         if kind == Kind::Storage && crate::backends::deterministic() {
             // Deterministic mode: no tensor sees what the buffer's previous user left. The
             // buffer is free (no encoded work uses it), so a queue write cannot race.
@@ -536,27 +588,108 @@ impl GpuDevice {
     /// A storage buffer of at least `bytes` (contents undefined). `what` names the tensor
     /// in an out-of-memory error.
     pub fn alloc(&self, bytes: u64, what: &str) -> Result<GpuBuffer> {
-        self.alloc_kind(Kind::Storage, bytes, what)
+        self.alloc_kind(Kind::Storage, bytes, what, false)
+    }
+
+    /// A storage buffer that only GPU commands encoded from now on will write (a kernel's
+    /// output): it may be one freed since the last submit (see the module doc). Never
+    /// `write_buffer` into it before the next submit.
+    pub fn alloc_output(&self, bytes: u64, what: &str) -> Result<GpuBuffer> {
+        self.alloc_kind(Kind::Storage, bytes, what, true)
     }
 
     /// A mappable staging buffer of at least `bytes` (unmap it before dropping it).
     pub fn alloc_readback(&self, bytes: u64) -> Result<GpuBuffer> {
-        self.alloc_kind(Kind::Readback, bytes, "a readback buffer")
+        self.alloc_kind(Kind::Readback, bytes, "a readback buffer", false)
     }
 
-    /// A uniform buffer holding `data`.
-    pub fn uniform(&self, data: &[u8]) -> Result<GpuBuffer> {
-        let b = self.alloc_kind(Kind::Uniform, data.len() as u64, "kernel parameters")?;
-        self.queue.write_buffer(b.buffer(), 0, data);
-        Ok(b)
+    /// Bind groups created so far (cache misses of [`GpuDevice::bind_group`]).
+    pub fn bind_groups_created(&self) -> u64 {
+        self.bind_groups_created
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The bind group of `pipeline` (variant `v`) with the kernel parameters `meta` at
+    /// binding 0 and `bufs` ((binding, buffer, bytes bound from offset 0)), from the cache
+    /// when the same variant, parameters and buffers were bound before (see the module doc).
+    pub fn bind_group(
+        &self,
+        v: &Variant,
+        pipeline: &wgpu::ComputePipeline,
+        meta: &[u8],
+        bufs: Vec<(u32, wgpu::Buffer, u64)>,
+    ) -> Result<wgpu::BindGroup> {
+        let key = BindKey {
+            variant: *v,
+            meta: meta.to_vec(),
+            bufs,
+        };
+        let mut cache = self.bind_groups.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((bg, _)) = cache.map.get(&key) {
+            return Ok(bg.clone());
+        }
+        if cache.map.len() >= BIND_GROUP_CACHE_ENTRIES {
+            // Bounded: a program whose shapes change every run must not grow it forever.
+            cache.map.clear();
+            cache.uniform_bytes = 0;
+        }
+        let size = size_class(meta.len() as u64);
+        let uniform = self.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some("kernel parameters"),
+            size,
+            usage: wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            mapped_at_creation: false,
+        });
+        // A fresh buffer that nothing reads yet: the write lands before the next submit.
+        self.queue.write_buffer(&uniform, 0, meta);
+        let mut entries = vec![wgpu::BindGroupEntry {
+            binding: 0,
+            resource: uniform.as_entire_binding(),
+        }];
+        for (b, buf, bytes) in &key.bufs {
+            entries.push(wgpu::BindGroupEntry {
+                binding: *b,
+                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                    buffer: buf,
+                    offset: 0,
+                    size: wgpu::BufferSize::new(*bytes),
+                }),
+            });
+        }
+        let layout = pipeline.get_bind_group_layout(0);
+        let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
+            label: Some(v.entry),
+            layout: &layout,
+            entries: &entries,
+        });
+        self.bind_groups_created
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        cache.uniform_bytes += size;
+        cache.map.insert(key, (bg.clone(), uniform));
+        Ok(bg)
+    }
+
+    /// Bytes of kernel-parameter buffers held by the bind-group cache.
+    pub fn bind_group_cache_bytes(&self) -> u64 {
+        self.bind_groups
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .uniform_bytes
+    }
+
+    /// Drop every cached bind group (and its parameter buffer).
+    pub fn clear_bind_groups(&self) {
+        let mut c = self.bind_groups.lock().unwrap_or_else(|e| e.into_inner());
+        c.map.clear();
+        c.uniform_bytes = 0;
     }
 
     /// Make buffers freed before the last submit reusable (call after each submit).
     pub fn recycle(&self) {
         let mut p = self.pool();
-        let d = std::mem::take(&mut p.deferred);
-        for (k, s, b) in d {
-            p.free.entry((k, s)).or_default().push(b);
+        let pending = std::mem::take(&mut p.pending);
+        for (k, mut bufs) in pending {
+            p.free.entry(k).or_default().append(&mut bufs);
         }
     }
 
@@ -586,6 +719,8 @@ impl GpuDevice {
     /// Release cached (unused) buffers to the driver (torch.cuda.empty_cache).
     pub fn empty_cache(&self) -> Result<()> {
         self.synchronize()?;
+        // Cached bind groups name pooled buffers; drop them before the buffers go.
+        self.clear_bind_groups();
         let mut p = self.pool();
         let mut freed = 0;
         for (k, bufs) in p.free.drain() {
@@ -599,8 +734,9 @@ impl GpuDevice {
     pub fn memory_stats(&self) -> MemoryStats {
         let p = self.pool();
         let mut s = p.stats;
-        // Deferred buffers still belong to pt2web until recycled or released.
-        s.driver_allocated = s.driver_allocated.max(s.allocated);
+        // Pending buffers still belong to pt2web until recycled or released; so do the
+        // bind-group cache's parameter buffers.
+        s.driver_allocated = s.driver_allocated.max(s.allocated) + self.bind_group_cache_bytes();
         s
     }
     pub fn current_allocated_memory(&self) -> u64 {
@@ -608,6 +744,18 @@ impl GpuDevice {
     }
     pub fn max_memory_allocated(&self) -> u64 {
         self.pool().stats.peak
+    }
+    /// Start measuring the peak of allocated bytes (a run's [`RunStats::peak_bytes`]); unlike
+    /// [`GpuDevice::reset_peak_memory_stats`] it leaves the user-visible peak alone.
+    ///
+    /// [`RunStats::peak_bytes`]: super::RunStats::peak_bytes
+    pub fn start_peak_window(&self) {
+        let mut p = self.pool();
+        p.window_peak = p.stats.allocated;
+    }
+    /// The peak since [`GpuDevice::start_peak_window`].
+    pub fn peak_window(&self) -> u64 {
+        self.pool().window_peak
     }
     pub fn reset_peak_memory_stats(&self) {
         let mut p = self.pool();

@@ -12,7 +12,7 @@
 
 use super::device::GpuDevice;
 use super::kernels::{self, GOp, Kc};
-use super::store::{cpu_store, from_gpu_bytes, lock, to_gpu_bytes, Cell, GTensor};
+use super::store::{cpu_store, from_gpu_bytes, gpu_bytes, lock, to_gpu_bytes, Cell, GTensor};
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
 use crate::ops::{registry, OpCtx};
@@ -30,6 +30,12 @@ pub struct RunStats {
     pub buffer_allocations: u64,
     /// Compute pipelines created (cache misses).
     pub pipelines_created: u64,
+    /// Bind groups created (cache misses; see the device module's doc).
+    pub bind_groups_created: u64,
+    /// Dispatches encoded.
+    pub dispatches: u64,
+    /// Most bytes of pt2web's buffers in use at once during the run (weights included).
+    pub peak_bytes: u64,
     /// Nodes run by a GPU kernel.
     pub gpu_nodes: u64,
     /// View nodes handled as GPU metadata (no data moved).
@@ -49,6 +55,9 @@ impl RunStats {
         self.submits += o.submits;
         self.buffer_allocations += o.buffer_allocations;
         self.pipelines_created += o.pipelines_created;
+        self.bind_groups_created += o.bind_groups_created;
+        self.dispatches += o.dispatches;
+        self.peak_bytes = self.peak_bytes.max(o.peak_bytes);
         self.gpu_nodes += o.gpu_nodes;
         self.view_nodes += o.view_nodes;
         self.uploads += o.uploads;
@@ -165,7 +174,7 @@ impl<'d> Runner<'d> {
             .ok_or_else(|| Error::Gpu(format!("internal: {what} has no current copy")))?;
         let bytes = to_gpu_bytes(&data.read().unwrap_or_else(|e| e.into_inner()), what)?;
         if s.gpu.is_none() {
-            s.gpu = Some(self.dev.alloc(s.len as u64 * 4, what)?);
+            s.gpu = Some(self.dev.alloc(gpu_bytes(s.dtype, s.len), what)?);
         }
         if !bytes.is_empty() {
             let buf = s.gpu.as_ref().map(|b| b.buffer().clone());
@@ -200,7 +209,7 @@ impl<'d> Runner<'d> {
                     .ok_or_else(|| Error::Gpu("internal: a tensor has no current copy".into()))?;
                 (b, s.len, s.dtype)
             };
-            let bytes = (len as u64 * 4).max(4);
+            let bytes = gpu_bytes(dtype, len);
             let staging = self.dev.alloc_readback(bytes)?;
             self.encoder()
                 .copy_buffer_to_buffer(&buf, 0, staging.buffer(), 0, bytes);
@@ -710,6 +719,8 @@ impl GpuSession {
         let dev = self.device.clone();
         let before = dev.memory_stats().buffers_created;
         let pipes_before = dev.pipelines_created();
+        let groups_before = dev.bind_groups_created();
+        dev.start_peak_window();
         let mut r = Runner {
             dev: &dev,
             enc: None,
@@ -826,6 +837,8 @@ impl GpuSession {
         }
         r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
         r.stats.pipelines_created = dev.pipelines_created() - pipes_before;
+        r.stats.bind_groups_created = dev.bind_groups_created() - groups_before;
+        r.stats.peak_bytes = dev.peak_window();
         let stats = std::mem::take(&mut r.stats);
         self.ident.retain(|_, w| w.strong_count() > 0);
         self.total_stats.add(&stats);

@@ -4,8 +4,8 @@
 //! CPU kernel. Every output is a fresh contiguous tensor (as torch's default strides).
 
 use super::exec::{Runner, Slot};
-use super::shaders::{Shader, Variant};
-use super::store::{contiguous_strides, gpu_store, lock, GTensor};
+use super::shaders::{Elems, Shader, Variant};
+use super::store::{contiguous_strides, gpu_bytes, gpu_store, lock, GTensor};
 use crate::cpu::{broadcast_shapes, Data, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -197,6 +197,20 @@ pub fn nn_variants() -> Vec<Variant> {
     ];
     v.extend(ints::variants());
     v
+}
+
+/// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,
+/// softmax and layer norm, and float reductions.
+pub fn has_f16_variants(v: &Variant) -> bool {
+    matches!(
+        v.shader,
+        Shader::Elementwise | Shader::Matmul | Shader::Rows
+    ) || (v.shader == Shader::Reduce && v.entry == "reduce")
+}
+
+/// f32 or f16 (the float dtypes with GPU kernels).
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16)
 }
 
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
@@ -517,10 +531,19 @@ impl Kc<'_, '_, '_> {
             offset: 0,
         })
     }
+    /// The [`Elems`] of a float kernel reading `input` and writing `output` storage: f32,
+    /// or an f16 form when the device has `shader-f16` (None: no kernel for the pair).
+    pub(crate) fn elems(&self, input: DType, output: DType) -> Option<Elems> {
+        let e = Elems::of(input, output)?;
+        (!e.uses_f16() || self.r.dev.f16_enabled()).then_some(e)
+    }
     pub(crate) fn fits(&self, t: &GTensor) -> bool {
         let limit = self.r.dev.properties.limits.max_storage_buffer_binding_size;
         t.rank() <= MAX_RANK
-            && (lock(&t.cell).len as u64) * 4 <= limit
+            && {
+                let s = lock(&t.cell);
+                gpu_bytes(s.dtype, s.len) <= limit
+            }
             && t.span() < u32::MAX as usize
     }
 
@@ -533,39 +556,15 @@ impl Kc<'_, '_, '_> {
         groups: (u32, u32, u32),
     ) -> Result<()> {
         let pipeline = self.r.dev.pipeline(v)?;
-        let uniform = self.r.dev.uniform(meta)?;
-        let mut held: Vec<(u32, wgpu::Buffer, u64)> = Vec::new();
+        let mut bound: Vec<(u32, wgpu::Buffer, u64)> = Vec::with_capacity(bufs.len());
         for (b, t) in bufs {
             let s = lock(&t.cell);
             let buf = s.gpu.as_ref().ok_or_else(|| {
                 Error::Gpu(format!("internal: {} input not on the GPU", v.label()))
             })?;
-            held.push((*b, buf.buffer().clone(), (s.len as u64 * 4).max(4)));
+            bound.push((*b, buf.buffer().clone(), gpu_bytes(s.dtype, s.len)));
         }
-        let layout = pipeline.get_bind_group_layout(0);
-        let mut entries = vec![wgpu::BindGroupEntry {
-            binding: 0,
-            resource: uniform.buffer().as_entire_binding(),
-        }];
-        for (b, buf, size) in &held {
-            entries.push(wgpu::BindGroupEntry {
-                binding: *b,
-                resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
-                    buffer: buf,
-                    offset: 0,
-                    size: wgpu::BufferSize::new(*size),
-                }),
-            });
-        }
-        let bg = self
-            .r
-            .dev
-            .device
-            .create_bind_group(&wgpu::BindGroupDescriptor {
-                label: None,
-                layout: &layout,
-                entries: &entries,
-            });
+        let bg = self.r.dev.bind_group(v, &pipeline, meta, bound)?;
         // While profiling: GPU timestamps at the pass's start and end (src/gpu/timing.rs).
         let dev = self.r.dev;
         let times = self
@@ -589,7 +588,7 @@ impl Kc<'_, '_, '_> {
             pass.set_bind_group(0, &bg, &[]);
             pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         }
-        self.r.hold(uniform);
+        self.r.stats.dispatches += 1;
         Ok(())
     }
 }
@@ -617,22 +616,14 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
             let Some(x) = k.t("self") else {
                 return Ok(None);
             };
-            if x.dtype != DType::F32 {
+            if !is_float(x.dtype) {
                 return ints::unary_f32_op(k, u);
             }
-            if !k.out_is(DType::F32) {
+            if !k.out_is(x.dtype) {
                 return Ok(None);
             }
-            one(elementwise(
-                k,
-                u.variant(),
-                DType::F32,
-                &x,
-                None,
-                None,
-                1.0,
-                0.0,
-            ))
+            let d = x.dtype;
+            one(elementwise(k, u.variant(), d, &x, None, None, 1.0, 0.0))
         }
         GOp::Binary(b) => binary(k, b),
         GOp::Compare(c) => compare(k, c),
@@ -697,6 +688,24 @@ fn elementwise(
         c.map_or(Some(None), |x| x.map(Some)),
     ) else {
         return Ok(None);
+    };
+    // f16 forms for float tensors: the float operands share `a`'s dtype; a comparison
+    // writes bool words. Other dtypes move as 32-bit words (the f32 form).
+    let v = if a.dtype == DType::F16 || out_dtype == DType::F16 {
+        let out_d = if out_dtype == DType::Bool {
+            a.dtype
+        } else {
+            out_dtype
+        };
+        let Some(e) = k.elems(a.dtype, out_d) else {
+            return Ok(None);
+        };
+        if bt.as_ref().is_some_and(|b| b.dtype != a.dtype) {
+            return Ok(None);
+        }
+        v.typed(e)
+    } else {
+        v
     };
     let numel: usize = shape.iter().product();
     if shape.len() > MAX_RANK
@@ -767,17 +776,18 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 {
+    if !is_float(a.dtype) {
         return ints::binary(k, op);
     }
     let Some(b) = operand(k, exp_name)? else {
         return Ok(None);
     };
-    if !k.out_is(DType::F32) {
+    let d = a.dtype;
+    if !k.out_is(d) {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
-        if b.dtype != DType::F32 {
+        if b.dtype != d {
             return Ok(None);
         }
     }
@@ -792,7 +802,7 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     one(elementwise(
         k,
         op.variant(),
-        DType::F32,
+        d,
         &a,
         Some(&b),
         None,
@@ -805,7 +815,7 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 {
+    if !is_float(a.dtype) {
         return ints::compare(k, op);
     }
     let Some(b) = operand(k, "other")? else {
@@ -815,7 +825,7 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
-        if b.dtype != DType::F32 {
+        if b.dtype != a.dtype {
             return Ok(None);
         }
     }
@@ -835,28 +845,20 @@ fn where_(k: &mut Kc) -> Out {
     let (Some(c), Some(a)) = (k.t("condition"), k.t("self")) else {
         return Ok(None);
     };
-    if a.dtype != DType::F32 {
+    if !is_float(a.dtype) {
         return ints::where_(k);
     }
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if c.dtype != DType::Bool || !k.out_is(DType::F32) {
+    let d = a.dtype;
+    if c.dtype != DType::Bool || !k.out_is(d) {
         return Ok(None);
     }
-    if matches!(&b, Operand::T(b) if b.dtype != DType::F32) {
+    if matches!(&b, Operand::T(b) if b.dtype != d) {
         return Ok(None);
     }
-    one(elementwise(
-        k,
-        WHERE,
-        DType::F32,
-        &a,
-        Some(&b),
-        Some(&c),
-        1.0,
-        0.0,
-    ))
+    one(elementwise(k, WHERE, d, &a, Some(&b), Some(&c), 1.0, 0.0))
 }
 
 fn unary_with_args(k: &mut Kc) -> Out {
@@ -864,9 +866,10 @@ fn unary_with_args(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let int_clamp = ints::is_int(x.dtype) && k.target().starts_with("aten.clamp.");
-    if (x.dtype != DType::F32 || !k.out_is(DType::F32)) && !int_clamp {
+    if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
         return Ok(None);
     }
+    let d = x.dtype;
     let op = k
         .target()
         .rsplit_once('.')
@@ -916,20 +919,31 @@ fn unary_with_args(k: &mut Kc) -> Out {
         ),
         _ => return Ok(None),
     };
-    one(elementwise(
-        k,
-        u.variant(),
-        DType::F32,
-        &x,
-        None,
-        None,
-        alpha,
-        beta,
-    ))
+    one(elementwise(k, u.variant(), d, &x, None, None, alpha, beta))
 }
 
 /// clone, _to_copy (f32 to f32), copy(self, src), lift_fresh_copy: a strided copy.
 fn copy(k: &mut Kc) -> Out {
+    // Between f16 and f32 (or f16 to f16): a converting strided copy.
+    if let (Some(x), Some(od)) = (k.t("self"), k.out_dtype(0)) {
+        let op = k.target().rsplit_once('.').map_or("", |(o, _)| o);
+        if op != "aten.copy"
+            && (x.dtype == DType::F16 || od == DType::F16)
+            && is_float(x.dtype)
+            && is_float(od)
+        {
+            return one(elementwise(
+                k,
+                UnaryOp::Copy.variant(),
+                od,
+                &x,
+                None,
+                None,
+                1.0,
+                0.0,
+            ));
+        }
+    }
     if !k.out_is(DType::F32)
         || k.t("self").is_some_and(|x| x.dtype != DType::F32)
         || k.t("src").is_some_and(|x| x.dtype != DType::F32)
@@ -1108,7 +1122,16 @@ fn encode_matmul(
     } else {
         vec![m, n]
     };
-    let out = k.new_out(DType::F32, &sizes)?;
+    let Some(mut elems) = k.elems(a.dtype, a.dtype) else {
+        return Ok(None);
+    };
+    if bm.dtype != a.dtype || c.is_some_and(|c| c.dtype != a.dtype) {
+        return Ok(None);
+    }
+    if elems == Elems::F16 && crate::backends::allow_f16_reduced_precision() {
+        elems = Elems::F16Acc;
+    }
+    let out = k.new_out(a.dtype, &sizes)?;
     if batch * m * n == 0 {
         return Ok(Some(out));
     }
@@ -1128,13 +1151,13 @@ fn encode_matmul(
     let groups = (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32);
     match c {
         Some(c) => k.dispatch(
-            &MATMUL_BIAS,
+            &MATMUL_BIAS.typed(elems),
             bytemuck::bytes_of(&meta),
             &[(1, &out), (2, a), (3, bm), (4, c)],
             groups,
         )?,
         None => k.dispatch(
-            &MATMUL,
+            &MATMUL.typed(elems),
             bytemuck::bytes_of(&meta),
             &[(1, &out), (2, a), (3, bm)],
             groups,
@@ -1143,8 +1166,10 @@ fn encode_matmul(
     Ok(Some(out))
 }
 
-fn all_f32(ts: &[&GTensor]) -> bool {
-    ts.iter().all(|t| t.dtype == DType::F32)
+/// All f32, or all f16 (matmul operands; the output has their dtype).
+fn same_float(ts: &[&GTensor]) -> bool {
+    ts.first()
+        .is_some_and(|f| is_float(f.dtype) && ts.iter().all(|t| t.dtype == f.dtype))
 }
 
 /// mm, bmm, and matmul of 2-D/3-D operands with matching batch.
@@ -1157,7 +1182,7 @@ fn matmul(k: &mut Kc) -> Out {
     let (Some(a), Some(b)) = (k.t("self"), k.t(other)) else {
         return Ok(None);
     };
-    if !all_f32(&[&a, &b]) || !k.out_is(DType::F32) {
+    if !same_float(&[&a, &b]) || !k.out_is(a.dtype) {
         return Ok(None);
     }
     match (a.rank(), b.rank()) {
@@ -1187,7 +1212,7 @@ fn addmm(k: &mut Kc) -> Out {
     let (Some(c), Some(a), Some(b)) = (k.t("self"), k.t("mat1"), k.t("mat2")) else {
         return Ok(None);
     };
-    if !all_f32(&[&a, &b, &c]) || !k.out_is(DType::F32) || a.rank() != 2 || b.rank() != 2 {
+    if !same_float(&[&a, &b, &c]) || !k.out_is(a.dtype) || a.rank() != 2 || b.rank() != 2 {
         return Ok(None);
     }
     let (m, kk, n) = (a.sizes[0], a.sizes[1], b.sizes[1]);
@@ -1219,10 +1244,10 @@ fn linear(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let bias = k.t("bias");
-    if !all_f32(&[&x, &w]) || bias.as_ref().is_some_and(|b| b.dtype != DType::F32) {
+    if !same_float(&[&x, &w]) || bias.as_ref().is_some_and(|b| b.dtype != x.dtype) {
         return Ok(None);
     }
-    if !k.out_is(DType::F32) || x.rank() == 0 || w.rank() != 2 {
+    if !k.out_is(x.dtype) || x.rank() == 0 || w.rank() != 2 {
         return Ok(None);
     }
     let kk = x.sizes[x.rank() - 1];
@@ -1262,9 +1287,13 @@ fn softmax(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+    // f32, f16, or f16 in and f32 out (`_softmax(half_to_float=True)`, softmax(dtype=)).
+    let Some(od) = k.out_dtype(0) else {
         return Ok(None);
-    }
+    };
+    let Some(elems) = k.elems(x.dtype, od) else {
+        return Ok(None);
+    };
     let log = k.target().contains("log_softmax");
     let Some(dim) = norm_dim(k.op.int("dim")?, x.rank()) else {
         return Ok(None);
@@ -1286,7 +1315,7 @@ fn softmax(k: &mut Kc) -> Out {
     };
     let cols = x.sizes[dim];
     let rows = x.numel() / cols.max(1);
-    let out = k.new_out(DType::F32, &pv.sizes)?;
+    let out = k.new_out(od, &pv.sizes)?;
     if rows * cols > 0 {
         let (gx, gy, _) = grid(rows, 1);
         let meta = RowMeta {
@@ -1295,7 +1324,7 @@ fn softmax(k: &mut Kc) -> Out {
             row: gx,
             ..Default::default()
         };
-        let v = if log { LOG_SOFTMAX } else { SOFTMAX };
+        let v = if log { LOG_SOFTMAX } else { SOFTMAX }.typed(elems);
         k.dispatch(
             &v,
             bytemuck::bytes_of(&meta),
@@ -1315,7 +1344,7 @@ fn softmax(k: &mut Kc) -> Out {
     one(elementwise(
         k,
         UnaryOp::Copy.variant(),
-        DType::F32,
+        od,
         &back,
         None,
         None,
@@ -1330,7 +1359,7 @@ fn reduce(k: &mut Kc) -> Out {
         return Ok(None);
     };
     // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
-    let int_mode = x.dtype != DType::F32;
+    let int_mode = !is_float(x.dtype);
     let logical = matches!(k.target().split('.').nth(1), Some("any" | "all"));
     let out_dtype = if logical {
         // any / all of bools: max / min of the 0/1 words.
@@ -1344,7 +1373,11 @@ fn reduce(k: &mut Kc) -> Out {
             _ => return Ok(None),
         }
     } else {
-        DType::F32
+        // f32, or f16 in (sum/mean/amax/amin of f16 give f16, or f32 with dtype=).
+        match k.out_dtype(0) {
+            Some(d) if k.elems(x.dtype, d).is_some() => d,
+            _ => return Ok(None),
+        }
     };
     if !k.out_is(out_dtype) || !k.fits(&x) {
         return Ok(None);
@@ -1427,10 +1460,9 @@ fn reduce(k: &mut Kc) -> Out {
         scale,
         _p: 0,
     };
-    let (v, bufs) = if int_mode {
-        (rop.int_variant(), [(3, &out), (4, &x)])
-    } else {
-        (rop.variant(), [(1, &out), (2, &x)])
+    let (v, bufs) = match k.elems(x.dtype, out_dtype) {
+        Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, &x)]),
+        _ => (rop.int_variant(), [(3, &out), (4, &x)]),
     };
     k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     Ok(Some(vec![Slot::T(out)]))
@@ -1442,12 +1474,19 @@ fn layer_norm(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let (w, b) = (k.t("weight"), k.t("bias"));
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if !k.out_is(d)
+        || w.as_ref().is_some_and(|t| t.dtype != d)
+        || b.as_ref().is_some_and(|t| t.dtype != d)
+    {
         return Ok(None);
     }
-    if w.as_ref().is_some_and(|t| t.dtype != DType::F32)
-        || b.as_ref().is_some_and(|t| t.dtype != DType::F32)
-    {
+    // The mean and rstd outputs are f32 words (native_layer_norm of f16 declares f32 ones).
+    let stats = k.target().starts_with("aten.native_layer_norm");
+    if stats && (k.out_dtype(1) != Some(DType::F32) || k.out_dtype(2) != Some(DType::F32)) {
         return Ok(None);
     }
     let ns = k.op.ints("normalized_shape")?;
@@ -1483,7 +1522,7 @@ fn layer_norm(k: &mut Kc) -> Out {
         },
         None => None,
     };
-    let out = k.new_out(DType::F32, &x.sizes)?;
+    let out = k.new_out(d, &x.sizes)?;
     let mut stat_sizes: Vec<usize> = x.sizes[..axis].to_vec();
     stat_sizes.extend(std::iter::repeat_n(1, ns.len()));
     let mean = k.new_out(DType::F32, &stat_sizes)?;
@@ -1501,7 +1540,7 @@ fn layer_norm(k: &mut Kc) -> Out {
         let wref = wc.as_ref().unwrap_or(&xc);
         let bref = bc.as_ref().unwrap_or(&xc);
         k.dispatch(
-            &LAYER_NORM,
+            &LAYER_NORM.typed(elems),
             bytemuck::bytes_of(&meta),
             &[
                 (1, &out),
@@ -1514,7 +1553,7 @@ fn layer_norm(k: &mut Kc) -> Out {
             (gx, gy, 1),
         )?;
     }
-    if k.target().starts_with("aten.native_layer_norm") {
+    if stats {
         Ok(Some(vec![Slot::T(out), Slot::T(mean), Slot::T(rstd)]))
     } else {
         Ok(Some(vec![Slot::T(out)]))

@@ -86,13 +86,62 @@ impl Shader {
     }
 }
 
-/// A pipeline: shader, entry point and the value of its `override` constant (if any).
+/// Storage element types of a variant: what its tensor inputs (`TIn`) and outputs (`TOut`)
+/// hold. Arithmetic is f32 in every variant.
+///
+/// A shader with f16 variants declares `alias TIn = f32;`, `alias TOut = f32;` and
+/// `const OUT_F16: bool = false;`, loads through `f32(...)` and stores through `to_out`;
+/// [`Variant::source`] rewrites those lines (and puts `enable f16;` first) for the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub enum Elems {
+    #[default]
+    F32,
+    /// f16 in, f16 out.
+    F16,
+    /// f16 in, f32 out (an upcast, or a reduction into f32).
+    F16ToF32,
+    /// f32 in, f16 out (a downcast).
+    F32ToF16,
+    /// f16 in and out, accumulating in f16 (matmul under
+    /// [`crate::backends::allow_f16_reduced_precision`]; the shader's `alias TAcc`).
+    F16Acc,
+}
+
+impl Elems {
+    /// The variant for input and output storage dtypes (None: not an f16/f32 pair).
+    pub fn of(input: crate::DType, output: crate::DType) -> Option<Elems> {
+        use crate::DType::{F16, F32};
+        Some(match (input, output) {
+            (F32, F32) => Elems::F32,
+            (F16, F16) => Elems::F16,
+            (F16, F32) => Elems::F16ToF32,
+            (F32, F16) => Elems::F32ToF16,
+            _ => return None,
+        })
+    }
+    pub fn uses_f16(self) -> bool {
+        self != Elems::F32
+    }
+    fn types(self) -> (&'static str, &'static str) {
+        match self {
+            Elems::F32 => ("f32", "f32"),
+            Elems::F16 => ("f16", "f16"),
+            Elems::F16ToF32 => ("f16", "f32"),
+            Elems::F32ToF16 => ("f32", "f16"),
+            Elems::F16Acc => ("f16", "f16"),
+        }
+    }
+}
+
+/// A pipeline: shader, entry point, the value of its `override` constant (if any) and its
+/// storage element types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Variant {
     pub shader: Shader,
     pub entry: &'static str,
     /// `(name, value)` of the shader's one override constant.
     pub constant: Option<(&'static str, u32)>,
+    pub elems: Elems,
 }
 
 impl Variant {
@@ -101,6 +150,7 @@ impl Variant {
             shader,
             entry,
             constant: None,
+            elems: Elems::F32,
         }
     }
     pub const fn with(shader: Shader, entry: &'static str, name: &'static str, v: u32) -> Variant {
@@ -108,13 +158,58 @@ impl Variant {
             shader,
             entry,
             constant: Some((name, v)),
+            elems: Elems::F32,
         }
     }
+    /// This variant with other storage element types.
+    pub const fn typed(self, elems: Elems) -> Variant {
+        Variant { elems, ..self }
+    }
     pub fn label(&self) -> String {
+        let e = match self.elems {
+            Elems::F32 => String::new(),
+            Elems::F16Acc => "<f16 acc f16>".to_string(),
+            other => format!("<{}->{}>", other.types().0, other.types().1),
+        };
         match self.constant {
-            Some((n, v)) => format!("{}:{}[{n}={v}]", self.shader.name(), self.entry),
-            None => format!("{}:{}", self.shader.name(), self.entry),
+            Some((n, v)) => format!("{}:{}{e}[{n}={v}]", self.shader.name(), self.entry),
+            None => format!("{}:{}{e}", self.shader.name(), self.entry),
         }
+    }
+    /// The WGSL of this variant's module (the shader file, specialized for its [`Elems`]).
+    pub fn source(&self) -> std::borrow::Cow<'static, str> {
+        let src = self.shader.source();
+        if self.elems == Elems::F32 {
+            return src.into();
+        }
+        let (tin, tout) = self.elems.types();
+        let mut s = String::from("enable f16;\n");
+        s.push_str(
+            &src.replacen("alias TIn = f32;", &format!("alias TIn = {tin};"), 1)
+                .replacen("alias TOut = f32;", &format!("alias TOut = {tout};"), 1)
+                .replacen(
+                    "alias TAcc = f32;",
+                    if self.elems == Elems::F16Acc {
+                        "alias TAcc = f16;"
+                    } else {
+                        "alias TAcc = f32;"
+                    },
+                    1,
+                )
+                .replacen(
+                    "const OUT_F16: bool = false;",
+                    &format!("const OUT_F16: bool = {};", tout == "f16"),
+                    1,
+                ),
+        );
+        s.into()
+    }
+    /// Whether the shader file can be specialized (declares the type aliases).
+    pub fn has_elem_aliases(shader: Shader) -> bool {
+        let s = shader.source();
+        s.contains("alias TIn = f32;")
+            && s.contains("alias TOut = f32;")
+            && s.contains("const OUT_F16: bool = false;")
     }
 }
 
@@ -135,5 +230,17 @@ pub fn all_variants() -> Vec<Variant> {
     v.extend(super::random::VARIANTS);
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));
     v.extend(super::kernels::nn_variants());
+    let f16: Vec<Variant> = v
+        .iter()
+        .filter(|x| super::kernels::has_f16_variants(x))
+        .flat_map(|x| {
+            let acc = (x.shader == Shader::Matmul).then_some(Elems::F16Acc);
+            [Elems::F16, Elems::F16ToF32, Elems::F32ToF16]
+                .into_iter()
+                .chain(acc)
+                .map(|e| x.typed(e))
+        })
+        .collect();
+    v.extend(f16);
     v
 }

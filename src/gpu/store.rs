@@ -7,7 +7,12 @@
 //! views of a buffer) is preserved across round trips.
 //!
 //! On the GPU: f32 as f32; i64 and i32 as i32 (an i64 outside the i32 range is an error on
-//! upload, never a silent wrap); bool as u32 (0/1). Other dtypes stay on the CPU.
+//! upload, never a silent wrap); bool as u32 (0/1); f16 as packed f16 (two per word) on a
+//! device with `shader-f16`, for the kernels that have f16 variants (elementwise, matmul,
+//! softmax, reductions; they compute in f32 and round once on store, as torch's CPU
+//! kernels do). bf16, f64, int8/16 and uint8 stay on the CPU: WGSL has no such types, and
+//! emulating bf16 rounding after every op in f32 storage would differ from torch's kernels
+//! in the last bit too often to be worth it; their ops run on the CPU kernel.
 //!
 //! # int64 arithmetic on the GPU
 //! The int kernels (shaders/ints.wgsl, `reduce_i`) compute int64 in 32 bits: a result outside
@@ -26,9 +31,24 @@ use crate::dtype::DType;
 use crate::error::{Error, Result};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-/// Can tensors of `dtype` be held on the GPU?
+/// Can tensors of `dtype` be held on the GPU as 32-bit words (what the dtype-generic
+/// kernels, copies and gathers, move)? f16 is held packed, for the f16-aware kernels only.
 pub fn gpu_dtype(dtype: DType) -> bool {
     matches!(dtype, DType::F32 | DType::I64 | DType::I32 | DType::Bool)
+}
+
+/// Bytes per element of `dtype` on the GPU.
+pub fn gpu_elem_bytes(dtype: DType) -> u64 {
+    match dtype {
+        DType::F16 => 2,
+        _ => 4,
+    }
+}
+
+/// Bytes of a GPU buffer holding `len` elements of `dtype` (whole words, at least one: a
+/// binding is never empty and its size a multiple of 4).
+pub fn gpu_bytes(dtype: DType, len: usize) -> u64 {
+    (len as u64 * gpu_elem_bytes(dtype)).div_ceil(4).max(1) * 4
 }
 
 pub struct Store {
@@ -159,9 +179,10 @@ pub fn cpu_store(t: &Tensor) -> Cell {
     }))
 }
 
-/// A fresh GPU-only store of `len` elements.
+/// A fresh GPU-only store of `len` elements for a kernel to write (its buffer may be one
+/// that encoded work still reads: see [`GpuDevice::alloc_output`]).
 pub fn gpu_store(dev: &GpuDevice, dtype: DType, len: usize, what: &str) -> Result<Cell> {
-    let buf = dev.alloc(len as u64 * 4, what)?;
+    let buf = dev.alloc_output(gpu_bytes(dtype, len), what)?;
     Ok(Arc::new(Mutex::new(Store {
         dtype,
         len,
@@ -191,6 +212,11 @@ pub fn to_gpu_bytes(d: &Data, what: &str) -> Result<Vec<u8>> {
             out
         }
         Data::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
+        Data::F16(v) => {
+            let mut out: Vec<u8> = v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
+            out.resize(out.len().div_ceil(4) * 4, 0);
+            out
+        }
         other => {
             return Err(Error::Gpu(format!(
                 "{what}: dtype {} is not held on the GPU",
@@ -202,6 +228,14 @@ pub fn to_gpu_bytes(d: &Data, what: &str) -> Result<Vec<u8>> {
 
 /// CPU storage from downloaded GPU words.
 pub fn from_gpu_bytes(dtype: DType, b: &[u8], len: usize) -> Result<Data> {
+    if dtype == DType::F16 {
+        return Ok(Data::F16(
+            b.chunks_exact(2)
+                .take(len)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])))
+                .collect(),
+        ));
+    }
     let words = b
         .chunks_exact(4)
         .take(len)

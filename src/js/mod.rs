@@ -435,7 +435,9 @@ impl WasmModel {
         let st = &g.last_stats;
         to_js_value(&serde_json::json!({
             "submits": st.submits, "bufferAllocations": st.buffer_allocations,
-            "pipelinesCreated": st.pipelines_created, "gpuNodes": st.gpu_nodes,
+            "pipelinesCreated": st.pipelines_created,
+            "bindGroupsCreated": st.bind_groups_created, "dispatches": st.dispatches,
+            "peakBytes": st.peak_bytes, "gpuNodes": st.gpu_nodes,
             "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),
             "fallbacks": st.fallbacks, "uploads": st.uploads, "downloads": st.downloads,
         }))

@@ -3,6 +3,7 @@
 //! backend). It follows the dtype rules of the kernels in this module; a kernel can still
 //! decline a node for its arguments (a transposed convolution, a rank above 8, an int64
 //! constant outside int32), which only a run shows (`pt2web run --json` counts fallbacks).
+//! f16 nodes are answered for an adapter with `shader-f16` (without it they fall back).
 
 use super::{lookup, BinaryOp, GOp, UnaryOp};
 use crate::dtype::DType;
@@ -47,6 +48,9 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
     let Some(op) = lookup(target) else {
         return Support::NoKernel;
     };
+    if let Some(s) = f16_form(target, op, inputs, outputs) {
+        return s;
+    }
     let f32 = |d: DType| d == DType::F32;
     let (name, overload) = target.rsplit_once('.').unwrap_or((target, ""));
     let ok = match op {
@@ -92,6 +96,78 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
             names(outputs)
         ))
     }
+}
+
+/// Nodes with f16 tensors: the kernels with f16 forms (on an adapter with `shader-f16`;
+/// elsewhere they fall back) answer as for f32; the float tensors of one node share one
+/// dtype except in conversions and in the ops that may write f32 from f16.
+fn f16_form(target: &str, op: GOp, inputs: &[DType], outputs: &[DType]) -> Option<Support> {
+    if !inputs.iter().chain(outputs).any(|&d| d == DType::F16) || matches!(op, GOp::View) {
+        return None;
+    }
+    let name = target.rsplit_once('.').map_or(target, |(n, _)| n);
+    let has_f16 = matches!(op, GOp::Unary(_) | GOp::Binary(_) | GOp::Compare(_))
+        || matches!(
+            name,
+            "aten.where"
+                | "aten.clone"
+                | "aten._to_copy"
+                | "aten.to"
+                | "aten.lift_fresh_copy"
+                | "aten.mm"
+                | "aten.bmm"
+                | "aten.matmul"
+                | "aten.addmm"
+                | "aten.linear"
+                | "aten.softmax"
+                | "aten._softmax"
+                | "aten.log_softmax"
+                | "aten._log_softmax"
+                | "aten.sum"
+                | "aten.mean"
+                | "aten.amax"
+                | "aten.amin"
+                | "aten.layer_norm"
+                | "aten.native_layer_norm"
+                | "aten.clamp"
+                | "aten.gelu"
+                | "aten.hardtanh"
+                | "aten.leaky_relu"
+                | "aten.elu"
+                | "aten.softplus"
+                | "aten.relu6"
+        );
+    let mixed_ok = matches!(
+        name,
+        "aten._to_copy"
+            | "aten.to"
+            | "aten.softmax"
+            | "aten._softmax"
+            | "aten.log_softmax"
+            | "aten._log_softmax"
+            | "aten.sum"
+            | "aten.mean"
+            | "aten.native_layer_norm"
+    );
+    let float = |d: &&DType| matches!(d, DType::F32 | DType::F16 | DType::F64 | DType::BF16);
+    let mixed = inputs
+        .iter()
+        .chain(outputs)
+        .filter(float)
+        .any(|&d| d != DType::F16);
+    if !has_f16 || (mixed && !mixed_ok) {
+        return Some(Support::Dtype(format!(
+            "no f16 GPU kernel for inputs ({}) -> ({})",
+            names(inputs),
+            names(outputs)
+        )));
+    }
+    let up = |ds: &[DType]| -> Vec<DType> {
+        ds.iter()
+            .map(|&d| if d == DType::F16 { DType::F32 } else { d })
+            .collect()
+    };
+    Some(gpu_supports(target, &up(inputs), &up(outputs)))
 }
 
 fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
