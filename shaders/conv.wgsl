@@ -2,9 +2,8 @@
 // dims), input [N, C, D, H, W] and weight [O, C/groups, KD, KH, KW], both contiguous.
 //
 // `conv`: an implicit GEMM per (image, group): out[o, p] = sum_k W[o, k] * col[k, p] with
-// k = (input channel, tap) and p an output pixel; `col` is never materialized, its 16 x 64
-// tile is gathered from the input (zero outside the padding) into workgroup memory. A
-// workgroup computes a 64 (output channels) x 64 (pixels) tile, each thread 4 x 4 of it.
+// k = (input channel, tap) and p an output pixel; `col` is never materialized, each
+// invocation gathers its input values directly (zero outside the padding).
 // `depthwise`: one input channel per group (mobilenet's depthwise layers), where a GEMM
 // would waste the tile: one thread per output, a direct loop over the taps.
 // `Meta` mirrors `ConvMeta` in src/gpu/kernels/conv.rs.
@@ -34,9 +33,6 @@ struct Meta {
     _p2: u32,
 }
 
-const BM: u32 = 64u;
-const BN: u32 = 64u;
-const BK: u32 = 16u;
 
 @group(0) @binding(0) var<uniform> params: Meta;
 @group(0) @binding(1) var<storage, read_write> out: array<f32>;
@@ -44,102 +40,77 @@ const BK: u32 = 16u;
 @group(0) @binding(3) var<storage, read> w: array<f32>;
 @group(0) @binding(4) var<storage, read> bias: array<f32>;
 
-var<workgroup> ta: array<array<f32, 16>, 64>;
-var<workgroup> tb: array<array<f32, 64>, 16>;
-
-// The input element read by tap `t` (within one channel) for output pixel `p`, or -1 in
-// the padding. Returns the offset within the channel's plane.
-fn source(p: u32, t: u32) -> i32 {
-    let ohw = params.outs.y * params.outs.z;
-    let oz = p / ohw;
-    let oy = (p / params.outs.z) % params.outs.y;
-    let ox = p % params.outs.z;
-    let khw = params.ks.y * params.ks.z;
-    let kz = t / khw;
-    let ky = (t / params.ks.z) % params.ks.y;
-    let kx = t % params.ks.z;
-    let iz = i32(oz * params.stride.x + kz * params.dil.x) - i32(params.pad.x);
-    let iy = i32(oy * params.stride.y + ky * params.dil.y) - i32(params.pad.y);
-    let ix = i32(ox * params.stride.z + kx * params.dil.z) - i32(params.pad.z);
-    if iz < 0 || iy < 0 || ix < 0 || iz >= i32(params.ins.x) || iy >= i32(params.ins.y)
-        || ix >= i32(params.ins.z) {
-        return -1;
-    }
-    return (iz * i32(params.ins.y) + iy) * i32(params.ins.z) + ix;
-}
-
-@compute @workgroup_size(16, 16)
-fn conv(
-    @builtin(local_invocation_id) lid: vec3<u32>,
-    @builtin(workgroup_id) wid: vec3<u32>,
-) {
-    let img = wid.z / params.groups;
-    let g = wid.z % params.groups;
-    let o0 = wid.y * BM;
-    let p0 = wid.x * BN;
+// Register blocking, as in matmul.wgsl: each invocation computes 4 output channels x 4
+// output pixels from direct loads, an 8x8 workgroup covers 32 x 32. No workgroup memory and
+// no barriers (they dominate on software adapters); the loops run over input channels and
+// taps, so the pixel coordinates are decomposed once per invocation, not per element.
+@compute @workgroup_size(8, 8)
+fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let img = gid.z / params.groups;
+    let g = gid.z % params.groups;
+    let o0 = gid.y * 4u;
+    let p0 = gid.x * 4u;
     let plane_out = params.outs.w;
-    let taps = params.ks.w;
-    let flat = lid.y * 16u + lid.x;
+    if o0 >= params.og || p0 >= plane_out {
+        return;
+    }
     // First input channel of this group in this image, and first weight row.
     let x_base = (img * params.c + g * params.cg) * params.ins.w;
     let w_base = g * params.og;
-    var acc: array<f32, 16>;
-    for (var i = 0u; i < 16u; i = i + 1u) {
-        acc[i] = 0.0;
+    // Origins (output position * stride - padding) of the 4 pixels; past the end the last
+    // pixel is recomputed and not stored.
+    var oz = vec4<i32>(0);
+    var oy = vec4<i32>(0);
+    var ox = vec4<i32>(0);
+    let ohw = params.outs.y * params.outs.z;
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let p = min(p0 + j, plane_out - 1u);
+        oz[j] = i32((p / ohw) * params.stride.x) - i32(params.pad.x);
+        oy[j] = i32(((p / params.outs.z) % params.outs.y) * params.stride.y) - i32(params.pad.y);
+        ox[j] = i32((p % params.outs.z) * params.stride.z) - i32(params.pad.z);
     }
-    let tiles = (params.kdim + BK - 1u) / BK;
-    for (var t = 0u; t < tiles; t = t + 1u) {
-        let k0 = t * BK;
-        // Weight tile [64][16]: four elements per thread, consecutive k (coalesced).
-        for (var r = 0u; r < 4u; r = r + 1u) {
-            let e = flat + 256u * r;
-            let row = e / BK;
-            let kk = e % BK;
-            let o = o0 + row;
-            let k = k0 + kk;
-            var v = 0.0;
-            if o < params.og && k < params.kdim {
-                v = w[(w_base + o) * params.kdim + k];
-            }
-            ta[row][kk] = v;
-        }
-        // Input tile [16][64]: four elements per thread, consecutive pixels.
-        for (var r = 0u; r < 4u; r = r + 1u) {
-            let e = flat + 256u * r;
-            let kk = e / BN;
-            let col = e % BN;
-            let k = k0 + kk;
-            let p = p0 + col;
-            var v = 0.0;
-            if k < params.kdim && p < plane_out {
-                let ci = k / taps;
-                let s = source(p, k % taps);
-                if s >= 0 {
-                    v = x[x_base + ci * params.ins.w + u32(s)];
-                }
-            }
-            tb[kk][col] = v;
-        }
-        workgroupBarrier();
-        for (var kk = 0u; kk < BK; kk = kk + 1u) {
-            var a: array<f32, 4>;
-            var b: array<f32, 4>;
-            for (var i = 0u; i < 4u; i = i + 1u) {
-                a[i] = ta[lid.y + 16u * i][kk];
-                b[i] = tb[kk][lid.x + 16u * i];
-            }
-            for (var i = 0u; i < 4u; i = i + 1u) {
-                for (var j = 0u; j < 4u; j = j + 1u) {
-                    acc[i * 4u + j] = acc[i * 4u + j] + a[i] * b[j];
+    let r0 = (w_base + min(o0, params.og - 1u)) * params.kdim;
+    let r1 = (w_base + min(o0 + 1u, params.og - 1u)) * params.kdim;
+    let r2 = (w_base + min(o0 + 2u, params.og - 1u)) * params.kdim;
+    let r3 = (w_base + min(o0 + 3u, params.og - 1u)) * params.kdim;
+    let dims = vec3<i32>(i32(params.ins.x), i32(params.ins.y), i32(params.ins.z));
+    var acc0 = vec4<f32>(0.0);
+    var acc1 = vec4<f32>(0.0);
+    var acc2 = vec4<f32>(0.0);
+    var acc3 = vec4<f32>(0.0);
+    var t = 0u;
+    for (var ci = 0u; ci < params.cg; ci = ci + 1u) {
+        let xc = x_base + ci * params.ins.w;
+        for (var kz = 0u; kz < params.ks.x; kz = kz + 1u) {
+            let iz = oz + vec4<i32>(i32(kz * params.dil.x));
+            let okz = (iz >= vec4<i32>(0)) & (iz < vec4<i32>(dims.x));
+            for (var ky = 0u; ky < params.ks.y; ky = ky + 1u) {
+                let iy = oy + vec4<i32>(i32(ky * params.dil.y));
+                let oky = okz & (iy >= vec4<i32>(0)) & (iy < vec4<i32>(dims.y));
+                let row = (iz * dims.y + iy) * dims.z;
+                for (var kx = 0u; kx < params.ks.z; kx = kx + 1u) {
+                    let ix = ox + vec4<i32>(i32(kx * params.dil.z));
+                    let ok = oky & (ix >= vec4<i32>(0)) & (ix < vec4<i32>(dims.z));
+                    let off = vec4<u32>(max(row + ix, vec4<i32>(0))) + vec4<u32>(xc);
+                    let xv = select(
+                        vec4<f32>(0.0),
+                        vec4<f32>(x[off.x], x[off.y], x[off.z], x[off.w]),
+                        ok,
+                    );
+                    acc0 = fma(vec4<f32>(w[r0 + t]), xv, acc0);
+                    acc1 = fma(vec4<f32>(w[r1 + t]), xv, acc1);
+                    acc2 = fma(vec4<f32>(w[r2 + t]), xv, acc2);
+                    acc3 = fma(vec4<f32>(w[r3 + t]), xv, acc3);
+                    t = t + 1u;
                 }
             }
         }
-        workgroupBarrier();
     }
+    let accs = array<vec4<f32>, 4>(acc0, acc1, acc2, acc3);
     for (var i = 0u; i < 4u; i = i + 1u) {
-        let o = o0 + lid.y + 16u * i;
+        let o = o0 + i;
         if o >= params.og {
-            continue;
+            break;
         }
         let oc = w_base + o;
         var bv = 0.0;
@@ -147,9 +118,9 @@ fn conv(
             bv = bias[oc];
         }
         for (var j = 0u; j < 4u; j = j + 1u) {
-            let p = p0 + lid.x + 16u * j;
+            let p = p0 + j;
             if p < plane_out {
-                out[(img * params.o + oc) * plane_out + p] = acc[i * 4u + j] + bv;
+                out[(img * params.o + oc) * plane_out + p] = accs[i][j] + bv;
             }
         }
     }
@@ -169,11 +140,26 @@ fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
     let ci = oc / params.og;
     let x_base = (img * params.c + ci) * params.ins.w;
     let w_base = oc * params.ks.w;
+    // The pixel's origin once, then the taps by their three coordinates.
+    let ohw = params.outs.y * params.outs.z;
+    let oz = i32((p / ohw) * params.stride.x) - i32(params.pad.x);
+    let oy = i32(((p / params.outs.z) % params.outs.y) * params.stride.y) - i32(params.pad.y);
+    let ox = i32((p % params.outs.z) * params.stride.z) - i32(params.pad.z);
     var acc = 0.0;
-    for (var t = 0u; t < params.ks.w; t = t + 1u) {
-        let s = source(p, t);
-        if s >= 0 {
-            acc = acc + x[x_base + u32(s)] * w[w_base + t];
+    var t = 0u;
+    for (var kz = 0u; kz < params.ks.x; kz = kz + 1u) {
+        let iz = oz + i32(kz * params.dil.x);
+        for (var ky = 0u; ky < params.ks.y; ky = ky + 1u) {
+            let iy = oy + i32(ky * params.dil.y);
+            let row_ok = iz >= 0 && iz < i32(params.ins.x) && iy >= 0 && iy < i32(params.ins.y);
+            let row = (iz * i32(params.ins.y) + iy) * i32(params.ins.z);
+            for (var kx = 0u; kx < params.ks.z; kx = kx + 1u) {
+                let ix = ox + i32(kx * params.dil.z);
+                if row_ok && ix >= 0 && ix < i32(params.ins.z) {
+                    acc = acc + x[x_base + u32(row + ix)] * w[w_base + t];
+                }
+                t = t + 1u;
+            }
         }
     }
     if (params.flags & 1u) != 0u {

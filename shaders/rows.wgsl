@@ -28,7 +28,7 @@ fn is_nan_or_inf(x: f32) -> bool {
 }
 
 // Storage element types (see elementwise.wgsl; src/gpu/shaders.rs `Elems`). The mean and
-// rstd outputs of layer norm stay f32.
+// rstd outputs of layer norm have the output's type.
 alias TIn = f32;
 alias TOut = f32;
 const OUT_F16: bool = false;
@@ -49,8 +49,8 @@ fn to_out(v: f32) -> TOut {
 @group(0) @binding(2) var<storage, read> x: array<TIn>;
 @group(0) @binding(3) var<storage, read> weight: array<TIn>;
 @group(0) @binding(4) var<storage, read> bias: array<TIn>;
-@group(0) @binding(5) var<storage, read_write> mean_out: array<f32>;
-@group(0) @binding(6) var<storage, read_write> rstd_out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> mean_out: array<TOut>;
+@group(0) @binding(6) var<storage, read_write> rstd_out: array<TOut>;
 
 var<workgroup> part: array<f32, 64>;
 
@@ -156,7 +156,7 @@ fn layer_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
         out[base + j] = to_out(y);
     }
     if l == 0u {
-        mean_out[r] = mean;
-        rstd_out[r] = rstd;
+        mean_out[r] = to_out(mean);
+        rstd_out[r] = to_out(rstd);
     }
 }

@@ -429,6 +429,17 @@ fn resnet18_runs_do_not_leak() {
     let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
     let x = common::to_tensor(&io.tensor("input_0").unwrap());
     assert_eq!(x.sizes, [1, 3, 224, 224]);
+    // The memory plan's yardstick: state plus the meta pass's liveness peak (the most bytes
+    // of inputs and intermediates alive at once).
+    let inferred = pt2web::meta::infer(
+        &program,
+        &[pt2web::meta::MValue::Tensor(pt2web::meta::MetaTensor::new(
+            DType::F32,
+            x.sizes.clone(),
+        ))],
+    )
+    .unwrap();
+    let est = pt2web::meta::estimate(&program, &inferred);
     let mut s = GpuSession::new(program, dev.clone()).unwrap();
     // 200 runs, or as many as fit in 45 s on a slow software adapter (at least 20);
     // PT2WEB_LEAK_RUNS=N runs exactly N.
@@ -463,5 +474,26 @@ fn resnet18_runs_do_not_leak() {
     assert_eq!(
         s.last_stats.buffer_allocations, 0,
         "warm runs allocate nothing"
+    );
+    let st = &s.last_stats;
+    assert_eq!(st.pipelines_created, 0, "warm runs create no pipeline");
+    assert_eq!(
+        st.bind_groups_created, 0,
+        "warm runs reuse every bind group ({} dispatches)",
+        st.dispatches
+    );
+    // Buffers freed during the run are reused within it: the peak stays within a third
+    // above the liveness estimate (pool size classes round sizes up), where keeping every
+    // intermediate until the submit would be several times it.
+    let state = est.parameter_bytes + est.buffer_bytes + est.constant_bytes;
+    eprintln!(
+        "peak {} B in a run; estimate {} B (state {state} + live peak {}); {} dispatches",
+        st.peak_bytes, est.total_bytes, est.peak_activation_bytes, st.dispatches
+    );
+    assert!(
+        st.peak_bytes <= state + est.peak_activation_bytes * 4 / 3 + (4 << 20),
+        "peak {} B vs estimate {} B",
+        st.peak_bytes,
+        est.total_bytes
     );
 }

@@ -81,9 +81,33 @@ struct FamilyReport {
     passed: usize,
     failures: Vec<String>,
     stats: RunStats,
+    /// Nodes with a bf16 tensor (bf16 lives on the CPU: they always fall back).
+    bf16_nodes: u64,
+}
+
+fn bf16_nodes(p: &pt2web::program::Program) -> u64 {
+    let g = &p.graph;
+    let is_bf16 = |id: &usize| {
+        matches!(&g.value(*id).kind,
+            pt2web::program::ValueKind::Tensor { dtype, .. } if *dtype == DType::BF16)
+    };
+    g.nodes
+        .iter()
+        .filter(|n| {
+            let mut ids = Vec::new();
+            n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+            n.outputs.iter().for_each(|a| a.values(&mut ids));
+            ids.iter().any(is_bf16)
+        })
+        .count() as u64
 }
 
 fn run_family(dev: &Arc<GpuDevice>, fam: &str) -> FamilyReport {
+    run_cases(dev, fam, |_| true)
+}
+
+/// The cases of family `fam` whose program name passes `want`.
+fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> FamilyReport {
     let dir = common::fixtures().join("ops");
     let cases: Value =
         serde_json::from_slice(&std::fs::read(dir.join(format!("{fam}.cases.json"))).unwrap())
@@ -100,15 +124,21 @@ fn run_family(dev: &Arc<GpuDevice>, fam: &str) -> FamilyReport {
         passed: 0,
         failures: Vec::new(),
         stats: RunStats::default(),
+        bf16_nodes: 0,
     };
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
+        if !want(pname) {
+            continue;
+        }
         let tol = c["tol"].as_str().unwrap();
         let mut stats = RunStats::default();
+        let mut bf16 = 0;
         let result = (|| -> Result<(), String> {
             let program = archive
                 .program(Some(pname), &LoadOptions::default())
                 .map_err(|e| e.to_string())?;
+            bf16 = bf16_nodes(&program);
             let mut session = GpuSession::new(program, dev.clone()).map_err(|e| e.to_string())?;
             let n_in = c["inputs"].as_array().unwrap().len();
             let inputs: Vec<RValue> = (0..n_in)
@@ -137,6 +167,7 @@ fn run_family(dev: &Arc<GpuDevice>, fam: &str) -> FamilyReport {
             Ok(())
         })();
         rep.stats.add(&stats);
+        rep.bf16_nodes += bf16;
         match result {
             Ok(()) => rep.passed += 1,
             Err(e) => rep.failures.push(format!("  {fam}/{pname}: {e}")),
@@ -214,6 +245,46 @@ fn op_suite_gpu() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// On an adapter with shader-f16, the f16 cases of the ops the f16 kernels cover run
+/// entirely on the GPU (no CPU fallback) and match PyTorch within the f16 tolerance.
+#[test]
+fn f16_cases_run_on_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    if !dev.f16_enabled() {
+        eprintln!("SKIPPED: {} has no shader-f16", dev.properties.name);
+        return;
+    }
+    let cases: [(&str, &[&str]); 5] = [
+        ("elementwise", &["add_f16", "unary_f16", "clamp_f16", "to_half"]),
+        ("matmul", &["mm_f16", "matmul_f16", "linear_f16"]),
+        ("norm", &["layer_norm_f16"]),
+        ("reduce", &["sum_half", "mean_f16", "softmax_half"]),
+        ("activation", &["silu_f16_module"]),
+    ];
+    let mut failures = Vec::new();
+    for (fam, names) in cases {
+        let rep = run_cases(&dev, fam, |p| {
+            names.iter().any(|n| p == *n || p == format!("{n}__core"))
+        });
+        eprintln!(
+            "{fam} f16: {} passed, {} gpu nodes, fallbacks {:?}",
+            rep.passed, rep.stats.gpu_nodes, rep.stats.fallbacks
+        );
+        failures.extend(rep.failures);
+        if rep.passed < names.len() {
+            failures.push(format!("{fam}: only {} of {names:?} ran", rep.passed));
+        }
+        // Some cases also convert to bf16, which stays on the CPU.
+        if rep.stats.fallback_nodes() != rep.bf16_nodes || rep.stats.gpu_nodes == 0 {
+            failures.push(format!(
+                "{fam}: f16 nodes fell back to the CPU: {:?} ({} bf16 nodes)",
+                rep.stats.fallbacks, rep.bf16_nodes
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
 /// Memory counters move with allocations; the memory-fraction limit gives a typed error and

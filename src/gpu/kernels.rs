@@ -882,7 +882,7 @@ fn unary_with_args(k: &mut Kc) -> Out {
             Some("tanh") => (UnaryOp::GeluTanh, 1.0, 0.0),
             Some(_) => return Ok(None),
         },
-        "aten.clamp" if x.dtype != DType::F32 => return ints::clamp(k),
+        "aten.clamp" if !is_float(x.dtype) => return ints::clamp(k),
         "aten.clamp" => {
             if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
                 return Ok(None);
@@ -1484,9 +1484,9 @@ fn layer_norm(k: &mut Kc) -> Out {
     {
         return Ok(None);
     }
-    // The mean and rstd outputs are f32 words (native_layer_norm of f16 declares f32 ones).
+    // The mean and rstd outputs have the input's dtype (the shader writes them as TOut).
     let stats = k.target().starts_with("aten.native_layer_norm");
-    if stats && (k.out_dtype(1) != Some(DType::F32) || k.out_dtype(2) != Some(DType::F32)) {
+    if stats && (k.out_dtype(1) != Some(d) || k.out_dtype(2) != Some(d)) {
         return Ok(None);
     }
     let ns = k.op.ints("normalized_shape")?;
@@ -1525,8 +1525,8 @@ fn layer_norm(k: &mut Kc) -> Out {
     let out = k.new_out(d, &x.sizes)?;
     let mut stat_sizes: Vec<usize> = x.sizes[..axis].to_vec();
     stat_sizes.extend(std::iter::repeat_n(1, ns.len()));
-    let mean = k.new_out(DType::F32, &stat_sizes)?;
-    let rstd = k.new_out(DType::F32, &stat_sizes)?;
+    let mean = k.new_out(d, &stat_sizes)?;
+    let rstd = k.new_out(d, &stat_sizes)?;
     if rows * cols > 0 {
         let (gx, gy, _) = grid(rows, 1);
         let meta = RowMeta {

@@ -158,7 +158,7 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         || !k.fits(&w)
         || n * o * plane_out >= u32::MAX as usize
         || (!depthwise
-            && (plane_out.div_ceil(64) > maxg || og.div_ceil(64) > maxg || n * groups > maxg))
+            && (plane_out.div_ceil(32) > maxg || og.div_ceil(32) > maxg || n * groups > maxg))
     {
         return Ok(None);
     }
@@ -208,9 +208,10 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         meta.row = row;
         k.dispatch(&DEPTHWISE, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     } else {
+        // 8x8 invocations of 4 channels x 4 pixels each (shaders/conv.wgsl).
         let groups3 = (
-            plane_out.div_ceil(64) as u32,
-            og.div_ceil(64) as u32,
+            plane_out.div_ceil(32) as u32,
+            og.div_ceil(32) as u32,
             (n * groups) as u32,
         );
         k.dispatch(&CONV, bytemuck::bytes_of(&meta), &bufs, groups3)?;
