@@ -257,7 +257,10 @@ fn f16_cases_run_on_gpu_kernels() {
         return;
     }
     let cases: [(&str, &[&str]); 5] = [
-        ("elementwise", &["add_f16", "unary_f16", "clamp_f16", "to_half"]),
+        (
+            "elementwise",
+            &["add_f16", "unary_f16", "clamp_f16", "to_half"],
+        ),
         ("matmul", &["mm_f16", "matmul_f16", "linear_f16"]),
         ("norm", &["layer_norm_f16"]),
         ("reduce", &["sum_half", "mean_f16", "softmax_half"]),

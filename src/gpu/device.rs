@@ -306,6 +306,15 @@ impl Drop for GpuBuffer {
     }
 }
 
+/// The buffer of a free list that the pool hands out: the one with the largest id, so the
+/// choice depends on which buffers are free, not on the order they came back in. A warm run
+/// starts from the same free set as the one before, so it gets the same buffers in the same
+/// places, and the bind-group cache hits.
+fn take_canonical(v: &mut Vec<wgpu::Buffer>) -> Option<wgpu::Buffer> {
+    let (i, _) = v.iter().enumerate().max_by(|a, b| a.1.cmp(b.1))?;
+    Some(v.swap_remove(i))
+}
+
 /// Size classes: powers of two up to 1 MiB, then multiples of 1 MiB (at least 16 bytes,
 /// as a binding may not be empty).
 fn size_class(bytes: u64) -> u64 {
@@ -545,10 +554,10 @@ impl GpuDevice {
         // Deterministic mode zero-fills with a queue write, which must not hit a pending buffer.
         let reuse_pending = gpu_written && !crate::backends::deterministic();
         let pending = match reuse_pending {
-            true => p.pending.get_mut(&(kind, size)).and_then(Vec::pop),
+            true => p.pending.get_mut(&(kind, size)).and_then(take_canonical),
             false => None,
         };
-        let buf = match pending.or_else(|| p.free.get_mut(&(kind, size)).and_then(Vec::pop)) {
+        let buf = match pending.or_else(|| p.free.get_mut(&(kind, size)).and_then(take_canonical)) {
             Some(b) => b,
             None => {
                 p.stats.buffers_created += 1;

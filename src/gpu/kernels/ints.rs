@@ -499,7 +499,9 @@ pub(super) fn to(k: &mut Kc) -> Out {
     if to == x.dtype && !k.op.bool_or("copy", false)? {
         return Ok(Some(vec![Slot::T(x)]));
     }
-    if (x.dtype == DType::F16 || to == DType::F16) && super::is_float(x.dtype) && super::is_float(to)
+    if (x.dtype == DType::F16 || to == DType::F16)
+        && super::is_float(x.dtype)
+        && super::is_float(to)
     {
         return super::one(super::elementwise(
             k,
