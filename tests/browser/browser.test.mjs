@@ -299,6 +299,44 @@ test('WebGPU profiler: per-kernel GPU times and a Chrome trace with GPU kernel e
   assert.deepEqual(errors, []);
 });
 
+// An adapter without timestamp-query (hidden by an init script): events and the profiler
+// fall back to the host clock and say so.
+test('WebGPU without timestamp-query: events and the profiler use the host clock, flagged', async () => {
+  const { page, errors } = await newPage(() => {
+    const d = Object.getOwnPropertyDescriptor(GPUAdapter.prototype, 'features');
+    Object.defineProperty(GPUAdapter.prototype, 'features', {
+      get() { return new Set([...d.get.call(this)].filter((f) => f !== 'timestamp-query')); },
+    });
+  });
+  const r = await page.evaluate(async () => {
+    const { load, gpu, tensor } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const x = [tensor(Float32Array.from({ length: 64 * 16 }, (_, i) => Math.sin(i)), [64, 16])];
+    await m.run(x);
+    const start = new gpu.Event({ enableTiming: true });
+    const end = new gpu.Event({ enableTiming: true });
+    start.record();
+    for (let i = 0; i < 5; i++) await m.run(x);
+    end.record();
+    const ms = await start.elapsedTime(end);
+    m.startProfiler();
+    await m.run(x);
+    const p = m.stopProfiler();
+    const props = await gpu.properties();
+    return { ms, timing: end.timing, timestamps: props.timestamps, gpuTiming: p.gpuTiming, trace: JSON.stringify(p.chromeTrace), gpuNodes: m.lastRunStats().gpuNodes };
+  });
+  const evs = JSON.parse(r.trace).traceEvents;
+  const kernels = evs.filter((e) => e.tid === 2);
+  console.log(`# no timestamp-query: events ${r.ms.toFixed(3)} ms (timing '${r.timing}'), profiler '${r.gpuTiming}', ${kernels.length} host-timed kernel events`);
+  assert.equal(r.timestamps, false);
+  assert.equal(r.timing, 'host');
+  assert.ok(r.ms > 0, `elapsed ${r.ms} ms`);
+  assert.equal(r.gpuTiming, 'host');
+  assert.ok(kernels.length >= r.gpuNodes && kernels.length > 0);
+  assert.ok(kernels.every((e) => e.cat === 'gpu-host' && e.args.clock === 'host' && e.ph === 'X' && e.dur >= 0));
+  assert.deepEqual(errors, []);
+});
+
 const MODELS = path.join(ROOT, '.cache', 'models');
 for (const device of ['webgpu', 'cpu']) {
   test(`the real models run in Chromium on ${device} and match PyTorch`, { skip: !existsSync(MODELS) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models' }, async () => {
