@@ -138,7 +138,15 @@ fn profiler_times_gpu_kernels() {
             .collect::<Vec<_>>()
     );
     assert!(positive > 0 && positive * 2 >= events.len());
-    assert!(events.len() as u64 <= s.last_stats.gpu_nodes);
+    // GPU kernels carry GPU timestamps; CPU-fallback nodes are host-timed events of their own.
+    let count = |cat: &str| events.iter().filter(|e| e["cat"] == cat).count() as u64;
+    assert!(count("gpu") > 0 && count("gpu") <= s.last_stats.gpu_nodes);
+    assert_eq!(count("fallback"), s.last_stats.fallback_nodes());
+    assert_eq!(count("gpu") + count("fallback"), events.len() as u64);
+    assert!(events
+        .iter()
+        .all(|e| (e["cat"] == "gpu") == (e["args"]["clock"] == "gpu-timestamp")));
+    assert_eq!(back["otherData"]["gpuTiming"], "timestamp");
     assert!(summary.iter().all(|o| o.total_ms >= 0.0));
 }
 

@@ -12,8 +12,10 @@
 //! fallback).
 //!
 //! Nothing here blocks except [`Event::synchronize`] (and `elapsed_time`, which waits for
-//! both events): [`Event::query`] only polls, so the same type works with wgpu's WebGPU
-//! backend, where completion arrives through the browser's event loop.
+//! both events): [`Event::query`] only polls, and [`Event::synchronize_async`] /
+//! [`Event::elapsed_time_async`] are futures woken by the completion callbacks, so the same
+//! type works with wgpu's WebGPU backend, where completion arrives through the browser's
+//! event loop (the JS `gpu.Event`).
 
 use super::device::GpuDevice;
 use crate::error::{Error, Result};

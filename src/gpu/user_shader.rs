@@ -6,7 +6,9 @@
 //! compute entry points with their workgroup size and bindings; [`UserShader::call`] binds
 //! tensors to an entry point's storage buffers in binding order, dispatches, and returns the
 //! new contents of every argument (read-write arguments are also written back into the
-//! caller's tensors).
+//! caller's tensors). Natively `compile_shader` and `call` block; the browser (JS
+//! `gpu.compileShader`) uses the futures [`GpuDevice::compile_shader_async`] and
+//! [`UserShader::call_async`], which the blocking calls wrap.
 //!
 //! Element types: `array<f32>` takes f32 tensors, `array<i32>` i32 or i64 tensors (stored as
 //! i32, as the executor does), `array<u32>` bool tensors (0/1) or i32/i64 tensors (their i32
