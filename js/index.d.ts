@@ -173,7 +173,8 @@ export class GpuEvent {
   readonly enableTiming: boolean;
   /** 'gpu' (GPU timestamps), 'host' (host clock: no timestamp-query, or no device open), null before record(). */
   readonly timing: 'gpu' | 'host' | null;
-  /** Mark the point after every piece of GPU work submitted so far. */
+  /** Mark the point after every piece of GPU work submitted so far (a run's work is submitted
+   * by the time its promise settles: record after `await model.run(...)`). */
   record(): void;
   /** Whether the GPU has reached the event (never waits). */
   query(): boolean;
