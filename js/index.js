@@ -347,6 +347,7 @@ export class Shader {
         if (!Ctor) throw new Pt2WebError(`argument '${name}': unknown dtype '${dtype}'`, 'INPUT');
         t = { data: new Ctor(t.shape.reduce((a, b) => a * b, 1)), shape: t.shape, dtype };
       }
+      if (t instanceof GpuTensor) throw new Pt2WebError(`argument '${name}': Shader.call takes CPU tensors for now; read() the GpuTensor first`, 'INPUT');
       const w = toWire(name, t);
       if (typeof w !== 'object' || !w.bytes) throw new Pt2WebError(`argument '${name}': expected a tensor`, 'INPUT');
       maxNumel = Math.max(maxNumel, w.shape.reduce((a, b) => a * b, 1));
