@@ -70,11 +70,28 @@ export interface StateView {
 }
 
 export interface Profile {
-  events: { node: string; target: string; start_ms: number; dur_ms: number; depth: number }[];
+  /** `cat`: 'op' (CPU kernel), 'gpu' (GPU kernel, GPU timestamps), 'gpu-host' (GPU kernel on a
+   * device without timestamp-query: the host time to encode it), 'fallback' (a CPU-fallback
+   * node of a WebGPU run). */
+  events: { node: string; target: string; start_ms: number; dur_ms: number; depth: number; cat: 'op' | 'gpu' | 'gpu-host' | 'fallback' }[];
   /** Time per op target, the most expensive first. */
   summary: { target: string; count: number; total_ms: number }[];
   /** Chrome trace event format (chrome://tracing, Perfetto): JSON.stringify it to a file. */
-  chromeTrace: { traceEvents: unknown[] };
+  chromeTrace: { traceEvents: ChromeTraceEvent[]; displayTimeUnit: 'ms'; otherData: { producer: string; device: string; gpuTiming: 'timestamp' | 'host' | null } };
+  /** How GPU kernels were timed: 'timestamp' (GPU timestamps), 'host' (no timestamp-query), null (no GPU kernels). */
+  gpuTiming: 'timestamp' | 'host' | null;
+}
+
+/** A complete event ("X") in microseconds; GPU kernels are on tid 2, CPU work on tid 1. */
+export interface ChromeTraceEvent {
+  name: string;
+  cat: 'op' | 'gpu' | 'gpu-host' | 'fallback';
+  ph: 'X';
+  ts: number;
+  dur: number;
+  pid: number;
+  tid: number;
+  args: { node: string; depth: number; clock: 'gpu-timestamp' | 'host' };
 }
 
 export class Model {
@@ -137,6 +154,8 @@ export interface GpuProperties {
   features: string[];
   limits: Record<string, number>;
   recommendedMaxMemory: number;
+  /** Whether the device was opened with timestamp-query (GPU times for events and the profiler). */
+  timestamps: boolean;
 }
 
 export interface GpuMemoryStats {
@@ -148,8 +167,65 @@ export interface GpuMemoryStats {
   recommendedMax: number;
 }
 
+/** A marker in the WebGPU queue (torch.mps.Event): `new gpu.Event({enableTiming: true})`. */
+export class GpuEvent {
+  constructor(options?: { enableTiming?: boolean });
+  readonly enableTiming: boolean;
+  /** 'gpu' (GPU timestamps), 'host' (host clock: no timestamp-query, or no device open), null before record(). */
+  readonly timing: 'gpu' | 'host' | null;
+  /** Mark the point after every piece of GPU work submitted so far (a run's work is submitted
+   * by the time its promise settles: record after `await model.run(...)`). */
+  record(): void;
+  /** Whether the GPU has reached the event (never waits). */
+  query(): boolean;
+  synchronize(): Promise<void>;
+  /** Milliseconds from this event to `end`; both need `enableTiming`. */
+  elapsedTime(end: GpuEvent): Promise<number>;
+  dispose(): void;
+}
+
+export interface ShaderBinding {
+  group: number;
+  binding: number;
+  name: string;
+  /** 'storage, read' | 'storage, read_write' | 'uniform' | ... */
+  access: string;
+  /** Element type of the runtime-sized array: 'f32' | 'i32' | 'u32' | ... */
+  elem: string;
+}
+
+export interface ShaderEntry {
+  name: string;
+  workgroupSize: [number, number, number];
+  bindings: ShaderBinding[];
+}
+
+/** An argument of Shader.call: a tensor, or `{shape, dtype}` for a zero-filled one (an output). */
+export type ShaderArg = Tensor | { shape: number[]; dtype?: DType };
+
+export interface ShaderCallOptions {
+  /** Workgroup counts [x, y, z] (or x); default: enough along x for the largest argument. */
+  workgroups?: number | [number, number?, number?];
+}
+
+/** A WGSL compute shader validated by naga and compiled on the WebGPU device. */
+export class Shader {
+  readonly entries: ShaderEntry[];
+  /** Bind `args` to the entry point's storage buffers in binding order and dispatch; resolves
+   * to every argument's contents afterwards (outputs included). */
+  call(entry: string, args: ShaderArg[], options?: ShaderCallOptions): Promise<(Tensor & { dtype: DType })[]>;
+  call(args: ShaderArg[], options?: ShaderCallOptions): Promise<(Tensor & { dtype: DType })[]>;
+  dispose(): void;
+}
+
 /** The shared WebGPU device (torch.mps-style). */
 export const gpu: {
+  /** Open the shared device now (loading a WebGPU model also opens it). */
+  open(): Promise<void>;
+  isOpen(): boolean;
+  Event: typeof GpuEvent;
+  /** Validate WGSL (naga; errors give the line) and compile it; WebGPU only (DEVICE error otherwise). */
+  compileShader(source: string, options?: { device?: 'webgpu' | 'cpu' }): Promise<Shader>;
   isAvailable(): Promise<boolean>;
   properties(): Promise<GpuProperties>;
   memoryStats(): GpuMemoryStats | null;

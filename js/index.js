@@ -5,7 +5,7 @@
 import initWasm, {
   WasmModel, WasmGpuTensor, isPt2Package as wasmIsPt2, programNames as wasmProgramNames,
   gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache,
-  gpuResetPeakMemoryStats, gpuSynchronize,
+  gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent,
 } from '../pkg/pt2web.js';
 
 /** An error from pt2web: `code` is machine-readable (INPUT, GUARD, OP, ARCHIVE, ...). */
@@ -26,6 +26,7 @@ function wrapError(e) {
 
 const isNode = typeof globalThis.process !== 'undefined' && !!globalThis.process.versions?.node;
 let ready = null;
+let wasmReady = false;
 
 /** Load the WebAssembly module once (done by `load` on first use). */
 export function init() {
@@ -38,6 +39,7 @@ export function init() {
       } else {
         await initWasm({ module_or_path: url });
       }
+      wasmReady = true;
     })();
   }
   return ready;
@@ -243,6 +245,124 @@ async function pickDevice(device) {
   return { device: 'cpu', reason: `fell back to the CPU backend: ${reason}` };
 }
 
+const hostNow = () => globalThis.performance?.now() ?? Date.now();
+
+/**
+ * A marker in the WebGPU queue (torch.mps.Event / torch.cuda.Event): `record()` after some
+ * work, then `query()`, `await synchronize()`, or `await start.elapsedTime(end)` (ms).
+ * `timing` says how the event was timed: `'gpu'` (GPU timestamps, where the adapter has
+ * `timestamp-query`) or `'host'` (the host clock when the queue reported the work done; also
+ * when no WebGPU device is open yet, since then no GPU work is pending).
+ */
+export class GpuEvent {
+  #w = null;
+  #host = null;
+  #timing = null;
+  constructor(options = {}) {
+    /** Whether `elapsedTime` may be used (as in torch, `{enableTiming: true}`). */
+    this.enableTiming = !!options.enableTiming;
+  }
+  /** `'gpu'`, `'host'`, or null before `record()`. */
+  get timing() { return this.#timing; }
+  /** Mark the point after every piece of GPU work submitted so far. */
+  record() {
+    this.#w?.free();
+    this.#w = null;
+    this.#host = null;
+    try {
+      if (wasmReady && gpuDeviceOpen()) {
+        this.#w = new WasmEvent();
+        this.#w.record();
+        this.#timing = this.#w.timing;
+      } else {
+        this.#host = hostNow();
+        this.#timing = 'host';
+      }
+    } catch (e) { throw wrapError(e); }
+  }
+  /** Whether the GPU has reached the event (never waits; true when never recorded). */
+  query() { return this.#w ? this.#w.query() : true; }
+  /** Resolves when the GPU has reached the event. */
+  async synchronize() {
+    if (!this.#w) return;
+    try { await this.#w.synchronize(); } catch (e) { throw wrapError(e); }
+  }
+  /** Milliseconds from this event to `end` (waits for both). */
+  async elapsedTime(end) {
+    if (!(end instanceof GpuEvent)) throw new Pt2WebError('elapsedTime(end): end must be a gpu.Event', 'INPUT');
+    if (!this.enableTiming || !end.enableTiming) throw new Pt2WebError('elapsedTime: both events must be created with {enableTiming: true}', 'INPUT');
+    if (!this.#timing || !end.#timing) throw new Pt2WebError('elapsedTime: both events must be recorded first', 'INPUT');
+    if (this.#w && end.#w) {
+      try { return await this.#w.elapsedTime(end.#w); } catch (e) { throw wrapError(e); }
+    }
+    if (this.#host !== null && end.#host !== null) return end.#host - this.#host;
+    throw new Pt2WebError('elapsedTime: one event was recorded before the WebGPU device was open and the other after; record both after loading a WebGPU model (or after `await gpu.open()`)', 'INPUT');
+  }
+  /** Release the event's GPU resources. */
+  dispose() { this.#w?.free(); this.#w = null; }
+}
+
+/**
+ * A WGSL compute shader compiled on the WebGPU device (`gpu.compileShader`), in the spirit of
+ * torch.mps.compile_shader. Storage buffers of bind group 0 only: `array<f32>` takes float32
+ * tensors, `array<i32>` int32/int64 (as i32), `array<u32>` bool (0/1) or int32/int64 bits.
+ */
+export class Shader {
+  #w;
+  #entries;
+  constructor(w) {
+    this.#w = w;
+    this.#entries = w.entries;
+  }
+  /** The compute entry points: `[{name, workgroupSize, bindings: [{group, binding, name, access, elem}]}]`. */
+  get entries() { return this.#entries; }
+  /**
+   * Run an entry point: `await k.call('main', [x, out], {workgroups: [n, 1, 1]})`.
+   * `args` bind the entry point's storage buffers in binding order (inputs and outputs alike);
+   * an argument may be `{shape, dtype}` without data (zeros, typically an output). The entry
+   * may be omitted when the shader has one. `workgroups` defaults to enough workgroups along
+   * x to cover the largest argument. Resolves to every argument's contents afterwards.
+   */
+  async call(entry, args, options = {}) {
+    if (!this.#w) throw new Pt2WebError('the shader was disposed', 'DISPOSED');
+    if (typeof entry !== 'string') {
+      options = args ?? {};
+      args = entry;
+      entry = undefined;
+    }
+    const names = this.#entries.map((e) => e.name);
+    if (entry === undefined) {
+      if (names.length !== 1) throw new Pt2WebError(`call(): name the entry point (the shader has: ${names.join(', ')})`, 'INPUT');
+      entry = names[0];
+    }
+    const ep = this.#entries.find((e) => e.name === entry);
+    if (!ep) throw new Pt2WebError(`call(): no compute entry point '${entry}' (the shader has: ${names.join(', ')})`, 'INPUT');
+    if (!Array.isArray(args)) throw new Pt2WebError('call(): args must be an array of tensors, one per binding', 'INPUT');
+    let maxNumel = 1;
+    const wire = args.map((t, i) => {
+      const name = ep.bindings[i]?.name ?? `#${i}`;
+      if (t && typeof t === 'object' && !ArrayBuffer.isView(t.data) && Array.isArray(t.shape)) {
+        const dtype = t.dtype ?? 'float32';
+        const Ctor = ARRAY_OF[dtype];
+        if (!Ctor) throw new Pt2WebError(`argument '${name}': unknown dtype '${dtype}'`, 'INPUT');
+        t = { data: new Ctor(t.shape.reduce((a, b) => a * b, 1)), shape: t.shape, dtype };
+      }
+      if (t instanceof GpuTensor) throw new Pt2WebError(`argument '${name}': Shader.call takes CPU tensors for now; read() the GpuTensor first`, 'INPUT');
+      const w = toWire(name, t);
+      if (typeof w !== 'object' || !w.bytes) throw new Pt2WebError(`argument '${name}': expected a tensor`, 'INPUT');
+      maxNumel = Math.max(maxNumel, w.shape.reduce((a, b) => a * b, 1));
+      return w;
+    });
+    let wg = options.workgroups ?? [Math.max(1, Math.ceil(maxNumel / ep.workgroupSize[0])), 1, 1];
+    if (typeof wg === 'number') wg = [wg, 1, 1];
+    const [x, y = 1, z = 1] = wg;
+    try {
+      return Array.from(await this.#w.call(entry, wire, x, y, z), fromWire);
+    } catch (e) { throw wrapError(e); }
+  }
+  dispose() { this.#w?.free(); this.#w = null; }
+}
+
 /**
  * The WebGPU device every model of this page (or worker) shares, in the spirit of torch.mps.
  * Sizes are in bytes.
@@ -273,6 +393,29 @@ export const gpu = {
   emptyCache() { if (ready) { try { gpuEmptyCache(); } catch (e) { throw wrapError(e); } } },
   /** Reset the peak to the current allocation. */
   resetPeakMemoryStats() { if (ready) gpuResetPeakMemoryStats(); },
+  /** Open the shared WebGPU device now (loading a WebGPU model also opens it). */
+  async open() {
+    await init();
+    if (!globalThis.navigator?.gpu) throw new Pt2WebError('WebGPU is not available: navigator.gpu is missing', 'DEVICE');
+    try { await gpuOpen(); } catch (e) { throw wrapError(e); }
+  },
+  /** Whether the shared WebGPU device is open. */
+  isOpen() { return wasmReady && gpuDeviceOpen(); },
+  /** `new gpu.Event({enableTiming: true})`: see GpuEvent. */
+  Event: GpuEvent,
+  /**
+   * Validate WGSL with naga and compile it on the WebGPU device (torch.mps.compile_shader).
+   * A mistake rejects with a Pt2WebError (code GPU) whose message gives the line and column.
+   * User shaders run on WebGPU only: with `{device: 'cpu'}` or without WebGPU this rejects
+   * with code DEVICE.
+   */
+  async compileShader(source, options = {}) {
+    if (options.device === 'cpu') throw new Pt2WebError('compileShader: user WGSL shaders run on WebGPU only, not on the CPU backend', 'DEVICE');
+    if (typeof source !== 'string') throw new Pt2WebError('compileShader: source must be a WGSL string', 'INPUT');
+    await init();
+    if (!globalThis.navigator?.gpu) throw new Pt2WebError('compileShader: user WGSL shaders need WebGPU, and navigator.gpu is missing (the CPU backend cannot run them)', 'DEVICE');
+    try { return new Shader(await gpuCompileShader(source)); } catch (e) { throw wrapError(e); }
+  },
   /** Resolves when all submitted GPU work is done (torch.mps.synchronize). */
   async synchronize() {
     if (!ready) return;
@@ -370,8 +513,11 @@ export class Model {
     try { this.#live().startProfiler(); } catch (e) { throw wrapError(e); }
   }
 
-  /** Stop it: `{events: [{node, target, start_ms, dur_ms, depth}], summary: [{target, count,
-   * total_ms}], chromeTrace}`; `JSON.stringify(chromeTrace)` opens in chrome://tracing or Perfetto. */
+  /** Stop it: `{events: [{node, target, start_ms, dur_ms, depth, cat}], summary: [{target,
+   * count, total_ms}], chromeTrace, gpuTiming}`; `JSON.stringify(chromeTrace)` opens in
+   * chrome://tracing or Perfetto. On WebGPU, kernels are events of cat `'gpu'` (GPU
+   * timestamps) or, without `timestamp-query`, `'gpu-host'` (host time to encode them);
+   * `gpuTiming` is `'timestamp'`, `'host'` or null. */
   stopProfiler() {
     try { return this.#live().stopProfiler(); } catch (e) { throw wrapError(e); }
   }

@@ -138,7 +138,15 @@ fn profiler_times_gpu_kernels() {
             .collect::<Vec<_>>()
     );
     assert!(positive > 0 && positive * 2 >= events.len());
-    assert!(events.len() as u64 <= s.last_stats.gpu_nodes);
+    // GPU kernels carry GPU timestamps; CPU-fallback nodes are host-timed events of their own.
+    let count = |cat: &str| events.iter().filter(|e| e["cat"] == cat).count() as u64;
+    assert!(count("gpu") > 0 && count("gpu") <= s.last_stats.gpu_nodes);
+    assert_eq!(count("fallback"), s.last_stats.fallback_nodes());
+    assert_eq!(count("gpu") + count("fallback"), events.len() as u64);
+    assert!(events
+        .iter()
+        .all(|e| (e["cat"] == "gpu") == (e["args"]["clock"] == "gpu-timestamp")));
+    assert_eq!(back["otherData"]["gpuTiming"], "timestamp");
     assert!(summary.iter().all(|o| o.total_ms >= 0.0));
 }
 
@@ -269,6 +277,34 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[0] = 3.0;
 }
 "#;
+
+/// The futures the browser uses (`compile_shader_async`, `call_async`,
+/// `synchronize_async`, `elapsed_time_async`) give what the blocking calls give.
+#[test]
+fn async_variants_match_blocking_calls() {
+    let Some(dev) = device() else { return };
+    let sh = pollster::block_on(dev.compile_shader_async(MULADD)).unwrap();
+    let n = 300;
+    let a = Tensor::from_vec((0..n).map(|i| i as f32).collect::<Vec<_>>(), &[n]);
+    let b = Tensor::from_vec(vec![2f32; n], &[n]);
+    let out = Tensor::zeros(DType::F32, &[n]).unwrap();
+    let (start, end) = (Event::new(), Event::new());
+    start.record(&dev).unwrap();
+    let res =
+        pollster::block_on(sh.call_async(&dev, "muladd", &[&a, &b, &out], (5, 1, 1))).unwrap();
+    end.record(&dev).unwrap();
+    pollster::block_on(end.synchronize_async()).unwrap();
+    assert!(end.query());
+    let ms = pollster::block_on(start.elapsed_time_async(&end)).unwrap();
+    eprintln!("async events: {ms:.4} ms ({:?})", end.timing().unwrap());
+    assert!(ms >= 0.0);
+    let want: Vec<f32> = (0..n).map(|i| i as f32 * 2.0 + 1.0).collect();
+    assert_eq!(res[2].to_vec::<f32>(), want);
+    let e = pollster::block_on(dev.compile_shader_async("fn main( {"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("parse error at line 1"), "{e}");
+}
 
 #[test]
 fn user_shader_runs_and_reports_errors() {

@@ -1,9 +1,10 @@
 // The demo page: sentence similarity with MiniLM, and "open any .pt2".
 import { load, tensor, gpu } from '../js/index.js';
 import { WordPiece, meanPool, cosineMatrix } from './wordpiece.js';
+import { readTensorFiles } from './tensorfile.js';
 
 const $ = (id) => document.getElementById(id);
-const state = { minilm: null, tok: null, other: null };
+const state = { minilm: null, tok: null, other: null, uploaded: null, lastOutputs: null };
 window.pt2webDemo = state; // for tests and the console
 
 function deviceOption() { return $('deviceSel').value; }
@@ -152,21 +153,63 @@ $('file').onchange = (e) => e.target.files[0] && openFile(e.target.files[0]);
 $('drop').ondragover = (e) => { e.preventDefault(); $('drop').classList.add('over'); };
 $('drop').ondragleave = () => $('drop').classList.remove('over');
 $('drop').ondrop = (e) => { e.preventDefault(); $('drop').classList.remove('over'); if (e.dataTransfer.files[0]) openFile(e.dataTransfer.files[0]); };
+// Inputs from user files: safetensors keys (or .npy file names) are the program's input names;
+// a program with one input takes the only tensor of the files whatever its name.
+function uploadedInputs(m) {
+  const up = state.uploaded;
+  const names = m.info.inputs.map((i) => i.name);
+  const keys = Object.keys(up);
+  if (names.length === 1 && keys.length === 1) return { [names[0]]: up[keys[0]] };
+  const missing = names.filter((n) => !(n in up));
+  if (missing.length) throw Object.assign(new Error(`the input files have no tensor for ${missing.map((n) => `'${n}'`).join(', ')} (they have: ${keys.join(', ') || 'none'}; the program takes: ${names.join(', ')})`), { code: 'INPUT' });
+  return Object.fromEntries(names.map((n) => [n, up[n]]));
+}
+
+$('inputsFile').onchange = async (e) => {
+  const files = [...e.target.files];
+  if (!files.length) return;
+  try {
+    state.uploaded = await readTensorFiles(files);
+    const desc = Object.entries(state.uploaded).map(([k, t]) => `${k}: ${t.dtype}[${t.shape}]`).join(', ');
+    $('inputsStatus').textContent = `inputs from ${files.map((f) => f.name).join(', ')}: ${desc}`;
+    $('runBtn').textContent = 'Run with uploaded inputs';
+  } catch (err) {
+    state.uploaded = null;
+    $('runBtn').textContent = 'Run with random inputs';
+    $('inputsStatus').innerHTML = '';
+    const s = document.createElement('span');
+    s.className = 'err';
+    s.textContent = `${files.map((f) => f.name).join(', ')}: ${err.message}`;
+    $('inputsStatus').append(s);
+  }
+};
+
 $('runBtn').onclick = async () => {
   const m = state.other;
-  const named = Object.fromEntries(m.info.inputs.map((inp) => [inp.name, randomFor(inp)]));
+  delete $('runStatus').dataset.done;
   const t0 = performance.now();
   try {
+    const named = state.uploaded ? uploadedInputs(m)
+      : Object.fromEntries(m.info.inputs.map((inp) => [inp.name, randomFor(inp)]));
     m.startProfiler();
     const out = await m.run(named);
     const prof = m.stopProfiler();
     drawOpChart(prof.summary);
     state.lastTrace = prof.chromeTrace;
+    state.lastOutputs = out;
     $('outputs').textContent = JSON.stringify(summarize(out), null, 2);
-    $('runStatus').textContent = `ran in ${(performance.now() - t0).toFixed(1)} ms`;
+    const timing = prof.gpuTiming ? `; GPU kernels timed by ${prof.gpuTiming === 'timestamp' ? 'GPU timestamps' : 'the host clock (no timestamp-query)'}` : '';
+    $('runStatus').textContent = `ran in ${(performance.now() - t0).toFixed(1)} ms with ${state.uploaded ? 'uploaded' : 'random'} inputs${timing}`;
     $('runStatus').dataset.done = '1';
   } catch (e) {
-    $('outputs').innerHTML = `<span class="err">${e.code ?? ''}: ${e.message}</span>`;
+    try { m.stopProfiler(); } catch { /* not started or busy */ }
+    $('outputs').innerHTML = '';
+    const s = document.createElement('span');
+    s.className = 'err';
+    s.textContent = `${e.code ?? ''}: ${e.message}`;
+    $('outputs').append(s);
+    $('runStatus').textContent = 'failed';
+    $('runStatus').dataset.done = 'error';
   }
 };
 $('deviceSel').onchange = () => loadMiniLM().catch((e) => { $('simStatus').innerHTML = `<span class="err">${e.message}</span>`; });

@@ -12,13 +12,18 @@
 //! fallback).
 //!
 //! Nothing here blocks except [`Event::synchronize`] (and `elapsed_time`, which waits for
-//! both events): [`Event::query`] only polls, so the same type works with wgpu's WebGPU
-//! backend, where completion arrives through the browser's event loop.
+//! both events): [`Event::query`] only polls, and [`Event::synchronize_async`] /
+//! [`Event::elapsed_time_async`] are futures woken by the completion callbacks, so the same
+//! type works with wgpu's WebGPU backend, where completion arrives through the browser's
+//! event loop (the JS `gpu.Event`).
 
 use super::device::GpuDevice;
 use crate::error::{Error, Result};
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 
 /// How an event's time was taken.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,6 +39,39 @@ pub enum Timing {
 struct Shared {
     done: AtomicBool,
     host_ms: Mutex<Option<f64>>,
+    /// Futures waiting in [`Event::synchronize_async`].
+    wakers: Mutex<Vec<Waker>>,
+}
+
+impl Shared {
+    fn finish(&self) {
+        self.done.store(true, Ordering::Release);
+        let w = std::mem::take(&mut *self.wakers.lock().unwrap_or_else(|e| e.into_inner()));
+        w.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// Resolves when the event's completion callback has run.
+struct Done(Arc<Shared>);
+
+impl Future for Done {
+    type Output = ();
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.0.done.load(Ordering::Acquire) {
+            return Poll::Ready(());
+        }
+        self.0
+            .wakers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(cx.waker().clone());
+        // The callback may have run between the check and the registration.
+        if self.0.done.load(Ordering::Acquire) {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }
 }
 
 struct Recorded {
@@ -112,7 +150,7 @@ impl Event {
             let s = shared.clone();
             rb.slice(..).map_async(wgpu::MapMode::Read, move |r| {
                 if r.is_ok() {
-                    s.done.store(true, Ordering::Release);
+                    s.finish();
                 }
             });
             readback = Some(rb);
@@ -121,7 +159,7 @@ impl Event {
             dev.queue.on_submitted_work_done(move || {
                 *s.host_ms.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some(crate::runtime::profile::now_ms());
-                s.done.store(true, Ordering::Release);
+                s.finish();
             });
         }
         dev.take_error()?;
@@ -162,6 +200,26 @@ impl Event {
         Ok(())
     }
 
+    /// [`Event::synchronize`] as a future (the browser cannot block): resolves when the GPU
+    /// has reached the event.
+    pub async fn synchronize_async(&self) -> Result<()> {
+        let shared = {
+            let g = self.lock();
+            let Some(r) = g.as_ref() else {
+                return Ok(());
+            };
+            #[cfg(not(target_arch = "wasm32"))]
+            while !r.shared.done.load(Ordering::Acquire) {
+                r.device
+                    .poll(wgpu::PollType::wait_indefinitely())
+                    .map_err(|e| Error::Gpu(format!("waiting for an event: {e}")))?;
+            }
+            r.shared.clone()
+        };
+        Done(shared).await;
+        Ok(())
+    }
+
     /// How this event was (or will be) timed; `None` before [`Event::record`].
     pub fn timing(&self) -> Option<Timing> {
         self.lock().as_ref().map(|r| match r.readback {
@@ -173,6 +231,11 @@ impl Event {
     /// The event's time in milliseconds (GPU clock or host clock, see [`Event::timing`]).
     fn time_ms(&self) -> Result<(f64, Timing)> {
         self.synchronize()?;
+        self.read_time()
+    }
+
+    /// The event's time once it is done.
+    fn read_time(&self) -> Result<(f64, Timing)> {
         let mut g = self.lock();
         let r = g
             .as_mut()
@@ -207,6 +270,20 @@ impl Event {
     pub fn elapsed_time(&self, end: &Event) -> Result<f64> {
         let (a, ta) = self.time_ms()?;
         let (b, tb) = end.time_ms()?;
+        if ta != tb {
+            return Err(Error::Gpu(format!(
+                "elapsed_time: one event was timed by {ta:?} and the other by {tb:?}"
+            )));
+        }
+        Ok(b - a)
+    }
+
+    /// [`Event::elapsed_time`] as a future (the browser cannot block).
+    pub async fn elapsed_time_async(&self, end: &Event) -> Result<f64> {
+        self.synchronize_async().await?;
+        end.synchronize_async().await?;
+        let (a, ta) = self.read_time()?;
+        let (b, tb) = end.read_time()?;
         if ta != tb {
             return Err(Error::Gpu(format!(
                 "elapsed_time: one event was timed by {ta:?} and the other by {tb:?}"

@@ -453,6 +453,10 @@ pub async fn run_graph(
     for (i, node) in graph.nodes.iter().enumerate() {
         let mut ids = Vec::new();
         node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        // Profiled runs: host time per node (GPU kernels get GPU timestamps from the
+        // timer instead, where the device has them).
+        let t0 = st.profiler.as_ref().map(|p| p.elapsed());
+        let mut on_gpu = false;
         let mut outs: Option<Vec<Slot>> = None;
         if let Some(op) = kernels::lookup(&node.target) {
             let is_view = matches!(op, GOp::View);
@@ -471,6 +475,7 @@ pub async fn run_graph(
                 e => Error::op(&node.target, e),
             })?;
             if outs.is_some() {
+                on_gpu = true;
                 if is_view {
                     r.stats.view_nodes += 1;
                 } else {
@@ -521,6 +526,23 @@ pub async fn run_graph(
                 res.into_iter().map(|v| r.rvalue_to_slot(v)).collect()
             }
         };
+        if let (Some(p), Some(t0)) = (st.profiler.as_mut(), t0) {
+            let cat = match (on_gpu, r.timer.is_some()) {
+                (true, true) => None,
+                (true, false) => Some("gpu-host"),
+                (false, _) => Some("fallback"),
+            };
+            if let Some(cat) = cat {
+                p.events.push(crate::runtime::OpEvent {
+                    node: node.name.clone(),
+                    target: node.target.clone(),
+                    start_ms: t0,
+                    dur_ms: p.elapsed() - t0,
+                    depth: p.depth,
+                    cat,
+                });
+            }
+        }
         st.nodes_run += 1;
         if outs.len() < node.outputs.len() {
             return Err(Error::op(

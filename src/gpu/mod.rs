@@ -28,8 +28,6 @@ pub mod random;
 pub mod shaders;
 pub mod store;
 pub mod timing;
-// Blocking APIs for now (native); the browser gets them with async variants.
-#[cfg(not(target_arch = "wasm32"))]
 pub mod user_shader;
 pub mod wait;
 
@@ -39,7 +37,6 @@ pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemorySt
 pub use event::{Event, Timing};
 pub use exec::{read_tensor, GpuInput, GpuSession, RunStats, Slot};
 pub use store::GTensor;
-#[cfg(not(target_arch = "wasm32"))]
 pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -139,6 +139,7 @@ impl GpuTimer {
                 start_ms: self.start_ms + ms(start.saturating_sub(t0)),
                 dur_ms: dur,
                 depth: 0,
+                cat: "gpu",
             });
             d = e;
         }

@@ -6,7 +6,9 @@
 //! compute entry points with their workgroup size and bindings; [`UserShader::call`] binds
 //! tensors to an entry point's storage buffers in binding order, dispatches, and returns the
 //! new contents of every argument (read-write arguments are also written back into the
-//! caller's tensors).
+//! caller's tensors). Natively `compile_shader` and `call` block; the browser (JS
+//! `gpu.compileShader`) uses the futures [`GpuDevice::compile_shader_async`] and
+//! [`UserShader::call_async`], which the blocking calls wrap.
 //!
 //! Element types: `array<f32>` takes f32 tensors, `array<i32>` i32 or i64 tensors (stored as
 //! i32, as the executor does), `array<u32>` bool tensors (0/1) or i32/i64 tensors (their i32
@@ -108,72 +110,22 @@ fn type_name(m: &naga::Module, ty: naga::Handle<naga::Type>) -> String {
 impl GpuDevice {
     /// Validate WGSL `src` with naga and compile it (`torch.mps.compile_shader`). A parse or
     /// validation error is returned as naga's message (with the line and column) in an
-    /// [`Error::Gpu`]; the device stays usable.
+    /// [`Error::Gpu`]; the device stays usable. Blocks (native); in the browser use
+    /// [`GpuDevice::compile_shader_async`].
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn compile_shader(&self, src: &str) -> Result<UserShader> {
-        let module = naga::front::wgsl::parse_str(src).map_err(|e| {
-            let at = e
-                .location(src)
-                .map(|l| format!(" at line {}, column {}", l.line_number, l.line_position))
-                .unwrap_or_default();
-            Error::Gpu(format!(
-                "compile_shader: WGSL parse error{at}:\n{}",
-                e.emit_to_string(src)
-            ))
-        })?;
-        let mut caps = naga::valid::Capabilities::empty();
-        if self.f16_enabled() {
-            caps |= naga::valid::Capabilities::SHADER_FLOAT16;
-        }
-        let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
-            .validate(&module)
-            .map_err(|e| {
-                let at = e
-                    .location(src)
-                    .map(|l| format!(" at line {}, column {}", l.line_number, l.line_position))
-                    .unwrap_or_default();
-                Error::Gpu(format!(
-                    "compile_shader: WGSL validation error{at}:\n{}",
-                    e.emit_to_string(src)
-                ))
-            })?;
-        let mut entries = Vec::new();
-        for (i, ep) in module.entry_points.iter().enumerate() {
-            if ep.stage != naga::ShaderStage::Compute {
-                continue;
-            }
-            let fi = info.get_entry_point(i);
-            let mut bindings = Vec::new();
-            for (h, g) in module.global_variables.iter() {
-                let Some(rb) = &g.binding else { continue };
-                if fi[h].is_empty() {
-                    continue;
-                }
-                let access = match g.space {
-                    naga::AddressSpace::Storage { access } => {
-                        if access.contains(naga::StorageAccess::STORE) {
-                            "storage, read_write".to_string()
-                        } else {
-                            "storage, read".to_string()
-                        }
-                    }
-                    naga::AddressSpace::Uniform => "uniform".to_string(),
-                    other => format!("{other:?}"),
-                };
-                bindings.push(ShaderBinding {
-                    group: rb.group,
-                    binding: rb.binding,
-                    name: g.name.clone().unwrap_or_default(),
-                    access,
-                    elem: type_name(&module, g.ty),
-                });
-            }
-            bindings.sort_by_key(|b| (b.group, b.binding));
-            entries.push(ShaderEntry {
-                name: ep.name.clone(),
-                workgroup_size: ep.workgroup_size,
-                bindings,
-            });
-        }
+        pollster::block_on(self.compile_shader_async(src))
+    }
+
+    /// Parse and validate `src` with naga (no device needed): its compute entry points.
+    pub fn validate_shader(&self, src: &str) -> Result<Vec<ShaderEntry>> {
+        validate(src, self.f16_enabled())
+    }
+
+    /// [`GpuDevice::compile_shader`] as a future (the WebGPU backend reports the driver's
+    /// verdict asynchronously).
+    pub async fn compile_shader_async(&self, src: &str) -> Result<UserShader> {
+        let entries = validate(src, self.f16_enabled())?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let wmodule = self
             .device
@@ -181,7 +133,7 @@ impl GpuDevice {
                 label: Some("pt2web user shader"),
                 source: wgpu::ShaderSource::Wgsl(src.into()),
             });
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(format!("compile_shader: {e}")));
         }
         Ok(UserShader {
@@ -191,6 +143,75 @@ impl GpuDevice {
             pipelines: Mutex::default(),
         })
     }
+}
+
+/// naga's parse and validation of `src`; the compute entry points.
+fn validate(src: &str, f16: bool) -> Result<Vec<ShaderEntry>> {
+    let module = naga::front::wgsl::parse_str(src).map_err(|e| {
+        let at = e
+            .location(src)
+            .map(|l| format!(" at line {}, column {}", l.line_number, l.line_position))
+            .unwrap_or_default();
+        Error::Gpu(format!(
+            "compile_shader: WGSL parse error{at}:\n{}",
+            e.emit_to_string(src)
+        ))
+    })?;
+    let mut caps = naga::valid::Capabilities::empty();
+    if f16 {
+        caps |= naga::valid::Capabilities::SHADER_FLOAT16;
+    }
+    let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
+        .validate(&module)
+        .map_err(|e| {
+            let at = e
+                .location(src)
+                .map(|l| format!(" at line {}, column {}", l.line_number, l.line_position))
+                .unwrap_or_default();
+            Error::Gpu(format!(
+                "compile_shader: WGSL validation error{at}:\n{}",
+                e.emit_to_string(src)
+            ))
+        })?;
+    let mut entries = Vec::new();
+    for (i, ep) in module.entry_points.iter().enumerate() {
+        if ep.stage != naga::ShaderStage::Compute {
+            continue;
+        }
+        let fi = info.get_entry_point(i);
+        let mut bindings = Vec::new();
+        for (h, g) in module.global_variables.iter() {
+            let Some(rb) = &g.binding else { continue };
+            if fi[h].is_empty() {
+                continue;
+            }
+            let access = match g.space {
+                naga::AddressSpace::Storage { access } => {
+                    if access.contains(naga::StorageAccess::STORE) {
+                        "storage, read_write".to_string()
+                    } else {
+                        "storage, read".to_string()
+                    }
+                }
+                naga::AddressSpace::Uniform => "uniform".to_string(),
+                other => format!("{other:?}"),
+            };
+            bindings.push(ShaderBinding {
+                group: rb.group,
+                binding: rb.binding,
+                name: g.name.clone().unwrap_or_default(),
+                access,
+                elem: type_name(&module, g.ty),
+            });
+        }
+        bindings.sort_by_key(|b| (b.group, b.binding));
+        entries.push(ShaderEntry {
+            name: ep.name.clone(),
+            workgroup_size: ep.workgroup_size,
+            bindings,
+        });
+    }
+    Ok(entries)
 }
 
 impl UserShader {
@@ -214,9 +235,13 @@ impl UserShader {
         })
     }
 
-    fn pipeline(&self, dev: &GpuDevice, entry: &str) -> Result<wgpu::ComputePipeline> {
-        let mut cache = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = cache.get(entry) {
+    async fn pipeline(&self, dev: &GpuDevice, entry: &str) -> Result<wgpu::ComputePipeline> {
+        if let Some(p) = self
+            .pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(entry)
+        {
             return Ok(p.clone());
         }
         let scope = dev.device.push_error_scope(wgpu::ErrorFilter::Validation);
@@ -230,18 +255,23 @@ impl UserShader {
                 compilation_options: Default::default(),
                 cache: None,
             });
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        if let Some(e) = scope.pop().await {
             return Err(Error::Gpu(format!(
                 "compile_shader: pipeline '{entry}': {e}"
             )));
         }
-        cache.insert(entry.to_string(), p.clone());
+        self.pipelines
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(entry.to_string(), p.clone());
         Ok(p)
     }
 
     /// Run `entry` with `args` bound to its storage buffers in binding order, on
     /// `workgroups` (x, y, z) workgroups. Returns every argument's contents afterwards (new
     /// contiguous tensors); read-write arguments are also written into the given tensors.
+    /// Blocks (native); in the browser use [`UserShader::call_async`].
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn call(
         &self,
         dev: &GpuDevice,
@@ -254,11 +284,35 @@ impl UserShader {
     }
 
     /// [`UserShader::call`] with [`ShaderArg`]s.
+    #[cfg(not(target_arch = "wasm32"))]
     pub fn call_args(
         &self,
         dev: &GpuDevice,
         entry: &str,
-        args: &[ShaderArg],
+        args: &[ShaderArg<'_>],
+        workgroups: (u32, u32, u32),
+    ) -> Result<Vec<Tensor>> {
+        pollster::block_on(self.call_args_async(dev, entry, args, workgroups))
+    }
+
+    /// [`UserShader::call`] as a future (the browser cannot block).
+    pub async fn call_async(
+        &self,
+        dev: &GpuDevice,
+        entry: &str,
+        args: &[&Tensor],
+        workgroups: (u32, u32, u32),
+    ) -> Result<Vec<Tensor>> {
+        let a: Vec<ShaderArg> = args.iter().map(|t| ShaderArg::Tensor(t)).collect();
+        self.call_args_async(dev, entry, &a, workgroups).await
+    }
+
+    /// [`UserShader::call_args`] as a future.
+    pub async fn call_args_async(
+        &self,
+        dev: &GpuDevice,
+        entry: &str,
+        args: &[ShaderArg<'_>],
         workgroups: (u32, u32, u32),
     ) -> Result<Vec<Tensor>> {
         let ep = self.entry(entry)?;
@@ -315,7 +369,7 @@ impl UserShader {
             dev.queue.write_buffer(buf.buffer(), 0, &bytes);
             bufs.push((buf, t.numel(), size));
         }
-        let pipeline = self.pipeline(dev, entry)?;
+        let pipeline = self.pipeline(dev, entry).await?;
         let layout = pipeline.get_bind_group_layout(0);
         let entries: Vec<wgpu::BindGroupEntry> = ep
             .bindings
@@ -362,16 +416,19 @@ impl UserShader {
             off += size;
         }
         dev.queue.submit([enc.finish()]);
-        if let Some(e) = pollster::block_on(scope.pop()) {
+        let popped = scope.pop();
+        let (tx, rx) = super::wait::channel();
+        staging
+            .slice(..)
+            .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
+        #[cfg(not(target_arch = "wasm32"))]
+        dev.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("{entry}: waiting for the GPU: {e}")))?;
+        if let Some(e) = popped.await {
             return Err(Error::Gpu(format!("{entry}: {e}")));
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        staging.slice(..).map_async(wgpu::MapMode::Read, move |r| {
-            let _ = tx.send(r);
-        });
-        dev.synchronize()?;
-        rx.recv()
-            .map_err(|_| Error::Gpu("readback callback never ran".into()))?
+        rx.await
             .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))?;
         let mut out = Vec::new();
         {

@@ -141,6 +141,7 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
                 start_ms: start,
                 dur_ms,
                 depth: p.depth,
+                cat: "op",
             });
         }
         let outs = outs?;

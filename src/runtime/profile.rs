@@ -16,6 +16,11 @@ pub struct OpEvent {
     pub dur_ms: f64,
     /// Subgraph nesting depth (0 for the top-level graph).
     pub depth: usize,
+    /// Where the time comes from: `"op"` (a CPU kernel, host clock), `"gpu"` (a GPU kernel
+    /// timed by GPU timestamps), `"gpu-host"` (a GPU kernel without `timestamp-query`: the
+    /// host time to encode it, not its GPU time), `"fallback"` (a CPU-fallback node of a GPU
+    /// run, host clock, including its download).
+    pub cat: &'static str,
 }
 
 /// Time per op target, summed over a profile.
@@ -70,19 +75,40 @@ impl Profiler {
         v
     }
 
+    /// How the GPU kernels of this profile were timed: `"timestamp"` (GPU timestamps),
+    /// `"host"` (no `timestamp-query`: host clock, flagged per event), `None` without any.
+    pub fn gpu_timing(&self) -> Option<&'static str> {
+        if self.events.iter().any(|e| e.cat == "gpu") {
+            Some("timestamp")
+        } else if self.events.iter().any(|e| e.cat == "gpu-host") {
+            Some("host")
+        } else {
+            None
+        }
+    }
+
     /// The Chrome trace event format: one complete ("X") event per kernel, in microseconds.
+    /// CPU work is thread 1, GPU kernels thread 2 (`args.clock` says `gpu-timestamp` or
+    /// `host`; `otherData.gpuTiming` sums it up).
     pub fn chrome_trace(&self, device: &str) -> Value {
         let events: Vec<Value> = self
             .events
             .iter()
             .map(|e| {
-                json!({"name": e.target, "cat": "op", "ph": "X", "ts": e.start_ms * 1e3,
-                       "dur": e.dur_ms * 1e3, "pid": 1, "tid": 1,
-                       "args": {"node": e.node, "depth": e.depth}})
+                let tid = if e.cat.starts_with("gpu") { 2 } else { 1 };
+                let clock = if e.cat == "gpu" {
+                    "gpu-timestamp"
+                } else {
+                    "host"
+                };
+                json!({"name": e.target, "cat": e.cat, "ph": "X", "ts": e.start_ms * 1e3,
+                   "dur": e.dur_ms * 1e3, "pid": 1, "tid": tid,
+                   "args": {"node": e.node, "depth": e.depth, "clock": clock}})
             })
             .collect();
         json!({"traceEvents": events, "displayTimeUnit": "ms",
-               "otherData": {"producer": "pt2web", "device": device}})
+               "otherData": {"producer": "pt2web", "device": device,
+                             "gpuTiming": self.gpu_timing()}})
     }
 }
 

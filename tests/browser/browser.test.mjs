@@ -172,6 +172,171 @@ test('WebGPU: outputs kept on the GPU feed the next run and read back the same v
   assert.deepEqual(errors, []);
 });
 
+test('WebGPU events: elapsed time around real runs (GPU timestamps or the host clock)', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load, gpu, tensor, GpuEvent } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const x = [tensor(Float32Array.from({ length: 64 * 16 }, (_, i) => Math.sin(i)), [64, 16])];
+    await m.run(x); // warm-up: pipelines
+    const start = new gpu.Event({ enableTiming: true });
+    const end = new gpu.Event({ enableTiming: true });
+    start.record();
+    for (let i = 0; i < 5; i++) await m.run(x);
+    end.record();
+    await end.synchronize();
+    const done = end.query();
+    const ms = await start.elapsedTime(end);
+    // Nothing in between: a short interval, never negative.
+    const a = new gpu.Event({ enableTiming: true });
+    const b = new gpu.Event({ enableTiming: true });
+    a.record();
+    b.record();
+    const empty = await a.elapsedTime(b);
+    const plain = new gpu.Event();
+    plain.record();
+    await plain.synchronize();
+    let noTiming = null;
+    try { await plain.elapsedTime(end); } catch (e) { noTiming = e.code; }
+    const props = await gpu.properties();
+    return { ms, empty, timing: start.timing, endTiming: end.timing, done, noTiming, timestamps: props.timestamps, isClass: start instanceof GpuEvent, features: props.features };
+  });
+  console.log(`# events: 5 runs of dyn_batch [64,16] ${r.ms.toFixed(3)} ms, empty interval ${r.empty.toFixed(3)} ms, timing '${r.timing}' (timestamp-query ${r.timestamps ? 'available' : 'not available'}; features ${r.features.join(', ')})`);
+  assert.ok(r.isClass);
+  assert.equal(r.timing, r.timestamps ? 'gpu' : 'host');
+  assert.equal(r.endTiming, r.timing);
+  assert.ok(r.done, 'query() after synchronize()');
+  assert.ok(r.ms > 0, `elapsed ${r.ms} ms`);
+  assert.ok(r.empty >= 0 && r.empty <= r.ms, `empty interval ${r.empty} ms`);
+  assert.equal(r.noTiming, 'INPUT');
+  assert.deepEqual(errors, []);
+});
+
+test('WebGPU compileShader: a user WGSL kernel computes y = 2x + 1; a broken one rejects with its line', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { gpu, tensor, Pt2WebError, Shader } = await import('/js/index.js');
+    const src = [
+      '@group(0) @binding(0) var<storage, read> x: array<f32>;',
+      '@group(0) @binding(1) var<storage, read_write> y: array<f32>;',
+      '@compute @workgroup_size(64) fn affine(@builtin(global_invocation_id) i: vec3<u32>) {',
+      '  if i.x < arrayLength(&y) { y[i.x] = 2.0 * x[i.x] + 1.0; }',
+      '}',
+    ].join('\n');
+    const k = await gpu.compileShader(src);
+    const xs = Float32Array.from({ length: 300 }, (_, i) => Math.sin(i) * 10);
+    const [xBack, y] = await k.call('affine', [tensor(xs, [300]), { shape: [300], dtype: 'float32' }], { workgroups: [5, 1, 1] });
+    // The entry point may be omitted (one entry) and the workgroups default to cover the data.
+    const [, y2] = await k.call([tensor(xs.subarray(0, 70), [70]), { shape: [70] }]);
+    const want = Array.from(xs, (v) => Math.fround(Math.fround(2 * v) + 1));
+    const intK = await gpu.compileShader(`
+      @group(0) @binding(0) var<storage, read_write> v: array<i32>;
+      @compute @workgroup_size(8) fn inc(@builtin(global_invocation_id) i: vec3<u32>) {
+        if i.x < arrayLength(&v) { v[i.x] = v[i.x] * 3 - 1; }
+      }`);
+    const [iv] = await intK.call('inc', [tensor(new Int32Array([1, -2, 7, 100]), [4])]);
+    let bad = null;
+    try {
+      await gpu.compileShader(src.replace('2.0 * x[i.x] + 1.0;', '2.0 * x[i.x] + 1.0'));
+    } catch (e) { bad = { isErr: e instanceof Pt2WebError, code: e.code, message: e.message }; }
+    let badType = null;
+    try {
+      await gpu.compileShader(src.replace('y[i.x] = 2.0 * x[i.x] + 1.0;', 'y[i.x] = 2 * x[i.x] + true;'));
+    } catch (e) { badType = { code: e.code, message: e.message }; }
+    let wrongArgs = null;
+    try { await k.call('affine', [tensor(xs, [300])]); } catch (e) { wrongArgs = `${e.code}: ${e.message}`; }
+    let cpu = null;
+    try { await gpu.compileShader(src, { device: 'cpu' }); } catch (e) { cpu = `${e.code}: ${e.message}`; }
+    return {
+      isShader: k instanceof Shader, entries: k.entries, xSame: xBack.data.every((v, i) => v === xs[i]),
+      y: Array.from(y.data), y2: Array.from(y2.data), want, iv: Array.from(iv.data), bad, badType, wrongArgs, cpu,
+    };
+  });
+  assert.ok(r.isShader);
+  assert.deepEqual(r.entries.map((e) => [e.name, e.workgroupSize, e.bindings.map((b) => `${b.name} ${b.access} ${b.elem}`)]),
+    [['affine', [64, 1, 1], ['x storage, read f32', 'y storage, read_write f32']]]);
+  assert.ok(r.xSame);
+  assert.deepEqual(r.y, r.want);
+  assert.deepEqual(r.y2, r.want.slice(0, 70));
+  assert.deepEqual(r.iv, [2, -7, 20, 299]);
+  console.log(`# broken shader: ${r.bad?.message.split('\n')[0]}`);
+  assert.ok(r.bad?.isErr, JSON.stringify(r.bad));
+  assert.equal(r.bad.code, 'GPU');
+  assert.match(r.bad.message, /line [45]\b/);
+  console.log(`# ill-typed shader: ${r.badType?.message.split('\n')[0]}`);
+  assert.match(r.badType?.message ?? '', /line 4\b/);
+  assert.match(r.wrongArgs, /INPUT|GPU/);
+  assert.match(r.wrongArgs, /takes 2 tensors/);
+  assert.match(r.cpu, /^DEVICE: .*WebGPU only/);
+  assert.deepEqual(errors, []);
+});
+
+test('WebGPU profiler: per-kernel GPU times and a Chrome trace with GPU kernel events', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load, tensor } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const x = [tensor(Float32Array.from({ length: 64 * 16 }, (_, i) => Math.cos(i)), [64, 16])];
+    await m.run(x);
+    m.startProfiler();
+    await m.run(x);
+    const p = m.stopProfiler();
+    return { text: JSON.stringify(p.chromeTrace), gpuTiming: p.gpuTiming, summary: p.summary, nEvents: p.events.length, stats: m.lastRunStats() };
+  });
+  const trace = JSON.parse(r.text);
+  const evs = trace.traceEvents;
+  assert.equal(evs.length, r.nEvents);
+  assert.ok(evs.every((e) => e.ph === 'X' && Number.isFinite(e.ts) && Number.isFinite(e.dur) && e.dur >= 0 && typeof e.name === 'string'));
+  const kernels = evs.filter((e) => e.cat === 'gpu' || e.cat === 'gpu-host');
+  const positive = kernels.filter((e) => e.dur > 0).length;
+  console.log(`# profiler on WebGPU: GPU kernels timed by '${r.gpuTiming}', ${kernels.length} kernel events (${positive} with positive duration), ${evs.length - kernels.length} other; top ${JSON.stringify(r.summary.slice(0, 3))}`);
+  assert.ok(r.gpuTiming === 'timestamp' || r.gpuTiming === 'host');
+  assert.equal(trace.otherData.gpuTiming, r.gpuTiming);
+  assert.equal(trace.otherData.device, 'webgpu');
+  assert.ok(kernels.length >= r.stats.gpuNodes && kernels.length > 0, `${kernels.length} kernel events for ${r.stats.gpuNodes} GPU nodes`);
+  assert.ok(kernels.every((e) => e.tid === 2 && e.args.clock === (r.gpuTiming === 'timestamp' ? 'gpu-timestamp' : 'host') && e.cat === (r.gpuTiming === 'timestamp' ? 'gpu' : 'gpu-host')));
+  assert.ok(positive > 0, 'some kernel takes time');
+  assert.deepEqual(errors, []);
+});
+
+// An adapter without timestamp-query (hidden by an init script): events and the profiler
+// fall back to the host clock and say so.
+test('WebGPU without timestamp-query: events and the profiler use the host clock, flagged', async () => {
+  const { page, errors } = await newPage(() => {
+    const d = Object.getOwnPropertyDescriptor(GPUAdapter.prototype, 'features');
+    Object.defineProperty(GPUAdapter.prototype, 'features', {
+      get() { return new Set([...d.get.call(this)].filter((f) => f !== 'timestamp-query')); },
+    });
+  });
+  const r = await page.evaluate(async () => {
+    const { load, gpu, tensor } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const x = [tensor(Float32Array.from({ length: 64 * 16 }, (_, i) => Math.sin(i)), [64, 16])];
+    await m.run(x);
+    const start = new gpu.Event({ enableTiming: true });
+    const end = new gpu.Event({ enableTiming: true });
+    start.record();
+    for (let i = 0; i < 5; i++) await m.run(x);
+    end.record();
+    const ms = await start.elapsedTime(end);
+    m.startProfiler();
+    await m.run(x);
+    const p = m.stopProfiler();
+    const props = await gpu.properties();
+    return { ms, timing: end.timing, timestamps: props.timestamps, gpuTiming: p.gpuTiming, trace: JSON.stringify(p.chromeTrace), gpuNodes: m.lastRunStats().gpuNodes };
+  });
+  const evs = JSON.parse(r.trace).traceEvents;
+  const kernels = evs.filter((e) => e.tid === 2);
+  console.log(`# no timestamp-query: events ${r.ms.toFixed(3)} ms (timing '${r.timing}'), profiler '${r.gpuTiming}', ${kernels.length} host-timed kernel events`);
+  assert.equal(r.timestamps, false);
+  assert.equal(r.timing, 'host');
+  assert.ok(r.ms > 0, `elapsed ${r.ms} ms`);
+  assert.equal(r.gpuTiming, 'host');
+  assert.ok(kernels.length >= r.gpuNodes && kernels.length > 0);
+  assert.ok(kernels.every((e) => e.cat === 'gpu-host' && e.args.clock === 'host' && e.ph === 'X' && e.dur >= 0));
+  assert.deepEqual(errors, []);
+});
+
 const MODELS = path.join(ROOT, '.cache', 'models');
 for (const device of ['webgpu', 'cpu']) {
   test(`the real models run in Chromium on ${device} and match PyTorch`, { skip: !existsSync(MODELS) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models' }, async () => {
@@ -202,8 +367,22 @@ test('without navigator.gpu, auto falls back to the CPU and says so', async () =
     const m = await load('/fixtures/mlp_train.pt2', { device: 'auto' });
     let webgpuError = null;
     try { await load('/fixtures/mlp_train.pt2', { device: 'webgpu' }); } catch (e) { webgpuError = `${e.name} ${e.code}: ${e.message}`; }
-    return { device: m.device, note: m.deviceNote, gpu: 'gpu' in navigator, webgpuError };
+    const { gpu, tensor } = await import('/js/index.js');
+    let shaderError = null;
+    try { await gpu.compileShader('@compute @workgroup_size(1) fn main() {}'); } catch (e) { shaderError = `${e.code}: ${e.message}`; }
+    // Events without a device: the host clock (no GPU work can be pending).
+    const a = new gpu.Event({ enableTiming: true });
+    const b = new gpu.Event({ enableTiming: true });
+    a.record();
+    await m.run([tensor(new Float32Array(8 * 4).fill(0.1), [8, 4])]).catch(() => null);
+    b.record();
+    await b.synchronize();
+    const hostMs = await a.elapsedTime(b);
+    return { device: m.device, note: m.deviceNote, gpu: 'gpu' in navigator, webgpuError, shaderError, timing: a.timing, hostMs };
   });
+  assert.match(r.shaderError, /^DEVICE: .*WebGPU/);
+  assert.equal(r.timing, 'host');
+  assert.ok(r.hostMs >= 0);
   assert.equal(r.gpu, false);
   assert.equal(r.device, 'cpu');
   assert.match(r.note, /navigator.gpu is missing/);
@@ -263,6 +442,79 @@ test('demo page: open any .pt2 runs a fixture', async () => {
   assert.match(await page.textContent('#outputs'), /float32\[/);
   const chart = await page.evaluate(() => ({ h: document.getElementById('ops').height, trace: window.pt2webDemo.lastTrace.traceEvents.length }));
   assert.ok(chart.h >= 50 && chart.trace >= 3, JSON.stringify(chart));
+  assert.deepEqual(errors, []);
+});
+
+// A safetensors file built here: an 8-byte little-endian header length, the JSON header, data.
+function safetensorsBytes(tensors) {
+  const header = {};
+  const parts = [];
+  let off = 0;
+  for (const [k, t] of Object.entries(tensors)) {
+    const b = Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength);
+    header[k] = { dtype: { float32: 'F32', int64: 'I64', int32: 'I32' }[t.dtype], shape: t.shape, data_offsets: [off, off + b.length] };
+    parts.push(b);
+    off += b.length;
+  }
+  let json = JSON.stringify(header);
+  json += ' '.repeat((8 - (json.length % 8)) % 8);
+  const len = Buffer.alloc(8);
+  len.writeBigUInt64LE(BigInt(json.length));
+  return Buffer.concat([len, Buffer.from(json), ...parts]);
+}
+
+function npyBytes(t) {
+  const descr = { float32: '<f4', int64: '<i8' }[t.dtype];
+  let h = `{'descr': '${descr}', 'fortran_order': False, 'shape': (${t.shape.join(', ')}${t.shape.length === 1 ? ',' : ''}), }`;
+  h += ' '.repeat((64 - ((10 + h.length + 1) % 64)) % 64) + '\n';
+  const pre = Buffer.alloc(10);
+  Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59, 1, 0]).copy(pre);
+  pre.writeUInt16LE(h.length, 8);
+  return Buffer.concat([pre, Buffer.from(h, 'latin1'), Buffer.from(t.data.buffer, t.data.byteOffset, t.data.byteLength)]);
+}
+
+test('demo page: open any .pt2 with inputs uploaded as .safetensors / .npy shows the right outputs', async () => {
+  const st = await import('../js/st.mjs');
+  const { page, errors } = await newPage();
+  await page.goto(`${origin}/`);
+  const readOuts = () => page.evaluate(async () => {
+    const st = await import('/tests/js/st.mjs');
+    return st.flattenOut(window.pt2webDemo.lastOutputs).map((t) => ({ dtype: t.dtype, shape: t.shape, data: Array.from(t.data, Number) }));
+  });
+  const check = (got, io, keys, label) => {
+    assert.equal(got.length, keys.length, label);
+    keys.forEach((k, i) => st.assertClose(`${label} ${k}`, { ...got[i], data: Float32Array.from(got[i].data) }, io[k]));
+  };
+  // Two inputs, by name, from one safetensors file.
+  let io = st.parseSafetensors(new Uint8Array(readFileSync(path.join(ROOT, 'tests', 'fixtures', 'dyn_shared.io.safetensors'))));
+  await page.setInputFiles('#file', path.join(ROOT, 'tests', 'fixtures', 'dyn_shared.pt2'));
+  await page.waitForSelector('#runBtn:not([disabled])', { timeout: 60000 });
+  // A file missing an input: a clear error naming it.
+  await page.setInputFiles('#inputsFile', { name: 'only_x.safetensors', mimeType: 'application/octet-stream', buffer: safetensorsBytes({ x: io.input_0 }) });
+  await page.waitForFunction(() => /inputs from/.test(document.getElementById('inputsStatus').textContent));
+  await page.click('#runBtn');
+  await page.waitForSelector('#runStatus[data-done="error"]', { timeout: 60000 });
+  assert.match(await page.textContent('#outputs'), /no tensor for 'y'/);
+  await page.setInputFiles('#inputsFile', { name: 'inputs.safetensors', mimeType: 'application/octet-stream', buffer: safetensorsBytes({ y: io.input_1, x: io.input_0 }) });
+  await page.waitForFunction(() => /y: float32/.test(document.getElementById('inputsStatus').textContent));
+  assert.equal(await page.textContent('#runBtn'), 'Run with uploaded inputs');
+  await page.click('#runBtn');
+  await page.waitForSelector('#runStatus[data-done="1"]', { timeout: 60000 });
+  assert.match(await page.textContent('#runStatus'), /uploaded inputs/);
+  const meta = JSON.parse(readFileSync(path.join(ROOT, 'tests', 'fixtures', 'dyn_shared.meta.json'), 'utf8'));
+  const outKeys = meta.programs.model.io_cases[0].outputs.map((o) => o.key);
+  const got = await readOuts();
+  check(got, io, outKeys, 'dyn_shared');
+  assert.match(await page.textContent('#outputs'), /float32\[3,10\]/);
+  // One input from a .npy.
+  io = st.parseSafetensors(new Uint8Array(readFileSync(path.join(ROOT, 'tests', 'fixtures', 'dyn_batch.io.safetensors'))));
+  await page.setInputFiles('#file', path.join(ROOT, 'tests', 'fixtures', 'dyn_batch.pt2'));
+  await page.waitForFunction(() => /nodes/.test(document.getElementById('runStatus').textContent));
+  await page.setInputFiles('#inputsFile', { name: 'x.npy', mimeType: 'application/octet-stream', buffer: npyBytes(io.input_0) });
+  await page.waitForFunction(() => /x: float32\[4,16\]/.test(document.getElementById('inputsStatus').textContent));
+  await page.click('#runBtn');
+  await page.waitForSelector('#runStatus[data-done="1"]', { timeout: 60000 });
+  check(await readOuts(), io, ['output_0', 'output_1'], 'dyn_batch');
   assert.deepEqual(errors, []);
 });
 
