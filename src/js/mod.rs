@@ -43,7 +43,7 @@ enum Engine {
     /// The CPU backend (WASM SIMD).
     Cpu(Session),
     /// WebGPU through wgpu, with CPU fallback per op.
-    Gpu(GpuSession),
+    Gpu(Box<GpuSession>),
 }
 
 impl Engine {
@@ -483,7 +483,7 @@ impl WasmModel {
         let dev = device().await?;
         let session = GpuSession::new(p, dev).map_err(to_js)?;
         Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Engine::Gpu(session))),
+            engine: Rc::new(RefCell::new(Engine::Gpu(Box::new(session)))),
             info,
             names,
         })
