@@ -15,7 +15,8 @@ struct Meta {
     _p2: f32,
 }
 
-// softmax: 0 = softmax, 1 = log_softmax.
+// softmax: 0 = softmax, 1 = log_softmax, 2 = attention's safe softmax (a row that is all
+// -inf, fully masked, gives zeros instead of NaN).
 override LOG: u32 = 0u;
 
 // +inf and NaN as run-time values: WGSL forbids them in constant expressions (Chrome's
@@ -110,6 +111,10 @@ fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     }
     s = reduce_sum(s, l);
     for (var j = l; j < params.cols; j = j + 64u) {
+        if all_neg_inf && bad == 0.0 && LOG == 2u {
+            out[base + j] = TOut(0.0);
+            continue;
+        }
         if bad > 0.0 || all_neg_inf {
             out[base + j] = TOut(bitcast<f32>(NAN_BITS));
             continue;

@@ -162,6 +162,7 @@ op_enum!(
     [Sum = 0, Max = 1, Min = 2]
 );
 
+mod attention;
 mod conv;
 mod index;
 mod ints;
@@ -218,6 +219,8 @@ pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
 pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
 pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
+/// Softmax whose fully masked (all -inf) rows are zeros (attention).
+pub const SAFE_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 2);
 pub const LAYER_NORM: Variant = Variant::new(Shader::Rows, "layer_norm");
 
 /// What the GPU does for a target.
@@ -376,6 +379,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         }
         "aten.arange" => Custom(index::arange),
         "aten.to" => Custom(ints::to),
+        "aten.scaled_dot_product_attention" => Custom(attention::sdpa),
         // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
         "aten.dropout_"
         | "aten.feature_dropout"

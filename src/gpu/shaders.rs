@@ -225,6 +225,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::MATMUL_BIAS);
     v.push(super::kernels::SOFTMAX);
     v.push(super::kernels::LOG_SOFTMAX);
+    v.push(super::kernels::SAFE_SOFTMAX);
     v.push(super::kernels::LAYER_NORM);
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);

@@ -233,6 +233,13 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         "aten.logical_and" | "aten.logical_or" | "aten.logical_xor" | "aten.logical_not" => {
             all(inputs, gpu_dtype) && outputs == [DType::Bool]
         }
+        // q, k, v in f32; the mask f32 or bool (scaled_dot_product_attention.default only).
+        "aten.scaled_dot_product_attention" => {
+            inputs.len() >= 3
+                && all(&inputs[..3], f32)
+                && all(&inputs[3..], |d| d == DType::F32 || d == DType::Bool)
+                && outputs == [DType::F32]
+        }
         // Batch norm: f32 data; the saved statistics are f32 too.
         _ => all(inputs, f32) && all(outputs, f32),
     }

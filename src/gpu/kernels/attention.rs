@@ -1,0 +1,160 @@
+//! `scaled_dot_product_attention` on the GPU, composed from the matmul, softmax and
+//! elementwise kernels (the math form): per (batch..., head) problem,
+//! `softmax(scale * Q K^T + mask) V`, with the scores [B, L, S] materialized once. The
+//! mask is a float mask added as is, a bool mask as 0 / -inf (`True` keeps), or the causal
+//! lower triangle. Dropout (p > 0), grouped-query heads and the variants with a second output
+//! (`_math`, `_flash_attention_for_cpu`) stay on the CPU kernel.
+
+use super::{
+    contiguous, elementwise, encode_matmul, grid, Kc, Operand, Out, RowMeta, SAFE_SOFTMAX, WHERE,
+};
+use crate::cpu::{broadcast_shapes, Tensor};
+use crate::dtype::DType;
+use crate::gpu::exec::Slot;
+use crate::gpu::store::GTensor;
+
+/// `t` ([batch..., m, n], broadcast to `batch`) as a contiguous [B, m, n] tensor.
+fn batched(k: &mut Kc, t: &GTensor, batch: &[usize]) -> crate::Result<Option<GTensor>> {
+    let r = t.rank();
+    let mut shape = batch.to_vec();
+    shape.extend_from_slice(&t.sizes[r - 2..]);
+    let Some(e) = t.expand_to(&shape) else {
+        return Ok(None);
+    };
+    let Some(c) = contiguous(k, &e)? else {
+        return Ok(None);
+    };
+    let b: usize = batch.iter().product();
+    let (m, n) = (t.sizes[r - 2], t.sizes[r - 1]);
+    Ok(Some(c.view(vec![b, m, n], vec![m * n, n, 1], c.offset)))
+}
+
+pub(super) fn sdpa(k: &mut Kc) -> Out {
+    if k.op.node.target != "aten.scaled_dot_product_attention.default" {
+        return Ok(None);
+    }
+    let (Some(q), Some(kt), Some(v)) = (k.t("query"), k.t("key"), k.t("value")) else {
+        return Ok(None);
+    };
+    let mask = k.t("attn_mask");
+    if k.is_tensor_arg("attn_mask") && mask.is_none() {
+        return Ok(None);
+    }
+    let dropout_p = k.op.float_or("dropout_p", 0.0)?;
+    let causal = k.op.bool_or("is_causal", false)?;
+    if dropout_p != 0.0
+        || k.op.bool_or("enable_gqa", false)?
+        || (causal && mask.is_some())
+        || [&q, &kt, &v]
+            .iter()
+            .any(|t| t.dtype != DType::F32 || t.rank() < 2)
+        || !k.out_is(DType::F32)
+    {
+        return Ok(None);
+    }
+    let (l, e) = (q.sizes[q.rank() - 2], q.sizes[q.rank() - 1]);
+    let (s, ek) = (kt.sizes[kt.rank() - 2], kt.sizes[kt.rank() - 1]);
+    let (sv, ev) = (v.sizes[v.rank() - 2], v.sizes[v.rank() - 1]);
+    if ek != e || sv != s || l * s * e * ev == 0 {
+        return Ok(None);
+    }
+    let Some(batch) = broadcast_shapes(&q.sizes[..q.rank() - 2], &kt.sizes[..kt.rank() - 2])
+        .and_then(|b| broadcast_shapes(&b, &v.sizes[..v.rank() - 2]))
+    else {
+        return Ok(None);
+    };
+    let nb: usize = batch.iter().product();
+    if nb * l * s >= u32::MAX as usize
+        || nb * l * s * 4 > k.r.dev.properties.limits.max_storage_buffer_binding_size as usize
+    {
+        return Ok(None);
+    }
+    let scale = k.op.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt()) as f32;
+    // The additive mask as a contiguous [B, L, S] f32 tensor.
+    let mut full = batch.clone();
+    full.extend([l, s]);
+    let add_mask: Option<GTensor> = match (&mask, causal) {
+        (Some(m), _) => {
+            let Some(me) = m.expand_to(&full) else {
+                return Ok(None);
+            };
+            let mf = match m.dtype {
+                DType::F32 => me,
+                DType::Bool => {
+                    let zero = k.r.wrap(&Tensor::from_vec(vec![0f32], &[]));
+                    let Some(t) = elementwise(
+                        k,
+                        WHERE,
+                        DType::F32,
+                        &zero,
+                        Some(&Operand::S(f32::NEG_INFINITY)),
+                        Some(&me),
+                        1.0,
+                        0.0,
+                    )?
+                    else {
+                        return Ok(None);
+                    };
+                    t
+                }
+                _ => return Ok(None),
+            };
+            batched(k, &mf, &batch)?
+        }
+        (None, true) => {
+            // torch: ones(L, S).tril(0) keeps j <= i.
+            let tri: Vec<f32> = (0..l * s)
+                .map(|i| {
+                    if i % s <= i / s {
+                        0.0
+                    } else {
+                        f32::NEG_INFINITY
+                    }
+                })
+                .collect();
+            let t = k.r.wrap(&Tensor::from_vec(tri, &[l, s]));
+            Some(t.view(vec![nb, l, s], vec![0, s, 1], t.offset))
+        }
+        (None, false) => None,
+    };
+    if (mask.is_some() || causal) && add_mask.is_none() {
+        return Ok(None);
+    }
+    let (Some(qb), Some(kb), Some(vb)) = (
+        batched(k, &q, &batch)?,
+        batched(k, &kt, &batch)?,
+        batched(k, &v, &batch)?,
+    ) else {
+        return Ok(None);
+    };
+    // K^T as a view: [B, E, S].
+    let ktv = kb.view(vec![nb, e, s], vec![s * e, 1, e], kb.offset);
+    let Some(scores) = encode_matmul(k, &qb, &ktv, add_mask.as_ref(), nb, l, s, e, scale, 1.0)?
+    else {
+        return Ok(None);
+    };
+    // Softmax over S, row by row (a fully masked row gives zeros, as torch's attention).
+    let weights = k.new_out(DType::F32, &[nb, l, s])?;
+    let rows = nb * l;
+    let (gx, gy, _) = grid(rows, 1);
+    let meta = RowMeta {
+        rows: rows as u32,
+        cols: s as u32,
+        row: gx,
+        ..Default::default()
+    };
+    k.dispatch(
+        &SAFE_SOFTMAX,
+        bytemuck::bytes_of(&meta),
+        &[(1, &weights), (2, &scores)],
+        (gx, gy, 1),
+    )?;
+    drop(scores);
+    let Some(out) = encode_matmul(k, &weights, &vb, None, nb, l, ev, s, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let mut sizes = batch;
+    sizes.extend([l, ev]);
+    let st = crate::gpu::store::contiguous_strides(&sizes);
+    Ok(Some(vec![Slot::T(out.view(sizes, st, 0))]))
+}
