@@ -1053,11 +1053,32 @@ fn view(k: &mut Kc) -> Out {
             .find(|(d, _)| Arc::ptr_eq(d, &t.data))
             .map(|(_, g)| g.view(t.sizes.clone(), t.strides.clone(), t.offset))
     };
+    // The CPU kernel copied (a reshape of a tensor whose strides cannot be merged): the
+    // result is the input's elements in row-major order, so a contiguous GPU copy of the
+    // input, viewed in the new shape, is it.
+    let op = k.target().rsplit_once('.').map_or("", |(o, _)| o);
+    let row_major_copy = matches!(
+        op,
+        "aten.reshape"
+            | "aten._unsafe_view"
+            | "aten.flatten"
+            | "aten.unflatten"
+            | "aten.contiguous"
+    ) && placeholders.len() == 1;
+    let mut copied: Option<(Vec<usize>, GTensor)> = None;
     let mut slots = Vec::new();
     for o in outs {
         slots.push(match o {
             RValue::Tensor(t) => match map(&t) {
                 Some(g) => Slot::T(g),
+                None if row_major_copy
+                    && t.is_contiguous()
+                    && t.numel() == placeholders[0].1.numel()
+                    && copied.is_none() =>
+                {
+                    copied = Some((t.sizes.clone(), placeholders[0].1.clone()));
+                    Slot::V(RValue::None)
+                }
                 None => return Ok(None),
             },
             RValue::Tensors(ts) => {
@@ -1072,6 +1093,16 @@ fn view(k: &mut Kc) -> Out {
             }
             other => Slot::V(other),
         });
+    }
+    if let Some((sizes, x)) = copied {
+        if slots.len() != 1 {
+            return Ok(None);
+        }
+        let Some(xc) = contiguous(k, &x)? else {
+            return Ok(None);
+        };
+        let st = contiguous_strides(&sizes);
+        slots = vec![Slot::T(xc.view(sizes, st, xc.offset))];
     }
     Ok(Some(slots))
 }
