@@ -170,6 +170,9 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
         .enumerate()
         .filter_map(|(i, id)| id.map(|id| (i, id)))
         .collect();
+    if present.len() > 1 {
+        return index_multi(k, &x, &present);
+    }
     let [(d, id)] = present[..] else {
         return Ok(None);
     };
@@ -189,6 +192,67 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
     is.extend_from_slice(&idx.strides);
     is.extend(std::iter::repeat_n(0, x.rank() - d - 1));
     encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d])
+}
+
+/// index.Tensor with several index tensors on adjacent dims (`x[:, i, j]`): the result is
+/// [dims before, broadcast index shape, dims after]. One gather per index: step j gathers
+/// the j-th indexed dim with index j broadcast over the index shape, from the previous
+/// step's result (whose leading dims already hold the index shape).
+fn index_multi(k: &mut Kc, x: &GTensor, present: &[(usize, usize)]) -> Out {
+    let d0 = present[0].0;
+    let n = present.len();
+    if present.iter().enumerate().any(|(j, &(d, _))| d != d0 + j) || d0 + n > x.rank() {
+        return Ok(None);
+    }
+    let mut idxs = Vec::with_capacity(n);
+    for &(_, id) in present {
+        match k.env_t.get(id).and_then(|t| t.clone()) {
+            Some(t) if is_int(t.dtype) => idxs.push(t),
+            _ => return Ok(None),
+        }
+    }
+    let mut b: Vec<usize> = idxs[0].sizes.clone();
+    for t in &idxs[1..] {
+        match crate::cpu::broadcast_shapes(&b, &t.sizes) {
+            Some(s) => b = s,
+            None => return Ok(None),
+        }
+    }
+    let pre = &x.sizes[..d0];
+    let post = &x.sizes[d0 + n..];
+    if pre.len() + b.len() + (n - 1) + post.len() > MAX_RANK {
+        return Ok(None);
+    }
+    let mut y = x.clone();
+    for (j, idx) in idxs.iter().enumerate() {
+        let Some(ib) = idx.expand_to(&b) else {
+            return Ok(None);
+        };
+        // y's dims: pre, [B if j > 0], n_j, n_{j+1}.., post. The gathered dim is at `gd`.
+        let gd = if j == 0 { d0 } else { d0 + b.len() };
+        let mut shape = pre.to_vec();
+        shape.extend_from_slice(&b);
+        shape.extend_from_slice(&y.sizes[gd + 1..]);
+        let mut ss = y.strides[..d0].to_vec();
+        if j == 0 {
+            ss.extend(std::iter::repeat_n(0, b.len()));
+        } else {
+            ss.extend_from_slice(&y.strides[d0..gd]);
+        }
+        ss.extend_from_slice(&y.strides[gd + 1..]);
+        let mut is = vec![0; d0];
+        is.extend_from_slice(&ib.strides);
+        is.extend(std::iter::repeat_n(0, y.rank() - gd - 1));
+        let Some(out) = encode_gather(k, &y, &ib, &shape, &ss, &is, y.strides[gd], y.sizes[gd])?
+        else {
+            return Ok(None);
+        };
+        let [Slot::T(t)] = &out[..] else {
+            return Ok(None);
+        };
+        y = t.clone();
+    }
+    Ok(Some(vec![Slot::T(y)]))
 }
 
 /// A strided copy of `src` into the view `dst` (same sizes), whose GPU copy must be current.

@@ -180,8 +180,15 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         "aten.embedding" => {
             inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
         }
-        "aten.index_select" | "aten.gather" | "aten.index" | "aten._unsafe_index" => {
+        "aten.index_select" | "aten.gather" => {
             inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
+        }
+        // One index tensor, or several on adjacent dims (only a run can tell adjacency).
+        "aten.index" | "aten._unsafe_index" => {
+            inputs.len() >= 2
+                && gpu_dtype(inputs[0])
+                && all(&inputs[1..], int)
+                && outputs == [inputs[0]]
         }
         "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => {
             first.is_some_and(gpu_dtype)
