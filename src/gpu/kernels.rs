@@ -777,15 +777,41 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     } else {
         "other"
     };
-    let Some(a) = k.t("self") else {
+    let Some(mut a) = k.t("self") else {
         return Ok(None);
     };
+    let Some(mut b) = operand(k, exp_name)? else {
+        return Ok(None);
+    };
+    // torch's promotion to an f32 result: int and bool tensor operands (int / int true
+    // division, int tensor times a float scalar, f32 minus int64...) are converted first.
+    let b_dtype = match &b {
+        Operand::T(t) => Some(t.dtype),
+        Operand::S(_) => None,
+    };
+    let word = |d: DType| d == DType::Bool || ints::is_int(d);
+    if k.out_is(DType::F32)
+        && (word(a.dtype) || b_dtype.is_some_and(word))
+        && [Some(a.dtype), b_dtype]
+            .iter()
+            .flatten()
+            .all(|&d| d == DType::F32 || word(d))
+        && k.op.opt_str("rounding_mode")?.is_none()
+    {
+        let Some(fa) = to_f32(k, &a)? else {
+            return Ok(None);
+        };
+        a = fa;
+        if let Operand::T(t) = &b {
+            let Some(fb) = to_f32(k, t)? else {
+                return Ok(None);
+            };
+            b = Operand::T(fb);
+        }
+    }
     if !is_float(a.dtype) {
         return ints::binary(k, op);
     }
-    let Some(b) = operand(k, exp_name)? else {
-        return Ok(None);
-    };
     let d = a.dtype;
     if !k.out_is(d) {
         return Ok(None);
@@ -813,6 +839,17 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         alpha,
         0.0,
     ))
+}
+
+/// `t` as f32 (itself when it already is), converted on the GPU.
+fn to_f32(k: &mut Kc, t: &GTensor) -> Result<Option<GTensor>> {
+    if t.dtype == DType::F32 {
+        return Ok(Some(t.clone()));
+    }
+    Ok(match ints::convert(k, t, DType::F32)?.as_deref() {
+        Some([Slot::T(x)]) => Some(x.clone()),
+        _ => None,
+    })
 }
 
 fn compare(k: &mut Kc, op: CompareOp) -> Out {

@@ -75,6 +75,8 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
             ) || (b == BinaryOp::Div
                 && (overload.starts_with("Tensor_mode") || overload.starts_with("Scalar_mode")));
             (all(inputs, f32) && all(outputs, f32))
+                // int and bool operands promoted to an f32 result
+                || (outputs == [DType::F32] && all(inputs, |d| f32(d) || int_like(d)))
                 || (int_op
                     && inputs.first().is_some_and(|&d| int_like(d))
                     && all(inputs, int_like)
