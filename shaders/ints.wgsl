@@ -191,7 +191,9 @@ fn where_u(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out[i] = select(b_word(o.y), a[o.x], cond[o.z] != 0u);
+    // flags bit 6: the condition negated (masked_fill: cond ? b : a).
+    let c = (cond[o.z] != 0u) != ((params.flags & 64u) != 0u);
+    out[i] = select(b_word(o.y), a[o.x], c);
 }
 
 // Conversion to `OP` (0 f32, 1 int, 2 bool) from the kind in flags (bit 1 f32, bit 3 bool,

@@ -129,6 +129,35 @@ op_enum!(
         Elu = 26,
         Softplus = 27,
         Square = 28,
+        Log1p = 29,
+        Expm1 = 30,
+        Round = 31,
+        Trunc = 32,
+        Frac = 33,
+        Atan = 34,
+        Tan = 35,
+        Sinh = 36,
+        Cosh = 37,
+        Asin = 38,
+        Acos = 39,
+        Asinh = 40,
+        Acosh = 41,
+        Atanh = 42,
+        Erfc = 43,
+        Log10 = 44,
+        Log2 = 45,
+        Exp2 = 46,
+        Logit = 47,
+        NanToNum = 48,
+        Threshold = 49,
+        Hardshrink = 50,
+        Softshrink = 51,
+        LogSigmoid = 52,
+        Mish = 53,
+        RoundDecimals = 54,
+        Erfinv = 55,
+        PowScalarBase = 56,
+        FmodScalar = 57,
     ]
 );
 op_enum!(
@@ -145,6 +174,11 @@ op_enum!(
         Minimum = 5,
         Pow = 6,
         Rsub = 7,
+        Fmod = 8,
+        Lerp = 9,
+        LogAddExp = 10,
+        Prelu = 11,
+        Glu = 12,
     ]
 );
 op_enum!(
@@ -152,7 +186,18 @@ op_enum!(
     Shader::Elementwise,
     "compare",
     "OP",
-    [Eq = 0, Ne = 1, Lt = 2, Le = 3, Gt = 4, Ge = 5,]
+    [
+        Eq = 0,
+        Ne = 1,
+        Lt = 2,
+        Le = 3,
+        Gt = 4,
+        Ge = 5,
+        IsNan = 6,
+        IsInf = 7,
+        IsFinite = 8,
+        SignBit = 9,
+    ]
 );
 op_enum!(
     ReduceOp,
@@ -163,6 +208,7 @@ op_enum!(
 );
 
 mod conv;
+mod extra;
 mod index;
 mod ints;
 mod norm;
@@ -248,7 +294,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.expand_as"
         | "aten.contiguous"
         | "aten.numpy_T"
-        | "aten.swapaxes" => View,
+        | "aten.swapaxes"
+        | "aten.detach_"
+        | "aten.diagonal"
+        | "aten.unfold" => View,
         // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so
         // they neither flush the command buffer nor download anything.
         "aten._assert_tensor_metadata"
@@ -279,6 +328,43 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.hardswish" => Unary(UnaryOp::Hardswish),
         "aten.sign" => Unary(UnaryOp::Sign),
         "aten.square" => Unary(UnaryOp::Square),
+        "aten.log1p" | "aten.special_log1p" => Unary(UnaryOp::Log1p),
+        "aten.expm1" | "aten.special_expm1" => Unary(UnaryOp::Expm1),
+        "aten.trunc" | "aten.fix" => Unary(UnaryOp::Trunc),
+        "aten.frac" => Unary(UnaryOp::Frac),
+        "aten.atan" | "aten.arctan" => Unary(UnaryOp::Atan),
+        "aten.tan" => Unary(UnaryOp::Tan),
+        "aten.sinh" => Unary(UnaryOp::Sinh),
+        "aten.cosh" => Unary(UnaryOp::Cosh),
+        "aten.asin" | "aten.arcsin" => Unary(UnaryOp::Asin),
+        "aten.acos" | "aten.arccos" => Unary(UnaryOp::Acos),
+        "aten.asinh" | "aten.arcsinh" => Unary(UnaryOp::Asinh),
+        "aten.acosh" | "aten.arccosh" => Unary(UnaryOp::Acosh),
+        "aten.atanh" | "aten.arctanh" => Unary(UnaryOp::Atanh),
+        "aten.erfc" | "aten.special_erfc" => Unary(UnaryOp::Erfc),
+        "aten.erfinv" | "aten.special_erfinv" => Unary(UnaryOp::Erfinv),
+        "aten.log10" => Unary(UnaryOp::Log10),
+        "aten.log2" => Unary(UnaryOp::Log2),
+        "aten.exp2" => Unary(UnaryOp::Exp2),
+        "aten.sgn" => Unary(UnaryOp::Sign),
+        "aten.mish" => Unary(UnaryOp::Mish),
+        "aten.log_sigmoid" => Unary(UnaryOp::LogSigmoid),
+        "aten.round" | "aten.logit" | "aten.nan_to_num" | "aten.threshold" | "aten.hardshrink"
+        | "aten.softshrink" | "aten.celu" | "aten.selu" | "aten.clamp_min" | "aten.clamp_max" => {
+            Custom(extra::unary_args)
+        }
+        "aten.fmod" if overload == "Scalar" => Custom(extra::unary_args),
+        "aten.pow" if overload == "Scalar" => Custom(extra::pow_scalar),
+        "aten.fmod" | "aten.lerp" | "aten.logaddexp" if overload != "out" => {
+            Custom(extra::binary_named)
+        }
+        "aten.prelu" | "aten._prelu_kernel" => Custom(extra::prelu),
+        "aten.glu" => Custom(extra::glu),
+        "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => Custom(extra::predicate),
+        "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
+        "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
+        "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
+        "aten.copy_" if overload == "default" => Custom(extra::copy_),
         "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
         | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
         "aten.clone"
@@ -389,8 +475,14 @@ fn inplace_base(target: &str) -> Option<GOp> {
     if base.ends_with('_') || overload == "out" {
         return None;
     }
+    // pow_.Scalar is pow.Tensor_Scalar in place (pow.Scalar has a scalar base).
+    if base == "aten.pow" && overload == "Scalar" {
+        return Some(GOp::Binary(BinaryOp::Pow));
+    }
     match lookup(&format!("{base}.{overload}"))? {
         g @ (GOp::Unary(_) | GOp::Binary(_)) => Some(g),
+        // Unary ops with scalar arguments, whose `self` keeps its shape.
+        g @ GOp::Custom(_) if extra::INPLACE_CUSTOM.contains(&base) => Some(g),
         _ => None,
     }
 }
@@ -672,6 +764,22 @@ fn elementwise(
     alpha: f32,
     beta: f32,
 ) -> Result<Option<GTensor>> {
+    elementwise_p(k, v, out_dtype, a, b, cond, [alpha, beta, 0.0], 0)
+}
+
+/// [`elementwise`] with the third parameter `p1` and extra `flags` bits.
+#[allow(clippy::too_many_arguments)]
+fn elementwise_p(
+    k: &mut Kc,
+    v: Variant,
+    out_dtype: DType,
+    a: &GTensor,
+    b: Option<&Operand>,
+    cond: Option<&GTensor>,
+    params: [f32; 3],
+    flags: u32,
+) -> Result<Option<GTensor>> {
+    let [alpha, beta, p1] = params;
     let mut shape = a.sizes.clone();
     if let Some(Operand::T(b)) = b {
         let Some(s) = broadcast_shapes(&shape, &b.sizes) else {
@@ -727,6 +835,8 @@ fn elementwise(
         a_strides: pad8(&a.strides),
         alpha,
         beta,
+        p1,
+        flags,
         ..Default::default()
     };
     m.offsets[0] = a.offset as u32;
@@ -904,10 +1014,17 @@ fn unary_with_args(k: &mut Kc) -> Out {
         "aten.elu" => {
             let scale = f(k.op.opt_scalar("scale")?, 1.0);
             let input_scale = f(k.op.opt_scalar("input_scale")?, 1.0);
-            if scale != 1.0 || input_scale != 1.0 {
-                return Ok(None);
-            }
-            (UnaryOp::Elu, f(k.op.opt_scalar("alpha")?, 1.0), 0.0)
+            let alpha = f(k.op.opt_scalar("alpha")?, 1.0);
+            return one(elementwise_p(
+                k,
+                UnaryOp::Elu.variant(),
+                DType::F32,
+                &x,
+                None,
+                None,
+                [alpha * scale, input_scale, scale],
+                0,
+            ));
         }
         "aten.softplus" => (
             UnaryOp::Softplus,

@@ -300,7 +300,7 @@ pub(super) fn cat(k: &mut Kc) -> Out {
 }
 
 /// The 32-bit word of `v` in `dtype`'s GPU representation (None if it does not fit).
-fn word(dtype: DType, v: Scalar) -> Option<u32> {
+pub(super) fn word(dtype: DType, v: Scalar) -> Option<u32> {
     match dtype {
         DType::F32 => Some((v.as_f64() as f32).to_bits()),
         DType::Bool => Some((v.as_f64() != 0.0) as u32),
@@ -318,7 +318,13 @@ fn word(dtype: DType, v: Scalar) -> Option<u32> {
     }
 }
 
-fn encode_fill(k: &mut Kc, dtype: DType, sizes: &[usize], flags: u32, value: [u32; 2]) -> Out {
+pub(super) fn encode_fill(
+    k: &mut Kc,
+    dtype: DType,
+    sizes: &[usize],
+    flags: u32,
+    value: [u32; 2],
+) -> Out {
     let numel: usize = sizes.iter().product();
     if numel >= u32::MAX as usize
         || numel as u64 * 4 > k.r.dev.properties.limits.max_storage_buffer_binding_size

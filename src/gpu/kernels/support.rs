@@ -120,9 +120,31 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         }
         "aten.where" => {
             inputs.first() == Some(&DType::Bool)
-                && inputs.get(1).is_some_and(|&d| gpu_dtype(d))
-                && all(&inputs[1..], |d| Some(&d) == inputs.get(1))
-                && outputs.first() == inputs.get(1)
+                && outputs.len() == 1
+                && gpu_dtype(outputs[0])
+                && all(&inputs[1..], |d| d == outputs[0])
+        }
+        "aten.masked_fill_" => {
+            inputs.len() >= 2
+                && f32(inputs[0])
+                && inputs[1] == DType::Bool
+                && all(&inputs[2..], f32)
+                && outputs == [DType::F32]
+        }
+        "aten.masked_fill" => {
+            inputs.len() >= 2
+                && gpu_dtype(inputs[0])
+                && inputs[1] == DType::Bool
+                && all(&inputs[2..], |d| d == inputs[0])
+                && outputs == [inputs[0]]
+        }
+        "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => {
+            all(inputs, f32) && outputs == [DType::Bool]
+        }
+        "aten.fill_" | "aten.copy_" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        "aten.clamp_min" | "aten.clamp_max" => {
+            (all(inputs, f32) && all(outputs, f32))
+                || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)
         }
         "aten.clone"
         | "aten._to_copy"
