@@ -213,12 +213,14 @@ mod index;
 mod ints;
 mod norm;
 mod pool;
+mod shape;
 pub mod support;
 
 pub use conv::ConvMeta;
 pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;
+pub use shape::ShapeMeta;
 
 impl ReduceOp {
     /// The int / bool variant (`reduce_i`, an int output).
@@ -240,6 +242,8 @@ pub fn nn_variants() -> Vec<Variant> {
         index::GATHER,
         index::COPY,
         index::FILL,
+        shape::MAP,
+        shape::TRI,
     ];
     v.extend(ints::variants());
     v
@@ -365,6 +369,37 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
         "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
         "aten.copy_" if overload == "default" => Custom(extra::copy_),
+        "aten.pad"
+        | "aten.constant_pad_nd"
+        | "aten._pad_enum"
+        | "aten._pad_circular"
+        | "aten.reflection_pad1d"
+        | "aten.reflection_pad2d"
+        | "aten.reflection_pad3d"
+        | "aten.replication_pad1d"
+        | "aten.replication_pad2d"
+        | "aten.replication_pad3d"
+            if overload == "default" =>
+        {
+            Custom(shape::pad)
+        }
+        "aten.roll" => Custom(shape::roll),
+        "aten.flip" | "aten.fliplr" | "aten.flipud" => Custom(shape::flip),
+        "aten.rot90" => Custom(shape::rot90),
+        "aten.repeat" | "aten.tile" => Custom(shape::repeat),
+        "aten.repeat_interleave" if overload == "self_int" => Custom(shape::repeat_interleave),
+        "aten.tril" | "aten.triu" | "aten.tril_" | "aten.triu_" if overload == "default" => {
+            Custom(shape::tri)
+        }
+        "aten.slice_scatter"
+        | "aten.select_scatter"
+        | "aten.diagonal_scatter"
+        | "aten.as_strided_scatter"
+            if overload == "default" =>
+        {
+            Custom(shape::scatter)
+        }
+        "aten.diff" if overload == "default" => Custom(shape::diff),
         "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
         | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
         "aten.clone"

@@ -198,7 +198,7 @@ pub(super) fn copy_into(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> 
 }
 
 /// A strided copy of `src` into the view `dst` (same sizes) of a fresh output.
-fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+pub(super) fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
     let numel = src.numel();
     if numel == 0 {
         return Ok(());

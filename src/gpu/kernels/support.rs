@@ -141,6 +141,41 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => {
             all(inputs, f32) && outputs == [DType::Bool]
         }
+        "aten.pad"
+        | "aten.constant_pad_nd"
+        | "aten._pad_enum"
+        | "aten._pad_circular"
+        | "aten.reflection_pad1d"
+        | "aten.reflection_pad2d"
+        | "aten.reflection_pad3d"
+        | "aten.replication_pad1d"
+        | "aten.replication_pad2d"
+        | "aten.replication_pad3d"
+        | "aten.roll"
+        | "aten.flip"
+        | "aten.fliplr"
+        | "aten.flipud"
+        | "aten.rot90"
+        | "aten.repeat"
+        | "aten.tile"
+        | "aten.repeat_interleave"
+        | "aten.tril"
+        | "aten.triu"
+        | "aten.tril_"
+        | "aten.triu_"
+        | "aten.slice_scatter"
+        | "aten.select_scatter"
+        | "aten.diagonal_scatter"
+        | "aten.as_strided_scatter" => {
+            first.is_some_and(gpu_dtype)
+                && all(inputs, |d| Some(d) == first)
+                && outputs.first() == first.as_ref()
+        }
+        "aten.diff" => {
+            first.is_some_and(|d| f32(d) || int(d))
+                && all(inputs, |d| Some(d) == first)
+                && outputs.first() == first.as_ref()
+        }
         "aten.fill_" | "aten.copy_" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
         "aten.clamp_min" | "aten.clamp_max" => {
             (all(inputs, f32) && all(outputs, f32))
