@@ -77,7 +77,8 @@ pub struct ReduceMeta {
     pub offset: u32,
     pub row: u32,
     pub scale: f32,
-    pub _p: u32,
+    /// `stats` norm: the order p.
+    pub p: f32,
 }
 
 macro_rules! op_enum {
@@ -213,6 +214,7 @@ mod index;
 mod ints;
 mod norm;
 mod pool;
+mod red;
 mod shape;
 pub mod support;
 
@@ -245,6 +247,7 @@ pub fn nn_variants() -> Vec<Variant> {
         shape::MAP,
         shape::TRI,
     ];
+    v.extend(red::variants());
     v.extend(ints::variants());
     v
 }
@@ -400,6 +403,27 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(shape::scatter)
         }
         "aten.diff" if overload == "default" => Custom(shape::diff),
+        "aten.var"
+        | "aten.std"
+        | "aten.var_mean"
+        | "aten.std_mean"
+        | "aten.logsumexp"
+        | "aten.linalg_vector_norm"
+            if overload != "out" =>
+        {
+            Custom(red::stats)
+        }
+        "aten.prod" if overload == "dim_int" || overload == "default" => Custom(red::stats),
+        "aten.max" | "aten.min" if overload == "default" || overload == "dim" => {
+            Custom(red::extreme)
+        }
+        "aten.argmax" | "aten.argmin" | "aten.aminmax" if overload == "default" => {
+            Custom(red::extreme)
+        }
+        "aten.count_nonzero" if overload != "out" => Custom(red::count_nonzero),
+        "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" if overload == "default" => {
+            Custom(red::scan)
+        }
         "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
         | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
         "aten.clone"
@@ -1577,7 +1601,7 @@ fn reduce(k: &mut Kc) -> Out {
         offset: x.offset as u32,
         row,
         scale,
-        _p: 0,
+        p: 0.0,
     };
     let (v, bufs) = if int_mode {
         (rop.int_variant(), [(3, &out), (4, &x)])

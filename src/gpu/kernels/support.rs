@@ -176,6 +176,13 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && all(inputs, |d| Some(d) == first)
                 && outputs.first() == first.as_ref()
         }
+        "aten.max" | "aten.min" | "aten.argmax" | "aten.argmin" | "aten.cummax" | "aten.cummin" => {
+            all(inputs, f32) && all(outputs, |d| f32(d) || d == DType::I64)
+        }
+        "aten.count_nonzero" => all(inputs, f32) && outputs == [DType::I64],
+        "aten.cumsum" | "aten.cumprod" => {
+            (all(inputs, f32) && all(outputs, f32)) || (all(inputs, int_like) && all(outputs, int))
+        }
         "aten.fill_" | "aten.copy_" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
         "aten.clamp_min" | "aten.clamp_max" => {
             (all(inputs, f32) && all(outputs, f32))
