@@ -934,7 +934,7 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         "other"
     };
     let Some(a) = k.t("self") else {
-        return Ok(None);
+        return extra::scalar_self(k, op);
     };
     if a.dtype != DType::F32 {
         return ints::binary(k, op);
@@ -1036,10 +1036,12 @@ fn unary_with_args(k: &mut Kc) -> Out {
     if (x.dtype != DType::F32 || !k.out_is(DType::F32)) && !int_clamp {
         return Ok(None);
     }
+    // The in-place forms (relu6_, elu_...) come here through `inplace`.
     let op = k
         .target()
         .rsplit_once('.')
         .map_or("", |(o, _)| o)
+        .trim_end_matches('_')
         .to_string();
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, alpha, beta) = match op.as_str() {

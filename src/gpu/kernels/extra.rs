@@ -321,13 +321,17 @@ pub(super) fn masked_fill(k: &mut Kc) -> Out {
             None => return Ok(None),
         }
     };
-    let Some(out) = ints::encode(k, ints::WHERE_U, dtype, &x, Some(&b), Some(&mask), 64, 0)? else {
-        return Ok(None);
-    };
-    if out.sizes != x.sizes {
-        return Ok(None);
-    }
-    Ok(Some(vec![Slot::T(out)]))
+    // Out of place, `self` broadcasts with the mask (the in-place form checks the shape).
+    one(ints::encode(
+        k,
+        ints::WHERE_U,
+        dtype,
+        &x,
+        Some(&b),
+        Some(&mask),
+        64,
+        0,
+    ))
 }
 
 /// where.ScalarSelf / ScalarOther / Scalar: a scalar side as a word.
@@ -421,4 +425,82 @@ pub(super) fn copy_(k: &mut Kc) -> Out {
     copy_into(k, &t, &x)?;
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::T(x)]))
+}
+
+/// add / sub / mul with a Python number as `self` (decompositions write `1 - x`).
+pub(super) fn scalar_self(k: &mut Kc, op: BinaryOp) -> Out {
+    let Some(t) = k.t("other") else {
+        return Ok(None);
+    };
+    let Some(s) = k.op.opt_scalar("self")? else {
+        return Ok(None);
+    };
+    let alpha = k.op.opt_scalar("alpha")?.unwrap_or(Scalar::Int(1));
+    if t.dtype == DType::F32 {
+        if !k.out_is(DType::F32) {
+            return Ok(None);
+        }
+        let (sv, al) = (s.as_f64() as f32, alpha.as_f64() as f32);
+        return one(match op {
+            // s + alpha * t
+            BinaryOp::Add => elementwise(
+                k,
+                UnaryOp::Affine.variant(),
+                DType::F32,
+                &t,
+                None,
+                None,
+                al,
+                sv,
+            ),
+            // s - alpha * t
+            BinaryOp::Sub => elementwise(
+                k,
+                BinaryOp::Rsub.variant(),
+                DType::F32,
+                &t,
+                Some(&Operand::S(sv)),
+                None,
+                al,
+                0.0,
+            ),
+            BinaryOp::Mul => elementwise(
+                k,
+                BinaryOp::Mul.variant(),
+                DType::F32,
+                &t,
+                Some(&Operand::S(sv)),
+                None,
+                1.0,
+                0.0,
+            ),
+            _ => return Ok(None),
+        });
+    }
+    // Integer tensors with integer numbers (an int output of the tensor's dtype).
+    let int_num = |v: Scalar| matches!(v, Scalar::Int(_) | Scalar::Bool(_));
+    if !ints::is_int(t.dtype) || !k.out_is(t.dtype) || !int_num(s) || !int_num(alpha) {
+        return Ok(None);
+    }
+    let (Some(sw), Some(aw)) = (word(t.dtype, s), word(t.dtype, alpha)) else {
+        return Ok(None);
+    };
+    let iop = match op {
+        BinaryOp::Sub => ints::IntBinaryOp::Rsub,
+        BinaryOp::Mul => ints::IntBinaryOp::Mul,
+        _ => return Ok(None),
+    };
+    if op == BinaryOp::Mul && aw != 1 {
+        return Ok(None);
+    }
+    one(ints::encode(
+        k,
+        iop.variant(),
+        t.dtype,
+        &t,
+        Some(&WOperand::W(sw)),
+        None,
+        0,
+        aw,
+    ))
 }
