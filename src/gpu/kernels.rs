@@ -421,6 +421,12 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(red::extreme)
         }
         "aten.count_nonzero" if overload != "out" => Custom(red::count_nonzero),
+        "aten.group_norm" | "aten.native_group_norm" | "aten.instance_norm"
+            if overload == "default" =>
+        {
+            Custom(red::group_norm)
+        }
+        "aten.rms_norm" if overload == "default" => Custom(red::rms_norm),
         "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" if overload == "default" => {
             Custom(red::scan)
         }

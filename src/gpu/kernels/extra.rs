@@ -113,7 +113,7 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
             (UnaryOp::Elu, [a, 1.0 / a, 1.0])
         }
         "aten.selu" => {
-            let (alpha, scale) = (1.6732632423543772848f64, 1.0507009873554804934f64);
+            let (alpha, scale) = (1.673_263_242_354_377_2_f64, 1.050_700_987_355_480_5_f64);
             (UnaryOp::Elu, [(alpha * scale) as f32, 1.0, scale as f32])
         }
         "aten.clamp_min" | "aten.clamp_max" => {

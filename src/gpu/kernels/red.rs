@@ -425,3 +425,203 @@ pub(super) fn scan(k: &mut Kc) -> Out {
     }
     Ok(Some(outs))
 }
+
+/// One elementwise f32 op (`b` broadcast against `a`).
+fn ew(
+    k: &mut Kc,
+    v: Variant,
+    a: &GTensor,
+    b: Option<GTensor>,
+    alpha: f32,
+    beta: f32,
+) -> crate::error::Result<Option<GTensor>> {
+    let b = b.map(super::Operand::T);
+    super::elementwise(k, v, DType::F32, a, b.as_ref(), None, alpha, beta)
+}
+
+/// `t` viewed contiguously as `sizes` (same numel).
+fn reshape(t: &GTensor, sizes: &[usize]) -> GTensor {
+    t.view(sizes.to_vec(), super::contiguous_strides(sizes), t.offset)
+}
+
+/// A per-channel parameter [C] viewed as [C, 1] (to broadcast over [N, C, inner]).
+fn per_channel(k: &Kc, name: &str, c: usize) -> Option<Option<GTensor>> {
+    if !k.is_tensor_arg(name) {
+        return Some(None);
+    }
+    let p = k.t(name)?;
+    if p.dtype != DType::F32 || p.rank() != 1 || p.sizes[0] != c {
+        return None;
+    }
+    Some(Some(p.view(vec![c, 1], vec![p.strides[0], 0], p.offset)))
+}
+
+/// group_norm / native_group_norm, and instance_norm with input statistics (no running
+/// statistics to update): statistics per (sample, group), then the channel affine.
+pub(super) fn group_norm(k: &mut Kc) -> Out {
+    use super::{BinaryOp, UnaryOp};
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let t = k.target().to_string();
+    let native = t.starts_with("aten.native_group_norm");
+    let instance = t.starts_with("aten.instance_norm");
+    if !f32_in(k, &x) || x.rank() < 2 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let (n, c) = (x.sizes[0], x.sizes[1]);
+    let g = if instance {
+        if !k.op.bool_or("use_input_stats", true)?
+            || k.is_tensor_arg("running_mean")
+            || k.is_tensor_arg("running_var")
+        {
+            return Ok(None);
+        }
+        c
+    } else if native {
+        k.op.int("group")? as usize
+    } else {
+        k.op.int("num_groups")? as usize
+    };
+    if g == 0 || c % g != 0 {
+        return Ok(None);
+    }
+    let eps = if instance {
+        k.op.float("eps")?
+    } else {
+        k.op.float_or("eps", 1e-5)?
+    } as f32;
+    let (Some(w), Some(b)) = (per_channel(k, "weight", c), per_channel(k, "bias", c)) else {
+        return Ok(None);
+    };
+    let inner: usize = x.sizes[2..].iter().product();
+    let len = c / g * inner;
+    if len == 0 || n == 0 {
+        return Ok(None);
+    }
+    let Some(xc) = super::contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let xg = reshape(&xc, &[n, g, len]);
+    let mut pl = plan(&xg, &[false, false, true], true);
+    let mean = encode_stats(k, &xg, &pl, StatsOp::Mean)?;
+    pl.meta.scale = 1.0 / len as f32;
+    let var = encode_stats(k, &xg, &pl, StatsOp::Var)?;
+    let Some(ve) = ew(k, UnaryOp::Affine.variant(), &var, None, 1.0, eps)? else {
+        return Ok(None);
+    };
+    let Some(rstd) = ew(k, UnaryOp::Rsqrt.variant(), &ve, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let Some(d) = ew(
+        k,
+        BinaryOp::Sub.variant(),
+        &xg,
+        Some(mean.clone()),
+        1.0,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(mut y) = ew(k, BinaryOp::Mul.variant(), &d, Some(rstd.clone()), 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    y = reshape(&y, &[n, c, inner]);
+    if let Some(w) = w {
+        match ew(k, BinaryOp::Mul.variant(), &y, Some(w), 1.0, 0.0)? {
+            Some(t) => y = t,
+            None => return Ok(None),
+        }
+    }
+    if let Some(b) = b {
+        match ew(k, BinaryOp::Add.variant(), &y, Some(b), 1.0, 0.0)? {
+            Some(t) => y = t,
+            None => return Ok(None),
+        }
+    }
+    let out = reshape(&y, &x.sizes);
+    if native {
+        return Ok(Some(vec![
+            Slot::T(out),
+            Slot::T(reshape(&mean, &[n, g])),
+            Slot::T(reshape(&rstd, &[n, g])),
+        ]));
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// rms_norm: x * rsqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape`.
+pub(super) fn rms_norm(k: &mut Kc) -> Out {
+    use super::{BinaryOp, ReduceOp, UnaryOp};
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    if !f32_in(k, &x) || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let ns = k.op.ints("normalized_shape")?;
+    let r = x.rank();
+    if ns.is_empty() || ns.len() > r {
+        return Ok(None);
+    }
+    let axis = r - ns.len();
+    if x.sizes[axis..]
+        .iter()
+        .zip(&ns)
+        .any(|(&a, &b)| a as i64 != b)
+    {
+        return Ok(None);
+    }
+    let len: usize = x.sizes[axis..].iter().product();
+    let rows: usize = x.sizes[..axis].iter().product();
+    if len == 0 || rows == 0 {
+        return Ok(None);
+    }
+    let w = if k.is_tensor_arg("weight") {
+        match k.t("weight") {
+            Some(w) if w.dtype == DType::F32 && w.sizes == x.sizes[axis..] => Some(w),
+            _ => return Ok(None),
+        }
+    } else {
+        None
+    };
+    let eps = k.op.opt_float("eps")?.unwrap_or(f32::EPSILON as f64) as f32;
+    let Some(xc) = super::contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let x2 = reshape(&xc, &[rows, len]);
+    let Some(sq) = ew(k, UnaryOp::Square.variant(), &x2, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let mut pl = plan(&sq, &[false, true], true);
+    pl.meta.scale = 1.0 / len as f32;
+    let ms = k.new_out(DType::F32, &pl.out_sizes)?;
+    let (gx, gy, _) = grid(pl.n_out, 64);
+    k.dispatch(
+        &ReduceOp::Sum.variant(),
+        bytemuck::bytes_of(&pl.meta),
+        &[(1, &ms), (2, &sq)],
+        (gx, gy, 1),
+    )?;
+    let Some(mse) = ew(k, UnaryOp::Affine.variant(), &ms, None, 1.0, eps)? else {
+        return Ok(None);
+    };
+    let Some(rstd) = ew(k, UnaryOp::Rsqrt.variant(), &mse, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let Some(mut y) = ew(k, BinaryOp::Mul.variant(), &x2, Some(rstd), 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    if let Some(w) = w {
+        let Some(wc) = super::contiguous(k, &w)? else {
+            return Ok(None);
+        };
+        let wv = reshape(&wc, &[len]);
+        match ew(k, BinaryOp::Mul.variant(), &y, Some(wv), 1.0, 0.0)? {
+            Some(t) => y = t,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(vec![Slot::T(reshape(&y, &x.sizes))]))
+}

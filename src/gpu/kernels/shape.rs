@@ -536,7 +536,7 @@ fn no_overlap(v: &GTensor) -> bool {
         if s < extent {
             return false;
         }
-        extent = s * (n - 1) + extent;
+        extent += s * (n - 1);
     }
     true
 }
