@@ -512,6 +512,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(index::full)
         }
         "aten.arange" => Custom(index::arange),
+        "aten.linspace" | "aten.logspace" if overload == "default" => Custom(index::linspace),
+        "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
+        "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
         "aten.to" => Custom(ints::to),
         // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
         "aten.dropout_"

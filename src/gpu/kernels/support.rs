@@ -113,6 +113,8 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && outputs.first() == first.as_ref()
         }
         "aten.arange" => all(outputs, |d| gpu_dtype(d) && d != DType::Bool),
+        "aten.linspace" | "aten.logspace" => outputs == [DType::F32],
+        "aten.eye" | "aten.empty_strided" => all(outputs, gpu_dtype),
         "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
         | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
         | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
