@@ -392,6 +392,32 @@ fn logaddexp_(x: f32, y: f32) -> f32 {
     return m + log1p_(exp(-abs(x - y)));
 }
 
+// atan2(y, x) from atan_ with the quadrant and signed-zero rules of C.
+fn atan2_(y: f32, x: f32) -> f32 {
+    if is_nan(x) || is_nan(y) {
+        return nan_();
+    }
+    let pi = 3.141592653589793;
+    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;
+    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;
+    var r = 0.0;
+    if is_inf(x) && is_inf(y) {
+        r = select(0.7853981633974483, 2.356194490192345, x_neg);
+    } else if is_inf(x) {
+        r = select(0.0, pi, x_neg);
+    } else if is_inf(y) || x == 0.0 {
+        if y == 0.0 {
+            r = select(0.0, pi, x_neg);
+        } else {
+            r = 1.5707963267948966;
+        }
+    } else {
+        let a = atan_(abs(y / x));
+        r = select(a, pi - a, x < 0.0);
+    }
+    return select(r, -r, y_neg);
+}
+
 fn unary_op2(x: f32) -> f32 {
     switch OP {
         case 29u: { return log1p_(x); }
@@ -532,6 +558,10 @@ fn binary_op(x: f32, y: f32) -> f32 {
         // prelu (y the weight), glu (x * sigmoid(y))
         case 11u: { return select(y * x, x, x > 0.0); }
         case 12u: { return x / (1.0 + exp(-y)); }
+        // fmax / fmin: a NaN operand is ignored
+        case 13u: { return select(select(max(x, y), x, is_nan(y)), y, is_nan(x)); }
+        case 14u: { return select(select(min(x, y), x, is_nan(y)), y, is_nan(x)); }
+        case 15u: { return atan2_(x, y); }
         default: { return x; }
     }
 }

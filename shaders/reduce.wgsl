@@ -324,7 +324,7 @@ fn count_nz(@builtin(global_invocation_id) gid: vec3<u32>) {
 // Scans along one dim (red_shape[0] elements, stride red_strides[0]) of a contiguous input
 // (the output has its layout): `OP` 0 cumsum, 1 cumprod, 2 cummax, 3 cummin (with indices
 // to `out_i`: a NaN takes over and each later NaN moves the index; ties take the later
-// index, as torch).
+// index, as torch), 4 logcumsumexp.
 @compute @workgroup_size(64)
 fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
@@ -345,6 +345,20 @@ fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
             acc = acc + v;
         } else if OP == 1u {
             acc = acc * v;
+        } else if OP == 4u {
+            // logcumsumexp: log(exp(acc) + exp(v)), NaN kept, equal infinities kept.
+            if j == 0u || is_nan(acc) {
+                acc = v;
+            } else if is_nan(v) {
+                acc = v;
+            } else {
+                let m = max(acc, v);
+                if !(abs(m) == inf_() && acc == v) && m != -inf_() {
+                    acc = m + log(1.0 + exp(-abs(acc - v)));
+                } else {
+                    acc = m;
+                }
+            }
         } else {
             let better = (OP == 2u && v >= acc) || (OP == 3u && v <= acc);
             if j == 0u || is_nan(v) || (!is_nan(acc) && better) {

@@ -180,6 +180,9 @@ op_enum!(
         LogAddExp = 10,
         Prelu = 11,
         Glu = 12,
+        Fmax = 13,
+        Fmin = 14,
+        Atan2 = 15,
     ]
 );
 op_enum!(
@@ -427,7 +430,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(red::group_norm)
         }
         "aten.rms_norm" if overload == "default" => Custom(red::rms_norm),
-        "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" if overload == "default" => {
+        "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" | "aten.cumsum_"
+        | "aten.cumprod_" | "aten.logcumsumexp"
+            if overload == "default" =>
+        {
             Custom(red::scan)
         }
         "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
@@ -451,6 +457,12 @@ pub fn lookup(target: &str) -> Option<GOp> {
         }
         "aten.maximum" => Binary(BinaryOp::Maximum),
         "aten.minimum" => Binary(BinaryOp::Minimum),
+        "aten.max" if overload == "other" => Binary(BinaryOp::Maximum),
+        "aten.min" if overload == "other" => Binary(BinaryOp::Minimum),
+        "aten.fmax" | "aten.fmin" | "aten.atan2" | "aten.arctan2" if overload != "out" => {
+            Custom(extra::binary_named)
+        }
+        "aten.addcmul" | "aten.addcdiv" if overload == "default" => Custom(extra::addcmul),
         "aten.pow" if overload != "Scalar" => Binary(BinaryOp::Pow),
         "aten.rsub" => Binary(BinaryOp::Rsub),
         "aten.eq" => Compare(CompareOp::Eq),

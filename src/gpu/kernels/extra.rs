@@ -169,6 +169,9 @@ pub(super) fn binary_named(k: &mut Kc) -> Out {
     let (Some(a), bop, bname, alpha) = (match op.as_str() {
         "aten.fmod" => (k.t("self"), BinaryOp::Fmod, "other", 0.0),
         "aten.logaddexp" => (k.t("self"), BinaryOp::LogAddExp, "other", 0.0),
+        "aten.fmax" => (k.t("self"), BinaryOp::Fmax, "other", 0.0),
+        "aten.fmin" => (k.t("self"), BinaryOp::Fmin, "other", 0.0),
+        "aten.atan2" | "aten.arctan2" => (k.t("self"), BinaryOp::Atan2, "other", 0.0),
         "aten.lerp" => {
             if k.is_tensor_arg("weight") {
                 return Ok(None);
@@ -502,5 +505,44 @@ pub(super) fn scalar_self(k: &mut Kc, op: BinaryOp) -> Out {
         None,
         0,
         aw,
+    ))
+}
+
+/// addcmul / addcdiv(self, tensor1, tensor2, value): self + value * (t1 * t2 or t1 / t2).
+pub(super) fn addcmul(k: &mut Kc) -> Out {
+    let (Some(x), Some(t1), Some(t2)) = (k.t("self"), k.t("tensor1"), k.t("tensor2")) else {
+        return Ok(None);
+    };
+    if [&x, &t1, &t2].iter().any(|t| t.dtype != DType::F32) || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let value = k.op.opt_scalar("value")?.map_or(1.0, |s| s.as_f64()) as f32;
+    let op = if k.target().starts_with("aten.addcdiv") {
+        BinaryOp::Div
+    } else {
+        BinaryOp::Mul
+    };
+    let Some(p) = elementwise(
+        k,
+        op.variant(),
+        DType::F32,
+        &t1,
+        Some(&Operand::T(t2)),
+        None,
+        1.0,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Add.variant(),
+        DType::F32,
+        &x,
+        Some(&Operand::T(p)),
+        None,
+        value,
+        0.0,
     ))
 }

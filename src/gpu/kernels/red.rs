@@ -37,7 +37,7 @@ op_enum!(
     Shader::Reduce,
     "scan",
     "OP",
-    [Sum = 0, Prod = 1, Max = 2, Min = 3]
+    [Sum = 0, Prod = 1, Max = 2, Min = 3, LogSumExp = 4]
 );
 op_enum!(
     ScanIntOp,
@@ -349,7 +349,19 @@ pub(super) fn scan(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let op = k.target().split('.').nth(1).unwrap_or("").to_string();
-    if op.ends_with('_') || x.rank() == 0 || !k.fits(&x) || x.numel() >= u32::MAX as usize {
+    // cumsum_ / cumprod_: the scan, then a copy into `self`.
+    let inplace = op.ends_with('_');
+    let op = op.trim_end_matches('_').to_string();
+    if x.rank() == 0 || !k.fits(&x) || x.numel() >= u32::MAX as usize {
+        return Ok(None);
+    }
+    if inplace
+        && (k.out_dtype(0) != Some(x.dtype)
+            || x.sizes
+                .iter()
+                .zip(&x.strides)
+                .any(|(&n, &s)| n > 1 && s == 0))
+    {
         return Ok(None);
     }
     let Some(d) = norm_dim(k.op.int("dim")?, x.rank()) else {
@@ -400,6 +412,7 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 "cumsum" => ScanOp::Sum,
                 "cumprod" => ScanOp::Prod,
                 "cummax" => ScanOp::Max,
+                "logcumsumexp" => ScanOp::LogSumExp,
                 _ => ScanOp::Min,
             };
             // The scan entry point declares the index output: a 1-word stand-in for sums.
@@ -418,6 +431,11 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 (gx, gy, 1),
             )?;
         }
+    }
+    if inplace {
+        super::index::copy_into(k, &out, &x)?;
+        crate::gpu::store::lock(&x.cell).cpu_valid = false;
+        return Ok(Some(vec![Slot::T(x)]));
     }
     let mut outs = vec![Slot::T(out)];
     if let Some(i) = idx {

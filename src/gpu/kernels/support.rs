@@ -182,7 +182,7 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
             all(inputs, f32) && all(outputs, |d| f32(d) || d == DType::I64)
         }
         "aten.count_nonzero" => all(inputs, f32) && outputs == [DType::I64],
-        "aten.cumsum" | "aten.cumprod" => {
+        "aten.cumsum" | "aten.cumprod" | "aten.cumsum_" | "aten.cumprod_" => {
             (all(inputs, f32) && all(outputs, f32)) || (all(inputs, int_like) && all(outputs, int))
         }
         "aten.fill_" | "aten.copy_" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
