@@ -535,9 +535,22 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.alpha_dropout"
         | "aten.alpha_dropout_" => Custom(dropout),
         o if o.ends_with('_') && inplace_base(target).is_some() => Custom(inplace),
-        "aten.__and__" | "aten.__or__" | "aten.__xor__" | "aten.floor_divide"
-        | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor"
-        | "aten.bitwise_not" | "aten.logical_and" | "aten.logical_or" | "aten.logical_xor"
+        "aten.__and__"
+        | "aten.__or__"
+        | "aten.__xor__"
+        | "aten.__lshift__"
+        | "aten.__rshift__"
+        | "aten.bitwise_left_shift"
+        | "aten.bitwise_right_shift"
+        | "aten.floor_divide"
+        | "aten.remainder"
+        | "aten.bitwise_and"
+        | "aten.bitwise_or"
+        | "aten.bitwise_xor"
+        | "aten.bitwise_not"
+        | "aten.logical_and"
+        | "aten.logical_or"
+        | "aten.logical_xor"
         | "aten.logical_not"
             if overload != "out" =>
         {

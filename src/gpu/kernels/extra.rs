@@ -52,6 +52,9 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let op = base_name(k);
+    if ints::is_int(x.dtype) && op == "aten.fmod" {
+        return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
+    }
     if ints::is_int(x.dtype) && matches!(op.as_str(), "aten.clamp_min" | "aten.clamp_max") {
         if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
             return Ok(None);
@@ -190,6 +193,9 @@ pub(super) fn binary_named(k: &mut Kc) -> Out {
     let Some(b) = k.t(bname) else {
         return Ok(None);
     };
+    if bop == BinaryOp::Fmod && ints::is_int(a.dtype) {
+        return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
+    }
     if a.dtype != DType::F32 || b.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }

@@ -34,6 +34,10 @@ op_enum!(
         Or = 9,
         Xor = 10,
         Rsub = 11,
+        Fmod = 12,
+        Pow = 13,
+        Shl = 14,
+        Shr = 15,
     ]
 );
 op_enum!(
@@ -241,6 +245,7 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         (BinaryOp::Maximum, None) => IntBinaryOp::Maximum,
         (BinaryOp::Minimum, None) => IntBinaryOp::Minimum,
         (BinaryOp::Rsub, None) => IntBinaryOp::Rsub,
+        (BinaryOp::Pow, None) => IntBinaryOp::Pow,
         (BinaryOp::Div, Some("floor")) => IntBinaryOp::FloorDiv,
         (BinaryOp::Div, Some("trunc")) => IntBinaryOp::TruncDiv,
         _ => return Ok(None),
@@ -248,7 +253,7 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     int_binary(k, iop, name)
 }
 
-fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
+pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
@@ -284,6 +289,8 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
     match op.as_str() {
         "floor_divide" => int_binary(k, IntBinaryOp::FloorDiv, "other"),
         "remainder" => int_binary(k, IntBinaryOp::Remainder, "other"),
+        "__lshift__" | "bitwise_left_shift" => int_binary(k, IntBinaryOp::Shl, "other"),
+        "__rshift__" | "bitwise_right_shift" => int_binary(k, IntBinaryOp::Shr, "other"),
         "bitwise_and" | "bitwise_or" | "bitwise_xor" if bool_out => {
             let l = match op.as_str() {
                 "bitwise_and" => LogicalOp::And,

@@ -68,6 +68,7 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
                     | BinaryOp::Maximum
                     | BinaryOp::Minimum
                     | BinaryOp::Rsub
+                    | BinaryOp::Pow
             ) || (b == BinaryOp::Div
                 && (overload.starts_with("Tensor_mode") || overload.starts_with("Scalar_mode")));
             (all(inputs, f32) && all(outputs, f32))
@@ -202,7 +203,15 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                     && all(outputs, int)
                     && (name == "aten.sum" || all(inputs, int)))
         }
-        "aten.floor_divide" | "aten.remainder" => all(inputs, int_like) && all(outputs, int),
+        "aten.floor_divide"
+        | "aten.remainder"
+        | "aten.__lshift__"
+        | "aten.__rshift__"
+        | "aten.bitwise_left_shift"
+        | "aten.bitwise_right_shift" => all(inputs, int_like) && all(outputs, int),
+        "aten.fmod" => {
+            (all(inputs, f32) && all(outputs, f32)) || (all(inputs, int) && all(outputs, int))
+        }
         "aten.clamp" => {
             (all(inputs, f32) && all(outputs, f32))
                 || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)
