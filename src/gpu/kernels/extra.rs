@@ -286,6 +286,10 @@ pub(super) fn predicate(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
+    if ints::is_int(x.dtype) {
+        let op = k.target().split('.').nth(1).unwrap_or("").to_string();
+        return ints::predicate(k, &op);
+    }
     if x.dtype != DType::F32 || !k.out_is(DType::Bool) {
         return Ok(None);
     }

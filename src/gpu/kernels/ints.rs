@@ -369,6 +369,27 @@ fn unary(k: &mut Kc, op: IntUnaryOp) -> Out {
 /// The f32 unary ops that also exist for ints.
 pub(super) fn unary_f32_op(k: &mut Kc, u: UnaryOp) -> Out {
     let op = match u {
+        // relu: clamp below at 0; rounding an int is a copy.
+        UnaryOp::Relu => {
+            let Some(x) = k.t("self") else {
+                return Ok(None);
+            };
+            if !is_int(x.dtype) || !k.out_is(x.dtype) {
+                return Ok(None);
+            }
+            let v = IntUnaryOp::Clamp.variant();
+            return one(encode(
+                k,
+                v,
+                x.dtype,
+                &x,
+                Some(&WOperand::W(0)),
+                None,
+                16,
+                0,
+            ));
+        }
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc => IntUnaryOp::Copy,
         UnaryOp::Neg => IntUnaryOp::Neg,
         UnaryOp::Abs => IntUnaryOp::Abs,
         UnaryOp::Sign => IntUnaryOp::Sign,
@@ -544,4 +565,30 @@ pub(super) fn clamp(k: &mut Kc) -> Out {
         words[1],
     );
     one(out)
+}
+
+/// isnan / isinf / isfinite / signbit of an int tensor: comparisons of the words.
+pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !is_int(x.dtype) || !k.out_is(DType::Bool) {
+        return Ok(None);
+    }
+    let (c, b) = match op {
+        "isnan" | "isinf" => (IntCompareOp::Ne, WOperand::T(x.clone())),
+        "isfinite" => (IntCompareOp::Eq, WOperand::T(x.clone())),
+        "signbit" => (IntCompareOp::Lt, WOperand::W(0)),
+        _ => return Ok(None),
+    };
+    one(encode(
+        k,
+        c.variant(),
+        DType::Bool,
+        &x,
+        Some(&b),
+        None,
+        0,
+        0,
+    ))
 }

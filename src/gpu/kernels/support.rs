@@ -55,7 +55,14 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
             (all(inputs, f32) && all(outputs, f32))
                 || (matches!(
                     u,
-                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square
+                    UnaryOp::Neg
+                        | UnaryOp::Abs
+                        | UnaryOp::Sign
+                        | UnaryOp::Square
+                        | UnaryOp::Relu
+                        | UnaryOp::Floor
+                        | UnaryOp::Ceil
+                        | UnaryOp::Trunc
                 ) && all(inputs, int)
                     && outputs.first() == inputs.first())
         }
@@ -142,7 +149,7 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && outputs == [inputs[0]]
         }
         "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => {
-            all(inputs, f32) && outputs == [DType::Bool]
+            (all(inputs, f32) || all(inputs, int)) && outputs == [DType::Bool]
         }
         "aten.pad"
         | "aten.constant_pad_nd"
