@@ -180,6 +180,341 @@ fn pow_(x: f32, y: f32) -> f32 {
     return pow(x, y);
 }
 
+fn is_inf(x: f32) -> bool {
+    return abs(x) == inf_();
+}
+
+// log1p and expm1 accurate near 0 (Goldberg's trick: the rounding error of 1 + x cancels).
+fn log1p_(x: f32) -> f32 {
+    if x == inf_() {
+        return x;
+    }
+    let u = 1.0 + x;
+    if u == 1.0 {
+        return x;
+    }
+    return log_(u) * (x / (u - 1.0));
+}
+
+fn expm1_(x: f32) -> f32 {
+    if x > 88.7 {
+        return inf_();
+    }
+    let u = exp(x);
+    if u == 1.0 {
+        return x;
+    }
+    let um1 = u - 1.0;
+    if um1 == -1.0 {
+        return -1.0;
+    }
+    return um1 * (x / log(u));
+}
+
+// atan (Cephes atanf): reduction by tan(3pi/8) and tan(pi/8), then a minimax polynomial.
+fn atan_(x: f32) -> f32 {
+    var ax = abs(x);
+    var y = 0.0;
+    if ax > 2.414213562373095 {
+        y = 1.5707963267948966;
+        ax = -1.0 / ax;
+    } else if ax > 0.4142135623730950 {
+        y = 0.7853981633974483;
+        ax = (ax - 1.0) / (ax + 1.0);
+    }
+    let z = ax * ax;
+    y = y + (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+        - 3.33329491539e-1) * z * ax + ax;
+    return select(y, -y, x < 0.0);
+}
+
+// asin (Cephes asinf); NaN outside [-1, 1].
+fn asin_(x: f32) -> f32 {
+    var a = abs(x);
+    if a > 1.0 {
+        return nan_();
+    }
+    var z = 0.0;
+    var big = false;
+    if a > 0.5 {
+        z = 0.5 * (1.0 - a);
+        a = sqrt(z);
+        big = true;
+    } else {
+        z = a * a;
+    }
+    var r = ((((4.2163199048e-2 * z + 2.4181311049e-2) * z + 4.5470025998e-2) * z
+        + 7.4953002686e-2) * z + 1.6666752422e-1) * z * a + a;
+    if big {
+        r = 1.5707963267948966 - 2.0 * r;
+    }
+    return select(r, -r, x < 0.0);
+}
+
+fn acos_(x: f32) -> f32 {
+    if abs(x) > 1.0 {
+        return nan_();
+    }
+    if x < -0.5 {
+        return 3.141592653589793 - 2.0 * asin_(sqrt(0.5 * (1.0 + x)));
+    }
+    if x > 0.5 {
+        return 2.0 * asin_(sqrt(0.5 * (1.0 - x)));
+    }
+    return 1.5707963267948966 - asin_(x);
+}
+
+fn sinh_(x: f32) -> f32 {
+    let ax = abs(x);
+    var r = 0.0;
+    if ax >= 9.0 {
+        let e = exp(0.5 * ax);
+        r = (0.5 * e) * e;
+    } else {
+        let u = expm1_(ax);
+        r = 0.5 * (u + u / (u + 1.0));
+    }
+    return select(r, -r, x < 0.0);
+}
+
+fn cosh_(x: f32) -> f32 {
+    let ax = abs(x);
+    if ax >= 9.0 {
+        let e = exp(0.5 * ax);
+        return (0.5 * e) * e;
+    }
+    let e = exp(ax);
+    return 0.5 * (e + 1.0 / e);
+}
+
+fn asinh_(x: f32) -> f32 {
+    let ax = abs(x);
+    var r = 0.0;
+    if ax > 1e9 {
+        r = log_(ax) + 0.6931471805599453;
+    } else {
+        r = log1p_(ax + ax * ax / (1.0 + sqrt(1.0 + ax * ax)));
+    }
+    return select(r, -r, x < 0.0);
+}
+
+fn acosh_(x: f32) -> f32 {
+    if x < 1.0 {
+        return nan_();
+    }
+    if x > 1e9 {
+        return log_(x) + 0.6931471805599453;
+    }
+    let t = x - 1.0;
+    return log1p_(t + sqrt(2.0 * t + t * t));
+}
+
+fn atanh_(x: f32) -> f32 {
+    let ax = abs(x);
+    if ax > 1.0 {
+        return nan_();
+    }
+    let r = 0.5 * log1p_(2.0 * ax / (1.0 - ax));
+    return select(r, -r, x < 0.0);
+}
+
+// erfc from the same Chebyshev fit as erf_ (relative accuracy kept in the tail).
+fn erfc_(x: f32) -> f32 {
+    let z = abs(x);
+    let t = 1.0 / (1.0 + 0.5 * z);
+    let r = t * exp(-z * z - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (0.09678418
+        + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (1.48851587
+        + t * (-0.82215223 + t * 0.17087277)))))))));
+    return select(2.0 - r, r, x >= 0.0);
+}
+
+// erfinv: torch's calc_erfinv (a rational first guess and two Newton steps).
+fn erfinv_(y: f32) -> f32 {
+    let ya = abs(y);
+    if ya > 1.0 {
+        return nan_();
+    }
+    if ya == 1.0 {
+        return select(inf_(), -inf_(), y < 0.0);
+    }
+    var x = 0.0;
+    if ya <= 0.7 {
+        let z = y * y;
+        let num = ((-0.140543331 * z + 0.914624893) * z - 1.645349621) * z + 0.886226899;
+        let dem = (((0.012229801 * z - 0.329097515) * z + 1.442710462) * z - 2.118377725) * z + 1.0;
+        x = y * num / dem;
+    } else {
+        let z = sqrt(-log((1.0 - ya) / 2.0));
+        let num = ((1.641345311 * z + 3.429567803) * z - 1.624906493) * z - 1.970840454;
+        let dem = (1.637067800 * z + 3.543889200) * z + 1.0;
+        x = select(num, -num, y < 0.0) / dem;
+    }
+    for (var k = 0; k < 2; k = k + 1) {
+        x = x - (erf_(x) - y) / (1.1283791670955126 * exp(-x * x));
+    }
+    return x;
+}
+
+fn log2_(x: f32) -> f32 {
+    if x < 0.0 || is_nan(x) {
+        return nan_();
+    }
+    return select(log2(x), -inf_(), x == 0.0);
+}
+
+fn softplus1_(x: f32) -> f32 {
+    // log(1 + e^x), stable for large |x|.
+    return max(x, 0.0) + log1p_(exp(-abs(x)));
+}
+
+// C fmod: the sign of x, |r| < |y|; NaN for y = 0 or an infinite x.
+fn fmod_(x: f32, y: f32) -> f32 {
+    if y == 0.0 || is_inf(x) || is_nan(x) || is_nan(y) {
+        return nan_();
+    }
+    if is_inf(y) {
+        return x;
+    }
+    let ay = abs(y);
+    var r = abs(x);
+    // Exact for |x / y| < 2^24; beyond that repeated subtraction of scaled y.
+    var q = trunc(r / ay);
+    r = fma(-q, ay, r);
+    if r < 0.0 {
+        r = r + ay;
+    }
+    if r >= ay {
+        r = r - ay;
+    }
+    return select(r, -r, x < 0.0 || (x == 0.0 && bitcast<u32>(x) != 0u));
+}
+
+// torch.lerp: the two-sided formula (exact at weight 0 and 1).
+fn lerp_(s: f32, e: f32, w: f32) -> f32 {
+    if abs(w) < 0.5 {
+        return s + w * (e - s);
+    }
+    return e - (e - s) * (1.0 - w);
+}
+
+fn logaddexp_(x: f32, y: f32) -> f32 {
+    if is_nan(x) || is_nan(y) {
+        return nan_();
+    }
+    if is_inf(x) && x == y {
+        return x;
+    }
+    let m = max(x, y);
+    return m + log1p_(exp(-abs(x - y)));
+}
+
+// atan2(y, x) from atan_ with the quadrant and signed-zero rules of C.
+fn atan2_(y: f32, x: f32) -> f32 {
+    if is_nan(x) || is_nan(y) {
+        return nan_();
+    }
+    let pi = 3.141592653589793;
+    let y_neg = (bitcast<u32>(y) & 0x80000000u) != 0u;
+    let x_neg = (bitcast<u32>(x) & 0x80000000u) != 0u;
+    var r = 0.0;
+    if is_inf(x) && is_inf(y) {
+        r = select(0.7853981633974483, 2.356194490192345, x_neg);
+    } else if is_inf(x) {
+        r = select(0.0, pi, x_neg);
+    } else if is_inf(y) || x == 0.0 {
+        if y == 0.0 {
+            r = select(0.0, pi, x_neg);
+        } else {
+            r = 1.5707963267948966;
+        }
+    } else {
+        let a = atan_(abs(y / x));
+        r = select(a, pi - a, x < 0.0);
+    }
+    return select(r, -r, y_neg);
+}
+
+fn unary_op2(x: f32) -> f32 {
+    switch OP {
+        case 29u: { return log1p_(x); }
+        case 30u: { return expm1_(x); }
+        // round half to even, trunc, frac
+        case 31u: { return round(x); }
+        case 32u: { return trunc(x); }
+        case 33u: { return x - trunc(x); }
+        case 34u: { return atan_(x); }
+        case 35u: { return sin_cos(x, false) / sin_cos(x, true); }
+        case 36u: { return sinh_(x); }
+        case 37u: { return cosh_(x); }
+        case 38u: { return asin_(x); }
+        case 39u: { return acos_(x); }
+        case 40u: { return asinh_(x); }
+        case 41u: { return acosh_(x); }
+        case 42u: { return atanh_(x); }
+        case 43u: { return erfc_(x); }
+        case 44u: { return log_(x) * 0.43429448190325176; }
+        case 45u: { return log2_(x); }
+        case 46u: { return exp2(x); }
+        // logit: alpha = eps, clamped when beta != 0
+        case 47u: {
+            var v = x;
+            if params.beta != 0.0 {
+                v = clamp(v, params.alpha, 1.0 - params.alpha);
+            }
+            return log_(v / (1.0 - v));
+        }
+        // nan_to_num (alpha nan, beta +inf, p1 -inf)
+        case 48u: {
+            if is_nan(x) {
+                return params.alpha;
+            }
+            if x == inf_() {
+                return params.beta;
+            }
+            if x == -inf_() {
+                return params.p1;
+            }
+            return x;
+        }
+        // threshold: x <= alpha ? beta : x
+        case 49u: { return select(x, params.beta, x <= params.alpha); }
+        // hardshrink, softshrink (alpha = lambda)
+        case 50u: { return select(x, 0.0, x >= -params.alpha && x <= params.alpha); }
+        case 51u: {
+            if x > params.alpha {
+                return x - params.alpha;
+            }
+            if x < -params.alpha {
+                return x + params.alpha;
+            }
+            return x * 0.0;
+        }
+        // log_sigmoid, mish
+        case 52u: { return min(x, 0.0) - log1p_(exp(-abs(x))); }
+        case 53u: { return x * tanh_(softplus1_(x)); }
+        // round to decimals: alpha = 10^|d|, beta != 0 for d < 0
+        case 54u: {
+            if params.beta != 0.0 {
+                return round(x / params.alpha) * params.alpha;
+            }
+            return round(x * params.alpha) / params.alpha;
+        }
+        case 55u: { return erfinv_(x); }
+        // pow(alpha, x) (a scalar base), NaN exponent kept except for base 1
+        case 56u: {
+            if params.alpha == 1.0 {
+                return 1.0;
+            }
+            if is_nan(x) {
+                return x;
+            }
+            return pow_(params.alpha, x);
+        }
+        case 57u: { return fmod_(x, params.alpha); }
+        default: { return x; }
+    }
+}
+
 fn unary_op(x: f32) -> f32 {
     switch OP {
         case 0u: { return x; }
@@ -212,12 +547,12 @@ fn unary_op(x: f32) -> f32 {
         case 23u: { return clamp(x / 6.0 + 0.5, 0.0, 1.0); }
         case 24u: { return x * clamp(x / 6.0 + 0.5, 0.0, 1.0); }
         case 25u: { return sign(x); }
-        // elu (alpha)
-        case 26u: { return select(params.alpha * (exp(x) - 1.0), x, x > 0.0); }
+        // elu: x <= 0 ? expm1(x * beta) * alpha : x * p1 (alpha, scale, input_scale folded)
+        case 26u: { return select(params.alpha * expm1_(x * params.beta), x * params.p1, x > 0.0); }
         // softplus (beta = alpha, threshold = beta)
         case 27u: { return select(log(1.0 + exp(x * params.alpha)) / params.alpha, x, x * params.alpha > params.beta); }
         case 28u: { return x * x; }
-        default: { return x; }
+        default: { return unary_op2(x); }
     }
 }
 
@@ -232,6 +567,17 @@ fn binary_op(x: f32, y: f32) -> f32 {
         case 6u: { return pow_(x, y); }
         // y - alpha * x (rsub)
         case 7u: { return y - params.alpha * x; }
+        case 8u: { return fmod_(x, y); }
+        // lerp(x, y, alpha)
+        case 9u: { return lerp_(x, y, params.alpha); }
+        case 10u: { return logaddexp_(x, y); }
+        // prelu (y the weight), glu (x * sigmoid(y))
+        case 11u: { return select(y * x, x, x > 0.0); }
+        case 12u: { return x / (1.0 + exp(-y)); }
+        // fmax / fmin: a NaN operand is ignored
+        case 13u: { return select(select(max(x, y), x, is_nan(y)), y, is_nan(x)); }
+        case 14u: { return select(select(min(x, y), x, is_nan(y)), y, is_nan(x)); }
+        case 15u: { return atan2_(x, y); }
         default: { return x; }
     }
 }
@@ -244,6 +590,11 @@ fn compare_op(x: f32, y: f32) -> bool {
         case 3u: { return x <= y; }
         case 4u: { return x > y; }
         case 5u: { return x >= y; }
+        // predicates of x alone: isnan, isinf, isfinite, signbit
+        case 6u: { return is_nan(x); }
+        case 7u: { return is_inf(x); }
+        case 8u: { return !is_nan(x) && !is_inf(x); }
+        case 9u: { return (bitcast<u32>(x) & 0x80000000u) != 0u; }
         default: { return false; }
     }
 }
@@ -262,8 +613,9 @@ fn unary(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let x = f32(a[offsets(i).x]);
-    // NaN in, NaN out (as torch), except pow(NaN, 0) = 1 and sign(NaN) = 0.
-    out[i] = to_out(select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u));
+    // NaN in, NaN out (as torch), except pow(NaN, 0) = 1, sign(NaN) = 0, nan_to_num and
+    // pow(1, NaN) = 1.
+    out[i] = to_out(select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u && OP != 48u && OP != 56u));
 }
 
 @compute @workgroup_size(64)
@@ -295,5 +647,7 @@ fn where_(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out[i] = to_out(select(b_value(o.y), f32(a[o.x]), cond[o.z] != 0u));
+    // flags bit 1: the condition negated (masked_fill: cond ? b : a).
+    let c = (cond[o.z] != 0u) != ((params.flags & 2u) != 0u);
+    out[i] = to_out(select(b_value(o.y), f32(a[o.x]), c));
 }

@@ -10,7 +10,7 @@ struct Meta {
     // Threads per row of the 2-D dispatch grid.
     row: u32,
     // fill: 0 constant `value.x`, 1 f32 arange (start, step in value.xy as f32 bits),
-    // 2 int arange (start, step as i32 bits).
+    // 2 int arange (start, step as i32 bits), 3 linspace, 4 logspace (see `fill`).
     flags: u32,
     shape: array<vec4<u32>, 2>,
     // Source strides per output dim (0 on the dims the index supplies).
@@ -98,6 +98,19 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         case 2u: {
             out[i] = bitcast<u32>(bitcast<i32>(params.value.x) + i32(i) * bitcast<i32>(params.value.y));
+        }
+        // linspace (3) / logspace (4): start, step, end as f32 bits in value.xyz, the first
+        // index counted from the end in value.w, logspace's base in offs.x (f32 bits, > 0).
+        case 3u, 4u: {
+            let st = bitcast<f32>(params.value.y);
+            var v = bitcast<f32>(params.value.x) + st * f32(i);
+            if i >= params.value.w {
+                v = bitcast<f32>(params.value.z) - st * f32(params.numel - 1u - i);
+            }
+            if params.flags == 4u {
+                v = exp2(v * log2(bitcast<f32>(params.offs.x)));
+            }
+            out[i] = bitcast<u32>(v);
         }
         default: {
             out[i] = params.value.x;

@@ -74,6 +74,33 @@ fn floor_div(x: i32, y: i32) -> i32 {
     return select(q, q - 1, (x % y != 0) && ((x < 0) != (y < 0)));
 }
 
+// torch's integer power, wrapping: a negative exponent gives 0 except for bases 1 and -1.
+fn ipow(a: i32, b: i32) -> i32 {
+    if b < 0 {
+        if a == 1 {
+            return 1;
+        }
+        if a == -1 {
+            return select(1, -1, (b & 1) != 0);
+        }
+        return 0;
+    }
+    var base = a;
+    var e = u32(b);
+    var acc = 1;
+    loop {
+        if e == 0u {
+            break;
+        }
+        if (e & 1u) != 0u {
+            acc = acc * base;
+        }
+        base = base * base;
+        e = e >> 1u;
+    }
+    return acc;
+}
+
 fn binary_op(x: i32, y: i32) -> i32 {
     let alpha = bitcast<i32>(params.p1);
     switch OP {
@@ -89,6 +116,12 @@ fn binary_op(x: i32, y: i32) -> i32 {
         case 9u: { return x | y; }
         case 10u: { return x ^ y; }
         case 11u: { return y - alpha * x; }
+        // fmod (C remainder, the sign of x), pow, <<, >> (an out-of-range shift gives 0 /
+        // fills with the sign, as torch)
+        case 12u: { return select(x % y, 0, y == 0); }
+        case 13u: { return ipow(x, y); }
+        case 14u: { return select(x << u32(y), 0, y < 0 || y >= 32); }
+        case 15u: { return select(x >> u32(y), x >> 31u, y < 0 || y >= 32); }
         default: { return x; }
     }
 }
@@ -191,7 +224,9 @@ fn where_u(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out[i] = select(b_word(o.y), a[o.x], cond[o.z] != 0u);
+    // flags bit 6: the condition negated (masked_fill: cond ? b : a).
+    let c = (cond[o.z] != 0u) != ((params.flags & 64u) != 0u);
+    out[i] = select(b_word(o.y), a[o.x], c);
 }
 
 // Conversion to `OP` (0 f32, 1 int, 2 bool) from the kind in flags (bit 1 f32, bit 3 bool,

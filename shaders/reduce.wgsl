@@ -16,7 +16,8 @@ struct Meta {
     offset: u32,
     row: u32,
     scale: f32,
-    _p0: u32,
+    // `norm`: the order p.
+    p: f32,
 }
 
 override OP: u32 = 0u;
@@ -169,4 +170,241 @@ fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     out_i[i] = acc;
+}
+
+fn inf_() -> f32 {
+    return bitcast<f32>(INF_BITS);
+}
+
+fn nan_() -> f32 {
+    return bitcast<f32>(NAN_BITS);
+}
+
+// Statistics in two passes over each output's reduced elements. `OP`: 0 prod, 1 logsumexp,
+// 2 var (sum of squared deviations times `scale` = 1 / max(0, n - correction)), 3 std,
+// 4 vector norm of order `p`, 5 mean (for var_mean: the same summation as var).
+@compute @workgroup_size(64)
+fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    let n = params.n_red;
+    var nan = false;
+    if OP == 0u {
+        var acc = 1.0;
+        for (var j = 0u; j < n; j = j + 1u) {
+            acc = acc * f32(x[base + red_offset(j)]);
+        }
+        out[i] = to_out(acc);
+        return;
+    }
+    if OP == 1u {
+        var m = -inf_();
+        for (var j = 0u; j < n; j = j + 1u) {
+            let v = f32(x[base + red_offset(j)]);
+            nan = nan || is_nan(v);
+            m = max(m, v);
+        }
+        if nan {
+            out[i] = to_out(nan_());
+            return;
+        }
+        // An infinite max is not subtracted (as torch): all -inf gives -inf, any +inf +inf.
+        if abs(m) == inf_() {
+            m = 0.0;
+        }
+        var s = 0.0;
+        for (var j = 0u; j < n; j = j + 1u) {
+            s = s + exp(f32(x[base + red_offset(j)]) - m);
+        }
+        if s == 0.0 {
+            out[i] = to_out(-inf_());
+        } else {
+            out[i] = to_out(log(s) + m);
+        }
+        return;
+    }
+    if OP == 4u {
+        let p = params.p;
+        var acc = 0.0;
+        if p == -inf_() {
+            acc = inf_();
+        }
+        for (var j = 0u; j < n; j = j + 1u) {
+            let v = f32(x[base + red_offset(j)]);
+            nan = nan || is_nan(v);
+            let a = abs(v);
+            if p == inf_() {
+                acc = max(acc, a);
+            } else if p == -inf_() {
+                acc = min(acc, a);
+            } else if p == 0.0 {
+                acc = acc + select(0.0, 1.0, a != 0.0);
+            } else if p == 1.0 {
+                acc = acc + a;
+            } else if p == 2.0 {
+                acc = acc + a * a;
+            } else if a != 0.0 {
+                acc = acc + pow(a, p);
+            }
+        }
+        if nan {
+            out[i] = to_out(nan_());
+        } else if p == 2.0 {
+            out[i] = to_out(sqrt(acc));
+        } else if p == inf_() || p == -inf_() || p == 0.0 || p == 1.0 {
+            out[i] = to_out(acc);
+        } else if acc == 0.0 || acc == inf_() {
+            out[i] = to_out(acc);
+        } else {
+            out[i] = to_out(pow(acc, 1.0 / p));
+        }
+        return;
+    }
+    // var / std / mean
+    var s = 0.0;
+    for (var j = 0u; j < n; j = j + 1u) {
+        s = s + f32(x[base + red_offset(j)]);
+    }
+    let mean = s / f32(n);
+    if OP == 5u {
+        out[i] = to_out(mean);
+        return;
+    }
+    var ss = 0.0;
+    for (var j = 0u; j < n; j = j + 1u) {
+        let d = f32(x[base + red_offset(j)]) - mean;
+        ss = ss + d * d;
+    }
+    var v = ss * params.scale;
+    if is_nan(mean) {
+        v = nan_();
+    }
+    if OP == 3u {
+        v = select(sqrt(v), v, is_nan(v));
+    }
+    out[i] = to_out(v);
+}
+
+// max / min with the index of the first extreme (a NaN counts as the extreme, the first
+// one wins), as torch's max.dim / argmax. `OP`: 0 max, 1 min. Values to `out`, indices to
+// `out_i`.
+@compute @workgroup_size(64)
+fn arg_reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    var best = f32(x[base]);
+    var bi = 0u;
+    if !is_nan(best) {
+        for (var j = 1u; j < params.n_red; j = j + 1u) {
+            let v = f32(x[base + red_offset(j)]);
+            if is_nan(v) {
+                best = v;
+                bi = j;
+                break;
+            }
+            if (OP == 0u && v > best) || (OP == 1u && v < best) {
+                best = v;
+                bi = j;
+            }
+        }
+    }
+    out[i] = to_out(best);
+    out_i[i] = i32(bi);
+}
+
+// count_nonzero of f32 elements (an int output).
+@compute @workgroup_size(64)
+fn count_nz(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    var c = 0;
+    for (var j = 0u; j < params.n_red; j = j + 1u) {
+        if f32(x[base + red_offset(j)]) != 0.0 {
+            c = c + 1;
+        }
+    }
+    out_i[i] = c;
+}
+
+// Scans along one dim (red_shape[0] elements, stride red_strides[0]) of a contiguous input
+// (the output has its layout): `OP` 0 cumsum, 1 cumprod, 2 cummax, 3 cummin (with indices
+// to `out_i`: a NaN takes over and each later NaN moves the index; ties take the later
+// index, as torch), 4 logcumsumexp.
+@compute @workgroup_size(64)
+fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    let st = params.red_strides[0].x;
+    var acc = 0.0;
+    if OP == 1u {
+        acc = 1.0;
+    }
+    var bi = 0u;
+    for (var j = 0u; j < params.n_red; j = j + 1u) {
+        let o = base + j * st;
+        let v = f32(x[o]);
+        if OP == 0u {
+            acc = acc + v;
+        } else if OP == 1u {
+            acc = acc * v;
+        } else if OP == 4u {
+            // logcumsumexp: log(exp(acc) + exp(v)), NaN kept, equal infinities kept.
+            if j == 0u || is_nan(acc) {
+                acc = v;
+            } else if is_nan(v) {
+                acc = v;
+            } else {
+                let m = max(acc, v);
+                if !(abs(m) == inf_() && acc == v) && m != -inf_() {
+                    acc = m + log(1.0 + exp(-abs(acc - v)));
+                } else {
+                    acc = m;
+                }
+            }
+        } else {
+            let better = (OP == 2u && v >= acc) || (OP == 3u && v <= acc);
+            if j == 0u || is_nan(v) || (!is_nan(acc) && better) {
+                acc = v;
+                bi = j;
+            }
+            out_i[o - params.offset] = i32(bi);
+        }
+        out[o - params.offset] = to_out(acc);
+    }
+}
+
+// cumsum / cumprod of int and bool words (an int output, wrapping in 32 bits).
+@compute @workgroup_size(64)
+fn scan_i(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    let st = params.red_strides[0].x;
+    var acc = 0;
+    if OP == 1u {
+        acc = 1;
+    }
+    for (var j = 0u; j < params.n_red; j = j + 1u) {
+        let o = base + j * st;
+        if OP == 0u {
+            acc = acc + x_i[o];
+        } else {
+            acc = acc * x_i[o];
+        }
+        out_i[o - params.offset] = acc;
+    }
 }

@@ -77,7 +77,8 @@ pub struct ReduceMeta {
     pub offset: u32,
     pub row: u32,
     pub scale: f32,
-    pub _p: u32,
+    /// `stats` norm: the order p.
+    pub p: f32,
 }
 
 macro_rules! op_enum {
@@ -129,6 +130,35 @@ op_enum!(
         Elu = 26,
         Softplus = 27,
         Square = 28,
+        Log1p = 29,
+        Expm1 = 30,
+        Round = 31,
+        Trunc = 32,
+        Frac = 33,
+        Atan = 34,
+        Tan = 35,
+        Sinh = 36,
+        Cosh = 37,
+        Asin = 38,
+        Acos = 39,
+        Asinh = 40,
+        Acosh = 41,
+        Atanh = 42,
+        Erfc = 43,
+        Log10 = 44,
+        Log2 = 45,
+        Exp2 = 46,
+        Logit = 47,
+        NanToNum = 48,
+        Threshold = 49,
+        Hardshrink = 50,
+        Softshrink = 51,
+        LogSigmoid = 52,
+        Mish = 53,
+        RoundDecimals = 54,
+        Erfinv = 55,
+        PowScalarBase = 56,
+        FmodScalar = 57,
     ]
 );
 op_enum!(
@@ -145,6 +175,14 @@ op_enum!(
         Minimum = 5,
         Pow = 6,
         Rsub = 7,
+        Fmod = 8,
+        Lerp = 9,
+        LogAddExp = 10,
+        Prelu = 11,
+        Glu = 12,
+        Fmax = 13,
+        Fmin = 14,
+        Atan2 = 15,
     ]
 );
 op_enum!(
@@ -152,7 +190,18 @@ op_enum!(
     Shader::Elementwise,
     "compare",
     "OP",
-    [Eq = 0, Ne = 1, Lt = 2, Le = 3, Gt = 4, Ge = 5,]
+    [
+        Eq = 0,
+        Ne = 1,
+        Lt = 2,
+        Le = 3,
+        Gt = 4,
+        Ge = 5,
+        IsNan = 6,
+        IsInf = 7,
+        IsFinite = 8,
+        SignBit = 9,
+    ]
 );
 op_enum!(
     ReduceOp,
@@ -164,16 +213,20 @@ op_enum!(
 
 mod attention;
 mod conv;
+mod extra;
 mod index;
 mod ints;
 mod norm;
 mod pool;
+mod red;
+mod shape;
 pub mod support;
 
 pub use conv::ConvMeta;
 pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;
+pub use shape::ShapeMeta;
 
 impl ReduceOp {
     /// The int / bool variant (`reduce_i`, an int output).
@@ -195,7 +248,10 @@ pub fn nn_variants() -> Vec<Variant> {
         index::GATHER,
         index::COPY,
         index::FILL,
+        shape::MAP,
+        shape::TRI,
     ];
+    v.extend(red::variants());
     v.extend(ints::variants());
     v
 }
@@ -265,7 +321,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.expand_as"
         | "aten.contiguous"
         | "aten.numpy_T"
-        | "aten.swapaxes" => View,
+        | "aten.swapaxes"
+        | "aten.detach_"
+        | "aten.diagonal"
+        | "aten.unfold" => View,
         // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so
         // they neither flush the command buffer nor download anything.
         "aten._assert_tensor_metadata"
@@ -296,6 +355,104 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.hardswish" => Unary(UnaryOp::Hardswish),
         "aten.sign" => Unary(UnaryOp::Sign),
         "aten.square" => Unary(UnaryOp::Square),
+        "aten.log1p" | "aten.special_log1p" => Unary(UnaryOp::Log1p),
+        "aten.expm1" | "aten.special_expm1" => Unary(UnaryOp::Expm1),
+        "aten.trunc" | "aten.fix" => Unary(UnaryOp::Trunc),
+        "aten.frac" => Unary(UnaryOp::Frac),
+        "aten.atan" | "aten.arctan" => Unary(UnaryOp::Atan),
+        "aten.tan" => Unary(UnaryOp::Tan),
+        "aten.sinh" => Unary(UnaryOp::Sinh),
+        "aten.cosh" => Unary(UnaryOp::Cosh),
+        "aten.asin" | "aten.arcsin" => Unary(UnaryOp::Asin),
+        "aten.acos" | "aten.arccos" => Unary(UnaryOp::Acos),
+        "aten.asinh" | "aten.arcsinh" => Unary(UnaryOp::Asinh),
+        "aten.acosh" | "aten.arccosh" => Unary(UnaryOp::Acosh),
+        "aten.atanh" | "aten.arctanh" => Unary(UnaryOp::Atanh),
+        "aten.erfc" | "aten.special_erfc" => Unary(UnaryOp::Erfc),
+        "aten.erfinv" | "aten.special_erfinv" => Unary(UnaryOp::Erfinv),
+        "aten.log10" => Unary(UnaryOp::Log10),
+        "aten.log2" => Unary(UnaryOp::Log2),
+        "aten.exp2" => Unary(UnaryOp::Exp2),
+        "aten.sgn" => Unary(UnaryOp::Sign),
+        "aten.mish" => Unary(UnaryOp::Mish),
+        "aten.log_sigmoid" => Unary(UnaryOp::LogSigmoid),
+        "aten.round" | "aten.logit" | "aten.nan_to_num" | "aten.threshold" | "aten.hardshrink"
+        | "aten.softshrink" | "aten.celu" | "aten.selu" | "aten.clamp_min" | "aten.clamp_max" => {
+            Custom(extra::unary_args)
+        }
+        "aten.fmod" if overload == "Scalar" => Custom(extra::unary_args),
+        "aten.pow" if overload == "Scalar" => Custom(extra::pow_scalar),
+        "aten.fmod" | "aten.lerp" | "aten.logaddexp" if overload != "out" => {
+            Custom(extra::binary_named)
+        }
+        "aten.prelu" | "aten._prelu_kernel" => Custom(extra::prelu),
+        "aten.glu" => Custom(extra::glu),
+        "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => Custom(extra::predicate),
+        "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
+        "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
+        "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
+        "aten.copy_" if overload == "default" => Custom(extra::copy_),
+        "aten.pad"
+        | "aten.constant_pad_nd"
+        | "aten._pad_enum"
+        | "aten._pad_circular"
+        | "aten.reflection_pad1d"
+        | "aten.reflection_pad2d"
+        | "aten.reflection_pad3d"
+        | "aten.replication_pad1d"
+        | "aten.replication_pad2d"
+        | "aten.replication_pad3d"
+            if overload == "default" =>
+        {
+            Custom(shape::pad)
+        }
+        "aten.roll" => Custom(shape::roll),
+        "aten.flip" | "aten.fliplr" | "aten.flipud" => Custom(shape::flip),
+        "aten.rot90" => Custom(shape::rot90),
+        "aten.repeat" | "aten.tile" => Custom(shape::repeat),
+        "aten.repeat_interleave" if overload == "self_int" => Custom(shape::repeat_interleave),
+        "aten.tril" | "aten.triu" | "aten.tril_" | "aten.triu_" if overload == "default" => {
+            Custom(shape::tri)
+        }
+        "aten.slice_scatter"
+        | "aten.select_scatter"
+        | "aten.diagonal_scatter"
+        | "aten.as_strided_scatter"
+            if overload == "default" =>
+        {
+            Custom(shape::scatter)
+        }
+        "aten.diff" if overload == "default" => Custom(shape::diff),
+        "aten.var"
+        | "aten.std"
+        | "aten.var_mean"
+        | "aten.std_mean"
+        | "aten.logsumexp"
+        | "aten.linalg_vector_norm"
+            if overload != "out" =>
+        {
+            Custom(red::stats)
+        }
+        "aten.prod" if overload == "dim_int" || overload == "default" => Custom(red::stats),
+        "aten.max" | "aten.min" if overload == "default" || overload == "dim" => {
+            Custom(red::extreme)
+        }
+        "aten.argmax" | "aten.argmin" | "aten.aminmax" if overload == "default" => {
+            Custom(red::extreme)
+        }
+        "aten.count_nonzero" if overload != "out" => Custom(red::count_nonzero),
+        "aten.group_norm" | "aten.native_group_norm" | "aten.instance_norm"
+            if overload == "default" =>
+        {
+            Custom(red::group_norm)
+        }
+        "aten.rms_norm" if overload == "default" => Custom(red::rms_norm),
+        "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" | "aten.cumsum_"
+        | "aten.cumprod_" | "aten.logcumsumexp"
+            if overload == "default" =>
+        {
+            Custom(red::scan)
+        }
         "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
         | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
         "aten.clone"
@@ -317,6 +474,12 @@ pub fn lookup(target: &str) -> Option<GOp> {
         }
         "aten.maximum" => Binary(BinaryOp::Maximum),
         "aten.minimum" => Binary(BinaryOp::Minimum),
+        "aten.max" if overload == "other" => Binary(BinaryOp::Maximum),
+        "aten.min" if overload == "other" => Binary(BinaryOp::Minimum),
+        "aten.fmax" | "aten.fmin" | "aten.atan2" | "aten.arctan2" if overload != "out" => {
+            Custom(extra::binary_named)
+        }
+        "aten.addcmul" | "aten.addcdiv" if overload == "default" => Custom(extra::addcmul),
         "aten.pow" if overload != "Scalar" => Binary(BinaryOp::Pow),
         "aten.rsub" => Binary(BinaryOp::Rsub),
         "aten.eq" => Compare(CompareOp::Eq),
@@ -378,6 +541,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(index::full)
         }
         "aten.arange" => Custom(index::arange),
+        "aten.linspace" | "aten.logspace" if overload == "default" => Custom(index::linspace),
+        "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
+        "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
         "aten.to" => Custom(ints::to),
         "aten.scaled_dot_product_attention" => Custom(attention::sdpa),
         // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
@@ -387,9 +553,22 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.alpha_dropout"
         | "aten.alpha_dropout_" => Custom(dropout),
         o if o.ends_with('_') && inplace_base(target).is_some() => Custom(inplace),
-        "aten.__and__" | "aten.__or__" | "aten.__xor__" | "aten.floor_divide"
-        | "aten.remainder" | "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor"
-        | "aten.bitwise_not" | "aten.logical_and" | "aten.logical_or" | "aten.logical_xor"
+        "aten.__and__"
+        | "aten.__or__"
+        | "aten.__xor__"
+        | "aten.__lshift__"
+        | "aten.__rshift__"
+        | "aten.bitwise_left_shift"
+        | "aten.bitwise_right_shift"
+        | "aten.floor_divide"
+        | "aten.remainder"
+        | "aten.bitwise_and"
+        | "aten.bitwise_or"
+        | "aten.bitwise_xor"
+        | "aten.bitwise_not"
+        | "aten.logical_and"
+        | "aten.logical_or"
+        | "aten.logical_xor"
         | "aten.logical_not"
             if overload != "out" =>
         {
@@ -407,8 +586,14 @@ fn inplace_base(target: &str) -> Option<GOp> {
     if base.ends_with('_') || overload == "out" {
         return None;
     }
+    // pow_.Scalar is pow.Tensor_Scalar in place (pow.Scalar has a scalar base).
+    if base == "aten.pow" && overload == "Scalar" {
+        return Some(GOp::Binary(BinaryOp::Pow));
+    }
     match lookup(&format!("{base}.{overload}"))? {
         g @ (GOp::Unary(_) | GOp::Binary(_)) => Some(g),
+        // Unary ops with scalar arguments, whose `self` keeps its shape.
+        g @ GOp::Custom(_) if extra::INPLACE_CUSTOM.contains(&base) => Some(g),
         _ => None,
     }
 }
@@ -667,6 +852,22 @@ fn elementwise(
     alpha: f32,
     beta: f32,
 ) -> Result<Option<GTensor>> {
+    elementwise_p(k, v, out_dtype, a, b, cond, [alpha, beta, 0.0], 0)
+}
+
+/// [`elementwise`] with the third parameter `p1` and extra `flags` bits.
+#[allow(clippy::too_many_arguments)]
+fn elementwise_p(
+    k: &mut Kc,
+    v: Variant,
+    out_dtype: DType,
+    a: &GTensor,
+    b: Option<&Operand>,
+    cond: Option<&GTensor>,
+    params: [f32; 3],
+    flags: u32,
+) -> Result<Option<GTensor>> {
+    let [alpha, beta, p1] = params;
     let mut shape = a.sizes.clone();
     if let Some(Operand::T(b)) = b {
         let Some(s) = broadcast_shapes(&shape, &b.sizes) else {
@@ -740,6 +941,8 @@ fn elementwise(
         a_strides: pad8(&a.strides),
         alpha,
         beta,
+        p1,
+        flags,
         ..Default::default()
     };
     m.offsets[0] = a.offset as u32;
@@ -778,7 +981,7 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         "other"
     };
     let Some(mut a) = k.t("self") else {
-        return Ok(None);
+        return extra::scalar_self(k, op);
     };
     let Some(mut b) = operand(k, exp_name)? else {
         return Ok(None);
@@ -911,10 +1114,12 @@ fn unary_with_args(k: &mut Kc) -> Out {
         return Ok(None);
     }
     let d = x.dtype;
+    // The in-place forms (relu6_, elu_...) come here through `inplace`.
     let op = k
         .target()
         .rsplit_once('.')
         .map_or("", |(o, _)| o)
+        .trim_end_matches('_')
         .to_string();
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, alpha, beta) = match op.as_str() {
@@ -948,10 +1153,17 @@ fn unary_with_args(k: &mut Kc) -> Out {
         "aten.elu" => {
             let scale = f(k.op.opt_scalar("scale")?, 1.0);
             let input_scale = f(k.op.opt_scalar("input_scale")?, 1.0);
-            if scale != 1.0 || input_scale != 1.0 {
-                return Ok(None);
-            }
-            (UnaryOp::Elu, f(k.op.opt_scalar("alpha")?, 1.0), 0.0)
+            let alpha = f(k.op.opt_scalar("alpha")?, 1.0);
+            return one(elementwise_p(
+                k,
+                UnaryOp::Elu.variant(),
+                d,
+                &x,
+                None,
+                None,
+                [alpha * scale, input_scale, scale],
+                0,
+            ));
         }
         "aten.softplus" => (
             UnaryOp::Softplus,
@@ -1530,7 +1742,7 @@ fn reduce(k: &mut Kc) -> Out {
         offset: x.offset as u32,
         row,
         scale,
-        _p: 0,
+        p: 0.0,
     };
     let (v, bufs) = match k.elems(x.dtype, out_dtype) {
         Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, &x)]),

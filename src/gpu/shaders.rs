@@ -19,10 +19,11 @@ pub enum Shader {
     Pool,
     Index,
     Ints,
+    Shape,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 10] = [
+    pub const ALL: [Shader; 11] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
@@ -33,6 +34,7 @@ impl Shader {
         Shader::Pool,
         Shader::Index,
         Shader::Ints,
+        Shader::Shape,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -46,6 +48,7 @@ impl Shader {
             Shader::Pool => "pool.wgsl",
             Shader::Index => "index.wgsl",
             Shader::Ints => "ints.wgsl",
+            Shader::Shape => "shape.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -82,6 +85,7 @@ impl Shader {
             Shader::Pool => include_str!("../../shaders/pool.wgsl"),
             Shader::Index => include_str!("../../shaders/index.wgsl"),
             Shader::Ints => include_str!("../../shaders/ints.wgsl"),
+            Shader::Shape => include_str!("../../shaders/shape.wgsl"),
         }
     }
 }

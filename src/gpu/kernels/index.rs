@@ -262,7 +262,7 @@ pub(super) fn copy_into(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> 
 }
 
 /// A strided copy of `src` into the view `dst` (same sizes) of a fresh output.
-fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+pub(super) fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
     let numel = src.numel();
     if numel == 0 {
         return Ok(());
@@ -364,7 +364,7 @@ pub(super) fn cat(k: &mut Kc) -> Out {
 }
 
 /// The 32-bit word of `v` in `dtype`'s GPU representation (None if it does not fit).
-fn word(dtype: DType, v: Scalar) -> Option<u32> {
+pub(super) fn word(dtype: DType, v: Scalar) -> Option<u32> {
     match dtype {
         DType::F32 => Some((v.as_f64() as f32).to_bits()),
         DType::Bool => Some((v.as_f64() != 0.0) as u32),
@@ -382,7 +382,13 @@ fn word(dtype: DType, v: Scalar) -> Option<u32> {
     }
 }
 
-fn encode_fill(k: &mut Kc, dtype: DType, sizes: &[usize], flags: u32, value: [u32; 2]) -> Out {
+pub(super) fn encode_fill(
+    k: &mut Kc,
+    dtype: DType,
+    sizes: &[usize],
+    flags: u32,
+    value: [u32; 2],
+) -> Out {
     let numel: usize = sizes.iter().product();
     if numel >= u32::MAX as usize
         || numel as u64 * 4 > k.r.dev.properties.limits.max_storage_buffer_binding_size
@@ -489,4 +495,99 @@ pub(super) fn arange(k: &mut Kc) -> Out {
         (2, [(s as i32) as u32, (st as i32) as u32])
     };
     encode_fill(k, dtype, &[n], flags, value)
+}
+
+/// linspace / logspace to f32: torch's two-sided formula in f32 (logspace: base^v, base > 0).
+pub(super) fn linspace(k: &mut Kc) -> Out {
+    if !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let log = k.target().starts_with("aten.logspace");
+    let (start, end) = (k.op.scalar("start")?.as_f64(), k.op.scalar("end")?.as_f64());
+    let steps = k.op.int("steps")?;
+    let base = if log {
+        k.op.float_or("base", 10.0)?
+    } else {
+        2.0
+    };
+    if !(0..i32::MAX as i64).contains(&steps) || base <= 0.0 || !base.is_finite() {
+        return Ok(None);
+    }
+    let n = steps as usize;
+    let (s, e) = (start as f32, end as f32);
+    let step = if n > 1 { (e - s) / (n - 1) as f32 } else { 0.0 };
+    // One step: the start itself (the formula's end side would give `end`).
+    let half = if n == 1 { 1 } else { n / 2 };
+    let out = k.new_out(DType::F32, &[n])?;
+    if n > 0 {
+        let (gx, gy, row) = grid(n, 64);
+        let meta = IndexMeta {
+            numel: n as u32,
+            row,
+            flags: if log { 4 } else { 3 },
+            offs: [(base as f32).to_bits(), 0, 0, 0],
+            value: [s.to_bits(), step.to_bits(), e.to_bits(), half as u32],
+            ..Default::default()
+        };
+        k.dispatch(&FILL, bytemuck::bytes_of(&meta), &[(1, &out)], (gx, gy, 1))?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// eye(n, m): zeros, then ones copied into the diagonal.
+pub(super) fn eye(k: &mut Kc) -> Out {
+    let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
+        return Ok(None);
+    };
+    let n = k.op.int("n")?;
+    let m = k.op.opt_int("m")?.unwrap_or(n);
+    if n < 0 || m < 0 || (n as u64).saturating_mul(m as u64) >= u32::MAX as u64 {
+        return Ok(None);
+    }
+    let (n, m) = (n as usize, m as usize);
+    let (Some(zero), Some(one)) = (word(dtype, Scalar::Int(0)), word(dtype, Scalar::Int(1))) else {
+        return Ok(None);
+    };
+    let Some(Some(Slot::T(out))) =
+        encode_fill(k, dtype, &[n, m], 0, [zero, 0])?.map(|mut v| v.pop())
+    else {
+        return Ok(None);
+    };
+    let d = n.min(m);
+    if d > 0 {
+        let Some(Some(Slot::T(ones))) =
+            encode_fill(k, dtype, &[d], 0, [one, 0])?.map(|mut v| v.pop())
+        else {
+            return Ok(None);
+        };
+        let diag = out.view(vec![d], vec![m + 1], 0);
+        encode_copy(k, &ones, &diag)?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// empty_strided with contiguous strides: zeros (as the CPU kernel's storage).
+pub(super) fn empty_strided(k: &mut Kc) -> Out {
+    let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
+        return Ok(None);
+    };
+    let size = k.op.ints("size")?;
+    let stride = k.op.ints("stride")?;
+    if size.iter().any(|&s| s < 0) {
+        return Ok(None);
+    }
+    let sizes: Vec<usize> = size.iter().map(|&s| s as usize).collect();
+    let cs = crate::gpu::store::contiguous_strides(&sizes);
+    if stride.len() != sizes.len()
+        || sizes
+            .iter()
+            .zip(stride.iter().zip(&cs))
+            .any(|(&n, (&s, &c))| n > 1 && s as usize != c)
+    {
+        return Ok(None);
+    }
+    let Some(w) = word(dtype, Scalar::Int(0)) else {
+        return Ok(None);
+    };
+    encode_fill(k, dtype, &sizes, 0, [w, 0])
 }

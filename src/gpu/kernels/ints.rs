@@ -34,6 +34,10 @@ op_enum!(
         Or = 9,
         Xor = 10,
         Rsub = 11,
+        Fmod = 12,
+        Pow = 13,
+        Shl = 14,
+        Shr = 15,
     ]
 );
 op_enum!(
@@ -241,6 +245,7 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         (BinaryOp::Maximum, None) => IntBinaryOp::Maximum,
         (BinaryOp::Minimum, None) => IntBinaryOp::Minimum,
         (BinaryOp::Rsub, None) => IntBinaryOp::Rsub,
+        (BinaryOp::Pow, None) => IntBinaryOp::Pow,
         (BinaryOp::Div, Some("floor")) => IntBinaryOp::FloorDiv,
         (BinaryOp::Div, Some("trunc")) => IntBinaryOp::TruncDiv,
         _ => return Ok(None),
@@ -248,7 +253,7 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     int_binary(k, iop, name)
 }
 
-fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
+pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
@@ -284,6 +289,8 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
     match op.as_str() {
         "floor_divide" => int_binary(k, IntBinaryOp::FloorDiv, "other"),
         "remainder" => int_binary(k, IntBinaryOp::Remainder, "other"),
+        "__lshift__" | "bitwise_left_shift" => int_binary(k, IntBinaryOp::Shl, "other"),
+        "__rshift__" | "bitwise_right_shift" => int_binary(k, IntBinaryOp::Shr, "other"),
         "bitwise_and" | "bitwise_or" | "bitwise_xor" if bool_out => {
             let l = match op.as_str() {
                 "bitwise_and" => LogicalOp::And,
@@ -362,6 +369,27 @@ fn unary(k: &mut Kc, op: IntUnaryOp) -> Out {
 /// The f32 unary ops that also exist for ints.
 pub(super) fn unary_f32_op(k: &mut Kc, u: UnaryOp) -> Out {
     let op = match u {
+        // relu: clamp below at 0; rounding an int is a copy.
+        UnaryOp::Relu => {
+            let Some(x) = k.t("self") else {
+                return Ok(None);
+            };
+            if !is_int(x.dtype) || !k.out_is(x.dtype) {
+                return Ok(None);
+            }
+            let v = IntUnaryOp::Clamp.variant();
+            return one(encode(
+                k,
+                v,
+                x.dtype,
+                &x,
+                Some(&WOperand::W(0)),
+                None,
+                16,
+                0,
+            ));
+        }
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc => IntUnaryOp::Copy,
         UnaryOp::Neg => IntUnaryOp::Neg,
         UnaryOp::Abs => IntUnaryOp::Abs,
         UnaryOp::Sign => IntUnaryOp::Sign,
@@ -552,4 +580,30 @@ pub(super) fn clamp(k: &mut Kc) -> Out {
         words[1],
     );
     one(out)
+}
+
+/// isnan / isinf / isfinite / signbit of an int tensor: comparisons of the words.
+pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !is_int(x.dtype) || !k.out_is(DType::Bool) {
+        return Ok(None);
+    }
+    let (c, b) = match op {
+        "isnan" | "isinf" => (IntCompareOp::Ne, WOperand::T(x.clone())),
+        "isfinite" => (IntCompareOp::Eq, WOperand::T(x.clone())),
+        "signbit" => (IntCompareOp::Lt, WOperand::W(0)),
+        _ => return Ok(None),
+    };
+    one(encode(
+        k,
+        c.variant(),
+        DType::Bool,
+        &x,
+        Some(&b),
+        None,
+        0,
+        0,
+    ))
 }

@@ -59,7 +59,14 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
             (all(inputs, f32) && all(outputs, f32))
                 || (matches!(
                     u,
-                    UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Sign | UnaryOp::Square
+                    UnaryOp::Neg
+                        | UnaryOp::Abs
+                        | UnaryOp::Sign
+                        | UnaryOp::Square
+                        | UnaryOp::Relu
+                        | UnaryOp::Floor
+                        | UnaryOp::Ceil
+                        | UnaryOp::Trunc
                 ) && all(inputs, int)
                     && outputs.first() == inputs.first())
         }
@@ -72,6 +79,7 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
                     | BinaryOp::Maximum
                     | BinaryOp::Minimum
                     | BinaryOp::Rsub
+                    | BinaryOp::Pow
             ) || (b == BinaryOp::Div
                 && (overload.starts_with("Tensor_mode") || overload.starts_with("Scalar_mode")));
             (all(inputs, f32) && all(outputs, f32))
@@ -198,6 +206,8 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && outputs.first() == first.as_ref()
         }
         "aten.arange" => all(outputs, |d| gpu_dtype(d) && d != DType::Bool),
+        "aten.linspace" | "aten.logspace" => outputs == [DType::F32],
+        "aten.eye" | "aten.empty_strided" => all(outputs, gpu_dtype),
         "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
         | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
         | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
@@ -205,9 +215,73 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         }
         "aten.where" => {
             inputs.first() == Some(&DType::Bool)
-                && inputs.get(1).is_some_and(|&d| gpu_dtype(d))
-                && all(&inputs[1..], |d| Some(&d) == inputs.get(1))
-                && outputs.first() == inputs.get(1)
+                && outputs.len() == 1
+                && gpu_dtype(outputs[0])
+                && all(&inputs[1..], |d| d == outputs[0])
+        }
+        "aten.masked_fill_" => {
+            inputs.len() >= 2
+                && f32(inputs[0])
+                && inputs[1] == DType::Bool
+                && all(&inputs[2..], f32)
+                && outputs == [DType::F32]
+        }
+        "aten.masked_fill" => {
+            inputs.len() >= 2
+                && gpu_dtype(inputs[0])
+                && inputs[1] == DType::Bool
+                && all(&inputs[2..], |d| d == inputs[0])
+                && outputs == [inputs[0]]
+        }
+        "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => {
+            (all(inputs, f32) || all(inputs, int)) && outputs == [DType::Bool]
+        }
+        "aten.pad"
+        | "aten.constant_pad_nd"
+        | "aten._pad_enum"
+        | "aten._pad_circular"
+        | "aten.reflection_pad1d"
+        | "aten.reflection_pad2d"
+        | "aten.reflection_pad3d"
+        | "aten.replication_pad1d"
+        | "aten.replication_pad2d"
+        | "aten.replication_pad3d"
+        | "aten.roll"
+        | "aten.flip"
+        | "aten.fliplr"
+        | "aten.flipud"
+        | "aten.rot90"
+        | "aten.repeat"
+        | "aten.tile"
+        | "aten.repeat_interleave"
+        | "aten.tril"
+        | "aten.triu"
+        | "aten.tril_"
+        | "aten.triu_"
+        | "aten.slice_scatter"
+        | "aten.select_scatter"
+        | "aten.diagonal_scatter"
+        | "aten.as_strided_scatter" => {
+            first.is_some_and(gpu_dtype)
+                && all(inputs, |d| Some(d) == first)
+                && outputs.first() == first.as_ref()
+        }
+        "aten.diff" => {
+            first.is_some_and(|d| f32(d) || int(d))
+                && all(inputs, |d| Some(d) == first)
+                && outputs.first() == first.as_ref()
+        }
+        "aten.max" | "aten.min" | "aten.argmax" | "aten.argmin" | "aten.cummax" | "aten.cummin" => {
+            all(inputs, f32) && all(outputs, |d| f32(d) || d == DType::I64)
+        }
+        "aten.count_nonzero" => all(inputs, f32) && outputs == [DType::I64],
+        "aten.cumsum" | "aten.cumprod" | "aten.cumsum_" | "aten.cumprod_" => {
+            (all(inputs, f32) && all(outputs, f32)) || (all(inputs, int_like) && all(outputs, int))
+        }
+        "aten.fill_" | "aten.copy_" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        "aten.clamp_min" | "aten.clamp_max" => {
+            (all(inputs, f32) && all(outputs, f32))
+                || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)
         }
         "aten.clone"
         | "aten._to_copy"
@@ -221,7 +295,15 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                     && all(outputs, int)
                     && (name == "aten.sum" || all(inputs, int)))
         }
-        "aten.floor_divide" | "aten.remainder" => all(inputs, int_like) && all(outputs, int),
+        "aten.floor_divide"
+        | "aten.remainder"
+        | "aten.__lshift__"
+        | "aten.__rshift__"
+        | "aten.bitwise_left_shift"
+        | "aten.bitwise_right_shift" => all(inputs, int_like) && all(outputs, int),
+        "aten.fmod" => {
+            (all(inputs, f32) && all(outputs, f32)) || (all(inputs, int) && all(outputs, int))
+        }
         "aten.clamp" => {
             (all(inputs, f32) && all(outputs, f32))
                 || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)

@@ -1,0 +1,558 @@
+//! More elementwise kernels on the shaders of src/gpu/kernels.rs: unary ops with scalar
+//! arguments (threshold, shrinks, logit, nan_to_num, celu/selu, round with decimals,
+//! clamp_min/max, fmod by a scalar), a scalar base `pow`, fmod/lerp/logaddexp, prelu, glu,
+//! the predicates isnan/isinf/isfinite/signbit, masked_fill and the scalar forms of `where`
+//! (on 32-bit words, so every GPU dtype), and the in-place fill_ / copy_.
+
+use super::index::{copy_into, encode_fill, word};
+use super::ints::{self, WOperand};
+use super::{
+    elementwise, elementwise_p, norm_dim, one, BinaryOp, CompareOp, Kc, Operand, Out, UnaryOp,
+};
+use crate::dtype::DType;
+use crate::gpu::exec::Slot;
+use crate::gpu::store::{gpu_dtype, lock, GTensor};
+use crate::ops::Scalar;
+
+/// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in kernels.rs.
+pub(super) const INPLACE_CUSTOM: &[&str] = &[
+    "aten.elu",
+    "aten.leaky_relu",
+    "aten.hardtanh",
+    "aten.relu6",
+    "aten.gelu",
+    "aten.clamp",
+    "aten.softplus",
+    "aten.celu",
+    "aten.selu",
+    "aten.threshold",
+    "aten.hardshrink",
+    "aten.softshrink",
+    "aten.logit",
+    "aten.nan_to_num",
+    "aten.round",
+    "aten.clamp_min",
+    "aten.clamp_max",
+    "aten.masked_fill",
+    "aten.fmod",
+    "aten.lerp",
+];
+
+fn base_name(k: &Kc) -> String {
+    k.target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .trim_end_matches('_')
+        .to_string()
+}
+
+/// Unary f32 ops with scalar arguments.
+pub(super) fn unary_args(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let op = base_name(k);
+    if ints::is_int(x.dtype) && op == "aten.fmod" {
+        return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
+    }
+    if ints::is_int(x.dtype) && matches!(op.as_str(), "aten.clamp_min" | "aten.clamp_max") {
+        if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+            return Ok(None);
+        }
+        return ints::clamp(k);
+    }
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
+    let (u, p) = match op.as_str() {
+        "aten.round" => match k.op.opt_int("decimals")? {
+            None | Some(0) => (UnaryOp::Round, [0.0; 3]),
+            Some(d) => {
+                let p = 10f64.powi(d.unsigned_abs().min(400) as i32) as f32;
+                if !p.is_finite() {
+                    return Ok(None);
+                }
+                (UnaryOp::RoundDecimals, [p, (d < 0) as u32 as f32, 0.0])
+            }
+        },
+        "aten.logit" => match k.op.opt_float("eps")? {
+            Some(e) => (UnaryOp::Logit, [e as f32, 1.0, 0.0]),
+            None => (UnaryOp::Logit, [0.0; 3]),
+        },
+        "aten.nan_to_num" => (
+            UnaryOp::NanToNum,
+            [
+                k.op.opt_float("nan")?.unwrap_or(0.0) as f32,
+                k.op.opt_float("posinf")?.unwrap_or(f32::MAX as f64) as f32,
+                k.op.opt_float("neginf")?.unwrap_or(f32::MIN as f64) as f32,
+            ],
+        ),
+        "aten.threshold" => (
+            UnaryOp::Threshold,
+            [
+                k.op.scalar("threshold")?.as_f64() as f32,
+                k.op.scalar("value")?.as_f64() as f32,
+                0.0,
+            ],
+        ),
+        "aten.hardshrink" => (
+            UnaryOp::Hardshrink,
+            [f(k.op.opt_scalar("lambd")?, 0.5), 0.0, 0.0],
+        ),
+        "aten.softshrink" => {
+            let l = f(k.op.opt_scalar("lambd")?, 0.5);
+            if l < 0.0 {
+                return Ok(None);
+            }
+            (UnaryOp::Softshrink, [l, 0.0, 0.0])
+        }
+        // elu: x <= 0 ? expm1(x * input_scale) * alpha * scale : x * scale.
+        "aten.celu" => {
+            let a = f(k.op.opt_scalar("alpha")?, 1.0);
+            if a == 0.0 {
+                return Ok(None);
+            }
+            (UnaryOp::Elu, [a, 1.0 / a, 1.0])
+        }
+        "aten.selu" => {
+            let (alpha, scale) = (1.673_263_242_354_377_2_f64, 1.050_700_987_355_480_5_f64);
+            (UnaryOp::Elu, [(alpha * scale) as f32, 1.0, scale as f32])
+        }
+        "aten.clamp_min" | "aten.clamp_max" => {
+            if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+                return Ok(None);
+            }
+            let lo = f(k.op.opt_scalar("min")?, f64::NEG_INFINITY);
+            let hi = f(k.op.opt_scalar("max")?, f64::INFINITY);
+            (UnaryOp::Clamp, [lo, hi, 0.0])
+        }
+        "aten.fmod" => (
+            UnaryOp::FmodScalar,
+            [k.op.scalar("other")?.as_f64() as f32, 0.0, 0.0],
+        ),
+        _ => return Ok(None),
+    };
+    one(elementwise_p(
+        k,
+        u.variant(),
+        DType::F32,
+        &x,
+        None,
+        None,
+        p,
+        0,
+    ))
+}
+
+/// pow.Scalar: a scalar base raised to a tensor.
+pub(super) fn pow_scalar(k: &mut Kc) -> Out {
+    let Some(e) = k.t("exponent") else {
+        return Ok(None);
+    };
+    if e.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let base = k.op.scalar("self")?.as_f64() as f32;
+    one(elementwise(
+        k,
+        UnaryOp::PowScalarBase.variant(),
+        DType::F32,
+        &e,
+        None,
+        None,
+        base,
+        0.0,
+    ))
+}
+
+/// fmod.Tensor, lerp.Scalar, logaddexp on f32 tensors.
+pub(super) fn binary_named(k: &mut Kc) -> Out {
+    let op = base_name(k);
+    let (Some(a), bop, bname, alpha) = (match op.as_str() {
+        "aten.fmod" => (k.t("self"), BinaryOp::Fmod, "other", 0.0),
+        "aten.logaddexp" => (k.t("self"), BinaryOp::LogAddExp, "other", 0.0),
+        "aten.fmax" => (k.t("self"), BinaryOp::Fmax, "other", 0.0),
+        "aten.fmin" => (k.t("self"), BinaryOp::Fmin, "other", 0.0),
+        "aten.atan2" | "aten.arctan2" => (k.t("self"), BinaryOp::Atan2, "other", 0.0),
+        "aten.lerp" => {
+            if k.is_tensor_arg("weight") {
+                return Ok(None);
+            }
+            (
+                k.t("self"),
+                BinaryOp::Lerp,
+                "end",
+                k.op.scalar("weight")?.as_f64() as f32,
+            )
+        }
+        _ => return Ok(None),
+    }) else {
+        return Ok(None);
+    };
+    let Some(b) = k.t(bname) else {
+        return Ok(None);
+    };
+    if bop == BinaryOp::Fmod && ints::is_int(a.dtype) {
+        return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
+    }
+    if a.dtype != DType::F32 || b.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    one(elementwise(
+        k,
+        bop.variant(),
+        DType::F32,
+        &a,
+        Some(&Operand::T(b)),
+        None,
+        alpha,
+        0.0,
+    ))
+}
+
+/// prelu: x > 0 ? x : w * x, the weight per channel (dim 1) or single.
+pub(super) fn prelu(k: &mut Kc) -> Out {
+    let (Some(x), Some(w)) = (k.t("self"), k.t("weight")) else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || w.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let wv = if k.target().starts_with("aten.prelu") || w.numel() == 1 {
+        if w.numel() == 1 {
+            w.view(vec![], vec![], w.offset)
+        } else {
+            let c = if x.rank() > 1 { x.sizes[1] } else { 1 };
+            if w.numel() != c || w.rank() != 1 {
+                return Ok(None);
+            }
+            let mut sizes = vec![c];
+            let mut strides = vec![w.strides[0]];
+            for _ in 2..x.rank() {
+                sizes.push(1);
+                strides.push(0);
+            }
+            w.view(sizes, strides, w.offset)
+        }
+    } else {
+        w
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Prelu.variant(),
+        DType::F32,
+        &x,
+        Some(&Operand::T(wv)),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// glu: the first half of `dim` times the sigmoid of the second half.
+pub(super) fn glu(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) || x.rank() == 0 {
+        return Ok(None);
+    }
+    let Some(d) = norm_dim(k.op.int_or("dim", -1)?, x.rank()) else {
+        return Ok(None);
+    };
+    let n = x.sizes[d];
+    if n % 2 != 0 {
+        return Ok(None);
+    }
+    let mut sizes = x.sizes.clone();
+    sizes[d] = n / 2;
+    let a = x.view(sizes.clone(), x.strides.clone(), x.offset);
+    let b = x.view(sizes, x.strides.clone(), x.offset + x.strides[d] * (n / 2));
+    one(elementwise(
+        k,
+        BinaryOp::Glu.variant(),
+        DType::F32,
+        &a,
+        Some(&Operand::T(b)),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// isnan / isinf / isfinite / signbit of an f32 tensor (a bool output).
+pub(super) fn predicate(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if ints::is_int(x.dtype) {
+        let op = k.target().split('.').nth(1).unwrap_or("").to_string();
+        return ints::predicate(k, &op);
+    }
+    if x.dtype != DType::F32 || !k.out_is(DType::Bool) {
+        return Ok(None);
+    }
+    let op = match k.target().split('.').nth(1) {
+        Some("isnan") => CompareOp::IsNan,
+        Some("isinf") => CompareOp::IsInf,
+        Some("isfinite") => CompareOp::IsFinite,
+        Some("signbit") => CompareOp::SignBit,
+        _ => return Ok(None),
+    };
+    one(elementwise(
+        k,
+        op.variant(),
+        DType::Bool,
+        &x,
+        Some(&Operand::S(0.0)),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// masked_fill(self, mask, value): mask ? value : self, on words (every GPU dtype).
+pub(super) fn masked_fill(k: &mut Kc) -> Out {
+    let (Some(x), Some(mask)) = (k.t("self"), k.t("mask")) else {
+        return Ok(None);
+    };
+    let dtype = x.dtype;
+    if !gpu_dtype(dtype) || mask.dtype != DType::Bool || !k.out_is(dtype) {
+        return Ok(None);
+    }
+    let b = if k.is_tensor_arg("value") {
+        match k.t("value") {
+            Some(v) if v.dtype == dtype && v.numel() == 1 => {
+                WOperand::T(v.view(vec![], vec![], v.offset))
+            }
+            _ => return Ok(None),
+        }
+    } else {
+        match word(dtype, k.op.scalar("value")?) {
+            Some(w) => WOperand::W(w),
+            None => return Ok(None),
+        }
+    };
+    // Out of place, `self` broadcasts with the mask (the in-place form checks the shape).
+    one(ints::encode(
+        k,
+        ints::WHERE_U,
+        dtype,
+        &x,
+        Some(&b),
+        Some(&mask),
+        64,
+        0,
+    ))
+}
+
+/// where.ScalarSelf / ScalarOther / Scalar: a scalar side as a word.
+pub(super) fn where_scalar(k: &mut Kc) -> Out {
+    let Some(c) = k.t("condition") else {
+        return Ok(None);
+    };
+    let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
+        return Ok(None);
+    };
+    if c.dtype != DType::Bool {
+        return Ok(None);
+    }
+    let side = |k: &Kc, name: &str| -> crate::error::Result<Option<WOperand>> {
+        if k.is_tensor_arg(name) {
+            return Ok(k.t(name).filter(|t| t.dtype == dtype).map(WOperand::T));
+        }
+        Ok(word(dtype, k.op.scalar(name)?).map(WOperand::W))
+    };
+    let (Some(a), Some(b)) = (side(k, "self")?, side(k, "other")?) else {
+        return Ok(None);
+    };
+    // The kernel's `a` is a tensor: a scalar `self` swaps the sides and negates the condition.
+    let (a, b, flags) = match (a, b) {
+        (WOperand::T(a), b) => (a, b, 0),
+        (WOperand::W(w), WOperand::T(b)) => (b, WOperand::W(w), 64),
+        (WOperand::W(wa), WOperand::W(wb)) => {
+            let Some(Some(Slot::T(t))) =
+                encode_fill(k, dtype, &[], 0, [wa, 0])?.map(|mut v: Vec<Slot>| v.pop())
+            else {
+                return Ok(None);
+            };
+            (t, WOperand::W(wb), 0)
+        }
+    };
+    one(ints::encode(
+        k,
+        ints::WHERE_U,
+        dtype,
+        &a,
+        Some(&b),
+        Some(&c),
+        flags,
+        0,
+    ))
+}
+
+/// `self` unless it is expanded (internal overlap, which torch rejects in place).
+fn inplace_target(x: &GTensor) -> bool {
+    !x.sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0)
+}
+
+/// fill_.Scalar: a fill, copied into `self`'s buffer.
+pub(super) fn fill_(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !gpu_dtype(x.dtype) || !inplace_target(&x) || !k.fits(&x) {
+        return Ok(None);
+    }
+    let Some(w) = word(x.dtype, k.op.scalar("value")?) else {
+        return Ok(None);
+    };
+    let Some(Some(Slot::T(t))) = encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])?.map(|mut v| v.pop())
+    else {
+        return Ok(None);
+    };
+    copy_into(k, &t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
+}
+
+/// copy_(self, src): `src` broadcast and converted to `self`'s dtype, copied into `self`.
+pub(super) fn copy_(k: &mut Kc) -> Out {
+    let (Some(x), Some(src)) = (k.t("self"), k.t("src")) else {
+        return Ok(None);
+    };
+    if !gpu_dtype(x.dtype) || !gpu_dtype(src.dtype) || !inplace_target(&x) || !k.fits(&x) {
+        return Ok(None);
+    }
+    let Some(s) = src.expand_to(&x.sizes) else {
+        return Ok(None);
+    };
+    // A fresh converted copy first: `src` may alias `self`.
+    let Some(Some(Slot::T(t))) = ints::convert(k, &s, x.dtype)?.map(|mut v| v.pop()) else {
+        return Ok(None);
+    };
+    copy_into(k, &t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
+}
+
+/// add / sub / mul with a Python number as `self` (decompositions write `1 - x`).
+pub(super) fn scalar_self(k: &mut Kc, op: BinaryOp) -> Out {
+    let Some(t) = k.t("other") else {
+        return Ok(None);
+    };
+    let Some(s) = k.op.opt_scalar("self")? else {
+        return Ok(None);
+    };
+    let alpha = k.op.opt_scalar("alpha")?.unwrap_or(Scalar::Int(1));
+    if t.dtype == DType::F32 {
+        if !k.out_is(DType::F32) {
+            return Ok(None);
+        }
+        let (sv, al) = (s.as_f64() as f32, alpha.as_f64() as f32);
+        return one(match op {
+            // s + alpha * t
+            BinaryOp::Add => elementwise(
+                k,
+                UnaryOp::Affine.variant(),
+                DType::F32,
+                &t,
+                None,
+                None,
+                al,
+                sv,
+            ),
+            // s - alpha * t
+            BinaryOp::Sub => elementwise(
+                k,
+                BinaryOp::Rsub.variant(),
+                DType::F32,
+                &t,
+                Some(&Operand::S(sv)),
+                None,
+                al,
+                0.0,
+            ),
+            BinaryOp::Mul => elementwise(
+                k,
+                BinaryOp::Mul.variant(),
+                DType::F32,
+                &t,
+                Some(&Operand::S(sv)),
+                None,
+                1.0,
+                0.0,
+            ),
+            _ => return Ok(None),
+        });
+    }
+    // Integer tensors with integer numbers (an int output of the tensor's dtype).
+    let int_num = |v: Scalar| matches!(v, Scalar::Int(_) | Scalar::Bool(_));
+    if !ints::is_int(t.dtype) || !k.out_is(t.dtype) || !int_num(s) || !int_num(alpha) {
+        return Ok(None);
+    }
+    let (Some(sw), Some(aw)) = (word(t.dtype, s), word(t.dtype, alpha)) else {
+        return Ok(None);
+    };
+    let iop = match op {
+        BinaryOp::Sub => ints::IntBinaryOp::Rsub,
+        BinaryOp::Mul => ints::IntBinaryOp::Mul,
+        _ => return Ok(None),
+    };
+    if op == BinaryOp::Mul && aw != 1 {
+        return Ok(None);
+    }
+    one(ints::encode(
+        k,
+        iop.variant(),
+        t.dtype,
+        &t,
+        Some(&WOperand::W(sw)),
+        None,
+        0,
+        aw,
+    ))
+}
+
+/// addcmul / addcdiv(self, tensor1, tensor2, value): self + value * (t1 * t2 or t1 / t2).
+pub(super) fn addcmul(k: &mut Kc) -> Out {
+    let (Some(x), Some(t1), Some(t2)) = (k.t("self"), k.t("tensor1"), k.t("tensor2")) else {
+        return Ok(None);
+    };
+    if [&x, &t1, &t2].iter().any(|t| t.dtype != DType::F32) || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let value = k.op.opt_scalar("value")?.map_or(1.0, |s| s.as_f64()) as f32;
+    let op = if k.target().starts_with("aten.addcdiv") {
+        BinaryOp::Div
+    } else {
+        BinaryOp::Mul
+    };
+    let Some(p) = elementwise(
+        k,
+        op.variant(),
+        DType::F32,
+        &t1,
+        Some(&Operand::T(t2)),
+        None,
+        1.0,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Add.variant(),
+        DType::F32,
+        &x,
+        Some(&Operand::T(p)),
+        None,
+        value,
+        0.0,
+    ))
+}

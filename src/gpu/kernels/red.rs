@@ -1,0 +1,645 @@
+//! More reductions and the scans (shaders/reduce.wgsl): var / std / var_mean / std_mean,
+//! prod, logsumexp, linalg_vector_norm, max / min (all, and `.dim` with indices), argmax /
+//! argmin, aminmax, count_nonzero, cumsum / cumprod (f32, and int / bool to an int output),
+//! cummax / cummin. f32 data (summed in f32 where the CPU kernel sums in f64); indices are
+//! int64 (held as i32).
+
+use super::{grid, ints, norm_dim, pad8, Kc, Out, ReduceMeta};
+use crate::dtype::DType;
+use crate::gpu::exec::Slot;
+use crate::gpu::shaders::{Shader, Variant};
+use crate::gpu::store::GTensor;
+use crate::program::Arg;
+
+op_enum!(
+    StatsOp,
+    Shader::Reduce,
+    "stats",
+    "OP",
+    [
+        Prod = 0,
+        LogSumExp = 1,
+        Var = 2,
+        Std = 3,
+        Norm = 4,
+        Mean = 5
+    ]
+);
+op_enum!(
+    ArgOp,
+    Shader::Reduce,
+    "arg_reduce",
+    "OP",
+    [Max = 0, Min = 1]
+);
+op_enum!(
+    ScanOp,
+    Shader::Reduce,
+    "scan",
+    "OP",
+    [Sum = 0, Prod = 1, Max = 2, Min = 3, LogSumExp = 4]
+);
+op_enum!(
+    ScanIntOp,
+    Shader::Reduce,
+    "scan_i",
+    "OP",
+    [Sum = 0, Prod = 1]
+);
+pub const COUNT_NZ: Variant = Variant::new(Shader::Reduce, "count_nz");
+
+pub fn variants() -> Vec<Variant> {
+    let mut v: Vec<Variant> = Vec::new();
+    v.extend(StatsOp::ALL.iter().map(|o| o.variant()));
+    v.extend(ArgOp::ALL.iter().map(|o| o.variant()));
+    v.extend(ScanOp::ALL.iter().map(|o| o.variant()));
+    v.extend(ScanIntOp::ALL.iter().map(|o| o.variant()));
+    v.push(COUNT_NZ);
+    v
+}
+
+/// The reduction geometry of `x` over the dims in `red`.
+struct Plan {
+    meta: ReduceMeta,
+    out_sizes: Vec<usize>,
+    n_out: usize,
+    n_red: usize,
+}
+
+fn plan(x: &GTensor, red: &[bool], keepdim: bool) -> Plan {
+    let r = x.rank();
+    let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
+    let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
+    let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();
+    let n_out: usize = kept.iter().map(|&d| x.sizes[d]).product();
+    let out_sizes: Vec<usize> = if keepdim {
+        (0..r)
+            .map(|d| if red[d] { 1 } else { x.sizes[d] })
+            .collect()
+    } else {
+        kept.iter().map(|&d| x.sizes[d]).collect()
+    };
+    let sel = |ds: &[usize], v: &[usize]| -> Vec<usize> { ds.iter().map(|&d| v[d]).collect() };
+    let (_, _, row) = grid(n_out, 64);
+    let meta = ReduceMeta {
+        n_out: n_out as u32,
+        n_red: n_red as u32,
+        kept_rank: kept.len() as u32,
+        red_rank: rd.len() as u32,
+        kept_shape: pad8(&sel(&kept, &x.sizes)),
+        kept_strides: pad8(&sel(&kept, &x.strides)),
+        red_shape: pad8(&sel(&rd, &x.sizes)),
+        red_strides: pad8(&sel(&rd, &x.strides)),
+        offset: x.offset as u32,
+        row,
+        scale: 1.0,
+        p: 0.0,
+    };
+    Plan {
+        meta,
+        out_sizes,
+        n_out,
+        n_red,
+    }
+}
+
+/// The reduced dims from a `dim` argument (an int, a list, or None / empty for all).
+fn red_mask(k: &Kc, x: &GTensor, name: &str) -> crate::error::Result<Option<Vec<bool>>> {
+    let r = x.rank();
+    let dims: Vec<i64> = match k.op.arg(name) {
+        None | Some(Arg::None) => vec![],
+        Some(Arg::Int(d)) => vec![*d],
+        Some(_) => k.op.ints(name)?,
+    };
+    let mut red = vec![dims.is_empty(); r];
+    for d in dims {
+        match norm_dim(d, r) {
+            Some(d) if d < r => red[d] = true,
+            _ if r == 0 => {}
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(red))
+}
+
+fn f32_in(k: &Kc, x: &GTensor) -> bool {
+    x.dtype == DType::F32 && k.fits(x) && x.numel() < u32::MAX as usize
+}
+
+fn encode_stats(k: &mut Kc, x: &GTensor, pl: &Plan, op: StatsOp) -> crate::error::Result<GTensor> {
+    let out = k.new_out(DType::F32, &pl.out_sizes)?;
+    if pl.n_out > 0 {
+        let (gx, gy, _) = grid(pl.n_out, 64);
+        k.dispatch(
+            &op.variant(),
+            bytemuck::bytes_of(&pl.meta),
+            &[(1, &out), (2, x)],
+            (gx, gy, 1),
+        )?;
+    }
+    Ok(out)
+}
+
+/// var / std / var_mean / std_mean (every overload), prod, logsumexp, linalg_vector_norm.
+pub(super) fn stats(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !f32_in(k, &x) || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let op = k.target().split('.').nth(1).unwrap_or("").to_string();
+    if k.op.opt_dtype("dtype")?.is_some_and(|d| d != DType::F32) {
+        return Ok(None);
+    }
+    let Some(red) = red_mask(k, &x, "dim")? else {
+        return Ok(None);
+    };
+    let keepdim = k.op.bool_or("keepdim", false)?;
+    let mut pl = plan(&x, &red, keepdim);
+    k.ensure(&x)?;
+    let sop = match op.as_str() {
+        "var" | "std" | "var_mean" | "std_mean" => {
+            let correction = match k.op.opt_scalar("correction")? {
+                Some(c) => c.as_f64(),
+                None => {
+                    if k.op.bool_or("unbiased", true)? {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                }
+            };
+            pl.meta.scale = (1.0 / (pl.n_red as f64 - correction).max(0.0)) as f32;
+            if pl.n_red == 0 {
+                return Ok(None);
+            }
+            let sop = if op.starts_with("std") {
+                StatsOp::Std
+            } else {
+                StatsOp::Var
+            };
+            if op.ends_with("_mean") {
+                let v = encode_stats(k, &x, &pl, sop)?;
+                let m = encode_stats(k, &x, &pl, StatsOp::Mean)?;
+                return Ok(Some(vec![Slot::T(v), Slot::T(m)]));
+            }
+            sop
+        }
+        "prod" => StatsOp::Prod,
+        "logsumexp" => StatsOp::LogSumExp,
+        "linalg_vector_norm" => {
+            let p = k.op.float_or("ord", 2.0)?;
+            if p.is_infinite() && pl.n_red == 0 {
+                return Ok(None);
+            }
+            pl.meta.p = p as f32;
+            StatsOp::Norm
+        }
+        _ => return Ok(None),
+    };
+    let out = encode_stats(k, &x, &pl, sop)?;
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// max / min with indices: (values, int64 indices).
+fn encode_arg(
+    k: &mut Kc,
+    x: &GTensor,
+    pl: &Plan,
+    min: bool,
+) -> crate::error::Result<(GTensor, GTensor)> {
+    let vals = k.new_out(DType::F32, &pl.out_sizes)?;
+    let idx = k.new_out(DType::I64, &pl.out_sizes)?;
+    if pl.n_out > 0 {
+        let (gx, gy, _) = grid(pl.n_out, 64);
+        let op = if min { ArgOp::Min } else { ArgOp::Max };
+        k.dispatch(
+            &op.variant(),
+            bytemuck::bytes_of(&pl.meta),
+            &[(1, &vals), (2, x), (3, &idx)],
+            (gx, gy, 1),
+        )?;
+    }
+    Ok((vals, idx))
+}
+
+/// max.dim / min.dim, argmax / argmin, max.default / min.default, aminmax.
+pub(super) fn extreme(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !f32_in(k, &x) || x.numel() == 0 {
+        return Ok(None);
+    }
+    let t = k.target().to_string();
+    let op = t.split('.').nth(1).unwrap_or("").to_string();
+    let overload = t.rsplit('.').next().unwrap_or("").to_string();
+    let min = op.contains("min") && op != "aminmax";
+    let keepdim = k.op.bool_or("keepdim", false)?;
+    let r = x.rank();
+    k.ensure(&x)?;
+    match (op.as_str(), overload.as_str()) {
+        ("max" | "min", "default") => {
+            if !k.out_is(DType::F32) {
+                return Ok(None);
+            }
+            let pl = plan(&x, &vec![true; r], false);
+            let (v, _) = encode_arg(k, &x, &pl, min)?;
+            Ok(Some(vec![Slot::T(v)]))
+        }
+        ("max" | "min", "dim") => {
+            let Some(d) = norm_dim(k.op.int("dim")?, r) else {
+                return Ok(None);
+            };
+            if r == 0 || !k.out_is(DType::F32) || k.out_dtype(1) != Some(DType::I64) {
+                return Ok(None);
+            }
+            let red: Vec<bool> = (0..r).map(|i| i == d).collect();
+            let pl = plan(&x, &red, keepdim);
+            let (v, i) = encode_arg(k, &x, &pl, min)?;
+            Ok(Some(vec![Slot::T(v), Slot::T(i)]))
+        }
+        ("argmax" | "argmin", _) => {
+            if !k.out_is(DType::I64) {
+                return Ok(None);
+            }
+            let (src, red, sizes) = match k.op.opt_int("dim")? {
+                Some(d) => {
+                    let Some(d) = norm_dim(d, r) else {
+                        return Ok(None);
+                    };
+                    if r == 0 {
+                        return Ok(None);
+                    }
+                    let red: Vec<bool> = (0..r).map(|i| i == d).collect();
+                    (x.clone(), red, None)
+                }
+                None => {
+                    // The flattened tensor in row-major order (kept as a strided view).
+                    let sizes = if keepdim { vec![1; r] } else { vec![] };
+                    (x.clone(), vec![true; r], Some(sizes))
+                }
+            };
+            let pl = plan(&src, &red, keepdim && sizes.is_none());
+            let (_, i) = encode_arg(k, &src, &pl, min)?;
+            let i = match sizes {
+                Some(s) => {
+                    let st = super::contiguous_strides(&s);
+                    i.view(s, st, 0)
+                }
+                None => i,
+            };
+            Ok(Some(vec![Slot::T(i)]))
+        }
+        ("aminmax", _) => {
+            let red = match k.op.opt_int("dim")? {
+                Some(d) => {
+                    let Some(d) = norm_dim(d, r) else {
+                        return Ok(None);
+                    };
+                    if r == 0 {
+                        return Ok(None);
+                    }
+                    (0..r).map(|i| i == d).collect()
+                }
+                None => vec![true; r],
+            };
+            if !k.out_is(DType::F32) {
+                return Ok(None);
+            }
+            let pl = plan(&x, &red, keepdim);
+            let (lo, _) = encode_arg(k, &x, &pl, true)?;
+            let (hi, _) = encode_arg(k, &x, &pl, false)?;
+            Ok(Some(vec![Slot::T(lo), Slot::T(hi)]))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// count_nonzero of an f32 tensor (int64 counts).
+pub(super) fn count_nonzero(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !f32_in(k, &x) || !k.out_is(DType::I64) {
+        return Ok(None);
+    }
+    let Some(red) = red_mask(k, &x, "dim")? else {
+        return Ok(None);
+    };
+    let pl = plan(&x, &red, false);
+    k.ensure(&x)?;
+    let out = k.new_out(DType::I64, &pl.out_sizes)?;
+    if pl.n_out > 0 {
+        let (gx, gy, _) = grid(pl.n_out, 64);
+        k.dispatch(
+            &COUNT_NZ,
+            bytemuck::bytes_of(&pl.meta),
+            &[(3, &out), (2, &x)],
+            (gx, gy, 1),
+        )?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// cumsum / cumprod (f32; int / bool to an int output), cummax / cummin (f32, with indices).
+pub(super) fn scan(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let op = k.target().split('.').nth(1).unwrap_or("").to_string();
+    // cumsum_ / cumprod_: the scan, then a copy into `self`.
+    let inplace = op.ends_with('_');
+    let op = op.trim_end_matches('_').to_string();
+    if x.rank() == 0 || !k.fits(&x) || x.numel() >= u32::MAX as usize {
+        return Ok(None);
+    }
+    if inplace
+        && (k.out_dtype(0) != Some(x.dtype)
+            || x.sizes
+                .iter()
+                .zip(&x.strides)
+                .any(|(&n, &s)| n > 1 && s == 0))
+    {
+        return Ok(None);
+    }
+    let Some(d) = norm_dim(k.op.int("dim")?, x.rank()) else {
+        return Ok(None);
+    };
+    let ext = op == "cummax" || op == "cummin";
+    let Some(out_dtype) = k.out_dtype(0) else {
+        return Ok(None);
+    };
+    let int_mode = x.dtype != DType::F32;
+    if int_mode {
+        if ext
+            || !(ints::is_int(x.dtype) || x.dtype == DType::Bool)
+            || !ints::is_int(out_dtype)
+            || k.op.opt_dtype("dtype")?.is_some_and(|t| t != out_dtype)
+        {
+            return Ok(None);
+        }
+    } else if out_dtype != DType::F32
+        || (ext && k.out_dtype(1) != Some(DType::I64))
+        || (!ext && k.op.opt_dtype("dtype")?.is_some_and(|t| t != DType::F32))
+    {
+        return Ok(None);
+    }
+    let Some(xc) = super::contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let red: Vec<bool> = (0..x.rank()).map(|i| i == d).collect();
+    let pl = plan(&xc, &red, true);
+    let out = k.new_out(out_dtype, &x.sizes)?;
+    let idx = if ext {
+        Some(k.new_out(DType::I64, &x.sizes)?)
+    } else {
+        None
+    };
+    if pl.n_out > 0 && pl.n_red > 0 {
+        let (gx, gy, _) = grid(pl.n_out, 64);
+        let meta = bytemuck::bytes_of(&pl.meta);
+        if int_mode {
+            let v = if op == "cumprod" {
+                ScanIntOp::Prod
+            } else {
+                ScanIntOp::Sum
+            };
+            k.dispatch(&v.variant(), meta, &[(3, &out), (4, &xc)], (gx, gy, 1))?;
+        } else {
+            let v = match op.as_str() {
+                "cumsum" => ScanOp::Sum,
+                "cumprod" => ScanOp::Prod,
+                "cummax" => ScanOp::Max,
+                "logcumsumexp" => ScanOp::LogSumExp,
+                _ => ScanOp::Min,
+            };
+            // The scan entry point declares the index output: a 1-word stand-in for sums.
+            let dummy;
+            let ib = match &idx {
+                Some(i) => i,
+                None => {
+                    dummy = k.new_out(DType::I64, &[1])?;
+                    &dummy
+                }
+            };
+            k.dispatch(
+                &v.variant(),
+                meta,
+                &[(1, &out), (2, &xc), (3, ib)],
+                (gx, gy, 1),
+            )?;
+        }
+    }
+    if inplace {
+        super::index::copy_into(k, &out, &x)?;
+        crate::gpu::store::lock(&x.cell).cpu_valid = false;
+        return Ok(Some(vec![Slot::T(x)]));
+    }
+    let mut outs = vec![Slot::T(out)];
+    if let Some(i) = idx {
+        outs.push(Slot::T(i));
+    }
+    Ok(Some(outs))
+}
+
+/// One elementwise f32 op (`b` broadcast against `a`).
+fn ew(
+    k: &mut Kc,
+    v: Variant,
+    a: &GTensor,
+    b: Option<GTensor>,
+    alpha: f32,
+    beta: f32,
+) -> crate::error::Result<Option<GTensor>> {
+    let b = b.map(super::Operand::T);
+    super::elementwise(k, v, DType::F32, a, b.as_ref(), None, alpha, beta)
+}
+
+/// `t` viewed contiguously as `sizes` (same numel).
+fn reshape(t: &GTensor, sizes: &[usize]) -> GTensor {
+    t.view(sizes.to_vec(), super::contiguous_strides(sizes), t.offset)
+}
+
+/// A per-channel parameter [C] viewed as [C, 1] (to broadcast over [N, C, inner]).
+fn per_channel(k: &Kc, name: &str, c: usize) -> Option<Option<GTensor>> {
+    if !k.is_tensor_arg(name) {
+        return Some(None);
+    }
+    let p = k.t(name)?;
+    if p.dtype != DType::F32 || p.rank() != 1 || p.sizes[0] != c {
+        return None;
+    }
+    Some(Some(p.view(vec![c, 1], vec![p.strides[0], 0], p.offset)))
+}
+
+/// group_norm / native_group_norm, and instance_norm with input statistics (no running
+/// statistics to update): statistics per (sample, group), then the channel affine.
+pub(super) fn group_norm(k: &mut Kc) -> Out {
+    use super::{BinaryOp, UnaryOp};
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let t = k.target().to_string();
+    let native = t.starts_with("aten.native_group_norm");
+    let instance = t.starts_with("aten.instance_norm");
+    if !f32_in(k, &x) || x.rank() < 2 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let (n, c) = (x.sizes[0], x.sizes[1]);
+    let g = if instance {
+        if !k.op.bool_or("use_input_stats", true)?
+            || k.is_tensor_arg("running_mean")
+            || k.is_tensor_arg("running_var")
+        {
+            return Ok(None);
+        }
+        c
+    } else if native {
+        k.op.int("group")? as usize
+    } else {
+        k.op.int("num_groups")? as usize
+    };
+    if g == 0 || c % g != 0 {
+        return Ok(None);
+    }
+    let eps = if instance {
+        k.op.float("eps")?
+    } else {
+        k.op.float_or("eps", 1e-5)?
+    } as f32;
+    let (Some(w), Some(b)) = (per_channel(k, "weight", c), per_channel(k, "bias", c)) else {
+        return Ok(None);
+    };
+    let inner: usize = x.sizes[2..].iter().product();
+    let len = c / g * inner;
+    if len == 0 || n == 0 {
+        return Ok(None);
+    }
+    let Some(xc) = super::contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let xg = reshape(&xc, &[n, g, len]);
+    let mut pl = plan(&xg, &[false, false, true], true);
+    let mean = encode_stats(k, &xg, &pl, StatsOp::Mean)?;
+    pl.meta.scale = 1.0 / len as f32;
+    let var = encode_stats(k, &xg, &pl, StatsOp::Var)?;
+    let Some(ve) = ew(k, UnaryOp::Affine.variant(), &var, None, 1.0, eps)? else {
+        return Ok(None);
+    };
+    let Some(rstd) = ew(k, UnaryOp::Rsqrt.variant(), &ve, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let Some(d) = ew(
+        k,
+        BinaryOp::Sub.variant(),
+        &xg,
+        Some(mean.clone()),
+        1.0,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(mut y) = ew(k, BinaryOp::Mul.variant(), &d, Some(rstd.clone()), 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    y = reshape(&y, &[n, c, inner]);
+    if let Some(w) = w {
+        match ew(k, BinaryOp::Mul.variant(), &y, Some(w), 1.0, 0.0)? {
+            Some(t) => y = t,
+            None => return Ok(None),
+        }
+    }
+    if let Some(b) = b {
+        match ew(k, BinaryOp::Add.variant(), &y, Some(b), 1.0, 0.0)? {
+            Some(t) => y = t,
+            None => return Ok(None),
+        }
+    }
+    let out = reshape(&y, &x.sizes);
+    if native {
+        return Ok(Some(vec![
+            Slot::T(out),
+            Slot::T(reshape(&mean, &[n, g])),
+            Slot::T(reshape(&rstd, &[n, g])),
+        ]));
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// rms_norm: x * rsqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape`.
+pub(super) fn rms_norm(k: &mut Kc) -> Out {
+    use super::{BinaryOp, ReduceOp, UnaryOp};
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    if !f32_in(k, &x) || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let ns = k.op.ints("normalized_shape")?;
+    let r = x.rank();
+    if ns.is_empty() || ns.len() > r {
+        return Ok(None);
+    }
+    let axis = r - ns.len();
+    if x.sizes[axis..]
+        .iter()
+        .zip(&ns)
+        .any(|(&a, &b)| a as i64 != b)
+    {
+        return Ok(None);
+    }
+    let len: usize = x.sizes[axis..].iter().product();
+    let rows: usize = x.sizes[..axis].iter().product();
+    if len == 0 || rows == 0 {
+        return Ok(None);
+    }
+    let w = if k.is_tensor_arg("weight") {
+        match k.t("weight") {
+            Some(w) if w.dtype == DType::F32 && w.sizes == x.sizes[axis..] => Some(w),
+            _ => return Ok(None),
+        }
+    } else {
+        None
+    };
+    let eps = k.op.opt_float("eps")?.unwrap_or(f32::EPSILON as f64) as f32;
+    let Some(xc) = super::contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let x2 = reshape(&xc, &[rows, len]);
+    let Some(sq) = ew(k, UnaryOp::Square.variant(), &x2, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let mut pl = plan(&sq, &[false, true], true);
+    pl.meta.scale = 1.0 / len as f32;
+    let ms = k.new_out(DType::F32, &pl.out_sizes)?;
+    let (gx, gy, _) = grid(pl.n_out, 64);
+    k.dispatch(
+        &ReduceOp::Sum.variant(),
+        bytemuck::bytes_of(&pl.meta),
+        &[(1, &ms), (2, &sq)],
+        (gx, gy, 1),
+    )?;
+    let Some(mse) = ew(k, UnaryOp::Affine.variant(), &ms, None, 1.0, eps)? else {
+        return Ok(None);
+    };
+    let Some(rstd) = ew(k, UnaryOp::Rsqrt.variant(), &mse, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let Some(mut y) = ew(k, BinaryOp::Mul.variant(), &x2, Some(rstd), 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    if let Some(w) = w {
+        let Some(wc) = super::contiguous(k, &w)? else {
+            return Ok(None);
+        };
+        let wv = reshape(&wc, &[len]);
+        match ew(k, BinaryOp::Mul.variant(), &y, Some(wv), 1.0, 0.0)? {
+            Some(t) => y = t,
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(vec![Slot::T(reshape(&y, &x.sizes))]))
+}
