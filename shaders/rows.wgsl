@@ -128,6 +128,47 @@ fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
     }
 }
 
+// Softmax with one invocation per row, three passes, no workgroup memory and no barriers:
+// for short rows (the host picks it when cols <= 1024), where a 64-thread group per row
+// would mostly wait at barriers (SwiftShader switches fibers at each one). Same results as
+// `softmax` (NaN/+inf rows NaN; an all -inf row NaN, or zeros when LOG == 2).
+@compute @workgroup_size(64)
+fn softmax_row(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x + gid.y * params.row;
+    if r >= params.rows {
+        return;
+    }
+    let base = r * params.cols;
+    var m = -bitcast<f32>(INF_BITS);
+    var bad = false;
+    for (var j = 0u; j < params.cols; j = j + 1u) {
+        let v = f32(x[base + j]);
+        m = max(m, v);
+        let u = bitcast<u32>(v);
+        bad = bad || (is_nan_or_inf(v) && (u & 0x007fffffu) != 0u) || u == INF_BITS;
+    }
+    let all_neg_inf = m == -bitcast<f32>(INF_BITS);
+    if bad || all_neg_inf {
+        let fill = select(bitcast<f32>(NAN_BITS), 0.0, all_neg_inf && !bad && LOG == 2u);
+        for (var j = 0u; j < params.cols; j = j + 1u) {
+            out[base + j] = TOut(fill);
+        }
+        return;
+    }
+    var s = 0.0;
+    for (var j = 0u; j < params.cols; j = j + 1u) {
+        s = s + exp(f32(x[base + j]) - m);
+    }
+    for (var j = 0u; j < params.cols; j = j + 1u) {
+        let e = f32(x[base + j]) - m;
+        if LOG == 1u {
+            out[base + j] = to_out(e - log(s));
+        } else {
+            out[base + j] = to_out(exp(e) / s);
+        }
+    }
+}
+
 // Layer norm over the last `cols` elements, with mean and 1/sqrt(var + eps) per row
 // (native_layer_norm's second and third outputs).
 @compute @workgroup_size(64)

@@ -239,6 +239,7 @@ impl ReduceOp {
 pub fn nn_variants() -> Vec<Variant> {
     let mut v = vec![
         conv::CONV,
+        conv::CONV_TILED,
         conv::DEPTHWISE,
         norm::BATCH_NORM,
         pool::MAX_POOL,
@@ -277,6 +278,26 @@ pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
 pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
 /// Softmax whose fully masked (all -inf) rows are zeros (attention).
 pub const SAFE_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 2);
+/// Rows up to this long run one invocation per row (`softmax_row`, no barriers).
+pub const SHORT_ROW: usize = 1024;
+
+/// The softmax variant for rows of `cols` (`v` is one of the `softmax` variants) and its
+/// grid: a 64-thread workgroup per row for long rows, one invocation per row for short.
+pub(crate) fn softmax_dispatch(v: Variant, rows: usize, cols: usize) -> (Variant, (u32, u32, u32)) {
+    if cols <= SHORT_ROW {
+        let (gx, gy, row) = grid(rows, 64);
+        (
+            Variant {
+                entry: "softmax_row",
+                ..v
+            },
+            (gx, gy, row),
+        )
+    } else {
+        let (gx, gy, _) = grid(rows, 1);
+        (v, (gx, gy, gx))
+    }
+}
 pub const LAYER_NORM: Variant = Variant::new(Shader::Rows, "layer_norm");
 
 /// What the GPU does for a target.
@@ -1601,14 +1622,14 @@ fn softmax(k: &mut Kc) -> Out {
     let rows = x.numel() / cols.max(1);
     let out = k.new_out(od, &pv.sizes)?;
     if rows * cols > 0 {
-        let (gx, gy, _) = grid(rows, 1);
+        let base = if log { LOG_SOFTMAX } else { SOFTMAX }.typed(elems);
+        let (v, (gx, gy, row)) = softmax_dispatch(base, rows, cols);
         let meta = RowMeta {
             rows: rows as u32,
             cols: cols as u32,
-            row: gx,
+            row,
             ..Default::default()
         };
-        let v = if log { LOG_SOFTMAX } else { SOFTMAX }.typed(elems);
         k.dispatch(
             &v,
             bytemuck::bytes_of(&meta),

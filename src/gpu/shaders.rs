@@ -230,6 +230,16 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::SOFTMAX);
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::SAFE_SOFTMAX);
+    for base in [
+        super::kernels::SOFTMAX,
+        super::kernels::LOG_SOFTMAX,
+        super::kernels::SAFE_SOFTMAX,
+    ] {
+        v.push(Variant {
+            entry: "softmax_row",
+            ..base
+        });
+    }
     v.push(super::kernels::LAYER_NORM);
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);

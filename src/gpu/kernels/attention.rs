@@ -6,7 +6,8 @@
 //! (`_math`, `_flash_attention_for_cpu`) stay on the CPU kernel.
 
 use super::{
-    contiguous, elementwise, encode_matmul, grid, Kc, Operand, Out, RowMeta, SAFE_SOFTMAX, WHERE,
+    contiguous, elementwise, encode_matmul, softmax_dispatch, Kc, Operand, Out, RowMeta,
+    SAFE_SOFTMAX, WHERE,
 };
 use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
@@ -136,15 +137,15 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
     // Softmax over S, row by row (a fully masked row gives zeros, as torch's attention).
     let weights = k.new_out(DType::F32, &[nb, l, s])?;
     let rows = nb * l;
-    let (gx, gy, _) = grid(rows, 1);
+    let (v, (gx, gy, row)) = softmax_dispatch(SAFE_SOFTMAX, rows, s);
     let meta = RowMeta {
         rows: rows as u32,
         cols: s as u32,
-        row: gx,
+        row,
         ..Default::default()
     };
     k.dispatch(
-        &SAFE_SOFTMAX,
+        &v,
         bytemuck::bytes_of(&meta),
         &[(1, &weights), (2, &scores)],
         (gx, gy, 1),
