@@ -83,6 +83,9 @@ struct FamilyReport {
     stats: RunStats,
     /// Nodes with a bf16 tensor (bf16 lives on the CPU: they always fall back).
     bf16_nodes: u64,
+    /// Fallbacks in cases whose inputs and outputs hold no f64/f16/bf16 tensor: the ops
+    /// that still lack a GPU kernel (f64 and bf16 stay on the CPU by design).
+    f32_fallbacks: std::collections::BTreeMap<String, u64>,
 }
 
 fn bf16_nodes(p: &pt2web::program::Program) -> u64 {
@@ -125,6 +128,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
         failures: Vec::new(),
         stats: RunStats::default(),
         bf16_nodes: 0,
+        f32_fallbacks: Default::default(),
     };
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
@@ -168,6 +172,21 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
         })();
         rep.stats.add(&stats);
         rep.bf16_nodes += bf16;
+        let wide = |k: &str| {
+            c[k].as_array().unwrap().iter().any(|t| {
+                matches!(
+                    t[0].as_str(),
+                    Some("float64" | "float16" | "bfloat16" | "complex64")
+                )
+            })
+        };
+        if !wide("inputs") && !wide("outputs") {
+            for (k, v) in &stats.fallbacks {
+                *rep.f32_fallbacks
+                    .entry(format!("{k} ({pname})"))
+                    .or_default() += v;
+            }
+        }
         match result {
             Ok(()) => rep.passed += 1,
             Err(e) => rep.failures.push(format!("  {fam}/{pname}: {e}")),
@@ -201,6 +220,7 @@ fn op_suite_gpu() {
     );
     let mut failures = Vec::new();
     let mut total = RunStats::default();
+    let mut f32_fb = std::collections::BTreeMap::new();
     let (mut passed, mut failed) = (0, 0);
     eprintln!(
         "{:<12} {:>6} {:>6} {:>9} {:>9} {:>9} {:>8}",
@@ -221,6 +241,7 @@ fn op_suite_gpu() {
         passed += rep.passed;
         failed += rep.failures.len();
         total.add(&rep.stats);
+        f32_fb.extend(rep.f32_fallbacks);
         failures.extend(rep.failures);
     }
     let mut fb: Vec<(&String, &u64)> = total.fallbacks.iter().collect();
@@ -232,9 +253,17 @@ fn op_suite_gpu() {
         total.fallback_nodes()
     );
     eprintln!(
-        "most frequent fallbacks: {}",
+        "fallbacks by target: {}",
         fb.iter()
-            .take(25)
+            .map(|(k, v)| format!("{k} x{v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    eprintln!(
+        "fallbacks in cases without f64/f16/bf16 tensors ({}): {}",
+        f32_fb.values().sum::<u64>(),
+        f32_fb
+            .iter()
             .map(|(k, v)| format!("{k} x{v}"))
             .collect::<Vec<_>>()
             .join(", ")
