@@ -49,12 +49,14 @@ fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
 }
 
 // Storage offsets of element `i` (row-major over `shape`) in a, b and c.
+// The host merges dims walked as one (a contiguous operation has rank 1), and the outermost
+// dim needs no division: what is left of `i` is its index.
 fn offsets(i: u32) -> vec3<u32> {
     var rem = i;
     var o = params.offsets.xyz;
     var d = params.rank;
     loop {
-        if d == 0u {
+        if d <= 1u {
             break;
         }
         d = d - 1u;
@@ -62,6 +64,9 @@ fn offsets(i: u32) -> vec3<u32> {
         let k = rem % n;
         rem = rem / n;
         o = o + k * vec3<u32>(dim(params.a_strides, d), dim(params.b_strides, d), dim(params.c_strides, d));
+    }
+    if d == 1u {
+        o = o + rem * vec3<u32>(params.a_strides[0].x, params.b_strides[0].x, params.c_strides[0].x);
     }
     return o;
 }

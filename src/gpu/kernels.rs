@@ -811,6 +811,38 @@ pub(crate) fn grid(n: usize, per_group: usize) -> (u32, u32, u32) {
     (x as u32, y as u32, (x * per_group) as u32)
 }
 
+/// Merges the dimensions of `shape` that every operand walks as one (the outer stride is the
+/// inner stride times the inner size) and drops size-1 dims, as torch's TensorIterator does:
+/// a contiguous operation becomes rank 1, and the shaders' index arithmetic (one division
+/// per dim and element, slow on software adapters) shrinks with the rank.
+fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
+    let mut sh: Vec<usize> = Vec::with_capacity(shape.len());
+    let mut st: Vec<Vec<usize>> = vec![Vec::with_capacity(shape.len()); strides.len()];
+    for (d, &n) in shape.iter().enumerate() {
+        if n == 1 {
+            continue;
+        }
+        let merge = sh.last().is_some_and(|_| {
+            strides.iter().zip(&st).all(|(s, o)| {
+                let prev = *o.last().unwrap();
+                prev == s[d] * n
+            })
+        });
+        if merge {
+            *sh.last_mut().unwrap() *= n;
+            for (o, s) in st.iter_mut().zip(strides) {
+                *o.last_mut().unwrap() = s[d];
+            }
+        } else {
+            sh.push(n);
+            for (o, s) in st.iter_mut().zip(strides) {
+                o.push(s[d]);
+            }
+        }
+    }
+    (sh, st)
+}
+
 fn pad8(v: &[usize]) -> [u32; 8] {
     let mut o = [0u32; 8];
     for (i, x) in v.iter().enumerate().take(8) {
@@ -954,12 +986,16 @@ fn elementwise_p(
         return Ok(Some(out));
     }
     let (gx, gy, row) = grid(numel, 64);
+    let mut strides: Vec<&[usize]> = vec![&a.strides];
+    strides.extend(bt.iter().map(|b| &b.strides[..]));
+    strides.extend(c.iter().map(|c| &c.strides[..]));
+    let (cshape, cstrides) = coalesce(&shape, &strides);
     let mut m = ElemMeta {
         numel: numel as u32,
-        rank: shape.len() as u32,
+        rank: cshape.len() as u32,
         row,
-        shape: pad8(&shape),
-        a_strides: pad8(&a.strides),
+        shape: pad8(&cshape),
+        a_strides: pad8(&cstrides[0]),
         alpha,
         beta,
         p1,
@@ -969,7 +1005,7 @@ fn elementwise_p(
     m.offsets[0] = a.offset as u32;
     match (&bt, b) {
         (Some(b), _) => {
-            m.b_strides = pad8(&b.strides);
+            m.b_strides = pad8(&cstrides[1]);
             m.offsets[1] = b.offset as u32;
         }
         (None, Some(Operand::S(s))) => {
@@ -979,7 +1015,7 @@ fn elementwise_p(
         _ => {}
     }
     if let Some(c) = &c {
-        m.c_strides = pad8(&c.strides);
+        m.c_strides = pad8(cstrides.last().unwrap());
         m.offsets[2] = c.offset as u32;
     }
     let out_binding = if v.entry == "compare" { 5 } else { 1 };

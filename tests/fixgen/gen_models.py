@@ -68,7 +68,9 @@ def _batch():
     return Dim("batch", min=1, max=32)
 
 
-def _vision(name):
+def _vision(name, size=224):
+    """torchvision model NAME with fresh seeded weights; example inputs [batch,3,SIZE,SIZE] (the
+    weights do not depend on SIZE)."""
     import torchvision
 
     torch.manual_seed(0)
@@ -87,11 +89,11 @@ def _vision(name):
             for _ in range(3):
                 m(torch.randn(8, 3, 224, 224))
     m.eval()
-    x = torch.randn(2, 3, 224, 224)
-    cases = [Case((torch.randn(1, 3, 224, 224),), label="b1")]
+    x = torch.randn(2, 3, size, size)
+    cases = [Case((torch.randn(1, 3, size, size),), label="b1")]
     nparams = sum(p.numel() for p in m.parameters())
     return Spec(m, (x,), {}, {"x": {0: _batch()}}, cases,
-                f"torchvision {name} (weights=None, torch.manual_seed(0)), input [batch,3,224,224], "
+                f"torchvision {name} (weights=None, torch.manual_seed(0)), input [batch,3,{size},{size}], "
                 f"dynamic batch Dim('batch', 1, 32)",
                 {"source": f"torchvision.models.{name}(weights=None)", "seed": 0, "parameters": nparams,
                  "torchvision_version": torchvision.__version__})
@@ -99,6 +101,12 @@ def _vision(name):
 
 def build_resnet18():
     return _vision("resnet18")
+
+
+def build_resnet18_64():
+    # resnet18 (the same weights) on 64x64 images: 1/12 of the work, so the GPU no-leak test
+    # can afford its 200 runs on a CPU driver.
+    return _vision("resnet18", size=64)
 
 
 def build_mobilenet_v3_small():
@@ -170,6 +178,7 @@ def build_gpt2():
 
 MODELS = {
     "resnet18": build_resnet18,
+    "resnet18_64": build_resnet18_64,
     "mobilenet_v3_small": build_mobilenet_v3_small,
     "vit_b_16": build_vit_b_16,
     "minilm": build_minilm,
