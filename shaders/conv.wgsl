@@ -244,6 +244,28 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
+// `im2col`: the columns of the implicit GEMM written out, col[img, k, p] for k = (input
+// channel, tap) and output pixel p (zero in the padding), one invocation per element (groups
+// = 1). A matrix multiply (matmul4.wgsl) then computes out[img] = W [O, K] x col[img].
+@compute @workgroup_size(64)
+fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    let plane_out = params.outs.w;
+    if i >= params.n * params.kdim * plane_out {
+        return;
+    }
+    let p = i % plane_out;
+    let k = (i / plane_out) % params.kdim;
+    let img = i / (plane_out * params.kdim);
+    let taps = params.ks.w;
+    let s = source(p, k % taps);
+    var v = 0.0;
+    if s >= 0 {
+        v = x[(img * params.c + k / taps) * params.ins.w + u32(s)];
+    }
+    out[i] = v;
+}
+
 @compute @workgroup_size(64)
 fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;

@@ -95,6 +95,7 @@ fn uniform_layouts_match() {
     for (s, size) in [
         (Shader::Elementwise, std::mem::size_of::<ElemMeta>()),
         (Shader::Matmul, std::mem::size_of::<MatmulMeta>()),
+        (Shader::Matmul4, std::mem::size_of::<MatmulMeta>()),
         (Shader::Rows, std::mem::size_of::<RowMeta>()),
         (Shader::Reduce, std::mem::size_of::<ReduceMeta>()),
         (

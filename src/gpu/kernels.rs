@@ -240,6 +240,7 @@ pub fn nn_variants() -> Vec<Variant> {
     let mut v = vec![
         conv::CONV,
         conv::CONV_TILED,
+        conv::IM2COL,
         conv::DEPTHWISE,
         norm::BATCH_NORM,
         pool::MAX_POOL,
@@ -274,6 +275,27 @@ fn is_float(d: DType) -> bool {
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
+/// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`mm_kk`) or along N
+/// (`mm_kn`), without and with the bias term.
+pub const MATMUL4: [Variant; 4] = [
+    Variant::new(Shader::Matmul4, "mm_kk"),
+    Variant::new(Shader::Matmul4, "mm_kk_bias"),
+    Variant::new(Shader::Matmul4, "mm_kn"),
+    Variant::new(Shader::Matmul4, "mm_kn_bias"),
+];
+/// Whether the vec4 matmul forms are used (`PT2WEB_MATMUL4=0` turns them off natively, to
+/// compare).
+fn matmul4_enabled() -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var("PT2WEB_MATMUL4").as_deref() == Ok("0") {
+        return false;
+    }
+    true
+}
+
+/// Rows and columns of one invocation's block in matmul4.wgsl (an 8x8 workgroup).
+const MM4_ROWS: usize = 8;
+const MM4_COLS: usize = 4;
 pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
 pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
 /// Softmax whose fully masked (all -inf) rows are zeros (attention).
@@ -355,7 +377,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.sym_storage_offset"
         | "aten._assert_scalar"
         | "aten.sym_constrain_range_for_size"
-        | "_operator" => View,
+        | "_operator"
+        | "math" => View,
+        "torch" if overload.starts_with("sym_") || overload.starts_with("_sym_") => View,
         "aten.relu" => Unary(UnaryOp::Relu),
         "aten.sigmoid" => Unary(UnaryOp::Sigmoid),
         "aten.tanh" => Unary(UnaryOp::Tanh),
@@ -1427,7 +1451,7 @@ fn mat_strides(t: &GTensor) -> [u32; 4] {
 
 /// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
 #[allow(clippy::too_many_arguments)]
-fn encode_matmul(
+pub(super) fn encode_matmul(
     k: &mut Kc,
     a: &GTensor,
     bm: &GTensor,
@@ -1488,6 +1512,28 @@ fn encode_matmul(
         beta,
         _p: [0.0; 2],
     };
+    // The vec4 forms (matmul4.wgsl): f32, K contiguous in A and in B (`mm_kk`) or N
+    // contiguous in B (`mm_kn`), every stride, offset, K (and N for `mm_kn`) a multiple of 4.
+    if elems == Elems::F32 && kk % 4 == 0 && meta.a[2] == 1 && matmul4_enabled() {
+        let (av, bv) = (meta.a, meta.b);
+        let a4 = [av[0], av[1], av[3]].iter().all(|s| s % 4 == 0);
+        let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
+        let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
+        if a4 && (kk_form || kn_form) {
+            let v = MATMUL4[if kk_form { 0 } else { 2 } + c.is_some() as usize];
+            let groups = (
+                n.div_ceil(8 * MM4_COLS) as u32,
+                m.div_ceil(8 * MM4_ROWS) as u32,
+                batch as u32,
+            );
+            let mut bufs = vec![(1, &out), (2, a), (3, bm)];
+            if let Some(c) = c {
+                bufs.push((4, c));
+            }
+            k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, groups)?;
+            return Ok(Some(out));
+        }
+    }
     // 8x8 invocations of 4x4 outputs each (shaders/matmul.wgsl).
     let groups = (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32);
     match c {

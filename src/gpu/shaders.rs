@@ -11,6 +11,7 @@
 pub enum Shader {
     Elementwise,
     Matmul,
+    Matmul4,
     Rows,
     Reduce,
     Random,
@@ -23,9 +24,10 @@ pub enum Shader {
 }
 
 impl Shader {
-    pub const ALL: [Shader; 11] = [
+    pub const ALL: [Shader; 12] = [
         Shader::Elementwise,
         Shader::Matmul,
+        Shader::Matmul4,
         Shader::Rows,
         Shader::Reduce,
         Shader::Random,
@@ -40,6 +42,7 @@ impl Shader {
         match self {
             Shader::Elementwise => "elementwise.wgsl",
             Shader::Matmul => "matmul.wgsl",
+            Shader::Matmul4 => "matmul4.wgsl",
             Shader::Rows => "rows.wgsl",
             Shader::Reduce => "reduce.wgsl",
             Shader::Random => "random.wgsl",
@@ -77,6 +80,7 @@ impl Shader {
         match self {
             Shader::Elementwise => include_str!("../../shaders/elementwise.wgsl"),
             Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
+            Shader::Matmul4 => include_str!("../../shaders/matmul4.wgsl"),
             Shader::Rows => include_str!("../../shaders/rows.wgsl"),
             Shader::Reduce => include_str!("../../shaders/reduce.wgsl"),
             Shader::Random => include_str!("../../shaders/random.wgsl"),
@@ -227,6 +231,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::WHERE);
     v.push(super::kernels::MATMUL);
     v.push(super::kernels::MATMUL_BIAS);
+    v.extend(super::kernels::MATMUL4);
     v.push(super::kernels::SOFTMAX);
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::SAFE_SOFTMAX);

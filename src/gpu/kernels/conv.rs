@@ -8,6 +8,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
+use crate::gpu::store::GTensor;
 use crate::program::Arg;
 use bytemuck::{Pod, Zeroable};
 
@@ -16,20 +17,43 @@ pub const CONV: Variant = Variant::new(Shader::Conv, "conv");
 /// Tiled convolution (tiles in workgroup memory, barriers).
 pub const CONV_TILED: Variant = Variant::new(Shader::Conv, "conv_tiled");
 
-/// Which convolution kernel an adapter gets: the register-blocked one on software adapters
-/// (SwiftShader, Chrome's software WebGPU, switches fibers at every workgroup barrier;
-/// lavapipe too measured faster with it: resnet18 at batch 2 10.4 s vs 16.5 s per run,
-/// mobilenet_v3_small 1.9 s vs 2.2 s), the tiled one on GPUs, where workgroup memory is the
-/// usual win. `PT2WEB_CONV_KERNEL=tiled|blocked` overrides natively.
-fn tiled_conv(p: &crate::gpu::DeviceProperties) -> bool {
+/// Writes the implicit GEMM's columns (`ConvKernel::Gemm`).
+pub const IM2COL: Variant = Variant::new(Shader::Conv, "im2col");
+
+/// The convolution kernels (groups > 1 other than depthwise always take `Blocked` or `Tiled`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ConvKernel {
+    /// Tiles in workgroup memory with barriers (`conv_tiled`): GPUs, where workgroup memory
+    /// is the usual win.
+    Tiled,
+    /// Register-blocked direct loads, no barriers (`conv`).
+    Blocked,
+    /// `im2col` then the vec4 matrix multiply of matmul4.wgsl (1x1 stride-1 convolutions read
+    /// the input as the columns directly): software adapters, where SwiftShader (Chrome's
+    /// software WebGPU) switches fibers at every workgroup barrier and gathers dominate.
+    Gemm,
+}
+
+/// The kernel an adapter gets: `Gemm` (falling back to `Blocked` where its alignment
+/// conditions fail) on CPU adapters and SwiftShader, `Tiled` on GPUs.
+/// `PT2WEB_CONV_KERNEL=tiled|blocked|gemm` overrides natively.
+fn conv_kernel(p: &crate::gpu::DeviceProperties) -> ConvKernel {
     #[cfg(not(target_arch = "wasm32"))]
     match std::env::var("PT2WEB_CONV_KERNEL").as_deref() {
-        Ok("tiled") => return true,
-        Ok("blocked") => return false,
+        Ok("tiled") => return ConvKernel::Tiled,
+        Ok("blocked") => return ConvKernel::Blocked,
+        Ok("gemm") => return ConvKernel::Gemm,
         _ => {}
     }
-    !(p.device_type == "cpu" || p.name.to_ascii_lowercase().contains("swiftshader"))
+    if p.device_type == "cpu" || p.name.to_ascii_lowercase().contains("swiftshader") {
+        ConvKernel::Gemm
+    } else {
+        ConvKernel::Tiled
+    }
 }
+
+/// Columns past this many bytes take the direct kernel instead of `im2col` + GEMM.
+const MAX_COL_BYTES: usize = 256 << 20;
 pub const DEPTHWISE: Variant = Variant::new(Shader::Conv, "depthwise");
 
 #[repr(C)]
@@ -198,10 +222,6 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if unbatched {
         sizes.remove(0);
     }
-    let out = k.new_out(DType::F32, &sizes)?;
-    if n * o * plane_out == 0 {
-        return Ok(Some(vec![Slot::T(out)]));
-    }
     let mut meta = ConvMeta {
         n: n as u32,
         c: c as u32,
@@ -219,6 +239,17 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         flags: bc.is_some() as u32,
         ..Default::default()
     };
+    let kernel = conv_kernel(&k.r.dev.properties);
+    if kernel == ConvKernel::Gemm && !depthwise && groups == 1 && n * o * plane_out > 0 {
+        if let Some(res) = conv_gemm(k, &meta, &xc, &wc, bc.as_ref())? {
+            let st = crate::gpu::store::contiguous_strides(&sizes);
+            return Ok(Some(vec![Slot::T(res.view(sizes, st, 0))]));
+        }
+    }
+    let out = k.new_out(DType::F32, &sizes)?;
+    if n * o * plane_out == 0 {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
     let bref = bc.as_ref().unwrap_or(&wc);
     let bufs = [(1, &out), (2, &xc), (3, &wc), (4, bref)];
     if depthwise {
@@ -226,7 +257,7 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         meta.row = row;
         k.dispatch(&DEPTHWISE, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     } else {
-        if tiled_conv(&k.r.dev.properties) {
+        if kernel == ConvKernel::Tiled {
             // 64 x 64 tiles of 16x16 threads.
             let groups3 = (
                 plane_out.div_ceil(64) as u32,
@@ -245,4 +276,53 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         }
     }
     Ok(Some(vec![Slot::T(out)]))
+}
+
+/// `ConvKernel::Gemm` (groups = 1): out[img] = W [O, K] x col[img] [K, P] (+ bias per row)
+/// with the vec4 matrix multiply, where col is `im2col`'s output, or the input itself for a
+/// 1x1 convolution with stride 1 and no padding. None where the multiply's alignment (K and
+/// P multiples of 4) or the column size does not allow it.
+fn conv_gemm(
+    k: &mut Kc,
+    meta: &ConvMeta,
+    x: &GTensor,
+    w: &GTensor,
+    bias: Option<&GTensor>,
+) -> Result<Option<GTensor>> {
+    let (n, o, kdim, plane) = (
+        meta.n as usize,
+        meta.o as usize,
+        meta.kdim as usize,
+        meta.outs[3] as usize,
+    );
+    let col_bytes = n * kdim * plane * 4;
+    if kdim % 4 != 0
+        || plane % 4 != 0
+        || w.offset % 4 != 0
+        || col_bytes > MAX_COL_BYTES
+        || col_bytes > k.r.dev.properties.limits.max_storage_buffer_binding_size as usize
+    {
+        return Ok(None);
+    }
+    let pointwise = meta.ks[3] == 1
+        && meta.stride[..3] == [1, 1, 1]
+        && meta.pad[..3] == [0, 0, 0]
+        && meta.ins == meta.outs;
+    let cols = if pointwise && x.offset % 4 == 0 {
+        x.view(vec![n, kdim, plane], vec![kdim * plane, plane, 1], x.offset)
+    } else {
+        let col = k.new_out(DType::F32, &[n, kdim, plane])?;
+        let (gx, gy, row) = grid(n * kdim * plane, 64);
+        let m = ConvMeta { row, ..*meta };
+        k.dispatch(
+            &IM2COL,
+            bytemuck::bytes_of(&m),
+            &[(1, &col), (2, x)],
+            (gx, gy, 1),
+        )?;
+        col
+    };
+    let wv = w.view(vec![n, o, kdim], vec![0, kdim, 1], w.offset);
+    let bv = bias.map(|b| b.view(vec![n, o, plane], vec![0, 1, 0], b.offset));
+    super::encode_matmul(k, &wv, &cols, bv.as_ref(), n, o, plane, kdim, 1.0, 1.0)
 }
