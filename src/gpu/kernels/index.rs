@@ -45,7 +45,7 @@ fn is_int(d: DType) -> bool {
 
 /// out[coords] = src[src_strides . coords + idx[idx_strides . coords] * dim_stride].
 #[allow(clippy::too_many_arguments)]
-fn encode_gather(
+pub(super) fn encode_gather(
     k: &mut Kc,
     src: &GTensor,
     idx: &GTensor,
