@@ -162,7 +162,7 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let Some(Arg::OptTensors(ids)) = k.op.arg("indices") else {
+    let Some(ids) = super::scatter::index_ids(k) else {
         return Ok(None);
     };
     let present: Vec<(usize, usize)> = ids

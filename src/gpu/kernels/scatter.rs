@@ -322,13 +322,21 @@ pub(super) fn index_slices(k: &mut Kc) -> Out {
     finish(k, &x, out.clone())
 }
 
+/// The `indices` list of index / index_put: optional tensors, or plain tensors when the
+/// program has no `None` entry.
+pub(super) fn index_ids(k: &Kc) -> Option<Vec<Option<usize>>> {
+    match k.op.arg("indices")? {
+        Arg::OptTensors(ids) => Some(ids.clone()),
+        Arg::Tensors(ids) => Some(ids.iter().map(|&i| Some(i)).collect()),
+        _ => None,
+    }
+}
+
 /// The integer index tensors of an `indices` list: (dim, tensor) of each present entry.
 /// None when an entry is missing on the GPU or is a bool mask (data-dependent sizes: the
 /// CPU kernel handles masks).
 fn int_indices(k: &Kc, rank: usize) -> Option<Vec<(usize, GTensor)>> {
-    let Some(Arg::OptTensors(ids)) = k.op.arg("indices") else {
-        return None;
-    };
+    let ids = index_ids(k)?;
     if ids.len() > rank {
         return None;
     }
