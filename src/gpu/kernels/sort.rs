@@ -92,7 +92,7 @@ fn encode_sort(
     let n = x.sizes[dim];
     let inner: usize = x.sizes[dim + 1..].iter().product();
     let numel = x.numel();
-    let rows = if n == 0 { 0 } else { numel / n };
+    let rows = numel.checked_div(n).unwrap_or(0);
     let limit = k.r.dev.properties.limits.max_storage_buffer_binding_size;
     if n > MAX_LANE || !k.fits(&x) || (numel as u64) * 16 > limit {
         return Ok(None);
