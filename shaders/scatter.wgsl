@@ -17,7 +17,8 @@ struct Meta {
     // Threads per row of the 2-D dispatch grid.
     row: u32,
     // bits 0-3 the op (OP_*), bit 4 include_self, bit 5 scalar value (value.x) instead of
-    // `src`, bits 6-7 the element kind (0 f32, 1 int, 2 bool), bit 8 (put_target) first index.
+    // `src`, bits 6-7 the element kind (0 f32, 1 int, 2 bool), bit 8 (put_target) first index,
+    // bit 9 (scatter) negative indices count from the end (else they are out of range).
     flags: u32,
     // Output shape (contiguous output).
     shape: array<vec4<u32>, 2>,
@@ -203,6 +204,7 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
     let op = params.flags & 15u;
     let include_self = (params.flags & 16u) != 0u;
     let scalar = (params.flags & 32u) != 0u;
+    let wrap = (params.flags & 512u) != 0u;
     var acc = Acc(self_[so], 0u);
     if valid {
         let entries = dim(params.lim, d);
@@ -211,7 +213,7 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
         let ss = dim(params.src_strides, d);
         for (var j = 0u; j < entries; j = j + 1u) {
             var t = idx[ib + j * is];
-            if t < 0 {
+            if t < 0 && wrap {
                 t = t + size;
             }
             // An index outside the dim (never equal to cd) is skipped (see scatter.rs).

@@ -10,9 +10,13 @@
 //! size times the entries one output element scans (the index length along `dim`, or the
 //! whole broadcast index for index_put), so very large products stay on the CPU.
 //!
-//! Indices follow the gather convention of index.rs: a negative index counts from the end;
-//! an index still outside the dim cannot raise on the GPU, so its entry is skipped (the
-//! CPU kernels raise). Integers combine in 32-bit arithmetic (int64 lives as i32 on the
+//! Out-of-range indices: an index tensor with a current CPU copy (a program input, a
+//! constant, anything computed on the CPU) is checked on the host, and an invalid one sends
+//! the node to the CPU kernel, which raises torch's error. An index computed on the GPU
+//! cannot raise there: as index.rs's gathers do, the kernels then count a negative index
+//! from the end where torch does (index_put, index_fill, take, index) and skip an entry
+//! whose index is still outside the dim (scatter, index_add and index_copy take no negative
+//! indices: those entries are skipped too). Integers combine in 32-bit arithmetic (int64 lives as i32 on the
 //! GPU), so an int64 sum or product that leaves the i32 range wraps where the CPU's would
 //! not. f32 sums and products round like torch's f32 loops; index_add's alpha multiplies
 //! in f32 as torch does. bool only takes plain assignment here (reductions of bools stay on
@@ -83,6 +87,21 @@ fn kind(dtype: DType, op: Op) -> Option<u32> {
     }
 }
 
+/// Whether every index of `t` is in range for a dim of `n` (`-n..n` where negatives wrap,
+/// else `0..n`) as far as the host can tell: a tensor with a current CPU copy is checked,
+/// one that only lives on the GPU is not (see the module doc).
+pub(super) fn host_in_range(t: &GTensor, n: usize, wrap: bool) -> bool {
+    if !lock(&t.cell).cpu_valid {
+        return true;
+    }
+    let Ok(v) = t.cpu_view() else {
+        return true;
+    };
+    let n = n as i64;
+    let lo = if wrap { -n } else { 0 };
+    v.to_vec::<i64>().iter().all(|&i| (lo..n).contains(&i))
+}
+
 /// A 0-d tensor as the 1-element vector the kernels index.
 fn as1(t: &GTensor) -> GTensor {
     if t.rank() == 0 {
@@ -128,6 +147,7 @@ fn encode_scatter(
     alpha: u32,
     op: Op,
     include_self: bool,
+    wrap: bool,
 ) -> Out {
     let Some(kind) = kind(x.dtype, op) else {
         return Ok(None);
@@ -146,6 +166,7 @@ fn encode_scatter(
         || src.is_some_and(|s| s.dtype != x.dtype || s.rank() != r || !k.fits(s))
         || k.out_dtype(0) != Some(x.dtype)
         || (0..r).any(|i| i != d && idx.sizes[i] > x.sizes[i])
+        || !host_in_range(idx, x.sizes[d], wrap)
     {
         return Ok(None);
     }
@@ -162,7 +183,11 @@ fn encode_scatter(
             numel: numel as u32,
             rank: r as u32,
             row,
-            flags: op as u32 | (include_self as u32) << 4 | (src.is_none() as u32) << 5 | kind << 6,
+            flags: op as u32
+                | (include_self as u32) << 4
+                | (src.is_none() as u32) << 5
+                | kind << 6
+                | (wrap as u32) << 9,
             shape: pad8(&x.sizes),
             self_strides: pad8(&x.strides),
             src_strides: pad8(&s.strides),
@@ -245,7 +270,18 @@ pub(super) fn scatter(k: &mut Kc) -> Out {
         };
         (None, w)
     };
-    let Some(res) = encode_scatter(k, &x1, d, &idx1, src.as_ref(), value, 0, op, include_self)?
+    let Some(res) = encode_scatter(
+        k,
+        &x1,
+        d,
+        &idx1,
+        src.as_ref(),
+        value,
+        0,
+        op,
+        include_self,
+        false,
+    )?
     else {
         return Ok(None);
     };
@@ -277,7 +313,9 @@ pub(super) fn index_slices(k: &mut Kc) -> Out {
     let mut istrides = vec![0; r];
     istrides[d] = idx1.strides[0];
     let iv = idx1.view(isizes.clone(), istrides, idx1.offset);
-    let (src, value, alpha, op) = if t.starts_with("aten.index_fill") {
+    // Only index_fill counts negative indices from the end (as torch).
+    let fill = t.starts_with("aten.index_fill");
+    let (src, value, alpha, op) = if fill {
         if k.is_tensor_arg("value") {
             return Ok(None);
         }
@@ -313,7 +351,8 @@ pub(super) fn index_slices(k: &mut Kc) -> Out {
             (Some(s1), 0, a, if one { Op::Add } else { Op::AddAlpha })
         }
     };
-    let Some(res) = encode_scatter(k, &x1, d, &iv, src.as_ref(), value, alpha, op, true)? else {
+    let Some(res) = encode_scatter(k, &x1, d, &iv, src.as_ref(), value, alpha, op, true, fill)?
+    else {
         return Ok(None);
     };
     let [Slot::T(out)] = &res[..] else {
@@ -434,6 +473,12 @@ pub(super) fn index_put(k: &mut Kc) -> Out {
     let Some(idxs) = int_indices(k, r) else {
         return Ok(None);
     };
+    if idxs
+        .iter()
+        .any(|(d, t)| !host_in_range(t, x.sizes[*d], true))
+    {
+        return Ok(None);
+    }
     let Some((b, ex)) = broadcast(&idxs) else {
         return Ok(None);
     };
@@ -533,7 +578,11 @@ pub(super) fn take(k: &mut Kc) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
     };
-    if !gpu_dtype(x.dtype) || !is_int(idx.dtype) || x.numel() == 0 || x.numel() > i32::MAX as usize
+    if !gpu_dtype(x.dtype)
+        || !is_int(idx.dtype)
+        || x.numel() == 0
+        || x.numel() > i32::MAX as usize
+        || !host_in_range(&idx, x.numel(), true)
     {
         return Ok(None);
     }
@@ -557,6 +606,15 @@ pub(super) fn take(k: &mut Kc) -> Out {
 /// index.Tensor: index.rs's kernel, or [`index_nonadjacent`] for indices on non-adjacent
 /// dims.
 pub(super) fn index_tensor(k: &mut Kc) -> Out {
+    // Host-checked indices first: an invalid one goes to the CPU kernel, which raises.
+    if let (Some(x), Some(idxs)) = (k.t("self"), int_indices(k, usize::MAX)) {
+        if idxs
+            .iter()
+            .any(|(d, t)| x.sizes.get(*d).is_none_or(|&n| !host_in_range(t, n, true)))
+        {
+            return Ok(None);
+        }
+    }
     if let Some(r) = index::index_tensor(k)? {
         return Ok(Some(r));
     }
@@ -580,6 +638,12 @@ pub(super) fn index_nonadjacent(k: &mut Kc) -> Out {
     let Some((b, ex)) = broadcast(&idxs) else {
         return Ok(None);
     };
+    if idxs
+        .iter()
+        .any(|(d, t)| !host_in_range(t, x.sizes[*d], true))
+    {
+        return Ok(None);
+    }
     let rest: Vec<usize> = (0..r).filter(|d| !positions.contains(d)).collect();
     if b.len() + rest.len() > MAX_RANK || x.span() > i32::MAX as usize {
         return Ok(None);

@@ -7,8 +7,9 @@
 //! indices included. Lanes longer than [`MAX_LANE`] stay on the CPU (one invocation would
 //! run too long). f32, int32/int64 (as i32) and bool keys; other dtypes stay on the CPU.
 //!
-//! searchsorted's `sorter` cannot raise on the GPU: an index outside the row is clamped
-//! into it (the CPU kernel raises).
+//! searchsorted's `sorter`: one with a current CPU copy is checked on the host (an index
+//! outside the row sends the node to the CPU kernel, which raises); one computed on the GPU
+//! cannot raise there, and an index outside the row is clamped into it.
 
 use super::{grid, index, norm_dim, Kc, Out};
 use crate::dtype::DType;
@@ -306,13 +307,14 @@ pub(super) fn searchsorted(k: &mut Kc) -> Out {
         return Ok(None);
     }
     let sorter = if bucketize { None } else { k.t("sorter") };
-    if sorter
-        .as_ref()
-        .is_some_and(|s| s.sizes != seq.sizes || !matches!(s.dtype, DType::I64 | DType::I32))
-    {
+    let m = seq.sizes[seq.rank() - 1];
+    if sorter.as_ref().is_some_and(|s| {
+        s.sizes != seq.sizes
+            || !matches!(s.dtype, DType::I64 | DType::I32)
+            || !super::scatter::host_in_range(s, m, false)
+    }) {
         return Ok(None);
     }
-    let m = seq.sizes[seq.rank() - 1];
     let one_d = seq.rank() == 1;
     if !one_d
         && (values.rank() != seq.rank()
