@@ -4,6 +4,8 @@
 //   input): a stable bottom-up merge sort of (key, index) pairs in a scratch buffer, then
 //   the sorted positions [start, start + keep) written out (sort, argsort, msort, topk,
 //   kthvalue), or the (nan)median's position. NaN sorts above every number, as torch's.
+// - `sort_wg`: the same for long lanes, one workgroup per lane (a bitonic sort whose ties
+//   break by input index, so the order is the stable sort's).
 // - `search`: one invocation per value: searchsorted / bucketize's binary search.
 //
 // Element words: f32 bits, int32/int64 held as i32, bool as 0/1.
@@ -117,6 +119,13 @@ fn sort(@builtin(global_invocation_id) gid: vec3<u32>) {
         src = dst;
         dst = s;
     }
+    write_out(src, region, o, ii, nans, 0u, 1u);
+}
+
+// The sorted lane's selected positions written out (`src`: the keys, indices `region`
+// words further), for lanes of `n` with `nans` NaNs. Threads `t0, t0 + step, ..` share it.
+fn write_out(src: u32, region: u32, o: u32, ii: u32, nans: u32, t0: u32, step: u32) {
+    let n = params.n;
     let mode = (params.flags >> 2u) & 3u;
     var start = params.start;
     var keep = params.keep;
@@ -135,11 +144,99 @@ fn sort(@builtin(global_invocation_id) gid: vec3<u32>) {
             start = (n - nans - 1u) / 2u;
         }
     }
-    for (var t = 0u; t < keep; t = t + 1u) {
-        let at = (o * keep + t) * inner + ii;
+    for (var t = t0; t < keep; t = t + step) {
+        let at = (o * keep + t) * params.inner + ii;
         vals[at] = scratch[src + start + t];
         inds[at] = i32(scratch[src + region + start + t]);
     }
+}
+
+const WG: u32 = 256u;
+var<workgroup> wg_nans: atomic<u32>;
+
+// Whether (key a, index ia) goes after (key b, index ib) in the lane's order: keys in the
+// order, equal keys by input index (= a stable sort); indices >= n are padding, last.
+fn after(a: u32, ia: u32, b: u32, ib: u32) -> bool {
+    let n = params.n;
+    if ia >= n || ib >= n {
+        return ia > ib;
+    }
+    if before(b, a) {
+        return true;
+    }
+    if before(a, b) {
+        return false;
+    }
+    return ia > ib;
+}
+
+// One workgroup per lane (long lanes): a bitonic sort of (key, index) pairs padded to a
+// power of two, ordered as the stable merge sort of `sort` orders them (ties by index).
+@compute @workgroup_size(256)
+fn sort_wg(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let r = wid.x + wid.y * params.row;
+    // Uniform control flow: every thread of the group takes the same branch.
+    if r >= params.rows {
+        return;
+    }
+    let l = lid.x;
+    let n = params.n;
+    let inner = params.inner;
+    let o = r / inner;
+    let ii = r % inner;
+    let base = params.x_off + o * n * inner + ii;
+    var p = 1u;
+    loop {
+        if p >= n {
+            break;
+        }
+        p = p * 2u;
+    }
+    // Keys at kb, indices p words further.
+    let kb = r * 2u * p;
+    if l == 0u {
+        atomicStore(&wg_nans, 0u);
+    }
+    var nans = 0u;
+    for (var t = l; t < p; t = t + WG) {
+        var v = 0u;
+        if t < n {
+            v = x[base + t * inner];
+            nans = nans + u32(is_nan(v));
+        }
+        scratch[kb + t] = v;
+        scratch[kb + p + t] = t;
+    }
+    workgroupBarrier();
+    atomicAdd(&wg_nans, nans);
+    storageBarrier();
+    workgroupBarrier();
+    for (var k = 2u; k <= p; k = k * 2u) {
+        for (var j = k / 2u; j > 0u; j = j / 2u) {
+            for (var t = l; t < p / 2u; t = t + WG) {
+                let i = (t / j) * 2u * j + (t % j);
+                let m = i + j;
+                let a = scratch[kb + i];
+                let b = scratch[kb + m];
+                let ia = scratch[kb + p + i];
+                let ib = scratch[kb + p + m];
+                var swap = after(a, ia, b, ib);
+                if (i & k) != 0u {
+                    swap = after(b, ib, a, ia);
+                }
+                if swap {
+                    scratch[kb + i] = b;
+                    scratch[kb + m] = a;
+                    scratch[kb + p + i] = ib;
+                    scratch[kb + p + m] = ia;
+                }
+            }
+            storageBarrier();
+            workgroupBarrier();
+        }
+    }
+    let total = atomicLoad(&wg_nans);
+    write_out(kb, p, o, ii, total, l, WG);
 }
 
 // The sequence element j of row `row` (through the sorter when there is one).

@@ -2,10 +2,10 @@
 //! stable, any dim, descending), msort, topk, kthvalue, median / nanmedian (default and
 //! dim), searchsorted and bucketize (.Tensor).
 //!
-//! One invocation per lane runs a stable merge sort (O(n log n), the CPU's order exactly:
-//! NaN above every number, equal keys in input order), so results match the CPU kernel,
-//! indices included. Lanes longer than [`MAX_LANE`] stay on the CPU (one invocation would
-//! run too long). f32, int32/int64 (as i32) and bool keys; other dtypes stay on the CPU.
+//! Short lanes sort with one invocation each (a stable merge sort), lanes of [`WG_LANE`] or
+//! more with a workgroup each (a bitonic sort breaking ties by input index): both give the
+//! CPU's order exactly (NaN above every number, equal keys in input order), so results
+//! match the CPU kernel, indices included. Lanes longer than [`MAX_LANE`] stay on the CPU. f32, int32/int64 (as i32) and bool keys; other dtypes stay on the CPU.
 //!
 //! searchsorted's `sorter`: one with a current CPU copy is checked on the host (an index
 //! outside the row sends the node to the CPU kernel, which raises); one computed on the GPU
@@ -19,10 +19,11 @@ use crate::gpu::store::GTensor;
 use bytemuck::{Pod, Zeroable};
 
 pub const SORT: Variant = Variant::new(Shader::Sort, "sort");
+pub const SORT_WG: Variant = Variant::new(Shader::Sort, "sort_wg");
 pub const SEARCH: Variant = Variant::new(Shader::Sort, "search");
 
 pub fn variants() -> Vec<Variant> {
-    vec![SORT, SEARCH]
+    vec![SORT, SORT_WG, SEARCH]
 }
 
 /// Mirrors `Meta` in shaders/sort.wgsl (field docs there).
@@ -39,8 +40,11 @@ pub struct SortMeta {
     pub x_off: u32,
 }
 
-/// The longest lane sorted on the GPU (one invocation sorts a lane).
-pub const MAX_LANE: usize = 1 << 16;
+/// The longest lane sorted on the GPU.
+pub const MAX_LANE: usize = 1 << 18;
+/// Lanes at least this long sort with a workgroup each (`sort_wg`), shorter ones with one
+/// invocation each (`sort`).
+pub const WG_LANE: usize = 128;
 
 /// How the sorted lane is reduced to the output.
 #[derive(Clone, Copy, PartialEq)]
@@ -111,7 +115,12 @@ fn encode_sort(
     };
     let c = contig(k, &x)?;
     let scratch = k.new_out(DType::I32, &[numel * 4])?;
-    let (gx, gy, row) = grid(rows, 64);
+    let (v, (gx, gy, row)) = if n >= WG_LANE {
+        let (gx, gy, _) = grid(rows, 1);
+        (&SORT_WG, (gx, gy, gx))
+    } else {
+        (&SORT, grid(rows, 64))
+    };
     let meta = SortMeta {
         rows: rows as u32,
         n: n as u32,
@@ -123,7 +132,7 @@ fn encode_sort(
         x_off: c.offset as u32,
     };
     k.dispatch(
-        &SORT,
+        v,
         bytemuck::bytes_of(&meta),
         &[(1, &vals), (2, &inds), (3, &scratch), (4, &c)],
         (gx, gy, 1),
