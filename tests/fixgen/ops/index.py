@@ -4,6 +4,8 @@ gather, scatter (all reductions), index_add/copy/fill, take, masked_select.
 Related ops share a case (several outputs) to keep the fixture small. src/ops/index/tests.rs
 reruns some of these programs with out-of-range indices, so keep their names and inputs."""
 import torch
+
+nan = float("nan")
 import torch.nn.functional as F
 
 from .case import Case, randn, randint
@@ -99,6 +101,15 @@ def _index_put_more(y, c, b, w, z, k, v, n, j, u):
     return a, torch.index_put(z, (k,), v, accumulate=True), torch.index_add(n, 1, j, u, alpha=2)
 
 
+def _scatter_views(x, i, s, m, b, k, w):
+    y = x.clone()
+    y.t().index_put_((k,), w)  # in place through a transposed view
+    bb = b.clone()
+    bb[k] = torch.tensor(True)  # bool values, broadcast
+    return (torch.scatter(x.t(), 0, i, s), torch.scatter_reduce(m, 1, i, s, "amin", include_self=True),
+            y, bb, torch.index_fill(x.t(), 0, torch.tensor([-1, 0]), float("nan")))
+
+
 nan_src = torch.tensor([[1.0, float("nan"), 3.0, -2.0], [0.5, 2.0, -1.0, 4.0]])
 sc_index = torch.tensor([[0, 1, 0, 2], [2, 2, 1, 0]])
 
@@ -140,4 +151,7 @@ CASES = [
     Case("index_put_more", _index_put_more, [x234, torch.tensor([[0], [1]]), torch.tensor([3, 0, -1]), randn(2, 3, 3, seed=14),
                                              torch.zeros(5, 3), randint(-5, 5, 200, seed=15), randn(200, 3, seed=16),
                                              i34, torch.tensor([0, 3, 0]), randint(-9, 9, 3, 3, seed=17)], core=False),
+    Case("scatter_views", _scatter_views, [randn(4, 3, seed=18), torch.tensor([[2, 0], [1, 1]]), randn(2, 2, seed=19),
+                                           torch.tensor([[nan, 1.0, -2.0], [0.5, 0.0, 3.0]]), torch.zeros(3, 4, dtype=torch.bool),
+                                           torch.tensor([2, 0]), randn(4, seed=20)], core=False),
 ]

@@ -59,4 +59,9 @@ CASES = [
     Case("order_stats_long", lambda x: (x.topk(5, 1), x.topk(4, 1, largest=False), x.kthvalue(300, 1), x.median(1), x.nanmedian()),
          [torch.randperm(2000, generator=torch.Generator().manual_seed(9)).to(torch.float32).reshape(2, 1000) / 7], tol="exact", core=False),
     Case("sort_long_int_dim0", lambda x: x.sort(dim=0, descending=True, stable=True), [randint(-100, 100, 600, 2, seed=8)], tol="exact", core=False),
+    Case("sort_misc_dtypes", lambda a, b, s, v: (a.sort(dim=0, descending=True, stable=True), (b > 0).argsort(dim=1, descending=True, stable=True),
+                                                 (a * 16 + torch.arange(15, dtype=torch.int32).reshape(5, 3)).topk(3, 0), b.t().kthvalue(2, 0, keepdim=True), torch.searchsorted(s, v, right=True)),
+         [randint(-4, 4, 5, 3, seed=21, dtype=torch.int32), randn(3, 6, seed=22), torch.tensor([-3, 0, 0, 2, 7]), torch.tensor([[0, 7], [-5, 2]])],
+         tol="exact", core=False),
+    Case("median_0d", lambda x: (x.median(), x.median(0), x.sort(), x.topk(1)), [torch.tensor(2.5)], core=False),
 ]
