@@ -8,6 +8,8 @@
 // - `put_target`: index_put's flat target of every entry of the broadcast index shape B,
 //   one index tensor per dispatch (see `put_target`).
 // - `put`: index_put: out element c takes every entry b of B whose target is c's offset.
+// - `put_owner` + `put_last`: index_put without accumulate in linear time: the last entry
+//   per target (atomicMax over entry numbers, deterministic), then one read per element.
 //
 // Element words: f32 bits, int32/int64 held as i32, bool as 0/1.
 
@@ -60,6 +62,8 @@ const INVALID: i32 = -2147483647 - 1;
 @group(0) @binding(4) var<storage, read> idx: array<i32>;
 // put_target's output (the flat targets).
 @group(0) @binding(5) var<storage, read_write> lin: array<i32>;
+// put_owner / put_last: per flat target, the last entry of B writing it (-1: none).
+@group(0) @binding(6) var<storage, read_write> owner: array<atomic<i32>>;
 
 fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
     return v[d / 4u][d % 4u];
@@ -266,6 +270,68 @@ fn put_target(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
+// The offset in `src` of entry b of B's value, from the output element's part `vb`.
+fn value_offset(vb: u32, b: u32) -> u32 {
+    var r = b;
+    var vo = vb;
+    var m = params.value.z;
+    loop {
+        if m == 0u {
+            break;
+        }
+        m = m - 1u;
+        let n = dim(params.bshape, m);
+        vo = vo + (r % n) * dim(params.bstrides, m);
+        r = r / n;
+    }
+    return vo;
+}
+
+// Plain index_put in linear time: owner[target] = the last entry b writing it.
+@compute @workgroup_size(64)
+fn put_owner(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let b = index(gid);
+    if b >= params.value.w {
+        return;
+    }
+    let t = idx[b];
+    if t != INVALID {
+        atomicMax(&owner[t], i32(b));
+    }
+}
+
+// Plain index_put: out element c takes the value of its owner entry, if any.
+@compute @workgroup_size(64)
+fn put_last(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    var rem = i;
+    var so = params.offs.x;
+    var vb = params.offs.y;
+    var tgt = 0u;
+    var k = params.rank;
+    loop {
+        if k == 0u {
+            break;
+        }
+        k = k - 1u;
+        let n = dim(params.shape, k);
+        let c = rem % n;
+        rem = rem / n;
+        so = so + c * dim(params.self_strides, k);
+        vb = vb + c * dim(params.src_strides, k);
+        tgt = tgt + c * dim(params.lim, k);
+    }
+    let b = atomicLoad(&owner[tgt]);
+    if b < 0 {
+        out[i] = self_[so];
+    } else {
+        out[i] = src[value_offset(vb, u32(b))];
+    }
+}
+
 @compute @workgroup_size(64)
 fn put(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
@@ -296,19 +362,7 @@ fn put(@builtin(global_invocation_id) gid: vec3<u32>) {
         if idx[b] != i32(tgt) {
             continue;
         }
-        var r = b;
-        var vo = vb;
-        var m = params.value.z;
-        loop {
-            if m == 0u {
-                break;
-            }
-            m = m - 1u;
-            let n = dim(params.bshape, m);
-            vo = vo + (r % n) * dim(params.bstrides, m);
-            r = r / n;
-        }
-        acc = add_entry(acc, src[vo], op, true);
+        acc = add_entry(acc, src[value_offset(vb, b)], op, true);
     }
     out[i] = acc.v;
 }

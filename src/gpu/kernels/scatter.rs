@@ -6,9 +6,11 @@
 //!
 //! Deterministic: one invocation per output element starts from `self` and combines every
 //! source entry that lands on it in source order, as the CPU loops do (same summation
-//! order, the last write wins for plain assignment; no atomics). The cost is the output
-//! size times the entries one output element scans (the index length along `dim`, or the
-//! whole broadcast index for index_put), so very large products stay on the CPU.
+//! order, the last write wins for plain assignment; no float atomics). The cost is the
+//! output size times the entries one output element scans (the index length along `dim`,
+//! or the whole broadcast index for an accumulating index_put), so very large products stay
+//! on the CPU. A plain index_put is linear: an atomicMax over entry numbers finds the last
+//! entry per target, then each output element reads its value.
 //!
 //! Out-of-range indices: an index tensor with a current CPU copy (a program input, a
 //! constant, anything computed on the CPU) is checked on the host, and an invalid one sends
@@ -34,9 +36,11 @@ use bytemuck::{Pod, Zeroable};
 pub const SCATTER: Variant = Variant::new(Shader::Scatter, "scatter");
 pub const PUT_TARGET: Variant = Variant::new(Shader::Scatter, "put_target");
 pub const PUT: Variant = Variant::new(Shader::Scatter, "put");
+pub const PUT_OWNER: Variant = Variant::new(Shader::Scatter, "put_owner");
+pub const PUT_LAST: Variant = Variant::new(Shader::Scatter, "put_last");
 
 pub fn variants() -> Vec<Variant> {
-    vec![SCATTER, PUT_TARGET, PUT]
+    vec![SCATTER, PUT_TARGET, PUT, PUT_OWNER, PUT_LAST]
 }
 
 /// Mirrors `Meta` in shaders/scatter.wgsl (field docs there).
@@ -531,7 +535,10 @@ pub(super) fn index_put(k: &mut Kc) -> Out {
     }
     let numel = x.numel();
     let bn: usize = b.iter().product();
-    if numel >= u32::MAX as usize || (numel as u64).saturating_mul(bn as u64) > MAX_WORK {
+    // Accumulation scans every entry per output element; plain assignment is linear.
+    if numel >= u32::MAX as usize
+        || (accumulate && (numel as u64).saturating_mul(bn as u64) > MAX_WORK)
+    {
         return Ok(None);
     }
     let cs = contiguous_strides(&x.sizes);
@@ -562,12 +569,37 @@ pub(super) fn index_put(k: &mut Kc) -> Out {
             value: [0, 0, b.len() as u32, bn as u32],
             ..Default::default()
         };
-        k.dispatch(
-            &PUT,
-            bytemuck::bytes_of(&meta),
-            &[(1, &out), (2, &x), (3, &v), (4, &lin)],
-            (gx, gy, 1),
-        )?;
+        if accumulate {
+            k.dispatch(
+                &PUT,
+                bytemuck::bytes_of(&meta),
+                &[(1, &out), (2, &x), (3, &v), (4, &lin)],
+                (gx, gy, 1),
+            )?;
+        } else {
+            // The last entry per target (-1: none), then one read per output element.
+            let Some(Some(Slot::T(owner))) =
+                index::encode_fill(k, DType::I32, &[numel], 0, [u32::MAX, 0])?.map(|mut v| v.pop())
+            else {
+                return Ok(None);
+            };
+            if bn > 0 {
+                let (bx, by, brow) = grid(bn, 64);
+                let m = ScatterMeta { row: brow, ..meta };
+                k.dispatch(
+                    &PUT_OWNER,
+                    bytemuck::bytes_of(&m),
+                    &[(4, &lin), (6, &owner)],
+                    (bx, by, 1),
+                )?;
+            }
+            k.dispatch(
+                &PUT_LAST,
+                bytemuck::bytes_of(&meta),
+                &[(1, &out), (2, &x), (3, &v), (6, &owner)],
+                (gx, gy, 1),
+            )?;
+        }
     }
     finish(k, &x, out)
 }
