@@ -578,7 +578,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         {
             Custom(scatter::index_slices)
         }
-        "aten.index_fill" | "aten.index_fill_" if overload == "int_Scalar" => {
+        "aten.index_fill" | "aten.index_fill_"
+            if overload == "int_Scalar" || overload == "int_Tensor" =>
+        {
             Custom(scatter::index_slices)
         }
         "aten.index_put" | "aten.index_put_" | "aten._unsafe_index_put"

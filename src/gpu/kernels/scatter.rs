@@ -295,7 +295,7 @@ pub(super) fn scatter(k: &mut Kc) -> Out {
     finish(k, &x, out.clone())
 }
 
-/// index_add / index_copy / index_fill (.int_Scalar) and their in-place forms: the index
+/// index_add / index_copy / index_fill (.int_Scalar / .int_Tensor) and their in-place forms: the index
 /// vector is a scatter index of stride 0 off `dim`. Negative indices count from the end.
 pub(super) fn index_slices(k: &mut Kc) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
@@ -319,10 +319,22 @@ pub(super) fn index_slices(k: &mut Kc) -> Out {
     let iv = idx1.view(isizes.clone(), istrides, idx1.offset);
     // Only index_fill counts negative indices from the end (as torch).
     let fill = t.starts_with("aten.index_fill");
-    let (src, value, alpha, op) = if fill {
-        if k.is_tensor_arg("value") {
+    let (src, value, alpha, op) = if fill && k.is_tensor_arg("value") {
+        // index_fill.int_Tensor: the one-element value read through zero strides (another
+        // dtype than self's is left to the CPU kernel's conversion).
+        let Some(v) = k.t("value") else {
+            return Ok(None);
+        };
+        if v.numel() != 1 || v.dtype != x.dtype {
             return Ok(None);
         }
+        (
+            Some(v.view(isizes.clone(), vec![0; r], v.offset)),
+            0,
+            0,
+            Op::Assign,
+        )
+    } else if fill {
         let Some(w) = index::word(x.dtype, k.op.scalar("value")?) else {
             return Ok(None);
         };

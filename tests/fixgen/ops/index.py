@@ -154,4 +154,6 @@ CASES = [
     Case("scatter_views", _scatter_views, [randn(4, 3, seed=18), torch.tensor([[2, 0], [1, 1]]), randn(2, 2, seed=19),
                                            torch.tensor([[nan, 1.0, -2.0], [0.5, 0.0, 3.0]]), torch.zeros(3, 4, dtype=torch.bool),
                                            torch.tensor([2, 0]), randn(4, seed=20)], core=False),
+    Case("index_fill_tensor", lambda x, j, v: (torch.index_fill(x, 0, j, v), x.clone().index_fill_(1, j, v)),
+         [x34, torch.tensor([2, -3]), torch.tensor(2.5)]),
 ]
