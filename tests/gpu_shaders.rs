@@ -4,7 +4,7 @@
 use pt2web::cpu::Data;
 use pt2web::gpu::kernels::{
     BatchNormMeta, ConvMeta, ElemMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta, RowMeta,
-    ShapeMeta,
+    ScatterMeta, ShapeMeta, SortMeta,
 };
 use pt2web::gpu::shaders::{all_variants, Shader, Variant};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
@@ -108,6 +108,8 @@ fn uniform_layouts_match() {
         (Shader::Index, std::mem::size_of::<IndexMeta>()),
         (Shader::Ints, std::mem::size_of::<ElemMeta>()),
         (Shader::Shape, std::mem::size_of::<ShapeMeta>()),
+        (Shader::Scatter, std::mem::size_of::<ScatterMeta>()),
+        (Shader::Sort, std::mem::size_of::<SortMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -434,3 +434,75 @@ fn run_counters() {
         assert!(second.submits >= 1, "{second:?}");
     }
 }
+
+/// Out-of-range indices that the host can see (program inputs) are torch's errors on the GPU
+/// backend too: the scatter/index/sort kernels check them and leave such a node to the CPU
+/// kernel, which raises (src/gpu/kernels/scatter.rs).
+#[test]
+fn out_of_range_host_indices_are_errors() {
+    let Some(dev) = device() else { return };
+    let dir = common::fixtures().join("ops");
+    let run = |file: &str, program: &str, inputs: Vec<Tensor>| -> String {
+        let archive = Pt2Archive::open(
+            file,
+            std::fs::read(dir.join(file)).unwrap(),
+            Limits::default(),
+        )
+        .unwrap();
+        let p = archive
+            .program(Some(program), &LoadOptions::default())
+            .unwrap();
+        let mut s = GpuSession::new(p, dev.clone()).unwrap();
+        match s.run(inputs.into_iter().map(RValue::Tensor).collect()) {
+            Ok(_) => format!("{program}: no error"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let f = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s);
+    let i = |v: Vec<i64>, s: &[usize]| Tensor::from_vec(v, s);
+    let x34 = || f((0..12).map(|v| v as f32).collect(), &[3, 4]);
+    let cases: Vec<(&str, &str, Vec<Tensor>, &str)> = vec![
+        (
+            "index.pt2",
+            "scatter_add",
+            vec![
+                f(vec![1.0; 6], &[2, 3]),
+                i(vec![0, 1, 0, 3, 2, 2, 1, 0], &[2, 4]),
+                f(vec![0.0; 8], &[2, 4]),
+            ],
+            "index 3 is out of bounds for dimension 1",
+        ),
+        (
+            "index.pt2",
+            "take",
+            vec![x34(), i(vec![0, 12, -1, 5], &[2, 2])],
+            "index 12 is out of range",
+        ),
+        (
+            "index.pt2",
+            "take__core",
+            vec![x34(), i(vec![0, 12, -1, 5], &[2, 2])],
+            "index 12 is out of range",
+        ),
+        (
+            "index.pt2",
+            "index_1d__core",
+            vec![x34(), i(vec![0, 3, 1], &[3])],
+            "index 3 is out of range for dimension 0",
+        ),
+        (
+            "sort.pt2",
+            "searchsorted_sorter",
+            vec![
+                f(vec![3.0, 1.0, 2.0], &[3]),
+                f(vec![1.5, 2.5, 0.0], &[3]),
+                i(vec![1, 3, 0], &[3]),
+            ],
+            "sorter index 3 is out of range",
+        ),
+    ];
+    for (file, program, inputs, msg) in cases {
+        let err = run(file, program, inputs);
+        assert!(err.contains(msg), "{file} {program}: {err}");
+    }
+}

@@ -219,14 +219,18 @@ mod ints;
 mod norm;
 mod pool;
 mod red;
+mod scatter;
 mod shape;
+mod sort;
 pub mod support;
 
 pub use conv::ConvMeta;
 pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;
+pub use scatter::ScatterMeta;
 pub use shape::ShapeMeta;
+pub use sort::SortMeta;
 
 impl ReduceOp {
     /// The int / bool variant (`reduce_i`, an int output).
@@ -255,6 +259,8 @@ pub fn nn_variants() -> Vec<Variant> {
     ];
     v.extend(red::variants());
     v.extend(ints::variants());
+    v.extend(scatter::variants());
+    v.extend(sort::variants());
     v
 }
 
@@ -578,7 +584,47 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.embedding" => Custom(index::embedding),
         "aten.index_select" => Custom(index::index_select),
         "aten.gather" => Custom(index::gather),
-        "aten.index" | "aten._unsafe_index" if overload == "Tensor" => Custom(index::index_tensor),
+        "aten.index" | "aten._unsafe_index" if overload == "Tensor" => {
+            Custom(scatter::index_tensor)
+        }
+        "aten.scatter"
+        | "aten.scatter_"
+        | "aten.scatter_add"
+        | "aten.scatter_add_"
+        | "aten.scatter_reduce"
+        | "aten.scatter_reduce_"
+            if overload != "out" =>
+        {
+            Custom(scatter::scatter)
+        }
+        "aten.index_add" | "aten.index_add_" | "aten.index_copy" | "aten.index_copy_"
+            if overload == "default" =>
+        {
+            Custom(scatter::index_slices)
+        }
+        "aten.index_fill" | "aten.index_fill_"
+            if overload == "int_Scalar" || overload == "int_Tensor" =>
+        {
+            Custom(scatter::index_slices)
+        }
+        "aten.index_put" | "aten.index_put_" | "aten._unsafe_index_put"
+            if overload == "default" =>
+        {
+            Custom(scatter::index_put)
+        }
+        "aten.take" if overload == "default" => Custom(scatter::take),
+        "aten.sort" | "aten.argsort" if overload == "default" || overload == "stable" => {
+            Custom(sort::sort)
+        }
+        "aten.msort" if overload == "default" => Custom(sort::sort),
+        "aten.topk" if overload == "default" => Custom(sort::topk),
+        "aten.kthvalue" if overload == "default" => Custom(sort::kthvalue),
+        "aten.median" | "aten.nanmedian" if overload == "default" || overload == "dim" => {
+            Custom(sort::median)
+        }
+        "aten.searchsorted" | "aten.bucketize" if overload == "Tensor" => {
+            Custom(sort::searchsorted)
+        }
         "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => Custom(index::cat),
         "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
         | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"

@@ -21,10 +21,12 @@ pub enum Shader {
     Index,
     Ints,
     Shape,
+    Scatter,
+    Sort,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 12] = [
+    pub const ALL: [Shader; 14] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -37,6 +39,8 @@ impl Shader {
         Shader::Index,
         Shader::Ints,
         Shader::Shape,
+        Shader::Scatter,
+        Shader::Sort,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -52,6 +56,8 @@ impl Shader {
             Shader::Index => "index.wgsl",
             Shader::Ints => "ints.wgsl",
             Shader::Shape => "shape.wgsl",
+            Shader::Scatter => "scatter.wgsl",
+            Shader::Sort => "sort.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -90,6 +96,8 @@ impl Shader {
             Shader::Index => include_str!("../../shaders/index.wgsl"),
             Shader::Ints => include_str!("../../shaders/ints.wgsl"),
             Shader::Shape => include_str!("../../shaders/shape.wgsl"),
+            Shader::Scatter => include_str!("../../shaders/scatter.wgsl"),
+            Shader::Sort => include_str!("../../shaders/sort.wgsl"),
         }
     }
 }

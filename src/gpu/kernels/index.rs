@@ -45,7 +45,7 @@ fn is_int(d: DType) -> bool {
 
 /// out[coords] = src[src_strides . coords + idx[idx_strides . coords] * dim_stride].
 #[allow(clippy::too_many_arguments)]
-fn encode_gather(
+pub(super) fn encode_gather(
     k: &mut Kc,
     src: &GTensor,
     idx: &GTensor,
@@ -162,7 +162,7 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let Some(Arg::OptTensors(ids)) = k.op.arg("indices") else {
+    let Some(ids) = super::scatter::index_ids(k) else {
         return Ok(None);
     };
     let present: Vec<(usize, usize)> = ids

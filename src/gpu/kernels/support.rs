@@ -200,6 +200,42 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && all(&inputs[1..], int)
                 && outputs == [inputs[0]]
         }
+        // The scatter family (kernels/scatter.rs): `self`'s dtype in and out, integer
+        // indices (bool masks and reductions of bools stay on the CPU: only a run shows).
+        "aten.scatter"
+        | "aten.scatter_"
+        | "aten.scatter_add"
+        | "aten.scatter_add_"
+        | "aten.scatter_reduce"
+        | "aten.scatter_reduce_"
+        | "aten.index_add"
+        | "aten.index_add_"
+        | "aten.index_copy"
+        | "aten.index_copy_"
+        | "aten.index_fill"
+        | "aten.index_fill_"
+        | "aten.index_put"
+        | "aten.index_put_"
+        | "aten._unsafe_index_put"
+        | "aten.take" => {
+            first.is_some_and(gpu_dtype)
+                && all(&inputs[1..], |d| Some(d) == first || int(d))
+                && outputs.first() == first.as_ref()
+        }
+        // Sorting (kernels/sort.rs): values in the input's dtype, int64 indices.
+        "aten.sort" | "aten.argsort" | "aten.msort" | "aten.topk" | "aten.kthvalue"
+        | "aten.median" | "aten.nanmedian" => {
+            inputs.len() == 1
+                && first.is_some_and(gpu_dtype)
+                && all(outputs, |d| Some(d) == first || d == DType::I64)
+        }
+        // Sequence and values both f32 or both integer; an integer sorter.
+        "aten.searchsorted" | "aten.bucketize" => {
+            inputs.len() >= 2
+                && ((f32(inputs[0]) && f32(inputs[1])) || (int(inputs[0]) && int(inputs[1])))
+                && all(&inputs[2..], int)
+                && (outputs == [DType::I64] || outputs == [DType::I32])
+        }
         "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => {
             first.is_some_and(gpu_dtype)
                 && all(inputs, |d| Some(d) == first)

@@ -4,6 +4,8 @@ gather, scatter (all reductions), index_add/copy/fill, take, masked_select.
 Related ops share a case (several outputs) to keep the fixture small. src/ops/index/tests.rs
 reruns some of these programs with out-of-range indices, so keep their names and inputs."""
 import torch
+
+nan = float("nan")
 import torch.nn.functional as F
 
 from .case import Case, randn, randint
@@ -87,6 +89,27 @@ def _index_copy_fill(x, i, s, j, n, m):
     return torch.index_copy(x, 1, i, s), torch.index_fill(x, 1, j, -3.0), n.index_fill(0, m, 9)
 
 
+def _scatter_dups(z, i, s):
+    # Many sources per target: the GPU kernels must combine them in source order.
+    return (torch.scatter_add(z, 0, i, s), torch.scatter_reduce(z, 0, i, s, "mean", include_self=False),
+            torch.scatter_reduce(z, 0, i, s, "amax"))
+
+
+def _index_put_more(y, c, b, w, z, k, v, n, j, u):
+    a = y.clone()
+    a[c, :, b] = w  # separated index tensors: the broadcast dims lead the values
+    return a, torch.index_put(z, (k,), v, accumulate=True), torch.index_add(n, 1, j, u, alpha=2)
+
+
+def _scatter_views(x, i, s, m, b, k, w):
+    y = x.clone()
+    y.t().index_put_((k,), w)  # in place through a transposed view
+    bb = b.clone()
+    bb[k] = torch.tensor(True)  # bool values, broadcast
+    return (torch.scatter(x.t(), 0, i, s), torch.scatter_reduce(m, 1, i, s, "amin", include_self=True),
+            y, bb, torch.index_fill(x.t(), 0, torch.tensor([-1, 0]), float("nan")))
+
+
 nan_src = torch.tensor([[1.0, float("nan"), 3.0, -2.0], [0.5, 2.0, -1.0, 4.0]])
 sc_index = torch.tensor([[0, 1, 0, 2], [2, 2, 1, 0]])
 
@@ -124,4 +147,13 @@ CASES = [
     Case("index_add", _index_add, [x34, torch.tensor([0, 2, 0]), randn(3, 4, seed=2), torch.tensor([3, 3]), randn(3, 2, seed=2),
                                    torch.tensor([1, 1]), randn(2, 4, seed=4)]),
     Case("index_copy_fill", _index_copy_fill, [x34, torch.tensor([3, 0]), randn(3, 2, seed=2), torch.tensor([1, -1]), i34, torch.tensor([2])]),
+    Case("scatter_dups", _scatter_dups, [torch.zeros(4, 3), randint(0, 4, 300, 3, seed=12), randn(300, 3, seed=13)]),
+    Case("index_put_more", _index_put_more, [x234, torch.tensor([[0], [1]]), torch.tensor([3, 0, -1]), randn(2, 3, 3, seed=14),
+                                             torch.zeros(5, 3), randint(-5, 5, 200, seed=15), randn(200, 3, seed=16),
+                                             i34, torch.tensor([0, 3, 0]), randint(-9, 9, 3, 3, seed=17)], core=False),
+    Case("scatter_views", _scatter_views, [randn(4, 3, seed=18), torch.tensor([[2, 0], [1, 1]]), randn(2, 2, seed=19),
+                                           torch.tensor([[nan, 1.0, -2.0], [0.5, 0.0, 3.0]]), torch.zeros(3, 4, dtype=torch.bool),
+                                           torch.tensor([2, 0]), randn(4, seed=20)], core=False),
+    Case("index_fill_tensor", lambda x, j, v: (torch.index_fill(x, 0, j, v), x.clone().index_fill_(1, j, v)),
+         [x34, torch.tensor([2, -3]), torch.tensor(2.5)]),
 ]

@@ -16,6 +16,13 @@ def tied():
     return torch.tensor([[2.0, 1.0, 2.0, 1.0, 3.0, 3.0, 0.0], [1.0, 1.0, 1.0, 0.0, 0.0, 2.0, 2.0]])
 
 
+def long_rows():
+    # Lanes of 1000 with many ties and a few NaNs: the GPU merge sort past its small widths.
+    x = randint(-30, 30, 2, 1000, seed=7).to(torch.float32)
+    x[:, ::97] = nan
+    return x
+
+
 CASES = [
     Case("sort_last", lambda x: x.sort(), [randn(3, 6)], core=False),
     Case("sort_dim0_desc", lambda x: x.sort(0, descending=True), [randn(5, 3)], core=False),
@@ -47,4 +54,14 @@ CASES = [
     Case("searchsorted_nd", lambda s, v: torch.searchsorted(s, v), [torch.tensor([[1.0, 3.0, 5.0], [0.0, 0.5, 1.0]]), torch.tensor([[2.0, 5.0], [0.75, -1.0]])], tol="exact", core=False),
     Case("searchsorted_sorter", lambda s, v, o: torch.searchsorted(s, v, sorter=o), [torch.tensor([3.0, 1.0, 2.0]), torch.tensor([1.5, 2.5, 0.0]), torch.tensor([1, 2, 0])], tol="exact", core=False),
     Case("bucketize", lambda v, b: (torch.bucketize(v, b), torch.bucketize(v, b, right=True)), [torch.tensor([[0.0, 1.0], [2.5, 9.0]]), torch.tensor([1.0, 2.0, 3.0])], tol="exact", core=False),
+    Case("sort_long", lambda x: (x.sort(dim=1, stable=True), x.sort(dim=1, descending=True, stable=True)), [long_rows()], tol="exact", core=False),
+    # Distinct values: torch's topk / kthvalue / median pick any of tied elements' indices.
+    Case("order_stats_long", lambda x: (x.topk(5, 1), x.topk(4, 1, largest=False), x.kthvalue(300, 1), x.median(1), x.nanmedian()),
+         [torch.randperm(2000, generator=torch.Generator().manual_seed(9)).to(torch.float32).reshape(2, 1000) / 7], tol="exact", core=False),
+    Case("sort_long_int_dim0", lambda x: x.sort(dim=0, descending=True, stable=True), [randint(-100, 100, 600, 2, seed=8)], tol="exact", core=False),
+    Case("sort_misc_dtypes", lambda a, b, s, v: (a.sort(dim=0, descending=True, stable=True), (b > 0).argsort(dim=1, descending=True, stable=True),
+                                                 (a * 16 + torch.arange(15, dtype=torch.int32).reshape(5, 3)).topk(3, 0), b.t().kthvalue(2, 0, keepdim=True), torch.searchsorted(s, v, right=True)),
+         [randint(-4, 4, 5, 3, seed=21, dtype=torch.int32), randn(3, 6, seed=22), torch.tensor([-3, 0, 0, 2, 7]), torch.tensor([[0, 7], [-5, 2]])],
+         tol="exact", core=False),
+    Case("median_0d", lambda x: (x.median(), x.median(0), x.sort(), x.topk(1)), [torch.tensor(2.5)], core=False),
 ]
