@@ -219,6 +219,7 @@ mod ints;
 mod norm;
 mod pool;
 mod red;
+mod resample;
 mod shape;
 pub mod support;
 
@@ -226,6 +227,7 @@ pub use conv::ConvMeta;
 pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;
+pub use resample::ResampleMeta;
 pub use shape::ShapeMeta;
 
 impl ReduceOp {
@@ -251,6 +253,8 @@ pub fn nn_variants() -> Vec<Variant> {
         index::FILL,
         shape::MAP,
         shape::TRI,
+        resample::UPSAMPLE,
+        resample::GRID_SAMPLE,
     ];
     v.extend(red::variants());
     v.extend(ints::variants());
@@ -551,6 +555,26 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.adaptive_avg_pool3d"
         | "aten._adaptive_avg_pool2d"
         | "aten._adaptive_avg_pool3d" => Custom(pool::pool),
+        "aten.upsample_nearest1d"
+        | "aten.upsample_nearest2d"
+        | "aten.upsample_nearest3d"
+        | "aten._upsample_nearest_exact1d"
+        | "aten._upsample_nearest_exact2d"
+        | "aten._upsample_nearest_exact3d"
+        | "aten.upsample_linear1d"
+        | "aten.upsample_bilinear2d"
+        | "aten.upsample_trilinear3d"
+        | "aten.upsample_bicubic2d"
+            if overload != "out" =>
+        {
+            Custom(resample::upsample)
+        }
+        "aten.grid_sampler" | "aten.grid_sampler_2d" if overload == "default" => {
+            Custom(resample::grid_sampler)
+        }
+        "aten.pixel_shuffle" | "aten.pixel_unshuffle" if overload == "default" => {
+            Custom(resample::pixel_shuffle)
+        }
         "aten.embedding" => Custom(index::embedding),
         "aten.index_select" => Custom(index::index_select),
         "aten.gather" => Custom(index::gather),

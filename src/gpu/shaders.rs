@@ -20,10 +20,11 @@ pub enum Shader {
     Index,
     Ints,
     Shape,
+    Resample,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 11] = [
+    pub const ALL: [Shader; 12] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
@@ -35,6 +36,7 @@ impl Shader {
         Shader::Index,
         Shader::Ints,
         Shader::Shape,
+        Shader::Resample,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -49,6 +51,7 @@ impl Shader {
             Shader::Index => "index.wgsl",
             Shader::Ints => "ints.wgsl",
             Shader::Shape => "shape.wgsl",
+            Shader::Resample => "resample.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -86,6 +89,7 @@ impl Shader {
             Shader::Index => include_str!("../../shaders/index.wgsl"),
             Shader::Ints => include_str!("../../shaders/ints.wgsl"),
             Shader::Shape => include_str!("../../shaders/shape.wgsl"),
+            Shader::Resample => include_str!("../../shaders/resample.wgsl"),
         }
     }
 }

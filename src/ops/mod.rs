@@ -18,7 +18,7 @@ pub(crate) use factory::sizes_arg;
 mod index;
 mod matmul;
 mod norm;
-mod pool;
+pub(crate) mod pool;
 pub(crate) mod reduce;
 mod rnn;
 pub(crate) mod shape;
