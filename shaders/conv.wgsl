@@ -285,3 +285,58 @@ fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     out[i] = acc;
 }
+
+// `conv_transpose`: a transposed convolution (the gradient of `conv` w.r.t. its input), one
+// thread per output element gathering every (input channel of its group, tap) whose
+// strided position lands on it. Here `c` / `cg` are the input channels (in total and per
+// group), `o` / `og` the output channels, the weight is [C, O/groups, KD, KH, KW], and
+// `pad` is the padding cropped from the full output's start.
+@compute @workgroup_size(64)
+fn conv_transpose(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    let plane_out = params.outs.w;
+    if i >= params.n * params.o * plane_out {
+        return;
+    }
+    let p = i % plane_out;
+    let oc = (i / plane_out) % params.o;
+    let img = i / (plane_out * params.o);
+    let g = oc / params.og;
+    let ocg = oc % params.og;
+    let oz = i32(p / (params.outs.y * params.outs.z)) + i32(params.pad.x);
+    let oy = i32((p / params.outs.z) % params.outs.y) + i32(params.pad.y);
+    let ox = i32(p % params.outs.z) + i32(params.pad.z);
+    let taps = params.ks.w;
+    var acc = 0.0;
+    for (var t = 0u; t < taps; t = t + 1u) {
+        let kz = i32(t / (params.ks.y * params.ks.z));
+        let ky = i32((t / params.ks.z) % params.ks.y);
+        let kx = i32(t % params.ks.z);
+        let nz = oz - kz * i32(params.dil.x);
+        let ny = oy - ky * i32(params.dil.y);
+        let nx = ox - kx * i32(params.dil.z);
+        if nz < 0 || ny < 0 || nx < 0 {
+            continue;
+        }
+        if u32(nz) % params.stride.x != 0u || u32(ny) % params.stride.y != 0u
+            || u32(nx) % params.stride.z != 0u {
+            continue;
+        }
+        let iz = u32(nz) / params.stride.x;
+        let iy = u32(ny) / params.stride.y;
+        let ix = u32(nx) / params.stride.z;
+        if iz >= params.ins.x || iy >= params.ins.y || ix >= params.ins.z {
+            continue;
+        }
+        let s = (iz * params.ins.y + iy) * params.ins.z + ix;
+        for (var ci = 0u; ci < params.cg; ci = ci + 1u) {
+            let c = g * params.cg + ci;
+            acc = acc + x[(img * params.c + c) * params.ins.w + s]
+                * w[(c * params.og + ocg) * taps + t];
+        }
+    }
+    if (params.flags & 1u) != 0u {
+        acc = acc + bias[oc];
+    }
+    out[i] = acc;
+}

@@ -243,6 +243,7 @@ pub fn nn_variants() -> Vec<Variant> {
         conv::CONV,
         conv::CONV_TILED,
         conv::DEPTHWISE,
+        conv::CONV_TRANSPOSE,
         norm::BATCH_NORM,
         pool::MAX_POOL,
         pool::MAX_POOL_INDICES,
@@ -536,6 +537,11 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.native_dropout" => Custom(super::random::native_dropout),
         "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
         | "aten.conv3d" => Custom(conv::conv),
+        "aten.conv_transpose1d" | "aten.conv_transpose2d" | "aten.conv_transpose3d"
+            if overload != "out" =>
+        {
+            Custom(conv::conv_transpose)
+        }
         "aten._native_batch_norm_legit_no_training"
         | "aten._native_batch_norm_legit"
         | "aten._native_batch_norm_legit_functional"

@@ -1,7 +1,8 @@
 //! Convolutions on the GPU (shaders/conv.wgsl): `convolution`, `_convolution` and
 //! `conv1d/2d/3d`, f32, any stride, padding (explicit, 'valid', 'same' at stride 1),
 //! dilation and groups. A layer with one input channel per group (depthwise) runs the direct
-//! kernel, every other one the implicit GEMM. Transposed convolutions decline (CPU).
+//! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
+//! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`).
 
 use super::{contiguous, grid, Kc, Out};
 use crate::dtype::DType;
@@ -31,6 +32,7 @@ fn tiled_conv(p: &crate::gpu::DeviceProperties) -> bool {
     !(p.device_type == "cpu" || p.name.to_ascii_lowercase().contains("swiftshader"))
 }
 pub const DEPTHWISE: Variant = Variant::new(Shader::Conv, "depthwise");
+pub const CONV_TRANSPOSE: Variant = Variant::new(Shader::Conv, "conv_transpose");
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Default)]
@@ -92,9 +94,11 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         || w.dtype != DType::F32
         || bias.as_ref().is_some_and(|b| b.dtype != DType::F32)
         || !k.out_is(DType::F32)
-        || k.op.bool_or("transposed", false)?
     {
         return Ok(None);
+    }
+    if k.op.bool_or("transposed", false)? {
+        return conv_transpose(k);
     }
     let nd = match w.rank().checked_sub(2) {
         Some(n @ 1..=3) => n,
@@ -244,5 +248,135 @@ pub(super) fn conv(k: &mut Kc) -> Out {
             k.dispatch(&CONV, bytemuck::bytes_of(&meta), &bufs, groups3)?;
         }
     }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
+/// Transposed convolution: `convolution(transposed=True)` and `conv_transpose1d/2d/3d`
+/// (f32, explicit padding, output_padding, groups, dilation, unbatched inputs).
+pub(super) fn conv_transpose(k: &mut Kc) -> Out {
+    let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
+        return Ok(None);
+    };
+    let bias = k.t("bias");
+    if k.is_tensor_arg("bias") && bias.is_none() {
+        return Ok(None);
+    }
+    if x.dtype != DType::F32
+        || w.dtype != DType::F32
+        || bias.as_ref().is_some_and(|b| b.dtype != DType::F32)
+        || !k.out_is(DType::F32)
+    {
+        return Ok(None);
+    }
+    let nd = match w.rank().checked_sub(2) {
+        Some(n @ 1..=3) => n,
+        _ => return Ok(None),
+    };
+    let unbatched = x.rank() == nd + 1;
+    if !unbatched && x.rank() != nd + 2 {
+        return Ok(None);
+    }
+    let xs: Vec<usize> = if unbatched {
+        [&[1][..], &x.sizes].concat()
+    } else {
+        x.sizes.clone()
+    };
+    let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
+        Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
+    };
+    if matches!(k.op.arg("padding"), Some(Arg::Str(_))) {
+        return Ok(None);
+    }
+    let groups = k.op.int_or("groups", 1)?;
+    let (Some(stride), Some(dil), Some(pad), Some(opad)) = (
+        spatial3(&ints("stride", 1)?, nd, 1, 1),
+        spatial3(&ints("dilation", 1)?, nd, 1, 1),
+        spatial3(&ints("padding", 0)?, nd, 0, 0),
+        spatial3(&ints("output_padding", 0)?, nd, 0, 0),
+    ) else {
+        return Ok(None);
+    };
+    if groups < 1 {
+        return Ok(None);
+    }
+    let groups = groups as usize;
+    let mut ks = [1usize; 3];
+    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
+    let mut ins = [1usize; 3];
+    ins[3 - nd..].copy_from_slice(&xs[2..]);
+    let c = xs[1];
+    if w.sizes[0] != c || c % groups != 0 || ins.contains(&0) {
+        return Ok(None);
+    }
+    let og = w.sizes[1];
+    let o = og * groups;
+    if bias.as_ref().is_some_and(|b| b.numel() != o) {
+        return Ok(None);
+    }
+    let mut outs = [1usize; 3];
+    for i in 0..3 {
+        if opad[i] >= stride[i] && opad[i] >= dil[i] {
+            return Ok(None);
+        }
+        let full = (ins[i] - 1) * stride[i] + dil[i] * (ks[i] - 1) + opad[i] + 1;
+        match full.checked_sub(2 * pad[i]).filter(|&v| v > 0) {
+            Some(v) => outs[i] = v,
+            None => return Ok(None),
+        }
+    }
+    let n = xs[0];
+    let plane_out: usize = outs.iter().product();
+    let numel = n * o * plane_out;
+    if !k.fits(&x) || !k.fits(&w) || numel >= u32::MAX as usize {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let Some(wc) = contiguous(k, &w)? else {
+        return Ok(None);
+    };
+    let bc = match &bias {
+        Some(b) => match contiguous(k, b)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut sizes = vec![n, o];
+    sizes.extend_from_slice(&outs[3 - nd..]);
+    if unbatched {
+        sizes.remove(0);
+    }
+    let out = k.new_out(DType::F32, &sizes)?;
+    if numel == 0 {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
+    let (gx, gy, row) = grid(numel, 64);
+    let meta = ConvMeta {
+        n: n as u32,
+        c: c as u32,
+        o: o as u32,
+        groups: groups as u32,
+        ins: vec4(ins),
+        ks: vec4(ks),
+        outs: vec4(outs),
+        stride: vec4(stride),
+        pad: vec4(pad),
+        dil: vec4(dil),
+        cg: (c / groups) as u32,
+        og: og as u32,
+        kdim: 0,
+        flags: bc.is_some() as u32,
+        row,
+        ..Default::default()
+    };
+    let bref = bc.as_ref().unwrap_or(&wc);
+    k.dispatch(
+        &CONV_TRANSPOSE,
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, &xc), (3, &wc), (4, bref)],
+        (gx, gy, 1),
+    )?;
     Ok(Some(vec![Slot::T(out)]))
 }
