@@ -249,6 +249,7 @@ pub fn nn_variants() -> Vec<Variant> {
         pool::MAX_POOL_INDICES,
         pool::AVG_POOL,
         pool::ADAPTIVE_AVG,
+        pool::ADAPTIVE_MAX,
         index::GATHER,
         index::COPY,
         index::FILL,
@@ -560,7 +561,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.adaptive_avg_pool2d"
         | "aten.adaptive_avg_pool3d"
         | "aten._adaptive_avg_pool2d"
-        | "aten._adaptive_avg_pool3d" => Custom(pool::pool),
+        | "aten._adaptive_avg_pool3d"
+        | "aten.adaptive_max_pool1d"
+        | "aten.adaptive_max_pool2d"
+        | "aten.adaptive_max_pool3d" => Custom(pool::pool),
         "aten.upsample_nearest1d"
         | "aten.upsample_nearest2d"
         | "aten.upsample_nearest3d"
@@ -596,7 +600,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
         "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
         "aten.to" => Custom(ints::to),
-        "aten.scaled_dot_product_attention" => Custom(attention::sdpa),
+        "aten.scaled_dot_product_attention" | "aten._scaled_dot_product_attention_math" => {
+            Custom(attention::sdpa)
+        }
         // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
         "aten.dropout_"
         | "aten.feature_dropout"
