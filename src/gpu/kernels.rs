@@ -216,6 +216,7 @@ mod conv;
 mod extra;
 mod index;
 mod ints;
+mod linalg;
 mod norm;
 mod pool;
 mod red;
@@ -516,7 +517,29 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.gt" => Compare(CompareOp::Gt),
         "aten.ge" => Compare(CompareOp::Ge),
         "aten.where" if overload == "self" => Custom(where_),
-        "aten.mm" | "aten.bmm" | "aten.matmul" => Custom(matmul),
+        "aten.mm" | "aten.bmm" => Custom(matmul),
+        "aten.matmul"
+        | "aten.mv"
+        | "aten.addmv"
+        | "aten.addmv_"
+        | "aten.dot"
+        | "aten.vdot"
+        | "aten.outer"
+        | "aten.ger"
+        | "aten.addr"
+        | "aten.addr_"
+        | "aten.baddbmm"
+        | "aten.baddbmm_"
+        | "aten.addbmm"
+        | "aten.addbmm_"
+        | "aten.addmm_"
+        | "aten.linalg_multi_dot"
+        | "aten.chain_matmul" => Custom(linalg::product),
+        "aten.einsum" if overload == "default" => Custom(linalg::einsum),
+        "aten.tensordot" if overload == "default" => Custom(linalg::tensordot),
+        "aten.inner" if overload == "default" => Custom(linalg::inner),
+        "aten._trilinear" if overload == "default" => Custom(linalg::trilinear),
+        "aten.bilinear" if overload == "default" => Custom(linalg::bilinear),
         "aten.addmm" => Custom(addmm),
         "aten.linear" => Custom(linear),
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {

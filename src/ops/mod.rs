@@ -16,7 +16,7 @@ mod elementwise;
 mod factory;
 pub(crate) use factory::sizes_arg;
 mod index;
-mod matmul;
+pub(crate) mod matmul;
 mod norm;
 pub(crate) mod pool;
 pub(crate) mod reduce;
