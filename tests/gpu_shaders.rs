@@ -3,8 +3,8 @@
 
 use pt2web::cpu::Data;
 use pt2web::gpu::kernels::{
-    BatchNormMeta, ConvMeta, ElemMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta, ResampleMeta,
-    RowMeta, ShapeMeta,
+    BatchNormMeta, ConvMeta, ElemMeta, GateMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta,
+    ResampleMeta, RowMeta, ShapeMeta,
 };
 use pt2web::gpu::shaders::{all_variants, Shader, Variant};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
@@ -108,6 +108,7 @@ fn uniform_layouts_match() {
         (Shader::Ints, std::mem::size_of::<ElemMeta>()),
         (Shader::Shape, std::mem::size_of::<ShapeMeta>()),
         (Shader::Resample, std::mem::size_of::<ResampleMeta>()),
+        (Shader::Rnn, std::mem::size_of::<GateMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

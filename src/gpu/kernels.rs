@@ -221,6 +221,7 @@ mod norm;
 mod pool;
 mod red;
 mod resample;
+mod rnn;
 mod shape;
 pub mod support;
 
@@ -229,6 +230,7 @@ pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;
 pub use resample::ResampleMeta;
+pub use rnn::GateMeta;
 pub use shape::ShapeMeta;
 
 impl ReduceOp {
@@ -258,6 +260,7 @@ pub fn nn_variants() -> Vec<Variant> {
         shape::TRI,
         resample::UPSAMPLE,
         resample::GRID_SAMPLE,
+        rnn::GATES,
     ];
     v.extend(red::variants());
     v.extend(ints::variants());
@@ -625,6 +628,14 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.to" => Custom(ints::to),
         "aten.scaled_dot_product_attention" | "aten._scaled_dot_product_attention_math" => {
             Custom(attention::sdpa)
+        }
+        "aten.lstm" | "aten.gru" | "aten.rnn_tanh" | "aten.rnn_relu" if overload == "input" => {
+            Custom(rnn::rnn)
+        }
+        "aten.lstm_cell" | "aten.gru_cell" | "aten.rnn_tanh_cell" | "aten.rnn_relu_cell"
+            if overload == "default" =>
+        {
+            Custom(rnn::cell)
         }
         // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
         "aten.dropout_"

@@ -21,10 +21,11 @@ pub enum Shader {
     Ints,
     Shape,
     Resample,
+    Rnn,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 12] = [
+    pub const ALL: [Shader; 13] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
@@ -37,6 +38,7 @@ impl Shader {
         Shader::Ints,
         Shader::Shape,
         Shader::Resample,
+        Shader::Rnn,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -52,6 +54,7 @@ impl Shader {
             Shader::Ints => "ints.wgsl",
             Shader::Shape => "shape.wgsl",
             Shader::Resample => "resample.wgsl",
+            Shader::Rnn => "rnn.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -90,6 +93,7 @@ impl Shader {
             Shader::Ints => include_str!("../../shaders/ints.wgsl"),
             Shader::Shape => include_str!("../../shaders/shape.wgsl"),
             Shader::Resample => include_str!("../../shaders/resample.wgsl"),
+            Shader::Rnn => include_str!("../../shaders/rnn.wgsl"),
         }
     }
 }
