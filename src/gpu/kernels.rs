@@ -626,9 +626,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
         "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
         "aten.to" => Custom(ints::to),
-        "aten.scaled_dot_product_attention" | "aten._scaled_dot_product_attention_math" => {
-            Custom(attention::sdpa)
-        }
+        "aten.scaled_dot_product_attention"
+        | "aten._scaled_dot_product_attention_math"
+        | "aten._scaled_dot_product_flash_attention_for_cpu" => Custom(attention::sdpa),
         "aten.lstm" | "aten.gru" | "aten.rnn_tanh" | "aten.rnn_relu" if overload == "input" => {
             Custom(rnn::rnn)
         }

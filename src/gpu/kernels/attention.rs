@@ -4,11 +4,12 @@
 //! mask is a float mask added as is, a bool mask as 0 / -inf (`True` keeps), or the causal
 //! lower triangle. `enable_gqa` repeats each key / value head for its group of query heads (a
 //! copy). `_scaled_dot_product_attention_math` also returns the attention weights (its bool
-//! mask is added as 0 / 1, as the CPU kernel does). Dropout (p > 0) and
-//! `_flash_attention_for_cpu` (a logsumexp output) stay on the CPU kernel.
+//! mask is added as 0 / 1, as the CPU kernel does);
+//! `_scaled_dot_product_flash_attention_for_cpu` also returns each row's logsumexp of the
+//! scaled, masked scores (the reduce kernel). Dropout (p > 0) stays on the CPU kernel.
 
 use super::{
-    contiguous, elementwise, encode_matmul, softmax_dispatch, Kc, Operand, Out, RowMeta,
+    contiguous, elementwise, encode_matmul, red, softmax_dispatch, Kc, Operand, Out, RowMeta,
     SAFE_SOFTMAX, WHERE,
 };
 use crate::cpu::{broadcast_shapes, Tensor};
@@ -57,12 +58,13 @@ fn repeat_heads(k: &mut Kc, t: &GTensor, g: usize) -> crate::Result<Option<GTens
 }
 
 pub(super) fn sdpa(k: &mut Kc) -> Out {
-    let math = match k.op.node.target.as_str() {
-        "aten.scaled_dot_product_attention.default" => false,
-        "aten._scaled_dot_product_attention_math.default" => true,
+    let (math, flash) = match k.op.node.target.as_str() {
+        "aten.scaled_dot_product_attention.default" => (false, false),
+        "aten._scaled_dot_product_attention_math.default" => (true, false),
+        "aten._scaled_dot_product_flash_attention_for_cpu.default" => (false, true),
         _ => return Ok(None),
     };
-    if math && (k.is_tensor_arg("dropout_mask") || k.out_dtype(1) != Some(DType::F32)) {
+    if (math || flash) && (k.is_tensor_arg("dropout_mask") || k.out_dtype(1) != Some(DType::F32)) {
         return Ok(None);
     }
     let (Some(q), Some(mut kt), Some(mut v)) = (k.t("query"), k.t("key"), k.t("value")) else {
@@ -214,6 +216,14 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
         &[(1, &weights), (2, &scores)],
         (gx, gy, 1),
     )?;
+    // flash_attention_for_cpu: each row's logsumexp of the scores, [batch.., L].
+    let lse = if flash {
+        let mut pl = red::plan(&scores, &[false, false, true], false);
+        pl.out_sizes = batch.iter().copied().chain([l]).collect();
+        Some(red::encode_stats(k, &scores, &pl, red::StatsOp::LogSumExp)?)
+    } else {
+        None
+    };
     drop(scores);
     let Some(out) = encode_matmul(k, &weights, &vb, None, nb, l, ev, s, 1.0, 0.0)? else {
         return Ok(None);
@@ -227,6 +237,9 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
         ws.extend([l, s]);
         let st = crate::gpu::store::contiguous_strides(&ws);
         res.push(Slot::T(weights.view(ws, st, 0)));
+    }
+    if let Some(t) = lse {
+        res.push(Slot::T(t));
     }
     Ok(Some(res))
 }
