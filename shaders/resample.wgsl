@@ -7,6 +7,7 @@
 // separable, innermost dim first, as torch evaluates it.
 // `grid_sample`: `grid_sampler_2d` (bilinear, nearest, bicubic; zeros, border, reflection
 // padding), following torch's CPU kernel (GridSamplerKernel.cpp, src/ops/pool/grid.rs).
+// f32, or f16 storage (src/gpu/shaders.rs `Elems`), computed in f32 as the CPU kernels do.
 // `Meta` mirrors `ResampleMeta` in src/gpu/kernels/resample.rs.
 
 struct Meta {
@@ -26,11 +27,32 @@ struct Meta {
     off: vec4<u32>,
 }
 
+// Storage element types (see elementwise.wgsl).
+alias TIn = f32;
+alias TOut = f32;
+const OUT_F16: bool = false;
+
+// +inf as a run-time value (see pool.wgsl).
+var<private> INF_BITS: u32 = 0x7f800000u;
+
+// A result in the output's type; past f16's range, inf as torch (see elementwise.wgsl).
+fn to_out(v: f32) -> TOut {
+    let u = bitcast<u32>(v);
+    let nan = (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u;
+    if OUT_F16 && abs(v) >= 65520.0 && !nan {
+        let inf = bitcast<f32>(INF_BITS);
+        return TOut(select(-inf, inf, v > 0.0));
+    }
+    return TOut(v);
+}
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-// upsample: per dim and output index, 4 (index, weight) pairs; grid_sample: the grid.
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> x: array<TIn>;
+// upsample: per dim and output index, 4 (index, weight) pairs.
 @group(0) @binding(3) var<storage, read> tab: array<f32>;
+// grid_sample: the grid [N, H_out, W_out, 2].
+@group(0) @binding(4) var<storage, read> grid: array<TIn>;
 
 // Tap `t` of output index `o` along dim `a`: (source index, weight).
 fn tap(a: u32, o: u32, t: u32) -> vec2<f32> {
@@ -61,7 +83,7 @@ fn upsample(@builtin(global_invocation_id) gid: vec3<u32>) {
             var racc = 0.0;
             for (var tx = 0u; tx < params.nt.z; tx = tx + 1u) {
                 let xt = tap(2u, ox, tx);
-                let v = x[row + u32(xt.x)] * xt.y;
+                let v = f32(x[row + u32(xt.x)]) * xt.y;
                 if tx == 0u {
                     racc = v;
                 } else {
@@ -80,7 +102,7 @@ fn upsample(@builtin(global_invocation_id) gid: vec3<u32>) {
             acc = acc + pacc * z.y;
         }
     }
-    out[i] = acc;
+    out[i] = to_out(acc);
 }
 
 fn is_finite(v: f32) -> bool {
@@ -144,7 +166,7 @@ fn coordinates(c0: f32, size: u32) -> f32 {
 
 fn at(base: u32, yi: i32, xi: i32) -> f32 {
     if xi >= 0 && xi < i32(params.ins.z) && yi >= 0 && yi < i32(params.ins.y) {
-        return x[base + u32(yi) * params.ins.z + u32(xi)];
+        return f32(x[base + u32(yi) * params.ins.z + u32(xi)]);
     }
     return 0.0;
 }
@@ -175,8 +197,8 @@ fn grid_sample(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = plane * params.ins.w;
     let h = params.ins.y;
     let w = params.ins.z;
-    let gx = tab[(b * op + p) * 2u];
-    let gy = tab[(b * op + p) * 2u + 1u];
+    let gx = f32(grid[(b * op + p) * 2u]);
+    let gy = f32(grid[(b * op + p) * 2u + 1u]);
     let interp = params.mode & 3u;
     if interp == 0u {
         let fx = coordinates(unnormalize(gx, w), w);
@@ -189,12 +211,12 @@ fn grid_sample(@builtin(global_invocation_id) gid: vec3<u32>) {
         let ws = 1.0 - wn;
         let xi = i32(x0);
         let yi = i32(y0);
-        out[i] = at(base, yi, xi) * (ws * ww) + at(base, yi, xi + 1) * (ws * we)
-            + at(base, yi + 1, xi) * (wn * ww) + at(base, yi + 1, xi + 1) * (wn * we);
+        out[i] = to_out(at(base, yi, xi) * (ws * ww) + at(base, yi, xi + 1) * (ws * we)
+            + at(base, yi + 1, xi) * (wn * ww) + at(base, yi + 1, xi + 1) * (wn * we));
     } else if interp == 1u {
         let fx = coordinates(unnormalize(gx, w), w);
         let fy = coordinates(unnormalize(gy, h), h);
-        out[i] = at(base, i32(round(fy)), i32(round(fx)));
+        out[i] = to_out(at(base, i32(round(fy)), i32(round(fx))));
     } else {
         let fx = unnormalize(gx, w);
         let fy = unnormalize(gy, h);
@@ -212,6 +234,6 @@ fn grid_sample(@builtin(global_invocation_id) gid: vec3<u32>) {
             }
             acc = acc + cy[r] * rowv;
         }
-        out[i] = acc;
+        out[i] = to_out(acc);
     }
 }

@@ -268,11 +268,11 @@ pub fn nn_variants() -> Vec<Variant> {
 }
 
 /// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,
-/// softmax and layer norm, and float reductions.
+/// softmax and layer norm, float reductions, and resampling.
 pub fn has_f16_variants(v: &Variant) -> bool {
     matches!(
         v.shader,
-        Shader::Elementwise | Shader::Matmul | Shader::Rows
+        Shader::Elementwise | Shader::Matmul | Shader::Rows | Shader::Resample
     ) || (v.shader == Shader::Reduce && v.entry == "reduce")
 }
 

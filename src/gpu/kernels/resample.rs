@@ -1,4 +1,5 @@
-//! Resampling on the GPU (shaders/resample.wgsl), f32:
+//! Resampling on the GPU (shaders/resample.wgsl), f32 and f16 (computed in f32, as the CPU
+//! kernels do):
 //!
 //! - `upsample_nearest1d/2d/3d`, `_upsample_nearest_exact1d/2d/3d`, `upsample_linear1d`,
 //!   `upsample_bilinear2d`, `upsample_trilinear3d`, `upsample_bicubic2d` (`.vec` and
@@ -77,8 +78,12 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
     let Some(x) = k.t(name) else {
         return Ok(None);
     };
-    // f32 only: f16 / bf16 / f64 and the integer gathers of nearest stay on the CPU.
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) || x.rank() != nd + 2 {
+    // f32 / f16: bf16 / f64 and the integer gathers of nearest stay on the CPU.
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if !k.out_is(d) || !k.fits(&x) || x.rank() != nd + 2 {
         return Ok(None);
     }
     let r = x.rank();
@@ -165,7 +170,7 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
     let Some(xc) = contiguous(k, &x)? else {
         return Ok(None);
     };
-    let out = k.new_out(DType::F32, &sizes)?;
+    let out = k.new_out(d, &sizes)?;
     if numel == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -183,7 +188,7 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
         ..Default::default()
     };
     k.dispatch(
-        &UPSAMPLE,
+        &UPSAMPLE.typed(elems),
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, &xc), (3, &t)],
         (gx, gy, 1),
@@ -196,9 +201,12 @@ pub(super) fn grid_sampler(k: &mut Kc) -> Out {
     let (Some(x), Some(g)) = (k.t("input"), k.t("grid")) else {
         return Ok(None);
     };
-    if x.dtype != DType::F32
-        || g.dtype != DType::F32
-        || !k.out_is(DType::F32)
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if g.dtype != d
+        || !k.out_is(d)
         || x.rank() != 4
         || g.rank() != 4
         || g.sizes[3] != 2
@@ -226,7 +234,7 @@ pub(super) fn grid_sampler(k: &mut Kc) -> Out {
     let Some(gc) = contiguous(k, &g)? else {
         return Ok(None);
     };
-    let out = k.new_out(DType::F32, &[n, c, oh, ow])?;
+    let out = k.new_out(d, &[n, c, oh, ow])?;
     if numel == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -241,9 +249,9 @@ pub(super) fn grid_sampler(k: &mut Kc) -> Out {
         ..Default::default()
     };
     k.dispatch(
-        &GRID_SAMPLE,
+        &GRID_SAMPLE.typed(elems),
         bytemuck::bytes_of(&meta),
-        &[(1, &out), (2, &xc), (3, &gc)],
+        &[(1, &out), (2, &xc), (4, &gc)],
         (gx, gy, 1),
     )?;
     Ok(Some(vec![Slot::T(out)]))
