@@ -109,6 +109,7 @@ fn uniform_layouts_match() {
         (Shader::Shape, std::mem::size_of::<ShapeMeta>()),
         (Shader::Resample, std::mem::size_of::<ResampleMeta>()),
         (Shader::Rnn, std::mem::size_of::<GateMeta>()),
+        (Shader::Linalg, std::mem::size_of::<MatmulMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -261,6 +261,7 @@ pub fn nn_variants() -> Vec<Variant> {
         resample::UPSAMPLE,
         resample::GRID_SAMPLE,
         rnn::GATES,
+        linalg::MATMUL_INT,
     ];
     v.extend(red::variants());
     v.extend(ints::variants());
@@ -520,8 +521,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.gt" => Compare(CompareOp::Gt),
         "aten.ge" => Compare(CompareOp::Ge),
         "aten.where" if overload == "self" => Custom(where_),
-        "aten.mm" | "aten.bmm" => Custom(matmul),
-        "aten.matmul"
+        "aten.mm"
+        | "aten.bmm"
+        | "aten.addmm"
+        | "aten.matmul"
         | "aten.mv"
         | "aten.addmv"
         | "aten.addmv_"
@@ -543,7 +546,6 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.inner" if overload == "default" => Custom(linalg::inner),
         "aten._trilinear" if overload == "default" => Custom(linalg::trilinear),
         "aten.bilinear" if overload == "default" => Custom(linalg::bilinear),
-        "aten.addmm" => Custom(addmm),
         "aten.linear" => Custom(linear),
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
             Custom(softmax)

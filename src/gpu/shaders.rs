@@ -22,10 +22,11 @@ pub enum Shader {
     Shape,
     Resample,
     Rnn,
+    Linalg,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 13] = [
+    pub const ALL: [Shader; 14] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Rows,
@@ -39,6 +40,7 @@ impl Shader {
         Shader::Shape,
         Shader::Resample,
         Shader::Rnn,
+        Shader::Linalg,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -55,6 +57,7 @@ impl Shader {
             Shader::Shape => "shape.wgsl",
             Shader::Resample => "resample.wgsl",
             Shader::Rnn => "rnn.wgsl",
+            Shader::Linalg => "linalg.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -94,6 +97,7 @@ impl Shader {
             Shader::Shape => include_str!("../../shaders/shape.wgsl"),
             Shader::Resample => include_str!("../../shaders/resample.wgsl"),
             Shader::Rnn => include_str!("../../shaders/rnn.wgsl"),
+            Shader::Linalg => include_str!("../../shaders/linalg.wgsl"),
         }
     }
 }

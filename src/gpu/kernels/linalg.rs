@@ -13,18 +13,118 @@
 //!   pair one batched GEMM of contiguous [batch, kept-left, contracted] @ [batch, contracted,
 //!   kept-right] copies.
 //!
-//! f32 (and f16 where the matmul kernel has it); integer products stay on the CPU.
+//! f32 (and f16 where the matmul kernel has it), and int32 / int64 (held as i32 words, the
+//! products wrapping in 32 bits as the other int kernels: `matmul_i` in shaders/linalg.wgsl,
+//! the int sum of the reduce kernel). `mm`, `bmm` and `addmm` of floats keep their kernels in
+//! src/gpu/kernels.rs.
 
 use super::{
-    contiguous, elementwise, encode_matmul, grid, index, pad8, same_float, BinaryOp, Kc, Operand,
-    Out, ReduceMeta, ReduceOp,
+    elementwise, encode_matmul, grid, index, is_float, mat_strides, pad8, same_float, BinaryOp, Kc,
+    MatmulMeta, Operand, Out, ReduceMeta, ReduceOp,
 };
 use crate::cpu::broadcast_shapes;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
+use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{contiguous_strides, lock, GTensor};
 use crate::program::Arg;
+
+/// The integer matmul (shaders/linalg.wgsl).
+pub const MATMUL_INT: Variant = Variant::new(Shader::Linalg, "matmul_i");
+
+/// int32 / int64 (i32 words on the GPU).
+fn is_int(d: DType) -> bool {
+    matches!(d, DType::I32 | DType::I64)
+}
+
+/// `x` as a contiguous tensor starting at 0: itself, or a strided copy of its 32-bit words
+/// (any GPU dtype) or f16 elements.
+fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
+    if x.dtype == DType::F16 {
+        return super::contiguous(k, x);
+    }
+    if x.is_contiguous() && x.offset == 0 {
+        k.ensure(x)?;
+        return Ok(Some(x.clone()));
+    }
+    if x.rank() > 8 || !k.fits(x) {
+        return Ok(None);
+    }
+    let out = k.new_out(x.dtype, &x.sizes)?;
+    index::encode_copy(k, x, &out)?;
+    Ok(Some(out))
+}
+
+/// [`encode_matmul`], or the integer kernel for int operands (`alpha`, `beta` integral).
+#[allow(clippy::too_many_arguments)]
+fn encode_mm(
+    k: &mut Kc,
+    a: &GTensor,
+    bm: &GTensor,
+    c: Option<&GTensor>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    kk: usize,
+    alpha: f32,
+    beta: f32,
+) -> Result<Option<GTensor>> {
+    if !is_int(a.dtype) {
+        return encode_matmul(k, a, bm, c, batch, m, n, kk, alpha, beta);
+    }
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
+    if bm.dtype != a.dtype
+        || c.is_some_and(|c| c.dtype != a.dtype)
+        || alpha.fract() != 0.0
+        || beta.fract() != 0.0
+        || !k.fits(a)
+        || !k.fits(bm)
+        || c.is_some_and(|c| !k.fits(c))
+        || batch > maxg
+        || m.div_ceil(8) > maxg
+        || n.div_ceil(8) > maxg
+    {
+        return Ok(None);
+    }
+    k.ensure(a)?;
+    k.ensure(bm)?;
+    if let Some(c) = c {
+        k.ensure(c)?;
+    }
+    let sizes = if a.rank() == 3 {
+        vec![batch, m, n]
+    } else {
+        vec![m, n]
+    };
+    let out = k.new_out(a.dtype, &sizes)?;
+    if batch * m * n == 0 {
+        return Ok(Some(out));
+    }
+    let meta = MatmulMeta {
+        m: m as u32,
+        n: n as u32,
+        k: kk as u32,
+        flags: c.is_some() as u32,
+        a: mat_strides(a),
+        b: mat_strides(bm),
+        c: c.map(mat_strides).unwrap_or_default(),
+        alpha: f32::from_bits(alpha as i32 as u32),
+        beta: f32::from_bits(beta as i32 as u32),
+        _p: [0.0; 2],
+    };
+    k.dispatch(
+        &MATMUL_INT,
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, a), (3, bm), (4, c.unwrap_or(a))],
+        (n.div_ceil(8) as u32, m.div_ceil(8) as u32, batch as u32),
+    )?;
+    Ok(Some(out))
+}
 
 /// One stride for the batch dims `sizes` / `strides` (a merged view), if they have one.
 fn merged_stride(sizes: &[usize], strides: &[usize]) -> Option<usize> {
@@ -69,7 +169,12 @@ pub(super) fn gmatmul(
     add: Option<(&GTensor, f32)>,
 ) -> Result<Option<GTensor>> {
     let (ra, rb) = (a.rank(), b.rank());
-    if ra == 0 || rb == 0 || !same_float(&[a, b]) || add.is_some_and(|(c, _)| c.dtype != a.dtype) {
+    let ints = is_int(a.dtype) && b.dtype == a.dtype;
+    if ra == 0
+        || rb == 0
+        || !(same_float(&[a, b]) || ints)
+        || add.is_some_and(|(c, _)| c.dtype != a.dtype)
+    {
         return Ok(None);
     }
     let a2 = if ra == 1 {
@@ -128,7 +233,7 @@ pub(super) fn gmatmul(
         }
         _ => (None, 0.0),
     };
-    let Some(out) = encode_matmul(k, &a3, &b3, c3.as_ref(), nb, m, n, kk, alpha, beta)? else {
+    let Some(out) = encode_mm(k, &a3, &b3, c3.as_ref(), nb, m, n, kk, alpha, beta)? else {
         return Ok(None);
     };
     let st = contiguous_strides(&result);
@@ -152,6 +257,18 @@ pub(super) fn product(k: &mut Kc) -> Out {
     }
     let base = op.strip_suffix('_').unwrap_or(op);
     let inplace = base != op;
+    // mm / bmm / addmm of floats: their kernels in src/gpu/kernels.rs.
+    let first = if base == "aten.addmm" { "mat1" } else { "self" };
+    if !inplace
+        && matches!(base, "aten.mm" | "aten.bmm" | "aten.addmm")
+        && k.t(first).is_some_and(|t| is_float(t.dtype))
+    {
+        return if base == "aten.addmm" {
+            super::addmm(k)
+        } else {
+            super::matmul(k)
+        };
+    }
     let t = |k: &Kc, n: &str| k.t(n);
     let res = match base {
         "aten.matmul" | "aten.mm" | "aten.bmm" => {
@@ -359,11 +476,12 @@ fn sum_except(k: &mut Kc, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<O
     let kv = op.arranged(&kept, &ks);
     let gv = op.arranged(&gone, &gs);
     let (n_out, n_red) = (ks.iter().product::<usize>(), gs.iter().product::<usize>());
-    if kept.len() > 8 || gone.len() > 8 || !k.fits(&op.t) || op.t.dtype != DType::F32 {
+    let d = op.t.dtype;
+    if kept.len() > 8 || gone.len() > 8 || !k.fits(&op.t) || !(d == DType::F32 || is_int(d)) {
         return Ok(None);
     }
     k.ensure(&op.t)?;
-    let out = k.new_out(DType::F32, &ks)?;
+    let out = k.new_out(d, &ks)?;
     if n_out > 0 {
         let (gx, gy, row) = grid(n_out, 64);
         let meta = ReduceMeta {
@@ -380,12 +498,12 @@ fn sum_except(k: &mut Kc, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<O
             scale: 1.0,
             p: 0.0,
         };
-        k.dispatch(
-            &ReduceOp::Sum.variant(),
-            bytemuck::bytes_of(&meta),
-            &[(1, &out), (2, &op.t)],
-            (gx, gy, 1),
-        )?;
+        let (v, bufs) = if is_int(d) {
+            (ReduceOp::Sum.int_variant(), [(3, &out), (4, &op.t)])
+        } else {
+            (ReduceOp::Sum.variant(), [(1, &out), (2, &op.t)])
+        };
+        k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     }
     Ok(Some(Op {
         t: out,
@@ -445,7 +563,7 @@ fn pair(k: &mut Kc, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<O
     };
     let av = av.view(vec![nb, m, kk], vec![m * kk, kk, 1], av.offset);
     let bv = bv.view(vec![nb, kk, n], vec![kk * n, n, 1], bv.offset);
-    let Some(r) = encode_matmul(k, &av, &bv, None, nb, m, n, kk, 1.0, 0.0)? else {
+    let Some(r) = encode_mm(k, &av, &bv, None, nb, m, n, kk, 1.0, 0.0)? else {
         return Ok(None);
     };
     let out_sizes = [&bs[..], &ms, &ns].concat();
@@ -456,9 +574,13 @@ fn pair(k: &mut Kc, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<O
     }))
 }
 
-/// Contract labelled f32 operands left to right into the labels `out` (a contiguous result).
+/// Contract labelled operands (all f32, or all of one int dtype) left to right into the
+/// labels `out` (a contiguous result).
 fn contract_ops(k: &mut Kc, ops: Vec<Op>, out: &[u32]) -> Result<Option<GTensor>> {
-    if ops.is_empty() || ops.iter().any(|o| o.t.dtype != DType::F32) {
+    let Some(d) = ops.first().map(|o| o.t.dtype) else {
+        return Ok(None);
+    };
+    if !(d == DType::F32 || is_int(d)) || ops.iter().any(|o| o.t.dtype != d) {
         return Ok(None);
     }
     let all: Vec<Vec<u32>> = ops.iter().map(|o| o.labels.clone()).collect();
@@ -490,7 +612,10 @@ fn contract_ops(k: &mut Kc, ops: Vec<Op>, out: &[u32]) -> Result<Option<GTensor>
 
 /// Operands with one label per dim (distinct within an operand).
 fn contract(k: &mut Kc, operands: Vec<(GTensor, Vec<u32>)>, out: &[u32]) -> Out {
-    if operands.iter().any(|(t, l)| l.len() != t.rank()) || !k.out_is(DType::F32) {
+    let Some(d) = operands.first().map(|(t, _)| t.dtype) else {
+        return Ok(None);
+    };
+    if operands.iter().any(|(t, l)| l.len() != t.rank()) || !k.out_is(d) {
         return Ok(None);
     }
     let ops = operands
@@ -508,7 +633,10 @@ pub(super) fn einsum(k: &mut Kc) -> Out {
     let Some(ts) = tensor_list(k, "tensors") else {
         return Ok(None);
     };
-    if ts.is_empty() || ts.iter().any(|t| t.dtype != DType::F32) || !k.out_is(DType::F32) {
+    let Some(d) = ts.first().map(|t| t.dtype) else {
+        return Ok(None);
+    };
+    if !(d == DType::F32 || is_int(d)) || ts.iter().any(|t| t.dtype != d) || !k.out_is(d) {
         return Ok(None);
     }
     let ranks: Vec<usize> = ts.iter().map(|t| t.rank()).collect();
