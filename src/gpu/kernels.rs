@@ -269,11 +269,11 @@ pub fn nn_variants() -> Vec<Variant> {
 }
 
 /// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,
-/// softmax and layer norm, float reductions, and resampling.
+/// softmax and layer norm, float reductions, resampling and convolutions.
 pub fn has_f16_variants(v: &Variant) -> bool {
     matches!(
         v.shader,
-        Shader::Elementwise | Shader::Matmul | Shader::Rows | Shader::Resample
+        Shader::Elementwise | Shader::Matmul | Shader::Rows | Shader::Resample | Shader::Conv
     ) || (v.shader == Shader::Reduce && v.entry == "reduce")
 }
 

@@ -1,11 +1,10 @@
 //! Convolutions on the GPU (shaders/conv.wgsl): `convolution`, `_convolution` and
-//! `conv1d/2d/3d`, f32, any stride, padding (explicit, 'valid', 'same' at stride 1),
-//! dilation and groups. A layer with one input channel per group (depthwise) runs the direct
+//! `conv1d/2d/3d`, f32 (and f16 storage computed in f32), any stride, padding (explicit,
+//! 'valid', 'same' at stride 1), dilation and groups. A layer with one input channel per group (depthwise) runs the direct
 //! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
 //! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`).
 
 use super::{contiguous, grid, Kc, Out};
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
@@ -90,11 +89,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if k.is_tensor_arg("bias") && bias.is_none() {
         return Ok(None);
     }
-    if x.dtype != DType::F32
-        || w.dtype != DType::F32
-        || bias.as_ref().is_some_and(|b| b.dtype != DType::F32)
-        || !k.out_is(DType::F32)
-    {
+    // f32, or f16 storage computed in f32 (where the device has shader-f16).
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
         return Ok(None);
     }
     if k.op.bool_or("transposed", false)? {
@@ -202,7 +202,7 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if unbatched {
         sizes.remove(0);
     }
-    let out = k.new_out(DType::F32, &sizes)?;
+    let out = k.new_out(d, &sizes)?;
     if n * o * plane_out == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -228,7 +228,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if depthwise {
         let (gx, gy, row) = grid(n * o * plane_out, 64);
         meta.row = row;
-        k.dispatch(&DEPTHWISE, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
+        k.dispatch(
+            &DEPTHWISE.typed(elems),
+            bytemuck::bytes_of(&meta),
+            &bufs,
+            (gx, gy, 1),
+        )?;
     } else {
         if tiled_conv(&k.r.dev.properties) {
             // 64 x 64 tiles of 16x16 threads.
@@ -237,7 +242,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
                 og.div_ceil(64) as u32,
                 (n * groups) as u32,
             );
-            k.dispatch(&CONV_TILED, bytemuck::bytes_of(&meta), &bufs, groups3)?;
+            k.dispatch(
+                &CONV_TILED.typed(elems),
+                bytemuck::bytes_of(&meta),
+                &bufs,
+                groups3,
+            )?;
         } else {
             // 8x8 invocations of 4 channels x 4 pixels each.
             let groups3 = (
@@ -245,7 +255,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
                 og.div_ceil(32) as u32,
                 (n * groups) as u32,
             );
-            k.dispatch(&CONV, bytemuck::bytes_of(&meta), &bufs, groups3)?;
+            k.dispatch(
+                &CONV.typed(elems),
+                bytemuck::bytes_of(&meta),
+                &bufs,
+                groups3,
+            )?;
         }
     }
     Ok(Some(vec![Slot::T(out)]))
@@ -261,11 +276,12 @@ pub(super) fn conv_transpose(k: &mut Kc) -> Out {
     if k.is_tensor_arg("bias") && bias.is_none() {
         return Ok(None);
     }
-    if x.dtype != DType::F32
-        || w.dtype != DType::F32
-        || bias.as_ref().is_some_and(|b| b.dtype != DType::F32)
-        || !k.out_is(DType::F32)
-    {
+    // f32, or f16 storage computed in f32 (where the device has shader-f16).
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
         return Ok(None);
     }
     let nd = match w.rank().checked_sub(2) {
@@ -348,7 +364,7 @@ pub(super) fn conv_transpose(k: &mut Kc) -> Out {
     if unbatched {
         sizes.remove(0);
     }
-    let out = k.new_out(DType::F32, &sizes)?;
+    let out = k.new_out(d, &sizes)?;
     if numel == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -373,7 +389,7 @@ pub(super) fn conv_transpose(k: &mut Kc) -> Out {
     };
     let bref = bc.as_ref().unwrap_or(&wc);
     k.dispatch(
-        &CONV_TRANSPOSE,
+        &CONV_TRANSPOSE.typed(elems),
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, &xc), (3, &wc), (4, bref)],
         (gx, gy, 1),
