@@ -34,11 +34,31 @@ struct Meta {
 }
 
 
+// Storage element types (see elementwise.wgsl; src/gpu/shaders.rs `Elems`): f32, or f16
+// storage computed in f32 (as the CPU kernel computes f16 convolutions).
+alias TIn = f32;
+alias TOut = f32;
+const OUT_F16: bool = false;
+
+// +inf as a run-time value (see pool.wgsl).
+var<private> INF_BITS: u32 = 0x7f800000u;
+
+// A result in the output's type; past f16's range, inf as torch (see elementwise.wgsl).
+fn to_out(v: f32) -> TOut {
+    let u = bitcast<u32>(v);
+    let nan = (u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu) != 0u;
+    if OUT_F16 && abs(v) >= 65520.0 && !nan {
+        let inf = bitcast<f32>(INF_BITS);
+        return TOut(select(-inf, inf, v > 0.0));
+    }
+    return TOut(v);
+}
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
-@group(0) @binding(3) var<storage, read> w: array<f32>;
-@group(0) @binding(4) var<storage, read> bias: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> x: array<TIn>;
+@group(0) @binding(3) var<storage, read> w: array<TIn>;
+@group(0) @binding(4) var<storage, read> bias: array<TIn>;
 
 // `conv_tiled`: 64 (output channels) x 64 (pixels) per workgroup, each thread 4 x 4 of it,
 // with the weight and input tiles staged in workgroup memory (two barriers per K step). The
@@ -102,7 +122,7 @@ fn conv_tiled(
             let k = k0 + kk;
             var v = 0.0;
             if o < params.og && k < params.kdim {
-                v = w[(w_base + o) * params.kdim + k];
+                v = f32(w[(w_base + o) * params.kdim + k]);
             }
             ta[row][kk] = v;
         }
@@ -118,7 +138,7 @@ fn conv_tiled(
                 let ci = k / taps;
                 let s = source(p, k % taps);
                 if s >= 0 {
-                    v = x[x_base + ci * params.ins.w + u32(s)];
+                    v = f32(x[x_base + ci * params.ins.w + u32(s)]);
                 }
             }
             tb[kk][col] = v;
@@ -147,12 +167,12 @@ fn conv_tiled(
         let oc = w_base + o;
         var bv = 0.0;
         if (params.flags & 1u) != 0u {
-            bv = bias[oc];
+            bv = f32(bias[oc]);
         }
         for (var j = 0u; j < 4u; j = j + 1u) {
             let p = p0 + lid.x + 16u * j;
             if p < plane_out {
-                out[(img * params.o + oc) * plane_out + p] = acc[i * 4u + j] + bv;
+                out[(img * params.o + oc) * plane_out + p] = to_out(acc[i * 4u + j] + bv);
             }
         }
     }
@@ -212,13 +232,13 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
                     let off = vec4<u32>(max(row + ix, vec4<i32>(0))) + vec4<u32>(xc);
                     let xv = select(
                         vec4<f32>(0.0),
-                        vec4<f32>(x[off.x], x[off.y], x[off.z], x[off.w]),
+                        vec4<f32>(f32(x[off.x]), f32(x[off.y]), f32(x[off.z]), f32(x[off.w])),
                         ok,
                     );
-                    acc0 = fma(vec4<f32>(w[r0 + t]), xv, acc0);
-                    acc1 = fma(vec4<f32>(w[r1 + t]), xv, acc1);
-                    acc2 = fma(vec4<f32>(w[r2 + t]), xv, acc2);
-                    acc3 = fma(vec4<f32>(w[r3 + t]), xv, acc3);
+                    acc0 = fma(vec4<f32>(f32(w[r0 + t])), xv, acc0);
+                    acc1 = fma(vec4<f32>(f32(w[r1 + t])), xv, acc1);
+                    acc2 = fma(vec4<f32>(f32(w[r2 + t])), xv, acc2);
+                    acc3 = fma(vec4<f32>(f32(w[r3 + t])), xv, acc3);
                     t = t + 1u;
                 }
             }
@@ -233,12 +253,12 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
         let oc = w_base + o;
         var bv = 0.0;
         if (params.flags & 1u) != 0u {
-            bv = bias[oc];
+            bv = f32(bias[oc]);
         }
         for (var j = 0u; j < 4u; j = j + 1u) {
             let p = p0 + j;
             if p < plane_out {
-                out[(img * params.o + oc) * plane_out + p] = accs[i][j] + bv;
+                out[(img * params.o + oc) * plane_out + p] = to_out(accs[i][j] + bv);
             }
         }
     }
@@ -261,9 +281,9 @@ fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
     let s = source(p, k % taps);
     var v = 0.0;
     if s >= 0 {
-        v = x[(img * params.c + k / taps) * params.ins.w + u32(s)];
+        v = f32(x[(img * params.c + k / taps) * params.ins.w + u32(s)]);
     }
-    out[i] = v;
+    out[i] = to_out(v);
 }
 
 @compute @workgroup_size(64)
@@ -296,14 +316,69 @@ fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
             for (var kx = 0u; kx < params.ks.z; kx = kx + 1u) {
                 let ix = ox + i32(kx * params.dil.z);
                 if row_ok && ix >= 0 && ix < i32(params.ins.z) {
-                    acc = acc + x[x_base + u32(row + ix)] * w[w_base + t];
+                    acc = acc + f32(x[x_base + u32(row + ix)]) * f32(w[w_base + t]);
                 }
                 t = t + 1u;
             }
         }
     }
     if (params.flags & 1u) != 0u {
-        acc = acc + bias[oc];
+        acc = acc + f32(bias[oc]);
     }
-    out[i] = acc;
+    out[i] = to_out(acc);
+}
+
+// `conv_transpose`: a transposed convolution (the gradient of `conv` w.r.t. its input), one
+// thread per output element gathering every (input channel of its group, tap) whose
+// strided position lands on it. Here `c` / `cg` are the input channels (in total and per
+// group), `o` / `og` the output channels, the weight is [C, O/groups, KD, KH, KW], and
+// `pad` is the padding cropped from the full output's start.
+@compute @workgroup_size(64)
+fn conv_transpose(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    let plane_out = params.outs.w;
+    if i >= params.n * params.o * plane_out {
+        return;
+    }
+    let p = i % plane_out;
+    let oc = (i / plane_out) % params.o;
+    let img = i / (plane_out * params.o);
+    let g = oc / params.og;
+    let ocg = oc % params.og;
+    let oz = i32(p / (params.outs.y * params.outs.z)) + i32(params.pad.x);
+    let oy = i32((p / params.outs.z) % params.outs.y) + i32(params.pad.y);
+    let ox = i32(p % params.outs.z) + i32(params.pad.z);
+    let taps = params.ks.w;
+    var acc = 0.0;
+    for (var t = 0u; t < taps; t = t + 1u) {
+        let kz = i32(t / (params.ks.y * params.ks.z));
+        let ky = i32((t / params.ks.z) % params.ks.y);
+        let kx = i32(t % params.ks.z);
+        let nz = oz - kz * i32(params.dil.x);
+        let ny = oy - ky * i32(params.dil.y);
+        let nx = ox - kx * i32(params.dil.z);
+        if nz < 0 || ny < 0 || nx < 0 {
+            continue;
+        }
+        if u32(nz) % params.stride.x != 0u || u32(ny) % params.stride.y != 0u
+            || u32(nx) % params.stride.z != 0u {
+            continue;
+        }
+        let iz = u32(nz) / params.stride.x;
+        let iy = u32(ny) / params.stride.y;
+        let ix = u32(nx) / params.stride.z;
+        if iz >= params.ins.x || iy >= params.ins.y || ix >= params.ins.z {
+            continue;
+        }
+        let s = (iz * params.ins.y + iy) * params.ins.z + ix;
+        for (var ci = 0u; ci < params.cg; ci = ci + 1u) {
+            let c = g * params.cg + ci;
+            acc = acc + f32(x[(img * params.c + c) * params.ins.w + s])
+                * f32(w[(c * params.og + ocg) * taps + t]);
+        }
+    }
+    if (params.flags & 1u) != 0u {
+        acc = acc + f32(bias[oc]);
+    }
+    out[i] = to_out(acc);
 }

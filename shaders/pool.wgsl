@@ -173,3 +173,44 @@ fn adaptive_avg(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     out[i] = sum / f32((hi.x - lo.x) * (hi.y - lo.y) * (hi.z - lo.z));
 }
+
+// Adaptive max pooling: the adaptive windows of `adaptive_avg`, the max (NaN propagates: the
+// last NaN of the window wins, as torch's CPU kernel) and its flat index within the plane.
+@compute @workgroup_size(64)
+fn adaptive_max(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.numel {
+        return;
+    }
+    let c = coords(i);
+    var lo: vec3<u32>;
+    var hi: vec3<u32>;
+    for (var a = 0u; a < 3u; a = a + 1u) {
+        let o = c[a];
+        let n = params.outs[a];
+        let len = params.ins[a];
+        lo[a] = (o / n) * len + ((o % n) * len) / n;
+        hi[a] = 1u + ((o + 1u) * len - 1u) / n;
+    }
+    let ih = params.ins.y;
+    let iw = params.ins.z;
+    let base = c.w * params.ins.w;
+    var m = -bitcast<f32>(INF_BITS);
+    var idx = (lo.x * ih + lo.y) * iw + lo.z;
+    var first = true;
+    for (var z = lo.x; z < hi.x; z = z + 1u) {
+        for (var y = lo.y; y < hi.y; y = y + 1u) {
+            for (var xx = lo.z; xx < hi.z; xx = xx + 1u) {
+                let at = (z * ih + y) * iw + xx;
+                let v = x[base + at];
+                if first || v > m || is_nan(v) {
+                    first = false;
+                    m = v;
+                    idx = at;
+                }
+            }
+        }
+    }
+    out[i] = m;
+    indices[i] = i32(idx);
+}

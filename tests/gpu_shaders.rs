@@ -3,8 +3,8 @@
 
 use pt2web::cpu::Data;
 use pt2web::gpu::kernels::{
-    BatchNormMeta, ConvMeta, ElemMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta, RowMeta,
-    ScatterMeta, ShapeMeta, SortMeta,
+    BatchNormMeta, ConvMeta, ElemMeta, GateMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta,
+    ResampleMeta, RowMeta, ScatterMeta, ShapeMeta, SortMeta,
 };
 use pt2web::gpu::shaders::{all_variants, Shader, Variant};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
@@ -110,6 +110,9 @@ fn uniform_layouts_match() {
         (Shader::Shape, std::mem::size_of::<ShapeMeta>()),
         (Shader::Scatter, std::mem::size_of::<ScatterMeta>()),
         (Shader::Sort, std::mem::size_of::<SortMeta>()),
+        (Shader::Resample, std::mem::size_of::<ResampleMeta>()),
+        (Shader::Rnn, std::mem::size_of::<GateMeta>()),
+        (Shader::Linalg, std::mem::size_of::<MatmulMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -216,9 +216,12 @@ mod conv;
 mod extra;
 mod index;
 mod ints;
+mod linalg;
 mod norm;
 mod pool;
 mod red;
+mod resample;
+mod rnn;
 mod scatter;
 mod shape;
 mod sort;
@@ -228,6 +231,8 @@ pub use conv::ConvMeta;
 pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;
+pub use resample::ResampleMeta;
+pub use rnn::GateMeta;
 pub use scatter::ScatterMeta;
 pub use shape::ShapeMeta;
 pub use sort::SortMeta;
@@ -246,16 +251,22 @@ pub fn nn_variants() -> Vec<Variant> {
         conv::CONV_TILED,
         conv::IM2COL,
         conv::DEPTHWISE,
+        conv::CONV_TRANSPOSE,
         norm::BATCH_NORM,
         pool::MAX_POOL,
         pool::MAX_POOL_INDICES,
         pool::AVG_POOL,
         pool::ADAPTIVE_AVG,
+        pool::ADAPTIVE_MAX,
         index::GATHER,
         index::COPY,
         index::FILL,
         shape::MAP,
         shape::TRI,
+        resample::UPSAMPLE,
+        resample::GRID_SAMPLE,
+        rnn::GATES,
+        linalg::MATMUL_INT,
     ];
     v.extend(red::variants());
     v.extend(ints::variants());
@@ -265,11 +276,11 @@ pub fn nn_variants() -> Vec<Variant> {
 }
 
 /// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,
-/// softmax and layer norm, and float reductions.
+/// softmax and layer norm, float reductions, resampling and convolutions.
 pub fn has_f16_variants(v: &Variant) -> bool {
     matches!(
         v.shader,
-        Shader::Elementwise | Shader::Matmul | Shader::Rows
+        Shader::Elementwise | Shader::Matmul | Shader::Rows | Shader::Resample | Shader::Conv
     ) || (v.shader == Shader::Reduce && v.entry == "reduce")
 }
 
@@ -540,8 +551,31 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.gt" => Compare(CompareOp::Gt),
         "aten.ge" => Compare(CompareOp::Ge),
         "aten.where" if overload == "self" => Custom(where_),
-        "aten.mm" | "aten.bmm" | "aten.matmul" => Custom(matmul),
-        "aten.addmm" => Custom(addmm),
+        "aten.mm"
+        | "aten.bmm"
+        | "aten.addmm"
+        | "aten.matmul"
+        | "aten.mv"
+        | "aten.addmv"
+        | "aten.addmv_"
+        | "aten.dot"
+        | "aten.vdot"
+        | "aten.outer"
+        | "aten.ger"
+        | "aten.addr"
+        | "aten.addr_"
+        | "aten.baddbmm"
+        | "aten.baddbmm_"
+        | "aten.addbmm"
+        | "aten.addbmm_"
+        | "aten.addmm_"
+        | "aten.linalg_multi_dot"
+        | "aten.chain_matmul" => Custom(linalg::product),
+        "aten.einsum" if overload == "default" => Custom(linalg::einsum),
+        "aten.tensordot" if overload == "default" => Custom(linalg::tensordot),
+        "aten.inner" if overload == "default" => Custom(linalg::inner),
+        "aten._trilinear" if overload == "default" => Custom(linalg::trilinear),
+        "aten.bilinear" if overload == "default" => Custom(linalg::bilinear),
         "aten.linear" => Custom(linear),
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
             Custom(softmax)
@@ -562,6 +596,11 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.native_dropout" => Custom(super::random::native_dropout),
         "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
         | "aten.conv3d" => Custom(conv::conv),
+        "aten.conv_transpose1d" | "aten.conv_transpose2d" | "aten.conv_transpose3d"
+            if overload != "out" =>
+        {
+            Custom(conv::conv_transpose)
+        }
         "aten._native_batch_norm_legit_no_training"
         | "aten._native_batch_norm_legit"
         | "aten._native_batch_norm_legit_functional"
@@ -580,7 +619,30 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.adaptive_avg_pool2d"
         | "aten.adaptive_avg_pool3d"
         | "aten._adaptive_avg_pool2d"
-        | "aten._adaptive_avg_pool3d" => Custom(pool::pool),
+        | "aten._adaptive_avg_pool3d"
+        | "aten.adaptive_max_pool1d"
+        | "aten.adaptive_max_pool2d"
+        | "aten.adaptive_max_pool3d" => Custom(pool::pool),
+        "aten.upsample_nearest1d"
+        | "aten.upsample_nearest2d"
+        | "aten.upsample_nearest3d"
+        | "aten._upsample_nearest_exact1d"
+        | "aten._upsample_nearest_exact2d"
+        | "aten._upsample_nearest_exact3d"
+        | "aten.upsample_linear1d"
+        | "aten.upsample_bilinear2d"
+        | "aten.upsample_trilinear3d"
+        | "aten.upsample_bicubic2d"
+            if overload != "out" =>
+        {
+            Custom(resample::upsample)
+        }
+        "aten.grid_sampler" | "aten.grid_sampler_2d" if overload == "default" => {
+            Custom(resample::grid_sampler)
+        }
+        "aten.pixel_shuffle" | "aten.pixel_unshuffle" if overload == "default" => {
+            Custom(resample::pixel_shuffle)
+        }
         "aten.embedding" => Custom(index::embedding),
         "aten.index_select" => Custom(index::index_select),
         "aten.gather" => Custom(index::gather),
@@ -636,7 +698,17 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
         "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
         "aten.to" => Custom(ints::to),
-        "aten.scaled_dot_product_attention" => Custom(attention::sdpa),
+        "aten.scaled_dot_product_attention"
+        | "aten._scaled_dot_product_attention_math"
+        | "aten._scaled_dot_product_flash_attention_for_cpu" => Custom(attention::sdpa),
+        "aten.lstm" | "aten.gru" | "aten.rnn_tanh" | "aten.rnn_relu" if overload == "input" => {
+            Custom(rnn::rnn)
+        }
+        "aten.lstm_cell" | "aten.gru_cell" | "aten.rnn_tanh_cell" | "aten.rnn_relu_cell"
+            if overload == "default" =>
+        {
+            Custom(rnn::cell)
+        }
         // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
         "aten.dropout_"
         | "aten.feature_dropout"

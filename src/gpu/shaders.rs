@@ -23,10 +23,13 @@ pub enum Shader {
     Shape,
     Scatter,
     Sort,
+    Resample,
+    Rnn,
+    Linalg,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 14] = [
+    pub const ALL: [Shader; 17] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -41,6 +44,9 @@ impl Shader {
         Shader::Shape,
         Shader::Scatter,
         Shader::Sort,
+        Shader::Resample,
+        Shader::Rnn,
+        Shader::Linalg,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -58,6 +64,9 @@ impl Shader {
             Shader::Shape => "shape.wgsl",
             Shader::Scatter => "scatter.wgsl",
             Shader::Sort => "sort.wgsl",
+            Shader::Resample => "resample.wgsl",
+            Shader::Rnn => "rnn.wgsl",
+            Shader::Linalg => "linalg.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -98,6 +107,9 @@ impl Shader {
             Shader::Shape => include_str!("../../shaders/shape.wgsl"),
             Shader::Scatter => include_str!("../../shaders/scatter.wgsl"),
             Shader::Sort => include_str!("../../shaders/sort.wgsl"),
+            Shader::Resample => include_str!("../../shaders/resample.wgsl"),
+            Shader::Rnn => include_str!("../../shaders/rnn.wgsl"),
+            Shader::Linalg => include_str!("../../shaders/linalg.wgsl"),
         }
     }
 }

@@ -2,11 +2,14 @@
 //! elementwise kernels (the math form): per (batch..., head) problem,
 //! `softmax(scale * Q K^T + mask) V`, with the scores [B, L, S] materialized once. The
 //! mask is a float mask added as is, a bool mask as 0 / -inf (`True` keeps), or the causal
-//! lower triangle. Dropout (p > 0), grouped-query heads and the variants with a second output
-//! (`_math`, `_flash_attention_for_cpu`) stay on the CPU kernel.
+//! lower triangle. `enable_gqa` repeats each key / value head for its group of query heads (a
+//! copy). `_scaled_dot_product_attention_math` also returns the attention weights (its bool
+//! mask is added as 0 / 1, as the CPU kernel does);
+//! `_scaled_dot_product_flash_attention_for_cpu` also returns each row's logsumexp of the
+//! scaled, masked scores (the reduce kernel). Dropout (p > 0) stays on the CPU kernel.
 
 use super::{
-    contiguous, elementwise, encode_matmul, softmax_dispatch, Kc, Operand, Out, RowMeta,
+    contiguous, elementwise, encode_matmul, red, softmax_dispatch, Kc, Operand, Out, RowMeta,
     SAFE_SOFTMAX, WHERE,
 };
 use crate::cpu::{broadcast_shapes, Tensor};
@@ -30,11 +33,41 @@ fn batched(k: &mut Kc, t: &GTensor, batch: &[usize]) -> crate::Result<Option<GTe
     Ok(Some(c.view(vec![b, m, n], vec![m * n, n, 1], c.offset)))
 }
 
-pub(super) fn sdpa(k: &mut Kc) -> Out {
-    if k.op.node.target != "aten.scaled_dot_product_attention.default" {
+/// `t` with dim -3 (heads) repeated `g` times per head (repeat_interleave), contiguous.
+fn repeat_heads(k: &mut Kc, t: &GTensor, g: usize) -> crate::Result<Option<GTensor>> {
+    if g == 1 {
+        return Ok(Some(t.clone()));
+    }
+    let r = t.rank();
+    let mut sizes = t.sizes[..r - 2].to_vec();
+    let mut strides = t.strides[..r - 2].to_vec();
+    sizes.insert(r - 2, g);
+    strides.insert(r - 2, 0);
+    sizes.extend_from_slice(&t.sizes[r - 2..]);
+    strides.extend_from_slice(&t.strides[r - 2..]);
+    if sizes.len() > 8 {
         return Ok(None);
     }
-    let (Some(q), Some(kt), Some(v)) = (k.t("query"), k.t("key"), k.t("value")) else {
+    let Some(c) = contiguous(k, &t.view(sizes, strides, t.offset))? else {
+        return Ok(None);
+    };
+    let mut out = t.sizes.clone();
+    out[r - 3] *= g;
+    let st = crate::gpu::store::contiguous_strides(&out);
+    Ok(Some(c.view(out, st, c.offset)))
+}
+
+pub(super) fn sdpa(k: &mut Kc) -> Out {
+    let (math, flash) = match k.op.node.target.as_str() {
+        "aten.scaled_dot_product_attention.default" => (false, false),
+        "aten._scaled_dot_product_attention_math.default" => (true, false),
+        "aten._scaled_dot_product_flash_attention_for_cpu.default" => (false, true),
+        _ => return Ok(None),
+    };
+    if (math || flash) && (k.is_tensor_arg("dropout_mask") || k.out_dtype(1) != Some(DType::F32)) {
+        return Ok(None);
+    }
+    let (Some(q), Some(mut kt), Some(mut v)) = (k.t("query"), k.t("key"), k.t("value")) else {
         return Ok(None);
     };
     let mask = k.t("attn_mask");
@@ -43,8 +76,8 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
     }
     let dropout_p = k.op.float_or("dropout_p", 0.0)?;
     let causal = k.op.bool_or("is_causal", false)?;
+    let gqa = k.op.bool_or("enable_gqa", false)?;
     if dropout_p != 0.0
-        || k.op.bool_or("enable_gqa", false)?
         || (causal && mask.is_some())
         || [&q, &kt, &v]
             .iter()
@@ -52,6 +85,21 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
         || !k.out_is(DType::F32)
     {
         return Ok(None);
+    }
+    if gqa && q.rank() >= 3 && kt.rank() >= 3 && v.rank() >= 3 {
+        let hq = q.sizes[q.rank() - 3];
+        let (hk, hv) = (kt.sizes[kt.rank() - 3], v.sizes[v.rank() - 3]);
+        if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
+            return Ok(None);
+        }
+        let (Some(kr), Some(vr)) = (
+            repeat_heads(k, &kt, hq / hk)?,
+            repeat_heads(k, &v, hq / hv)?,
+        ) else {
+            return Ok(None);
+        };
+        kt = kr;
+        v = vr;
     }
     let (l, e) = (q.sizes[q.rank() - 2], q.sizes[q.rank() - 1]);
     let (s, ek) = (kt.sizes[kt.rank() - 2], kt.sizes[kt.rank() - 1]);
@@ -81,6 +129,24 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
             };
             let mf = match m.dtype {
                 DType::F32 => me,
+                // The math kernel adds a bool mask as given (0 / 1).
+                DType::Bool if math => {
+                    let one = k.r.wrap(&Tensor::from_vec(vec![1f32], &[]));
+                    let Some(t) = elementwise(
+                        k,
+                        WHERE,
+                        DType::F32,
+                        &one,
+                        Some(&Operand::S(0.0)),
+                        Some(&me),
+                        1.0,
+                        0.0,
+                    )?
+                    else {
+                        return Ok(None);
+                    };
+                    t
+                }
                 DType::Bool => {
                     let zero = k.r.wrap(&Tensor::from_vec(vec![0f32], &[]));
                     let Some(t) = elementwise(
@@ -150,12 +216,30 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
         &[(1, &weights), (2, &scores)],
         (gx, gy, 1),
     )?;
+    // flash_attention_for_cpu: each row's logsumexp of the scores, [batch.., L].
+    let lse = if flash {
+        let mut pl = red::plan(&scores, &[false, false, true], false);
+        pl.out_sizes = batch.iter().copied().chain([l]).collect();
+        Some(red::encode_stats(k, &scores, &pl, red::StatsOp::LogSumExp)?)
+    } else {
+        None
+    };
     drop(scores);
     let Some(out) = encode_matmul(k, &weights, &vb, None, nb, l, ev, s, 1.0, 0.0)? else {
         return Ok(None);
     };
-    let mut sizes = batch;
+    let mut sizes = batch.clone();
     sizes.extend([l, ev]);
     let st = crate::gpu::store::contiguous_strides(&sizes);
-    Ok(Some(vec![Slot::T(out.view(sizes, st, 0))]))
+    let mut res = vec![Slot::T(out.view(sizes, st, 0))];
+    if math {
+        let mut ws = batch;
+        ws.extend([l, s]);
+        let st = crate::gpu::store::contiguous_strides(&ws);
+        res.push(Slot::T(weights.view(ws, st, 0)));
+    }
+    if let Some(t) = lse {
+        res.push(Slot::T(t));
+    }
+    Ok(Some(res))
 }

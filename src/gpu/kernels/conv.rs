@@ -1,7 +1,8 @@
 //! Convolutions on the GPU (shaders/conv.wgsl): `convolution`, `_convolution` and
-//! `conv1d/2d/3d`, f32, any stride, padding (explicit, 'valid', 'same' at stride 1),
-//! dilation and groups. A layer with one input channel per group (depthwise) runs the direct
-//! kernel, every other one the implicit GEMM. Transposed convolutions decline (CPU).
+//! `conv1d/2d/3d`, f32 (and f16 storage computed in f32), any stride, padding (explicit,
+//! 'valid', 'same' at stride 1), dilation and groups. A layer with one input channel per group (depthwise) runs the direct
+//! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
+//! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`).
 
 use super::{contiguous, grid, Kc, Out};
 use crate::dtype::DType;
@@ -55,6 +56,7 @@ fn conv_kernel(p: &crate::gpu::DeviceProperties) -> ConvKernel {
 /// Columns past this many bytes take the direct kernel instead of `im2col` + GEMM.
 const MAX_COL_BYTES: usize = 256 << 20;
 pub const DEPTHWISE: Variant = Variant::new(Shader::Conv, "depthwise");
+pub const CONV_TRANSPOSE: Variant = Variant::new(Shader::Conv, "conv_transpose");
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Default)]
@@ -112,13 +114,16 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if k.is_tensor_arg("bias") && bias.is_none() {
         return Ok(None);
     }
-    if x.dtype != DType::F32
-        || w.dtype != DType::F32
-        || bias.as_ref().is_some_and(|b| b.dtype != DType::F32)
-        || !k.out_is(DType::F32)
-        || k.op.bool_or("transposed", false)?
-    {
+    // f32, or f16 storage computed in f32 (where the device has shader-f16).
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
         return Ok(None);
+    };
+    if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
+        return Ok(None);
+    }
+    if k.op.bool_or("transposed", false)? {
+        return conv_transpose(k);
     }
     let nd = match w.rank().checked_sub(2) {
         Some(n @ 1..=3) => n,
@@ -240,13 +245,18 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         ..Default::default()
     };
     let kernel = conv_kernel(&k.r.dev.properties);
-    if kernel == ConvKernel::Gemm && !depthwise && groups == 1 && n * o * plane_out > 0 {
+    if kernel == ConvKernel::Gemm
+        && d == DType::F32
+        && !depthwise
+        && groups == 1
+        && n * o * plane_out > 0
+    {
         if let Some(res) = conv_gemm(k, &meta, &xc, &wc, bc.as_ref())? {
             let st = crate::gpu::store::contiguous_strides(&sizes);
             return Ok(Some(vec![Slot::T(res.view(sizes, st, 0))]));
         }
     }
-    let out = k.new_out(DType::F32, &sizes)?;
+    let out = k.new_out(d, &sizes)?;
     if n * o * plane_out == 0 {
         return Ok(Some(vec![Slot::T(out)]));
     }
@@ -255,7 +265,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if depthwise {
         let (gx, gy, row) = grid(n * o * plane_out, 64);
         meta.row = row;
-        k.dispatch(&DEPTHWISE, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
+        k.dispatch(
+            &DEPTHWISE.typed(elems),
+            bytemuck::bytes_of(&meta),
+            &bufs,
+            (gx, gy, 1),
+        )?;
     } else {
         if kernel == ConvKernel::Tiled {
             // 64 x 64 tiles of 16x16 threads.
@@ -264,7 +279,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
                 og.div_ceil(64) as u32,
                 (n * groups) as u32,
             );
-            k.dispatch(&CONV_TILED, bytemuck::bytes_of(&meta), &bufs, groups3)?;
+            k.dispatch(
+                &CONV_TILED.typed(elems),
+                bytemuck::bytes_of(&meta),
+                &bufs,
+                groups3,
+            )?;
         } else {
             // 8x8 invocations of 4 channels x 4 pixels each.
             let groups3 = (
@@ -272,7 +292,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
                 og.div_ceil(32) as u32,
                 (n * groups) as u32,
             );
-            k.dispatch(&CONV, bytemuck::bytes_of(&meta), &bufs, groups3)?;
+            k.dispatch(
+                &CONV.typed(elems),
+                bytemuck::bytes_of(&meta),
+                &bufs,
+                groups3,
+            )?;
         }
     }
     Ok(Some(vec![Slot::T(out)]))
@@ -325,4 +350,135 @@ fn conv_gemm(
     let wv = w.view(vec![n, o, kdim], vec![0, kdim, 1], w.offset);
     let bv = bias.map(|b| b.view(vec![n, o, plane], vec![0, 1, 0], b.offset));
     super::encode_matmul(k, &wv, &cols, bv.as_ref(), n, o, plane, kdim, 1.0, 1.0)
+}
+
+/// Transposed convolution: `convolution(transposed=True)` and `conv_transpose1d/2d/3d`
+/// (f32, explicit padding, output_padding, groups, dilation, unbatched inputs).
+pub(super) fn conv_transpose(k: &mut Kc) -> Out {
+    let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
+        return Ok(None);
+    };
+    let bias = k.t("bias");
+    if k.is_tensor_arg("bias") && bias.is_none() {
+        return Ok(None);
+    }
+    // f32, or f16 storage computed in f32 (where the device has shader-f16).
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
+        return Ok(None);
+    }
+    let nd = match w.rank().checked_sub(2) {
+        Some(n @ 1..=3) => n,
+        _ => return Ok(None),
+    };
+    let unbatched = x.rank() == nd + 1;
+    if !unbatched && x.rank() != nd + 2 {
+        return Ok(None);
+    }
+    let xs: Vec<usize> = if unbatched {
+        [&[1][..], &x.sizes].concat()
+    } else {
+        x.sizes.clone()
+    };
+    let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
+        Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
+    };
+    if matches!(k.op.arg("padding"), Some(Arg::Str(_))) {
+        return Ok(None);
+    }
+    let groups = k.op.int_or("groups", 1)?;
+    let (Some(stride), Some(dil), Some(pad), Some(opad)) = (
+        spatial3(&ints("stride", 1)?, nd, 1, 1),
+        spatial3(&ints("dilation", 1)?, nd, 1, 1),
+        spatial3(&ints("padding", 0)?, nd, 0, 0),
+        spatial3(&ints("output_padding", 0)?, nd, 0, 0),
+    ) else {
+        return Ok(None);
+    };
+    if groups < 1 {
+        return Ok(None);
+    }
+    let groups = groups as usize;
+    let mut ks = [1usize; 3];
+    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
+    let mut ins = [1usize; 3];
+    ins[3 - nd..].copy_from_slice(&xs[2..]);
+    let c = xs[1];
+    if w.sizes[0] != c || c % groups != 0 || ins.contains(&0) {
+        return Ok(None);
+    }
+    let og = w.sizes[1];
+    let o = og * groups;
+    if bias.as_ref().is_some_and(|b| b.numel() != o) {
+        return Ok(None);
+    }
+    let mut outs = [1usize; 3];
+    for i in 0..3 {
+        if opad[i] >= stride[i] && opad[i] >= dil[i] {
+            return Ok(None);
+        }
+        let full = (ins[i] - 1) * stride[i] + dil[i] * (ks[i] - 1) + opad[i] + 1;
+        match full.checked_sub(2 * pad[i]).filter(|&v| v > 0) {
+            Some(v) => outs[i] = v,
+            None => return Ok(None),
+        }
+    }
+    let n = xs[0];
+    let plane_out: usize = outs.iter().product();
+    let numel = n * o * plane_out;
+    if !k.fits(&x) || !k.fits(&w) || numel >= u32::MAX as usize {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let Some(wc) = contiguous(k, &w)? else {
+        return Ok(None);
+    };
+    let bc = match &bias {
+        Some(b) => match contiguous(k, b)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let mut sizes = vec![n, o];
+    sizes.extend_from_slice(&outs[3 - nd..]);
+    if unbatched {
+        sizes.remove(0);
+    }
+    let out = k.new_out(d, &sizes)?;
+    if numel == 0 {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
+    let (gx, gy, row) = grid(numel, 64);
+    let meta = ConvMeta {
+        n: n as u32,
+        c: c as u32,
+        o: o as u32,
+        groups: groups as u32,
+        ins: vec4(ins),
+        ks: vec4(ks),
+        outs: vec4(outs),
+        stride: vec4(stride),
+        pad: vec4(pad),
+        dil: vec4(dil),
+        cg: (c / groups) as u32,
+        og: og as u32,
+        kdim: 0,
+        flags: bc.is_some() as u32,
+        row,
+        ..Default::default()
+    };
+    let bref = bc.as_ref().unwrap_or(&wc);
+    k.dispatch(
+        &CONV_TRANSPOSE.typed(elems),
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, &xc), (3, &wc), (4, bref)],
+        (gx, gy, 1),
+    )?;
+    Ok(Some(vec![Slot::T(out)]))
 }

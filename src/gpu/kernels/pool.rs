@@ -1,5 +1,5 @@
 //! Pooling on the GPU (shaders/pool.wgsl): max (with or without indices), average and
-//! adaptive average pooling in 1-D, 2-D and 3-D, f32. Window arithmetic follows the CPU
+//! adaptive average and max pooling in 1-D, 2-D and 3-D, f32. Window arithmetic follows the CPU
 //! kernels in src/ops/pool (torch's `pooling_output_shape`); anything the CPU kernel would
 //! reject declines, so the CPU fallback reports the error.
 
@@ -14,6 +14,7 @@ pub const MAX_POOL: Variant = Variant::new(Shader::Pool, "max_pool");
 pub const MAX_POOL_INDICES: Variant = Variant::new(Shader::Pool, "max_pool_indices");
 pub const AVG_POOL: Variant = Variant::new(Shader::Pool, "avg_pool");
 pub const ADAPTIVE_AVG: Variant = Variant::new(Shader::Pool, "adaptive_avg");
+pub const ADAPTIVE_MAX: Variant = Variant::new(Shader::Pool, "adaptive_max");
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Default)]
@@ -83,7 +84,7 @@ pub(super) fn pool(k: &mut Kc) -> Out {
         ins: vec4(ins),
         ..Default::default()
     };
-    let (variant, outs, indices) = if op.contains("adaptive_avg") {
+    let (variant, outs, indices) = if op.contains("adaptive_avg") || op.contains("adaptive_max") {
         let v = k.op.ints("output_size")?;
         let v: Vec<i64> = if v.len() == 1 { vec![v[0]; nd] } else { v };
         if v.len() != nd || v.iter().any(|&o| o < 0) {
@@ -93,7 +94,14 @@ pub(super) fn pool(k: &mut Kc) -> Out {
         for (i, &o) in v.iter().enumerate() {
             outs[3 - nd + i] = o as usize;
         }
-        (ADAPTIVE_AVG, outs, false)
+        if op.contains("adaptive_max") {
+            if outs.contains(&0) || k.out_dtype(1) != Some(DType::I64) {
+                return Ok(None);
+            }
+            (ADAPTIVE_MAX, outs, true)
+        } else {
+            (ADAPTIVE_AVG, outs, false)
+        }
     } else if op.starts_with("max_pool") || op.starts_with("avg_pool") {
         let max = op.starts_with("max_pool");
         let Some(kk) = spatial3(&k.op.ints("kernel_size")?, nd, 1, 1) else {

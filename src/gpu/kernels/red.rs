@@ -59,14 +59,14 @@ pub fn variants() -> Vec<Variant> {
 }
 
 /// The reduction geometry of `x` over the dims in `red`.
-struct Plan {
-    meta: ReduceMeta,
-    out_sizes: Vec<usize>,
-    n_out: usize,
-    n_red: usize,
+pub(super) struct Plan {
+    pub(super) meta: ReduceMeta,
+    pub(super) out_sizes: Vec<usize>,
+    pub(super) n_out: usize,
+    pub(super) n_red: usize,
 }
 
-fn plan(x: &GTensor, red: &[bool], keepdim: bool) -> Plan {
+pub(super) fn plan(x: &GTensor, red: &[bool], keepdim: bool) -> Plan {
     let r = x.rank();
     let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
     let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
@@ -126,7 +126,12 @@ fn f32_in(k: &Kc, x: &GTensor) -> bool {
     x.dtype == DType::F32 && k.fits(x) && x.numel() < u32::MAX as usize
 }
 
-fn encode_stats(k: &mut Kc, x: &GTensor, pl: &Plan, op: StatsOp) -> crate::error::Result<GTensor> {
+pub(super) fn encode_stats(
+    k: &mut Kc,
+    x: &GTensor,
+    pl: &Plan,
+    op: StatsOp,
+) -> crate::error::Result<GTensor> {
     let out = k.new_out(DType::F32, &pl.out_sizes)?;
     if pl.n_out > 0 {
         let (gx, gy, _) = grid(pl.n_out, 64);

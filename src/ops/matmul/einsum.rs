@@ -14,8 +14,8 @@ use crate::runtime::RValue;
 /// 52.. (right-aligned across operands).
 const ELLIPSIS_BASE: u32 = 52;
 
-struct Term {
-    labels: Vec<u32>,
+pub(crate) struct Term {
+    pub(crate) labels: Vec<u32>,
 }
 
 fn parse_term(
@@ -64,37 +64,38 @@ fn parse_term(
     Ok((out, ell))
 }
 
-fn parse(ctx: &OpCtx, eq: &str, tensors: &[Tensor]) -> Result<(Vec<Term>, Vec<u32>)> {
+/// The operands' labels and the output's, for operands of ranks `ranks` (the GPU kernel,
+/// src/gpu/kernels/linalg.rs, parses with this too).
+pub(crate) fn parse(ctx: &OpCtx, eq: &str, ranks: &[usize]) -> Result<(Vec<Term>, Vec<u32>)> {
     let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
     let (lhs, rhs) = match eq.split_once("->") {
         Some((l, r)) => (l, Some(r)),
         None => (eq.as_str(), None),
     };
     let parts: Vec<&str> = lhs.split(',').collect();
-    if parts.len() != tensors.len() {
+    if parts.len() != ranks.len() {
         return Err(ctx.err(format!(
             "einsum equation '{eq}' has {} operands, but {} tensors were given",
             parts.len(),
-            tensors.len()
+            ranks.len()
         )));
     }
     // Ellipsis dims: the most any operand has.
     let mut ell_total = 0;
-    for (p, t) in parts.iter().zip(tensors) {
+    for (p, &r) in parts.iter().zip(ranks) {
         if p.contains("...") {
             let letters = p.chars().filter(|c| c.is_ascii_alphabetic()).count();
-            ell_total = ell_total.max(t.rank().saturating_sub(letters));
+            ell_total = ell_total.max(r.saturating_sub(letters));
         }
     }
     let mut terms = Vec::new();
     let mut counts = [0usize; ELLIPSIS_BASE as usize];
-    for (p, t) in parts.iter().zip(tensors) {
-        let (labels, _) = parse_term(ctx, p, Some(t.rank()), ell_total)?;
-        if labels.len() != t.rank() {
+    for (p, &r) in parts.iter().zip(ranks) {
+        let (labels, _) = parse_term(ctx, p, Some(r), ell_total)?;
+        if labels.len() != r {
             return Err(ctx.err(format!(
-                "einsum term '{p}' has {} labels for an operand of rank {}",
-                labels.len(),
-                t.rank()
+                "einsum term '{p}' has {} labels for an operand of rank {r}",
+                labels.len()
             )));
         }
         let labels: Vec<u32> = labels.into_iter().flatten().collect();
@@ -288,7 +289,8 @@ pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         )));
     }
     let ct = compute_dtype(ctx, dt)?;
-    let (terms, out) = parse(ctx, &eq, &tensors)?;
+    let ranks: Vec<usize> = tensors.iter().map(|t| t.rank()).collect();
+    let (terms, out) = parse(ctx, &eq, &ranks)?;
     // Diagonals for repeated labels, then the compute dtype.
     let mut ops = Vec::new();
     for (term, t) in terms.iter().zip(&tensors) {

@@ -6,7 +6,7 @@
 //! kernels do), f64, and wrapping i64 for integers (exact). Operands are read through their
 //! strides, so transposed and broadcast inputs are not copied.
 
-mod einsum;
+pub(crate) mod einsum;
 pub(crate) mod gemm;
 
 use super::{OpCtx, Registry};

@@ -10,7 +10,7 @@
 #![allow(clippy::bool_comparison)]
 
 mod grid;
-mod upsample;
+pub(crate) mod upsample;
 
 use super::matmul::gemm::{par_chunks, par_chunks2, with_contiguous};
 use super::{OpCtx, Registry};

@@ -16,7 +16,7 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 
 #[derive(Clone, Copy, PartialEq)]
-enum Mode {
+pub(crate) enum Mode {
     Nearest,
     NearestExact,
     Linear,
@@ -161,8 +161,9 @@ fn nearest_index(o: usize, input: usize, output: usize, scale: Option<f64>, exac
     (v.floor().max(0.0) as usize).min(input - 1)
 }
 
-/// For one dim: per output index, the source taps (index, weight).
-fn taps<T: Float>(
+/// For one dim: per output index, the source taps (index, weight). The GPU kernel
+/// (src/gpu/kernels/resample.rs) uploads these tables.
+pub(crate) fn taps<T: Float>(
     mode: Mode,
     input: usize,
     output: usize,
