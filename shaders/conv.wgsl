@@ -264,9 +264,10 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// `im2col`: the columns of the implicit GEMM written out, col[img, k, p] for k = (input
-// channel, tap) and output pixel p (zero in the padding), one invocation per element (groups
-// = 1). A matrix multiply (matmul4.wgsl) then computes out[img] = W [O, K] x col[img].
+// `im2col`: the implicit GEMM's columns written out, pixel-major: col[img, p, k] for output
+// pixel p and k = (input channel, tap) (zero in the padding), one invocation per element
+// (groups = 1). A matrix multiply (matmul4.wgsl, `mm_kk`: K contiguous on both sides) then
+// computes out[img] = W [O, K] x col[img]^T.
 @compute @workgroup_size(64)
 fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
@@ -274,8 +275,8 @@ fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
     if i >= params.n * params.kdim * plane_out {
         return;
     }
-    let p = i % plane_out;
-    let k = (i / plane_out) % params.kdim;
+    let k = i % params.kdim;
+    let p = (i / params.kdim) % plane_out;
     let img = i / (plane_out * params.kdim);
     let taps = params.ks.w;
     let s = source(p, k % taps);

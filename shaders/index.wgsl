@@ -38,12 +38,14 @@ fn index(gid: vec3<u32>) -> u32 {
 
 // Offsets of element `i` (row-major over `shape`) in the source and in the index (or the
 // destination).
+// The outermost dim needs no division (what is left of `i` is its index), and copies merge
+// the dims walked as one on the host (a contiguous copy has rank 1).
 fn offsets(i: u32) -> vec2<u32> {
     var rem = i;
     var o = params.offs.xy;
     var d = params.rank;
     loop {
-        if d == 0u {
+        if d <= 1u {
             break;
         }
         d = d - 1u;
@@ -51,6 +53,9 @@ fn offsets(i: u32) -> vec2<u32> {
         let k = rem % n;
         rem = rem / n;
         o = o + k * vec2<u32>(dim(params.src_strides, d), dim(params.idx_strides, d));
+    }
+    if d == 1u {
+        o = o + rem * vec2<u32>(params.src_strides[0].x, params.idx_strides[0].x);
     }
     return o;
 }

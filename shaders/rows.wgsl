@@ -206,3 +206,38 @@ fn layer_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
         rstd_out[r] = to_out(rstd);
     }
 }
+
+// `layer_norm` with one invocation per row and no barriers, for short rows (the host picks it
+// when cols <= 1024, as for `softmax_row`).
+@compute @workgroup_size(64)
+fn layer_norm_row(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x + gid.y * params.row;
+    if r >= params.rows {
+        return;
+    }
+    let base = r * params.cols;
+    let n = f32(params.cols);
+    var s = 0.0;
+    for (var j = 0u; j < params.cols; j = j + 1u) {
+        s = s + f32(x[base + j]);
+    }
+    let mean = s / n;
+    var v = 0.0;
+    for (var j = 0u; j < params.cols; j = j + 1u) {
+        let d = f32(x[base + j]) - mean;
+        v = v + d * d;
+    }
+    let rstd = inverseSqrt(v / n + params.eps);
+    for (var j = 0u; j < params.cols; j = j + 1u) {
+        var y = (f32(x[base + j]) - mean) * rstd;
+        if (params.flags & 1u) != 0u {
+            y = y * f32(weight[j]);
+        }
+        if (params.flags & 2u) != 0u {
+            y = y + f32(bias[j]);
+        }
+        out[base + j] = to_out(y);
+    }
+    mean_out[r] = to_out(mean);
+    rstd_out[r] = to_out(rstd);
+}

@@ -338,6 +338,8 @@ pub(crate) fn softmax_dispatch(v: Variant, rows: usize, cols: usize) -> (Variant
     }
 }
 pub const LAYER_NORM: Variant = Variant::new(Shader::Rows, "layer_norm");
+/// Layer norm with one invocation per row (rows up to [`SHORT_ROW`] long).
+pub const LAYER_NORM_ROW: Variant = Variant::new(Shader::Rows, "layer_norm_row");
 
 /// What the GPU does for a target.
 #[derive(Debug, Clone, Copy)]
@@ -957,7 +959,7 @@ pub(crate) fn grid(n: usize, per_group: usize) -> (u32, u32, u32) {
 /// inner stride times the inner size) and drops size-1 dims, as torch's TensorIterator does:
 /// a contiguous operation becomes rank 1, and the shaders' index arithmetic (one division
 /// per dim and element, slow on software adapters) shrinks with the rank.
-fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
+pub(super) fn coalesce(shape: &[usize], strides: &[&[usize]]) -> (Vec<usize>, Vec<Vec<usize>>) {
     let mut sh: Vec<usize> = Vec::with_capacity(shape.len());
     let mut st: Vec<Vec<usize>> = vec![Vec::with_capacity(shape.len()); strides.len()];
     for (d, &n) in shape.iter().enumerate() {
@@ -2033,11 +2035,17 @@ fn layer_norm(k: &mut Kc) -> Out {
     let mean = k.new_out(d, &stat_sizes)?;
     let rstd = k.new_out(d, &stat_sizes)?;
     if rows * cols > 0 {
-        let (gx, gy, _) = grid(rows, 1);
+        // One invocation per short row (no barriers), else a 64-thread group per row.
+        let (v, (gx, gy, row)) = if cols <= SHORT_ROW {
+            (LAYER_NORM_ROW, grid(rows, 64))
+        } else {
+            let (gx, gy, _) = grid(rows, 1);
+            (LAYER_NORM, (gx, gy, gx))
+        };
         let meta = RowMeta {
             rows: rows as u32,
             cols: cols as u32,
-            row: gx,
+            row,
             flags: wc.is_some() as u32 | ((bc.is_some() as u32) << 1),
             eps,
             _p: [0.0; 3],
@@ -2045,7 +2053,7 @@ fn layer_norm(k: &mut Kc) -> Out {
         let wref = wc.as_ref().unwrap_or(&xc);
         let bref = bc.as_ref().unwrap_or(&xc);
         k.dispatch(
-            &LAYER_NORM.typed(elems),
+            &v.typed(elems),
             bytemuck::bytes_of(&meta),
             &[
                 (1, &out),

@@ -266,6 +266,7 @@ pub fn all_variants() -> Vec<Variant> {
         });
     }
     v.push(super::kernels::LAYER_NORM);
+    v.push(super::kernels::LAYER_NORM_ROW);
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));

@@ -27,7 +27,9 @@ enum ConvKernel {
     /// Tiles in workgroup memory with barriers (`conv_tiled`): GPUs, where workgroup memory
     /// is the usual win.
     Tiled,
-    /// Register-blocked direct loads, no barriers (`conv`).
+    /// Register-blocked direct loads, no barriers (`conv`): also where `Gemm`'s conditions
+    /// fail. Chosen by name only through the native override.
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     Blocked,
     /// `im2col` then the vec4 matrix multiply of matmul4.wgsl (1x1 stride-1 convolutions read
     /// the input as the columns directly): software adapters, where SwiftShader (Chrome's
@@ -303,10 +305,11 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     Ok(Some(vec![Slot::T(out)]))
 }
 
-/// `ConvKernel::Gemm` (groups = 1): out[img] = W [O, K] x col[img] [K, P] (+ bias per row)
-/// with the vec4 matrix multiply, where col is `im2col`'s output, or the input itself for a
-/// 1x1 convolution with stride 1 and no padding. None where the multiply's alignment (K and
-/// P multiples of 4) or the column size does not allow it.
+/// `ConvKernel::Gemm` (groups = 1): out[img] = W [O, K] x cols[img] (+ bias per row) with
+/// the vec4 matrix multiply. The columns are the input itself, [K, P], for a 1x1
+/// convolution with stride 1 and no padding (P a multiple of 4: `mm_kn`), else `im2col`'s
+/// pixel-major [P, K] copy (`mm_kk`, any P). None where K is not a multiple of 4 or the
+/// columns are too large.
 fn conv_gemm(
     k: &mut Kc,
     meta: &ConvMeta,
@@ -322,7 +325,6 @@ fn conv_gemm(
     );
     let col_bytes = n * kdim * plane * 4;
     if kdim % 4 != 0
-        || plane % 4 != 0
         || w.offset % 4 != 0
         || col_bytes > MAX_COL_BYTES
         || col_bytes > k.r.dev.properties.limits.max_storage_buffer_binding_size as usize
@@ -333,10 +335,10 @@ fn conv_gemm(
         && meta.stride[..3] == [1, 1, 1]
         && meta.pad[..3] == [0, 0, 0]
         && meta.ins == meta.outs;
-    let cols = if pointwise && x.offset % 4 == 0 {
+    let cols = if pointwise && plane % 4 == 0 && x.offset % 4 == 0 {
         x.view(vec![n, kdim, plane], vec![kdim * plane, plane, 1], x.offset)
     } else {
-        let col = k.new_out(DType::F32, &[n, kdim, plane])?;
+        let col = k.new_out(DType::F32, &[n, plane, kdim])?;
         let (gx, gy, row) = grid(n * kdim * plane, 64);
         let m = ConvMeta { row, ..*meta };
         k.dispatch(
@@ -345,7 +347,8 @@ fn conv_gemm(
             &[(1, &col), (2, x)],
             (gx, gy, 1),
         )?;
-        col
+        // [K, P] as a view of the pixel-major copy.
+        col.view(vec![n, kdim, plane], vec![kdim * plane, 1, kdim], 0)
     };
     let wv = w.view(vec![n, o, kdim], vec![0, kdim, 1], w.offset);
     let bv = bias.map(|b| b.view(vec![n, o, plane], vec![0, 1, 0], b.offset));

@@ -269,13 +269,14 @@ pub(super) fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()
     }
     k.ensure(src)?;
     let (gx, gy, row) = grid(numel, 64);
+    let (shape, strides) = super::coalesce(&src.sizes, &[&src.strides, &dst.strides]);
     let meta = IndexMeta {
         numel: numel as u32,
-        rank: src.rank() as u32,
+        rank: shape.len() as u32,
         row,
-        shape: pad8(&src.sizes),
-        src_strides: pad8(&src.strides),
-        idx_strides: pad8(&dst.strides),
+        shape: pad8(&shape),
+        src_strides: pad8(&strides[0]),
+        idx_strides: pad8(&strides[1]),
         offs: [src.offset as u32, dst.offset as u32, 0, 0],
         ..Default::default()
     };
