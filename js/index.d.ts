@@ -135,6 +135,12 @@ export interface RunStats {
   /** GPU buffers created from the driver during the run (pool misses). */
   bufferAllocations: number;
   pipelinesCreated: number;
+  bindGroupsCreated: number;
+  dispatches: number;
+  /** Most bytes of pt2web's GPU buffers in use at once (weights included). */
+  peakBytes: number;
+  /** The largest kernel scratch buffer (a convolution's im2col columns). */
+  workspaceBytes: number;
   gpuNodes: number;
   viewNodes: number;
   fallbackNodes: number;

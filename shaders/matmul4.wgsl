@@ -147,99 +147,39 @@ fn bias_term(row: u32, col: u32, batch: u32) -> f32 {
     return select(params.beta * cv, 0.0, params.beta == 0.0);
 }
 
-// Row `row`'s 4 columns from col0, those inside the output.
-fn store(row: u32, col0: u32, batch: u32, v: vec4<f32>) {
-    if row >= params.m {
+// `FORM` 0: B contiguous along K (`block_kk`); 1: along N (`block_kn`). Bit 0 of `flags`
+// adds beta * C; without C the host binds A in its place (never read).
+override FORM: u32 = 0u;
+
+@compute @workgroup_size(8, 8)
+fn mm4(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row0 = gid.y * ROWS;
+    let col0 = gid.x * COLS;
+    if row0 >= params.m || col0 >= params.n {
         return;
     }
-    for (var j = 0u; j < COLS; j = j + 1u) {
-        let col = col0 + j;
-        if col < params.n {
-            out[(batch * params.m + row) * params.n + col] = params.alpha * v[j];
+    var acc: Acc;
+    if FORM == 0u {
+        acc = block_kk(row0, col0, gid.z);
+    } else {
+        acc = block_kn(row0, col0, gid.z);
+    }
+    let rows = array<vec4<f32>, 8>(acc.r0, acc.r1, acc.r2, acc.r3, acc.r4, acc.r5, acc.r6, acc.r7);
+    let with_bias = (params.flags & 1u) != 0u;
+    for (var i = 0u; i < ROWS; i = i + 1u) {
+        let row = row0 + i;
+        if row >= params.m {
+            break;
+        }
+        for (var j = 0u; j < COLS; j = j + 1u) {
+            let col = col0 + j;
+            if col < params.n {
+                var v = params.alpha * rows[i][j];
+                if with_bias {
+                    v = v + bias_term(row, col, gid.z);
+                }
+                out[(gid.z * params.m + row) * params.n + col] = v;
+            }
         }
     }
-}
-
-fn store_bias(row: u32, col0: u32, batch: u32, v: vec4<f32>) {
-    if row >= params.m {
-        return;
-    }
-    for (var j = 0u; j < COLS; j = j + 1u) {
-        let col = col0 + j;
-        if col < params.n {
-            out[(batch * params.m + row) * params.n + col] = params.alpha * v[j] + bias_term(row, col, batch);
-        }
-    }
-}
-
-@compute @workgroup_size(8, 8)
-fn mm_kk(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let row0 = gid.y * ROWS;
-    let col0 = gid.x * COLS;
-    if row0 >= params.m || col0 >= params.n {
-        return;
-    }
-    let acc = block_kk(row0, col0, gid.z);
-    store(row0 + 0u, col0, gid.z, acc.r0);
-    store(row0 + 1u, col0, gid.z, acc.r1);
-    store(row0 + 2u, col0, gid.z, acc.r2);
-    store(row0 + 3u, col0, gid.z, acc.r3);
-    store(row0 + 4u, col0, gid.z, acc.r4);
-    store(row0 + 5u, col0, gid.z, acc.r5);
-    store(row0 + 6u, col0, gid.z, acc.r6);
-    store(row0 + 7u, col0, gid.z, acc.r7);
-}
-
-@compute @workgroup_size(8, 8)
-fn mm_kk_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let row0 = gid.y * ROWS;
-    let col0 = gid.x * COLS;
-    if row0 >= params.m || col0 >= params.n {
-        return;
-    }
-    let acc = block_kk(row0, col0, gid.z);
-    store_bias(row0 + 0u, col0, gid.z, acc.r0);
-    store_bias(row0 + 1u, col0, gid.z, acc.r1);
-    store_bias(row0 + 2u, col0, gid.z, acc.r2);
-    store_bias(row0 + 3u, col0, gid.z, acc.r3);
-    store_bias(row0 + 4u, col0, gid.z, acc.r4);
-    store_bias(row0 + 5u, col0, gid.z, acc.r5);
-    store_bias(row0 + 6u, col0, gid.z, acc.r6);
-    store_bias(row0 + 7u, col0, gid.z, acc.r7);
-}
-
-@compute @workgroup_size(8, 8)
-fn mm_kn(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let row0 = gid.y * ROWS;
-    let col0 = gid.x * COLS;
-    if row0 >= params.m || col0 >= params.n {
-        return;
-    }
-    let acc = block_kn(row0, col0, gid.z);
-    store(row0 + 0u, col0, gid.z, acc.r0);
-    store(row0 + 1u, col0, gid.z, acc.r1);
-    store(row0 + 2u, col0, gid.z, acc.r2);
-    store(row0 + 3u, col0, gid.z, acc.r3);
-    store(row0 + 4u, col0, gid.z, acc.r4);
-    store(row0 + 5u, col0, gid.z, acc.r5);
-    store(row0 + 6u, col0, gid.z, acc.r6);
-    store(row0 + 7u, col0, gid.z, acc.r7);
-}
-
-@compute @workgroup_size(8, 8)
-fn mm_kn_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let row0 = gid.y * ROWS;
-    let col0 = gid.x * COLS;
-    if row0 >= params.m || col0 >= params.n {
-        return;
-    }
-    let acc = block_kn(row0, col0, gid.z);
-    store_bias(row0 + 0u, col0, gid.z, acc.r0);
-    store_bias(row0 + 1u, col0, gid.z, acc.r1);
-    store_bias(row0 + 2u, col0, gid.z, acc.r2);
-    store_bias(row0 + 3u, col0, gid.z, acc.r3);
-    store_bias(row0 + 4u, col0, gid.z, acc.r4);
-    store_bias(row0 + 5u, col0, gid.z, acc.r5);
-    store_bias(row0 + 6u, col0, gid.z, acc.r6);
-    store_bias(row0 + 7u, col0, gid.z, acc.r7);
 }

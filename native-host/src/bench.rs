@@ -161,7 +161,8 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
         "submits": s.submits, "buffer_allocations": s.buffer_allocations,
         "pipelines_created": s.pipelines_created,
         "bind_groups_created": s.bind_groups_created, "dispatches": s.dispatches,
-        "peak_bytes": s.peak_bytes, "gpu_nodes": s.gpu_nodes,
+        "peak_bytes": s.peak_bytes, "workspace_bytes": s.workspace_bytes,
+        "gpu_nodes": s.gpu_nodes,
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
         "fallbacks": s.fallbacks, "uploads": s.uploads, "downloads": s.downloads,
     })

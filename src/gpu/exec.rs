@@ -36,6 +36,9 @@ pub struct RunStats {
     pub dispatches: u64,
     /// Most bytes of pt2web's buffers in use at once during the run (weights included).
     pub peak_bytes: u64,
+    /// The largest kernel scratch buffer of the run (a convolution's `im2col` columns): memory
+    /// the graph's liveness does not see.
+    pub workspace_bytes: u64,
     /// Nodes run by a GPU kernel.
     pub gpu_nodes: u64,
     /// View nodes handled as GPU metadata (no data moved).
@@ -58,6 +61,7 @@ impl RunStats {
         self.bind_groups_created += o.bind_groups_created;
         self.dispatches += o.dispatches;
         self.peak_bytes = self.peak_bytes.max(o.peak_bytes);
+        self.workspace_bytes = self.workspace_bytes.max(o.workspace_bytes);
         self.gpu_nodes += o.gpu_nodes;
         self.view_nodes += o.view_nodes;
         self.uploads += o.uploads;

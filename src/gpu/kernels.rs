@@ -292,13 +292,11 @@ fn is_float(d: DType) -> bool {
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
-/// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`mm_kk`) or along N
-/// (`mm_kn`), without and with the bias term.
-pub const MATMUL4: [Variant; 4] = [
-    Variant::new(Shader::Matmul4, "mm_kk"),
-    Variant::new(Shader::Matmul4, "mm_kk_bias"),
-    Variant::new(Shader::Matmul4, "mm_kn"),
-    Variant::new(Shader::Matmul4, "mm_kn_bias"),
+/// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`FORM` 0) or along N
+/// (`FORM` 1).
+pub const MATMUL4: [Variant; 2] = [
+    Variant::with(Shader::Matmul4, "mm4", "FORM", 0),
+    Variant::with(Shader::Matmul4, "mm4", "FORM", 1),
 ];
 /// Whether the vec4 matmul forms are used (`PT2WEB_MATMUL4=0` turns them off natively, to
 /// compare).
@@ -1640,16 +1638,13 @@ pub(super) fn encode_matmul(
         let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
         let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
         if a4 && (kk_form || kn_form) {
-            let v = MATMUL4[if kk_form { 0 } else { 2 } + c.is_some() as usize];
+            let v = MATMUL4[usize::from(!kk_form)];
             let groups = (
                 n.div_ceil(8 * MM4_COLS) as u32,
                 m.div_ceil(8 * MM4_ROWS) as u32,
                 batch as u32,
             );
-            let mut bufs = vec![(1, &out), (2, a), (3, bm)];
-            if let Some(c) = c {
-                bufs.push((4, c));
-            }
+            let bufs = [(1, &out), (2, a), (3, bm), (4, c.unwrap_or(a))];
             k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, groups)?;
             return Ok(Some(out));
         }

@@ -588,7 +588,8 @@ impl WasmModel {
             "submits": st.submits, "bufferAllocations": st.buffer_allocations,
             "pipelinesCreated": st.pipelines_created,
             "bindGroupsCreated": st.bind_groups_created, "dispatches": st.dispatches,
-            "peakBytes": st.peak_bytes, "gpuNodes": st.gpu_nodes,
+            "peakBytes": st.peak_bytes, "workspaceBytes": st.workspace_bytes,
+            "gpuNodes": st.gpu_nodes,
             "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),
             "fallbacks": st.fallbacks, "uploads": st.uploads, "downloads": st.downloads,
         }))

@@ -339,6 +339,8 @@ fn conv_gemm(
         x.view(vec![n, kdim, plane], vec![kdim * plane, plane, 1], x.offset)
     } else {
         let col = k.new_out(DType::F32, &[n, plane, kdim])?;
+        let ws = &mut k.r.stats.workspace_bytes;
+        *ws = (*ws).max(col_bytes as u64);
         let (gx, gy, row) = grid(n * kdim * plane, 64);
         let m = ConvMeta { row, ..*meta };
         k.dispatch(
