@@ -183,6 +183,11 @@ op_enum!(
         Fmax = 13,
         Fmin = 14,
         Atan2 = 15,
+        Hypot = 16,
+        Xlogy = 17,
+        Remainder = 18,
+        FloorDiv = 19,
+        DivTrunc = 20,
     ]
 );
 op_enum!(
@@ -290,6 +295,10 @@ fn is_float(d: DType) -> bool {
 }
 
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
+/// lerp with a tensor weight (bound as `c`, read through `c_strides`).
+pub const LERP3: Variant = Variant::new(Shader::Elementwise, "lerp3");
+/// clamp with tensor bounds (the upper one bound as `c`).
+pub const CLAMP3: Variant = Variant::new(Shader::Elementwise, "clamp3");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
 /// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`mm_kk`) or along N
@@ -384,6 +393,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.swapaxes"
         | "aten.detach_"
         | "aten.diagonal"
+        | "aten.broadcast_to"
+        | "aten.mT"
+        | "aten.reshape_as"
+        | "aten.tensor_split"
         | "aten.unfold" => View,
         // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so
         // they neither flush the command buffer nor download anything.
@@ -450,6 +463,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.prelu" | "aten._prelu_kernel" => Custom(extra::prelu),
         "aten.glu" => Custom(extra::glu),
         "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => Custom(extra::predicate),
+        "aten.isposinf" | "aten.isneginf" if overload == "default" => Custom(extra::predicate),
         "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
         "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
         "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
@@ -515,8 +529,8 @@ pub fn lookup(target: &str) -> Option<GOp> {
         {
             Custom(red::scan)
         }
-        "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
-        | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
+        "aten.gelu" | "aten.clamp" | "aten.clip" | "aten.hardtanh" | "aten.leaky_relu"
+        | "aten.elu" | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
         "aten.clone"
         | "aten._to_copy"
         | "aten.lift_fresh_copy"
@@ -538,7 +552,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.minimum" => Binary(BinaryOp::Minimum),
         "aten.max" if overload == "other" => Binary(BinaryOp::Maximum),
         "aten.min" if overload == "other" => Binary(BinaryOp::Minimum),
-        "aten.fmax" | "aten.fmin" | "aten.atan2" | "aten.arctan2" if overload != "out" => {
+        "aten.fmax" | "aten.fmin" | "aten.atan2" | "aten.arctan2" | "aten.hypot" | "aten.xlogy"
+            if overload != "out" =>
+        {
             Custom(extra::binary_named)
         }
         "aten.addcmul" | "aten.addcdiv" if overload == "default" => Custom(extra::addcmul),
@@ -583,6 +599,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" | "aten.any" | "aten.all" => {
             Custom(reduce)
         }
+        "aten.nansum" | "aten.nanmean" if overload == "default" => Custom(reduce),
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
         // Seeded random ops: the CPU generator's exact streams (src/gpu/random.rs).
         "aten.rand"
@@ -688,6 +705,8 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(sort::searchsorted)
         }
         "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => Custom(index::cat),
+        "aten.hstack" | "aten.vstack" if overload == "default" => Custom(index::cat),
+        "aten.type_as" if overload == "default" => Custom(extra::type_as),
         "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
         | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
         | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
@@ -1000,6 +1019,26 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
             let Some(x) = k.t("self") else {
                 return Ok(None);
             };
+            // An int or bool tensor into a float op (exp, sin, sqrt...): torch computes on
+            // its f32 conversion.
+            if !is_float(x.dtype)
+                && k.out_is(DType::F32)
+                && (x.dtype == DType::Bool || ints::is_int(x.dtype))
+            {
+                let Some(xf) = to_f32(k, &x)? else {
+                    return Ok(None);
+                };
+                return one(elementwise(
+                    k,
+                    u.variant(),
+                    DType::F32,
+                    &xf,
+                    None,
+                    None,
+                    1.0,
+                    0.0,
+                ));
+            }
             if !is_float(x.dtype) {
                 return ints::unary_f32_op(k, u);
             }
@@ -1167,7 +1206,12 @@ fn elementwise_p(
         bufs.push((3, bt.as_ref().unwrap_or(&a)));
     }
     if let Some(c) = &c {
-        bufs.push((6, c));
+        let binding = if matches!(v.entry, "lerp3" | "clamp3") {
+            4
+        } else {
+            6
+        };
+        bufs.push((binding, c));
     }
     k.dispatch(&v, bytemuck::bytes_of(&m), &bufs, (gx, gy, 1))?;
     Ok(Some(out))
@@ -1227,10 +1271,12 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         Some(s) => s.as_f64() as f32,
         None => 1.0,
     };
-    if let Some(m) = k.op.opt_str("rounding_mode")? {
-        let _ = m;
-        return Ok(None);
-    }
+    let op = match k.op.opt_str("rounding_mode")?.as_deref() {
+        None => op,
+        Some("floor") if op == BinaryOp::Div => BinaryOp::FloorDiv,
+        Some("trunc") if op == BinaryOp::Div => BinaryOp::DivTrunc,
+        Some(_) => return Ok(None),
+    };
     one(elementwise(
         k,
         op.variant(),
@@ -1308,18 +1354,21 @@ fn unary_with_args(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let int_clamp = ints::is_int(x.dtype) && k.target().starts_with("aten.clamp.");
-    if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
-        return Ok(None);
-    }
-    let d = x.dtype;
-    // The in-place forms (relu6_, elu_...) come here through `inplace`.
+    // The in-place forms (relu6_, elu_...) come here through `inplace`; clip is clamp.
     let op = k
         .target()
         .rsplit_once('.')
         .map_or("", |(o, _)| o)
         .trim_end_matches('_')
-        .to_string();
+        .replace("aten.clip", "aten.clamp");
+    if op == "aten.clamp" && (k.is_tensor_arg("min") || k.is_tensor_arg("max")) {
+        return extra::clamp_tensor(k);
+    }
+    let int_clamp = ints::is_int(x.dtype) && op == "aten.clamp";
+    if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
+        return Ok(None);
+    }
+    let d = x.dtype;
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, alpha, beta) = match op.as_str() {
         "aten.gelu" => match k.op.opt_str("approximate")?.as_deref() {
@@ -1508,6 +1557,7 @@ fn view(k: &mut Kc) -> Out {
     let row_major_copy = matches!(
         op,
         "aten.reshape"
+            | "aten.reshape_as"
             | "aten._unsafe_view"
             | "aten.flatten"
             | "aten.unflatten"
@@ -1863,6 +1913,98 @@ fn reduce(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
+    if matches!(op.as_str(), "aten.nansum" | "aten.nanmean") {
+        return nan_reduce(k, x, &op);
+    }
+    reduce_with(k, x, &op)
+}
+
+/// nansum / nanmean of f32: the sum of `x` with NaNs as zeros (over the count of the
+/// non-NaN elements for nanmean), as torch's decompositions.
+fn nan_reduce(k: &mut Kc, x: GTensor, op: &str) -> Out {
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let Some(nan) = elementwise(
+        k,
+        CompareOp::IsNan.variant(),
+        DType::Bool,
+        &x,
+        Some(&Operand::S(0.0)),
+        None,
+        1.0,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    // where_ computes cond ? a : b; flags bit 1 negates the condition: !isnan ? x : 0.
+    let Some(zeroed) = elementwise_p(
+        k,
+        WHERE,
+        DType::F32,
+        &x,
+        Some(&Operand::S(0.0)),
+        Some(&nan),
+        [1.0, 0.0, 0.0],
+        2,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(sum) = one_t(reduce_with(k, zeroed, "aten.sum")?) else {
+        return Ok(None);
+    };
+    if op == "aten.nansum" {
+        return Ok(Some(vec![Slot::T(sum)]));
+    }
+    // The count of non-NaN elements: 1 - isnan as f32, summed.
+    let Some(isnan_f) = to_f32(k, &nan)? else {
+        return Ok(None);
+    };
+    let Some(keep) = elementwise(
+        k,
+        UnaryOp::Affine.variant(),
+        DType::F32,
+        &isnan_f,
+        None,
+        None,
+        -1.0,
+        1.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(count) = one_t(reduce_with(k, keep, "aten.sum")?) else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Div.variant(),
+        DType::F32,
+        &sum,
+        Some(&Operand::T(count)),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// The one tensor of a kernel's result.
+fn one_t(r: Option<Vec<Slot>>) -> Option<GTensor> {
+    match r.as_deref() {
+        Some([Slot::T(t)]) => Some(t.clone()),
+        _ => None,
+    }
+}
+
+/// sum / mean / amax / amin / any / all (`op`) of `x` over the node's dims.
+fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
     let int_mode = !is_float(x.dtype);
     let logical = matches!(k.target().split('.').nth(1), Some("any" | "all"));
@@ -1892,11 +2034,6 @@ fn reduce(k: &mut Kc) -> Out {
             return Ok(None);
         }
     }
-    let op = k
-        .target()
-        .rsplit_once('.')
-        .map_or("", |(o, _)| o)
-        .to_string();
     let r = x.rank();
     let dims: Vec<i64> = match k.op.arg("dim") {
         None | Some(Arg::None) => vec![],
@@ -1919,7 +2056,7 @@ fn reduce(k: &mut Kc) -> Out {
     let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
     let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();
     let n_out: usize = kept.iter().map(|&d| x.sizes[d]).product();
-    let (rop, scale) = match op.as_str() {
+    let (rop, scale) = match op {
         "aten.sum" => (ReduceOp::Sum, 1.0),
         "aten.mean" => (ReduceOp::Sum, 1.0 / n_red as f32),
         "aten.amax" => (ReduceOp::Max, 1.0),

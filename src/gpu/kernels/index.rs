@@ -300,14 +300,62 @@ pub(super) fn cat(k: &mut Kc) -> Out {
             None => return Ok(None),
         }
     }
-    let Some(first) = ts.first() else {
+    let Some(dtype) = k.out_dtype(0) else {
         return Ok(None);
     };
-    let dtype = first.dtype;
-    if !gpu_dtype(dtype) || ts.iter().any(|t| t.dtype != dtype) || !k.out_is(dtype) {
+    if !gpu_dtype(dtype) || ts.is_empty() {
         return Ok(None);
     }
-    let dim = k.op.int_or("dim", 0)?;
+    // Mixed dtypes: each part converted to the promoted (output) dtype first.
+    for t in ts.iter_mut() {
+        if t.dtype == dtype {
+            continue;
+        }
+        if t.dtype == DType::F16 || dtype == DType::F16 {
+            return Ok(None);
+        }
+        match super::ints::convert(k, t, dtype)?.as_deref() {
+            Some([Slot::T(c)]) => *t = c.clone(),
+            _ => return Ok(None),
+        }
+    }
+    // hstack / vstack: cat of the parts made at least 1-D / 2-D.
+    let op = k.target().rsplit_once('.').map_or("", |(o, _)| o);
+    let (ts, dim) = match op {
+        "aten.hstack" => {
+            let ts: Vec<GTensor> = ts
+                .into_iter()
+                .map(|t| {
+                    if t.rank() == 0 {
+                        t.view(vec![1], vec![1], t.offset)
+                    } else {
+                        t
+                    }
+                })
+                .collect();
+            let dim = if ts[0].rank() == 1 { 0 } else { 1 };
+            (ts, dim)
+        }
+        "aten.vstack" => {
+            let ts: Vec<GTensor> = ts
+                .into_iter()
+                .map(|t| match t.rank() {
+                    0 => t.view(vec![1, 1], vec![1, 1], t.offset),
+                    1 => {
+                        let (n, st) = (t.sizes[0], t.strides[0]);
+                        t.view(vec![1, n], vec![n.max(1) * st, st], t.offset)
+                    }
+                    _ => t,
+                })
+                .collect();
+            (ts, 0)
+        }
+        _ => {
+            let dim = k.op.int_or("dim", 0)?;
+            (ts, dim)
+        }
+    };
+    let first = ts[0].clone();
     let parts: Vec<GTensor> = if stack {
         if ts.iter().any(|t| t.sizes != first.sizes) {
             return Ok(None);

@@ -4,7 +4,7 @@
 //! one kernel serves both int dtypes; arithmetic wraps in 32 bits (see src/gpu/store.rs).
 //! Reached from the f32 kernels in src/gpu/kernels.rs when an input is not f32.
 
-use super::{grid, pad8, Kc, Out, MAX_RANK};
+use super::{extra, grid, pad8, Kc, Out, MAX_RANK};
 use crate::cpu::broadcast_shapes;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -286,7 +286,13 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
     }
     .to_string();
     let bool_out = k.out_is(DType::Bool);
+    let float_in = [k.t("self"), k.t("other")]
+        .iter()
+        .flatten()
+        .any(|t| matches!(t.dtype, DType::F32 | DType::F16));
     match op.as_str() {
+        "floor_divide" if float_in => extra::float_div_rem(k, BinaryOp::FloorDiv),
+        "remainder" if float_in => extra::float_div_rem(k, BinaryOp::Remainder),
         "floor_divide" => int_binary(k, IntBinaryOp::FloorDiv, "other"),
         "remainder" => int_binary(k, IntBinaryOp::Remainder, "other"),
         "__lshift__" | "bitwise_left_shift" => int_binary(k, IntBinaryOp::Shl, "other"),
@@ -591,7 +597,7 @@ pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
         return Ok(None);
     }
     let (c, b) = match op {
-        "isnan" | "isinf" => (IntCompareOp::Ne, WOperand::T(x.clone())),
+        "isnan" | "isinf" | "isposinf" | "isneginf" => (IntCompareOp::Ne, WOperand::T(x.clone())),
         "isfinite" => (IntCompareOp::Eq, WOperand::T(x.clone())),
         "signbit" => (IntCompareOp::Lt, WOperand::W(0)),
         _ => return Ok(None),
