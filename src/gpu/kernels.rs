@@ -467,6 +467,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
         "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
         "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
+        "aten.zero_" if overload == "default" => Custom(extra::fill_),
         "aten.copy_" if overload == "default" => Custom(extra::copy_),
         "aten.pad"
         | "aten.constant_pad_nd"
@@ -715,7 +716,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.arange" => Custom(index::arange),
         "aten.linspace" | "aten.logspace" if overload == "default" => Custom(index::linspace),
         "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
-        "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
+        "aten.empty_strided" | "aten.empty_permuted" if overload == "default" => {
+            Custom(index::empty_strided)
+        }
         "aten.to" => Custom(ints::to),
         "aten.scaled_dot_product_attention"
         | "aten._scaled_dot_product_attention_math"
@@ -1255,6 +1258,18 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
             b = Operand::T(fb);
         }
     }
+    // bool + bool is `or`, bool * bool is `and` (torch's bool arithmetic).
+    if a.dtype == DType::Bool
+        && matches!(&b, Operand::T(t) if t.dtype == DType::Bool)
+        && k.out_is(DType::Bool)
+        && k.op.opt_scalar("alpha")?.is_none_or(|s| s.as_f64() == 1.0)
+    {
+        match op {
+            BinaryOp::Add => return ints::logical(k, ints::LogicalOp::Or),
+            BinaryOp::Mul => return ints::logical(k, ints::LogicalOp::And),
+            _ => {}
+        }
+    }
     if !is_float(a.dtype) {
         return ints::binary(k, op);
     }
@@ -1562,7 +1577,7 @@ fn view(k: &mut Kc) -> Out {
             | "aten.flatten"
             | "aten.unflatten"
             | "aten.contiguous"
-    ) && placeholders.len() == 1;
+    ) && (placeholders.len() == 1 || op == "aten.reshape_as");
     let mut copied: Option<(Vec<usize>, GTensor)> = None;
     let mut slots = Vec::new();
     for o in outs {

@@ -531,7 +531,13 @@ pub(super) fn fill_(k: &mut Kc) -> Out {
     if !gpu_dtype(x.dtype) || !inplace_target(&x) || !k.fits(&x) {
         return Ok(None);
     }
-    let Some(w) = word(x.dtype, k.op.scalar("value")?) else {
+    // zero_ is fill_ with 0.
+    let value = if k.target().starts_with("aten.zero_.") {
+        Scalar::Int(0)
+    } else {
+        k.op.scalar("value")?
+    };
+    let Some(w) = word(x.dtype, value) else {
         return Ok(None);
     };
     let Some(Some(Slot::T(t))) = encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])?.map(|mut v| v.pop())

@@ -467,12 +467,10 @@ pub(super) fn full(k: &mut Kc) -> Out {
     let sizes: Vec<usize> = if op == "scalar_tensor" {
         vec![]
     } else if op.ends_with("_like") {
+        // A constant fill: torch may keep `self`'s strides, the values are the same.
         let Some(x) = k.t("self") else {
             return Ok(None);
         };
-        if !x.is_contiguous() {
-            return Ok(None);
-        }
         x.sizes.clone()
     } else {
         let v = k.op.ints("size")?;
@@ -620,19 +618,34 @@ pub(super) fn empty_strided(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let size = k.op.ints("size")?;
-    let stride = k.op.ints("stride")?;
     if size.iter().any(|&s| s < 0) {
         return Ok(None);
     }
     let sizes: Vec<usize> = size.iter().map(|&s| s as usize).collect();
-    let cs = crate::gpu::store::contiguous_strides(&sizes);
-    if stride.len() != sizes.len()
-        || sizes
+    // empty_strided with other strides, empty_permuted: a contiguous tensor. The contents
+    // are uninitialized; later writes and reads go through logical indices (the executor's
+    // views follow the GPU tensor's own strides), so only an overlapping layout, whose
+    // elements are shared, must stay on the CPU.
+    if k.target().starts_with("aten.empty_strided.") {
+        let stride = k.op.ints("stride")?;
+        if stride.len() != sizes.len() || stride.iter().any(|&s| s < 0) {
+            return Ok(None);
+        }
+        // An overlapping layout (a zero stride over a dim > 1, say) shares elements.
+        let mut dims: Vec<(usize, usize)> = sizes
             .iter()
-            .zip(stride.iter().zip(&cs))
-            .any(|(&n, (&s, &c))| n > 1 && s as usize != c)
-    {
-        return Ok(None);
+            .zip(&stride)
+            .filter(|(&n, _)| n > 1)
+            .map(|(&n, &s)| (s as usize, n))
+            .collect();
+        dims.sort();
+        let mut span = 1;
+        for (s, n) in dims {
+            if s < span {
+                return Ok(None);
+            }
+            span = s * n;
+        }
     }
     let Some(w) = word(dtype, Scalar::Int(0)) else {
         return Ok(None);

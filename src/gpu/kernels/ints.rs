@@ -318,6 +318,11 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
     }
 }
 
+/// A logical op of two bool tensors `self` and `other` (bool add / mul).
+pub(super) fn logical(k: &mut Kc, op: LogicalOp) -> Out {
+    logical_op(k, op, true)
+}
+
 /// logical_* on any GPU dtypes (a bool output); `bools_only` for bitwise ops on bools.
 fn logical_op(k: &mut Kc, op: LogicalOp, bools_only: bool) -> Out {
     let Some(a) = k.t("self") else {
