@@ -464,6 +464,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.glu" => Custom(extra::glu),
         "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => Custom(extra::predicate),
         "aten.isposinf" | "aten.isneginf" if overload == "default" => Custom(extra::predicate),
+        "aten.rrelu" if overload == "default" => Custom(extra::rrelu_eval),
         "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
         "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
         "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
@@ -597,6 +598,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
             Custom(softmax)
         }
+        "aten._safe_softmax" if overload == "default" => Custom(softmax),
         "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" | "aten.any" | "aten.all" => {
             Custom(reduce)
         }
@@ -1319,6 +1321,18 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
+    // An int tensor against a float number: torch compares in f32 (the promoted dtype).
+    let a = if ints::is_int(a.dtype)
+        && !k.is_tensor_arg("other")
+        && matches!(k.op.opt_scalar("other")?, Some(Scalar::Float(_)))
+    {
+        match to_f32(k, &a)? {
+            Some(af) => af,
+            None => return Ok(None),
+        }
+    } else {
+        a
+    };
     if !is_float(a.dtype) {
         return ints::compare(k, op);
     }
@@ -1379,6 +1393,31 @@ fn unary_with_args(k: &mut Kc) -> Out {
     if op == "aten.clamp" && (k.is_tensor_arg("min") || k.is_tensor_arg("max")) {
         return extra::clamp_tensor(k);
     }
+    // relu6 / hardtanh of ints: a clamp with int bounds.
+    if ints::is_int(x.dtype) && k.out_is(x.dtype) {
+        let int = |v: i64| Some(Scalar::Int(v));
+        match op.as_str() {
+            "aten.relu6" => return ints::clamp_to(k, [int(0), int(6)]),
+            "aten.hardtanh" => {
+                let lo = k.op.opt_scalar("min_val")?.or(int(-1));
+                let hi = k.op.opt_scalar("max_val")?.or(int(1));
+                return ints::clamp_to(k, [lo, hi]);
+            }
+            _ => {}
+        }
+    }
+    // An int tensor clamped to float bounds: torch clamps its f32 conversion.
+    let x = if op == "aten.clamp"
+        && (ints::is_int(x.dtype) || x.dtype == DType::Bool)
+        && k.out_is(DType::F32)
+    {
+        match to_f32(k, &x)? {
+            Some(xf) => xf,
+            None => return Ok(None),
+        }
+    } else {
+        x
+    };
     let int_clamp = ints::is_int(x.dtype) && op == "aten.clamp";
     if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
         return Ok(None);
@@ -1865,12 +1904,18 @@ fn softmax(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let log = k.target().contains("log_softmax");
+    // _safe_softmax: fully masked (all -inf) rows give zeros.
+    let safe = k.target().starts_with("aten._safe_softmax.");
+    // A 0-d tensor is one row of one element.
+    let zero_d = x.rank() == 0;
+    let x = if zero_d {
+        x.view(vec![1], vec![1], x.offset)
+    } else {
+        x
+    };
     let Some(dim) = norm_dim(k.op.int("dim")?, x.rank()) else {
         return Ok(None);
     };
-    if x.rank() == 0 {
-        return Ok(None);
-    }
     // Move `dim` last (a view), make it contiguous, run rows, move it back with a copy.
     let r = x.rank();
     let mut perm: Vec<usize> = (0..r).filter(|&d| d != dim).collect();
@@ -1887,7 +1932,14 @@ fn softmax(k: &mut Kc) -> Out {
     let rows = x.numel() / cols.max(1);
     let out = k.new_out(od, &pv.sizes)?;
     if rows * cols > 0 {
-        let base = if log { LOG_SOFTMAX } else { SOFTMAX }.typed(elems);
+        let base = if safe {
+            SAFE_SOFTMAX
+        } else if log {
+            LOG_SOFTMAX
+        } else {
+            SOFTMAX
+        }
+        .typed(elems);
         let (v, (gx, gy, row)) = softmax_dispatch(base, rows, cols);
         let meta = RowMeta {
             rows: rows as u32,
@@ -1901,6 +1953,9 @@ fn softmax(k: &mut Kc) -> Out {
             &[(1, &out), (2, &xc)],
             (gx, gy, 1),
         )?;
+    }
+    if zero_d {
+        return Ok(Some(vec![Slot::T(out.view(vec![], vec![], 0))]));
     }
     if dim == r - 1 {
         return Ok(Some(vec![Slot::T(out)]));
@@ -1935,6 +1990,34 @@ fn reduce(k: &mut Kc) -> Out {
         .to_string();
     if matches!(op.as_str(), "aten.nansum" | "aten.nanmean") {
         return nan_reduce(k, x, &op);
+    }
+    let word = x.dtype == DType::Bool || ints::is_int(x.dtype);
+    // mean of an int tensor with dtype=float32: the mean of its f32 conversion.
+    if op == "aten.mean" && word && k.out_is(DType::F32) {
+        let Some(xf) = to_f32(k, &x)? else {
+            return Ok(None);
+        };
+        return reduce_with(k, xf, &op);
+    }
+    // any / all of a float tensor: of `x != 0` (NaN counts as true).
+    if matches!(op.as_str(), "aten.any" | "aten.all") && x.dtype == DType::F32 {
+        if !k.out_is(DType::Bool) {
+            return Ok(None);
+        }
+        let Some(nz) = elementwise(
+            k,
+            CompareOp::Ne.variant(),
+            DType::Bool,
+            &x,
+            Some(&Operand::S(0.0)),
+            None,
+            1.0,
+            0.0,
+        )?
+        else {
+            return Ok(None);
+        };
+        return reduce_with(k, nz, &op);
     }
     reduce_with(k, x, &op)
 }
@@ -2022,7 +2105,9 @@ fn one_t(r: Option<Vec<Slot>>) -> Option<GTensor> {
 fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
     let int_mode = !is_float(x.dtype);
-    let logical = matches!(k.target().split('.').nth(1), Some("any" | "all"));
+    // amax / amin of bools are any / all.
+    let logical = matches!(op, "aten.any" | "aten.all")
+        || (x.dtype == DType::Bool && matches!(op, "aten.amax" | "aten.amin"));
     let out_dtype = if logical {
         // any / all of bools: max / min of the 0/1 words.
         if x.dtype != DType::Bool || !k.out_is(DType::Bool) {
@@ -2080,7 +2165,7 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
         "aten.all" => (ReduceOp::Min, 1.0),
         _ => return Ok(None),
     };
-    if n_red == 0 && rop != ReduceOp::Sum {
+    if n_red == 0 && rop != ReduceOp::Sum && !(logical && matches!(op, "aten.any" | "aten.all")) {
         return Ok(None);
     }
     if int_mode
@@ -2096,6 +2181,11 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     } else {
         kept.iter().map(|&d| x.sizes[d]).collect()
     };
+    // any / all over no elements: false / true.
+    if n_red == 0 && logical {
+        let w = (op == "aten.all") as u32;
+        return index::encode_fill(k, DType::Bool, &out_sizes, 0, [w, 0]);
+    }
     k.ensure(&x)?;
     let out = k.new_out(out_dtype, &out_sizes)?;
     if n_out == 0 {

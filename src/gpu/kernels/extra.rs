@@ -53,6 +53,13 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let op = base_name(k);
+    // round of an int tensor is a copy.
+    if ints::is_int(x.dtype)
+        && op == "aten.round"
+        && matches!(k.op.opt_int("decimals")?, None | Some(0))
+    {
+        return ints::unary_f32_op(k, UnaryOp::Round);
+    }
     if ints::is_int(x.dtype) && op == "aten.fmod" {
         return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
     }
@@ -738,5 +745,27 @@ pub(super) fn clamp_tensor(k: &mut Kc) -> Out {
         Some(&c),
         [0.0, 0.0, p1],
         flags,
+    ))
+}
+
+/// rrelu in eval mode: leaky_relu with the mean slope (lower + upper) / 2.
+pub(super) fn rrelu_eval(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if k.op.bool_or("training", false)? || x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let lower = k.op.float_or("lower", 0.125)?;
+    let upper = k.op.float_or("upper", 1.0 / 3.0)?;
+    one(elementwise(
+        k,
+        UnaryOp::LeakyRelu.variant(),
+        DType::F32,
+        &x,
+        None,
+        None,
+        ((lower + upper) / 2.0) as f32,
+        0.0,
     ))
 }

@@ -400,7 +400,7 @@ pub(super) fn unary_f32_op(k: &mut Kc, u: UnaryOp) -> Out {
                 0,
             ));
         }
-        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc => IntUnaryOp::Copy,
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Round => IntUnaryOp::Copy,
         UnaryOp::Neg => IntUnaryOp::Neg,
         UnaryOp::Abs => IntUnaryOp::Abs,
         UnaryOp::Sign => IntUnaryOp::Sign,
@@ -558,16 +558,25 @@ pub(super) fn to(k: &mut Kc) -> Out {
 
 /// clamp(self, min, max) of an int tensor with integer (or absent) bounds.
 pub(super) fn clamp(k: &mut Kc) -> Out {
+    if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+        return Ok(None);
+    }
+    let bounds = [k.op.opt_scalar("min")?, k.op.opt_scalar("max")?];
+    clamp_to(k, bounds)
+}
+
+/// Clamp an int tensor to int number bounds (clamp, relu6, hardtanh of ints).
+pub(super) fn clamp_to(k: &mut Kc, bounds: [Option<Scalar>; 2]) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if !is_int(x.dtype) || !k.out_is(x.dtype) || k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+    if !is_int(x.dtype) || !k.out_is(x.dtype) {
         return Ok(None);
     }
     let mut flags = 0;
     let mut words = [0u32; 2];
-    for (i, name) in ["min", "max"].iter().enumerate() {
-        if let Some(s) = k.op.opt_scalar(name)? {
+    for (i, b) in bounds.iter().enumerate() {
+        if let Some(s) = *b {
             match s {
                 Scalar::Int(_) | Scalar::Bool(_) => {}
                 Scalar::Float(_) => return Ok(None),
@@ -579,7 +588,7 @@ pub(super) fn clamp(k: &mut Kc) -> Out {
             flags |= 16 << i;
         }
     }
-    let m = k.op.opt_scalar("min")?.is_some();
+    let m = bounds[0].is_some();
     let out = encode(
         k,
         IntUnaryOp::Clamp.variant(),

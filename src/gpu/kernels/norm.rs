@@ -100,7 +100,7 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
             (gx, gy, 1),
         )?;
     }
-    if t.starts_with("aten.batch_norm.") {
+    if t.starts_with("aten.batch_norm.") || t.starts_with("aten.instance_norm.") {
         return Ok(Some(vec![Slot::T(out)]));
     }
     let save_mean = k.new_out(DType::F32, &[0])?;

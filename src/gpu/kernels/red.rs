@@ -493,6 +493,10 @@ pub(super) fn group_norm(k: &mut Kc) -> Out {
         return Ok(None);
     }
     let (n, c) = (x.sizes[0], x.sizes[1]);
+    // Normalizing with the running statistics: batch norm in eval mode.
+    if instance && !k.op.bool_or("use_input_stats", true)? {
+        return super::norm::batch_norm(k);
+    }
     let g = if instance {
         if !k.op.bool_or("use_input_stats", true)?
             || k.is_tensor_arg("running_mean")
