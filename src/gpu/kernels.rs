@@ -778,7 +778,7 @@ fn inplace_base(target: &str) -> Option<GOp> {
         return Some(GOp::Binary(BinaryOp::Pow));
     }
     match lookup(&format!("{base}.{overload}"))? {
-        g @ (GOp::Unary(_) | GOp::Binary(_)) => Some(g),
+        g @ (GOp::Unary(_) | GOp::Binary(_) | GOp::Compare(_)) => Some(g),
         // Unary ops with scalar arguments, whose `self` keeps its shape.
         g @ GOp::Custom(_) if extra::INPLACE_CUSTOM.contains(&base) => Some(g),
         _ => None,
@@ -801,7 +801,9 @@ fn inplace(k: &mut Kc) -> Out {
         .iter()
         .zip(&x.strides)
         .any(|(&n, &s)| n > 1 && s == 0);
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) || overlap || !k.fits(&x) {
+    // f32, or int tensors (num_batches_tracked += 1); comparisons write 0 / 1 in x's dtype.
+    let word_ok = matches!(x.dtype, DType::I32 | DType::I64);
+    if (x.dtype != DType::F32 && !word_ok) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
         return Ok(None);
     }
     let other = if k.op.arg("exponent").is_some() {
@@ -820,9 +822,20 @@ fn inplace(k: &mut Kc) -> Out {
     let [Slot::T(t)] = &res[..] else {
         return Ok(None);
     };
-    if t.sizes != x.sizes || t.dtype != x.dtype {
+    if t.sizes != x.sizes {
         return Ok(None);
     }
+    let t = if t.dtype == x.dtype {
+        t.clone()
+    } else if t.dtype == DType::Bool && matches!(base, GOp::Compare(_)) {
+        match ints::convert(k, t, x.dtype)?.as_deref() {
+            Some([Slot::T(c)]) => c.clone(),
+            _ => return Ok(None),
+        }
+    } else {
+        return Ok(None);
+    };
+    let t = &t;
     index::copy_into(k, t, &x)?;
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::T(x)]))
