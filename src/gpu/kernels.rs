@@ -524,7 +524,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         {
             Custom(red::group_norm)
         }
-        "aten.rms_norm" if overload == "default" => Custom(red::rms_norm),
+        "aten.rms_norm" | "aten._fused_rms_norm" if overload == "default" => Custom(red::rms_norm),
         "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" | "aten.cumsum_"
         | "aten.cumprod_" | "aten.logcumsumexp"
             if overload == "default" =>
@@ -1352,7 +1352,13 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if !k.out_is(DType::Bool) {
+    // lt_ and the other in-place comparisons (through `inplace`) declare self's dtype.
+    let inplace = k
+        .target()
+        .split('.')
+        .nth(1)
+        .is_some_and(|o| o.ends_with('_'));
+    if !k.out_is(DType::Bool) && !inplace {
         return Ok(None);
     }
     if let Operand::T(b) = &b {

@@ -488,9 +488,21 @@ pub(super) fn where_scalar(k: &mut Kc) -> Out {
     if c.dtype != DType::Bool {
         return Ok(None);
     }
-    let side = |k: &Kc, name: &str| -> crate::error::Result<Option<WOperand>> {
+    let side = |k: &mut Kc, name: &str| -> crate::error::Result<Option<WOperand>> {
         if k.is_tensor_arg(name) {
-            return Ok(k.t(name).filter(|t| t.dtype == dtype).map(WOperand::T));
+            return Ok(match k.t(name) {
+                Some(t) if t.dtype == dtype => Some(WOperand::T(t)),
+                // An int or bool tensor with a float number: its f32 conversion.
+                Some(t)
+                    if dtype == DType::F32 && (ints::is_int(t.dtype) || t.dtype == DType::Bool) =>
+                {
+                    match ints::convert(k, &t, DType::F32)?.as_deref() {
+                        Some([Slot::T(f)]) => Some(WOperand::T(f.clone())),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            });
         }
         Ok(word(dtype, k.op.scalar(name)?).map(WOperand::W))
     };
