@@ -53,6 +53,9 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let op = base_name(k);
+    if ints::is_int(x.dtype) && op == "aten.threshold" {
+        return ints::threshold(k);
+    }
     // round of an int tensor is a copy.
     if ints::is_int(x.dtype)
         && op == "aten.round"

@@ -254,6 +254,34 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
 }
 
 pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
+    // remainder.Scalar_Tensor: an int number as `self`, filled as a 0-d tensor.
+    if !k.is_tensor_arg("self") && iop == IntBinaryOp::Remainder {
+        let (Some(b), Some(s)) = (k.t(name), k.op.opt_scalar("self")?) else {
+            return Ok(None);
+        };
+        let Some(w) = int_word(s) else {
+            return Ok(None);
+        };
+        if !is_int(b.dtype) || !k.out_is(b.dtype) || matches!(s, Scalar::Float(_)) {
+            return Ok(None);
+        }
+        let Some(Some(Slot::T(a))) =
+            super::index::encode_fill(k, b.dtype, &[], 0, [w, 0])?.map(|mut v| v.pop())
+        else {
+            return Ok(None);
+        };
+        let d = b.dtype;
+        return one(encode(
+            k,
+            iop.variant(),
+            d,
+            &a,
+            Some(&WOperand::T(b)),
+            None,
+            0,
+            1,
+        ));
+    }
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
@@ -623,6 +651,46 @@ pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
         &x,
         Some(&b),
         None,
+        0,
+        0,
+    ))
+}
+
+/// threshold of an int tensor: x > threshold ? x : value (int numbers).
+pub(super) fn threshold(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !is_int(x.dtype) || !k.out_is(x.dtype) {
+        return Ok(None);
+    }
+    let (Some(th), Some(v)) = (
+        int_word(k.op.scalar("threshold")?),
+        int_word(k.op.scalar("value")?),
+    ) else {
+        return Ok(None);
+    };
+    let Some(c) = encode(
+        k,
+        IntCompareOp::Gt.variant(),
+        DType::Bool,
+        &x,
+        Some(&WOperand::W(th)),
+        None,
+        0,
+        0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let d = x.dtype;
+    one(encode(
+        k,
+        WHERE_U,
+        d,
+        &x,
+        Some(&WOperand::W(v)),
+        Some(&c),
         0,
         0,
     ))
