@@ -464,7 +464,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.glu" => Custom(extra::glu),
         "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => Custom(extra::predicate),
         "aten.isposinf" | "aten.isneginf" if overload == "default" => Custom(extra::predicate),
-        "aten.rrelu" if overload == "default" => Custom(extra::rrelu_eval),
+        "aten.rrelu" | "aten.rrelu_with_noise_functional" if overload == "default" => {
+            Custom(extra::rrelu_eval)
+        }
         "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
         "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
         "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),

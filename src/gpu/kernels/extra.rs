@@ -674,6 +674,36 @@ pub(super) fn addcmul(k: &mut Kc) -> Out {
     let (Some(x), Some(t1), Some(t2)) = (k.t("self"), k.t("tensor1"), k.t("tensor2")) else {
         return Ok(None);
     };
+    // addcmul of one int dtype with an int value: self + value * t1 * t2 in int words.
+    let d = x.dtype;
+    if ints::is_int(d)
+        && k.target().starts_with("aten.addcmul.")
+        && [&t1, &t2].iter().all(|t| t.dtype == d)
+        && k.out_is(d)
+    {
+        let value = k.op.opt_scalar("value")?.unwrap_or(Scalar::Int(1));
+        let Some(vw) = (match value {
+            Scalar::Int(_) | Scalar::Bool(_) => word(d, value),
+            Scalar::Float(_) => None,
+        }) else {
+            return Ok(None);
+        };
+        let mul = ints::IntBinaryOp::Mul.variant();
+        let Some(p) = ints::encode(k, mul, d, &t1, Some(&WOperand::T(t2)), None, 0, 1)? else {
+            return Ok(None);
+        };
+        let add = ints::IntBinaryOp::Add.variant();
+        return one(ints::encode(
+            k,
+            add,
+            d,
+            &x,
+            Some(&WOperand::T(p)),
+            None,
+            0,
+            vw,
+        ));
+    }
     if [&x, &t1, &t2].iter().any(|t| t.dtype != DType::F32) || !k.out_is(DType::F32) {
         return Ok(None);
     }
@@ -773,7 +803,20 @@ pub(super) fn rrelu_eval(k: &mut Kc) -> Out {
     }
     let lower = k.op.float_or("lower", 0.125)?;
     let upper = k.op.float_or("upper", 1.0 / 3.0)?;
-    one(elementwise(
+    let functional = k.target().starts_with("aten.rrelu_with_noise_functional.");
+    let noise = if functional {
+        // The functional form also returns (a copy of) the unchanged noise.
+        let Some(n) = k.t("noise") else {
+            return Ok(None);
+        };
+        if !gpu_dtype(n.dtype) {
+            return Ok(None);
+        }
+        Some(n)
+    } else {
+        None
+    };
+    let Some(y) = elementwise(
         k,
         UnaryOp::LeakyRelu.variant(),
         DType::F32,
@@ -782,5 +825,16 @@ pub(super) fn rrelu_eval(k: &mut Kc) -> Out {
         None,
         ((lower + upper) / 2.0) as f32,
         0.0,
-    ))
+    )?
+    else {
+        return Ok(None);
+    };
+    let mut outs = vec![Slot::T(y)];
+    if let Some(n) = noise {
+        match ints::convert(k, &n, n.dtype)?.as_deref() {
+            Some([Slot::T(c)]) => outs.push(Slot::T(c.clone())),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(outs))
 }
