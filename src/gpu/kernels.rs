@@ -613,6 +613,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.randn_like"
         | "aten.uniform"
         | "aten.normal_functional" => Custom(super::random::rand),
+        "aten.uniform_" | "aten.normal_" if overload == "default" => Custom(rand_inplace),
         "aten.bernoulli" => Custom(super::random::bernoulli),
         "aten.dropout" => Custom(super::random::dropout),
         "aten.native_dropout" => Custom(super::random::native_dropout),
@@ -838,6 +839,31 @@ fn inplace(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let t = &t;
+    index::copy_into(k, t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
+}
+
+/// uniform_ / normal_: the out-of-place draw (the CPU generator's stream, row-major as the
+/// CPU kernel fills), copied into `self`.
+fn rand_inplace(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let overlap = x
+        .sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0);
+    if x.dtype != DType::F32 || overlap || !k.fits(&x) {
+        return Ok(None);
+    }
+    let Some(res) = super::random::rand(k)? else {
+        return Ok(None);
+    };
+    let [Slot::T(t)] = &res[..] else {
+        return Ok(None);
+    };
     index::copy_into(k, t, &x)?;
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::T(x)]))
