@@ -614,6 +614,7 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.uniform"
         | "aten.normal_functional" => Custom(super::random::rand),
         "aten.uniform_" | "aten.normal_" if overload == "default" => Custom(rand_inplace),
+        "aten.normal" if overload == "Tensor_float" => Custom(normal_tensor_float),
         "aten.bernoulli" => Custom(super::random::bernoulli),
         "aten.dropout" => Custom(super::random::dropout),
         "aten.native_dropout" => Custom(super::random::native_dropout),
@@ -867,6 +868,31 @@ fn rand_inplace(k: &mut Kc) -> Out {
     index::copy_into(k, t, &x)?;
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::T(x)]))
+}
+
+/// normal.Tensor_float(mean, std): mean + std * z, z from the randn stream in the mean's
+/// row-major order (as the CPU kernel draws).
+fn normal_tensor_float(k: &mut Kc) -> Out {
+    let Some(mean) = k.t("mean") else {
+        return Ok(None);
+    };
+    let std = k.op.float_or("std", 1.0)?;
+    if mean.dtype != DType::F32 || !k.out_is(DType::F32) || std < 0.0 || !k.fits(&mean) {
+        return Ok(None);
+    }
+    let Some(z) = super::random::standard_normal(k, &mean.sizes)? else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Add.variant(),
+        DType::F32,
+        &mean,
+        Some(&Operand::T(z)),
+        None,
+        std as f32,
+        0.0,
+    ))
 }
 
 /// dropout in eval mode (or p = 0): the input itself, as the CPU kernel returns it.

@@ -82,6 +82,26 @@ fn launch(
     Ok(())
 }
 
+/// `numel` standard normal f32 values of shape `sizes` from the randn stream (None: too
+/// many for one kernel).
+pub fn standard_normal(
+    k: &mut Kc,
+    sizes: &[usize],
+) -> crate::Result<Option<super::store::GTensor>> {
+    let numel: usize = sizes.iter().product();
+    if !small_enough(numel) {
+        return Ok(None);
+    }
+    let out = k.new_out(DType::F32, sizes)?;
+    let meta = RandMeta {
+        a: 0.0,
+        b: 1.0,
+        ..Default::default()
+    };
+    launch(k, NORMAL, meta, &[(1, &out)], numel, 2 * numel as u64)?;
+    Ok(Some(out))
+}
+
 /// Elements one kernel may cover: every draw index (`2 * numel` for randn) must fit in u32.
 fn small_enough(numel: usize) -> bool {
     numel < (u32::MAX / 2) as usize
