@@ -616,6 +616,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.uniform_" | "aten.normal_" if overload == "default" => Custom(rand_inplace),
         "aten.normal" if overload == "Tensor_float" => Custom(normal_tensor_float),
         "aten.bernoulli" => Custom(super::random::bernoulli),
+        "aten.randint" if overload == "default" || overload == "low" => {
+            Custom(super::random::randint)
+        }
         "aten.dropout" => Custom(super::random::dropout),
         "aten.native_dropout" => Custom(super::random::native_dropout),
         "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"

@@ -41,7 +41,8 @@ pub const BERNOULLI_P: Variant = Variant::new(Shader::Random, "rand_bernoulli_p"
 pub const BERNOULLI_T: Variant = Variant::new(Shader::Random, "rand_bernoulli_t");
 pub const DROPOUT: Variant = Variant::new(Shader::Random, "rand_dropout");
 /// Every random variant (validated by the naga test).
-pub const VARIANTS: [Variant; 5] = [UNIFORM, NORMAL, BERNOULLI_P, BERNOULLI_T, DROPOUT];
+pub const RANDINT: Variant = Variant::new(Shader::Random, "rand_int");
+pub const VARIANTS: [Variant; 6] = [UNIFORM, NORMAL, BERNOULLI_P, BERNOULLI_T, DROPOUT, RANDINT];
 
 /// `ceil(p * 2^53)`: a 53-bit draw `m` satisfies `m / 2^53 < p` iff `m < threshold(p)`.
 pub fn threshold(p: f64) -> u64 {
@@ -100,6 +101,45 @@ pub fn standard_normal(
     };
     launch(k, NORMAL, meta, &[(1, &out)], numel, 2 * numel as u64)?;
     Ok(Some(out))
+}
+
+/// randint(high, size) / randint.low(low, high, size): `low + next_u64() % (high - low)`
+/// per element as the CPU kernel, for int32/int64 outputs with a range below 2^31.
+pub fn randint(k: &mut Kc) -> Out {
+    if !k.op.has("size") || matches!(k.op.arg("high"), Some(Arg::Tensor(_))) {
+        return Ok(None);
+    }
+    let sizes = crate::ops::sizes_arg(&k.op, "size")?;
+    let Some(dtype) = k
+        .out_dtype(0)
+        .filter(|d| matches!(d, DType::I64 | DType::I32))
+    else {
+        return Ok(None);
+    };
+    let low = k.op.opt_int("low")?.unwrap_or(0);
+    let Some(high) = k.op.opt_int("high")? else {
+        return Ok(None);
+    };
+    let range = high as i128 - low as i128;
+    if range <= 0
+        || range >= 1 << 31
+        || i32::try_from(low).is_err()
+        || i32::try_from(high - 1).is_err()
+    {
+        return Ok(None);
+    }
+    let numel: usize = sizes.iter().product();
+    if !small_enough(numel) {
+        return Ok(None);
+    }
+    let out = k.new_out(dtype, &sizes)?;
+    let meta = RandMeta {
+        thr_lo: low as i32 as u32,
+        thr_hi: range as u32,
+        ..Default::default()
+    };
+    launch(k, RANDINT, meta, &[(3, &out)], numel, numel as u64)?;
+    one(Ok(Some(out)))
 }
 
 /// Elements one kernel may cover: every draw index (`2 * numel` for randn) must fit in u32.
