@@ -226,3 +226,16 @@ fn rand_int(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     mask[i] = params.thr_lo + rem;
 }
+
+// feature_dropout: one draw per (n, c) channel (`a` = elements per channel, exact in f32),
+// otherwise as rand_dropout.
+@compute @workgroup_size(64)
+fn rand_feature_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let keep = below(bits53(draw(i / u32(params.a))), vec2<u32>(params.thr_lo, params.thr_hi));
+    out[i] = x[i] * select(0.0, 1.0, keep) * params.b;
+    mask[i] = select(0u, 1u, keep);
+}

@@ -177,6 +177,7 @@ fn seeded_random_ops_match_cpu() {
         "aten.randint.default",
         "aten.randint.low",
         "aten.normal.Tensor_float",
+        "aten.feature_dropout.default",
     ];
     let mut on_gpu = 0;
     for pname in [
@@ -189,6 +190,7 @@ fn seeded_random_ops_match_cpu() {
         "bernoulli__core",
         "dropout_train",
         "dropout_train__core",
+        "feature_dropout_train",
         "feature_dropout_train__core",
         "randint",
         "randint__core",

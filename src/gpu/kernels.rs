@@ -909,6 +909,9 @@ fn dropout(k: &mut Kc) -> Out {
         return Ok(None);
     };
     if k.op.bool_or("train", true)? && k.op.float("p")? != 0.0 {
+        if k.target() == "aten.feature_dropout.default" {
+            return super::random::feature_dropout(k);
+        }
         return Ok(None);
     }
     Ok(Some(vec![Slot::T(x)]))

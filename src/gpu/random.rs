@@ -42,7 +42,16 @@ pub const BERNOULLI_T: Variant = Variant::new(Shader::Random, "rand_bernoulli_t"
 pub const DROPOUT: Variant = Variant::new(Shader::Random, "rand_dropout");
 /// Every random variant (validated by the naga test).
 pub const RANDINT: Variant = Variant::new(Shader::Random, "rand_int");
-pub const VARIANTS: [Variant; 6] = [UNIFORM, NORMAL, BERNOULLI_P, BERNOULLI_T, DROPOUT, RANDINT];
+pub const FEATURE_DROPOUT: Variant = Variant::new(Shader::Random, "rand_feature_dropout");
+pub const VARIANTS: [Variant; 7] = [
+    UNIFORM,
+    NORMAL,
+    BERNOULLI_P,
+    BERNOULLI_T,
+    DROPOUT,
+    RANDINT,
+    FEATURE_DROPOUT,
+];
 
 /// `ceil(p * 2^53)`: a 53-bit draw `m` satisfies `m / 2^53 < p` iff `m < threshold(p)`.
 pub fn threshold(p: f64) -> u64 {
@@ -294,6 +303,52 @@ pub fn native_dropout(k: &mut Kc) -> Out {
         v.extend(m.map(Slot::T));
         v
     }))
+}
+
+/// feature_dropout(input, p, train) in training: one keep draw per (n, c) channel (the
+/// CPU kernel's order), the channel's elements masked and scaled by 1 / (1 - p).
+pub fn feature_dropout(k: &mut Kc) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let p = k.op.float("p")?;
+    if !(0.0..=1.0).contains(&p)
+        || x.rank() < 2
+        || x.numel() == 0
+        || x.dtype != DType::F32
+        || k.out_dtype(0) != Some(DType::F32)
+        || !small_enough(x.numel())
+    {
+        return Ok(None);
+    }
+    let numel = x.numel();
+    let channels = x.sizes[0] * x.sizes[1];
+    let inner = numel / channels;
+    if inner >= 1 << 24 {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let (t, scale) = keep_params(p);
+    let out = k.new_out(DType::F32, &x.sizes)?;
+    let mask = k.new_out(DType::Bool, &x.sizes)?;
+    let meta = RandMeta {
+        a: inner as f32,
+        b: scale,
+        thr_lo: t as u32,
+        thr_hi: (t >> 32) as u32,
+        ..Default::default()
+    };
+    launch(
+        k,
+        FEATURE_DROPOUT,
+        meta,
+        &[(1, &out), (2, &xc), (3, &mask)],
+        numel,
+        channels as u64,
+    )?;
+    one(Ok(Some(out)))
 }
 
 type Masked = Option<(super::store::GTensor, Option<super::store::GTensor>)>;
