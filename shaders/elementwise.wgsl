@@ -394,6 +394,55 @@ fn fmod_(x: f32, y: f32) -> f32 {
     return select(r, -r, x < 0.0 || (x == 0.0 && bitcast<u32>(x) != 0u));
 }
 
+// hypot without overflow or underflow of the squares; inf wins over NaN as in C.
+fn hypot_(x: f32, y: f32) -> f32 {
+    let ax = abs(x);
+    let ay = abs(y);
+    if is_inf(ax) || is_inf(ay) {
+        return inf_();
+    }
+    if is_nan(ax) || is_nan(ay) {
+        return nan_();
+    }
+    let m = max(ax, ay);
+    if m == 0.0 {
+        return 0.0;
+    }
+    let r = min(ax, ay) / m;
+    return m * sqrt(1.0 + r * r);
+}
+
+// Python's modulo (torch.remainder on floats): fmod, moved to the sign of y.
+fn remainder_(x: f32, y: f32) -> f32 {
+    let m = fmod_(x, y);
+    if m != 0.0 && (y < 0.0) != (m < 0.0) {
+        return m + y;
+    }
+    return m;
+}
+
+// torch's div_floor_floating: floor division that agrees with remainder.
+fn div_floor_(a: f32, b: f32) -> f32 {
+    if b == 0.0 {
+        return a / b;
+    }
+    let m = fmod_(a, b);
+    var d = (a - m) / b;
+    if m != 0.0 && (b < 0.0) != (m < 0.0) {
+        d = d - 1.0;
+    }
+    if d != 0.0 {
+        var f = floor(d);
+        if d - f > 0.5 {
+            f = f + 1.0;
+        }
+        return f;
+    }
+    // copysign(0, a / b)
+    let q = a / b;
+    return bitcast<f32>(bitcast<u32>(q) & 0x80000000u);
+}
+
 // torch.lerp: the two-sided formula (exact at weight 0 and 1).
 fn lerp_(s: f32, e: f32, w: f32) -> f32 {
     if abs(w) < 0.5 {
@@ -583,6 +632,12 @@ fn binary_op(x: f32, y: f32) -> f32 {
         case 13u: { return select(select(max(x, y), x, is_nan(y)), y, is_nan(x)); }
         case 14u: { return select(select(min(x, y), x, is_nan(y)), y, is_nan(x)); }
         case 15u: { return atan2_(x, y); }
+        case 16u: { return hypot_(x, y); }
+        // xlogy: 0 where x == 0 (unless y is NaN)
+        case 17u: { return select(select(x * log_(y), 0.0, x == 0.0), nan_(), is_nan(y)); }
+        case 18u: { return remainder_(x, y); }
+        case 19u: { return div_floor_(x, y); }
+        case 20u: { return trunc(x / y); }
         default: { return x; }
     }
 }
@@ -630,6 +685,11 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
+    // flags bit 2: the operands swapped (a Python number as `self`).
+    if (params.flags & 4u) != 0u {
+        out[i] = to_out(binary_op(b_value(o.y), f32(a[o.x])));
+        return;
+    }
     out[i] = to_out(binary_op(f32(a[o.x]), b_value(o.y)));
 }
 
@@ -655,4 +715,38 @@ fn where_(@builtin(global_invocation_id) gid: vec3<u32>) {
     // flags bit 1: the condition negated (masked_fill: cond ? b : a).
     let c = (cond[o.z] != 0u) != ((params.flags & 2u) != 0u);
     out[i] = to_out(select(b_value(o.y), f32(a[o.x]), c));
+}
+
+// lerp(a, b, weight) with a tensor weight read from `c` through `c_strides`.
+@compute @workgroup_size(64)
+fn lerp3(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    out[i] = to_out(lerp_(f32(a[o.x]), b_value(o.y), f32(c[o.z])));
+}
+
+// clamp with tensor bounds: the lower bound `b` (or the number p0), the upper bound `c`
+// through `c_strides` (or the number p1 when flags bit 3 is set); NaN in any operand gives
+// NaN (torch's maximum/minimum).
+@compute @workgroup_size(64)
+fn clamp3(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    let x = f32(a[o.x]);
+    let lo = b_value(o.y);
+    var hi = params.p1;
+    if (params.flags & 8u) == 0u {
+        hi = f32(c[o.z]);
+    }
+    var r = min(max(x, lo), hi);
+    if is_nan(x) || is_nan(lo) || is_nan(hi) {
+        r = nan_();
+    }
+    out[i] = to_out(r);
 }

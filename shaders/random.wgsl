@@ -204,3 +204,38 @@ fn rand_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = x[i] * select(0.0, 1.0, keep) * params.b;
     mask[i] = select(0u, 1u, keep);
 }
+
+// randint: low + draw(i) mod range as an int word into `mask` (low in thr_lo as i32 bits,
+// range in thr_hi, below 2^31 so the running remainder doubles within a u32).
+@compute @workgroup_size(64)
+fn rand_int(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let z = draw(i);
+    let r = params.thr_hi;
+    var rem = 0u;
+    for (var j = 0u; j < 64u; j = j + 1u) {
+        let w = select(z.x, z.y, j < 32u);
+        let bit = (w >> (31u - (j % 32u))) & 1u;
+        rem = rem * 2u + bit;
+        if rem >= r {
+            rem = rem - r;
+        }
+    }
+    mask[i] = params.thr_lo + rem;
+}
+
+// feature_dropout: one draw per (n, c) channel (`a` = elements per channel, exact in f32),
+// otherwise as rand_dropout.
+@compute @workgroup_size(64)
+fn rand_feature_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let keep = below(bits53(draw(i / u32(params.a))), vec2<u32>(params.thr_lo, params.thr_hi));
+    out[i] = x[i] * select(0.0, 1.0, keep) * params.b;
+    mask[i] = select(0u, 1u, keep);
+}

@@ -172,6 +172,12 @@ fn seeded_random_ops_match_cpu() {
         "aten.bernoulli.p",
         "aten.dropout.default",
         "aten.native_dropout.default",
+        "aten.uniform_.default",
+        "aten.normal_.default",
+        "aten.randint.default",
+        "aten.randint.low",
+        "aten.normal.Tensor_float",
+        "aten.feature_dropout.default",
     ];
     let mut on_gpu = 0;
     for pname in [
@@ -184,8 +190,12 @@ fn seeded_random_ops_match_cpu() {
         "bernoulli__core",
         "dropout_train",
         "dropout_train__core",
+        "feature_dropout_train",
         "feature_dropout_train__core",
         "randint",
+        "randint__core",
+        "normal_tensor_mean",
+        "normal_tensor_mean__core",
     ] {
         let program = archive
             .program(Some(pname), &LoadOptions::default())

@@ -183,6 +183,11 @@ op_enum!(
         Fmax = 13,
         Fmin = 14,
         Atan2 = 15,
+        Hypot = 16,
+        Xlogy = 17,
+        Remainder = 18,
+        FloorDiv = 19,
+        DivTrunc = 20,
     ]
 );
 op_enum!(
@@ -290,6 +295,10 @@ fn is_float(d: DType) -> bool {
 }
 
 pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
+/// lerp with a tensor weight (bound as `c`, read through `c_strides`).
+pub const LERP3: Variant = Variant::new(Shader::Elementwise, "lerp3");
+/// clamp with tensor bounds (the upper one bound as `c`).
+pub const CLAMP3: Variant = Variant::new(Shader::Elementwise, "clamp3");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
 /// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`FORM` 0) or along N
@@ -384,6 +393,10 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.swapaxes"
         | "aten.detach_"
         | "aten.diagonal"
+        | "aten.broadcast_to"
+        | "aten.mT"
+        | "aten.reshape_as"
+        | "aten.tensor_split"
         | "aten.unfold" => View,
         // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so
         // they neither flush the command buffer nor download anything.
@@ -450,9 +463,14 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.prelu" | "aten._prelu_kernel" => Custom(extra::prelu),
         "aten.glu" => Custom(extra::glu),
         "aten.isnan" | "aten.isinf" | "aten.isfinite" | "aten.signbit" => Custom(extra::predicate),
+        "aten.isposinf" | "aten.isneginf" if overload == "default" => Custom(extra::predicate),
+        "aten.rrelu" | "aten.rrelu_with_noise_functional" if overload == "default" => {
+            Custom(extra::rrelu_eval)
+        }
         "aten.masked_fill" if overload != "out" => Custom(extra::masked_fill),
         "aten.where" if overload.starts_with("Scalar") => Custom(extra::where_scalar),
         "aten.fill_" if overload == "Scalar" => Custom(extra::fill_),
+        "aten.zero_" if overload == "default" => Custom(extra::fill_),
         "aten.copy_" if overload == "default" => Custom(extra::copy_),
         "aten.pad"
         | "aten.constant_pad_nd"
@@ -508,15 +526,15 @@ pub fn lookup(target: &str) -> Option<GOp> {
         {
             Custom(red::group_norm)
         }
-        "aten.rms_norm" if overload == "default" => Custom(red::rms_norm),
+        "aten.rms_norm" | "aten._fused_rms_norm" if overload == "default" => Custom(red::rms_norm),
         "aten.cumsum" | "aten.cumprod" | "aten.cummax" | "aten.cummin" | "aten.cumsum_"
         | "aten.cumprod_" | "aten.logcumsumexp"
             if overload == "default" =>
         {
             Custom(red::scan)
         }
-        "aten.gelu" | "aten.clamp" | "aten.hardtanh" | "aten.leaky_relu" | "aten.elu"
-        | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
+        "aten.gelu" | "aten.clamp" | "aten.clip" | "aten.hardtanh" | "aten.leaky_relu"
+        | "aten.elu" | "aten.softplus" | "aten.relu6" => Custom(unary_with_args),
         "aten.clone"
         | "aten._to_copy"
         | "aten.lift_fresh_copy"
@@ -538,7 +556,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.minimum" => Binary(BinaryOp::Minimum),
         "aten.max" if overload == "other" => Binary(BinaryOp::Maximum),
         "aten.min" if overload == "other" => Binary(BinaryOp::Minimum),
-        "aten.fmax" | "aten.fmin" | "aten.atan2" | "aten.arctan2" if overload != "out" => {
+        "aten.fmax" | "aten.fmin" | "aten.atan2" | "aten.arctan2" | "aten.hypot" | "aten.xlogy"
+            if overload != "out" =>
+        {
             Custom(extra::binary_named)
         }
         "aten.addcmul" | "aten.addcdiv" if overload == "default" => Custom(extra::addcmul),
@@ -580,9 +600,11 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten._softmax" | "aten.softmax" | "aten._log_softmax" | "aten.log_softmax" => {
             Custom(softmax)
         }
+        "aten._safe_softmax" if overload == "default" => Custom(softmax),
         "aten.sum" | "aten.mean" | "aten.amax" | "aten.amin" | "aten.any" | "aten.all" => {
             Custom(reduce)
         }
+        "aten.nansum" | "aten.nanmean" if overload == "default" => Custom(reduce),
         "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
         // Seeded random ops: the CPU generator's exact streams (src/gpu/random.rs).
         "aten.rand"
@@ -591,7 +613,12 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.randn_like"
         | "aten.uniform"
         | "aten.normal_functional" => Custom(super::random::rand),
+        "aten.uniform_" | "aten.normal_" if overload == "default" => Custom(rand_inplace),
+        "aten.normal" if overload == "Tensor_float" => Custom(normal_tensor_float),
         "aten.bernoulli" => Custom(super::random::bernoulli),
+        "aten.randint" if overload == "default" || overload == "low" => {
+            Custom(super::random::randint)
+        }
         "aten.dropout" => Custom(super::random::dropout),
         "aten.native_dropout" => Custom(super::random::native_dropout),
         "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
@@ -688,6 +715,8 @@ pub fn lookup(target: &str) -> Option<GOp> {
             Custom(sort::searchsorted)
         }
         "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => Custom(index::cat),
+        "aten.hstack" | "aten.vstack" if overload == "default" => Custom(index::cat),
+        "aten.type_as" if overload == "default" => Custom(extra::type_as),
         "aten.full" | "aten.zeros" | "aten.ones" | "aten.empty" | "aten.new_full"
         | "aten.new_zeros" | "aten.new_ones" | "aten.new_empty" | "aten.full_like"
         | "aten.zeros_like" | "aten.ones_like" | "aten.empty_like" | "aten.scalar_tensor" => {
@@ -696,7 +725,9 @@ pub fn lookup(target: &str) -> Option<GOp> {
         "aten.arange" => Custom(index::arange),
         "aten.linspace" | "aten.logspace" if overload == "default" => Custom(index::linspace),
         "aten.eye" if overload == "default" || overload == "m" => Custom(index::eye),
-        "aten.empty_strided" if overload == "default" => Custom(index::empty_strided),
+        "aten.empty_strided" | "aten.empty_permuted" if overload == "default" => {
+            Custom(index::empty_strided)
+        }
         "aten.to" => Custom(ints::to),
         "aten.scaled_dot_product_attention"
         | "aten._scaled_dot_product_attention_math"
@@ -754,7 +785,7 @@ fn inplace_base(target: &str) -> Option<GOp> {
         return Some(GOp::Binary(BinaryOp::Pow));
     }
     match lookup(&format!("{base}.{overload}"))? {
-        g @ (GOp::Unary(_) | GOp::Binary(_)) => Some(g),
+        g @ (GOp::Unary(_) | GOp::Binary(_) | GOp::Compare(_)) => Some(g),
         // Unary ops with scalar arguments, whose `self` keeps its shape.
         g @ GOp::Custom(_) if extra::INPLACE_CUSTOM.contains(&base) => Some(g),
         _ => None,
@@ -777,7 +808,9 @@ fn inplace(k: &mut Kc) -> Out {
         .iter()
         .zip(&x.strides)
         .any(|(&n, &s)| n > 1 && s == 0);
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) || overlap || !k.fits(&x) {
+    // f32, or int tensors (num_batches_tracked += 1); comparisons write 0 / 1 in x's dtype.
+    let word_ok = matches!(x.dtype, DType::I32 | DType::I64);
+    if (x.dtype != DType::F32 && !word_ok) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
         return Ok(None);
     }
     let other = if k.op.arg("exponent").is_some() {
@@ -796,12 +829,73 @@ fn inplace(k: &mut Kc) -> Out {
     let [Slot::T(t)] = &res[..] else {
         return Ok(None);
     };
-    if t.sizes != x.sizes || t.dtype != x.dtype {
+    if t.sizes != x.sizes {
         return Ok(None);
     }
+    let t = if t.dtype == x.dtype {
+        t.clone()
+    } else if t.dtype == DType::Bool && matches!(base, GOp::Compare(_)) {
+        match ints::convert(k, t, x.dtype)?.as_deref() {
+            Some([Slot::T(c)]) => c.clone(),
+            _ => return Ok(None),
+        }
+    } else {
+        return Ok(None);
+    };
+    let t = &t;
     index::copy_into(k, t, &x)?;
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::T(x)]))
+}
+
+/// uniform_ / normal_: the out-of-place draw (the CPU generator's stream, row-major as the
+/// CPU kernel fills), copied into `self`.
+fn rand_inplace(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let overlap = x
+        .sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0);
+    if x.dtype != DType::F32 || overlap || !k.fits(&x) {
+        return Ok(None);
+    }
+    let Some(res) = super::random::rand(k)? else {
+        return Ok(None);
+    };
+    let [Slot::T(t)] = &res[..] else {
+        return Ok(None);
+    };
+    index::copy_into(k, t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::T(x)]))
+}
+
+/// normal.Tensor_float(mean, std): mean + std * z, z from the randn stream in the mean's
+/// row-major order (as the CPU kernel draws).
+fn normal_tensor_float(k: &mut Kc) -> Out {
+    let Some(mean) = k.t("mean") else {
+        return Ok(None);
+    };
+    let std = k.op.float_or("std", 1.0)?;
+    if mean.dtype != DType::F32 || !k.out_is(DType::F32) || std < 0.0 || !k.fits(&mean) {
+        return Ok(None);
+    }
+    let Some(z) = super::random::standard_normal(k, &mean.sizes)? else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Add.variant(),
+        DType::F32,
+        &mean,
+        Some(&Operand::T(z)),
+        None,
+        std as f32,
+        0.0,
+    ))
 }
 
 /// dropout in eval mode (or p = 0): the input itself, as the CPU kernel returns it.
@@ -815,6 +909,9 @@ fn dropout(k: &mut Kc) -> Out {
         return Ok(None);
     };
     if k.op.bool_or("train", true)? && k.op.float("p")? != 0.0 {
+        if k.target() == "aten.feature_dropout.default" {
+            return super::random::feature_dropout(k);
+        }
         return Ok(None);
     }
     Ok(Some(vec![Slot::T(x)]))
@@ -1000,6 +1097,26 @@ pub fn run(k: &mut Kc, op: GOp) -> Out {
             let Some(x) = k.t("self") else {
                 return Ok(None);
             };
+            // An int or bool tensor into a float op (exp, sin, sqrt...): torch computes on
+            // its f32 conversion.
+            if !is_float(x.dtype)
+                && k.out_is(DType::F32)
+                && (x.dtype == DType::Bool || ints::is_int(x.dtype))
+            {
+                let Some(xf) = to_f32(k, &x)? else {
+                    return Ok(None);
+                };
+                return one(elementwise(
+                    k,
+                    u.variant(),
+                    DType::F32,
+                    &xf,
+                    None,
+                    None,
+                    1.0,
+                    0.0,
+                ));
+            }
             if !is_float(x.dtype) {
                 return ints::unary_f32_op(k, u);
             }
@@ -1167,7 +1284,12 @@ fn elementwise_p(
         bufs.push((3, bt.as_ref().unwrap_or(&a)));
     }
     if let Some(c) = &c {
-        bufs.push((6, c));
+        let binding = if matches!(v.entry, "lerp3" | "clamp3") {
+            4
+        } else {
+            6
+        };
+        bufs.push((binding, c));
     }
     k.dispatch(&v, bytemuck::bytes_of(&m), &bufs, (gx, gy, 1))?;
     Ok(Some(out))
@@ -1211,6 +1333,18 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
             b = Operand::T(fb);
         }
     }
+    // bool + bool is `or`, bool * bool is `and` (torch's bool arithmetic).
+    if a.dtype == DType::Bool
+        && matches!(&b, Operand::T(t) if t.dtype == DType::Bool)
+        && k.out_is(DType::Bool)
+        && k.op.opt_scalar("alpha")?.is_none_or(|s| s.as_f64() == 1.0)
+    {
+        match op {
+            BinaryOp::Add => return ints::logical(k, ints::LogicalOp::Or),
+            BinaryOp::Mul => return ints::logical(k, ints::LogicalOp::And),
+            _ => {}
+        }
+    }
     if !is_float(a.dtype) {
         return ints::binary(k, op);
     }
@@ -1227,10 +1361,12 @@ fn binary(k: &mut Kc, op: BinaryOp) -> Out {
         Some(s) => s.as_f64() as f32,
         None => 1.0,
     };
-    if let Some(m) = k.op.opt_str("rounding_mode")? {
-        let _ = m;
-        return Ok(None);
-    }
+    let op = match k.op.opt_str("rounding_mode")?.as_deref() {
+        None => op,
+        Some("floor") if op == BinaryOp::Div => BinaryOp::FloorDiv,
+        Some("trunc") if op == BinaryOp::Div => BinaryOp::DivTrunc,
+        Some(_) => return Ok(None),
+    };
     one(elementwise(
         k,
         op.variant(),
@@ -1258,13 +1394,31 @@ fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
+    // An int tensor against a float number: torch compares in f32 (the promoted dtype).
+    let a = if ints::is_int(a.dtype)
+        && !k.is_tensor_arg("other")
+        && matches!(k.op.opt_scalar("other")?, Some(Scalar::Float(_)))
+    {
+        match to_f32(k, &a)? {
+            Some(af) => af,
+            None => return Ok(None),
+        }
+    } else {
+        a
+    };
     if !is_float(a.dtype) {
         return ints::compare(k, op);
     }
     let Some(b) = operand(k, "other")? else {
         return Ok(None);
     };
-    if !k.out_is(DType::Bool) {
+    // lt_ and the other in-place comparisons (through `inplace`) declare self's dtype.
+    let inplace = k
+        .target()
+        .split('.')
+        .nth(1)
+        .is_some_and(|o| o.ends_with('_'));
+    if !k.out_is(DType::Bool) && !inplace {
         return Ok(None);
     }
     if let Operand::T(b) = &b {
@@ -1308,18 +1462,46 @@ fn unary_with_args(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let int_clamp = ints::is_int(x.dtype) && k.target().starts_with("aten.clamp.");
-    if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
-        return Ok(None);
-    }
-    let d = x.dtype;
-    // The in-place forms (relu6_, elu_...) come here through `inplace`.
+    // The in-place forms (relu6_, elu_...) come here through `inplace`; clip is clamp.
     let op = k
         .target()
         .rsplit_once('.')
         .map_or("", |(o, _)| o)
         .trim_end_matches('_')
-        .to_string();
+        .replace("aten.clip", "aten.clamp");
+    if op == "aten.clamp" && (k.is_tensor_arg("min") || k.is_tensor_arg("max")) {
+        return extra::clamp_tensor(k);
+    }
+    // relu6 / hardtanh of ints: a clamp with int bounds.
+    if ints::is_int(x.dtype) && k.out_is(x.dtype) {
+        let int = |v: i64| Some(Scalar::Int(v));
+        match op.as_str() {
+            "aten.relu6" => return ints::clamp_to(k, [int(0), int(6)]),
+            "aten.hardtanh" => {
+                let lo = k.op.opt_scalar("min_val")?.or(int(-1));
+                let hi = k.op.opt_scalar("max_val")?.or(int(1));
+                return ints::clamp_to(k, [lo, hi]);
+            }
+            _ => {}
+        }
+    }
+    // An int tensor clamped to float bounds: torch clamps its f32 conversion.
+    let x = if op == "aten.clamp"
+        && (ints::is_int(x.dtype) || x.dtype == DType::Bool)
+        && k.out_is(DType::F32)
+    {
+        match to_f32(k, &x)? {
+            Some(xf) => xf,
+            None => return Ok(None),
+        }
+    } else {
+        x
+    };
+    let int_clamp = ints::is_int(x.dtype) && op == "aten.clamp";
+    if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
+        return Ok(None);
+    }
+    let d = x.dtype;
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, alpha, beta) = match op.as_str() {
         "aten.gelu" => match k.op.opt_str("approximate")?.as_deref() {
@@ -1508,11 +1690,12 @@ fn view(k: &mut Kc) -> Out {
     let row_major_copy = matches!(
         op,
         "aten.reshape"
+            | "aten.reshape_as"
             | "aten._unsafe_view"
             | "aten.flatten"
             | "aten.unflatten"
             | "aten.contiguous"
-    ) && placeholders.len() == 1;
+    ) && (placeholders.len() == 1 || op == "aten.reshape_as");
     let mut copied: Option<(Vec<usize>, GTensor)> = None;
     let mut slots = Vec::new();
     for o in outs {
@@ -1797,12 +1980,18 @@ fn softmax(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let log = k.target().contains("log_softmax");
+    // _safe_softmax: fully masked (all -inf) rows give zeros.
+    let safe = k.target().starts_with("aten._safe_softmax.");
+    // A 0-d tensor is one row of one element.
+    let zero_d = x.rank() == 0;
+    let x = if zero_d {
+        x.view(vec![1], vec![1], x.offset)
+    } else {
+        x
+    };
     let Some(dim) = norm_dim(k.op.int("dim")?, x.rank()) else {
         return Ok(None);
     };
-    if x.rank() == 0 {
-        return Ok(None);
-    }
     // Move `dim` last (a view), make it contiguous, run rows, move it back with a copy.
     let r = x.rank();
     let mut perm: Vec<usize> = (0..r).filter(|&d| d != dim).collect();
@@ -1819,7 +2008,14 @@ fn softmax(k: &mut Kc) -> Out {
     let rows = x.numel() / cols.max(1);
     let out = k.new_out(od, &pv.sizes)?;
     if rows * cols > 0 {
-        let base = if log { LOG_SOFTMAX } else { SOFTMAX }.typed(elems);
+        let base = if safe {
+            SAFE_SOFTMAX
+        } else if log {
+            LOG_SOFTMAX
+        } else {
+            SOFTMAX
+        }
+        .typed(elems);
         let (v, (gx, gy, row)) = softmax_dispatch(base, rows, cols);
         let meta = RowMeta {
             rows: rows as u32,
@@ -1833,6 +2029,9 @@ fn softmax(k: &mut Kc) -> Out {
             &[(1, &out), (2, &xc)],
             (gx, gy, 1),
         )?;
+    }
+    if zero_d {
+        return Ok(Some(vec![Slot::T(out.view(vec![], vec![], 0))]));
     }
     if dim == r - 1 {
         return Ok(Some(vec![Slot::T(out)]));
@@ -1860,9 +2059,131 @@ fn reduce(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .to_string();
+    if matches!(op.as_str(), "aten.nansum" | "aten.nanmean") {
+        return nan_reduce(k, x, &op);
+    }
+    let word = x.dtype == DType::Bool || ints::is_int(x.dtype);
+    // mean of an int tensor with dtype=float32: the mean of its f32 conversion.
+    if op == "aten.mean" && word && k.out_is(DType::F32) {
+        let Some(xf) = to_f32(k, &x)? else {
+            return Ok(None);
+        };
+        return reduce_with(k, xf, &op);
+    }
+    // any / all of a float tensor: of `x != 0` (NaN counts as true).
+    if matches!(op.as_str(), "aten.any" | "aten.all") && x.dtype == DType::F32 {
+        if !k.out_is(DType::Bool) {
+            return Ok(None);
+        }
+        let Some(nz) = elementwise(
+            k,
+            CompareOp::Ne.variant(),
+            DType::Bool,
+            &x,
+            Some(&Operand::S(0.0)),
+            None,
+            1.0,
+            0.0,
+        )?
+        else {
+            return Ok(None);
+        };
+        return reduce_with(k, nz, &op);
+    }
+    reduce_with(k, x, &op)
+}
+
+/// nansum / nanmean of f32: the sum of `x` with NaNs as zeros (over the count of the
+/// non-NaN elements for nanmean), as torch's decompositions.
+fn nan_reduce(k: &mut Kc, x: GTensor, op: &str) -> Out {
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let Some(nan) = elementwise(
+        k,
+        CompareOp::IsNan.variant(),
+        DType::Bool,
+        &x,
+        Some(&Operand::S(0.0)),
+        None,
+        1.0,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    // where_ computes cond ? a : b; flags bit 1 negates the condition: !isnan ? x : 0.
+    let Some(zeroed) = elementwise_p(
+        k,
+        WHERE,
+        DType::F32,
+        &x,
+        Some(&Operand::S(0.0)),
+        Some(&nan),
+        [1.0, 0.0, 0.0],
+        2,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(sum) = one_t(reduce_with(k, zeroed, "aten.sum")?) else {
+        return Ok(None);
+    };
+    if op == "aten.nansum" {
+        return Ok(Some(vec![Slot::T(sum)]));
+    }
+    // The count of non-NaN elements: 1 - isnan as f32, summed.
+    let Some(isnan_f) = to_f32(k, &nan)? else {
+        return Ok(None);
+    };
+    let Some(keep) = elementwise(
+        k,
+        UnaryOp::Affine.variant(),
+        DType::F32,
+        &isnan_f,
+        None,
+        None,
+        -1.0,
+        1.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let Some(count) = one_t(reduce_with(k, keep, "aten.sum")?) else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Div.variant(),
+        DType::F32,
+        &sum,
+        Some(&Operand::T(count)),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+/// The one tensor of a kernel's result.
+fn one_t(r: Option<Vec<Slot>>) -> Option<GTensor> {
+    match r.as_deref() {
+        Some([Slot::T(t)]) => Some(t.clone()),
+        _ => None,
+    }
+}
+
+/// sum / mean / amax / amin / any / all (`op`) of `x` over the node's dims.
+fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     // int / bool inputs: an int output (sum), or the input's int dtype (amax, amin).
     let int_mode = !is_float(x.dtype);
-    let logical = matches!(k.target().split('.').nth(1), Some("any" | "all"));
+    // amax / amin of bools are any / all.
+    let logical = matches!(op, "aten.any" | "aten.all")
+        || (x.dtype == DType::Bool && matches!(op, "aten.amax" | "aten.amin"));
     let out_dtype = if logical {
         // any / all of bools: max / min of the 0/1 words.
         if x.dtype != DType::Bool || !k.out_is(DType::Bool) {
@@ -1889,11 +2210,6 @@ fn reduce(k: &mut Kc) -> Out {
             return Ok(None);
         }
     }
-    let op = k
-        .target()
-        .rsplit_once('.')
-        .map_or("", |(o, _)| o)
-        .to_string();
     let r = x.rank();
     let dims: Vec<i64> = match k.op.arg("dim") {
         None | Some(Arg::None) => vec![],
@@ -1916,7 +2232,7 @@ fn reduce(k: &mut Kc) -> Out {
     let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
     let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();
     let n_out: usize = kept.iter().map(|&d| x.sizes[d]).product();
-    let (rop, scale) = match op.as_str() {
+    let (rop, scale) = match op {
         "aten.sum" => (ReduceOp::Sum, 1.0),
         "aten.mean" => (ReduceOp::Sum, 1.0 / n_red as f32),
         "aten.amax" => (ReduceOp::Max, 1.0),
@@ -1925,7 +2241,7 @@ fn reduce(k: &mut Kc) -> Out {
         "aten.all" => (ReduceOp::Min, 1.0),
         _ => return Ok(None),
     };
-    if n_red == 0 && rop != ReduceOp::Sum {
+    if n_red == 0 && rop != ReduceOp::Sum && !(logical && matches!(op, "aten.any" | "aten.all")) {
         return Ok(None);
     }
     if int_mode
@@ -1941,6 +2257,11 @@ fn reduce(k: &mut Kc) -> Out {
     } else {
         kept.iter().map(|&d| x.sizes[d]).collect()
     };
+    // any / all over no elements: false / true.
+    if n_red == 0 && logical {
+        let w = (op == "aten.all") as u32;
+        return index::encode_fill(k, DType::Bool, &out_sizes, 0, [w, 0]);
+    }
     k.ensure(&x)?;
     let out = k.new_out(out_dtype, &out_sizes)?;
     if n_out == 0 {

@@ -41,7 +41,17 @@ pub const BERNOULLI_P: Variant = Variant::new(Shader::Random, "rand_bernoulli_p"
 pub const BERNOULLI_T: Variant = Variant::new(Shader::Random, "rand_bernoulli_t");
 pub const DROPOUT: Variant = Variant::new(Shader::Random, "rand_dropout");
 /// Every random variant (validated by the naga test).
-pub const VARIANTS: [Variant; 5] = [UNIFORM, NORMAL, BERNOULLI_P, BERNOULLI_T, DROPOUT];
+pub const RANDINT: Variant = Variant::new(Shader::Random, "rand_int");
+pub const FEATURE_DROPOUT: Variant = Variant::new(Shader::Random, "rand_feature_dropout");
+pub const VARIANTS: [Variant; 7] = [
+    UNIFORM,
+    NORMAL,
+    BERNOULLI_P,
+    BERNOULLI_T,
+    DROPOUT,
+    RANDINT,
+    FEATURE_DROPOUT,
+];
 
 /// `ceil(p * 2^53)`: a 53-bit draw `m` satisfies `m / 2^53 < p` iff `m < threshold(p)`.
 pub fn threshold(p: f64) -> u64 {
@@ -80,6 +90,65 @@ fn launch(
     }
     k.op.state.rng.advance(draws);
     Ok(())
+}
+
+/// `numel` standard normal f32 values of shape `sizes` from the randn stream (None: too
+/// many for one kernel).
+pub fn standard_normal(
+    k: &mut Kc,
+    sizes: &[usize],
+) -> crate::Result<Option<super::store::GTensor>> {
+    let numel: usize = sizes.iter().product();
+    if !small_enough(numel) {
+        return Ok(None);
+    }
+    let out = k.new_out(DType::F32, sizes)?;
+    let meta = RandMeta {
+        a: 0.0,
+        b: 1.0,
+        ..Default::default()
+    };
+    launch(k, NORMAL, meta, &[(1, &out)], numel, 2 * numel as u64)?;
+    Ok(Some(out))
+}
+
+/// randint(high, size) / randint.low(low, high, size): `low + next_u64() % (high - low)`
+/// per element as the CPU kernel, for int32/int64 outputs with a range below 2^31.
+pub fn randint(k: &mut Kc) -> Out {
+    if !k.op.has("size") || matches!(k.op.arg("high"), Some(Arg::Tensor(_))) {
+        return Ok(None);
+    }
+    let sizes = crate::ops::sizes_arg(&k.op, "size")?;
+    let Some(dtype) = k
+        .out_dtype(0)
+        .filter(|d| matches!(d, DType::I64 | DType::I32))
+    else {
+        return Ok(None);
+    };
+    let low = k.op.opt_int("low")?.unwrap_or(0);
+    let Some(high) = k.op.opt_int("high")? else {
+        return Ok(None);
+    };
+    let range = high as i128 - low as i128;
+    if range <= 0
+        || range >= 1 << 31
+        || i32::try_from(low).is_err()
+        || i32::try_from(high - 1).is_err()
+    {
+        return Ok(None);
+    }
+    let numel: usize = sizes.iter().product();
+    if !small_enough(numel) {
+        return Ok(None);
+    }
+    let out = k.new_out(dtype, &sizes)?;
+    let meta = RandMeta {
+        thr_lo: low as i32 as u32,
+        thr_hi: range as u32,
+        ..Default::default()
+    };
+    launch(k, RANDINT, meta, &[(3, &out)], numel, numel as u64)?;
+    one(Ok(Some(out)))
 }
 
 /// Elements one kernel may cover: every draw index (`2 * numel` for randn) must fit in u32.
@@ -234,6 +303,52 @@ pub fn native_dropout(k: &mut Kc) -> Out {
         v.extend(m.map(Slot::T));
         v
     }))
+}
+
+/// feature_dropout(input, p, train) in training: one keep draw per (n, c) channel (the
+/// CPU kernel's order), the channel's elements masked and scaled by 1 / (1 - p).
+pub fn feature_dropout(k: &mut Kc) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let p = k.op.float("p")?;
+    if !(0.0..=1.0).contains(&p)
+        || x.rank() < 2
+        || x.numel() == 0
+        || x.dtype != DType::F32
+        || k.out_dtype(0) != Some(DType::F32)
+        || !small_enough(x.numel())
+    {
+        return Ok(None);
+    }
+    let numel = x.numel();
+    let channels = x.sizes[0] * x.sizes[1];
+    let inner = numel / channels;
+    if inner >= 1 << 24 {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let (t, scale) = keep_params(p);
+    let out = k.new_out(DType::F32, &x.sizes)?;
+    let mask = k.new_out(DType::Bool, &x.sizes)?;
+    let meta = RandMeta {
+        a: inner as f32,
+        b: scale,
+        thr_lo: t as u32,
+        thr_hi: (t >> 32) as u32,
+        ..Default::default()
+    };
+    launch(
+        k,
+        FEATURE_DROPOUT,
+        meta,
+        &[(1, &out), (2, &xc), (3, &mask)],
+        numel,
+        channels as u64,
+    )?;
+    one(Ok(Some(out)))
 }
 
 type Masked = Option<(super::store::GTensor, Option<super::store::GTensor>)>;

@@ -249,6 +249,8 @@ pub fn all_variants() -> Vec<Variant> {
     v.extend(BinaryOp::ALL.iter().map(|o| o.variant()));
     v.extend(CompareOp::ALL.iter().map(|o| o.variant()));
     v.push(super::kernels::WHERE);
+    v.push(super::kernels::LERP3);
+    v.push(super::kernels::CLAMP3);
     v.push(super::kernels::MATMUL);
     v.push(super::kernels::MATMUL_BIAS);
     v.extend(super::kernels::MATMUL4);

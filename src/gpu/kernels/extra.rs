@@ -22,6 +22,7 @@ pub(super) const INPLACE_CUSTOM: &[&str] = &[
     "aten.relu6",
     "aten.gelu",
     "aten.clamp",
+    "aten.clip",
     "aten.softplus",
     "aten.celu",
     "aten.selu",
@@ -52,6 +53,16 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let op = base_name(k);
+    if ints::is_int(x.dtype) && op == "aten.threshold" {
+        return ints::threshold(k);
+    }
+    // round of an int tensor is a copy.
+    if ints::is_int(x.dtype)
+        && op == "aten.round"
+        && matches!(k.op.opt_int("decimals")?, None | Some(0))
+    {
+        return ints::unary_f32_op(k, UnaryOp::Round);
+    }
     if ints::is_int(x.dtype) && op == "aten.fmod" {
         return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
     }
@@ -169,34 +180,66 @@ pub(super) fn pow_scalar(k: &mut Kc) -> Out {
 /// fmod.Tensor, lerp.Scalar, logaddexp on f32 tensors.
 pub(super) fn binary_named(k: &mut Kc) -> Out {
     let op = base_name(k);
-    let (Some(a), bop, bname, alpha) = (match op.as_str() {
-        "aten.fmod" => (k.t("self"), BinaryOp::Fmod, "other", 0.0),
-        "aten.logaddexp" => (k.t("self"), BinaryOp::LogAddExp, "other", 0.0),
-        "aten.fmax" => (k.t("self"), BinaryOp::Fmax, "other", 0.0),
-        "aten.fmin" => (k.t("self"), BinaryOp::Fmin, "other", 0.0),
-        "aten.atan2" | "aten.arctan2" => (k.t("self"), BinaryOp::Atan2, "other", 0.0),
-        "aten.lerp" => {
-            if k.is_tensor_arg("weight") {
-                return Ok(None);
-            }
-            (
-                k.t("self"),
-                BinaryOp::Lerp,
-                "end",
-                k.op.scalar("weight")?.as_f64() as f32,
-            )
-        }
+    if op == "aten.lerp" && k.is_tensor_arg("weight") {
+        return lerp_tensor(k);
+    }
+    let (bop, bname, alpha) = match op.as_str() {
+        "aten.fmod" => (BinaryOp::Fmod, "other", 0.0),
+        "aten.logaddexp" => (BinaryOp::LogAddExp, "other", 0.0),
+        "aten.fmax" => (BinaryOp::Fmax, "other", 0.0),
+        "aten.fmin" => (BinaryOp::Fmin, "other", 0.0),
+        "aten.atan2" | "aten.arctan2" => (BinaryOp::Atan2, "other", 0.0),
+        "aten.hypot" => (BinaryOp::Hypot, "other", 0.0),
+        "aten.xlogy" => (BinaryOp::Xlogy, "other", 0.0),
+        "aten.lerp" => (
+            BinaryOp::Lerp,
+            "end",
+            k.op.scalar("weight")?.as_f64() as f32,
+        ),
         _ => return Ok(None),
-    }) else {
-        return Ok(None);
     };
-    let Some(b) = k.t(bname) else {
+    // xlogy.Scalar_Self: a Python number as `self` (the operands swapped in the shader).
+    if !k.is_tensor_arg("self") {
+        if bop != BinaryOp::Xlogy {
+            return Ok(None);
+        }
+        let (Some(b), Some(s)) = (k.t(bname), k.op.opt_scalar("self")?) else {
+            return Ok(None);
+        };
+        if b.dtype != DType::F32 || !k.out_is(DType::F32) {
+            return Ok(None);
+        }
+        return one(elementwise_p(
+            k,
+            bop.variant(),
+            DType::F32,
+            &b,
+            Some(&Operand::S(s.as_f64() as f32)),
+            None,
+            [alpha, 0.0, 0.0],
+            4,
+        ));
+    }
+    let Some(a) = k.t("self") else {
         return Ok(None);
     };
     if bop == BinaryOp::Fmod && ints::is_int(a.dtype) {
         return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
     }
-    if a.dtype != DType::F32 || b.dtype != DType::F32 || !k.out_is(DType::F32) {
+    let b = if k.is_tensor_arg(bname) {
+        match k.t(bname) {
+            Some(b) if b.dtype == DType::F32 => Operand::T(b),
+            _ => return Ok(None),
+        }
+    } else if bop == BinaryOp::Xlogy {
+        match k.op.opt_scalar(bname)? {
+            Some(s) => Operand::S(s.as_f64() as f32),
+            None => return Ok(None),
+        }
+    } else {
+        return Ok(None);
+    };
+    if a.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }
     one(elementwise(
@@ -204,9 +247,81 @@ pub(super) fn binary_named(k: &mut Kc) -> Out {
         bop.variant(),
         DType::F32,
         &a,
-        Some(&Operand::T(b)),
+        Some(&b),
         None,
         alpha,
+        0.0,
+    ))
+}
+
+/// lerp.Tensor: a tensor weight, all three operands of one float dtype.
+fn lerp_tensor(k: &mut Kc) -> Out {
+    let (Some(a), Some(e), Some(w)) = (k.t("self"), k.t("end"), k.t("weight")) else {
+        return Ok(None);
+    };
+    let d = a.dtype;
+    if !matches!(d, DType::F32 | DType::F16) || e.dtype != d || w.dtype != d || !k.out_is(d) {
+        return Ok(None);
+    }
+    one(elementwise_p(
+        k,
+        super::LERP3,
+        d,
+        &a,
+        Some(&Operand::T(e)),
+        Some(&w),
+        [0.0; 3],
+        0,
+    ))
+}
+
+/// floor_divide / remainder of float tensors (torch's div_floor_floating and Python's
+/// modulo); remainder.Scalar_Tensor swaps the operands in the shader.
+pub(super) fn float_div_rem(k: &mut Kc, bop: BinaryOp) -> Out {
+    if !k.is_tensor_arg("self") {
+        let (Some(b), Some(s)) = (k.t("other"), k.op.opt_scalar("self")?) else {
+            return Ok(None);
+        };
+        if b.dtype != DType::F32 || !k.out_is(DType::F32) {
+            return Ok(None);
+        }
+        return one(elementwise_p(
+            k,
+            bop.variant(),
+            DType::F32,
+            &b,
+            Some(&Operand::S(s.as_f64() as f32)),
+            None,
+            [1.0, 0.0, 0.0],
+            4,
+        ));
+    }
+    let Some(a) = k.t("self") else {
+        return Ok(None);
+    };
+    let b = if k.is_tensor_arg("other") {
+        match k.t("other") {
+            Some(b) if b.dtype == a.dtype => Operand::T(b),
+            _ => return Ok(None),
+        }
+    } else {
+        match k.op.opt_scalar("other")? {
+            Some(s) => Operand::S(s.as_f64() as f32),
+            None => return Ok(None),
+        }
+    };
+    let d = a.dtype;
+    if !matches!(d, DType::F32 | DType::F16) || !k.out_is(d) {
+        return Ok(None);
+    }
+    one(elementwise(
+        k,
+        bop.variant(),
+        d,
+        &a,
+        Some(&b),
+        None,
+        1.0,
         0.0,
     ))
 }
@@ -293,6 +408,24 @@ pub(super) fn predicate(k: &mut Kc) -> Out {
     if x.dtype != DType::F32 || !k.out_is(DType::Bool) {
         return Ok(None);
     }
+    // isposinf / isneginf: equality with the infinity (NaN compares unequal).
+    let inf = match k.target().split('.').nth(1) {
+        Some("isposinf") => Some(f32::INFINITY),
+        Some("isneginf") => Some(f32::NEG_INFINITY),
+        _ => None,
+    };
+    if let Some(v) = inf {
+        return one(elementwise(
+            k,
+            CompareOp::Eq.variant(),
+            DType::Bool,
+            &x,
+            Some(&Operand::S(v)),
+            None,
+            1.0,
+            0.0,
+        ));
+    }
     let op = match k.target().split('.').nth(1) {
         Some("isnan") => CompareOp::IsNan,
         Some("isinf") => CompareOp::IsInf,
@@ -358,9 +491,21 @@ pub(super) fn where_scalar(k: &mut Kc) -> Out {
     if c.dtype != DType::Bool {
         return Ok(None);
     }
-    let side = |k: &Kc, name: &str| -> crate::error::Result<Option<WOperand>> {
+    let side = |k: &mut Kc, name: &str| -> crate::error::Result<Option<WOperand>> {
         if k.is_tensor_arg(name) {
-            return Ok(k.t(name).filter(|t| t.dtype == dtype).map(WOperand::T));
+            return Ok(match k.t(name) {
+                Some(t) if t.dtype == dtype => Some(WOperand::T(t)),
+                // An int or bool tensor with a float number: its f32 conversion.
+                Some(t)
+                    if dtype == DType::F32 && (ints::is_int(t.dtype) || t.dtype == DType::Bool) =>
+                {
+                    match ints::convert(k, &t, DType::F32)?.as_deref() {
+                        Some([Slot::T(f)]) => Some(WOperand::T(f.clone())),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            });
         }
         Ok(word(dtype, k.op.scalar(name)?).map(WOperand::W))
     };
@@ -408,7 +553,13 @@ pub(super) fn fill_(k: &mut Kc) -> Out {
     if !gpu_dtype(x.dtype) || !inplace_target(&x) || !k.fits(&x) {
         return Ok(None);
     }
-    let Some(w) = word(x.dtype, k.op.scalar("value")?) else {
+    // zero_ is fill_ with 0.
+    let value = if k.target().starts_with("aten.zero_.") {
+        Scalar::Int(0)
+    } else {
+        k.op.scalar("value")?
+    };
+    let Some(w) = word(x.dtype, value) else {
         return Ok(None);
     };
     let Some(Some(Slot::T(t))) = encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])?.map(|mut v| v.pop())
@@ -523,6 +674,36 @@ pub(super) fn addcmul(k: &mut Kc) -> Out {
     let (Some(x), Some(t1), Some(t2)) = (k.t("self"), k.t("tensor1"), k.t("tensor2")) else {
         return Ok(None);
     };
+    // addcmul of one int dtype with an int value: self + value * t1 * t2 in int words.
+    let d = x.dtype;
+    if ints::is_int(d)
+        && k.target().starts_with("aten.addcmul.")
+        && [&t1, &t2].iter().all(|t| t.dtype == d)
+        && k.out_is(d)
+    {
+        let value = k.op.opt_scalar("value")?.unwrap_or(Scalar::Int(1));
+        let Some(vw) = (match value {
+            Scalar::Int(_) | Scalar::Bool(_) => word(d, value),
+            Scalar::Float(_) => None,
+        }) else {
+            return Ok(None);
+        };
+        let mul = ints::IntBinaryOp::Mul.variant();
+        let Some(p) = ints::encode(k, mul, d, &t1, Some(&WOperand::T(t2)), None, 0, 1)? else {
+            return Ok(None);
+        };
+        let add = ints::IntBinaryOp::Add.variant();
+        return one(ints::encode(
+            k,
+            add,
+            d,
+            &x,
+            Some(&WOperand::T(p)),
+            None,
+            0,
+            vw,
+        ));
+    }
     if [&x, &t1, &t2].iter().any(|t| t.dtype != DType::F32) || !k.out_is(DType::F32) {
         return Ok(None);
     }
@@ -555,4 +736,105 @@ pub(super) fn addcmul(k: &mut Kc) -> Out {
         value,
         0.0,
     ))
+}
+
+/// type_as: `self` itself for the same dtype (as the CPU kernel), else a conversion.
+pub(super) fn type_as(k: &mut Kc) -> Out {
+    let (Some(x), Some(o)) = (k.t("self"), k.t("other")) else {
+        return Ok(None);
+    };
+    if x.dtype == o.dtype {
+        return Ok(Some(vec![Slot::T(x)]));
+    }
+    // Between int dtypes `convert` copies words: a narrowing one (wrapping) stays on the CPU.
+    let narrow = ints::is_int(x.dtype) && matches!(o.dtype, DType::U8 | DType::I8 | DType::I16);
+    if x.dtype == DType::F16 || o.dtype == DType::F16 || narrow || !k.out_is(o.dtype) {
+        return Ok(None);
+    }
+    ints::convert(k, &x, o.dtype)
+}
+
+/// clamp / clip with tensor bounds on f32 (an absent bound unbounded, a number bound read
+/// from the parameters): NaN in any operand gives NaN, as the CPU kernel.
+pub(super) fn clamp_tensor(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let bound = |k: &Kc, name: &str, none: f32| -> crate::error::Result<Option<Operand>> {
+        if k.is_tensor_arg(name) {
+            return Ok(k.t(name).filter(|t| t.dtype == DType::F32).map(Operand::T));
+        }
+        Ok(Some(Operand::S(
+            k.op.opt_scalar(name)?.map_or(none, |s| s.as_f64() as f32),
+        )))
+    };
+    let (Some(lo), Some(hi)) = (
+        bound(k, "min", f32::NEG_INFINITY)?,
+        bound(k, "max", f32::INFINITY)?,
+    ) else {
+        return Ok(None);
+    };
+    let (c, p1, flags) = match hi {
+        Operand::T(h) => (h, 0.0, 0),
+        Operand::S(h) => (x.clone(), h, 8),
+    };
+    one(elementwise_p(
+        k,
+        super::CLAMP3,
+        DType::F32,
+        &x,
+        Some(&lo),
+        Some(&c),
+        [0.0, 0.0, p1],
+        flags,
+    ))
+}
+
+/// rrelu in eval mode: leaky_relu with the mean slope (lower + upper) / 2.
+pub(super) fn rrelu_eval(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if k.op.bool_or("training", false)? || x.dtype != DType::F32 || !k.out_is(DType::F32) {
+        return Ok(None);
+    }
+    let lower = k.op.float_or("lower", 0.125)?;
+    let upper = k.op.float_or("upper", 1.0 / 3.0)?;
+    let functional = k.target().starts_with("aten.rrelu_with_noise_functional.");
+    let noise = if functional {
+        // The functional form also returns (a copy of) the unchanged noise.
+        let Some(n) = k.t("noise") else {
+            return Ok(None);
+        };
+        if !gpu_dtype(n.dtype) {
+            return Ok(None);
+        }
+        Some(n)
+    } else {
+        None
+    };
+    let Some(y) = elementwise(
+        k,
+        UnaryOp::LeakyRelu.variant(),
+        DType::F32,
+        &x,
+        None,
+        None,
+        ((lower + upper) / 2.0) as f32,
+        0.0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let mut outs = vec![Slot::T(y)];
+    if let Some(n) = noise {
+        match ints::convert(k, &n, n.dtype)?.as_deref() {
+            Some([Slot::T(c)]) => outs.push(Slot::T(c.clone())),
+            _ => return Ok(None),
+        }
+    }
+    Ok(Some(outs))
 }

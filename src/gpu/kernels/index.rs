@@ -301,14 +301,62 @@ pub(super) fn cat(k: &mut Kc) -> Out {
             None => return Ok(None),
         }
     }
-    let Some(first) = ts.first() else {
+    let Some(dtype) = k.out_dtype(0) else {
         return Ok(None);
     };
-    let dtype = first.dtype;
-    if !gpu_dtype(dtype) || ts.iter().any(|t| t.dtype != dtype) || !k.out_is(dtype) {
+    if !gpu_dtype(dtype) || ts.is_empty() {
         return Ok(None);
     }
-    let dim = k.op.int_or("dim", 0)?;
+    // Mixed dtypes: each part converted to the promoted (output) dtype first.
+    for t in ts.iter_mut() {
+        if t.dtype == dtype {
+            continue;
+        }
+        if t.dtype == DType::F16 || dtype == DType::F16 {
+            return Ok(None);
+        }
+        match super::ints::convert(k, t, dtype)?.as_deref() {
+            Some([Slot::T(c)]) => *t = c.clone(),
+            _ => return Ok(None),
+        }
+    }
+    // hstack / vstack: cat of the parts made at least 1-D / 2-D.
+    let op = k.target().rsplit_once('.').map_or("", |(o, _)| o);
+    let (ts, dim) = match op {
+        "aten.hstack" => {
+            let ts: Vec<GTensor> = ts
+                .into_iter()
+                .map(|t| {
+                    if t.rank() == 0 {
+                        t.view(vec![1], vec![1], t.offset)
+                    } else {
+                        t
+                    }
+                })
+                .collect();
+            let dim = if ts[0].rank() == 1 { 0 } else { 1 };
+            (ts, dim)
+        }
+        "aten.vstack" => {
+            let ts: Vec<GTensor> = ts
+                .into_iter()
+                .map(|t| match t.rank() {
+                    0 => t.view(vec![1, 1], vec![1, 1], t.offset),
+                    1 => {
+                        let (n, st) = (t.sizes[0], t.strides[0]);
+                        t.view(vec![1, n], vec![n.max(1) * st, st], t.offset)
+                    }
+                    _ => t,
+                })
+                .collect();
+            (ts, 0)
+        }
+        _ => {
+            let dim = k.op.int_or("dim", 0)?;
+            (ts, dim)
+        }
+    };
+    let first = ts[0].clone();
     let parts: Vec<GTensor> = if stack {
         if ts.iter().any(|t| t.sizes != first.sizes) {
             return Ok(None);
@@ -420,12 +468,10 @@ pub(super) fn full(k: &mut Kc) -> Out {
     let sizes: Vec<usize> = if op == "scalar_tensor" {
         vec![]
     } else if op.ends_with("_like") {
+        // A constant fill: torch may keep `self`'s strides, the values are the same.
         let Some(x) = k.t("self") else {
             return Ok(None);
         };
-        if !x.is_contiguous() {
-            return Ok(None);
-        }
         x.sizes.clone()
     } else {
         let v = k.op.ints("size")?;
@@ -573,19 +619,34 @@ pub(super) fn empty_strided(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let size = k.op.ints("size")?;
-    let stride = k.op.ints("stride")?;
     if size.iter().any(|&s| s < 0) {
         return Ok(None);
     }
     let sizes: Vec<usize> = size.iter().map(|&s| s as usize).collect();
-    let cs = crate::gpu::store::contiguous_strides(&sizes);
-    if stride.len() != sizes.len()
-        || sizes
+    // empty_strided with other strides, empty_permuted: a contiguous tensor. The contents
+    // are uninitialized; later writes and reads go through logical indices (the executor's
+    // views follow the GPU tensor's own strides), so only an overlapping layout, whose
+    // elements are shared, must stay on the CPU.
+    if k.target().starts_with("aten.empty_strided.") {
+        let stride = k.op.ints("stride")?;
+        if stride.len() != sizes.len() || stride.iter().any(|&s| s < 0) {
+            return Ok(None);
+        }
+        // An overlapping layout (a zero stride over a dim > 1, say) shares elements.
+        let mut dims: Vec<(usize, usize)> = sizes
             .iter()
-            .zip(stride.iter().zip(&cs))
-            .any(|(&n, (&s, &c))| n > 1 && s as usize != c)
-    {
-        return Ok(None);
+            .zip(&stride)
+            .filter(|(&n, _)| n > 1)
+            .map(|(&n, &s)| (s as usize, n))
+            .collect();
+        dims.sort();
+        let mut span = 1;
+        for (s, n) in dims {
+            if s < span {
+                return Ok(None);
+            }
+            span = s * n;
+        }
     }
     let Some(w) = word(dtype, Scalar::Int(0)) else {
         return Ok(None);

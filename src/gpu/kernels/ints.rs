@@ -4,7 +4,7 @@
 //! one kernel serves both int dtypes; arithmetic wraps in 32 bits (see src/gpu/store.rs).
 //! Reached from the f32 kernels in src/gpu/kernels.rs when an input is not f32.
 
-use super::{grid, pad8, Kc, Out, MAX_RANK};
+use super::{extra, grid, pad8, Kc, Out, MAX_RANK};
 use crate::cpu::broadcast_shapes;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -254,6 +254,34 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
 }
 
 pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
+    // remainder.Scalar_Tensor: an int number as `self`, filled as a 0-d tensor.
+    if !k.is_tensor_arg("self") && iop == IntBinaryOp::Remainder {
+        let (Some(b), Some(s)) = (k.t(name), k.op.opt_scalar("self")?) else {
+            return Ok(None);
+        };
+        let Some(w) = int_word(s) else {
+            return Ok(None);
+        };
+        if !is_int(b.dtype) || !k.out_is(b.dtype) || matches!(s, Scalar::Float(_)) {
+            return Ok(None);
+        }
+        let Some(Some(Slot::T(a))) =
+            super::index::encode_fill(k, b.dtype, &[], 0, [w, 0])?.map(|mut v| v.pop())
+        else {
+            return Ok(None);
+        };
+        let d = b.dtype;
+        return one(encode(
+            k,
+            iop.variant(),
+            d,
+            &a,
+            Some(&WOperand::T(b)),
+            None,
+            0,
+            1,
+        ));
+    }
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
@@ -286,7 +314,13 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
     }
     .to_string();
     let bool_out = k.out_is(DType::Bool);
+    let float_in = [k.t("self"), k.t("other")]
+        .iter()
+        .flatten()
+        .any(|t| matches!(t.dtype, DType::F32 | DType::F16));
     match op.as_str() {
+        "floor_divide" if float_in => extra::float_div_rem(k, BinaryOp::FloorDiv),
+        "remainder" if float_in => extra::float_div_rem(k, BinaryOp::Remainder),
         "floor_divide" => int_binary(k, IntBinaryOp::FloorDiv, "other"),
         "remainder" => int_binary(k, IntBinaryOp::Remainder, "other"),
         "__lshift__" | "bitwise_left_shift" => int_binary(k, IntBinaryOp::Shl, "other"),
@@ -310,6 +344,11 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
         "logical_not" => logical_op(k, LogicalOp::Not, false),
         _ => Ok(None),
     }
+}
+
+/// A logical op of two bool tensors `self` and `other` (bool add / mul).
+pub(super) fn logical(k: &mut Kc, op: LogicalOp) -> Out {
+    logical_op(k, op, true)
 }
 
 /// logical_* on any GPU dtypes (a bool output); `bools_only` for bitwise ops on bools.
@@ -389,7 +428,7 @@ pub(super) fn unary_f32_op(k: &mut Kc, u: UnaryOp) -> Out {
                 0,
             ));
         }
-        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc => IntUnaryOp::Copy,
+        UnaryOp::Floor | UnaryOp::Ceil | UnaryOp::Trunc | UnaryOp::Round => IntUnaryOp::Copy,
         UnaryOp::Neg => IntUnaryOp::Neg,
         UnaryOp::Abs => IntUnaryOp::Abs,
         UnaryOp::Sign => IntUnaryOp::Sign,
@@ -547,16 +586,25 @@ pub(super) fn to(k: &mut Kc) -> Out {
 
 /// clamp(self, min, max) of an int tensor with integer (or absent) bounds.
 pub(super) fn clamp(k: &mut Kc) -> Out {
+    if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+        return Ok(None);
+    }
+    let bounds = [k.op.opt_scalar("min")?, k.op.opt_scalar("max")?];
+    clamp_to(k, bounds)
+}
+
+/// Clamp an int tensor to int number bounds (clamp, relu6, hardtanh of ints).
+pub(super) fn clamp_to(k: &mut Kc, bounds: [Option<Scalar>; 2]) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if !is_int(x.dtype) || !k.out_is(x.dtype) || k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+    if !is_int(x.dtype) || !k.out_is(x.dtype) {
         return Ok(None);
     }
     let mut flags = 0;
     let mut words = [0u32; 2];
-    for (i, name) in ["min", "max"].iter().enumerate() {
-        if let Some(s) = k.op.opt_scalar(name)? {
+    for (i, b) in bounds.iter().enumerate() {
+        if let Some(s) = *b {
             match s {
                 Scalar::Int(_) | Scalar::Bool(_) => {}
                 Scalar::Float(_) => return Ok(None),
@@ -568,7 +616,7 @@ pub(super) fn clamp(k: &mut Kc) -> Out {
             flags |= 16 << i;
         }
     }
-    let m = k.op.opt_scalar("min")?.is_some();
+    let m = bounds[0].is_some();
     let out = encode(
         k,
         IntUnaryOp::Clamp.variant(),
@@ -591,7 +639,7 @@ pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
         return Ok(None);
     }
     let (c, b) = match op {
-        "isnan" | "isinf" => (IntCompareOp::Ne, WOperand::T(x.clone())),
+        "isnan" | "isinf" | "isposinf" | "isneginf" => (IntCompareOp::Ne, WOperand::T(x.clone())),
         "isfinite" => (IntCompareOp::Eq, WOperand::T(x.clone())),
         "signbit" => (IntCompareOp::Lt, WOperand::W(0)),
         _ => return Ok(None),
@@ -603,6 +651,46 @@ pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
         &x,
         Some(&b),
         None,
+        0,
+        0,
+    ))
+}
+
+/// threshold of an int tensor: x > threshold ? x : value (int numbers).
+pub(super) fn threshold(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !is_int(x.dtype) || !k.out_is(x.dtype) {
+        return Ok(None);
+    }
+    let (Some(th), Some(v)) = (
+        int_word(k.op.scalar("threshold")?),
+        int_word(k.op.scalar("value")?),
+    ) else {
+        return Ok(None);
+    };
+    let Some(c) = encode(
+        k,
+        IntCompareOp::Gt.variant(),
+        DType::Bool,
+        &x,
+        Some(&WOperand::W(th)),
+        None,
+        0,
+        0,
+    )?
+    else {
+        return Ok(None);
+    };
+    let d = x.dtype;
+    one(encode(
+        k,
+        WHERE_U,
+        d,
+        &x,
+        Some(&WOperand::W(v)),
+        Some(&c),
         0,
         0,
     ))

@@ -4,10 +4,13 @@
 //! training=False). Outputs match the CPU kernel's: the saved statistics are empty f32
 //! tensors, the functional form returns the running statistics unchanged.
 
-use super::{contiguous, grid, Kc, Out};
+use super::index::copy_into;
+use super::{contiguous, elementwise, grid, red, BinaryOp, Kc, Operand, Out, UnaryOp};
 use crate::dtype::DType;
+use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
+use crate::gpu::store::{contiguous_strides, lock, GTensor};
 use bytemuck::{Pod, Zeroable};
 
 pub const BATCH_NORM: Variant = Variant::new(Shader::Norm, "batch_norm");
@@ -26,19 +29,27 @@ pub struct BatchNormMeta {
 
 pub(super) fn batch_norm(k: &mut Kc) -> Out {
     let t = k.target().to_string();
-    if t.ends_with(".no_stats") || t.ends_with(".out") {
+    if t.ends_with(".out") {
         return Ok(None);
     }
     let training = !t.contains("no_training") && k.op.bool_or("training", false)?;
     let Some(x) = k.t("input") else {
         return Ok(None);
     };
-    let (Some(rm), Some(rv)) = (k.t("running_mean"), k.t("running_var")) else {
+    let stats = if t.ends_with(".no_stats") {
+        None
+    } else {
+        k.t("running_mean").zip(k.t("running_var"))
+    };
+    // Batch statistics: training, or no running statistics to normalize with.
+    if training || stats.is_none() {
+        return batch_norm_train(k, x, training);
+    }
+    let Some((rm, rv)) = stats else {
         return Ok(None);
     };
     let (w, b) = (k.t("weight"), k.t("bias"));
-    if training
-        || (k.is_tensor_arg("weight") && w.is_none())
+    if (k.is_tensor_arg("weight") && w.is_none())
         || (k.is_tensor_arg("bias") && b.is_none())
         || x.rank() < 2
         || !k.out_is(DType::F32)
@@ -60,17 +71,40 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
     let eps = k.op.float("eps")? as f32;
     let mut cs = Vec::new();
     for p in per_channel.iter().flatten() {
-        let flat = p.view(
-            vec![c],
-            vec![p.strides.last().copied().unwrap_or(1)],
-            p.offset,
-        );
-        match contiguous(k, &flat)? {
+        match flat(k, p, c)? {
             Some(t) => cs.push(t),
             None => return Ok(None),
         }
     }
-    let Some(xc) = contiguous(k, &x)? else {
+    let out = encode_normalize(k, &x, &cs, w.is_some(), b.is_some(), eps)?;
+    let Some(out) = out else {
+        return Ok(None);
+    };
+    if t.starts_with("aten.batch_norm.") || t.starts_with("aten.instance_norm.") {
+        return Ok(Some(vec![Slot::T(out)]));
+    }
+    let save_mean = k.new_out(DType::F32, &[0])?;
+    let save_invstd = k.new_out(DType::F32, &[0])?;
+    let mut outs = vec![Slot::T(out), Slot::T(save_mean), Slot::T(save_invstd)];
+    if t.contains("functional") {
+        outs.push(Slot::T(rm));
+        outs.push(Slot::T(rv));
+    }
+    Ok(Some(outs))
+}
+
+/// (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]; `cs` holds the contiguous
+/// per-channel mean, var, then the weight and bias that are present.
+fn encode_normalize(
+    k: &mut Kc,
+    x: &GTensor,
+    cs: &[GTensor],
+    has_w: bool,
+    has_b: bool,
+    eps: f32,
+) -> Result<Option<GTensor>> {
+    let c = x.sizes[1];
+    let Some(xc) = contiguous(k, x)? else {
         return Ok(None);
     };
     let out = k.new_out(DType::F32, &x.sizes)?;
@@ -82,15 +116,15 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
             channels: c as u32,
             inner: x.sizes[2..].iter().product::<usize>() as u32,
             row,
-            flags: w.is_some() as u32 | ((b.is_some() as u32) << 1),
+            flags: has_w as u32 | ((has_b as u32) << 1),
             eps,
             _p: [0; 2],
         };
         let (m, v) = (&cs[0], &cs[1]);
-        let wt = if w.is_some() { &cs[2] } else { m };
-        let bt = match (&w, &b) {
-            (Some(_), Some(_)) => &cs[3],
-            (None, Some(_)) => &cs[2],
+        let wt = if has_w { &cs[2] } else { m };
+        let bt = match (has_w, has_b) {
+            (true, true) => &cs[3],
+            (false, true) => &cs[2],
             _ => m,
         };
         k.dispatch(
@@ -100,15 +134,146 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
             (gx, gy, 1),
         )?;
     }
+    Ok(Some(out))
+}
+
+/// The contiguous [c] form of a per-channel tensor.
+fn flat(k: &mut Kc, p: &GTensor, c: usize) -> Result<Option<GTensor>> {
+    let f = p.view(
+        vec![c],
+        vec![p.strides.last().copied().unwrap_or(1)],
+        p.offset,
+    );
+    contiguous(k, &f)
+}
+
+/// Batch norm with batch statistics (training, or no running statistics), as the CPU
+/// kernel: normalized by the biased per-channel variance; in training the running mean
+/// and variance move toward the batch mean and the unbiased variance by `momentum`
+/// (`(1 - m) * running + m * batch` as a lerp), in place except in the functional form,
+/// which returns them. The saved statistics are the batch mean and 1 / sqrt(var + eps).
+fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
+    let t = k.target().to_string();
+    let (w, b) = (k.t("weight"), k.t("bias"));
+    let stats = if t.ends_with(".no_stats") {
+        None
+    } else {
+        k.t("running_mean").zip(k.t("running_var"))
+    };
+    if (k.is_tensor_arg("weight") && w.is_none())
+        || (k.is_tensor_arg("bias") && b.is_none())
+        || (!t.ends_with(".no_stats")
+            && (k.is_tensor_arg("running_mean") || k.is_tensor_arg("running_var"))
+            && stats.is_none())
+        || x.rank() < 2
+        || x.dtype != DType::F32
+        || !k.out_is(DType::F32)
+        || !k.fits(&x)
+        || x.numel() >= u32::MAX as usize
+    {
+        return Ok(None);
+    }
+    let c = x.sizes[1];
+    let n = x.numel() / c.max(1);
+    // One value per channel: torch errors in training, the unbiased variance divides by 0.
+    if c == 0 || n < 2 {
+        return Ok(None);
+    }
+    let running: Vec<&GTensor> = stats.iter().flat_map(|(m, v)| [m, v]).collect();
+    if [w.as_ref(), b.as_ref()]
+        .into_iter()
+        .flatten()
+        .chain(running.iter().copied())
+        .any(|p| p.dtype != DType::F32 || p.numel() != c || !k.fits(p))
+    {
+        return Ok(None);
+    }
+    let eps = k.op.float("eps")? as f32;
+    let momentum = k.op.float_or("momentum", 0.1)? as f32;
+    // Mean and biased variance over every dim but 1.
+    let red: Vec<bool> = (0..x.rank()).map(|d| d != 1).collect();
+    let mut pl = red::plan(&x, &red, false);
+    pl.meta.scale = 1.0 / n as f32;
+    k.ensure(&x)?;
+    let var = red::encode_stats(k, &x, &pl, red::StatsOp::Var)?;
+    let mean = red::encode_stats(k, &x, &pl, red::StatsOp::Mean)?;
+    let mut cs = vec![mean.clone(), var.clone()];
+    for p in [w.as_ref(), b.as_ref()].into_iter().flatten() {
+        match flat(k, p, c)? {
+            Some(f) => cs.push(f),
+            None => return Ok(None),
+        }
+    }
+    let Some(out) = encode_normalize(k, &x, &cs, w.is_some(), b.is_some(), eps)? else {
+        return Ok(None);
+    };
+    let ew = |k: &mut Kc, v, a: &GTensor, b: Option<&Operand>, alpha: f32, beta: f32| {
+        elementwise(k, v, DType::F32, a, b, None, alpha, beta)
+    };
+    // The running statistics moved toward the batch's.
+    let mut new_stats = None;
+    if let (Some((rm, rv)), true) = (&stats, training) {
+        let Some(unbiased) = ew(
+            k,
+            UnaryOp::Affine.variant(),
+            &var,
+            None,
+            n as f32 / (n - 1) as f32,
+            0.0,
+        )?
+        else {
+            return Ok(None);
+        };
+        let (Some(rmf), Some(rvf)) = (flat(k, rm, c)?, flat(k, rv, c)?) else {
+            return Ok(None);
+        };
+        let lerp = BinaryOp::Lerp.variant();
+        let (Some(nm), Some(nv)) = (
+            ew(
+                k,
+                lerp,
+                &rmf,
+                Some(&Operand::T(mean.clone())),
+                momentum,
+                0.0,
+            )?,
+            ew(k, lerp, &rvf, Some(&Operand::T(unbiased)), momentum, 0.0)?,
+        ) else {
+            return Ok(None);
+        };
+        new_stats = Some((nm, nv));
+    }
+    let functional = t.contains("functional");
+    if let (Some((rm, rv)), Some((nm, nv)), false) = (&stats, &new_stats, functional) {
+        // Eager updates the running buffers in place.
+        for (dst, src) in [(rm, nm), (rv, nv)] {
+            let s = src.view(dst.sizes.clone(), contiguous_strides(&dst.sizes), 0);
+            copy_into(k, &s, dst)?;
+            lock(&dst.cell).cpu_valid = false;
+        }
+    }
     if t.starts_with("aten.batch_norm.") {
         return Ok(Some(vec![Slot::T(out)]));
     }
-    let save_mean = k.new_out(DType::F32, &[0])?;
-    let save_invstd = k.new_out(DType::F32, &[0])?;
-    let mut outs = vec![Slot::T(out), Slot::T(save_mean), Slot::T(save_invstd)];
-    if t.contains("functional") {
-        outs.push(Slot::T(rm));
-        outs.push(Slot::T(rv));
+    // 1 / sqrt(var + eps)
+    let Some(ve) = ew(k, UnaryOp::Affine.variant(), &var, None, 1.0, eps)? else {
+        return Ok(None);
+    };
+    let Some(invstd) = ew(k, UnaryOp::Rsqrt.variant(), &ve, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let mut outs = vec![Slot::T(out), Slot::T(mean), Slot::T(invstd)];
+    if functional {
+        let (nm, nv) = match (new_stats, stats) {
+            (Some((nm, nv)), Some((rm, rv))) => (
+                nm.view(rm.sizes.clone(), contiguous_strides(&rm.sizes), 0),
+                nv.view(rv.sizes.clone(), contiguous_strides(&rv.sizes), 0),
+            ),
+            (None, Some((rm, rv))) => (rm, rv),
+            _ => return Ok(None),
+        };
+        outs.push(Slot::T(nm));
+        outs.push(Slot::T(nv));
     }
     Ok(Some(outs))
 }

@@ -150,6 +150,18 @@ pub(super) fn stats(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
+    // logsumexp of an int tensor: of its f32 conversion (torch's float result).
+    let x = if k.target().starts_with("aten.logsumexp.")
+        && (ints::is_int(x.dtype) || x.dtype == DType::Bool)
+        && k.out_is(DType::F32)
+    {
+        match ints::convert(k, &x, DType::F32)?.as_deref() {
+            Some([Slot::T(f)]) => f.clone(),
+            _ => return Ok(None),
+        }
+    } else {
+        x
+    };
     if !f32_in(k, &x) || !k.out_is(DType::F32) {
         return Ok(None);
     }
@@ -493,6 +505,10 @@ pub(super) fn group_norm(k: &mut Kc) -> Out {
         return Ok(None);
     }
     let (n, c) = (x.sizes[0], x.sizes[1]);
+    // Normalizing with the running statistics: batch norm in eval mode.
+    if instance && !k.op.bool_or("use_input_stats", true)? {
+        return super::norm::batch_norm(k);
+    }
     let g = if instance {
         if !k.op.bool_or("use_input_stats", true)?
             || k.is_tensor_arg("running_mean")
@@ -633,7 +649,15 @@ pub(super) fn rms_norm(k: &mut Kc) -> Out {
     let Some(rstd) = ew(k, UnaryOp::Rsqrt.variant(), &mse, None, 1.0, 0.0)? else {
         return Ok(None);
     };
-    let Some(mut y) = ew(k, BinaryOp::Mul.variant(), &x2, Some(rstd), 1.0, 0.0)? else {
+    let Some(mut y) = ew(
+        k,
+        BinaryOp::Mul.variant(),
+        &x2,
+        Some(rstd.clone()),
+        1.0,
+        0.0,
+    )?
+    else {
         return Ok(None);
     };
     if let Some(w) = w {
@@ -646,5 +670,12 @@ pub(super) fn rms_norm(k: &mut Kc) -> Out {
             None => return Ok(None),
         }
     }
-    Ok(Some(vec![Slot::T(reshape(&y, &x.sizes))]))
+    let y = reshape(&y, &x.sizes);
+    if !k.target().starts_with("aten._fused_rms_norm.") {
+        return Ok(Some(vec![Slot::T(y)]));
+    }
+    // _fused_rms_norm also returns rstd, with the normalized dims kept as 1s.
+    let mut stat_sizes = x.sizes[..axis].to_vec();
+    stat_sizes.extend(std::iter::repeat_n(1, r - axis));
+    Ok(Some(vec![Slot::T(y), Slot::T(reshape(&rstd, &stat_sizes))]))
 }

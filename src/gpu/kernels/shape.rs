@@ -574,12 +574,12 @@ pub(super) fn diff(k: &mut Kc) -> Out {
     let Some(mut x) = k.t("self") else {
         return Ok(None);
     };
-    if k.is_tensor_arg("prepend") || k.is_tensor_arg("append") {
-        return Ok(None);
-    }
     let n = k.op.int_or("n", 1)?;
     let dtype = x.dtype;
-    if n < 0 || x.rank() == 0 || !(dtype == DType::F32 || ints::is_int(dtype)) {
+    if n < 0
+        || x.rank() == 0
+        || !(dtype == DType::F32 || dtype == DType::Bool || ints::is_int(dtype))
+    {
         return Ok(None);
     }
     if !k.out_is(dtype) {
@@ -588,6 +588,38 @@ pub(super) fn diff(k: &mut Kc) -> Out {
     let Some(d) = norm_dim(k.op.int_or("dim", -1)?, x.rank()) else {
         return Ok(None);
     };
+    // prepend / append: concatenated along `d` first (same dtype and other sizes).
+    let (pre, app) = (k.is_tensor_arg("prepend"), k.is_tensor_arg("append"));
+    if pre || app {
+        let mut parts = Vec::new();
+        for (name, on) in [("prepend", pre), ("self", true), ("append", app)] {
+            if !on {
+                continue;
+            }
+            match k.t(name) {
+                Some(t)
+                    if t.dtype == dtype
+                        && t.rank() == x.rank()
+                        && (0..t.rank()).all(|i| i == d || t.sizes[i] == x.sizes[i])
+                        && k.fits(&t) =>
+                {
+                    parts.push(t)
+                }
+                _ => return Ok(None),
+            }
+        }
+        let mut sizes = x.sizes.clone();
+        sizes[d] = parts.iter().map(|t| t.sizes[d]).sum();
+        let out = k.new_out(dtype, &sizes)?;
+        let mut start = 0;
+        for t in &parts {
+            k.ensure(t)?;
+            let dst = out.view(t.sizes.clone(), out.strides.clone(), start * out.strides[d]);
+            super::index::encode_copy(k, t, &dst)?;
+            start += t.sizes[d];
+        }
+        x = out;
+    }
     for _ in 0..n {
         let len = x.sizes[d];
         if len == 0 {
@@ -607,6 +639,18 @@ pub(super) fn diff(k: &mut Kc) -> Out {
                 None,
                 1.0,
                 0.0,
+            )?
+        } else if dtype == DType::Bool {
+            // torch's diff of bools: logical_xor of neighbours.
+            ints::encode(
+                k,
+                ints::LogicalOp::Xor.variant(),
+                dtype,
+                &hi,
+                Some(&WOperand::T(lo)),
+                None,
+                0,
+                0,
             )?
         } else {
             ints::encode(
