@@ -108,7 +108,21 @@ fn vec4(v: [usize; 3]) -> [u32; 4] {
     ]
 }
 
-pub(super) fn conv(k: &mut Kc) -> Out {
+/// A convolution node's tensors: input, weight and optional bias of one dtype (f32, or f16
+/// storage computed in f32 where the device has shader-f16), `nd` spatial dims, and the
+/// input's sizes with a batch of 1 added when it is unbatched.
+struct Operands {
+    x: GTensor,
+    w: GTensor,
+    bias: Option<GTensor>,
+    d: DType,
+    elems: crate::gpu::shaders::Elems,
+    nd: usize,
+    unbatched: bool,
+    xs: Vec<usize>,
+}
+
+fn operands(k: &Kc) -> Result<Option<Operands>> {
     let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
         return Ok(None);
     };
@@ -116,16 +130,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     if k.is_tensor_arg("bias") && bias.is_none() {
         return Ok(None);
     }
-    // f32, or f16 storage computed in f32 (where the device has shader-f16).
     let d = x.dtype;
     let Some(elems) = k.elems(d, d) else {
         return Ok(None);
     };
     if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
         return Ok(None);
-    }
-    if k.op.bool_or("transposed", false)? {
-        return conv_transpose(k);
     }
     let nd = match w.rank().checked_sub(2) {
         Some(n @ 1..=3) => n,
@@ -140,6 +150,63 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     } else {
         x.sizes.clone()
     };
+    Ok(Some(Operands {
+        x,
+        w,
+        bias,
+        d,
+        elems,
+        nd,
+        unbatched,
+        xs,
+    }))
+}
+
+/// The operands made contiguous on the GPU (None: a copy the GPU cannot make).
+fn contiguous_operands(
+    k: &mut Kc,
+    o: &Operands,
+) -> Result<Option<(GTensor, GTensor, Option<GTensor>)>> {
+    let (Some(xc), Some(wc)) = (contiguous(k, &o.x)?, contiguous(k, &o.w)?) else {
+        return Ok(None);
+    };
+    let bc = match &o.bias {
+        Some(b) => match contiguous(k, b)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    Ok(Some((xc, wc, bc)))
+}
+
+/// The output sizes: [N, O, spatial...], without N for an unbatched input.
+fn out_sizes(o: &Operands, n: usize, channels: usize, outs: &[usize; 3]) -> Vec<usize> {
+    let mut sizes = vec![n, channels];
+    sizes.extend_from_slice(&outs[3 - o.nd..]);
+    if o.unbatched {
+        sizes.remove(0);
+    }
+    sizes
+}
+
+pub(super) fn conv(k: &mut Kc) -> Out {
+    let Some(ops) = operands(k)? else {
+        return Ok(None);
+    };
+    if k.op.bool_or("transposed", false)? {
+        return conv_transpose_of(k, ops);
+    }
+    let Operands {
+        ref x,
+        ref w,
+        ref bias,
+        d,
+        elems,
+        nd,
+        ref xs,
+        ..
+    } = ops;
     let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
         Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
     };
@@ -203,32 +270,18 @@ pub(super) fn conv(k: &mut Kc) -> Out {
             .limits
             .max_compute_workgroups_per_dimension as usize;
     let depthwise = cg == 1;
-    if !k.fits(&x)
-        || !k.fits(&w)
+    if !k.fits(x)
+        || !k.fits(w)
         || n * o * plane_out >= u32::MAX as usize
         || (!depthwise
             && (plane_out.div_ceil(32) > maxg || og.div_ceil(32) > maxg || n * groups > maxg))
     {
         return Ok(None);
     }
-    let Some(xc) = contiguous(k, &x)? else {
+    let Some((xc, wc, bc)) = contiguous_operands(k, &ops)? else {
         return Ok(None);
     };
-    let Some(wc) = contiguous(k, &w)? else {
-        return Ok(None);
-    };
-    let bc = match &bias {
-        Some(b) => match contiguous(k, b)? {
-            Some(t) => Some(t),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let mut sizes = vec![n, o];
-    sizes.extend_from_slice(&outs[3 - nd..]);
-    if unbatched {
-        sizes.remove(0);
-    }
+    let sizes = out_sizes(&ops, n, o, &outs);
     let mut meta = ConvMeta {
         n: n as u32,
         c: c as u32,
@@ -360,34 +413,23 @@ fn conv_gemm(
 /// Transposed convolution: `convolution(transposed=True)` and `conv_transpose1d/2d/3d`
 /// (f32, explicit padding, output_padding, groups, dilation, unbatched inputs).
 pub(super) fn conv_transpose(k: &mut Kc) -> Out {
-    let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
-        return Ok(None);
-    };
-    let bias = k.t("bias");
-    if k.is_tensor_arg("bias") && bias.is_none() {
-        return Ok(None);
+    match operands(k)? {
+        Some(ops) => conv_transpose_of(k, ops),
+        None => Ok(None),
     }
-    // f32, or f16 storage computed in f32 (where the device has shader-f16).
-    let d = x.dtype;
-    let Some(elems) = k.elems(d, d) else {
-        return Ok(None);
-    };
-    if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
-        return Ok(None);
-    }
-    let nd = match w.rank().checked_sub(2) {
-        Some(n @ 1..=3) => n,
-        _ => return Ok(None),
-    };
-    let unbatched = x.rank() == nd + 1;
-    if !unbatched && x.rank() != nd + 2 {
-        return Ok(None);
-    }
-    let xs: Vec<usize> = if unbatched {
-        [&[1][..], &x.sizes].concat()
-    } else {
-        x.sizes.clone()
-    };
+}
+
+fn conv_transpose_of(k: &mut Kc, ops: Operands) -> Out {
+    let Operands {
+        ref x,
+        ref w,
+        ref bias,
+        d,
+        elems,
+        nd,
+        ref xs,
+        ..
+    } = ops;
     let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
         Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
     };
@@ -434,27 +476,13 @@ pub(super) fn conv_transpose(k: &mut Kc) -> Out {
     let n = xs[0];
     let plane_out: usize = outs.iter().product();
     let numel = n * o * plane_out;
-    if !k.fits(&x) || !k.fits(&w) || numel >= u32::MAX as usize {
+    if !k.fits(x) || !k.fits(w) || numel >= u32::MAX as usize {
         return Ok(None);
     }
-    let Some(xc) = contiguous(k, &x)? else {
+    let Some((xc, wc, bc)) = contiguous_operands(k, &ops)? else {
         return Ok(None);
     };
-    let Some(wc) = contiguous(k, &w)? else {
-        return Ok(None);
-    };
-    let bc = match &bias {
-        Some(b) => match contiguous(k, b)? {
-            Some(t) => Some(t),
-            None => return Ok(None),
-        },
-        None => None,
-    };
-    let mut sizes = vec![n, o];
-    sizes.extend_from_slice(&outs[3 - nd..]);
-    if unbatched {
-        sizes.remove(0);
-    }
+    let sizes = out_sizes(&ops, n, o, &outs);
     let out = k.new_out(d, &sizes)?;
     if numel == 0 {
         return Ok(Some(vec![Slot::T(out)]));
