@@ -1750,6 +1750,46 @@ fn mat_strides(t: &GTensor) -> [u32; 4] {
     ]
 }
 
+/// The checks and uploads every matrix-multiply dispatch shares: A, B and C within a binding,
+/// a grid of `tile` x `tile` outputs per workgroup within the device's limits, and the
+/// operands on the GPU. Returns the output sizes ([B, M, N], or [M, N] for a 2-D A).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul_operands(
+    k: &mut Kc,
+    a: &GTensor,
+    bm: &GTensor,
+    c: Option<&GTensor>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    tile: usize,
+) -> Result<Option<Vec<usize>>> {
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
+    if !k.fits(a)
+        || !k.fits(bm)
+        || c.is_some_and(|c| !k.fits(c))
+        || batch > maxg
+        || m.div_ceil(tile) > maxg
+        || n.div_ceil(tile) > maxg
+    {
+        return Ok(None);
+    }
+    k.ensure(a)?;
+    k.ensure(bm)?;
+    if let Some(c) = c {
+        k.ensure(c)?;
+    }
+    Ok(Some(if a.rank() == 3 {
+        vec![batch, m, n]
+    } else {
+        vec![m, n]
+    }))
+}
+
 /// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn encode_matmul(
@@ -1764,29 +1804,8 @@ pub(super) fn encode_matmul(
     alpha: f32,
     beta: f32,
 ) -> Result<Option<GTensor>> {
-    let maxg =
-        k.r.dev
-            .properties
-            .limits
-            .max_compute_workgroups_per_dimension as usize;
-    if !k.fits(a)
-        || !k.fits(bm)
-        || c.is_some_and(|c| !k.fits(c))
-        || batch > maxg
-        || m.div_ceil(32) > maxg
-        || n.div_ceil(32) > maxg
-    {
+    let Some(sizes) = matmul_operands(k, a, bm, c, batch, m, n, 32)? else {
         return Ok(None);
-    }
-    k.ensure(a)?;
-    k.ensure(bm)?;
-    if let Some(c) = c {
-        k.ensure(c)?;
-    }
-    let sizes = if a.rank() == 3 {
-        vec![batch, m, n]
-    } else {
-        vec![m, n]
     };
     let Some(mut elems) = k.elems(a.dtype, a.dtype) else {
         return Ok(None);

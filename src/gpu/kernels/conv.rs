@@ -109,8 +109,9 @@ fn vec4(v: [usize; 3]) -> [u32; 4] {
 }
 
 /// A convolution node's tensors: input, weight and optional bias of one dtype (f32, or f16
-/// storage computed in f32 where the device has shader-f16), `nd` spatial dims, and the
-/// input's sizes with a batch of 1 added when it is unbatched.
+/// storage computed in f32 where the device has shader-f16), `nd` spatial dims, the input's
+/// sizes with a batch of 1 added when it is unbatched, and the geometry both directions share
+/// (groups; stride, dilation, kernel and input sizes in the last `nd` of three slots).
 struct Operands {
     x: GTensor,
     w: GTensor,
@@ -120,6 +121,16 @@ struct Operands {
     nd: usize,
     unbatched: bool,
     xs: Vec<usize>,
+    groups: usize,
+    stride: [usize; 3],
+    dil: [usize; 3],
+    ks: [usize; 3],
+    ins: [usize; 3],
+}
+
+/// Argument `name` as a per-dim list (a missing one is `[default]`).
+fn ints(k: &Kc, name: &str, default: i64) -> Result<Vec<i64>> {
+    Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![default]))
 }
 
 fn operands(k: &Kc) -> Result<Option<Operands>> {
@@ -150,6 +161,20 @@ fn operands(k: &Kc) -> Result<Option<Operands>> {
     } else {
         x.sizes.clone()
     };
+    let groups = k.op.int_or("groups", 1)?;
+    let (Some(stride), Some(dil)) = (
+        spatial3(&ints(k, "stride", 1)?, nd, 1, 1),
+        spatial3(&ints(k, "dilation", 1)?, nd, 1, 1),
+    ) else {
+        return Ok(None);
+    };
+    if groups < 1 {
+        return Ok(None);
+    }
+    let mut ks = [1usize; 3];
+    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
+    let mut ins = [1usize; 3];
+    ins[3 - nd..].copy_from_slice(&xs[2..]);
     Ok(Some(Operands {
         x,
         w,
@@ -159,6 +184,11 @@ fn operands(k: &Kc) -> Result<Option<Operands>> {
         nd,
         unbatched,
         xs,
+        groups: groups as usize,
+        stride,
+        dil,
+        ks,
+        ins,
     }))
 }
 
@@ -205,26 +235,13 @@ pub(super) fn conv(k: &mut Kc) -> Out {
         elems,
         nd,
         ref xs,
+        groups,
+        stride,
+        dil,
+        ks,
+        ins,
         ..
     } = ops;
-    let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
-        Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
-    };
-    let groups = k.op.int_or("groups", 1)?;
-    let (Some(stride), Some(dil)) = (
-        spatial3(&ints("stride", 1)?, nd, 1, 1),
-        spatial3(&ints("dilation", 1)?, nd, 1, 1),
-    ) else {
-        return Ok(None);
-    };
-    if groups < 1 {
-        return Ok(None);
-    }
-    let groups = groups as usize;
-    let mut ks = [1usize; 3];
-    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
-    let mut ins = [1usize; 3];
-    ins[3 - nd..].copy_from_slice(&xs[2..]);
     let (pad_lo, pad_hi) = match k.op.arg("padding") {
         Some(Arg::Str(s)) if s == "valid" => ([0; 3], [0; 3]),
         Some(Arg::Str(s)) if s == "same" && stride == [1, 1, 1] => {
@@ -238,7 +255,7 @@ pub(super) fn conv(k: &mut Kc) -> Out {
             (lo, hi)
         }
         Some(Arg::Str(_)) => return Ok(None),
-        _ => match spatial3(&ints("padding", 0)?, nd, 0, 0) {
+        _ => match spatial3(&ints(k, "padding", 0)?, nd, 0, 0) {
             Some(p) => (p, p),
             None => return Ok(None),
         },
@@ -428,31 +445,22 @@ fn conv_transpose_of(k: &mut Kc, ops: Operands) -> Out {
         elems,
         nd,
         ref xs,
+        groups,
+        stride,
+        dil,
+        ks,
+        ins,
         ..
     } = ops;
-    let ints = |name: &str, d: i64| -> Result<Vec<i64>> {
-        Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![d]))
-    };
     if matches!(k.op.arg("padding"), Some(Arg::Str(_))) {
         return Ok(None);
     }
-    let groups = k.op.int_or("groups", 1)?;
-    let (Some(stride), Some(dil), Some(pad), Some(opad)) = (
-        spatial3(&ints("stride", 1)?, nd, 1, 1),
-        spatial3(&ints("dilation", 1)?, nd, 1, 1),
-        spatial3(&ints("padding", 0)?, nd, 0, 0),
-        spatial3(&ints("output_padding", 0)?, nd, 0, 0),
+    let (Some(pad), Some(opad)) = (
+        spatial3(&ints(k, "padding", 0)?, nd, 0, 0),
+        spatial3(&ints(k, "output_padding", 0)?, nd, 0, 0),
     ) else {
         return Ok(None);
     };
-    if groups < 1 {
-        return Ok(None);
-    }
-    let groups = groups as usize;
-    let mut ks = [1usize; 3];
-    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
-    let mut ins = [1usize; 3];
-    ins[3 - nd..].copy_from_slice(&xs[2..]);
     let c = xs[1];
     if w.sizes[0] != c || c % groups != 0 || ins.contains(&0) {
         return Ok(None);

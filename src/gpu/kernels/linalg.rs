@@ -73,33 +73,15 @@ fn encode_mm(
     if !is_int(a.dtype) {
         return encode_matmul(k, a, bm, c, batch, m, n, kk, alpha, beta);
     }
-    let maxg =
-        k.r.dev
-            .properties
-            .limits
-            .max_compute_workgroups_per_dimension as usize;
     if bm.dtype != a.dtype
         || c.is_some_and(|c| c.dtype != a.dtype)
         || alpha.fract() != 0.0
         || beta.fract() != 0.0
-        || !k.fits(a)
-        || !k.fits(bm)
-        || c.is_some_and(|c| !k.fits(c))
-        || batch > maxg
-        || m.div_ceil(8) > maxg
-        || n.div_ceil(8) > maxg
     {
         return Ok(None);
     }
-    k.ensure(a)?;
-    k.ensure(bm)?;
-    if let Some(c) = c {
-        k.ensure(c)?;
-    }
-    let sizes = if a.rank() == 3 {
-        vec![batch, m, n]
-    } else {
-        vec![m, n]
+    let Some(sizes) = super::matmul_operands(k, a, bm, c, batch, m, n, 8)? else {
+        return Ok(None);
     };
     let out = k.new_out(a.dtype, &sizes)?;
     if batch * m * n == 0 {
