@@ -205,26 +205,64 @@ fn rand_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
     mask[i] = select(0u, 1u, keep);
 }
 
+// z mod r for a 64-bit draw z and 0 < r < 2^31: the high word's remainder, then the low word
+// bit by bit (the running remainder doubles within a u32).
+fn mod64(z: vec2<u32>, r: u32) -> u32 {
+    var rem = z.y % r;
+    for (var j = 0u; j < 32u; j = j + 1u) {
+        rem = rem * 2u + ((z.x >> (31u - j)) & 1u);
+        if rem >= r {
+            rem = rem - r;
+        }
+    }
+    return rem;
+}
+
 // randint: low + draw(i) mod range as an int word into `mask` (low in thr_lo as i32 bits,
-// range in thr_hi, below 2^31 so the running remainder doubles within a u32).
+// range in thr_hi, below 2^31).
 @compute @workgroup_size(64)
 fn rand_int(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;
     }
-    let z = draw(i);
-    let r = params.thr_hi;
-    var rem = 0u;
-    for (var j = 0u; j < 64u; j = j + 1u) {
-        let w = select(z.x, z.y, j < 32u);
-        let bit = (w >> (31u - (j % 32u))) & 1u;
-        rem = rem * 2u + bit;
-        if rem >= r {
-            rem = rem - r;
-        }
+    mask[i] = params.thr_lo + mod64(draw(i), params.thr_hi);
+}
+
+// exponential: -ln(1 - u) / lambd (lambd in a), u uniform from draw i's top 24 bits as the
+// CPU kernel (1 - u is exact in f32); below 2^-10 the series of -ln(1 - u) keeps the digits.
+@compute @workgroup_size(64)
+fn rand_exponential(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
     }
-    mask[i] = params.thr_lo + rem;
+    let u = uniform24(draw(i));
+    var e = -log(1.0 - u);
+    if u < 0.0009765625 {
+        e = u * (1.0 + u * (0.5 + u * (1.0 / 3.0 + u * 0.25)));
+    }
+    out[i] = e / params.a;
+}
+
+// randperm(n): the CPU kernel's Fisher–Yates, for i = n - 1 down to 1 swap i with draw
+// (n - 1 - i) mod (i + 1), into `mask` as int words. Sequential by nature: one invocation
+// (the host bounds n).
+@compute @workgroup_size(1)
+fn rand_perm(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if gid.x != 0u || gid.y != 0u {
+        return;
+    }
+    let n = params.numel;
+    for (var i = 0u; i < n; i = i + 1u) {
+        mask[i] = i;
+    }
+    for (var i = n - 1u; i >= 1u && i < n; i = i - 1u) {
+        let j = mod64(draw(n - 1u - i), i + 1u);
+        let t = mask[i];
+        mask[i] = mask[j];
+        mask[j] = t;
+    }
 }
 
 // feature_dropout: one draw per (n, c) channel (`a` = elements per channel, exact in f32),

@@ -613,7 +613,11 @@ pub fn lookup(target: &str) -> Option<GOp> {
         | "aten.randn_like"
         | "aten.uniform"
         | "aten.normal_functional" => Custom(super::random::rand),
-        "aten.uniform_" | "aten.normal_" if overload == "default" => Custom(rand_inplace),
+        "aten.uniform_" | "aten.normal_" | "aten.exponential_" if overload == "default" => {
+            Custom(rand_inplace)
+        }
+        "aten.exponential" if overload == "default" => Custom(super::random::exponential),
+        "aten.randperm" if overload == "default" => Custom(super::random::randperm),
         "aten.normal" if overload == "Tensor_float" => Custom(normal_tensor_float),
         "aten.bernoulli" => Custom(super::random::bernoulli),
         "aten.randint" if overload == "default" || overload == "low" => {
@@ -862,7 +866,12 @@ fn rand_inplace(k: &mut Kc) -> Out {
     if x.dtype != DType::F32 || overlap || !k.fits(&x) {
         return Ok(None);
     }
-    let Some(res) = super::random::rand(k)? else {
+    let res = if k.target().starts_with("aten.exponential_") {
+        super::random::exponential(k)?
+    } else {
+        super::random::rand(k)?
+    };
+    let Some(res) = res else {
         return Ok(None);
     };
     let [Slot::T(t)] = &res[..] else {

@@ -43,7 +43,9 @@ pub const DROPOUT: Variant = Variant::new(Shader::Random, "rand_dropout");
 /// Every random variant (validated by the naga test).
 pub const RANDINT: Variant = Variant::new(Shader::Random, "rand_int");
 pub const FEATURE_DROPOUT: Variant = Variant::new(Shader::Random, "rand_feature_dropout");
-pub const VARIANTS: [Variant; 7] = [
+pub const EXPONENTIAL: Variant = Variant::new(Shader::Random, "rand_exponential");
+pub const RANDPERM: Variant = Variant::new(Shader::Random, "rand_perm");
+pub const VARIANTS: [Variant; 9] = [
     UNIFORM,
     NORMAL,
     BERNOULLI_P,
@@ -51,6 +53,8 @@ pub const VARIANTS: [Variant; 7] = [
     DROPOUT,
     RANDINT,
     FEATURE_DROPOUT,
+    EXPONENTIAL,
+    RANDPERM,
 ];
 
 /// `ceil(p * 2^53)`: a 53-bit draw `m` satisfies `m / 2^53 < p` iff `m < threshold(p)`.
@@ -148,6 +152,67 @@ pub fn randint(k: &mut Kc) -> Out {
         ..Default::default()
     };
     launch(k, RANDINT, meta, &[(3, &out)], numel, numel as u64)?;
+    one(Ok(Some(out)))
+}
+
+/// exponential(self, lambd): `-ln(1 - u) / lambd` per element, u from the 24-bit uniform
+/// stream (f32).
+pub fn exponential(k: &mut Kc) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let lambd = k.op.float_or("lambd", 1.0)?;
+    if !(lambd > 0.0 && lambd.is_finite())
+        || x.dtype != DType::F32
+        || k.out_dtype(0) != Some(DType::F32)
+        || !small_enough(x.numel())
+    {
+        return Ok(None); // the CPU kernel reports a bad lambd
+    }
+    let out = k.new_out(DType::F32, &x.sizes)?;
+    let meta = RandMeta {
+        a: lambd as f32,
+        ..Default::default()
+    };
+    let n = x.numel();
+    launch(k, EXPONENTIAL, meta, &[(1, &out)], n, n as u64)?;
+    one(Ok(Some(out)))
+}
+
+/// The largest `randperm` the GPU shuffles: the shuffle is one sequential invocation.
+pub const RANDPERM_MAX: i64 = 1 << 20;
+
+/// randperm(n) to int32/int64: the CPU kernel's Fisher–Yates on the same draws.
+pub fn randperm(k: &mut Kc) -> Out {
+    let n = k.op.int("n")?;
+    let Some(dtype) = k
+        .out_dtype(0)
+        .filter(|d| matches!(d, DType::I64 | DType::I32))
+    else {
+        return Ok(None);
+    };
+    if !(0..=RANDPERM_MAX).contains(&n) {
+        return Ok(None); // the CPU kernel reports n < 0
+    }
+    let n = n as usize;
+    let out = k.new_out(dtype, &[n])?;
+    let rng = &mut k.op.state.rng;
+    let s = rng.state();
+    let meta = RandMeta {
+        numel: n as u32,
+        state_lo: s as u32,
+        state_hi: (s >> 32) as u32,
+        ..Default::default()
+    };
+    if n > 0 {
+        k.dispatch(
+            &RANDPERM,
+            bytemuck::bytes_of(&meta),
+            &[(3, &out)],
+            (1, 1, 1),
+        )?;
+    }
+    k.op.state.rng.advance(n.saturating_sub(1) as u64);
     one(Ok(Some(out)))
 }
 
@@ -353,7 +418,12 @@ pub fn feature_dropout(k: &mut Kc) -> Out {
 
 type Masked = Option<(super::store::GTensor, Option<super::store::GTensor>)>;
 
-fn masked(k: &mut Kc, x: &super::store::GTensor, p: f64, want_mask: bool) -> crate::Result<Masked> {
+pub(super) fn masked(
+    k: &mut Kc,
+    x: &super::store::GTensor,
+    p: f64,
+    want_mask: bool,
+) -> crate::Result<Masked> {
     let Some(xc) = contiguous(k, x)? else {
         return Ok(None);
     };

@@ -188,10 +188,12 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let batch = broadcast_shapes(&batch, &v.sizes[..v.rank() - 2]).ok_or_else(bad_batch)?;
     let nb: usize = batch.iter().product();
     let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt());
-    // Dropout keeps each weight with probability 1 - p and rescales (random, as in eager).
+    // Dropout keeps each weight with probability 1 - p and rescales (random, as in eager),
+    // one draw per weight in [batch, L, S] order, kept when below 1 - p (as `dropout`, so the
+    // GPU's dropout kernel draws the same mask).
     let keep: Option<Vec<bool>> = (dropout_p > 0.0).then(|| {
         (0..nb * l * s)
-            .map(|_| ctx.state.rng.uniform() >= dropout_p)
+            .map(|_| ctx.state.rng.uniform() < 1.0 - dropout_p)
             .collect()
     });
     let mut out_sizes = batch.clone();

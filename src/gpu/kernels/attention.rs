@@ -6,11 +6,13 @@
 //! copy). `_scaled_dot_product_attention_math` also returns the attention weights (its bool
 //! mask is added as 0 / 1, as the CPU kernel does);
 //! `_scaled_dot_product_flash_attention_for_cpu` also returns each row's logsumexp of the
-//! scaled, masked scores (the reduce kernel). Dropout (p > 0) stays on the CPU kernel.
+//! scaled, masked scores (the reduce kernel). Dropout (0 < p < 1) masks the weights with the
+//! dropout kernel (the CPU kernel's draws: one per weight, in [batch, L, S] order); a given
+//! `dropout_mask` (`_math` only) stays on the CPU kernel.
 
 use super::{
     contiguous, elementwise, encode_matmul, red, softmax_dispatch, Kc, Operand, Out, RowMeta,
-    SAFE_SOFTMAX, WHERE,
+    UnaryOp, SAFE_SOFTMAX, WHERE,
 };
 use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
@@ -64,25 +66,96 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
         "aten._scaled_dot_product_flash_attention_for_cpu.default" => (false, true),
         _ => return Ok(None),
     };
-    if (math || flash) && (k.is_tensor_arg("dropout_mask") || k.out_dtype(1) != Some(DType::F32)) {
-        return Ok(None);
-    }
-    let (Some(q), Some(mut kt), Some(mut v)) = (k.t("query"), k.t("key"), k.t("value")) else {
+    let (Some(q), Some(kt), Some(v)) = (k.t("query"), k.t("key"), k.t("value")) else {
         return Ok(None);
     };
     let mask = k.t("attn_mask");
-    if k.is_tensor_arg("attn_mask") && mask.is_none() {
+    if k.is_tensor_arg("attn_mask") && mask.is_none()
+        || (math || flash) && k.is_tensor_arg("dropout_mask")
+    {
         return Ok(None);
     }
+    // f16: computed in f32 from converted operands (as torch's CPU kernels accumulate), the
+    // outputs rounded to f16 once.
+    let outs: Vec<Option<DType>> = (0..1 + (math || flash) as usize)
+        .map(|i| k.out_dtype(i))
+        .collect();
+    let f16 = [Some(&q), Some(&kt), Some(&v), mask.as_ref()]
+        .iter()
+        .flatten()
+        .any(|t| t.dtype == DType::F16);
+    if !f16 {
+        if outs.iter().any(|d| *d != Some(DType::F32)) {
+            return Ok(None);
+        }
+        return sdpa_f32(k, math, flash, q, kt, v, mask);
+    }
+    // (flash_attention_for_cpu's logsumexp stays f32.)
+    if !k.r.dev.f16_enabled()
+        || outs
+            .iter()
+            .any(|d| !matches!(d, Some(DType::F16 | DType::F32)))
+    {
+        return Ok(None);
+    }
+    let mut up = Vec::new();
+    for t in [Some(&q), Some(&kt), Some(&v), mask.as_ref()] {
+        up.push(match t {
+            Some(t) if t.dtype == DType::F16 => match to_dtype(k, t, DType::F32)? {
+                Some(c) => Some(c),
+                None => return Ok(None),
+            },
+            t => t.cloned(),
+        });
+    }
+    let mask32 = up.pop().flatten();
+    let [Some(q32), Some(k32), Some(v32)] = [up[0].take(), up[1].take(), up[2].take()] else {
+        return Ok(None);
+    };
+    let Some(res) = sdpa_f32(k, math, flash, q32, k32, v32, mask32)? else {
+        return Ok(None);
+    };
+    let mut down = Vec::new();
+    for (s, want) in res.into_iter().zip(outs) {
+        let (Slot::T(t), Some(want)) = (s, want) else {
+            return Ok(None);
+        };
+        if t.dtype == want {
+            down.push(Slot::T(t));
+            continue;
+        }
+        match to_dtype(k, &t, want)? {
+            Some(h) => down.push(Slot::T(h)),
+            None => return Ok(None),
+        }
+    }
+    Ok(Some(down))
+}
+
+/// `t` converted between f16 and f32 (a strided converting copy).
+fn to_dtype(k: &mut Kc, t: &GTensor, to: DType) -> crate::Result<Option<GTensor>> {
+    elementwise(k, UnaryOp::Copy.variant(), to, t, None, None, 1.0, 0.0)
+}
+
+/// The f32 computation of [`sdpa`] (outputs f32).
+#[allow(clippy::too_many_arguments)]
+fn sdpa_f32(
+    k: &mut Kc,
+    math: bool,
+    flash: bool,
+    q: GTensor,
+    mut kt: GTensor,
+    mut v: GTensor,
+    mask: Option<GTensor>,
+) -> Out {
     let dropout_p = k.op.float_or("dropout_p", 0.0)?;
     let causal = k.op.bool_or("is_causal", false)?;
     let gqa = k.op.bool_or("enable_gqa", false)?;
-    if dropout_p != 0.0
+    if !(0.0..1.0).contains(&dropout_p)
         || (causal && mask.is_some())
         || [&q, &kt, &v]
             .iter()
             .any(|t| t.dtype != DType::F32 || t.rank() < 2)
-        || !k.out_is(DType::F32)
     {
         return Ok(None);
     }
@@ -225,6 +298,14 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
         None
     };
     drop(scores);
+    let weights = if dropout_p > 0.0 {
+        match crate::gpu::random::masked(k, &weights, dropout_p, false)? {
+            Some((w, _)) => w,
+            None => return Ok(None),
+        }
+    } else {
+        weights
+    };
     let Some(out) = encode_matmul(k, &weights, &vb, None, nb, l, ev, s, 1.0, 0.0)? else {
         return Ok(None);
     };

@@ -146,6 +146,9 @@ fn f16_form(target: &str, op: GOp, inputs: &[DType], outputs: &[DType]) -> Optio
                 | "aten.elu"
                 | "aten.softplus"
                 | "aten.relu6"
+                | "aten.scaled_dot_product_attention"
+                | "aten._scaled_dot_product_attention_math"
+                | "aten._scaled_dot_product_flash_attention_for_cpu"
         );
     let mixed_ok = matches!(
         name,
@@ -158,6 +161,7 @@ fn f16_form(target: &str, op: GOp, inputs: &[DType], outputs: &[DType]) -> Optio
             | "aten.sum"
             | "aten.mean"
             | "aten.native_layer_norm"
+            | "aten._scaled_dot_product_flash_attention_for_cpu"
     );
     let float = |d: &&DType| matches!(d, DType::F32 | DType::F16 | DType::F64 | DType::BF16);
     let mixed = inputs
@@ -345,6 +349,10 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 || (all(inputs, int) && inputs.len() == 1 && outputs == inputs)
         }
         "aten.to" => all(inputs, gpu_dtype) && all(outputs, gpu_dtype),
+        // Seeded int draws (src/gpu/random.rs).
+        "aten.randperm" | "aten.randint" => {
+            all(inputs, int) && (outputs == [DType::I64] || outputs == [DType::I32])
+        }
         "aten.dropout"
         | "aten.dropout_"
         | "aten.feature_dropout"
@@ -360,12 +368,14 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         "aten.logical_and" | "aten.logical_or" | "aten.logical_xor" | "aten.logical_not" => {
             all(inputs, gpu_dtype) && outputs == [DType::Bool]
         }
-        // q, k, v in f32; the mask f32 or bool (scaled_dot_product_attention.default only).
-        "aten.scaled_dot_product_attention" => {
+        // q, k, v in f32 (f16 computed in f32); the mask f32 or bool.
+        "aten.scaled_dot_product_attention"
+        | "aten._scaled_dot_product_attention_math"
+        | "aten._scaled_dot_product_flash_attention_for_cpu" => {
             inputs.len() >= 3
                 && all(&inputs[..3], f32)
                 && all(&inputs[3..], |d| d == DType::F32 || d == DType::Bool)
-                && outputs == [DType::F32]
+                && all(outputs, f32)
         }
         // Batch norm: f32 data; the saved statistics are f32 too.
         _ => all(inputs, f32) && all(outputs, f32),

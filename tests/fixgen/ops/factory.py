@@ -65,6 +65,15 @@ def perm_exp_checks(x):
     return p.sort().values, p * 0, (e >= 0).all(), (e.mean() - 0.5).abs() < 0.05
 
 
+def sdpa_dropout(q, k, v):
+    # attention weights are dropped (0) or kept and scaled by 1 / (1 - p) = 2
+    out, attn = torch.ops.aten._scaled_dot_product_attention_math.default(q, k, v, None, 0.5)
+    w = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, -1)
+    kept_or_dropped = ((attn == 0) | ((attn - 2 * w).abs() < 1e-5)).all()
+    plain = F.scaled_dot_product_attention(q, k, v, dropout_p=0.25)
+    return kept_or_dropped, (out - attn @ v).abs().max() < 1e-5, out * 0, plain * 0
+
+
 def dropout_train(x):
     y = F.dropout(x, 0.5, training=True)
     return ((y == 0) | (y == 2 * x)).all(), y * 0, F.dropout(x, 0.0, training=True), F.dropout(x, 1.0, training=True)
@@ -112,5 +121,6 @@ CASES = [
     Case("dropout_eval_fn", lambda x: F.dropout(x, 0.5, training=False) + 1, [randn(3, 4)]),
     Case("dropout_train", dropout_train, [randn(8, 16) + 0.1], tol="exact"),
     Case("feature_dropout_train", feature_dropout_train, [randn(4, 6, 3, 3) + 0.1], tol="exact"),
+    Case("sdpa_dropout", sdpa_dropout, [randn(2, 2, 5, 8), randn(2, 2, 6, 8, seed=1), randn(2, 2, 6, 8, seed=2)], tol="exact", core=False),
     Case("alpha_dropout_train", lambda x: F.alpha_dropout(x, 0.0, training=True), [randn(3, 4)]),
 ]
