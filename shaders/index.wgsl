@@ -10,7 +10,8 @@ struct Meta {
     // Threads per row of the 2-D dispatch grid.
     row: u32,
     // fill: 0 constant `value.x`, 1 f32 arange (start, step in value.xy as f32 bits),
-    // 2 int arange (start, step as i32 bits), 3 linspace, 4 logspace (see `fill`).
+    // 2 int arange (start, step as i32 bits), 3 linspace, 4 logspace, 5 fractional f32
+    // arange (see `fill`).
     flags: u32,
     shape: array<vec4<u32>, 2>,
     // Source strides per output dim (0 on the dims the index supplies).
@@ -115,6 +116,14 @@ fn fill(@builtin(global_invocation_id) gid: vec3<u32>) {
             if params.flags == 4u {
                 v = exp2(v * log2(bitcast<f32>(params.offs.x)));
             }
+            out[i] = bitcast<u32>(v);
+        }
+        // Fractional f32 arange: start and step each as an f32 pair hi + lo (value.xy, .zw).
+        case 5u: {
+            let fi = f32(i);
+            let s_hi = bitcast<f32>(params.value.x);
+            let s_lo = bitcast<f32>(params.value.y);
+            let v = s_hi + (fi * bitcast<f32>(params.value.z) + (s_lo + fi * bitcast<f32>(params.value.w)));
             out[i] = bitcast<u32>(v);
         }
         default: {

@@ -7,8 +7,9 @@
 //!   an index outside the dim cannot raise on the GPU, it reads 0 (the CPU kernel raises).
 //! - `cat` / `stack`: one strided copy per input into its slice of the output.
 //! - `full`, `zeros`, `ones`, `empty` (zeros), `new_*`, the `*_like` forms of a contiguous
-//!   tensor, `scalar_tensor`, and `arange` for integer dtypes, or f32 with integer bounds
-//!   and step (exact in f32 up to 2^24).
+//!   tensor, `scalar_tensor`, and `arange` for integer dtypes, or f32: exact with integer
+//!   bounds and step (up to 2^24), else from f32 pairs within an ulp of torch's CPU values
+//!   (which it computes in f64; its CUDA and MPS kernels compute in f32).
 
 use super::{grid, norm_dim, pad8, Kc, Out, MAX_RANK};
 use crate::dtype::DType;
@@ -438,6 +439,11 @@ pub(super) fn encode_fill(
     flags: u32,
     value: [u32; 2],
 ) -> Out {
+    encode_fill4(k, dtype, sizes, flags, [value[0], value[1], 0, 0])
+}
+
+/// [`encode_fill`] with all four value words.
+fn encode_fill4(k: &mut Kc, dtype: DType, sizes: &[usize], flags: u32, value: [u32; 4]) -> Out {
     let numel: usize = sizes.iter().product();
     if numel >= u32::MAX as usize
         || numel as u64 * 4 > k.r.dev.properties.limits.max_storage_buffer_binding_size
@@ -451,7 +457,7 @@ pub(super) fn encode_fill(
             numel: numel as u32,
             row,
             flags,
-            value: [value[0], value[1], 0, 0],
+            value,
             ..Default::default()
         };
         k.dispatch(&FILL, bytemuck::bytes_of(&meta), &[(1, &out)], (gx, gy, 1))?;
@@ -534,7 +540,18 @@ pub(super) fn arange(k: &mut Kc) -> Out {
         || s.abs() + (st * n as f64).abs() > limit
         || last.abs() > limit
     {
-        return Ok(None);
+        if dtype != DType::F32 || n >= 1 << 24 {
+            return Ok(None);
+        }
+        // Fractional f32: start and step as f32 pairs (hi + lo), `i` exact in f32. torch's
+        // CPU kernel computes in f64 and its CUDA/MPS kernels in f32; this lands within an
+        // ulp of the f64 value.
+        let split = |x: f64| {
+            let hi = x as f32;
+            [hi.to_bits(), ((x - hi as f64) as f32).to_bits()]
+        };
+        let ([sh, sl], [th, tl]) = (split(s), split(st));
+        return encode_fill4(k, dtype, &[n], 5, [sh, sl, th, tl]);
     }
     let (flags, value) = if dtype == DType::F32 {
         (1, [(s as f32).to_bits(), (st as f32).to_bits()])
