@@ -473,6 +473,7 @@ pub async fn run_graph(
                     env: &env.v,
                     state: st,
                 },
+                f16_as_f32: false,
             };
             outs = kernels::run(&mut k, op).map_err(|e| match e {
                 e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,

@@ -932,6 +932,9 @@ pub struct Kc<'k, 'd, 'a> {
     pub r: &'k mut Runner<'d>,
     pub env_t: &'k [Option<GTensor>],
     pub op: OpCtx<'a>,
+    /// Declared f16 outputs read as f32 ([`out_dtype`](Kc::out_dtype)): set while an f16
+    /// node runs its f32 kernel on converted operands (see [`run`]).
+    pub f16_as_f32: bool,
 }
 
 pub(crate) type Out = Result<Option<Vec<Slot>>>;
@@ -956,10 +959,17 @@ impl Kc<'_, '_, '_> {
     /// The declared dtype of output `i`.
     pub(crate) fn out_dtype(&self, i: usize) -> Option<DType> {
         match self.op.node.outputs.get(i)? {
-            Arg::Tensor(id) => match &self.op.graph.value(*id).kind {
-                crate::program::ValueKind::Tensor { dtype, .. } => Some(*dtype),
-                _ => None,
-            },
+            Arg::Tensor(id) => self.value_dtype(*id),
+            _ => None,
+        }
+    }
+    /// The declared dtype of graph value `id` (f16 read as f32 under `f16_as_f32`).
+    fn value_dtype(&self, id: usize) -> Option<DType> {
+        match &self.op.graph.value(id).kind {
+            crate::program::ValueKind::Tensor { dtype, .. } => Some(match *dtype {
+                DType::F16 if self.f16_as_f32 => DType::F32,
+                d => d,
+            }),
             _ => None,
         }
     }
@@ -1099,7 +1109,127 @@ fn pad8(v: &[usize]) -> [u32; 8] {
     o
 }
 
+/// Run `op`'s GPU kernel for the node. An f16 node whose kernel has no f16 form runs the
+/// f32 kernel on f32 conversions of its f16 tensors, its f16 outputs rounded back once:
+/// what torch's CPU kernels compute for f16 (f32 math, one rounding per op), exact for
+/// data movement. Not for ops that write into an input (the write would land in the copy).
 pub fn run(k: &mut Kc, op: GOp) -> Out {
+    let res = run_op(k, op)?;
+    if res.is_some() || matches!(op, GOp::View) || !k.r.dev.f16_enabled() || k.f16_as_f32 {
+        return Ok(res);
+    }
+    via_f32(k, op)
+}
+
+fn via_f32(k: &mut Kc, op: GOp) -> Out {
+    let target = k.target();
+    let (name, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+    if name.ends_with('_') || overload.starts_with("out") {
+        return Ok(None);
+    }
+    let mut out_ids = Vec::new();
+    k.op.node
+        .outputs
+        .iter()
+        .for_each(|a| a.values(&mut out_ids));
+    let f16_out = out_ids
+        .iter()
+        .any(|&id| k.value_dtype(id) == Some(DType::F16));
+    let mut ids = Vec::new();
+    k.op.node
+        .inputs
+        .iter()
+        .for_each(|(_, a)| a.values(&mut ids));
+    let mut env: Option<Vec<Option<GTensor>>> = None;
+    for id in ids {
+        let Some(Some(t)) = k.env_t.get(id) else {
+            continue;
+        };
+        if t.dtype != DType::F16
+            || env
+                .as_ref()
+                .is_some_and(|e| e[id].as_ref().is_some_and(|c| c.dtype == DType::F32))
+        {
+            continue;
+        }
+        let t = t.clone();
+        let Some(c) = elementwise(
+            k,
+            UnaryOp::Copy.variant(),
+            DType::F32,
+            &t,
+            None,
+            None,
+            1.0,
+            0.0,
+        )?
+        else {
+            return Ok(None);
+        };
+        env.get_or_insert_with(|| k.env_t.to_vec())[id] = Some(c);
+    }
+    if env.is_none() && !f16_out {
+        return Ok(None);
+    }
+    let env = env.unwrap_or_else(|| k.env_t.to_vec());
+    let outs = {
+        let mut k32 = Kc {
+            r: &mut *k.r,
+            env_t: &env,
+            op: OpCtx {
+                node: k.op.node,
+                graph: k.op.graph,
+                env: k.op.env,
+                state: &mut *k.op.state,
+            },
+            f16_as_f32: true,
+        };
+        run_op(&mut k32, op)?
+    };
+    let Some(outs) = outs else {
+        return Ok(None);
+    };
+    // Round the f16 outputs (computed as f32) back to f16.
+    let back = |k: &mut Kc, t: GTensor, id: Option<usize>| -> Result<Option<GTensor>> {
+        if t.dtype != DType::F32 || id.and_then(|id| k.value_dtype(id)) != Some(DType::F16) {
+            return Ok(Some(t));
+        }
+        elementwise(
+            k,
+            UnaryOp::Copy.variant(),
+            DType::F16,
+            &t,
+            None,
+            None,
+            1.0,
+            0.0,
+        )
+    };
+    let mut res = Vec::new();
+    for (i, slot) in outs.into_iter().enumerate() {
+        let arg = k.op.node.outputs.get(i);
+        res.push(match (slot, arg) {
+            (Slot::T(t), Some(Arg::Tensor(id))) => match back(k, t, Some(*id))? {
+                Some(t) => Slot::T(t),
+                None => return Ok(None),
+            },
+            (Slot::Ts(ts), Some(Arg::Tensors(ids))) if ts.len() == ids.len() => {
+                let mut v = Vec::new();
+                for (t, id) in ts.into_iter().zip(ids) {
+                    match back(k, t, Some(*id))? {
+                        Some(t) => v.push(t),
+                        None => return Ok(None),
+                    }
+                }
+                Slot::Ts(v)
+            }
+            (slot, _) => slot,
+        });
+    }
+    Ok(Some(res))
+}
+
+fn run_op(k: &mut Kc, op: GOp) -> Out {
     match op {
         GOp::View => view(k),
         GOp::Unary(u) => {

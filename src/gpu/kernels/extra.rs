@@ -91,14 +91,23 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
             Some(e) => (UnaryOp::Logit, [e as f32, 1.0, 0.0]),
             None => (UnaryOp::Logit, [0.0; 3]),
         },
-        "aten.nan_to_num" => (
-            UnaryOp::NanToNum,
-            [
-                k.op.opt_float("nan")?.unwrap_or(0.0) as f32,
-                k.op.opt_float("posinf")?.unwrap_or(f32::MAX as f64) as f32,
-                k.op.opt_float("neginf")?.unwrap_or(f32::MIN as f64) as f32,
-            ],
-        ),
+        "aten.nan_to_num" => {
+            // The default bounds are the finite range of the node's own dtype (f16 when an
+            // f16 node runs this f32 kernel).
+            let max = if k.f16_as_f32 {
+                half::f16::MAX.to_f64()
+            } else {
+                f32::MAX as f64
+            };
+            (
+                UnaryOp::NanToNum,
+                [
+                    k.op.opt_float("nan")?.unwrap_or(0.0) as f32,
+                    k.op.opt_float("posinf")?.unwrap_or(max) as f32,
+                    k.op.opt_float("neginf")?.unwrap_or(-max) as f32,
+                ],
+            )
+        }
         "aten.threshold" => (
             UnaryOp::Threshold,
             [

@@ -108,9 +108,10 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
     }
 }
 
-/// Nodes with f16 tensors: the kernels with f16 forms (on an adapter with `shader-f16`;
-/// elsewhere they fall back) answer as for f32; the float tensors of one node share one
-/// dtype except in conversions and in the ops that may write f32 from f16.
+/// Nodes with f16 tensors (on an adapter with `shader-f16`; elsewhere they fall back)
+/// answer as for f32: the kernels with f16 forms read f16, the others run on f32
+/// conversions (kernels::run), except that an op writing into an input needs an f16 form
+/// whose float tensors share one dtype (or one of the ops that may write f32 from f16).
 fn f16_form(target: &str, op: GOp, inputs: &[DType], outputs: &[DType]) -> Option<Support> {
     if !inputs.iter().chain(outputs).any(|&d| d == DType::F16) || matches!(op, GOp::View) {
         return None;
@@ -169,7 +170,11 @@ fn f16_form(target: &str, op: GOp, inputs: &[DType], outputs: &[DType]) -> Optio
         .chain(outputs)
         .filter(float)
         .any(|&d| d != DType::F16);
-    if !has_f16 || (mixed && !mixed_ok) {
+    // Without an f16 form the f32 kernel runs on f32 conversions (kernels::run), except
+    // for an op that writes into an input.
+    let (op_name, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+    let writes_input = op_name.ends_with('_') || overload.starts_with("out");
+    if writes_input && (!has_f16 || (mixed && !mixed_ok)) {
         return Some(Support::Dtype(format!(
             "no f16 GPU kernel for inputs ({}) -> ({})",
             names(inputs),
