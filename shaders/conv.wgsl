@@ -28,7 +28,8 @@ struct Meta {
     flags: u32,
     // Threads per row of the 2-D dispatch grid (depthwise).
     row: u32,
-    _p0: u32,
+    // im2col: the columns' row length, kdim rounded up to a multiple of 4 (zeros past kdim).
+    kpad: u32,
     _p1: u32,
     _p2: u32,
 }
@@ -272,12 +273,17 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
 fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
     let plane_out = params.outs.w;
-    if i >= params.n * params.kdim * plane_out {
+    let kp = params.kpad;
+    if i >= params.n * kp * plane_out {
         return;
     }
-    let k = i % params.kdim;
-    let p = (i / params.kdim) % plane_out;
-    let img = i / (plane_out * params.kdim);
+    let k = i % kp;
+    let p = (i / kp) % plane_out;
+    let img = i / (plane_out * kp);
+    if k >= params.kdim {
+        out[i] = to_out(0.0);
+        return;
+    }
     let taps = params.ks.w;
     let s = source(p, k % taps);
     var v = 0.0;

@@ -79,7 +79,9 @@ pub struct ConvMeta {
     pub kdim: u32,
     pub flags: u32,
     pub row: u32,
-    pub _p: [u32; 3],
+    /// im2col: the column row length (kdim rounded up to a multiple of 4).
+    pub kpad: u32,
+    pub _p: [u32; 2],
 }
 
 /// A per-dim list (1 value or `nd`) placed in the last `nd` of three (D, H, W) slots.
@@ -377,9 +379,10 @@ pub(super) fn conv(k: &mut Kc) -> Out {
 
 /// `ConvKernel::Gemm` (groups = 1): out[img] = W [O, K] x cols[img] (+ bias per row) with
 /// the vec4 matrix multiply. The columns are the input itself, [K, P], for a 1x1
-/// convolution with stride 1 and no padding (P a multiple of 4: `mm_kn`), else `im2col`'s
-/// pixel-major [P, K] copy (`mm_kk`, any P). None where K is not a multiple of 4 or the
-/// columns are too large.
+/// convolution with stride 1 and no padding (K and P multiples of 4: `mm_kn`), else
+/// `im2col`'s pixel-major [P, K4] copy (`mm_kk`, any P), K4 = K rounded up to a multiple
+/// of 4 with zero columns, the weights zero-padded to [O, K4] to match (a first layer's
+/// 3 x 7 x 7 = 147 taps). None where the columns are too large.
 fn conv_gemm(
     k: &mut Kc,
     meta: &ConvMeta,
@@ -393,10 +396,9 @@ fn conv_gemm(
         meta.kdim as usize,
         meta.outs[3] as usize,
     );
-    let col_bytes = n * kdim * plane * 4;
-    if kdim % 4 != 0
-        || w.offset % 4 != 0
-        || col_bytes > MAX_COL_BYTES
+    let kpad = kdim.next_multiple_of(4);
+    let col_bytes = n * kpad * plane * 4;
+    if col_bytes > MAX_COL_BYTES
         || col_bytes > k.r.dev.properties.limits.max_storage_buffer_binding_size as usize
     {
         return Ok(None);
@@ -405,26 +407,40 @@ fn conv_gemm(
         && meta.stride[..3] == [1, 1, 1]
         && meta.pad[..3] == [0, 0, 0]
         && meta.ins == meta.outs;
-    let cols = if pointwise && plane % 4 == 0 && x.offset % 4 == 0 {
+    let cols = if pointwise && kpad == kdim && plane % 4 == 0 && x.offset % 4 == 0 {
         x.view(vec![n, kdim, plane], vec![kdim * plane, plane, 1], x.offset)
     } else {
-        let col = k.new_out(DType::F32, &[n, plane, kdim])?;
+        let col = k.new_out(DType::F32, &[n, plane, kpad])?;
         let ws = &mut k.r.stats.workspace_bytes;
         *ws = (*ws).max(col_bytes as u64);
-        let (gx, gy, row) = grid(n * kdim * plane, 64);
-        let m = ConvMeta { row, ..*meta };
+        let (gx, gy, row) = grid(n * kpad * plane, 64);
+        let m = ConvMeta {
+            row,
+            kpad: kpad as u32,
+            ..*meta
+        };
         k.dispatch(
             &IM2COL,
             bytemuck::bytes_of(&m),
             &[(1, &col), (2, x)],
             (gx, gy, 1),
         )?;
-        // [K, P] as a view of the pixel-major copy.
-        col.view(vec![n, kdim, plane], vec![kdim * plane, 1, kdim], 0)
+        // [K4, P] as a view of the pixel-major copy.
+        col.view(vec![n, kpad, plane], vec![kpad * plane, 1, kpad], 0)
     };
-    let wv = w.view(vec![n, o, kdim], vec![0, kdim, 1], w.offset);
+    // The weights as [O, K4]: zero columns past K (a small copy per run).
+    let w = if kpad == kdim && w.offset % 4 == 0 {
+        w.clone()
+    } else {
+        let wk = w.view(vec![o, kdim], vec![kdim, 1], w.offset);
+        match super::shape::zero_pad_last(k, &wk, kpad - kdim)? {
+            Some(t) => t,
+            None => return Ok(None),
+        }
+    };
+    let wv = w.view(vec![n, o, kpad], vec![0, kpad, 1], w.offset);
     let bv = bias.map(|b| b.view(vec![n, o, plane], vec![0, 1, 0], b.offset));
-    super::encode_matmul(k, &wv, &cols, bv.as_ref(), n, o, plane, kdim, 1.0, 1.0)
+    super::encode_matmul(k, &wv, &cols, bv.as_ref(), n, o, plane, kpad, 1.0, 1.0)
 }
 
 /// Transposed convolution: `convolution(transposed=True)` and `conv_transpose1d/2d/3d`

@@ -114,6 +114,18 @@ fn identity(x: &GTensor) -> Vec<DimMap> {
     x.sizes.iter().map(|&n| (n, CONSTANT, 0)).collect()
 }
 
+/// `x` with `extra` zeros appended along its last dim (a new contiguous tensor).
+pub(super) fn zero_pad_last(k: &mut Kc, x: &GTensor, extra: usize) -> Result<Option<GTensor>> {
+    let mut dims = identity(x);
+    if let Some(last) = dims.last_mut() {
+        last.0 += extra;
+    }
+    Ok(encode_map(k, x, &dims, 0)?.and_then(|mut v| match v.pop() {
+        Some(Slot::T(t)) => Some(t),
+        _ => None,
+    }))
+}
+
 /// pad.default, constant_pad_nd, _pad_enum, _pad_circular, reflection_pad*d,
 /// replication_pad*d.
 pub(super) fn pad(k: &mut Kc) -> Out {
