@@ -666,16 +666,19 @@ fn b_value(o: u32) -> f32 {
     return f32(b[o]);
 }
 
+// NaN in, NaN out (as torch), except pow(NaN, 0) = 1, sign(NaN) = 0, nan_to_num and
+// pow(1, NaN) = 1.
+fn unary_value(x: f32) -> f32 {
+    return select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u && OP != 48u && OP != 56u);
+}
+
 @compute @workgroup_size(64)
 fn unary(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
     if i >= params.numel {
         return;
     }
-    let x = f32(a[offsets(i).x]);
-    // NaN in, NaN out (as torch), except pow(NaN, 0) = 1, sign(NaN) = 0, nan_to_num and
-    // pow(1, NaN) = 1.
-    out[i] = to_out(select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u && OP != 48u && OP != 56u));
+    out[i] = to_out(unary_value(f32(a[offsets(i).x])));
 }
 
 @compute @workgroup_size(64)
@@ -691,6 +694,39 @@ fn binary(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     out[i] = to_out(binary_op(f32(a[o.x]), b_value(o.y)));
+}
+
+// In place (relu_, add_, mul_...): `self` is `out`, each element read and written at its
+// own strided offset (a_strides, offsets.x) by one invocation. `b` never shares its buffer.
+@compute @workgroup_size(64)
+fn unary_ip(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let j = offsets(i).x;
+    out[j] = to_out(unary_value(f32(out[j])));
+}
+
+@compute @workgroup_size(64)
+fn binary_ip(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let o = offsets(i);
+    out[o.x] = to_out(binary_op(f32(out[o.x]), f32(b[o.y])));
+}
+
+// binary_ip with the number p0 as `b` (no `b` binding).
+@compute @workgroup_size(64)
+fn binary_ip_s(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let j = offsets(i).x;
+    out[j] = to_out(binary_op(f32(out[j]), params.p0));
 }
 
 @compute @workgroup_size(64)

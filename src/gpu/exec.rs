@@ -474,6 +474,7 @@ pub async fn run_graph(
                     state: st,
                 },
                 f16_as_f32: false,
+                into: None,
             };
             outs = kernels::run(&mut k, op).map_err(|e| match e {
                 e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,

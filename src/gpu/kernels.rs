@@ -796,8 +796,10 @@ fn inplace_base(target: &str) -> Option<GOp> {
     }
 }
 
-/// relu_, add_, hardswish_...: the out-of-place kernel, then a copy of its result into
-/// `self`'s GPU buffer (a shader cannot read and write one buffer through two bindings).
+/// relu_, add_, hardswish_...: the elementwise kernels write into `self` directly (their
+/// `_ip` entries read and write each element through the output binding); otherwise the
+/// out-of-place kernel runs and its result is copied into `self`'s GPU buffer (a shader
+/// cannot read and write one buffer through two bindings: `x.add_(x)`, other kernels).
 /// Every view of `self`'s store sees the new values; its CPU copy becomes stale.
 fn inplace(k: &mut Kc) -> Out {
     let Some(base) = inplace_base(k.target()) else {
@@ -827,7 +829,10 @@ fn inplace(k: &mut Kc) -> Out {
             return Ok(None);
         }
     }
-    let Some(res) = run(k, base)? else {
+    k.into = Some(x.clone());
+    let res = run(k, base);
+    k.into = None;
+    let Some(res) = res? else {
         return Ok(None);
     };
     let [Slot::T(t)] = &res[..] else {
@@ -835,6 +840,11 @@ fn inplace(k: &mut Kc) -> Out {
     };
     if t.sizes != x.sizes {
         return Ok(None);
+    }
+    if Arc::ptr_eq(&t.cell, &x.cell) {
+        // Written in place (the `_ip` entries).
+        lock(&x.cell).cpu_valid = false;
+        return Ok(Some(vec![Slot::T(x)]));
     }
     let t = if t.dtype == x.dtype {
         t.clone()
@@ -935,6 +945,9 @@ pub struct Kc<'k, 'd, 'a> {
     /// Declared f16 outputs read as f32 ([`out_dtype`](Kc::out_dtype)): set while an f16
     /// node runs its f32 kernel on converted operands (see [`run`]).
     pub f16_as_f32: bool,
+    /// Set by [`inplace`]: an elementwise kernel whose `self` is this tensor writes into it
+    /// (the `_ip` entries) instead of a new output, where its other operands allow.
+    pub into: Option<GTensor>,
 }
 
 pub(crate) type Out = Result<Option<Vec<Slot>>>;
@@ -1183,6 +1196,7 @@ fn via_f32(k: &mut Kc, op: GOp) -> Out {
                 state: &mut *k.op.state,
             },
             f16_as_f32: true,
+            into: None,
         };
         run_op(&mut k32, op)?
     };
@@ -1379,7 +1393,22 @@ fn elementwise_p(
     if let Some(c) = &c {
         k.ensure(c)?;
     }
-    let out = k.new_out(out_dtype, &shape)?;
+    // In place: `a` is the target itself and no other operand shares its buffer.
+    let into = k.into.take().filter(|x| {
+        matches!(v.entry, "unary" | "binary")
+            && flags & 4 == 0
+            && c.is_none()
+            && x.dtype == out_dtype
+            && x.sizes == shape
+            && Arc::ptr_eq(&x.cell, &a.cell)
+            && x.strides == a.strides
+            && x.offset == a.offset
+            && bt.as_ref().is_none_or(|b| !Arc::ptr_eq(&b.cell, &x.cell))
+    });
+    let out = match &into {
+        Some(x) => x.clone(),
+        None => k.new_out(out_dtype, &shape)?,
+    };
     if numel == 0 {
         return Ok(Some(out));
     }
@@ -1415,6 +1444,18 @@ fn elementwise_p(
     if let Some(c) = &c {
         m.c_strides = pad8(cstrides.last().unwrap());
         m.offsets[2] = c.offset as u32;
+    }
+    if into.is_some() {
+        let entry = match (v.entry, &bt) {
+            ("unary", _) => "unary_ip",
+            (_, Some(_)) => "binary_ip",
+            (_, None) => "binary_ip_s",
+        };
+        let vi = Variant { entry, ..v };
+        let mut bufs: Vec<(u32, &GTensor)> = vec![(1, &out)];
+        bufs.extend(bt.iter().map(|b| (3, b)));
+        k.dispatch(&vi, bytemuck::bytes_of(&m), &bufs, (gx, gy, 1))?;
+        return Ok(Some(out));
     }
     let out_binding = if v.entry == "compare" { 5 } else { 1 };
     let mut bufs: Vec<(u32, &GTensor)> = vec![(out_binding, &out), (2, &a)];

@@ -248,6 +248,21 @@ pub fn all_variants() -> Vec<Variant> {
     v.extend(UnaryOp::ALL.iter().map(|o| o.variant()));
     v.extend(BinaryOp::ALL.iter().map(|o| o.variant()));
     v.extend(CompareOp::ALL.iter().map(|o| o.variant()));
+    // The in-place entries (kernels.rs `inplace`).
+    for (ops, entries) in [
+        (
+            UnaryOp::ALL.iter().map(|o| o.variant()).collect::<Vec<_>>(),
+            &["unary_ip"][..],
+        ),
+        (
+            BinaryOp::ALL.iter().map(|o| o.variant()).collect(),
+            &["binary_ip", "binary_ip_s"][..],
+        ),
+    ] {
+        for base in ops {
+            v.extend(entries.iter().map(|&entry| Variant { entry, ..base }));
+        }
+    }
     v.push(super::kernels::WHERE);
     v.push(super::kernels::LERP3);
     v.push(super::kernels::CLAMP3);
