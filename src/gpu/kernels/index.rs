@@ -427,6 +427,7 @@ pub(super) fn word(dtype: DType, v: Scalar) -> Option<u32> {
             };
             i32::try_from(i).ok().map(|i| i as u32)
         }
+        DType::U8 | DType::I8 | DType::I16 => crate::gpu::store::SmallInt::fill_word(dtype, v),
         _ => None,
     }
 }
