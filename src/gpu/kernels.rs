@@ -2094,6 +2094,18 @@ fn reduce(k: &mut Kc) -> Out {
         };
         return reduce_with(k, xf, &op);
     }
+    // any / all of an int tensor: of `x != 0`.
+    if matches!(op.as_str(), "aten.any" | "aten.all") && ints::is_int(x.dtype) {
+        if !k.out_is(DType::Bool) {
+            return Ok(None);
+        }
+        let ne = ints::IntCompareOp::Ne.variant();
+        let w0 = ints::WOperand::W(0);
+        let Some(nz) = ints::encode(k, ne, DType::Bool, &x, Some(&w0), None, 0, 0)? else {
+            return Ok(None);
+        };
+        return reduce_with(k, nz, &op);
+    }
     // any / all of a float tensor: of `x != 0` (NaN counts as true).
     if matches!(op.as_str(), "aten.any" | "aten.all") && x.dtype == DType::F32 {
         if !k.out_is(DType::Bool) {
@@ -2300,7 +2312,8 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
         offset: x.offset as u32,
         row,
         scale,
-        p: 0.0,
+        // reduce_i: a small int output wraps to its dtype (sum(dtype=torch.uint8)).
+        p: f32::from_bits(super::store::SmallInt::code(out_dtype)),
     };
     let (v, bufs) = match k.elems(x.dtype, out_dtype) {
         Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, &x)]),
