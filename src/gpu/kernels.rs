@@ -2094,9 +2094,9 @@ fn reduce(k: &mut Kc) -> Out {
         };
         return reduce_with(k, xf, &op);
     }
-    // any / all of an int tensor: of `x != 0`.
+    // any / all of an int tensor: of `x != 0` (a uint8 result for uint8, as torch).
     if matches!(op.as_str(), "aten.any" | "aten.all") && ints::is_int(x.dtype) {
-        if !k.out_is(DType::Bool) {
+        if !(k.out_is(DType::Bool) || (x.dtype == DType::U8 && k.out_is(DType::U8))) {
             return Ok(None);
         }
         let ne = ints::IntCompareOp::Ne.variant();
@@ -2216,11 +2216,11 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     let logical = matches!(op, "aten.any" | "aten.all")
         || (x.dtype == DType::Bool && matches!(op, "aten.amax" | "aten.amin"));
     let out_dtype = if logical {
-        // any / all of bools: max / min of the 0/1 words.
-        if x.dtype != DType::Bool || !k.out_is(DType::Bool) {
-            return Ok(None);
+        // any / all of bools: max / min of the 0/1 words (as bool, or uint8 for uint8).
+        match k.out_dtype(0) {
+            Some(d @ (DType::Bool | DType::U8)) if x.dtype == DType::Bool => d,
+            _ => return Ok(None),
         }
-        DType::Bool
     } else if int_mode {
         match k.out_dtype(0) {
             Some(d) if ints::is_int(d) && (ints::is_int(x.dtype) || x.dtype == DType::Bool) => d,
@@ -2291,7 +2291,7 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     // any / all over no elements: false / true.
     if n_red == 0 && logical {
         let w = (op == "aten.all") as u32;
-        return index::encode_fill(k, DType::Bool, &out_sizes, 0, [w, 0]);
+        return index::encode_fill(k, out_dtype, &out_sizes, 0, [w, 0]);
     }
     k.ensure(&x)?;
     let out = k.new_out(out_dtype, &out_sizes)?;
