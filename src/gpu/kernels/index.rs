@@ -529,6 +529,14 @@ pub(super) fn arange(k: &mut Kc) -> Out {
     } else {
         i32::MAX as f64
     };
+    // uint8 / int8 / int16: the fill does not wrap, so only values within the dtype's range
+    // (torch wraps the others).
+    if let Some(small) = crate::gpu::store::SmallInt::of(dtype) {
+        let fits = |v: f64| v.fract() == 0.0 && small.wrap(v as i64) as f64 == v;
+        if !fits(s) || !fits(last) {
+            return Ok(None);
+        }
+    }
     // `start + i * step` stays within the exact range at every step, `i * step` included.
     if s.fract() != 0.0
         || st.fract() != 0.0
