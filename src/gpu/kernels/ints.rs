@@ -141,8 +141,7 @@ fn woperand(k: &Kc, name: &str, dtype: DType) -> Result<Option<WOperand>> {
     if k.is_tensor_arg(name) {
         return Ok(k.t(name).map(WOperand::T));
     }
-    Ok(k
-        .op
+    Ok(k.op
         .opt_scalar(name)?
         .and_then(|s| scalar_word(s, dtype))
         .map(WOperand::W))

@@ -491,7 +491,12 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 _ => ScanIntOp::Sum,
             };
             let bufs = [(3, &out), (4, &xc), (5, ib)];
-            k.dispatch(&v.variant(), bytemuck::bytes_of(&pl.meta), &bufs, (gx, gy, 1))?;
+            k.dispatch(
+                &v.variant(),
+                bytemuck::bytes_of(&pl.meta),
+                &bufs,
+                (gx, gy, 1),
+            )?;
         } else {
             let v = match op.as_str() {
                 "cumsum" => ScanOp::Sum,
@@ -501,7 +506,12 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 _ => ScanOp::Min,
             };
             let bufs = [(1, &out), (2, &xc), (3, ib)];
-            k.dispatch(&v.variant(), bytemuck::bytes_of(&pl.meta), &bufs, (gx, gy, 1))?;
+            k.dispatch(
+                &v.variant(),
+                bytemuck::bytes_of(&pl.meta),
+                &bufs,
+                (gx, gy, 1),
+            )?;
         }
     }
     if inplace {

@@ -234,7 +234,8 @@ fn nearest_int(
     let Some(xc) = contiguous(k, x)? else {
         return Ok(None);
     };
-    let it = k.r.wrap(&Tensor::from_vec(idx, &[outs[0], outs[1], outs[2]]));
+    let it =
+        k.r.wrap(&Tensor::from_vec(idx, &[outs[0], outs[1], outs[2]]));
     // Output dims: the leading ones walk planes of the input, the spatial ones the index.
     let r = sizes.len();
     let nd = r - 2;
