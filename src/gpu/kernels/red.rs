@@ -482,7 +482,7 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 &dummy
             }
         };
-        if int_mode {
+        let (v, bufs) = if int_mode {
             pl.meta.p = wrap_code(out_dtype);
             let v = match op.as_str() {
                 "cumprod" => ScanIntOp::Prod,
@@ -490,13 +490,7 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 "cummin" => ScanIntOp::Min,
                 _ => ScanIntOp::Sum,
             };
-            let bufs = [(3, &out), (4, &xc), (5, ib)];
-            k.dispatch(
-                &v.variant(),
-                bytemuck::bytes_of(&pl.meta),
-                &bufs,
-                (gx, gy, 1),
-            )?;
+            (v.variant(), [(3, &out), (4, &xc), (5, ib)])
         } else {
             let v = match op.as_str() {
                 "cumsum" => ScanOp::Sum,
@@ -505,14 +499,9 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 "logcumsumexp" => ScanOp::LogSumExp,
                 _ => ScanOp::Min,
             };
-            let bufs = [(1, &out), (2, &xc), (3, ib)];
-            k.dispatch(
-                &v.variant(),
-                bytemuck::bytes_of(&pl.meta),
-                &bufs,
-                (gx, gy, 1),
-            )?;
-        }
+            (v.variant(), [(1, &out), (2, &xc), (3, ib)])
+        };
+        k.dispatch(&v, bytemuck::bytes_of(&pl.meta), &bufs, (gx, gy, 1))?;
     }
     if inplace {
         super::index::copy_into(k, &out, &x)?;
