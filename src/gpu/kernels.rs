@@ -812,7 +812,7 @@ fn inplace(k: &mut Kc) -> Out {
         .zip(&x.strides)
         .any(|(&n, &s)| n > 1 && s == 0);
     // f32, or int tensors (num_batches_tracked += 1); comparisons write 0 / 1 in x's dtype.
-    let word_ok = matches!(x.dtype, DType::I32 | DType::I64);
+    let word_ok = ints::is_int(x.dtype);
     if (x.dtype != DType::F32 && !word_ok) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
         return Ok(None);
     }

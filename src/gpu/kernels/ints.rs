@@ -685,10 +685,13 @@ pub(super) fn threshold(k: &mut Kc) -> Out {
     if !is_int(x.dtype) || !k.out_is(x.dtype) {
         return Ok(None);
     }
-    let (Some(th), Some(v)) = (
-        int_word(k.op.scalar("threshold")?),
-        int_word(k.op.scalar("value")?),
-    ) else {
+    // A small int dtype takes the numbers torch accepts for it (else its error, on the CPU).
+    let num = |s: Scalar| match (SmallInt::of(x.dtype), s) {
+        (Some(_), Scalar::Float(_)) => None,
+        (Some(_), _) => SmallInt::fill_word(x.dtype, s),
+        (None, _) => int_word(s),
+    };
+    let (Some(th), Some(v)) = (num(k.op.scalar("threshold")?), num(k.op.scalar("value")?)) else {
         return Ok(None);
     };
     let Some(c) = encode(
