@@ -123,7 +123,7 @@ export class GpuTensor {
   /** Strides and offset inside `buffer`, in 32-bit words. */
   readonly strides: number[];
   readonly offset: number;
-  /** The GPUBuffer holding it (f32; int64/int32 as i32; bool as u32); owned by pt2web. */
+  /** The GPUBuffer holding it (f32; int64/int32/int16/int8/uint8 as i32; bool as u32); owned by pt2web. */
   readonly buffer: any; // GPUBuffer (typed by @webgpu/types where installed)
   read(): Promise<Tensor & { dtype: DType }>;
   dispose(): void;

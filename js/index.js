@@ -79,7 +79,7 @@ export class GpuTensor {
   /** Element strides and offset of the tensor inside `buffer` (32-bit words). */
   get strides() { return this.#live().strides; }
   get offset() { return this.#live().offset; }
-  /** The GPUBuffer (32-bit words: f32; int64/int32 as i32; bool as u32). Owned by pt2web. */
+  /** The GPUBuffer (32-bit words: f32; int64/int32/int16/int8/uint8 as i32; bool as u32). Owned by pt2web. */
   get buffer() {
     try { return this.#live().buffer(); } catch (e) { throw wrapError(e); }
   }

@@ -3,7 +3,8 @@
 // plus dtype conversions and logical ops on any GPU dtype. Same strided broadcasting as
 // elementwise.wgsl and the same `Meta` (`ElemMeta` in src/gpu/kernels.rs); an integer
 // scalar `b` is `p0`, an integer `alpha` is `p1` (both as i32 bits). Integer arithmetic
-// wraps around in 32 bits. `OP` codes: `IntBinaryOp`, `IntCompareOp`... in
+// wraps around in 32 bits; an int output of uint8 / int8 / int16 then wraps to its dtype
+// (flags bits 8-9, see `wrap_small`). `OP` codes: `IntBinaryOp`, `IntCompareOp`... in
 // src/gpu/kernels/ints.rs.
 
 struct Meta {
@@ -11,7 +12,9 @@ struct Meta {
     rank: u32,
     row: u32,
     // Bit 0: `b` is the scalar `p0`. logical / convert: bit 1 `a` is f32, bit 2 `b` is
-    // f32, bit 3 `a` is bool. unary_i clamp: bit 4 min (`p0`), bit 5 max (`p1`).
+    // f32, bit 3 `a` is bool. unary_i clamp: bit 4 min (`p0`), bit 5 max (`p1`). where_u:
+    // bit 6 the condition negated. Bits 8-9: the small int dtype of an int output
+    // (`wrap_small`).
     flags: u32,
     shape: array<vec4<u32>, 2>,
     a_strides: array<vec4<u32>, 2>,
@@ -55,6 +58,22 @@ fn offsets(i: u32) -> vec3<u32> {
 
 fn index(gid: vec3<u32>) -> u32 {
     return gid.x + gid.y * params.row;
+}
+
+// An int result as its output dtype stores it: codes 1 uint8 (the low 8 bits), 2 int8,
+// 3 int16 (the low 8 / 16 bits sign-extended), 0 as it is (int32, int64 held as int32).
+// `SmallInt` in src/gpu/store.rs; also in reduce.wgsl.
+fn wrap_small(r: i32, code: u32) -> i32 {
+    switch code {
+        case 1u: { return r & 255; }
+        case 2u: { return (r << 24u) >> 24u; }
+        case 3u: { return (r << 16u) >> 16u; }
+        default: { return r; }
+    }
+}
+
+fn store_i(r: i32) -> u32 {
+    return bitcast<u32>(wrap_small(r, (params.flags >> 8u) & 3u));
 }
 
 fn b_word(o: u32) -> u32 {
@@ -133,7 +152,7 @@ fn binary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    out[i] = bitcast<u32>(binary_op(bitcast<i32>(a[o.x]), bitcast<i32>(b_word(o.y))));
+    out[i] = store_i(binary_op(bitcast<i32>(a[o.x]), bitcast<i32>(b_word(o.y))));
 }
 
 fn compare_op(x: i32, y: i32) -> bool {
@@ -183,7 +202,7 @@ fn unary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         default: {}
     }
-    out[i] = bitcast<u32>(r);
+    out[i] = store_i(r);
 }
 
 // Truth of a word: f32 compares as a number (-0.0 is false, NaN true), other dtypes by bits.
@@ -253,6 +272,7 @@ fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
             if from_float {
                 r = bitcast<u32>(i32(bitcast<f32>(w)));
             }
+            r = store_i(bitcast<i32>(r));
         }
         default: {
             r = select(0u, 1u, truth(w, from_float));

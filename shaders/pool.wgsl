@@ -4,6 +4,11 @@
 // plane; average pooling divides by the window clipped to the padded input (or to the
 // input, or a divisor override); adaptive windows span [floor(i*in/out), ceil((i+1)*in/out)).
 // `Meta` mirrors `PoolMeta` in src/gpu/kernels/pool.rs.
+//
+// Tensors are bound as 32-bit words: f32, or with `INT` = 1 int words (every int dtype is held
+// as i32, see src/gpu/store.rs): max pooling compares them as i32 (values and indices exact),
+// average pooling sums them in i32 and divides truncating toward zero, as torch's integer
+// kernels (the result of a small int dtype stays in its range).
 
 struct Meta {
     numel: u32,
@@ -25,10 +30,30 @@ struct Meta {
 // `bitcast<f32>(0x7f800000u)`), a private variable's value is not one.
 var<private> INF_BITS: u32 = 0x7f800000u;
 
+// 1: int words (`Variant::with(.., "INT", 1)`), 0: f32.
+override INT: u32 = 0u;
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> x: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<u32>;
 @group(0) @binding(3) var<storage, read_write> indices: array<i32>;
+
+fn xf(o: u32) -> f32 {
+    return bitcast<f32>(x[o]);
+}
+
+fn xi(o: u32) -> i32 {
+    return bitcast<i32>(x[o]);
+}
+
+// Whether element `a` beats the current maximum `b` (storage offsets): greater, or a NaN.
+fn beats(a: u32, b: u32) -> bool {
+    if INT != 0u {
+        return xi(a) > xi(b);
+    }
+    let v = xf(a);
+    return v > xf(b) || is_nan(v);
+}
 
 fn is_nan(v: f32) -> bool {
     let u = bitcast<u32>(v);
@@ -54,7 +79,10 @@ fn max_span(o: u32, a: u32) -> vec2<i32> {
     return vec2<i32>(s, max(end, 0));
 }
 
-fn max_pool_at(i: u32) -> vec2<f32> {
+// The max of output `i`'s window: (its word, its flat index within the plane). The first
+// element of the window is the start; a later one takes over if it `beats` it. A window
+// without elements (not with torch's padding limit) gives f32 -inf.
+fn max_pool_at(i: u32) -> vec2<u32> {
     let c = coords(i);
     let zs = max_span(c.x, 0u);
     let ys = max_span(c.y, 1u);
@@ -62,21 +90,23 @@ fn max_pool_at(i: u32) -> vec2<f32> {
     let ih = i32(params.ins.y);
     let iw = i32(params.ins.z);
     let base = c.w * params.ins.w;
-    var m = -bitcast<f32>(INF_BITS);
     var idx = (zs.x * ih + ys.x) * iw + xs.x;
+    var first = true;
     for (var z = zs.x; z < zs.y; z = z + i32(params.d.x)) {
         for (var y = ys.x; y < ys.y; y = y + i32(params.d.y)) {
             for (var xx = xs.x; xx < xs.y; xx = xx + i32(params.d.z)) {
                 let at = (z * ih + y) * iw + xx;
-                let v = x[base + u32(at)];
-                if v > m || is_nan(v) {
-                    m = v;
+                if first || beats(base + u32(at), base + u32(idx)) {
+                    first = false;
                     idx = at;
                 }
             }
         }
     }
-    return vec2<f32>(m, bitcast<f32>(idx));
+    if first {
+        return vec2<u32>(bitcast<u32>(-bitcast<f32>(INF_BITS)), u32(idx));
+    }
+    return vec2<u32>(x[base + u32(idx)], u32(idx));
 }
 
 @compute @workgroup_size(64)
@@ -121,7 +151,7 @@ fn avg_pool(@builtin(global_invocation_id) gid: vec3<u32>) {
         clipped = clipped * max(hi[a] - lo[a], 0);
     }
     if empty {
-        out[i] = 0.0;
+        out[i] = 0u;
         return;
     }
     var div = clipped;
@@ -134,14 +164,24 @@ fn avg_pool(@builtin(global_invocation_id) gid: vec3<u32>) {
     let iw = i32(params.ins.z);
     let base = c.w * params.ins.w;
     var sum = 0.0;
+    var sum_i = 0;
     for (var z = lo.x; z < hi.x; z = z + 1) {
         for (var y = lo.y; y < hi.y; y = y + 1) {
             for (var xx = lo.z; xx < hi.z; xx = xx + 1) {
-                sum = sum + x[base + u32((z * ih + y) * iw + xx)];
+                let o = base + u32((z * ih + y) * iw + xx);
+                if INT != 0u {
+                    sum_i = sum_i + xi(o);
+                } else {
+                    sum = sum + xf(o);
+                }
             }
         }
     }
-    out[i] = sum / f32(div);
+    if INT != 0u {
+        out[i] = bitcast<u32>(sum_i / div);
+    } else {
+        out[i] = bitcast<u32>(sum / f32(div));
+    }
 }
 
 @compute @workgroup_size(64)
@@ -167,11 +207,11 @@ fn adaptive_avg(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var z = lo.x; z < hi.x; z = z + 1u) {
         for (var y = lo.y; y < hi.y; y = y + 1u) {
             for (var xx = lo.z; xx < hi.z; xx = xx + 1u) {
-                sum = sum + x[base + (z * ih + y) * iw + xx];
+                sum = sum + xf(base + (z * ih + y) * iw + xx);
             }
         }
     }
-    out[i] = sum / f32((hi.x - lo.x) * (hi.y - lo.y) * (hi.z - lo.z));
+    out[i] = bitcast<u32>(sum / f32((hi.x - lo.x) * (hi.y - lo.y) * (hi.z - lo.z)));
 }
 
 // Adaptive max pooling: the adaptive windows of `adaptive_avg`, the max (NaN propagates: the
@@ -195,22 +235,19 @@ fn adaptive_max(@builtin(global_invocation_id) gid: vec3<u32>) {
     let ih = params.ins.y;
     let iw = params.ins.z;
     let base = c.w * params.ins.w;
-    var m = -bitcast<f32>(INF_BITS);
     var idx = (lo.x * ih + lo.y) * iw + lo.z;
     var first = true;
     for (var z = lo.x; z < hi.x; z = z + 1u) {
         for (var y = lo.y; y < hi.y; y = y + 1u) {
             for (var xx = lo.z; xx < hi.z; xx = xx + 1u) {
                 let at = (z * ih + y) * iw + xx;
-                let v = x[base + at];
-                if first || v > m || is_nan(v) {
+                if first || beats(base + at, base + idx) {
                     first = false;
-                    m = v;
                     idx = at;
                 }
             }
         }
     }
-    out[i] = m;
+    out[i] = x[base + idx];
     indices[i] = i32(idx);
 }

@@ -1,7 +1,8 @@
 // Reductions along any set of dimensions (f32: `reduce`; int and bool: `reduce_i`, which
-// wraps around in 32 bits): the input is viewed as [kept..., reduced...]
-// (strides permuted on the host, no copy); one thread per output element loops over the
-// reduced elements. `OP`: 0 sum (times `scale`, so mean is sum * 1/n), 1 max, 2 min.
+// wraps around in 32 bits, then to a small int output dtype): the input is viewed as
+// [kept..., reduced...] (strides permuted on the host, no copy); one thread per output
+// element loops over the reduced elements. `OP`: 0 sum (times `scale`, so mean is sum *
+// 1/n), 1 max, 2 min; `reduce_i` also 3 prod.
 // `Meta` mirrors `ReduceMeta` in src/gpu/kernels.rs.
 
 struct Meta {
@@ -16,7 +17,8 @@ struct Meta {
     offset: u32,
     row: u32,
     scale: f32,
-    // `norm`: the order p.
+    // `norm`: the order p. The int entry points (`reduce_i`, `arg_reduce_i`, `scan_i`):
+    // the small int dtype of the int output, as bits (see `wrap_small`).
     p: f32,
 }
 
@@ -47,6 +49,20 @@ fn to_out(v: f32) -> TOut {
 // `reduce_i`: int and bool inputs (i32 / u32 0-1 words), an int output.
 @group(0) @binding(3) var<storage, read_write> out_i: array<i32>;
 @group(0) @binding(4) var<storage, read> x_i: array<i32>;
+// The int64 indices of `arg_reduce_i` and of `scan_i`'s cummax / cummin.
+@group(0) @binding(5) var<storage, read_write> idx_i: array<i32>;
+
+// An int result as its output dtype stores it (as in ints.wgsl): code 1 uint8 (the low 8
+// bits), 2 int8, 3 int16 (the low 8 / 16 bits sign-extended), 0 as it is. The code is the
+// bits of `params.p` (`SmallInt` in src/gpu/store.rs).
+fn wrap_small(r: i32) -> i32 {
+    switch bitcast<u32>(params.p) {
+        case 1u: { return r & 255; }
+        case 2u: { return (r << 24u) >> 24u; }
+        case 3u: { return (r << 16u) >> 16u; }
+        default: { return r; }
+    }
+}
 
 fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
     return v[d / 4u][d % 4u];
@@ -158,6 +174,8 @@ fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
         acc = -2147483647 - 1;
     } else if OP == 2u {
         acc = 2147483647;
+    } else if OP == 3u {
+        acc = 1;
     }
     for (var j = 0u; j < params.n_red; j = j + 1u) {
         let v = x_i[base + red_offset(j)];
@@ -165,11 +183,13 @@ fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
             acc = acc + v;
         } else if OP == 1u {
             acc = max(acc, v);
-        } else {
+        } else if OP == 2u {
             acc = min(acc, v);
+        } else {
+            acc = acc * v;
         }
     }
-    out_i[i] = acc;
+    out_i[i] = wrap_small(acc);
 }
 
 fn inf_() -> f32 {
@@ -318,6 +338,27 @@ fn arg_reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
     out_i[i] = i32(bi);
 }
 
+// arg_reduce of int words: values to `out_i`, indices to `idx_i` (the first extreme).
+@compute @workgroup_size(64)
+fn arg_reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.n_out {
+        return;
+    }
+    let base = base_of(i);
+    var best = x_i[base];
+    var bi = 0u;
+    for (var j = 1u; j < params.n_red; j = j + 1u) {
+        let v = x_i[base + red_offset(j)];
+        if (OP == 0u && v > best) || (OP == 1u && v < best) {
+            best = v;
+            bi = j;
+        }
+    }
+    out_i[i] = best;
+    idx_i[i] = i32(bi);
+}
+
 // count_nonzero of f32 elements (an int output).
 @compute @workgroup_size(64)
 fn count_nz(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -385,7 +426,9 @@ fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// cumsum / cumprod of int and bool words (an int output, wrapping in 32 bits).
+// Scans of int and bool words (an int output, wrapping in 32 bits, then to a small int
+// output dtype): `OP` 0 cumsum, 1 cumprod, 2 cummax, 3 cummin (with indices to `idx_i`,
+// ties take the later index, as torch).
 @compute @workgroup_size(64)
 fn scan_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
@@ -398,13 +441,21 @@ fn scan_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     if OP == 1u {
         acc = 1;
     }
+    var bi = 0u;
     for (var j = 0u; j < params.n_red; j = j + 1u) {
         let o = base + j * st;
+        let v = x_i[o];
         if OP == 0u {
-            acc = acc + x_i[o];
+            acc = acc + v;
+        } else if OP == 1u {
+            acc = acc * v;
         } else {
-            acc = acc * x_i[o];
+            if j == 0u || (OP == 2u && v >= acc) || (OP == 3u && v <= acc) {
+                acc = v;
+                bi = j;
+            }
+            idx_i[o - params.offset] = i32(bi);
         }
-        out_i[o - params.offset] = acc;
+        out_i[o - params.offset] = wrap_small(acc);
     }
 }

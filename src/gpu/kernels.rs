@@ -263,6 +263,9 @@ pub fn nn_variants() -> Vec<Variant> {
         pool::AVG_POOL,
         pool::ADAPTIVE_AVG,
         pool::ADAPTIVE_MAX,
+        pool::INT_POOLS[0],
+        pool::INT_POOLS[1],
+        pool::INT_POOLS[2],
         index::GATHER,
         index::COPY,
         index::FILL,
@@ -815,7 +818,7 @@ fn inplace(k: &mut Kc) -> Out {
         .zip(&x.strides)
         .any(|(&n, &s)| n > 1 && s == 0);
     // f32, or int tensors (num_batches_tracked += 1); comparisons write 0 / 1 in x's dtype.
-    let word_ok = matches!(x.dtype, DType::I32 | DType::I64);
+    let word_ok = ints::is_int(x.dtype);
     if (x.dtype != DType::F32 && !word_ok) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
         return Ok(None);
     }
@@ -2274,6 +2277,18 @@ fn reduce(k: &mut Kc) -> Out {
         };
         return reduce_with(k, xf, &op);
     }
+    // any / all of an int tensor: of `x != 0` (a uint8 result for uint8, as torch).
+    if matches!(op.as_str(), "aten.any" | "aten.all") && ints::is_int(x.dtype) {
+        if !(k.out_is(DType::Bool) || (x.dtype == DType::U8 && k.out_is(DType::U8))) {
+            return Ok(None);
+        }
+        let ne = ints::IntCompareOp::Ne.variant();
+        let w0 = ints::WOperand::W(0);
+        let Some(nz) = ints::encode(k, ne, DType::Bool, &x, Some(&w0), None, 0, 0)? else {
+            return Ok(None);
+        };
+        return reduce_with(k, nz, &op);
+    }
     // any / all of a float tensor: of `x != 0` (NaN counts as true).
     if matches!(op.as_str(), "aten.any" | "aten.all") && x.dtype == DType::F32 {
         if !k.out_is(DType::Bool) {
@@ -2384,11 +2399,11 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     let logical = matches!(op, "aten.any" | "aten.all")
         || (x.dtype == DType::Bool && matches!(op, "aten.amax" | "aten.amin"));
     let out_dtype = if logical {
-        // any / all of bools: max / min of the 0/1 words.
-        if x.dtype != DType::Bool || !k.out_is(DType::Bool) {
-            return Ok(None);
+        // any / all of bools: max / min of the 0/1 words (as bool, or uint8 for uint8).
+        match k.out_dtype(0) {
+            Some(d @ (DType::Bool | DType::U8)) if x.dtype == DType::Bool => d,
+            _ => return Ok(None),
         }
-        DType::Bool
     } else if int_mode {
         match k.out_dtype(0) {
             Some(d) if ints::is_int(d) && (ints::is_int(x.dtype) || x.dtype == DType::Bool) => d,
@@ -2459,7 +2474,7 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
     // any / all over no elements: false / true.
     if n_red == 0 && logical {
         let w = (op == "aten.all") as u32;
-        return index::encode_fill(k, DType::Bool, &out_sizes, 0, [w, 0]);
+        return index::encode_fill(k, out_dtype, &out_sizes, 0, [w, 0]);
     }
     k.ensure(&x)?;
     let out = k.new_out(out_dtype, &out_sizes)?;
@@ -2480,7 +2495,8 @@ fn reduce_with(k: &mut Kc, x: GTensor, op: &str) -> Out {
         offset: x.offset as u32,
         row,
         scale,
-        p: 0.0,
+        // reduce_i: a small int output wraps to its dtype (sum(dtype=torch.uint8)).
+        p: f32::from_bits(super::store::SmallInt::code(out_dtype)),
     };
     let (v, bufs) = match k.elems(x.dtype, out_dtype) {
         Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, &x)]),

@@ -8,9 +8,11 @@
 //! # Dtypes on the GPU
 //! Float kernels compute in f32. On the GPU a tensor's storage holds 32-bit words: f32 as f32,
 //! i64 and i32 as i32 (uploading an i64 outside the i32 range is an error naming the tensor,
-//! never a silent wrap; int64 arithmetic wraps in 32 bits, see [`store`]), bool as u32 0/1.
-//! Data movement (gathers, cat, fills, views) works on words of any of these dtypes. f16, bf16, f64 and the small integer types stay on
-//! the CPU: their nodes run through the CPU fallback (shader-f16 kernels are future work).
+//! never a silent wrap; int64 arithmetic wraps in 32 bits, see [`store`]), uint8 / int8 /
+//! int16 as i32 holding a value of their range (kernels that can leave it wrap on store, as
+//! torch), bool as u32 0/1. Data movement (gathers, cat, fills, views) works on words of any
+//! of these dtypes. f16 is held packed for the kernels with f16 forms; bf16 and f64 stay on
+//! the CPU: their nodes run through the CPU fallback.
 //! A node runs on the GPU only when its kernel accepts every input and output dtype.
 //!
 //! # Device API

@@ -7,12 +7,26 @@
 //! views of a buffer) is preserved across round trips.
 //!
 //! On the GPU: f32 as f32; i64 and i32 as i32 (an i64 outside the i32 range is an error on
-//! upload, never a silent wrap); bool as u32 (0/1); f16 as packed f16 (two per word) on a
-//! device with `shader-f16`, for the kernels that have f16 variants (elementwise, matmul,
-//! softmax, reductions; they compute in f32 and round once on store, as torch's CPU
-//! kernels do). bf16, f64, int8/16 and uint8 stay on the CPU: WGSL has no such types, and
-//! emulating bf16 rounding after every op in f32 storage would differ from torch's kernels
-//! in the last bit too often to be worth it; their ops run on the CPU kernel.
+//! upload, never a silent wrap); uint8, int8 and int16 widened to one i32 per element,
+//! always holding a value of their dtype's range (0..=255, -128..=127, -32768..=32767);
+//! bool as u32 (0/1); f16 as packed f16 (two per word) on a device with `shader-f16`, for
+//! the kernels that have f16 variants (elementwise, matmul, softmax, reductions; they
+//! compute in f32 and round once on store, as torch's CPU kernels do). bf16 and f64 stay on
+//! the CPU: WGSL has no such types, and emulating bf16 rounding after every op in f32
+//! storage would differ from torch's kernels in the last bit too often to be worth it;
+//! their ops run on the CPU kernel.
+//!
+//! # Small integer dtypes
+//! Since uint8 / int8 / int16 words hold in-range values, every kernel that only moves,
+//! selects or compares words (copies, gathers, cat, where, max / min, pools, nearest
+//! upsampling, index ops) serves them unchanged. The kernels whose result can leave the
+//! range (add / sub / mul / neg / abs, shifts, bitwise not, conversions from float or wider
+//! ints, fills, sums and scans that keep the dtype) compute in 32 bits and wrap on store as
+//! torch does ([`SmallInt::wrap`]: uint8 keeps the low 8 bits, int8 / int16 sign-extend
+//! their low 8 / 16 bits), which gives torch's values since those ops are exact modulo
+//! 2^32. A Python int mixed with such a tensor is first converted to its dtype (torch:
+//! `u8 < -1` compares with 255). Kernels that do not know the small dtypes decline them
+//! (the executor runs the CPU kernel).
 //!
 //! # int64 arithmetic on the GPU
 //! The int kernels (shaders/ints.wgsl, `reduce_i`) compute int64 in 32 bits: a result outside
@@ -34,7 +48,62 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 /// Can tensors of `dtype` be held on the GPU as 32-bit words (what the dtype-generic
 /// kernels, copies and gathers, move)? f16 is held packed, for the f16-aware kernels only.
 pub fn gpu_dtype(dtype: DType) -> bool {
-    matches!(dtype, DType::F32 | DType::I64 | DType::I32 | DType::Bool)
+    matches!(
+        dtype,
+        DType::F32 | DType::I64 | DType::I32 | DType::Bool | DType::U8 | DType::I8 | DType::I16
+    )
+}
+
+/// The integer dtypes narrower than their i32 word on the GPU (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SmallInt {
+    U8 = 1,
+    I8 = 2,
+    I16 = 3,
+}
+
+impl SmallInt {
+    pub fn of(dtype: DType) -> Option<SmallInt> {
+        match dtype {
+            DType::U8 => Some(SmallInt::U8),
+            DType::I8 => Some(SmallInt::I8),
+            DType::I16 => Some(SmallInt::I16),
+            _ => None,
+        }
+    }
+    /// The shaders' code for the wrap on store of an int output of `dtype` (0: none, an i32
+    /// or int64 output; 1 uint8, 2 int8, 3 int16), as `wrap_small` in the shaders.
+    pub fn code(dtype: DType) -> u32 {
+        SmallInt::of(dtype).map_or(0, |s| s as u32)
+    }
+    /// The word of a fill value of `dtype` (full, masked_fill, pad...), None for a value
+    /// torch refuses ("cannot be converted to type uint8_t without overflow"): an int in
+    /// [-max, max] for uint8 (-1 is 255) or in the range of the signed types, a float within
+    /// the dtype's range (truncated).
+    pub fn fill_word(dtype: DType, v: crate::ops::Scalar) -> Option<u32> {
+        use crate::ops::Scalar;
+        let small = SmallInt::of(dtype)?;
+        let (lo, hi) = match small {
+            SmallInt::U8 => (0, 255),
+            SmallInt::I8 => (-128, 127),
+            SmallInt::I16 => (-32768, 32767),
+        };
+        let i = match v {
+            Scalar::Int(i) if (lo.min(-hi)..=hi).contains(&i) => i,
+            Scalar::Bool(b) => b as i64,
+            Scalar::Float(f) if f >= lo as f64 && f <= hi as f64 => f.trunc() as i64,
+            _ => return None,
+        };
+        Some(small.wrap(i) as u32)
+    }
+    /// `v` converted to the dtype as torch converts an integer (two's complement wrap).
+    pub fn wrap(self, v: i64) -> i32 {
+        match self {
+            SmallInt::U8 => v as u8 as i32,
+            SmallInt::I8 => v as i8 as i32,
+            SmallInt::I16 => v as i16 as i32,
+        }
+    }
 }
 
 /// Bytes per element of `dtype` on the GPU.
@@ -211,6 +280,9 @@ pub fn to_gpu_bytes(d: &Data, what: &str) -> Result<Vec<u8>> {
             }
             out
         }
+        Data::U8(v) => v.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect(),
+        Data::I8(v) => v.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect(),
+        Data::I16(v) => v.iter().flat_map(|&x| (x as i32).to_le_bytes()).collect(),
         Data::Bool(v) => v.iter().flat_map(|&b| (b as u32).to_le_bytes()).collect(),
         Data::F16(v) => {
             let mut out: Vec<u8> = v.iter().flat_map(|x| x.to_bits().to_le_bytes()).collect();
@@ -245,6 +317,10 @@ pub fn from_gpu_bytes(dtype: DType, b: &[u8], len: usize) -> Result<Data> {
         DType::I32 => Data::I32(words.map(i32::from_le_bytes).collect()),
         DType::I64 => Data::I64(words.map(|w| i32::from_le_bytes(w) as i64).collect()),
         DType::Bool => Data::Bool(words.map(|w| u32::from_le_bytes(w) != 0).collect()),
+        // In range by construction (kernels wrap on store); `as` keeps the low bits anyway.
+        DType::U8 => Data::U8(words.map(|w| i32::from_le_bytes(w) as u8).collect()),
+        DType::I8 => Data::I8(words.map(|w| i32::from_le_bytes(w) as i8).collect()),
+        DType::I16 => Data::I16(words.map(|w| i32::from_le_bytes(w) as i16).collect()),
         other => return Err(Error::Gpu(format!("dtype {other} is not held on the GPU"))),
     })
 }

@@ -82,7 +82,7 @@ thread_local! {
 
 /// A tensor that stays in WebGPU memory (a run's output with `keepOnGpu`): pass it to the
 /// next `run`, bind its `buffer()` for rendering, or `read()` it. The buffer holds 32-bit
-/// words (f32; int64/int32 as i32; bool as u32) at `offset` with `strides` (elements).
+/// words (f32; int64/int32/int16/int8/uint8 as i32; bool as u32) at `offset` with `strides` (elements).
 #[wasm_bindgen]
 pub struct WasmGpuTensor {
     id: u32,

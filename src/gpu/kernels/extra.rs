@@ -755,9 +755,8 @@ pub(super) fn type_as(k: &mut Kc) -> Out {
     if x.dtype == o.dtype {
         return Ok(Some(vec![Slot::T(x)]));
     }
-    // Between int dtypes `convert` copies words: a narrowing one (wrapping) stays on the CPU.
-    let narrow = ints::is_int(x.dtype) && matches!(o.dtype, DType::U8 | DType::I8 | DType::I16);
-    if x.dtype == DType::F16 || o.dtype == DType::F16 || narrow || !k.out_is(o.dtype) {
+    // (`convert` wraps a narrowing int conversion on store.)
+    if x.dtype == DType::F16 || o.dtype == DType::F16 || !k.out_is(o.dtype) {
         return Ok(None);
     }
     ints::convert(k, &x, o.dtype)

@@ -428,6 +428,7 @@ pub(super) fn word(dtype: DType, v: Scalar) -> Option<u32> {
             };
             i32::try_from(i).ok().map(|i| i as u32)
         }
+        DType::U8 | DType::I8 | DType::I16 => crate::gpu::store::SmallInt::fill_word(dtype, v),
         _ => None,
     }
 }
@@ -534,6 +535,14 @@ pub(super) fn arange(k: &mut Kc) -> Out {
     } else {
         i32::MAX as f64
     };
+    // uint8 / int8 / int16: the fill does not wrap, so only values within the dtype's range
+    // (torch wraps the others).
+    if let Some(small) = crate::gpu::store::SmallInt::of(dtype) {
+        let fits = |v: f64| v.fract() == 0.0 && small.wrap(v as i64) as f64 == v;
+        if !fits(s) || !fits(last) {
+            return Ok(None);
+        }
+    }
     // `start + i * step` stays within the exact range at every step, `i * step` included.
     if s.fract() != 0.0
         || st.fract() != 0.0

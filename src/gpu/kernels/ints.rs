@@ -1,7 +1,10 @@
 //! Int and bool math on the GPU (shaders/ints.wgsl): arithmetic, comparisons, `where`,
 //! `neg`/`abs`/`sign`/`square`, logical and bitwise ops, dtype conversions between f32,
-//! int32, int64 and bool. int32 and int64 are both held as i32 words, bool as u32 0/1, so
-//! one kernel serves both int dtypes; arithmetic wraps in 32 bits (see src/gpu/store.rs).
+//! int32, int64, uint8, int8, int16 and bool. Every int dtype is held as i32 words, bool as
+//! u32 0/1, so one kernel serves all int dtypes; arithmetic wraps in 32 bits, and an output
+//! of a small int dtype (uint8, int8, int16) wraps to its dtype on store (flags bits 8-9),
+//! which is torch's result (see src/gpu/store.rs). A Python int operand is converted to the
+//! small dtype it is computed in first (torch: `u8 < -1` compares with 255).
 //! Reached from the f32 kernels in src/gpu/kernels.rs when an input is not f32.
 
 use super::{extra, grid, pad8, Kc, Out, MAX_RANK};
@@ -10,7 +13,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
-use crate::gpu::store::{gpu_dtype, GTensor};
+use crate::gpu::store::{gpu_dtype, GTensor, SmallInt};
 use crate::ops::Scalar;
 use crate::program::Arg;
 
@@ -89,8 +92,12 @@ pub fn variants() -> Vec<Variant> {
     v
 }
 
+/// The int dtypes held on the GPU (as i32 words).
 pub(super) fn is_int(d: DType) -> bool {
-    matches!(d, DType::I32 | DType::I64)
+    matches!(
+        d,
+        DType::I32 | DType::I64 | DType::U8 | DType::I8 | DType::I16
+    )
 }
 
 /// Bits of `flags` for the kind of a word: f32 (bit 1 for `a`, 2 for `b`), bool (bit 3, `a`).
@@ -120,11 +127,24 @@ fn int_word(s: Scalar) -> Option<u32> {
     i32::try_from(i).ok().map(|i| i as u32)
 }
 
-fn woperand(k: &Kc, name: &str) -> Result<Option<WOperand>> {
+/// The word of a Python number operand computed in the int dtype `dtype`: a small int
+/// dtype converts it first, wrapping (torch converts the number to the common dtype).
+pub(super) fn scalar_word(s: Scalar, dtype: DType) -> Option<u32> {
+    match (SmallInt::of(dtype), s) {
+        (Some(small), Scalar::Int(i)) => Some(small.wrap(i) as u32),
+        _ => int_word(s),
+    }
+}
+
+/// Operand `name`: a tensor, or a number computed in `dtype`.
+fn woperand(k: &Kc, name: &str, dtype: DType) -> Result<Option<WOperand>> {
     if k.is_tensor_arg(name) {
         return Ok(k.t(name).map(WOperand::T));
     }
-    Ok(k.op.opt_scalar(name)?.and_then(int_word).map(WOperand::W))
+    Ok(k.op
+        .opt_scalar(name)?
+        .and_then(|s| scalar_word(s, dtype))
+        .map(WOperand::W))
 }
 
 /// Encode an ints.wgsl kernel over `a` (and `b`, `cond`) broadcast to the output shape.
@@ -193,7 +213,7 @@ pub(super) fn encode(
         numel: numel as u32,
         rank: shape.len() as u32,
         row,
-        flags,
+        flags: flags | SmallInt::code(out_dtype) << 8,
         shape: pad8(&shape),
         a_strides: pad8(&a.strides),
         p1: f32::from_bits(p1),
@@ -259,7 +279,7 @@ pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
         let (Some(b), Some(s)) = (k.t(name), k.op.opt_scalar("self")?) else {
             return Ok(None);
         };
-        let Some(w) = int_word(s) else {
+        let Some(w) = scalar_word(s, b.dtype) else {
             return Ok(None);
         };
         if !is_int(b.dtype) || !k.out_is(b.dtype) || matches!(s, Scalar::Float(_)) {
@@ -285,10 +305,10 @@ pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
-    let Some(b) = woperand(k, name)? else {
+    let Some(out) = k.out_dtype(0).filter(|d| is_int(*d)) else {
         return Ok(None);
     };
-    let Some(out) = k.out_dtype(0).filter(|d| is_int(*d)) else {
+    let Some(b) = woperand(k, name, out)? else {
         return Ok(None);
     };
     if !int_like(a.dtype) || matches!(&b, WOperand::T(t) if !int_like(t.dtype)) {
@@ -443,7 +463,8 @@ pub(super) fn compare(k: &mut Kc, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
-    let Some(b) = woperand(k, "other")? else {
+    // A number is converted to the tensor's dtype (int numbers do not promote an int tensor).
+    let Some(b) = woperand(k, "other", a.dtype)? else {
         return Ok(None);
     };
     if !int_like(a.dtype)
@@ -489,7 +510,7 @@ pub(super) fn where_(k: &mut Kc) -> Out {
                 Scalar::Bool(v) => v as u32,
                 _ => return Ok(None),
             },
-            _ => match int_word(s) {
+            _ => match scalar_word(s, dtype) {
                 Some(w) => w,
                 None => return Ok(None),
             },
@@ -664,10 +685,13 @@ pub(super) fn threshold(k: &mut Kc) -> Out {
     if !is_int(x.dtype) || !k.out_is(x.dtype) {
         return Ok(None);
     }
-    let (Some(th), Some(v)) = (
-        int_word(k.op.scalar("threshold")?),
-        int_word(k.op.scalar("value")?),
-    ) else {
+    // A small int dtype takes the numbers torch accepts for it (else its error, on the CPU).
+    let num = |s: Scalar| match (SmallInt::of(x.dtype), s) {
+        (Some(_), Scalar::Float(_)) => None,
+        (Some(_), _) => SmallInt::fill_word(x.dtype, s),
+        (None, _) => int_word(s),
+    };
+    let (Some(th), Some(v)) = (num(k.op.scalar("threshold")?), num(k.op.scalar("value")?)) else {
         return Ok(None);
     };
     let Some(c) = encode(

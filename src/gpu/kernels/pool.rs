@@ -1,5 +1,7 @@
 //! Pooling on the GPU (shaders/pool.wgsl): max (with or without indices), average and
-//! adaptive average and max pooling in 1-D, 2-D and 3-D, f32. Window arithmetic follows the CPU
+//! adaptive average and max pooling in 1-D, 2-D and 3-D, f32; max pooling of every int dtype
+//! and average pooling of int64 (the `INT` forms: torch's integer kernels, which exist for
+//! those dtypes; the others decline to the CPU kernel). Window arithmetic follows the CPU
 //! kernels in src/ops/pool (torch's `pooling_output_shape`); anything the CPU kernel would
 //! reject declines, so the CPU fallback reports the error.
 
@@ -15,6 +17,12 @@ pub const MAX_POOL_INDICES: Variant = Variant::new(Shader::Pool, "max_pool_indic
 pub const AVG_POOL: Variant = Variant::new(Shader::Pool, "avg_pool");
 pub const ADAPTIVE_AVG: Variant = Variant::new(Shader::Pool, "adaptive_avg");
 pub const ADAPTIVE_MAX: Variant = Variant::new(Shader::Pool, "adaptive_max");
+/// Max pooling (without and with indices) and average pooling of int words.
+pub const INT_POOLS: [Variant; 3] = [
+    Variant::with(Shader::Pool, "max_pool", "INT", 1),
+    Variant::with(Shader::Pool, "max_pool_indices", "INT", 1),
+    Variant::with(Shader::Pool, "avg_pool", "INT", 1),
+];
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Default)]
@@ -70,7 +78,12 @@ pub(super) fn pool(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if x.dtype != DType::F32 || !k.out_is(DType::F32) || !k.fits(&x) {
+    // Int tensors: max pooling (torch has no int max_pool1d without indices) and int64
+    // average pooling, as torch's CPU kernels.
+    let int = super::ints::is_int(x.dtype);
+    let int_ok = (op.starts_with("max_pool") && op != "max_pool1d")
+        || (op.starts_with("avg_pool") && x.dtype == DType::I64);
+    if !(x.dtype == DType::F32 || (int && int_ok)) || !k.out_is(x.dtype) || !k.fits(&x) {
         return Ok(None);
     }
     let r = x.rank();
@@ -177,7 +190,7 @@ pub(super) fn pool(k: &mut Kc) -> Out {
     let Some(xc) = contiguous(k, &x)? else {
         return Ok(None);
     };
-    let out = k.new_out(DType::F32, &sizes)?;
+    let out = k.new_out(x.dtype, &sizes)?;
     let idx = if indices {
         Some(k.new_out(DType::I64, &sizes)?)
     } else {
@@ -192,6 +205,10 @@ pub(super) fn pool(k: &mut Kc) -> Out {
         if let Some(i) = &idx {
             bufs.push((3, i));
         }
+        let variant = match variant {
+            v if int => Variant::with(v.shader, v.entry, "INT", 1),
+            v => v,
+        };
         k.dispatch(&variant, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     }
     let mut res = vec![Slot::T(out)];

@@ -1,8 +1,10 @@
 //! More reductions and the scans (shaders/reduce.wgsl): var / std / var_mean / std_mean,
 //! prod, logsumexp, linalg_vector_norm, max / min (all, and `.dim` with indices), argmax /
 //! argmin, aminmax, count_nonzero, cumsum / cumprod (f32, and int / bool to an int output),
-//! cummax / cummin. f32 data (summed in f32 where the CPU kernel sums in f64); indices are
-//! int64 (held as i32).
+//! cummax / cummin. f32 data (summed in f32 where the CPU kernel sums in f64), and int data
+//! for prod, max / min (and `.dim`, argmax / argmin, aminmax), the scans and cummax /
+//! cummin (an output of a small int dtype wraps to it on store, see src/gpu/store.rs);
+//! indices are int64 (held as i32).
 
 use super::{grid, ints, norm_dim, pad8, Kc, Out, ReduceMeta};
 use crate::dtype::DType;
@@ -40,21 +42,32 @@ op_enum!(
     [Sum = 0, Prod = 1, Max = 2, Min = 3, LogSumExp = 4]
 );
 op_enum!(
+    ArgIntOp,
+    Shader::Reduce,
+    "arg_reduce_i",
+    "OP",
+    [Max = 0, Min = 1]
+);
+op_enum!(
     ScanIntOp,
     Shader::Reduce,
     "scan_i",
     "OP",
-    [Sum = 0, Prod = 1]
+    [Sum = 0, Prod = 1, Max = 2, Min = 3]
 );
 pub const COUNT_NZ: Variant = Variant::new(Shader::Reduce, "count_nz");
+/// prod of int / bool words (an int output); the other `reduce_i` codes are [`ReduceOp`]'s.
+pub const PROD_I: Variant = Variant::with(Shader::Reduce, "reduce_i", "OP", 3);
 
 pub fn variants() -> Vec<Variant> {
     let mut v: Vec<Variant> = Vec::new();
     v.extend(StatsOp::ALL.iter().map(|o| o.variant()));
     v.extend(ArgOp::ALL.iter().map(|o| o.variant()));
     v.extend(ScanOp::ALL.iter().map(|o| o.variant()));
+    v.extend(ArgIntOp::ALL.iter().map(|o| o.variant()));
     v.extend(ScanIntOp::ALL.iter().map(|o| o.variant()));
     v.push(COUNT_NZ);
+    v.push(PROD_I);
     v
 }
 
@@ -126,6 +139,40 @@ fn f32_in(k: &Kc, x: &GTensor) -> bool {
     x.dtype == DType::F32 && k.fits(x) && x.numel() < u32::MAX as usize
 }
 
+/// An int or bool tensor the int kernels can read.
+fn word_in(k: &Kc, x: &GTensor) -> bool {
+    (ints::is_int(x.dtype) || x.dtype == DType::Bool) && k.fits(x) && x.numel() < u32::MAX as usize
+}
+
+/// `meta.p` of an int kernel writing `out`: its small int dtype's wrap code.
+fn wrap_code(out: DType) -> f32 {
+    f32::from_bits(crate::gpu::store::SmallInt::code(out))
+}
+
+/// prod (all, or `.dim_int`) of int / bool words: an int output (int64 by default, wrapping
+/// in 32 bits as the other int kernels).
+fn int_prod(k: &mut Kc, x: GTensor) -> Out {
+    let Some(out_dtype) = k.out_dtype(0).filter(|d| ints::is_int(*d)) else {
+        return Ok(None);
+    };
+    if k.op.opt_dtype("dtype")?.is_some_and(|d| d != out_dtype) {
+        return Ok(None);
+    }
+    let Some(red) = red_mask(k, &x, "dim")? else {
+        return Ok(None);
+    };
+    let mut pl = plan(&x, &red, k.op.bool_or("keepdim", false)?);
+    pl.meta.p = wrap_code(out_dtype);
+    k.ensure(&x)?;
+    let out = k.new_out(out_dtype, &pl.out_sizes)?;
+    if pl.n_out > 0 {
+        let (gx, gy, _) = grid(pl.n_out, 64);
+        let meta = bytemuck::bytes_of(&pl.meta);
+        k.dispatch(&PROD_I, meta, &[(3, &out), (4, &x)], (gx, gy, 1))?;
+    }
+    Ok(Some(vec![Slot::T(out)]))
+}
+
 pub(super) fn encode_stats(
     k: &mut Kc,
     x: &GTensor,
@@ -162,6 +209,9 @@ pub(super) fn stats(k: &mut Kc) -> Out {
     } else {
         x
     };
+    if k.target().starts_with("aten.prod.") && word_in(k, &x) {
+        return int_prod(k, x);
+    }
     if !f32_in(k, &x) || !k.out_is(DType::F32) {
         return Ok(None);
     }
@@ -219,24 +269,27 @@ pub(super) fn stats(k: &mut Kc) -> Out {
     Ok(Some(vec![Slot::T(out)]))
 }
 
-/// max / min with indices: (values, int64 indices).
+/// max / min with indices: (values of `x`'s dtype, f32 or int, and int64 indices).
 fn encode_arg(
     k: &mut Kc,
     x: &GTensor,
     pl: &Plan,
     min: bool,
 ) -> crate::error::Result<(GTensor, GTensor)> {
-    let vals = k.new_out(DType::F32, &pl.out_sizes)?;
+    let vals = k.new_out(x.dtype, &pl.out_sizes)?;
     let idx = k.new_out(DType::I64, &pl.out_sizes)?;
     if pl.n_out > 0 {
         let (gx, gy, _) = grid(pl.n_out, 64);
-        let op = if min { ArgOp::Min } else { ArgOp::Max };
-        k.dispatch(
-            &op.variant(),
-            bytemuck::bytes_of(&pl.meta),
-            &[(1, &vals), (2, x), (3, &idx)],
-            (gx, gy, 1),
-        )?;
+        let meta = bytemuck::bytes_of(&pl.meta);
+        if ints::is_int(x.dtype) {
+            let op = if min { ArgIntOp::Min } else { ArgIntOp::Max };
+            let bufs = [(3, &vals), (4, x), (5, &idx)];
+            k.dispatch(&op.variant(), meta, &bufs, (gx, gy, 1))?;
+        } else {
+            let op = if min { ArgOp::Min } else { ArgOp::Max };
+            let bufs = [(1, &vals), (2, x), (3, &idx)];
+            k.dispatch(&op.variant(), meta, &bufs, (gx, gy, 1))?;
+        }
     }
     Ok((vals, idx))
 }
@@ -246,9 +299,12 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    if !f32_in(k, &x) || x.numel() == 0 {
+    let int_in = ints::is_int(x.dtype) && word_in(k, &x);
+    if !(f32_in(k, &x) || int_in) || x.numel() == 0 {
         return Ok(None);
     }
+    // The values keep the input's dtype.
+    let vd = x.dtype;
     let t = k.target().to_string();
     let op = t.split('.').nth(1).unwrap_or("").to_string();
     let overload = t.rsplit('.').next().unwrap_or("").to_string();
@@ -258,7 +314,7 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
     k.ensure(&x)?;
     match (op.as_str(), overload.as_str()) {
         ("max" | "min", "default") => {
-            if !k.out_is(DType::F32) {
+            if !k.out_is(vd) {
                 return Ok(None);
             }
             let pl = plan(&x, &vec![true; r], false);
@@ -269,7 +325,7 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
             let Some(d) = norm_dim(k.op.int("dim")?, r) else {
                 return Ok(None);
             };
-            if r == 0 || !k.out_is(DType::F32) || k.out_dtype(1) != Some(DType::I64) {
+            if r == 0 || !k.out_is(vd) || k.out_dtype(1) != Some(DType::I64) {
                 return Ok(None);
             }
             let red: Vec<bool> = (0..r).map(|i| i == d).collect();
@@ -322,7 +378,7 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
                 }
                 None => vec![true; r],
             };
-            if !k.out_is(DType::F32) {
+            if !k.out_is(vd) {
                 return Ok(None);
             }
             let pl = plan(&x, &red, keepdim);
@@ -390,7 +446,8 @@ pub(super) fn scan(k: &mut Kc) -> Out {
     };
     let int_mode = x.dtype != DType::F32;
     if int_mode {
-        if ext
+        // cummax / cummin of ints: values of the input's dtype.
+        if (ext && (out_dtype != x.dtype || k.out_dtype(1) != Some(DType::I64)))
             || !(ints::is_int(x.dtype) || x.dtype == DType::Bool)
             || !ints::is_int(out_dtype)
             || k.op.opt_dtype("dtype")?.is_some_and(|t| t != out_dtype)
@@ -407,7 +464,7 @@ pub(super) fn scan(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let red: Vec<bool> = (0..x.rank()).map(|i| i == d).collect();
-    let pl = plan(&xc, &red, true);
+    let mut pl = plan(&xc, &red, true);
     let out = k.new_out(out_dtype, &x.sizes)?;
     let idx = if ext {
         Some(k.new_out(DType::I64, &x.sizes)?)
@@ -416,14 +473,24 @@ pub(super) fn scan(k: &mut Kc) -> Out {
     };
     if pl.n_out > 0 && pl.n_red > 0 {
         let (gx, gy, _) = grid(pl.n_out, 64);
-        let meta = bytemuck::bytes_of(&pl.meta);
-        if int_mode {
-            let v = if op == "cumprod" {
-                ScanIntOp::Prod
-            } else {
-                ScanIntOp::Sum
+        // The scan entry points declare the index output: a 1-word stand-in for sums.
+        let dummy;
+        let ib = match &idx {
+            Some(i) => i,
+            None => {
+                dummy = k.new_out(DType::I64, &[1])?;
+                &dummy
+            }
+        };
+        let (v, bufs) = if int_mode {
+            pl.meta.p = wrap_code(out_dtype);
+            let v = match op.as_str() {
+                "cumprod" => ScanIntOp::Prod,
+                "cummax" => ScanIntOp::Max,
+                "cummin" => ScanIntOp::Min,
+                _ => ScanIntOp::Sum,
             };
-            k.dispatch(&v.variant(), meta, &[(3, &out), (4, &xc)], (gx, gy, 1))?;
+            (v.variant(), [(3, &out), (4, &xc), (5, ib)])
         } else {
             let v = match op.as_str() {
                 "cumsum" => ScanOp::Sum,
@@ -432,22 +499,9 @@ pub(super) fn scan(k: &mut Kc) -> Out {
                 "logcumsumexp" => ScanOp::LogSumExp,
                 _ => ScanOp::Min,
             };
-            // The scan entry point declares the index output: a 1-word stand-in for sums.
-            let dummy;
-            let ib = match &idx {
-                Some(i) => i,
-                None => {
-                    dummy = k.new_out(DType::I64, &[1])?;
-                    &dummy
-                }
-            };
-            k.dispatch(
-                &v.variant(),
-                meta,
-                &[(1, &out), (2, &xc), (3, ib)],
-                (gx, gy, 1),
-            )?;
-        }
+            (v.variant(), [(1, &out), (2, &xc), (3, ib)])
+        };
+        k.dispatch(&v, bytemuck::bytes_of(&pl.meta), &bufs, (gx, gy, 1))?;
     }
     if inplace {
         super::index::copy_into(k, &out, &x)?;

@@ -78,11 +78,13 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
     let Some(x) = k.t(name) else {
         return Ok(None);
     };
-    // f32 / f16: bf16 / f64 and the integer gathers of nearest stay on the CPU.
+    // f32 / f16 (bf16 / f64 stay on the CPU); int nearest modes: a gather of words.
     let d = x.dtype;
-    let Some(elems) = k.elems(d, d) else {
+    let nearest = matches!(mode, Mode::Nearest | Mode::NearestExact);
+    let elems = k.elems(d, d);
+    if elems.is_none() && !(nearest && super::ints::is_int(d)) {
         return Ok(None);
-    };
+    }
     if !k.out_is(d) || !k.fits(&x) || x.rank() != nd + 2 {
         return Ok(None);
     }
@@ -139,6 +141,9 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
     if numel >= u32::MAX as usize {
         return Ok(None);
     }
+    let Some(elems) = elems else {
+        return nearest_int(k, &x, mode, ins, outs, scales, &sizes);
+    };
     // The tap table: per dim and output index, 4 (index, weight) pairs. The dims an op does
     // not have take one tap (0, 1).
     let mut tab: Vec<f32> = Vec::new();
@@ -194,6 +199,52 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
         (gx, gy, 1),
     )?;
     Ok(Some(vec![Slot::T(out)]))
+}
+
+/// Nearest upsampling of an int tensor: one gather of each output pixel's source (its flat
+/// offset within the contiguous input plane, from the CPU kernel's taps), words as they are.
+fn nearest_int(
+    k: &mut Kc,
+    x: &super::GTensor,
+    mode: Mode,
+    ins: [usize; 3],
+    outs: [usize; 3],
+    scales: [Option<f64>; 3],
+    sizes: &[usize],
+) -> Out {
+    let src: Vec<Vec<usize>> = (0..3)
+        .map(|d| {
+            taps::<f32>(mode, ins[d], outs[d], false, scales[d])
+                .iter()
+                .map(|t| t.first().map_or(0, |&(i, _)| i))
+                .collect()
+        })
+        .collect();
+    if src.iter().zip(outs).any(|(v, o)| v.len() != o) || outs[0] * outs[1] * outs[2] > 1 << 24 {
+        return Ok(None);
+    }
+    let mut idx: Vec<i64> = Vec::with_capacity(outs[0] * outs[1] * outs[2]);
+    for &z in &src[0] {
+        for &y in &src[1] {
+            for &xx in &src[2] {
+                idx.push(((z * ins[1] + y) * ins[2] + xx) as i64);
+            }
+        }
+    }
+    let Some(xc) = contiguous(k, x)? else {
+        return Ok(None);
+    };
+    let it =
+        k.r.wrap(&Tensor::from_vec(idx, &[outs[0], outs[1], outs[2]]));
+    // Output dims: the leading ones walk planes of the input, the spatial ones the index.
+    let r = sizes.len();
+    let nd = r - 2;
+    let plane: usize = ins.iter().product();
+    let mut src_strides = vec![xc.sizes[1] * plane, plane];
+    src_strides.resize(r, 0);
+    let mut idx_strides = vec![0, 0];
+    idx_strides.extend_from_slice(&contiguous_strides(&outs)[3 - nd..]);
+    super::index::encode_gather(k, &xc, &it, sizes, &src_strides, &idx_strides, 1, plane)
 }
 
 /// `grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)`, 4-D.

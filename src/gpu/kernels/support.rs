@@ -28,8 +28,20 @@ impl Support {
     }
 }
 
+/// The int dtypes held on the GPU (as i32 words; uint8 / int8 / int16 wrap on store).
 fn int(d: DType) -> bool {
+    matches!(
+        d,
+        DType::I32 | DType::I64 | DType::U8 | DType::I8 | DType::I16
+    )
+}
+/// The dtypes of index tensors the gathers and scatters take.
+fn index(d: DType) -> bool {
     matches!(d, DType::I32 | DType::I64)
+}
+/// The dtypes the sorting and scatter kernels take as values.
+fn sortable(d: DType) -> bool {
+    gpu_dtype(d) && !matches!(d, DType::U8 | DType::I8 | DType::I16)
 }
 fn int_like(d: DType) -> bool {
     int(d) || d == DType::Bool
@@ -195,18 +207,38 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
     match name {
         "aten.max_pool1d_with_indices"
         | "aten.max_pool2d_with_indices"
-        | "aten.max_pool3d_with_indices" => all(inputs, f32) && outputs == [DType::F32, DType::I64],
+        | "aten.max_pool3d_with_indices" => {
+            inputs.len() == 1
+                && (f32(inputs[0]) || int(inputs[0]))
+                && outputs == [inputs[0], DType::I64]
+        }
+        // Max pooling of every int dtype (torch has no int max_pool1d), int64 average pooling.
+        "aten.max_pool2d" | "aten.max_pool3d" => {
+            inputs.len() == 1 && (f32(inputs[0]) || int(inputs[0])) && outputs == inputs
+        }
+        "aten.avg_pool1d" | "aten.avg_pool2d" | "aten.avg_pool3d" => {
+            inputs.len() == 1 && matches!(inputs[0], DType::F32 | DType::I64) && outputs == inputs
+        }
+        // Nearest modes gather the words of any int dtype.
+        "aten.upsample_nearest1d"
+        | "aten.upsample_nearest2d"
+        | "aten.upsample_nearest3d"
+        | "aten._upsample_nearest_exact1d"
+        | "aten._upsample_nearest_exact2d"
+        | "aten._upsample_nearest_exact3d" => {
+            first.is_some_and(|d| f32(d) || int(d)) && outputs.first() == first.as_ref()
+        }
         "aten.embedding" => {
-            inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
+            inputs.len() == 2 && gpu_dtype(inputs[0]) && index(inputs[1]) && outputs == [inputs[0]]
         }
         "aten.index_select" | "aten.gather" => {
-            inputs.len() == 2 && gpu_dtype(inputs[0]) && int(inputs[1]) && outputs == [inputs[0]]
+            inputs.len() == 2 && gpu_dtype(inputs[0]) && index(inputs[1]) && outputs == [inputs[0]]
         }
         // One index tensor, or several on adjacent dims (only a run can tell adjacency).
         "aten.index" | "aten._unsafe_index" => {
             inputs.len() >= 2
                 && gpu_dtype(inputs[0])
-                && all(&inputs[1..], int)
+                && all(&inputs[1..], index)
                 && outputs == [inputs[0]]
         }
         // The scatter family (kernels/scatter.rs): `self`'s dtype in and out, integer
@@ -227,22 +259,22 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         | "aten.index_put_"
         | "aten._unsafe_index_put"
         | "aten.take" => {
-            first.is_some_and(gpu_dtype)
-                && all(&inputs[1..], |d| Some(d) == first || int(d))
+            first.is_some_and(sortable)
+                && all(&inputs[1..], |d| Some(d) == first || index(d))
                 && outputs.first() == first.as_ref()
         }
         // Sorting (kernels/sort.rs): values in the input's dtype, int64 indices.
         "aten.sort" | "aten.argsort" | "aten.msort" | "aten.topk" | "aten.kthvalue"
         | "aten.median" | "aten.nanmedian" => {
             inputs.len() == 1
-                && first.is_some_and(gpu_dtype)
+                && first.is_some_and(sortable)
                 && all(outputs, |d| Some(d) == first || d == DType::I64)
         }
         // Sequence and values both f32 or both integer; an integer sorter.
         "aten.searchsorted" | "aten.bucketize" => {
             inputs.len() >= 2
-                && ((f32(inputs[0]) && f32(inputs[1])) || (int(inputs[0]) && int(inputs[1])))
-                && all(&inputs[2..], int)
+                && ((f32(inputs[0]) && f32(inputs[1])) || (index(inputs[0]) && index(inputs[1])))
+                && all(&inputs[2..], index)
                 && (outputs == [DType::I64] || outputs == [DType::I32])
         }
         "aten.cat" | "aten.concat" | "aten.concatenate" | "aten.stack" => {
@@ -316,8 +348,15 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
                 && all(inputs, |d| Some(d) == first)
                 && outputs.first() == first.as_ref()
         }
-        "aten.max" | "aten.min" | "aten.argmax" | "aten.argmin" | "aten.cummax" | "aten.cummin" => {
-            all(inputs, f32) && all(outputs, |d| f32(d) || d == DType::I64)
+        // Values in the input's dtype (f32 or int), int64 indices.
+        "aten.max" | "aten.min" | "aten.argmax" | "aten.argmin" | "aten.cummax" | "aten.cummin"
+        | "aten.aminmax" => {
+            inputs.len() == 1
+                && (f32(inputs[0]) || int(inputs[0]))
+                && all(outputs, |d| d == inputs[0] || d == DType::I64)
+        }
+        "aten.prod" => {
+            (all(inputs, f32) && all(outputs, f32)) || (all(inputs, int_like) && all(outputs, int))
         }
         "aten.count_nonzero" => all(inputs, f32) && outputs == [DType::I64],
         "aten.cumsum" | "aten.cumprod" | "aten.cumsum_" | "aten.cumprod_" => {
@@ -364,7 +403,11 @@ fn custom(name: &str, inputs: &[DType], outputs: &[DType]) -> bool {
         | "aten.feature_dropout_"
         | "aten.alpha_dropout"
         | "aten.alpha_dropout_" => true,
-        "aten.any" | "aten.all" => all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool],
+        // Of bools, of `x != 0` for f32 and ints; uint8 in, uint8 out (as torch).
+        "aten.any" | "aten.all" => {
+            (all(inputs, |d| f32(d) || int_like(d)) && outputs == [DType::Bool])
+                || (inputs == [DType::U8] && outputs == [DType::U8])
+        }
         "aten.bitwise_and" | "aten.bitwise_or" | "aten.bitwise_xor" | "aten.bitwise_not"
         | "aten.__and__" | "aten.__or__" | "aten.__xor__" => {
             (all(inputs, |d| d == DType::Bool) && outputs == [DType::Bool])

@@ -22,6 +22,16 @@ def pos(*shape, seed=0):
     return torch.rand(*shape, generator=torch.Generator().manual_seed(seed)) * 4 + 0.1
 
 
+def small_int_wrap(x, y, f):
+    u = torch.uint8
+    return (
+        (x + 200) > 100, (-x) > 128, (~x) // 3, (y << 1) < 0, (y * y) > 50, (y - 100) > 0,
+        (y.to(torch.int16) * 300) > 0, x.to(torch.int8) < 0, f.to(u) > 128,
+        x.sum(0, dtype=u) > 100, x.cumsum(1, dtype=u) < 50, x.masked_fill(x > 100, -1) > 200,
+        x < -1, torch.where(x > 100, x, 0) + 100,
+    )
+
+
 def ints(*shape, seed=0, dtype=torch.int64):
     x = randint(-9, 10, *shape, seed=seed, dtype=dtype)
     return x
@@ -192,6 +202,9 @@ CASES = [
     Case("bitwise_scalar_i32", lambda x: (x & 6, x | 1, x ^ -1), [ints(3, 4, dtype=i32)], tol="exact"),
     Case("shifts", lambda x, s: (x << s, x >> s, x << 2, x >> 1), [ints(3, 4), randint(0, 5, 3, 4, seed=1)], tol="exact"),
     Case("shifts_u8", lambda x: (x << 3, x >> 2), [randint(0, 255, 3, 4, dtype=u8)], tol="exact"),
+    # uint8 / int8 / int16 results that leave the dtype's range (wrapped as torch does), each
+    # consumed by a further op: on the GPU the wrap must happen on store, not on download.
+    Case("small_int_wrap", small_int_wrap, [randint(0, 255, 3, 4, dtype=u8), randint(-128, 127, 3, 4, seed=1, dtype=i8), randn(3, 4, seed=2) * 5], tol="exact"),
     # where / masked_fill
     Case("where", lambda c, x, y: torch.where(c, x, y), [randn(3, 4) > 0, randn(3, 4, seed=1), randn(4, seed=2)]),
     Case("where_scalars", lambda c, x: (torch.where(c, x, 0.0), torch.where(c, -1.0, x), torch.where(c, 1.0, 0.0), torch.where(c, 1, 0)), [randn(3, 4) > 0, randn(3, 4, seed=1)]),
