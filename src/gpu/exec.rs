@@ -461,8 +461,17 @@ pub async fn run_graph(
         // timer instead, where the device has them).
         let t0 = st.profiler.as_ref().map(|p| p.elapsed());
         let mut on_gpu = false;
-        let mut outs: Option<Vec<Slot>> = None;
-        if let Some(op) = kernels::lookup(&node.target) {
+        // Control flow and data-dependent sizes: GPU work with readbacks (see `dynamic`).
+        let mut outs = super::dynamic::run(r, node, graph, &mut env, st)
+            .await
+            .map_err(|e| match e {
+                e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
+                e => Error::op(&node.target, e),
+            })?;
+        if outs.is_some() {
+            on_gpu = true;
+            r.stats.gpu_nodes += 1;
+        } else if let Some(op) = kernels::lookup(&node.target) {
             let is_view = matches!(op, GOp::View);
             let mut k = Kc {
                 r,

@@ -228,6 +228,7 @@ mod red;
 mod resample;
 mod rnn;
 mod scatter;
+pub(crate) mod select;
 mod shape;
 mod sort;
 pub mod support;
@@ -277,6 +278,7 @@ pub fn nn_variants() -> Vec<Variant> {
     v.extend(ints::variants());
     v.extend(scatter::variants());
     v.extend(sort::variants());
+    v.extend(select::variants());
     v
 }
 

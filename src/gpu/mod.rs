@@ -21,6 +21,7 @@
 //! `set_per_process_memory_fraction`.
 
 pub mod device;
+mod dynamic;
 pub mod event;
 pub mod exec;
 pub mod kernels;
