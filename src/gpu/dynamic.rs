@@ -513,16 +513,18 @@ async fn index_mask(
     env: &mut Env,
     st: &mut RunState,
 ) -> Out {
-    let (Some(Arg::Tensor(xi)), Some(Arg::OptTensors(ids))) =
-        (node.arg("self"), node.arg("indices"))
-    else {
+    let Some(Arg::Tensor(xi)) = node.arg("self") else {
         return Ok(None);
     };
-    let present: Vec<(usize, usize)> = ids
-        .iter()
-        .enumerate()
-        .filter_map(|(d, id)| id.map(|id| (d, id)))
-        .collect();
+    let present: Vec<(usize, usize)> = match node.arg("indices") {
+        Some(Arg::OptTensors(ids)) => ids
+            .iter()
+            .enumerate()
+            .filter_map(|(d, id)| id.map(|id| (d, id)))
+            .collect(),
+        Some(Arg::Tensors(ids)) => ids.iter().copied().enumerate().collect(),
+        _ => return Ok(None),
+    };
     let [(d, mi)] = present[..] else {
         return Ok(None);
     };
