@@ -360,7 +360,10 @@ async fn map_impl(
     let mut results = Vec::with_capacity(per_out.len());
     for list in per_out {
         if list.iter().any(|o| o.sizes != list[0].sizes) {
-            return Err(Error::op(t, "map body returned tensors of different shapes"));
+            return Err(Error::op(
+                t,
+                "map body returned tensors of different shapes",
+            ));
         }
         match select::stack(&mut k, &list)? {
             Some(s) => results.push(Slot::T(s)),
@@ -567,9 +570,7 @@ async fn repeat_interleave(
             };
             match ctx.opt_int("dim")? {
                 // dim=None: the flattened input.
-                None if x.is_contiguous() => {
-                    (Some(x.view(vec![x.numel()], vec![1], x.offset)), 0)
-                }
+                None if x.is_contiguous() => (Some(x.view(vec![x.numel()], vec![1], x.offset)), 0),
                 None => return Ok(None),
                 Some(d) => {
                     let rank = x.rank() as i64;
@@ -591,7 +592,9 @@ async fn repeat_interleave(
                 Arg::Tensor(id) => Some(&graph.value(*id).kind),
                 _ => None,
             })
-            .is_none_or(|k| !matches!(k, ValueKind::Tensor { dtype, .. } if *dtype == reps.dtype)) =>
+            .is_none_or(
+                |k| !matches!(k, ValueKind::Tensor { dtype, .. } if *dtype == reps.dtype),
+            ) =>
         {
             return Ok(None)
         }

@@ -240,6 +240,7 @@ pub use pool::PoolMeta;
 pub use resample::ResampleMeta;
 pub use rnn::GateMeta;
 pub use scatter::ScatterMeta;
+pub use select::SelectMeta;
 pub use shape::ShapeMeta;
 pub use sort::SortMeta;
 
