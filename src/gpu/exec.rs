@@ -3,6 +3,9 @@
 //! every node that has a GPU kernel for its dtypes encoded into one command buffer and every
 //! other node run by its CPU kernel (inputs downloaded, the op run, results kept on the CPU
 //! until a GPU kernel needs them). A fallback flushes the command buffer (one more submit).
+//! Control flow (`cond`, `while_loop`, `map`), `item` and the ops with data-dependent output
+//! sizes run on the GPU with a readback of the words the host needs (see [`super::dynamic`]):
+//! one more submit each, not a fallback.
 //!
 //! Views (`view`, `permute`, `slice`, `expand`...) are metadata only: the CPU view kernel
 //! runs on a placeholder tensor with the same sizes and strides (zero-filled storage the OS
