@@ -451,6 +451,7 @@ fn gatherable(node: &Node, graph: &Graph, x: &GTensor) -> bool {
 
 /// Select the elements of `x` where `mask` (a bool tensor of x's sizes at dims
 /// `d..d + mask.rank()`) is true: [x.sizes[..d], count, x.sizes[d + mask.rank()..]].
+#[allow(clippy::too_many_arguments)]
 async fn select_rows(
     r: &mut Runner<'_>,
     node: &Node,
