@@ -28,6 +28,99 @@ use crate::runtime::{RValue, RunState};
 
 type Out = Result<Option<Vec<Slot>>>;
 
+/// The node being run and the executor state it runs in.
+struct At<'x, 'd> {
+    r: &'x mut Runner<'d>,
+    node: &'x Node,
+    graph: &'x Graph,
+    env: &'x mut Env,
+    st: &'x mut RunState,
+}
+
+impl<'d> At<'_, 'd> {
+    fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::op(&self.node.target, msg)
+    }
+    /// The node's argument context (non-tensor arguments).
+    fn ctx(&mut self) -> OpCtx<'_> {
+        OpCtx {
+            node: self.node,
+            graph: self.graph,
+            env: &self.env.v,
+            state: self.st,
+        }
+    }
+    /// A kernel context for the encoding passes.
+    fn kc(&mut self) -> Kc<'_, 'd, '_> {
+        Kc {
+            r: self.r,
+            env_t: &self.env.t,
+            op: OpCtx {
+                node: self.node,
+                graph: self.graph,
+                env: &self.env.v,
+                state: self.st,
+            },
+        }
+    }
+    fn tensor(&self, id: usize) -> Result<GTensor> {
+        self.env.t[id].clone().ok_or_else(|| {
+            Error::Verify(format!(
+                "value '{}' has not been computed",
+                self.graph.value(id).name
+            ))
+        })
+    }
+    /// The tensor passed as argument `name` (None if absent or not a tensor).
+    fn arg_tensor(&self, name: &str) -> Result<Option<GTensor>> {
+        match self.node.arg(name) {
+            Some(Arg::Tensor(id)) => self.tensor(*id).map(Some),
+            _ => Ok(None),
+        }
+    }
+    /// The declared dtype of output 0.
+    fn out_dtype(&self) -> Option<DType> {
+        match self.node.outputs.first() {
+            Some(Arg::Tensor(id)) => match &self.graph.value(*id).kind {
+                ValueKind::Tensor { dtype, .. } => Some(*dtype),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    /// Run a subgraph on the GPU (boxed: the executor and this module recurse).
+    async fn run_sub(&mut self, g: &Graph, inputs: Vec<Slot>, what: &str) -> Result<Vec<Slot>> {
+        Box::pin(run_graph(self.r, g, inputs, self.st))
+            .await
+            .map_err(|e| Error::op(&self.node.target, format!("in {what}: {e}")))
+    }
+    /// Truth of a predicate: a one-element GPU tensor (read back), a (sym) bool or a number.
+    async fn truth(&mut self, s: &Slot, what: &str) -> Result<bool> {
+        match s {
+            Slot::T(t) if t.numel() == 1 => Ok(self.r.to_cpu(t).await?.item_f64() != 0.0),
+            Slot::T(t) => Err(self.err(format!(
+                "{what} must be a tensor with one element, got shape {:?}",
+                t.sizes
+            ))),
+            Slot::V(RValue::Bool(b)) => Ok(*b),
+            Slot::V(RValue::Int(i)) => Ok(*i != 0),
+            Slot::V(RValue::Float(f)) => Ok(*f != 0.0),
+            Slot::V(v) => Err(self.err(format!(
+                "{what} is a {}, expected a bool or a one-element tensor",
+                v.kind()
+            ))),
+            _ => Err(self.err(format!(
+                "{what} is a list, expected a bool or a one-element tensor"
+            ))),
+        }
+    }
+    /// Read back a count encoded by [`select`] (the one int64 word of `total`).
+    async fn read_count(&mut self, c: &select::Counted) -> Result<i64> {
+        let t = self.r.to_cpu(&c.total).await?;
+        Ok(t.to_vec::<i64>().first().copied().unwrap_or(0))
+    }
+}
+
 /// Run `node` here if it is one of this module's ops (None: the executor's other paths).
 pub(super) async fn run(
     r: &mut Runner<'_>,
@@ -36,24 +129,25 @@ pub(super) async fn run(
     env: &mut Env,
     st: &mut RunState,
 ) -> Out {
+    let a = &mut At {
+        r,
+        node,
+        graph,
+        env,
+        st,
+    };
     match node.target.as_str() {
-        "higher_order.cond" => return cond(r, node, graph, env, st).await,
-        "higher_order.while_loop" => return while_loop(r, node, graph, env, st).await,
-        "higher_order.map_impl" => return map_impl(r, node, graph, env, st).await,
+        "higher_order.cond" => return cond(a).await,
+        "higher_order.while_loop" => return while_loop(a).await,
+        "higher_order.map_impl" => return map_impl(a).await,
         _ => {}
     }
     let (op, overload) = node.target.rsplit_once('.').unwrap_or((&node.target, ""));
     match (op, overload) {
-        ("aten.item" | "aten._local_scalar_dense", "default") => {
-            item(r, node, graph, env, st).await
-        }
-        ("aten.masked_select", "default") => masked_select(r, node, graph, env, st).await,
-        ("aten.index" | "aten._unsafe_index", "Tensor") => {
-            index_mask(r, node, graph, env, st).await
-        }
-        ("aten.repeat_interleave", "self_Tensor" | "Tensor") => {
-            repeat_interleave(r, node, graph, env, st).await
-        }
+        ("aten.item" | "aten._local_scalar_dense", "default") => item(a).await,
+        ("aten.masked_select", "default") => masked_select(a).await,
+        ("aten.index" | "aten._unsafe_index", "Tensor") => index_mask(a).await,
+        ("aten.repeat_interleave", "self_Tensor" | "Tensor") => repeat_interleave(a).await,
         _ => Ok(None),
     }
 }
@@ -76,111 +170,34 @@ fn subgraph<'g>(node: &'g Node, i: usize, what: &str) -> Result<&'g Graph> {
     }
 }
 
-fn tensor(graph: &Graph, env: &Env, id: usize) -> Result<GTensor> {
-    env.t[id].clone().ok_or_else(|| {
-        Error::Verify(format!(
-            "value '{}' has not been computed",
-            graph.value(id).name
-        ))
-    })
-}
-
-/// The values of a (list) argument, one slot per element (operands of higher-order ops; the
-/// CPU runtime's `flat_values`).
-fn flat_slots(
-    node: &Node,
-    graph: &Graph,
-    env: &Env,
-    st: &mut RunState,
-    a: &Arg,
-) -> Result<Vec<Slot>> {
-    Ok(match a {
-        Arg::Tensor(id) | Arg::OptTensor(Some(id)) => vec![Slot::T(tensor(graph, env, *id)?)],
+/// The values of positional argument `i` (a list or one value), one slot per element: the
+/// operands of higher-order ops (the CPU runtime's `flat_values`). Absent: none.
+fn flat_slots(a: &mut At, i: usize) -> Result<Vec<Slot>> {
+    let Some((_, arg)) = a.node.inputs.get(i) else {
+        return Ok(Vec::new());
+    };
+    Ok(match arg {
+        Arg::Tensor(id) | Arg::OptTensor(Some(id)) => vec![Slot::T(a.tensor(*id)?)],
         Arg::Tensors(ids) => ids
             .iter()
-            .map(|id| tensor(graph, env, *id).map(Slot::T))
+            .map(|id| a.tensor(*id).map(Slot::T))
             .collect::<Result<_>>()?,
         Arg::OptTensors(ids) => ids
             .iter()
             .map(|id| match id {
-                Some(id) => tensor(graph, env, *id).map(Slot::T),
+                Some(id) => a.tensor(*id).map(Slot::T),
                 None => Ok(Slot::V(RValue::None)),
             })
             .collect::<Result<_>>()?,
         Arg::None => Vec::new(),
-        other => {
-            let ctx = OpCtx {
-                node,
-                graph,
-                env: &env.v,
-                state: st,
-            };
-            match other {
-                Arg::Ints(_) | Arg::SymInts(_) => ctx
-                    .ints_of(other, "operands")?
-                    .into_iter()
-                    .map(|i| Slot::V(RValue::Int(i)))
-                    .collect(),
-                _ => vec![Slot::V(ctx.resolve(other)?)],
-            }
-        }
+        Arg::Ints(_) | Arg::SymInts(_) => a
+            .ctx()
+            .ints_of(arg, "operands")?
+            .into_iter()
+            .map(|i| Slot::V(RValue::Int(i)))
+            .collect(),
+        other => vec![Slot::V(a.ctx().resolve(other)?)],
     })
-}
-
-/// The optional positional argument `i` as slots (empty when absent).
-fn opt_flat_slots(
-    node: &Node,
-    graph: &Graph,
-    env: &Env,
-    st: &mut RunState,
-    i: usize,
-) -> Result<Vec<Slot>> {
-    match node.inputs.get(i) {
-        Some((_, a)) => flat_slots(node, graph, env, st, a),
-        None => Ok(Vec::new()),
-    }
-}
-
-/// Truth of a predicate: a one-element GPU tensor (read back), a (sym) bool or a number.
-async fn truth(r: &mut Runner<'_>, target: &str, s: &Slot, what: &str) -> Result<bool> {
-    match s {
-        Slot::T(t) if t.numel() == 1 => Ok(r.to_cpu(t).await?.item_f64() != 0.0),
-        Slot::T(t) => Err(Error::op(
-            target,
-            format!(
-                "{what} must be a tensor with one element, got shape {:?}",
-                t.sizes
-            ),
-        )),
-        Slot::V(RValue::Bool(b)) => Ok(*b),
-        Slot::V(RValue::Int(i)) => Ok(*i != 0),
-        Slot::V(RValue::Float(f)) => Ok(*f != 0.0),
-        Slot::V(v) => Err(Error::op(
-            target,
-            format!(
-                "{what} is a {}, expected a bool or a one-element tensor",
-                v.kind()
-            ),
-        )),
-        _ => Err(Error::op(
-            target,
-            format!("{what} is a list, expected a bool or a one-element tensor"),
-        )),
-    }
-}
-
-/// Run a subgraph on the GPU (boxed: the executor and this module recurse).
-async fn run_sub(
-    r: &mut Runner<'_>,
-    g: &Graph,
-    inputs: Vec<Slot>,
-    st: &mut RunState,
-    target: &str,
-    what: &str,
-) -> Result<Vec<Slot>> {
-    Box::pin(run_graph(r, g, inputs, st))
-        .await
-        .map_err(|e| Error::op(target, format!("in {what}: {e}")))
 }
 
 /// A subgraph's results as this node's outputs (one slot per output, or one list when the
@@ -199,70 +216,54 @@ fn node_results(node: &Node, outs: Vec<Slot>) -> Vec<Slot> {
     outs
 }
 
-async fn cond(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let t = &node.target;
-    let pred = flat_slots(node, graph, env, st, positional(node, 0, "pred")?)?;
+async fn cond(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
+    let pred = flat_slots(a, 0)?;
     let [pred] = &pred[..] else {
-        return Err(Error::op(t, "the cond predicate must be one value"));
+        return Err(a.err("the cond predicate must be one value"));
     };
-    let branch = if truth(r, t, pred, "the cond predicate").await? {
+    let branch = if a.truth(pred, "the cond predicate").await? {
         subgraph(node, 1, "true_fn")?
     } else {
         subgraph(node, 2, "false_fn")?
     };
-    let operands = flat_slots(node, graph, env, st, positional(node, 3, "operands")?)?;
-    let outs = run_sub(r, branch, operands, st, t, "branch").await?;
+    positional(node, 3, "operands")?;
+    let operands = flat_slots(a, 3)?;
+    let outs = a.run_sub(branch, operands, "branch").await?;
     Ok(Some(node_results(node, outs)))
 }
 
 /// Iterations after which a while_loop is taken to be runaway (the CPU runtime's limit).
 const MAX_WHILE_ITERATIONS: u64 = 1 << 31;
 
-async fn while_loop(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let t = &node.target;
+async fn while_loop(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
     let (cond_g, body_g) = (subgraph(node, 0, "cond_fn")?, subgraph(node, 1, "body_fn")?);
-    let mut carried = flat_slots(node, graph, env, st, positional(node, 2, "carried_inputs")?)?;
-    let extra = opt_flat_slots(node, graph, env, st, 3)?;
+    positional(node, 2, "carried_inputs")?;
+    let mut carried = flat_slots(a, 2)?;
+    let extra = flat_slots(a, 3)?;
     let with_extra = |c: &[Slot]| c.iter().chain(&extra).cloned().collect::<Vec<_>>();
     let mut iterations = 0u64;
     loop {
-        let p = run_sub(r, cond_g, with_extra(&carried), st, t, "cond_fn").await?;
-        let first = p
-            .first()
-            .ok_or_else(|| Error::op(t, "cond_fn returned nothing"))?;
-        if !truth(r, t, first, "the while_loop condition").await? {
+        let p = a.run_sub(cond_g, with_extra(&carried), "cond_fn").await?;
+        let first = p.first().ok_or_else(|| a.err("cond_fn returned nothing"))?;
+        if !a.truth(first, "the while_loop condition").await? {
             break;
         }
         iterations += 1;
         if iterations > MAX_WHILE_ITERATIONS {
-            return Err(Error::op(
-                t,
-                format!("while_loop ran more than {MAX_WHILE_ITERATIONS} iterations"),
-            ));
+            return Err(a.err(format!(
+                "while_loop ran more than {MAX_WHILE_ITERATIONS} iterations"
+            )));
         }
         let what = format!("body_fn (iteration {iterations})");
-        let next = run_sub(r, body_g, with_extra(&carried), st, t, &what).await?;
+        let next = a.run_sub(body_g, with_extra(&carried), &what).await?;
         if next.len() != carried.len() {
-            return Err(Error::op(
-                t,
-                format!(
-                    "body_fn returned {} values for {} carried inputs",
-                    next.len(),
-                    carried.len()
-                ),
-            ));
+            return Err(a.err(format!(
+                "body_fn returned {} values for {} carried inputs",
+                next.len(),
+                carried.len()
+            )));
         }
         carried = next;
     }
@@ -279,43 +280,32 @@ fn outputs_on_gpu(node: &Node, graph: &Graph) -> bool {
     })
 }
 
-async fn map_impl(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let t = &node.target;
+async fn map_impl(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
     // Results stack with the GPU copy: other dtypes run on the CPU kernel.
-    if !outputs_on_gpu(node, graph) {
+    if !outputs_on_gpu(node, a.graph) {
         return Ok(None);
     }
     let f = subgraph(node, 0, "f")?;
-    let xs = flat_slots(node, graph, env, st, positional(node, 1, "xs")?)?;
-    let pos = opt_flat_slots(node, graph, env, st, 2)?;
+    positional(node, 1, "xs")?;
+    let xs = flat_slots(a, 1)?;
+    let pos = flat_slots(a, 2)?;
     let xs: Vec<GTensor> = xs
         .into_iter()
         .map(|s| match s {
             Slot::T(x) if x.rank() > 0 => Ok(x),
-            _ => Err(Error::op(t, "map xs must be tensors of rank >= 1")),
+            _ => Err(a.err("map xs must be tensors of rank >= 1")),
         })
         .collect::<Result<_>>()?;
     let n = xs
         .first()
         .map(|x| x.sizes[0])
-        .ok_or_else(|| Error::op(t, "map needs at least one mapped tensor"))?;
+        .ok_or_else(|| a.err("map needs at least one mapped tensor"))?;
     if xs.iter().any(|x| x.sizes[0] != n) {
-        return Err(Error::op(
-            t,
-            "mapped tensors must have the same leading dimension",
-        ));
+        return Err(a.err("mapped tensors must have the same leading dimension"));
     }
     if n == 0 {
-        return Err(Error::op(
-            t,
-            "map over a leading dimension of size 0 is not supported",
-        ));
+        return Err(a.err("map over a leading dimension of size 0 is not supported"));
     }
     let mut per_out: Vec<Vec<GTensor>> = Vec::new();
     for i in 0..n {
@@ -330,146 +320,70 @@ async fn map_impl(
             })
             .collect();
         inputs.extend(pos.iter().cloned());
-        let outs = run_sub(r, f, inputs, st, t, &format!("map body (slice {i})")).await?;
+        let outs = a
+            .run_sub(f, inputs, &format!("map body (slice {i})"))
+            .await?;
         if per_out.is_empty() {
             per_out = vec![Vec::with_capacity(n); outs.len()];
         }
         if outs.len() != per_out.len() {
-            return Err(Error::op(
-                t,
-                "map body must return tensors, the same number every time",
-            ));
+            return Err(a.err("map body must return tensors, the same number every time"));
         }
         for (list, o) in per_out.iter_mut().zip(outs) {
             match o {
                 Slot::T(o) => list.push(o),
-                _ => return Err(Error::op(t, "map body must return tensors")),
+                _ => return Err(a.err("map body must return tensors")),
             }
         }
     }
-    let mut k = Kc {
-        r,
-        env_t: &env.t,
-        op: OpCtx {
-            node,
-            graph,
-            env: &env.v,
-            state: st,
-        },
-    };
     let mut results = Vec::with_capacity(per_out.len());
     for list in per_out {
         if list.iter().any(|o| o.sizes != list[0].sizes) {
-            return Err(Error::op(
-                t,
-                "map body returned tensors of different shapes",
-            ));
+            return Err(a.err("map body returned tensors of different shapes"));
         }
-        match select::stack(&mut k, &list)? {
-            Some(s) => results.push(Slot::T(s)),
-            None => {
-                return Err(Error::op(
-                    t,
-                    format!(
-                        "cannot stack the map body's {} results of shape {:?} on the GPU",
-                        list[0].dtype, list[0].sizes
-                    ),
-                ))
-            }
-        }
+        let Some(s) = select::stack(&mut a.kc(), &list)? else {
+            return Err(a.err(format!(
+                "cannot stack the map body's {} results of shape {:?} on the GPU",
+                list[0].dtype, list[0].sizes
+            )));
+        };
+        results.push(Slot::T(s));
     }
     Ok(Some(node_results(node, results)))
 }
 
 /// `item`: the one element read back, converted by the CPU kernel (same Python types and
 /// errors).
-async fn item(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let Some(Arg::Tensor(id)) = node.arg("self") else {
+async fn item(a: &mut At<'_, '_>) -> Out {
+    let (Some(Arg::Tensor(id)), Some(kernel)) =
+        (a.node.arg("self"), registry().lookup(&a.node.target))
+    else {
         return Ok(None);
     };
-    let (id, x) = (*id, tensor(graph, env, *id)?);
-    let Some(kernel) = registry().lookup(&node.target) else {
-        return Ok(None);
-    };
-    let c = r.to_cpu(&x).await?;
-    env.v[id] = Some(RValue::Tensor(c));
-    let res = kernel(&mut OpCtx {
-        node,
-        graph,
-        env: &env.v,
-        state: st,
-    });
-    env.v[id] = None;
+    let x = a.tensor(*id)?;
+    let c = a.r.to_cpu(&x).await?;
+    a.env.v[*id] = Some(RValue::Tensor(c));
+    let res = kernel(&mut a.ctx());
+    a.env.v[*id] = None;
     Ok(Some(res?.into_iter().map(Slot::V).collect()))
 }
 
-/// Read back a count encoded by [`select`] (the one int64 word of `total`).
-async fn read_count(r: &mut Runner<'_>, c: &select::Counted) -> Result<i64> {
-    let t = r.to_cpu(&c.total).await?;
-    Ok(t.to_vec::<i64>().first().copied().unwrap_or(0))
-}
-
-fn kc<'k, 'd, 'a>(
-    r: &'k mut Runner<'d>,
-    node: &'a Node,
-    graph: &'a Graph,
-    env: &'a Env,
-    st: &'a mut RunState,
-) -> Kc<'k, 'd, 'a>
-where
-    'a: 'k,
-{
-    Kc {
-        r,
-        env_t: &env.t,
-        op: OpCtx {
-            node,
-            graph,
-            env: &env.v,
-            state: st,
-        },
-    }
-}
-
 /// Whether `x` can be gathered from at flat offsets (the gather's output dtype is x's).
-fn gatherable(node: &Node, graph: &Graph, x: &GTensor) -> bool {
-    let out_dtype = match node.outputs.first() {
-        Some(Arg::Tensor(id)) => match &graph.value(*id).kind {
-            ValueKind::Tensor { dtype, .. } => Some(*dtype),
-            _ => None,
-        },
-        _ => None,
-    };
-    gpu_dtype(x.dtype) && out_dtype == Some(x.dtype) && x.span() <= i32::MAX as usize
+fn gatherable(a: &At, x: &GTensor) -> bool {
+    gpu_dtype(x.dtype) && a.out_dtype() == Some(x.dtype) && x.span() <= i32::MAX as usize
 }
 
 /// Select the elements of `x` where `mask` (a bool tensor of x's sizes at dims
 /// `d..d + mask.rank()`) is true: [x.sizes[..d], count, x.sizes[d + mask.rank()..]].
-#[allow(clippy::too_many_arguments)]
-async fn select_rows(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-    x: &GTensor,
-    mask: &GTensor,
-    d: usize,
-) -> Out {
-    if !gatherable(node, graph, x) {
+async fn select_rows(a: &mut At<'_, '_>, x: &GTensor, mask: &GTensor, d: usize) -> Out {
+    if !gatherable(a, x) {
         return Ok(None);
     }
-    let Some(c) = select::count_nonzero(&mut kc(r, node, graph, env, st), mask)? else {
+    let Some(c) = select::count_nonzero(&mut a.kc(), mask)? else {
         return Ok(None);
     };
-    let n = read_count(r, &c).await? as usize;
-    let k = &mut kc(r, node, graph, env, st);
+    let n = a.read_count(&c).await? as usize;
+    let k = &mut a.kc();
     let e = d + mask.rank();
     let flat = select::emit(k, &c, &x.strides[d..e], n)?;
     let mut shape = x.sizes[..d].to_vec();
@@ -483,18 +397,10 @@ async fn select_rows(
     Ok(select::gather_flat(k, x, &flat, &shape, &xs, &fs)?.map(|o| vec![Slot::T(o)]))
 }
 
-async fn masked_select(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let (Some(Arg::Tensor(xi)), Some(Arg::Tensor(mi))) = (node.arg("self"), node.arg("mask"))
-    else {
+async fn masked_select(a: &mut At<'_, '_>) -> Out {
+    let (Some(x), Some(mask)) = (a.arg_tensor("self")?, a.arg_tensor("mask")?) else {
         return Ok(None);
     };
-    let (x, mask) = (tensor(graph, env, *xi)?, tensor(graph, env, *mi)?);
     // A non-bool mask or shapes that do not broadcast: the CPU kernel raises torch's error.
     let Some(shape) = crate::cpu::broadcast_shapes(&x.sizes, &mask.sizes) else {
         return Ok(None);
@@ -505,22 +411,13 @@ async fn masked_select(
     if mask.dtype != DType::Bool {
         return Ok(None);
     }
-    select_rows(r, node, graph, env, st, &xb, &mb, 0).await
+    select_rows(a, &xb, &mb, 0).await
 }
 
 /// `index.Tensor` whose one index is a bool mask (None entries before it; torch's error for
 /// a mask of the wrong shape comes from the CPU kernel).
-async fn index_mask(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let Some(Arg::Tensor(xi)) = node.arg("self") else {
-        return Ok(None);
-    };
-    let present: Vec<(usize, usize)> = match node.arg("indices") {
+async fn index_mask(a: &mut At<'_, '_>) -> Out {
+    let present: Vec<(usize, usize)> = match a.node.arg("indices") {
         Some(Arg::OptTensors(ids)) => ids
             .iter()
             .enumerate()
@@ -529,86 +426,55 @@ async fn index_mask(
         Some(Arg::Tensors(ids)) => ids.iter().copied().enumerate().collect(),
         _ => return Ok(None),
     };
-    let [(d, mi)] = present[..] else {
+    let ([(d, mi)], Some(x)) = (&present[..], a.arg_tensor("self")?) else {
         return Ok(None);
     };
-    let (x, mask) = (tensor(graph, env, *xi)?, tensor(graph, env, mi)?);
+    let (d, mask) = (*d, a.tensor(*mi)?);
     if mask.dtype != DType::Bool
         || mask.rank() == 0
         || x.sizes.get(d..d + mask.rank()) != Some(&mask.sizes[..])
     {
         return Ok(None);
     }
-    select_rows(r, node, graph, env, st, &x, &mask, d).await
+    select_rows(a, &x, &mask, d).await
 }
 
 /// `repeat_interleave.self_Tensor(self, repeats, dim)` (a 1-D repeats of the dim's size)
 /// and `repeat_interleave.Tensor(repeats)` (the positions alone).
-async fn repeat_interleave(
-    r: &mut Runner<'_>,
-    node: &Node,
-    graph: &Graph,
-    env: &mut Env,
-    st: &mut RunState,
-) -> Out {
-    let t = &node.target;
-    let Some(Arg::Tensor(ri)) = node.arg("repeats") else {
+async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
+    let Some(reps) = a.arg_tensor("repeats")? else {
         return Ok(None);
     };
-    let reps = tensor(graph, env, *ri)?;
-    let x = match node.arg("self") {
-        Some(Arg::Tensor(xi)) => Some(tensor(graph, env, *xi)?),
-        _ => None,
-    };
-    let (x, d) = match x {
-        None => (None, 0),
-        Some(x) => {
-            let ctx = OpCtx {
-                node,
-                graph,
-                env: &env.v,
-                state: st,
-            };
-            match ctx.opt_int("dim")? {
-                // dim=None: the flattened input.
-                None if x.is_contiguous() => (Some(x.view(vec![x.numel()], vec![1], x.offset)), 0),
-                None => return Ok(None),
-                Some(d) => {
-                    let rank = x.rank() as i64;
-                    let d = if d < 0 { d + rank } else { d };
-                    if !(0..rank).contains(&d) {
-                        return Ok(None);
-                    }
-                    (Some(x), d as usize)
+    let (x, d) = match a.arg_tensor("self")? {
+        None if a.out_dtype() == Some(reps.dtype) => (None, 0),
+        None => return Ok(None),
+        Some(x) => match a.ctx().opt_int("dim")? {
+            // dim=None: the flattened input.
+            None if x.is_contiguous() => (Some(x.view(vec![x.numel()], vec![1], x.offset)), 0),
+            None => return Ok(None),
+            Some(d) => {
+                let rank = x.rank() as i64;
+                let d = if d < 0 { d + rank } else { d };
+                if !(0..rank).contains(&d) {
+                    return Ok(None);
                 }
+                (Some(x), d as usize)
             }
-        }
+        },
     };
-    match &x {
-        Some(x) if reps.numel() != x.sizes[d] || !gatherable(node, graph, x) => return Ok(None),
-        None if node
-            .outputs
-            .first()
-            .and_then(|a| match a {
-                Arg::Tensor(id) => Some(&graph.value(*id).kind),
-                _ => None,
-            })
-            .is_none_or(
-                |k| !matches!(k, ValueKind::Tensor { dtype, .. } if *dtype == reps.dtype),
-            ) =>
-        {
-            return Ok(None)
-        }
-        _ => {}
+    if x.as_ref()
+        .is_some_and(|x| reps.numel() != x.sizes[d] || !gatherable(a, x))
+    {
+        return Ok(None);
     }
-    let Some(c) = select::count_repeats(&mut kc(r, node, graph, env, st), &reps)? else {
+    let Some(c) = select::count_repeats(&mut a.kc(), &reps)? else {
         return Ok(None);
     };
-    let n = read_count(r, &c).await?;
+    let n = a.read_count(&c).await?;
     if n < 0 {
-        return Err(Error::op(t, "repeats can not be negative"));
+        return Err(a.err("repeats can not be negative"));
     }
-    let k = &mut kc(r, node, graph, env, st);
+    let k = &mut a.kc();
     let Some(x) = x else {
         let idx = select::repeat_index(k, &c, n as usize, reps.dtype)?;
         return Ok(Some(vec![Slot::T(idx)]));

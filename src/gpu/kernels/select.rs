@@ -77,6 +77,25 @@ fn usable(k: &Kc, t: &GTensor) -> bool {
     gpu_dtype(t.dtype) && k.fits(t) && t.numel() < u32::MAX as usize
 }
 
+/// The parameters and grid of a pass over every element of the mask `m` in blocks (`count`,
+/// `emit`), with the flat-offset weights per dim of `emit`.
+fn mask_pass(m: &GTensor, weights: &[usize]) -> (SelectMeta, (u32, u32, u32)) {
+    let numel = m.numel();
+    let (shape, st) = coalesce(&m.sizes, &[&m.strides, weights]);
+    let (gx, gy, row) = grid(numel, BLOCK);
+    let meta = SelectMeta {
+        numel: numel as u32,
+        rank: shape.len() as u32,
+        row,
+        flags: (m.dtype == DType::F32) as u32,
+        shape: pad8(&shape),
+        strides: pad8(&st[0]),
+        weights: pad8(&st[1]),
+        offs: [m.offset as u32, 0, numel.div_ceil(BLOCK) as u32, 0],
+    };
+    (meta, (gx, gy, 1))
+}
+
 /// Encode the count of the nonzero elements of `mask` (row-major order): None when the
 /// shader cannot read it (dtype, rank, size).
 pub(crate) fn count_nonzero(k: &mut Kc, mask: &GTensor) -> Result<Option<Counted>> {
@@ -84,26 +103,13 @@ pub(crate) fn count_nonzero(k: &mut Kc, mask: &GTensor) -> Result<Option<Counted
         return Ok(None);
     }
     k.ensure(mask)?;
-    let numel = mask.numel();
-    let blocks = numel.div_ceil(BLOCK);
-    let counts = k.new_out(DType::I32, &[blocks])?;
-    let (shape, strides) = coalesce(&mask.sizes, &[&mask.strides]);
-    let (gx, gy, row) = grid(numel, BLOCK);
-    let meta = SelectMeta {
-        numel: numel as u32,
-        rank: shape.len() as u32,
-        row,
-        flags: (mask.dtype == DType::F32) as u32,
-        shape: pad8(&shape),
-        strides: pad8(&strides[0]),
-        offs: [mask.offset as u32, 0, blocks as u32, 0],
-        ..Default::default()
-    };
+    let counts = k.new_out(DType::I32, &[mask.numel().div_ceil(BLOCK)])?;
+    let (meta, groups) = mask_pass(mask, &vec![0; mask.rank()]);
     k.dispatch(
         &COUNT,
         bytemuck::bytes_of(&meta),
         &[(1, mask), (2, &counts)],
-        (gx, gy, 1),
+        groups,
     )?;
     let (offsets, total) = encode_scan(k, &counts)?;
     Ok(Some(Counted {
@@ -120,25 +126,12 @@ pub(crate) fn emit(k: &mut Kc, c: &Counted, weights: &[usize], n: usize) -> Resu
     if n == 0 {
         return Ok(out);
     }
-    let m = &c.mask;
-    let numel = m.numel();
-    let (shape, st) = coalesce(&m.sizes, &[&m.strides, weights]);
-    let (gx, gy, row) = grid(numel, BLOCK);
-    let meta = SelectMeta {
-        numel: numel as u32,
-        rank: shape.len() as u32,
-        row,
-        flags: (m.dtype == DType::F32) as u32,
-        shape: pad8(&shape),
-        strides: pad8(&st[0]),
-        weights: pad8(&st[1]),
-        offs: [m.offset as u32, 0, numel.div_ceil(BLOCK) as u32, 0],
-    };
+    let (meta, groups) = mask_pass(&c.mask, weights);
     k.dispatch(
         &EMIT,
         bytemuck::bytes_of(&meta),
-        &[(1, m), (2, &out), (3, &c.offsets)],
-        (gx, gy, 1),
+        &[(1, &c.mask), (2, &out), (3, &c.offsets)],
+        groups,
     )?;
     Ok(out)
 }
