@@ -46,15 +46,7 @@ fn names(ds: &[DType]) -> String {
 /// `outputs` dtypes (both in schema order)?
 pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
     if let Some(ok) = with_readback(target, inputs, outputs) {
-        return if ok {
-            Support::Gpu
-        } else {
-            Support::Dtype(format!(
-                "no GPU kernel for inputs ({}) -> ({})",
-                names(inputs),
-                names(outputs)
-            ))
-        };
+        return verdict(ok, inputs, outputs);
     }
     let Some(op) = lookup(target) else {
         return Support::NoKernel;
@@ -108,6 +100,11 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
         }
         GOp::Custom(_) => custom(name, inputs, outputs),
     };
+    verdict(ok, inputs, outputs)
+}
+
+/// GPU, or the dtypes as the reason why not.
+fn verdict(ok: bool, inputs: &[DType], outputs: &[DType]) -> Support {
     if ok {
         Support::Gpu
     } else {
