@@ -598,4 +598,17 @@ fn control_flow_and_selection_run_on_the_gpu() {
             assert_eq!(g.to_vec::<f64>(), w.to_vec::<f64>(), "{name}");
         }
     }
+    // A negative repeat (counted on the GPU) is torch's error, not a wrong size.
+    let (file, name) = ("ops/shape", "repeat_interleave_tensor_big");
+    let p = fixture_program(&format!("{file}.pt2"), Some(name));
+    let mut inputs = io_inputs(&format!("{file}.io.safetensors"), &format!("{name}/"), 4);
+    let RValue::Tensor(r) = &inputs[1] else {
+        panic!()
+    };
+    let mut v = r.to_vec::<i64>();
+    v[7] = -1;
+    inputs[1] = RValue::Tensor(Tensor::from_vec(v, &r.sizes));
+    let mut s = GpuSession::new(p, dev).unwrap();
+    let e = s.run(inputs).unwrap_err().to_string();
+    assert!(e.contains("repeats can not be negative"), "{e}");
 }
