@@ -563,3 +563,60 @@ fn resnet18_runs_do_not_leak() {
         st.workspace_bytes
     );
 }
+
+/// Control flow, `item` and data-dependent sizes run on the GPU (no fallback), match the CPU
+/// session, and each readback the host needs is one counted submit (plus the outputs' one).
+#[test]
+fn control_flow_and_selection_run_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    // (fixture, program, user inputs, submits: one per readback the host needs, plus the
+    // outputs' one)
+    let cases = [
+        ("ops/control", "cond_true", 2, 2),
+        ("ops/control", "cond_false__core", 2, 2),
+        // A SymBool predicate: nothing to read back.
+        ("ops/control", "cond_sym_pred", 1, 1),
+        // i < 3 read back for i = 0, 1, 2, 3.
+        ("ops/control", "while_loop", 1, 5),
+        ("ops/control", "map", 2, 1),
+        // item of a CPU input, outputs that are views of another: no GPU work at all.
+        ("ops/control", "item_assert", 2, 0),
+        ("ops/index", "masked_select_big", 2, 5),
+        ("ops/index", "index_mask", 3, 3),
+        ("ops/shape", "repeat_interleave_tensor_big", 4, 3),
+    ];
+    for (file, name, n, submits) in cases {
+        let p = fixture_program(&format!("{file}.pt2"), Some(name));
+        let inputs = io_inputs(&format!("{file}.io.safetensors"), &format!("{name}/"), n);
+        let want = Session::new(p.clone())
+            .unwrap()
+            .run(inputs.clone())
+            .unwrap();
+        let mut s = GpuSession::new(p, dev.clone()).unwrap();
+        let got = s.run(inputs).unwrap();
+        let st = &s.last_stats;
+        assert_eq!(st.fallback_nodes(), 0, "{name}: {:?}", st.fallbacks);
+        assert_eq!(st.submits, submits, "{name}: submits");
+        assert_eq!(got.len(), want.len(), "{name}");
+        for (g, w) in got.iter().zip(&want) {
+            let (RValue::Tensor(g), RValue::Tensor(w)) = (g, w) else {
+                panic!("{name}: {g:?} vs {w:?}")
+            };
+            assert_eq!(g.sizes, w.sizes, "{name}");
+            assert_eq!(g.to_vec::<f64>(), w.to_vec::<f64>(), "{name}");
+        }
+    }
+    // A negative repeat (counted on the GPU) is torch's error, not a wrong size.
+    let (file, name) = ("ops/shape", "repeat_interleave_tensor_big");
+    let p = fixture_program(&format!("{file}.pt2"), Some(name));
+    let mut inputs = io_inputs(&format!("{file}.io.safetensors"), &format!("{name}/"), 4);
+    let RValue::Tensor(r) = &inputs[1] else {
+        panic!()
+    };
+    let mut v = r.to_vec::<i64>();
+    v[7] = -1;
+    inputs[1] = RValue::Tensor(Tensor::from_vec(v, &r.sizes));
+    let mut s = GpuSession::new(p, dev).unwrap();
+    let e = s.run(inputs).unwrap_err().to_string();
+    assert!(e.contains("repeats can not be negative"), "{e}");
+}

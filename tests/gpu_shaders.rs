@@ -4,7 +4,7 @@
 use pt2web::cpu::Data;
 use pt2web::gpu::kernels::{
     BatchNormMeta, ConvMeta, ElemMeta, GateMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta,
-    ResampleMeta, RowMeta, ScatterMeta, ShapeMeta, SortMeta,
+    ResampleMeta, RowMeta, ScatterMeta, SelectMeta, ShapeMeta, SortMeta,
 };
 use pt2web::gpu::shaders::{all_variants, Shader, Variant};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
@@ -113,6 +113,7 @@ fn uniform_layouts_match() {
         (Shader::Resample, std::mem::size_of::<ResampleMeta>()),
         (Shader::Rnn, std::mem::size_of::<GateMeta>()),
         (Shader::Linalg, std::mem::size_of::<MatmulMeta>()),
+        (Shader::Select, std::mem::size_of::<SelectMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.source()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -3,6 +3,9 @@
 //! every node that has a GPU kernel for its dtypes encoded into one command buffer and every
 //! other node run by its CPU kernel (inputs downloaded, the op run, results kept on the CPU
 //! until a GPU kernel needs them). A fallback flushes the command buffer (one more submit).
+//! Control flow (`cond`, `while_loop`, `map`), `item` and the ops with data-dependent output
+//! sizes run on the GPU with a readback of the words the host needs (see [`super::dynamic`]):
+//! one more submit each, not a fallback.
 //!
 //! Views (`view`, `permute`, `slice`, `expand`...) are metadata only: the CPU view kernel
 //! runs on a placeholder tensor with the same sizes and strides (zero-filled storage the OS
@@ -461,8 +464,17 @@ pub async fn run_graph(
         // timer instead, where the device has them).
         let t0 = st.profiler.as_ref().map(|p| p.elapsed());
         let mut on_gpu = false;
-        let mut outs: Option<Vec<Slot>> = None;
-        if let Some(op) = kernels::lookup(&node.target) {
+        // Control flow and data-dependent sizes: GPU work with readbacks (see `dynamic`).
+        let mut outs = super::dynamic::run(r, node, graph, &mut env, st)
+            .await
+            .map_err(|e| match e {
+                e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
+                e => Error::op(&node.target, e),
+            })?;
+        if outs.is_some() {
+            on_gpu = true;
+            r.stats.gpu_nodes += 1;
+        } else if let Some(op) = kernels::lookup(&node.target) {
             let is_view = matches!(op, GOp::View);
             let mut k = Kc {
                 r,

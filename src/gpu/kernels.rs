@@ -228,6 +228,7 @@ mod red;
 mod resample;
 mod rnn;
 mod scatter;
+pub(crate) mod select;
 mod shape;
 mod sort;
 pub mod support;
@@ -239,6 +240,7 @@ pub use pool::PoolMeta;
 pub use resample::ResampleMeta;
 pub use rnn::GateMeta;
 pub use scatter::ScatterMeta;
+pub use select::SelectMeta;
 pub use shape::ShapeMeta;
 pub use sort::SortMeta;
 
@@ -280,6 +282,7 @@ pub fn nn_variants() -> Vec<Variant> {
     v.extend(ints::variants());
     v.extend(scatter::variants());
     v.extend(sort::variants());
+    v.extend(select::variants());
     v
 }
 

@@ -4,6 +4,7 @@
 //! - [`shaders`]: the WGSL files in `shaders/` and every variant (validated by naga in tests).
 //! - [`kernels`]: which `aten.*` targets run on the GPU and how.
 //! - [`exec`]: [`GpuSession`], the executor (GPU kernels plus CPU fallback per node).
+//! - `dynamic`: control flow, `item` and data-dependent sizes on the GPU (with readbacks).
 //!
 //! # Dtypes on the GPU
 //! Float kernels compute in f32. On the GPU a tensor's storage holds 32-bit words: f32 as f32,
@@ -23,6 +24,7 @@
 //! `set_per_process_memory_fraction`.
 
 pub mod device;
+mod dynamic;
 pub mod event;
 pub mod exec;
 pub mod kernels;

@@ -26,10 +26,11 @@ pub enum Shader {
     Resample,
     Rnn,
     Linalg,
+    Select,
 }
 
 impl Shader {
-    pub const ALL: [Shader; 17] = [
+    pub const ALL: [Shader; 18] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -47,6 +48,7 @@ impl Shader {
         Shader::Resample,
         Shader::Rnn,
         Shader::Linalg,
+        Shader::Select,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -67,6 +69,7 @@ impl Shader {
             Shader::Resample => "resample.wgsl",
             Shader::Rnn => "rnn.wgsl",
             Shader::Linalg => "linalg.wgsl",
+            Shader::Select => "select.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
@@ -110,6 +113,7 @@ impl Shader {
             Shader::Resample => include_str!("../../shaders/resample.wgsl"),
             Shader::Rnn => include_str!("../../shaders/rnn.wgsl"),
             Shader::Linalg => include_str!("../../shaders/linalg.wgsl"),
+            Shader::Select => include_str!("../../shaders/select.wgsl"),
         }
     }
 }

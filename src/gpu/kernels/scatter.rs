@@ -389,7 +389,7 @@ pub(super) fn index_ids(k: &Kc) -> Option<Vec<Option<usize>>> {
 
 /// The integer index tensors of an `indices` list: (dim, tensor) of each present entry.
 /// None when an entry is missing on the GPU or is a bool mask (data-dependent sizes: the
-/// CPU kernel handles masks).
+/// executor's `dynamic` module runs a single mask; other mixes go to the CPU kernel).
 fn int_indices(k: &Kc, rank: usize) -> Option<Vec<(usize, GTensor)>> {
     let ids = index_ids(k)?;
     if ids.len() > rank {

@@ -57,6 +57,9 @@ fn names(ds: &[DType]) -> String {
 /// Does the GPU backend run `target` with tensor inputs of `inputs` dtypes and outputs of
 /// `outputs` dtypes (both in schema order)?
 pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
+    if let Some(ok) = with_readback(target, inputs, outputs) {
+        return verdict(ok, inputs, outputs);
+    }
     let Some(op) = lookup(target) else {
         return Support::NoKernel;
     };
@@ -109,6 +112,11 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
         }
         GOp::Custom(_) => custom(name, inputs, outputs),
     };
+    verdict(ok, inputs, outputs)
+}
+
+/// GPU, or the dtypes as the reason why not.
+fn verdict(ok: bool, inputs: &[DType], outputs: &[DType]) -> Support {
     if ok {
         Support::Gpu
     } else {
@@ -118,6 +126,34 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
             names(outputs)
         ))
     }
+}
+
+/// The nodes the executor runs on the GPU with a readback (src/gpu/dynamic.rs): control
+/// flow (its subgraphs' nodes answer for themselves), `item`, and data-dependent sizes.
+fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bool> {
+    match target {
+        "higher_order.cond" | "higher_order.while_loop" => return Some(true),
+        // The results are stacked by the GPU copy.
+        "higher_order.map_impl" => return Some(all(outputs, gpu_dtype)),
+        _ => {}
+    }
+    let (name, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+    let same_out = outputs.len() == 1 && Some(&outputs[0]) == inputs.first();
+    Some(match (name, overload) {
+        ("aten.item" | "aten._local_scalar_dense", "default") => true,
+        ("aten.masked_select", "default") => {
+            same_out && gpu_dtype(inputs[0]) && inputs[1..] == [DType::Bool]
+        }
+        // One boolean mask (integer indices: the gathers of `lookup`).
+        ("aten.index" | "aten._unsafe_index", "Tensor") if inputs.get(1) == Some(&DType::Bool) => {
+            same_out && gpu_dtype(inputs[0]) && inputs.len() == 2
+        }
+        ("aten.repeat_interleave", "self_Tensor") => {
+            same_out && gpu_dtype(inputs[0]) && inputs.len() == 2 && int(inputs[1])
+        }
+        ("aten.repeat_interleave", "Tensor") => same_out && inputs.len() == 1 && int(inputs[0]),
+        _ => return None,
+    })
 }
 
 /// Nodes with f16 tensors (on an adapter with `shader-f16`; elsewhere they fall back)

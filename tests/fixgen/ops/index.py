@@ -45,6 +45,10 @@ def _index_mask(x, m, mr):
     return x[m], x[mr]
 
 
+def _masked_select_big(x, y):
+    return torch.masked_select(x, y > 0), x.t()[(x > 0.3).t()], x[x > 100], x[:, y < 0]
+
+
 def _index_put(x, i, v, j, k, cols, w, acc_i, acc_v):
     a = x.clone()
     a[i] = v
@@ -135,6 +139,9 @@ CASES = [
          [x34, torch.tensor([[0, 1, 2, 0], [2, 2, 1, 1]]), torch.tensor([[0, 1, 2], [3, 3, 0]])]),
     Case("take", lambda x, i: torch.take(x, i), [x34, torch.tensor([[0, 11], [-1, 5]])]),
     Case("masked_select", lambda x, m: torch.masked_select(x, m), [x34, torch.tensor([True, False, True, True])], core=False),
+    # Several blocks of 256 for the GPU's count / scan / emit passes: a broadcast mask, a
+    # strided mask computed in the graph, and an empty selection.
+    Case("masked_select_big", _masked_select_big, [randn(37, 29, seed=5), randn(29, seed=6)], core=False),
     # --- scatter
     Case("scatter", _scatter, [torch.zeros(2, 5), sc_index, nan_src, torch.zeros(3, 4), torch.ones(2, 5), randn(2, 4)]),
     Case("scatter_add", lambda x, i, s: torch.scatter_add(x, 1, i, s), [torch.ones(2, 3), sc_index, randn(2, 4)]),

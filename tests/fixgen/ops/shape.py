@@ -183,6 +183,10 @@ CASES = [
     Case("roll_flip_rot90", _roll_flip, [x34, x234, i34]),
     Case("repeat_tile", _repeat, [x34, b34]),
     Case("repeat_interleave_tensor", lambda x, r: torch.repeat_interleave(x, r, dim=0), [x34, torch.tensor([1, 0, 2])], core=False),
+    # Zero repeats at both ends and a long repeats vector (the GPU's scan over many values).
+    Case("repeat_interleave_tensor_big", lambda x, r, y, q: (torch.repeat_interleave(x, r, dim=-1), torch.repeat_interleave(y, q)),
+         [randn(2, 300, seed=4), torch.cat([torch.tensor([0]), randint(0, 3, 298, seed=5), torch.tensor([0])]), randn(3, 2, seed=6),
+          torch.tensor([2, 0, 1, 3, 0, 1])], core=False),
     Case("tril_triu", _tri, [x234, x34, i34, b34]),
     Case("pixel_shuffle", lambda a, b: (F.pixel_shuffle(a, 2), F.pixel_unshuffle(b, 2)), [randn(1, 8, 2, 3), randn(1, 2, 4, 6)]),
     Case("dtypes_views", lambda a, b, c, d: (a.t().reshape(-1), b[:, 1:].flip(0), c.permute(1, 0)[::2], d.unsqueeze(0).expand(2, 3, 4)), [h34, bf34, u34, i34]),

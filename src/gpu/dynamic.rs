@@ -1,0 +1,484 @@
+//! Nodes whose work depends on values the GPU computes, run on the GPU as torch.mps runs
+//! them: the executor reads back the few words it needs (one submit and one wait each),
+//! and everything else stays on the GPU.
+//!
+//! - `higher_order.cond`: a tensor predicate is read back (a SymBool needs nothing), then the
+//!   chosen branch runs on the GPU with its operands as GPU tensors.
+//! - `higher_order.while_loop`: `cond_fn` runs on the GPU and its bool is read back once per
+//!   iteration; `body_fn` runs on the GPU.
+//! - `higher_order.map_impl`: the body runs on the GPU once per slice of the leading dim and
+//!   the results are stacked on the GPU.
+//! - `item` / `_local_scalar_dense`: a readback of the one element.
+//! - `masked_select`, `index.Tensor` with one boolean mask, `repeat_interleave` with a
+//!   tensor of repeats: a GPU pass counts the output elements
+//!   ([`super::kernels::select`]), the host reads back only the count, then a second pass
+//!   writes the output of that size.
+//!
+//! These nodes count as GPU nodes; a run with any of them has one more submit per readback
+//! (counted in [`RunStats::submits`](super::exec::RunStats)).
+
+use super::exec::{run_graph, Env, Runner, Slot};
+use super::kernels::{select, Kc};
+use super::store::{gpu_dtype, GTensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use crate::ops::{registry, OpCtx};
+use crate::program::{Arg, Graph, Node, ValueKind};
+use crate::runtime::{RValue, RunState};
+
+type Out = Result<Option<Vec<Slot>>>;
+
+/// The node being run and the executor state it runs in.
+struct At<'x, 'd> {
+    r: &'x mut Runner<'d>,
+    node: &'x Node,
+    graph: &'x Graph,
+    env: &'x mut Env,
+    st: &'x mut RunState,
+}
+
+impl<'d> At<'_, 'd> {
+    fn err(&self, msg: impl std::fmt::Display) -> Error {
+        Error::op(&self.node.target, msg)
+    }
+    /// The node's argument context (non-tensor arguments).
+    fn ctx(&mut self) -> OpCtx<'_> {
+        OpCtx {
+            node: self.node,
+            graph: self.graph,
+            env: &self.env.v,
+            state: self.st,
+        }
+    }
+    /// A kernel context for the encoding passes.
+    fn kc(&mut self) -> Kc<'_, 'd, '_> {
+        Kc {
+            r: self.r,
+            env_t: &self.env.t,
+            op: OpCtx {
+                node: self.node,
+                graph: self.graph,
+                env: &self.env.v,
+                state: self.st,
+            },
+        }
+    }
+    fn tensor(&self, id: usize) -> Result<GTensor> {
+        self.env.t[id].clone().ok_or_else(|| {
+            Error::Verify(format!(
+                "value '{}' has not been computed",
+                self.graph.value(id).name
+            ))
+        })
+    }
+    /// The tensor passed as argument `name` (None if absent or not a tensor).
+    fn arg_tensor(&self, name: &str) -> Result<Option<GTensor>> {
+        match self.node.arg(name) {
+            Some(Arg::Tensor(id)) => self.tensor(*id).map(Some),
+            _ => Ok(None),
+        }
+    }
+    /// The declared dtype of output 0.
+    fn out_dtype(&self) -> Option<DType> {
+        match self.node.outputs.first() {
+            Some(Arg::Tensor(id)) => match &self.graph.value(*id).kind {
+                ValueKind::Tensor { dtype, .. } => Some(*dtype),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+    /// Run a subgraph on the GPU (boxed: the executor and this module recurse).
+    async fn run_sub(&mut self, g: &Graph, inputs: Vec<Slot>, what: &str) -> Result<Vec<Slot>> {
+        Box::pin(run_graph(self.r, g, inputs, self.st))
+            .await
+            .map_err(|e| Error::op(&self.node.target, format!("in {what}: {e}")))
+    }
+    /// Truth of a predicate: a one-element GPU tensor (read back), a (sym) bool or a number.
+    async fn truth(&mut self, s: &Slot, what: &str) -> Result<bool> {
+        match s {
+            Slot::T(t) if t.numel() == 1 => Ok(self.r.to_cpu(t).await?.item_f64() != 0.0),
+            Slot::T(t) => Err(self.err(format!(
+                "{what} must be a tensor with one element, got shape {:?}",
+                t.sizes
+            ))),
+            Slot::V(RValue::Bool(b)) => Ok(*b),
+            Slot::V(RValue::Int(i)) => Ok(*i != 0),
+            Slot::V(RValue::Float(f)) => Ok(*f != 0.0),
+            Slot::V(v) => Err(self.err(format!(
+                "{what} is a {}, expected a bool or a one-element tensor",
+                v.kind()
+            ))),
+            _ => Err(self.err(format!(
+                "{what} is a list, expected a bool or a one-element tensor"
+            ))),
+        }
+    }
+    /// Read back a count encoded by [`select`] (the one int64 word of `total`).
+    async fn read_count(&mut self, c: &select::Counted) -> Result<i64> {
+        let t = self.r.to_cpu(&c.total).await?;
+        Ok(t.to_vec::<i64>().first().copied().unwrap_or(0))
+    }
+}
+
+/// Run `node` here if it is one of this module's ops (None: the executor's other paths).
+pub(super) async fn run(
+    r: &mut Runner<'_>,
+    node: &Node,
+    graph: &Graph,
+    env: &mut Env,
+    st: &mut RunState,
+) -> Out {
+    let a = &mut At {
+        r,
+        node,
+        graph,
+        env,
+        st,
+    };
+    match node.target.as_str() {
+        "higher_order.cond" => return cond(a).await,
+        "higher_order.while_loop" => return while_loop(a).await,
+        "higher_order.map_impl" => return map_impl(a).await,
+        _ => {}
+    }
+    let (op, overload) = node.target.rsplit_once('.').unwrap_or((&node.target, ""));
+    match (op, overload) {
+        ("aten.item" | "aten._local_scalar_dense", "default") => item(a).await,
+        ("aten.masked_select", "default") => masked_select(a).await,
+        ("aten.index" | "aten._unsafe_index", "Tensor") => index_mask(a).await,
+        ("aten.repeat_interleave", "self_Tensor" | "Tensor") => repeat_interleave(a).await,
+        _ => Ok(None),
+    }
+}
+
+/// A node's positional argument `i`.
+fn positional<'g>(node: &'g Node, i: usize, what: &str) -> Result<&'g Arg> {
+    node.inputs
+        .get(i)
+        .map(|(_, a)| a)
+        .ok_or_else(|| Error::op(&node.target, format!("missing argument {i} ({what})")))
+}
+
+fn subgraph<'g>(node: &'g Node, i: usize, what: &str) -> Result<&'g Graph> {
+    match positional(node, i, what)? {
+        Arg::Graph(g) => Ok(g),
+        other => Err(Error::op(
+            &node.target,
+            format!("argument {i} ({what}) is {other:?}, expected a subgraph"),
+        )),
+    }
+}
+
+/// The values of positional argument `i` (a list or one value), one slot per element: the
+/// operands of higher-order ops (the CPU runtime's `flat_values`). Absent: none.
+fn flat_slots(a: &mut At, i: usize) -> Result<Vec<Slot>> {
+    let Some((_, arg)) = a.node.inputs.get(i) else {
+        return Ok(Vec::new());
+    };
+    Ok(match arg {
+        Arg::Tensor(id) | Arg::OptTensor(Some(id)) => vec![Slot::T(a.tensor(*id)?)],
+        Arg::Tensors(ids) => ids
+            .iter()
+            .map(|id| a.tensor(*id).map(Slot::T))
+            .collect::<Result<_>>()?,
+        Arg::OptTensors(ids) => ids
+            .iter()
+            .map(|id| match id {
+                Some(id) => a.tensor(*id).map(Slot::T),
+                None => Ok(Slot::V(RValue::None)),
+            })
+            .collect::<Result<_>>()?,
+        Arg::None => Vec::new(),
+        Arg::Ints(_) | Arg::SymInts(_) => a
+            .ctx()
+            .ints_of(arg, "operands")?
+            .into_iter()
+            .map(|i| Slot::V(RValue::Int(i)))
+            .collect(),
+        other => vec![Slot::V(a.ctx().resolve(other)?)],
+    })
+}
+
+/// A subgraph's results as this node's outputs (one slot per output, or one list when the
+/// node defines a single `Tensor[]`).
+fn node_results(node: &Node, outs: Vec<Slot>) -> Vec<Slot> {
+    if node.outputs.len() == 1 && matches!(node.outputs[0], Arg::Tensors(_)) {
+        let ts = outs
+            .into_iter()
+            .filter_map(|s| match s {
+                Slot::T(t) => Some(t),
+                _ => None,
+            })
+            .collect();
+        return vec![Slot::Ts(ts)];
+    }
+    outs
+}
+
+async fn cond(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
+    let pred = flat_slots(a, 0)?;
+    let [pred] = &pred[..] else {
+        return Err(a.err("the cond predicate must be one value"));
+    };
+    let branch = if a.truth(pred, "the cond predicate").await? {
+        subgraph(node, 1, "true_fn")?
+    } else {
+        subgraph(node, 2, "false_fn")?
+    };
+    positional(node, 3, "operands")?;
+    let operands = flat_slots(a, 3)?;
+    let outs = a.run_sub(branch, operands, "branch").await?;
+    Ok(Some(node_results(node, outs)))
+}
+
+/// Iterations after which a while_loop is taken to be runaway (the CPU runtime's limit).
+const MAX_WHILE_ITERATIONS: u64 = 1 << 31;
+
+async fn while_loop(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
+    let (cond_g, body_g) = (subgraph(node, 0, "cond_fn")?, subgraph(node, 1, "body_fn")?);
+    positional(node, 2, "carried_inputs")?;
+    let mut carried = flat_slots(a, 2)?;
+    let extra = flat_slots(a, 3)?;
+    let with_extra = |c: &[Slot]| c.iter().chain(&extra).cloned().collect::<Vec<_>>();
+    let mut iterations = 0u64;
+    loop {
+        let p = a.run_sub(cond_g, with_extra(&carried), "cond_fn").await?;
+        let first = p.first().ok_or_else(|| a.err("cond_fn returned nothing"))?;
+        if !a.truth(first, "the while_loop condition").await? {
+            break;
+        }
+        iterations += 1;
+        if iterations > MAX_WHILE_ITERATIONS {
+            return Err(a.err(format!(
+                "while_loop ran more than {MAX_WHILE_ITERATIONS} iterations"
+            )));
+        }
+        let what = format!("body_fn (iteration {iterations})");
+        let next = a.run_sub(body_g, with_extra(&carried), &what).await?;
+        if next.len() != carried.len() {
+            return Err(a.err(format!(
+                "body_fn returned {} values for {} carried inputs",
+                next.len(),
+                carried.len()
+            )));
+        }
+        carried = next;
+    }
+    Ok(Some(node_results(node, carried)))
+}
+
+/// Whether every tensor output of `node` has a dtype the GPU copy moves.
+fn outputs_on_gpu(node: &Node, graph: &Graph) -> bool {
+    let mut ids = Vec::new();
+    node.outputs.iter().for_each(|a| a.values(&mut ids));
+    ids.iter().all(|&id| match &graph.value(id).kind {
+        ValueKind::Tensor { dtype, .. } => gpu_dtype(*dtype),
+        _ => true,
+    })
+}
+
+async fn map_impl(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
+    // Results stack with the GPU copy: other dtypes run on the CPU kernel.
+    if !outputs_on_gpu(node, a.graph) {
+        return Ok(None);
+    }
+    let f = subgraph(node, 0, "f")?;
+    positional(node, 1, "xs")?;
+    let xs = flat_slots(a, 1)?;
+    let pos = flat_slots(a, 2)?;
+    let xs: Vec<GTensor> = xs
+        .into_iter()
+        .map(|s| match s {
+            Slot::T(x) if x.rank() > 0 => Ok(x),
+            _ => Err(a.err("map xs must be tensors of rank >= 1")),
+        })
+        .collect::<Result<_>>()?;
+    let n = xs
+        .first()
+        .map(|x| x.sizes[0])
+        .ok_or_else(|| a.err("map needs at least one mapped tensor"))?;
+    if xs.iter().any(|x| x.sizes[0] != n) {
+        return Err(a.err("mapped tensors must have the same leading dimension"));
+    }
+    if n == 0 {
+        return Err(a.err("map over a leading dimension of size 0 is not supported"));
+    }
+    let mut per_out: Vec<Vec<GTensor>> = Vec::new();
+    for i in 0..n {
+        let mut inputs: Vec<Slot> = xs
+            .iter()
+            .map(|x| {
+                Slot::T(x.view(
+                    x.sizes[1..].to_vec(),
+                    x.strides[1..].to_vec(),
+                    x.offset + i * x.strides[0],
+                ))
+            })
+            .collect();
+        inputs.extend(pos.iter().cloned());
+        let outs = a
+            .run_sub(f, inputs, &format!("map body (slice {i})"))
+            .await?;
+        if per_out.is_empty() {
+            per_out = vec![Vec::with_capacity(n); outs.len()];
+        }
+        if outs.len() != per_out.len() {
+            return Err(a.err("map body must return tensors, the same number every time"));
+        }
+        for (list, o) in per_out.iter_mut().zip(outs) {
+            match o {
+                Slot::T(o) => list.push(o),
+                _ => return Err(a.err("map body must return tensors")),
+            }
+        }
+    }
+    let mut results = Vec::with_capacity(per_out.len());
+    for list in per_out {
+        if list.iter().any(|o| o.sizes != list[0].sizes) {
+            return Err(a.err("map body returned tensors of different shapes"));
+        }
+        let Some(s) = select::stack(&mut a.kc(), &list)? else {
+            return Err(a.err(format!(
+                "cannot stack the map body's {} results of shape {:?} on the GPU",
+                list[0].dtype, list[0].sizes
+            )));
+        };
+        results.push(Slot::T(s));
+    }
+    Ok(Some(node_results(node, results)))
+}
+
+/// `item`: the one element read back, converted by the CPU kernel (same Python types and
+/// errors).
+async fn item(a: &mut At<'_, '_>) -> Out {
+    let (Some(Arg::Tensor(id)), Some(kernel)) =
+        (a.node.arg("self"), registry().lookup(&a.node.target))
+    else {
+        return Ok(None);
+    };
+    let x = a.tensor(*id)?;
+    let c = a.r.to_cpu(&x).await?;
+    a.env.v[*id] = Some(RValue::Tensor(c));
+    let res = kernel(&mut a.ctx());
+    a.env.v[*id] = None;
+    Ok(Some(res?.into_iter().map(Slot::V).collect()))
+}
+
+/// Whether `x` can be gathered from at flat offsets (the gather's output dtype is x's).
+fn gatherable(a: &At, x: &GTensor) -> bool {
+    gpu_dtype(x.dtype) && a.out_dtype() == Some(x.dtype) && x.span() <= i32::MAX as usize
+}
+
+/// Select the elements of `x` where `mask` (a bool tensor of x's sizes at dims
+/// `d..d + mask.rank()`) is true: [x.sizes[..d], count, x.sizes[d + mask.rank()..]].
+async fn select_rows(a: &mut At<'_, '_>, x: &GTensor, mask: &GTensor, d: usize) -> Out {
+    if !gatherable(a, x) {
+        return Ok(None);
+    }
+    let Some(c) = select::count_nonzero(&mut a.kc(), mask)? else {
+        return Ok(None);
+    };
+    let n = a.read_count(&c).await? as usize;
+    let k = &mut a.kc();
+    let e = d + mask.rank();
+    let flat = select::emit(k, &c, &x.strides[d..e], n)?;
+    let mut shape = x.sizes[..d].to_vec();
+    shape.push(n);
+    shape.extend_from_slice(&x.sizes[e..]);
+    let mut xs = x.strides[..d].to_vec();
+    xs.push(0);
+    xs.extend_from_slice(&x.strides[e..]);
+    let mut fs = vec![0; shape.len()];
+    fs[d] = 1;
+    Ok(select::gather_flat(k, x, &flat, &shape, &xs, &fs)?.map(|o| vec![Slot::T(o)]))
+}
+
+async fn masked_select(a: &mut At<'_, '_>) -> Out {
+    let (Some(x), Some(mask)) = (a.arg_tensor("self")?, a.arg_tensor("mask")?) else {
+        return Ok(None);
+    };
+    // A non-bool mask or shapes that do not broadcast: the CPU kernel raises torch's error.
+    let Some(shape) = crate::cpu::broadcast_shapes(&x.sizes, &mask.sizes) else {
+        return Ok(None);
+    };
+    let (Some(xb), Some(mb)) = (x.expand_to(&shape), mask.expand_to(&shape)) else {
+        return Ok(None);
+    };
+    if mask.dtype != DType::Bool {
+        return Ok(None);
+    }
+    select_rows(a, &xb, &mb, 0).await
+}
+
+/// `index.Tensor` whose one index is a bool mask (None entries before it; torch's error for
+/// a mask of the wrong shape comes from the CPU kernel).
+async fn index_mask(a: &mut At<'_, '_>) -> Out {
+    let present: Vec<(usize, usize)> = match a.node.arg("indices") {
+        Some(Arg::OptTensors(ids)) => ids
+            .iter()
+            .enumerate()
+            .filter_map(|(d, id)| id.map(|id| (d, id)))
+            .collect(),
+        Some(Arg::Tensors(ids)) => ids.iter().copied().enumerate().collect(),
+        _ => return Ok(None),
+    };
+    let ([(d, mi)], Some(x)) = (&present[..], a.arg_tensor("self")?) else {
+        return Ok(None);
+    };
+    let (d, mask) = (*d, a.tensor(*mi)?);
+    if mask.dtype != DType::Bool
+        || mask.rank() == 0
+        || x.sizes.get(d..d + mask.rank()) != Some(&mask.sizes[..])
+    {
+        return Ok(None);
+    }
+    select_rows(a, &x, &mask, d).await
+}
+
+/// `repeat_interleave.self_Tensor(self, repeats, dim)` (a 1-D repeats of the dim's size)
+/// and `repeat_interleave.Tensor(repeats)` (the positions alone).
+async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
+    let Some(reps) = a.arg_tensor("repeats")? else {
+        return Ok(None);
+    };
+    let (x, d) = match a.arg_tensor("self")? {
+        None if a.out_dtype() == Some(reps.dtype) => (None, 0),
+        None => return Ok(None),
+        Some(x) => match a.ctx().opt_int("dim")? {
+            // dim=None: the flattened input.
+            None if x.is_contiguous() => (Some(x.view(vec![x.numel()], vec![1], x.offset)), 0),
+            None => return Ok(None),
+            Some(d) => {
+                let rank = x.rank() as i64;
+                let d = if d < 0 { d + rank } else { d };
+                if !(0..rank).contains(&d) {
+                    return Ok(None);
+                }
+                (Some(x), d as usize)
+            }
+        },
+    };
+    if x.as_ref()
+        .is_some_and(|x| reps.numel() != x.sizes[d] || !gatherable(a, x))
+    {
+        return Ok(None);
+    }
+    let Some(c) = select::count_repeats(&mut a.kc(), &reps)? else {
+        return Ok(None);
+    };
+    let n = a.read_count(&c).await?;
+    if n < 0 {
+        return Err(a.err("repeats can not be negative"));
+    }
+    let k = &mut a.kc();
+    let Some(x) = x else {
+        let idx = select::repeat_index(k, &c, n as usize, reps.dtype)?;
+        return Ok(Some(vec![Slot::T(idx)]));
+    };
+    let idx = select::repeat_index(k, &c, n as usize, DType::I64)?;
+    Ok(select::gather_dim(k, &x, d, &idx)?.map(|o| vec![Slot::T(o)]))
+}
