@@ -381,9 +381,14 @@ fn user_shader_runs_and_reports_errors() {
     assert_eq!(out2.to_vec::<f32>(), want);
 }
 
+/// Held by the tests that read or set the process-wide backend switches (tests run in
+/// parallel threads of one process).
+static SWITCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn backend_switches() {
     use pt2web::backends::{self, Attention, Backend};
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     assert!(backends::is_built(Backend::Cpu) && backends::is_available(Backend::Cpu));
     assert!(!backends::is_built(Backend::WebGpu), "native build");
     for b in Backend::ALL {
@@ -409,6 +414,7 @@ fn backend_switches() {
 #[test]
 fn attention_math_and_streaming_agree() {
     use pt2web::backends::{self, Attention};
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::fixtures().join("ops");
     let archive = Pt2Archive::open(
         "attention.pt2",

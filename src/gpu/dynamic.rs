@@ -52,16 +52,13 @@ impl<'d> At<'_, 'd> {
     }
     /// A kernel context for the encoding passes.
     fn kc(&mut self) -> Kc<'_, 'd, '_> {
-        Kc {
-            r: self.r,
-            env_t: &self.env.t,
-            op: OpCtx {
-                node: self.node,
-                graph: self.graph,
-                env: &self.env.v,
-                state: self.st,
-            },
-        }
+        let op = OpCtx {
+            node: self.node,
+            graph: self.graph,
+            env: &self.env.v,
+            state: self.st,
+        };
+        Kc::new(self.r, &self.env.t, op)
     }
     fn tensor(&self, id: usize) -> Result<GTensor> {
         self.env.t[id].clone().ok_or_else(|| {

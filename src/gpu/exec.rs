@@ -476,18 +476,13 @@ pub async fn run_graph(
             r.stats.gpu_nodes += 1;
         } else if let Some(op) = kernels::lookup(&node.target) {
             let is_view = matches!(op, GOp::View);
-            let mut k = Kc {
-                r,
-                env_t: &env.t,
-                op: OpCtx {
-                    node,
-                    graph,
-                    env: &env.v,
-                    state: st,
-                },
-                f16_as_f32: false,
-                into: None,
+            let op_ctx = OpCtx {
+                node,
+                graph,
+                env: &env.v,
+                state: st,
             };
+            let mut k = Kc::new(r, &env.t, op_ctx);
             outs = kernels::run(&mut k, op).map_err(|e| match e {
                 e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
                 e => Error::op(&node.target, e),

@@ -958,6 +958,18 @@ pub struct Kc<'k, 'd, 'a> {
 
 pub(crate) type Out = Result<Option<Vec<Slot>>>;
 
+impl<'k, 'd, 'a> Kc<'k, 'd, 'a> {
+    pub fn new(r: &'k mut Runner<'d>, env_t: &'k [Option<GTensor>], op: OpCtx<'a>) -> Self {
+        Kc {
+            r,
+            env_t,
+            op,
+            f16_as_f32: false,
+            into: None,
+        }
+    }
+}
+
 impl Kc<'_, '_, '_> {
     fn target(&self) -> &str {
         &self.op.node.target
@@ -1192,18 +1204,14 @@ fn via_f32(k: &mut Kc, op: GOp) -> Out {
     }
     let env = env.unwrap_or_else(|| k.env_t.to_vec());
     let outs = {
-        let mut k32 = Kc {
-            r: &mut *k.r,
-            env_t: &env,
-            op: OpCtx {
-                node: k.op.node,
-                graph: k.op.graph,
-                env: k.op.env,
-                state: &mut *k.op.state,
-            },
-            f16_as_f32: true,
-            into: None,
+        let op32 = OpCtx {
+            node: k.op.node,
+            graph: k.op.graph,
+            env: k.op.env,
+            state: &mut *k.op.state,
         };
+        let mut k32 = Kc::new(&mut *k.r, &env, op32);
+        k32.f16_as_f32 = true;
         run_op(&mut k32, op)?
     };
     let Some(outs) = outs else {
