@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`set_allow_f16_reduced_precision`] | `false` | f16 matrix products on the GPU (`mm`, `bmm`, `matmul`, `addmm`, `linear`) accumulate in f16 instead of f32 (torch's `allow_fp16_reduced_precision_reduction`): faster on GPUs with fast f16 math, about 1e-3 relative error per product instead of 1e-7. Other f16 kernels always compute in f32. Takes effect at the next run |
 //! | [`set_attention`] | [`Attention::Streaming`] | how `scaled_dot_product_attention` (and its `_math` / `_flash_attention_for_cpu` forms) computes: [`Attention::Math`] materializes the whole L×S score matrix per (batch, head); [`Attention::Streaming`] processes query rows in blocks of at most 64 Ki scores, so long sequences never hold a full L×S matrix |
+//! | [`set_conv_algorithm`] | [`ConvAlgorithm::Auto`] | the GPU convolution kernel (cuDNN's algorithm choice, for pt2web): `Auto` takes `im2col` + GEMM on CPU adapters and SwiftShader and the tiled workgroup-memory kernel on GPUs; the others force one (the tests run every one on lavapipe); `PT2WEB_CONV_KERNEL` overrides natively |
 //! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
 //!
 //! Every pt2web kernel is already deterministic in its arithmetic: there are no atomics in the
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 static ALLOW_F16_REDUCED: AtomicBool = AtomicBool::new(false);
 static ATTENTION: AtomicU8 = AtomicU8::new(Attention::Streaming as u8);
 static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
+static CONV_ALGORITHM: AtomicU8 = AtomicU8::new(ConvAlgorithm::Auto as u8);
 
 /// Whether f16/bf16 work may use reduced-precision accumulation (see the module table).
 pub fn allow_f16_reduced_precision() -> bool {
@@ -62,6 +64,58 @@ pub fn attention() -> Attention {
 /// Choose the attention implementation for every session.
 pub fn set_attention(a: Attention) {
     ATTENTION.store(a as u8, Ordering::Relaxed)
+}
+
+/// The GPU convolution kernel (non-grouped, non-depthwise convolutions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ConvAlgorithm {
+    /// `Gemm` on CPU adapters and SwiftShader, `Tiled` on GPUs (the default).
+    Auto = 0,
+    /// Output tiles with the input patch in workgroup memory.
+    Tiled = 1,
+    /// Register-blocked direct convolution, no workgroup memory.
+    Blocked = 2,
+    /// `im2col` columns and the vec4 matrix multiply (falls back to `Blocked` past 256 MiB
+    /// of columns).
+    Gemm = 3,
+}
+
+impl ConvAlgorithm {
+    pub const ALL: [ConvAlgorithm; 4] = [
+        ConvAlgorithm::Auto,
+        ConvAlgorithm::Tiled,
+        ConvAlgorithm::Blocked,
+        ConvAlgorithm::Gemm,
+    ];
+    /// `auto`, `tiled`, `blocked` or `gemm`.
+    pub fn parse(s: &str) -> Option<ConvAlgorithm> {
+        ConvAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s.to_ascii_lowercase())
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            ConvAlgorithm::Auto => "auto",
+            ConvAlgorithm::Tiled => "tiled",
+            ConvAlgorithm::Blocked => "blocked",
+            ConvAlgorithm::Gemm => "gemm",
+        }
+    }
+}
+
+/// The current convolution algorithm.
+pub fn conv_algorithm() -> ConvAlgorithm {
+    let v = CONV_ALGORITHM.load(Ordering::Relaxed);
+    ConvAlgorithm::ALL
+        .into_iter()
+        .find(|a| *a as u8 == v)
+        .unwrap_or(ConvAlgorithm::Auto)
+}
+
+/// Choose the GPU convolution kernel for every session (takes effect at the next op).
+pub fn set_conv_algorithm(a: ConvAlgorithm) {
+    CONV_ALGORITHM.store(a as u8, Ordering::Relaxed)
 }
 
 /// Whether deterministic mode is on (see the module table).

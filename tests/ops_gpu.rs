@@ -205,9 +205,42 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
     rep
 }
 
+/// Held by the tests that set the process-wide conv algorithm or read the op suite's stats.
+static SWITCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// Every GPU convolution kernel on the conv family: `Auto` picks one per adapter (the GEMM on
+/// lavapipe, the tiled kernel on GPUs), so each is forced here to test them all.
+#[test]
+fn conv_algorithms_match_pytorch() {
+    use pt2web::backends::{self, ConvAlgorithm};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut failures = Vec::new();
+    for alg in [
+        ConvAlgorithm::Tiled,
+        ConvAlgorithm::Blocked,
+        ConvAlgorithm::Gemm,
+    ] {
+        backends::set_conv_algorithm(alg);
+        let rep = run_family(&dev, "conv");
+        eprintln!(
+            "conv with {:<8} {} passed, {} failed, {} gpu nodes, {} fallbacks",
+            alg.name(),
+            rep.passed,
+            rep.failures.len(),
+            rep.stats.gpu_nodes,
+            rep.stats.fallback_nodes()
+        );
+        failures.extend(rep.failures.iter().map(|f| format!("{}: {f}", alg.name())));
+    }
+    backends::set_conv_algorithm(ConvAlgorithm::Auto);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Every family of tests/fixtures/ops on the GPU (PT2WEB_OP_FAMILY=name runs one).
 #[test]
 fn op_suite_gpu() {
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
     let Some(dev) = device() else { return };
     let dir = common::fixtures().join("ops");
     let only = std::env::var("PT2WEB_OP_FAMILY").ok();

@@ -28,8 +28,7 @@ enum ConvKernel {
     /// is the usual win.
     Tiled,
     /// Register-blocked direct loads, no barriers (`conv`): also where `Gemm`'s conditions
-    /// fail. Chosen by name only through the native override.
-    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    /// fail.
     Blocked,
     /// `im2col` then the vec4 matrix multiply of matmul4.wgsl (1x1 stride-1 convolutions read
     /// the input as the columns directly): software adapters, where SwiftShader (Chrome's
@@ -39,14 +38,21 @@ enum ConvKernel {
 
 /// The kernel an adapter gets: `Gemm` (falling back to `Blocked` where its alignment
 /// conditions fail) on CPU adapters and SwiftShader, `Tiled` on GPUs.
-/// `PT2WEB_CONV_KERNEL=tiled|blocked|gemm` overrides natively.
+/// `backends::set_conv_algorithm` forces one; `PT2WEB_CONV_KERNEL=tiled|blocked|gemm`
+/// overrides both natively.
 fn conv_kernel(p: &crate::gpu::DeviceProperties) -> ConvKernel {
+    use crate::backends::ConvAlgorithm;
     #[cfg(not(target_arch = "wasm32"))]
-    match std::env::var("PT2WEB_CONV_KERNEL").as_deref() {
-        Ok("tiled") => return ConvKernel::Tiled,
-        Ok("blocked") => return ConvKernel::Blocked,
-        Ok("gemm") => return ConvKernel::Gemm,
-        _ => {}
+    let env = std::env::var("PT2WEB_CONV_KERNEL")
+        .ok()
+        .and_then(|s| ConvAlgorithm::parse(&s));
+    #[cfg(target_arch = "wasm32")]
+    let env = None;
+    match env.unwrap_or_else(crate::backends::conv_algorithm) {
+        ConvAlgorithm::Tiled => return ConvKernel::Tiled,
+        ConvAlgorithm::Blocked => return ConvKernel::Blocked,
+        ConvAlgorithm::Gemm => return ConvKernel::Gemm,
+        ConvAlgorithm::Auto => {}
     }
     if p.device_type == "cpu" || p.name.to_ascii_lowercase().contains("swiftshader") {
         ConvKernel::Gemm
