@@ -43,12 +43,13 @@ enum ConvKernel {
 fn conv_kernel(p: &crate::gpu::DeviceProperties) -> ConvKernel {
     use crate::backends::ConvAlgorithm;
     #[cfg(not(target_arch = "wasm32"))]
-    let env = std::env::var("PT2WEB_CONV_KERNEL")
+    let chosen = std::env::var("PT2WEB_CONV_KERNEL")
         .ok()
-        .and_then(|s| ConvAlgorithm::parse(&s));
+        .and_then(|s| ConvAlgorithm::parse(&s))
+        .unwrap_or_else(crate::backends::conv_algorithm);
     #[cfg(target_arch = "wasm32")]
-    let env = None;
-    match env.unwrap_or_else(crate::backends::conv_algorithm) {
+    let chosen = crate::backends::conv_algorithm();
+    match chosen {
         ConvAlgorithm::Tiled => return ConvKernel::Tiled,
         ConvAlgorithm::Blocked => return ConvKernel::Blocked,
         ConvAlgorithm::Gemm => return ConvKernel::Gemm,
