@@ -294,16 +294,7 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
             _ => Err(a.err("map xs must be tensors of rank >= 1")),
         })
         .collect::<Result<_>>()?;
-    let n = xs
-        .first()
-        .map(|x| x.sizes[0])
-        .ok_or_else(|| a.err("map needs at least one mapped tensor"))?;
-    if xs.iter().any(|x| x.sizes[0] != n) {
-        return Err(a.err("mapped tensors must have the same leading dimension"));
-    }
-    if n == 0 {
-        return Err(a.err("map over a leading dimension of size 0 is not supported"));
-    }
+    let n = crate::ops::control::map_len(xs.iter().map(|x| x.sizes[0])).map_err(|e| a.err(e))?;
     let mut per_out: Vec<Vec<GTensor>> = Vec::new();
     for i in 0..n {
         let mut inputs: Vec<Slot> = xs

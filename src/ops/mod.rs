@@ -10,7 +10,7 @@ pub mod util;
 // One file per op family; each registers its targets.
 mod activation;
 mod attention;
-mod control;
+pub(crate) mod control;
 mod conv;
 mod elementwise;
 mod factory;

@@ -179,6 +179,23 @@ fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(node_results(ctx, carried))
 }
 
+/// The slices `map` runs its body on: the mapped tensors' common leading dimension (the
+/// error message otherwise). Shared with the GPU executor.
+pub(crate) fn map_len(
+    mut leading: impl Iterator<Item = usize>,
+) -> std::result::Result<usize, &'static str> {
+    let n = leading
+        .next()
+        .ok_or("map needs at least one mapped tensor")?;
+    if leading.any(|m| m != n) {
+        return Err("mapped tensors must have the same leading dimension");
+    }
+    if n == 0 {
+        return Err("map over a leading dimension of size 0 is not supported");
+    }
+    Ok(n)
+}
+
 fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let f = subgraph(ctx, 0, "f")?;
     let xs = flat_values(ctx, positional(ctx, 1, "xs")?)?;
@@ -196,16 +213,7 @@ fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             ))),
         })
         .collect::<Result<_>>()?;
-    let n = xs
-        .first()
-        .map(|t| t.sizes[0])
-        .ok_or_else(|| ctx.err("map needs at least one mapped tensor"))?;
-    if xs.iter().any(|t| t.sizes[0] != n) {
-        return Err(ctx.err("mapped tensors must have the same leading dimension"));
-    }
-    if n == 0 {
-        return Err(ctx.err("map over a leading dimension of size 0 is not supported"));
-    }
+    let n = map_len(xs.iter().map(|t| t.sizes[0])).map_err(|e| ctx.err(e))?;
     let mut per_out: Vec<Vec<Tensor>> = Vec::new();
     for i in 0..n {
         let mut inputs: Vec<RValue> = xs
