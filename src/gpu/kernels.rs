@@ -822,7 +822,9 @@ fn inplace(k: &mut Kc) -> Out {
         .any(|(&n, &s)| n > 1 && s == 0);
     // f32, or int tensors (num_batches_tracked += 1); comparisons write 0 / 1 in x's dtype.
     let word_ok = ints::is_int(x.dtype);
-    if (x.dtype != DType::F32 && !word_ok) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
+    // f16 only through the elementwise kernels' in-place entries (no f16 copy into self).
+    let f16 = x.dtype == DType::F16 && k.r.dev.f16_enabled();
+    if (x.dtype != DType::F32 && !word_ok && !f16) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
         return Ok(None);
     }
     let other = if k.op.arg("exponent").is_some() {
@@ -851,6 +853,9 @@ fn inplace(k: &mut Kc) -> Out {
         // Written in place (the `_ip` entries).
         lock(&x.cell).cpu_valid = false;
         return Ok(Some(vec![Slot::T(x)]));
+    }
+    if f16 {
+        return Ok(None);
     }
     let t = if t.dtype == x.dtype {
         t.clone()

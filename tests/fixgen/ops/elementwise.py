@@ -52,6 +52,19 @@ def add_inplace(x, y):
     return z
 
 
+def inplace_views(x, y):
+    # in-place ops on a whole tensor, a row and a strided column (the GPU writes them in place)
+    z = x.clone()
+    z.relu_()
+    z.add_(y, alpha=2)
+    z.mul_(y)
+    z.sub_(1.5)
+    z[0].mul_(3)
+    z[:, 1].add_(y[:, 1])
+    z[:, 2].exp_()
+    return z
+
+
 def mutate_input(x, y):
     x.mul_(y)
     return x + 1
@@ -115,6 +128,8 @@ CASES = [
     Case("rsub", lambda x: 1 - x, [randn(3, 4)]),
     Case("rsub_int", lambda x: 3 - x, [ints(3, 4)], tol="exact"),
     Case("inplace_chain", add_inplace, [randn(3, 4), pos(3, 4, seed=1)]),
+    Case("inplace_views", inplace_views, [randn(3, 4), pos(3, 4, seed=1)]),
+    Case("inplace_views_f16", inplace_views, [randn(3, 4, dtype=f16), pos(3, 4, seed=1).half()], tol="half"),
     Case("mutate_input", mutate_input, [randn(3, 4), randn(3, 4, seed=1)]),
     # mul / div
     Case("mul", lambda x, y: x * y, [randn(3, 4), randn(3, 1, seed=1)]),
