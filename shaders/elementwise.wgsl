@@ -44,9 +44,6 @@ var<private> NAN_BITS: u32 = 0x7fc00000u;
 @group(0) @binding(5) var<storage, read_write> out_u: array<u32>;
 @group(0) @binding(6) var<storage, read> cond: array<u32>;
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 // Storage offsets of element `i` (row-major over `shape`) in a, b and c.
 // The host merges dims walked as one (a contiguous operation has rank 1), and the outermost
@@ -60,10 +57,10 @@ fn offsets(i: u32) -> vec3<u32> {
             break;
         }
         d = d - 1u;
-        let n = dim(params.shape, d);
+        let n = params.shape[d / 4u][d % 4u];
         let k = rem % n;
         rem = rem / n;
-        o = o + k * vec3<u32>(dim(params.a_strides, d), dim(params.b_strides, d), dim(params.c_strides, d));
+        o = o + k * vec3<u32>(params.a_strides[d / 4u][d % 4u], params.b_strides[d / 4u][d % 4u], params.c_strides[d / 4u][d % 4u]);
     }
     if d == 1u {
         o = o + rem * vec3<u32>(params.a_strides[0].x, params.b_strides[0].x, params.c_strides[0].x);

@@ -29,9 +29,6 @@ struct Meta {
 @group(0) @binding(2) var<storage, read> src: array<u32>;
 @group(0) @binding(3) var<storage, read> idx: array<i32>;
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 fn index(gid: vec3<u32>) -> u32 {
     return gid.x + gid.y * params.row;
@@ -50,10 +47,10 @@ fn offsets(i: u32) -> vec2<u32> {
             break;
         }
         d = d - 1u;
-        let n = dim(params.shape, d);
+        let n = params.shape[d / 4u][d % 4u];
         let k = rem % n;
         rem = rem / n;
-        o = o + k * vec2<u32>(dim(params.src_strides, d), dim(params.idx_strides, d));
+        o = o + k * vec2<u32>(params.src_strides[d / 4u][d % 4u], params.idx_strides[d / 4u][d % 4u]);
     }
     if d == 1u {
         o = o + rem * vec2<u32>(params.src_strides[0].x, params.idx_strides[0].x);

@@ -35,9 +35,6 @@ override OP: u32 = 0u;
 @group(0) @binding(3) var<storage, read> b: array<u32>;
 @group(0) @binding(6) var<storage, read> cond: array<u32>;
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 fn offsets(i: u32) -> vec3<u32> {
     var rem = i;
@@ -48,10 +45,10 @@ fn offsets(i: u32) -> vec3<u32> {
             break;
         }
         d = d - 1u;
-        let n = dim(params.shape, d);
+        let n = params.shape[d / 4u][d % 4u];
         let k = rem % n;
         rem = rem / n;
-        o = o + k * vec3<u32>(dim(params.a_strides, d), dim(params.b_strides, d), dim(params.c_strides, d));
+        o = o + k * vec3<u32>(params.a_strides[d / 4u][d % 4u], params.b_strides[d / 4u][d % 4u], params.c_strides[d / 4u][d % 4u]);
     }
     return o;
 }

@@ -64,9 +64,6 @@ fn wrap_small(r: i32) -> i32 {
     }
 }
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 fn is_nan(v: f32) -> bool {
     let u = bitcast<u32>(v);
@@ -87,8 +84,8 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         d = d - 1u;
-        let n = dim(params.kept_shape, d);
-        base = base + (rem % n) * dim(params.kept_strides, d);
+        let n = params.kept_shape[d / 4u][d % 4u];
+        base = base + (rem % n) * params.kept_strides[d / 4u][d % 4u];
         rem = rem / n;
     }
     var acc = 0.0;
@@ -107,8 +104,8 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
                 break;
             }
             e = e - 1u;
-            let n = dim(params.red_shape, e);
-            o = o + (r % n) * dim(params.red_strides, e);
+            let n = params.red_shape[e / 4u][e % 4u];
+            o = o + (r % n) * params.red_strides[e / 4u][e % 4u];
             r = r / n;
         }
         let v = f32(x[o]);
@@ -138,8 +135,8 @@ fn base_of(i: u32) -> u32 {
             break;
         }
         d = d - 1u;
-        let n = dim(params.kept_shape, d);
-        base = base + (rem % n) * dim(params.kept_strides, d);
+        let n = params.kept_shape[d / 4u][d % 4u];
+        base = base + (rem % n) * params.kept_strides[d / 4u][d % 4u];
         rem = rem / n;
     }
     return base;
@@ -155,8 +152,8 @@ fn red_offset(j: u32) -> u32 {
             break;
         }
         e = e - 1u;
-        let n = dim(params.red_shape, e);
-        o = o + (r % n) * dim(params.red_strides, e);
+        let n = params.red_shape[e / 4u][e % 4u];
+        o = o + (r % n) * params.red_strides[e / 4u][e % 4u];
         r = r / n;
     }
     return o;

@@ -65,9 +65,6 @@ const INVALID: i32 = -2147483647 - 1;
 // put_owner / put_last: per flat target, the last entry of B writing it (-1: none).
 @group(0) @binding(6) var<storage, read_write> owner: array<atomic<i32>>;
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 fn index(gid: vec3<u32>) -> u32 {
     return gid.x + gid.y * params.row;
@@ -191,16 +188,16 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         k = k - 1u;
-        let n = dim(params.shape, k);
+        let n = params.shape[k / 4u][k % 4u];
         let c = rem % n;
         rem = rem / n;
-        so = so + c * dim(params.self_strides, k);
+        so = so + c * params.self_strides[k / 4u][k % 4u];
         if k == d {
             cd = c;
         } else {
-            sb = sb + c * dim(params.src_strides, k);
-            ib = ib + c * dim(params.idx_strides, k);
-            if c >= dim(params.lim, k) {
+            sb = sb + c * params.src_strides[k / 4u][k % 4u];
+            ib = ib + c * params.idx_strides[k / 4u][k % 4u];
+            if c >= params.lim[k / 4u][k % 4u] {
                 valid = false;
             }
         }
@@ -211,10 +208,10 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
     let wrap = (params.flags & 512u) != 0u;
     var acc = Acc(self_[so], 0u);
     if valid {
-        let entries = dim(params.lim, d);
-        let size = i32(dim(params.shape, d));
-        let is = dim(params.idx_strides, d);
-        let ss = dim(params.src_strides, d);
+        let entries = params.lim[d / 4u][d % 4u];
+        let size = i32(params.shape[d / 4u][d % 4u]);
+        let is = params.idx_strides[d / 4u][d % 4u];
+        let ss = params.src_strides[d / 4u][d % 4u];
         for (var j = 0u; j < entries; j = j + 1u) {
             var t = idx[ib + j * is];
             if t < 0 && wrap {
@@ -250,8 +247,8 @@ fn put_target(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         k = k - 1u;
-        let n = dim(params.bshape, k);
-        io = io + (rem % n) * dim(params.bstrides, k);
+        let n = params.bshape[k / 4u][k % 4u];
+        io = io + (rem % n) * params.bstrides[k / 4u][k % 4u];
         rem = rem / n;
     }
     let size = i32(params.value.x);
@@ -280,8 +277,8 @@ fn value_offset(vb: u32, b: u32) -> u32 {
             break;
         }
         m = m - 1u;
-        let n = dim(params.bshape, m);
-        vo = vo + (r % n) * dim(params.bstrides, m);
+        let n = params.bshape[m / 4u][m % 4u];
+        vo = vo + (r % n) * params.bstrides[m / 4u][m % 4u];
         r = r / n;
     }
     return vo;
@@ -317,12 +314,12 @@ fn put_last(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         k = k - 1u;
-        let n = dim(params.shape, k);
+        let n = params.shape[k / 4u][k % 4u];
         let c = rem % n;
         rem = rem / n;
-        so = so + c * dim(params.self_strides, k);
-        vb = vb + c * dim(params.src_strides, k);
-        tgt = tgt + c * dim(params.lim, k);
+        so = so + c * params.self_strides[k / 4u][k % 4u];
+        vb = vb + c * params.src_strides[k / 4u][k % 4u];
+        tgt = tgt + c * params.lim[k / 4u][k % 4u];
     }
     let b = atomicLoad(&owner[tgt]);
     if b < 0 {
@@ -348,12 +345,12 @@ fn put(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         k = k - 1u;
-        let n = dim(params.shape, k);
+        let n = params.shape[k / 4u][k % 4u];
         let c = rem % n;
         rem = rem / n;
-        so = so + c * dim(params.self_strides, k);
-        vb = vb + c * dim(params.src_strides, k);
-        tgt = tgt + c * dim(params.lim, k);
+        so = so + c * params.self_strides[k / 4u][k % 4u];
+        vb = vb + c * params.src_strides[k / 4u][k % 4u];
+        tgt = tgt + c * params.lim[k / 4u][k % 4u];
     }
     let op = params.flags & 15u;
     var acc = Acc(self_[so], 0u);

@@ -36,9 +36,6 @@ const BLOCK: u32 = 256u;
 var<workgroup> part: array<u32, 256>;
 var<workgroup> negative: atomic<u32>;
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 // Inclusive prefix sum of `part` across the workgroup (Hillis-Steele).
 fn scan_part(l: u32) {
@@ -64,10 +61,10 @@ fn locate(i: u32) -> vec2<u32> {
             break;
         }
         d = d - 1u;
-        let n = dim(params.shape, d);
+        let n = params.shape[d / 4u][d % 4u];
         let k = rem % n;
         rem = rem / n;
-        o = o + k * vec2<u32>(dim(params.strides, d), dim(params.weights, d));
+        o = o + k * vec2<u32>(params.strides[d / 4u][d % 4u], params.weights[d / 4u][d % 4u]);
     }
     return o;
 }
@@ -100,6 +97,12 @@ fn count(
 
 @compute @workgroup_size(256)
 fn scan(@builtin(local_invocation_index) l: u32) {
+    // Cleared explicitly: zero-initialized workgroup memory is a WebGPU guarantee that
+    // native drivers do not always give (a stale flag read as a negative count on lavapipe).
+    if l == 0u {
+        atomicStore(&negative, 0u);
+    }
+    workgroupBarrier();
     let n = params.numel;
     let chunk = (n + BLOCK - 1u) / BLOCK;
     let lo = min(l * chunk, n);

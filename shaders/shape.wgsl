@@ -29,9 +29,6 @@ struct Meta {
 @group(0) @binding(1) var<storage, read_write> out: array<u32>;
 @group(0) @binding(2) var<storage, read> src: array<u32>;
 
-fn dim(v: array<vec4<u32>, 2>, d: u32) -> u32 {
-    return v[d / 4u][d % 4u];
-}
 
 fn index(gid: vec3<u32>) -> u32 {
     return gid.x + gid.y * params.row;
@@ -52,13 +49,13 @@ fn map(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         d = d - 1u;
-        let on = dim(params.out_shape, d);
+        let on = params.out_shape[d / 4u][d % 4u];
         let o = rem % on;
         rem = rem / on;
-        let n = i32(dim(params.src_shape, d));
-        let b = bitcast<i32>(dim(params.before, d));
+        let n = i32(params.src_shape[d / 4u][d % 4u]);
+        let b = bitcast<i32>(params.before[d / 4u][d % 4u]);
         var c = i32(o) - b;
-        switch dim(params.modes, d) {
+        switch params.modes[d / 4u][d % 4u] {
             case 1u: {
                 if c < 0 {
                     c = -c;
@@ -88,7 +85,7 @@ fn map(@builtin(global_invocation_id) gid: vec3<u32>) {
             inside = false;
             c = 0;
         }
-        off = off + u32(c) * dim(params.src_strides, d);
+        off = off + u32(c) * params.src_strides[d / 4u][d % 4u];
     }
     if inside {
         out[i] = src[off];
@@ -114,7 +111,7 @@ fn tri(@builtin(global_invocation_id) gid: vec3<u32>) {
             break;
         }
         d = d - 1u;
-        let n = dim(params.src_shape, d);
+        let n = params.src_shape[d / 4u][d % 4u];
         let c = rem % n;
         rem = rem / n;
         if d == params.rank - 1u {
@@ -122,7 +119,7 @@ fn tri(@builtin(global_invocation_id) gid: vec3<u32>) {
         } else if d == params.rank - 2u {
             row = i32(c);
         }
-        off = off + c * dim(params.src_strides, d);
+        off = off + c * params.src_strides[d / 4u][d % 4u];
     }
     let k = col - row;
     let diag = bitcast<i32>(params.diag);

@@ -370,7 +370,9 @@ async fn select_rows(a: &mut At<'_, '_>, x: &GTensor, mask: &GTensor, d: usize) 
     let Some(c) = select::count_nonzero(&mut a.kc(), mask)? else {
         return Ok(None);
     };
-    let n = a.read_count(&c).await? as usize;
+    let n = a.read_count(&c).await?;
+    let n = usize::try_from(n)
+        .map_err(|_| a.err(format!("the GPU counted {n} selected elements (a kernel fault)")))?;
     let k = &mut a.kc();
     let e = d + mask.rank();
     let flat = select::emit(k, &c, &x.strides[d..e], n)?;
