@@ -143,6 +143,7 @@ pub(super) async fn run(
     match (op, overload) {
         ("aten.item" | "aten._local_scalar_dense", "default") => item(a).await,
         ("aten.masked_select", "default") => masked_select(a).await,
+        ("aten.nonzero" | "aten.argwhere", "default") => nonzero(a).await,
         ("aten.index" | "aten._unsafe_index", "Tensor") => index_mask(a).await,
         ("aten.repeat_interleave", "self_Tensor" | "Tensor") => repeat_interleave(a).await,
         _ => Ok(None),
@@ -371,8 +372,11 @@ async fn select_rows(a: &mut At<'_, '_>, x: &GTensor, mask: &GTensor, d: usize) 
         return Ok(None);
     };
     let n = a.read_count(&c).await?;
-    let n = usize::try_from(n)
-        .map_err(|_| a.err(format!("the GPU counted {n} selected elements (a kernel fault)")))?;
+    let n = usize::try_from(n).map_err(|_| {
+        a.err(format!(
+            "the GPU counted {n} selected elements (a kernel fault)"
+        ))
+    })?;
     let k = &mut a.kc();
     let e = d + mask.rank();
     let flat = select::emit(k, &c, &x.strides[d..e], n)?;
@@ -385,6 +389,27 @@ async fn select_rows(a: &mut At<'_, '_>, x: &GTensor, mask: &GTensor, d: usize) 
     let mut fs = vec![0; shape.len()];
     fs[d] = 1;
     Ok(select::gather_flat(k, x, &flat, &shape, &xs, &fs)?.map(|o| vec![Slot::T(o)]))
+}
+
+/// nonzero / argwhere: count, read the count back, then one emit pass per dim.
+async fn nonzero(a: &mut At<'_, '_>) -> Out {
+    let Some(x) = a.arg_tensor("self")? else {
+        return Ok(None);
+    };
+    if x.rank() == 0 || a.out_dtype() != Some(DType::I64) {
+        return Ok(None);
+    }
+    let Some(c) = select::count_nonzero(&mut a.kc(), &x)? else {
+        return Ok(None);
+    };
+    let n = a.read_count(&c).await?;
+    let n = usize::try_from(n).map_err(|_| {
+        a.err(format!(
+            "the GPU counted {n} nonzero elements (a kernel fault)"
+        ))
+    })?;
+    let out = select::coords(&mut a.kc(), &c, n)?;
+    Ok(Some(vec![Slot::T(out)]))
 }
 
 async fn masked_select(a: &mut At<'_, '_>) -> Out {

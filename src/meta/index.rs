@@ -182,7 +182,7 @@ pub(super) fn register(r: &mut Registry) {
     r.add_aten(&["take"], take);
     r.add_aten(&["embedding"], embedding);
     r.add_aten(&["masked_select"], masked_select);
-    r.add_aten(&["nonzero"], nonzero);
+    r.add_aten(&["nonzero", "argwhere"], nonzero);
     r.add_aten(
         &[
             "index_put",

@@ -136,6 +136,24 @@ pub(crate) fn emit(k: &mut Kc, c: &Counted, weights: &[usize], n: usize) -> Resu
     Ok(out)
 }
 
+/// Encode nonzero's [n, rank] int64 coordinates of the counted mask (rank >= 1): one emit
+/// pass per dim (unit weights give that dim's coordinate), copied into its column.
+pub(crate) fn coords(k: &mut Kc, c: &Counted, n: usize) -> Result<GTensor> {
+    let rank = c.mask.rank();
+    let out = k.new_out(DType::I64, &[n, rank])?;
+    if n == 0 {
+        return Ok(out);
+    }
+    for d in 0..rank {
+        let mut unit = vec![0; rank];
+        unit[d] = 1;
+        let col = emit(k, c, &unit, n)?;
+        let dst = out.view(vec![n], vec![rank], d);
+        super::index::copy_into(k, &col, &dst)?;
+    }
+    Ok(out)
+}
+
 /// Encode the sum of `repeats` (a 1-D int tensor): None when the shader cannot read it.
 pub(crate) fn count_repeats(k: &mut Kc, repeats: &GTensor) -> Result<Option<Counted>> {
     if !usable(k, repeats) || repeats.rank() != 1 || !super::ints::is_int(repeats.dtype) {

@@ -141,6 +141,9 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
     let same_out = outputs.len() == 1 && Some(&outputs[0]) == inputs.first();
     Some(match (name, overload) {
         ("aten.item" | "aten._local_scalar_dense", "default") => true,
+        ("aten.nonzero" | "aten.argwhere", "default") => {
+            inputs.len() == 1 && gpu_dtype(inputs[0]) && outputs == [DType::I64]
+        }
         ("aten.masked_select", "default") => {
             same_out && gpu_dtype(inputs[0]) && inputs[1..] == [DType::Bool]
         }

@@ -32,6 +32,8 @@ pub(crate) fn register(r: &mut Registry) {
     r.add("aten.index_select.default", index_select);
     r.add("aten.take.default", take);
     r.add("aten.masked_select.default", masked_select);
+    r.add("aten.nonzero.default", nonzero);
+    r.add("aten.argwhere.default", nonzero);
     scatter::register(r);
 }
 
@@ -384,6 +386,34 @@ fn take(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .map(|&v| wrap_index(ctx, v, all.len(), 0).map(|i| Some(all[i])))
         .collect::<Result<Vec<_>>>()?;
     one(gather_storage(&t, &offs, 0.0, &index.sizes)?)
+}
+
+/// nonzero / argwhere: the coordinates of the nonzero elements (NaN counts), row-major, as
+/// an int64 [n, rank] tensor.
+fn nonzero(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let flags = t.to_vec::<bool>();
+    let rank = t.rank();
+    let mut coords: Vec<i64> = Vec::new();
+    let mut c = vec![0usize; rank];
+    for &f in &flags {
+        if f {
+            coords.extend(c.iter().map(|&x| x as i64));
+        }
+        // The next row-major coordinate.
+        for d in (0..rank).rev() {
+            c[d] += 1;
+            if c[d] < t.sizes[d] {
+                break;
+            }
+            c[d] = 0;
+        }
+    }
+    let n = coords
+        .len()
+        .checked_div(rank)
+        .unwrap_or_else(|| flags.iter().filter(|&&f| f).count());
+    one(Tensor::from_vec(coords, &[n, rank]))
 }
 
 fn masked_select(ctx: &mut OpCtx) -> Result<Vec<RValue>> {

@@ -45,6 +45,11 @@ def _index_mask(x, m, mr):
     return x[m], x[mr]
 
 
+def _nonzero(x, y):
+    z = torch.where(x.abs() < 0.5, 0.0, x)
+    return torch.nonzero(z), torch.argwhere(y > 0), torch.nonzero(z[:, 1:].t() < 0), torch.nonzero(x > 100)
+
+
 def _masked_select_big(x, y):
     return torch.masked_select(x, y > 0), x.t()[(x > 0.3).t()], x[x > 100], x[:, y < 0]
 
@@ -141,6 +146,7 @@ CASES = [
     Case("masked_select", lambda x, m: torch.masked_select(x, m), [x34, torch.tensor([True, False, True, True])], core=False),
     # Several blocks of 256 for the GPU's count / scan / emit passes: a broadcast mask, a
     # strided mask computed in the graph, and an empty selection.
+    Case("nonzero", _nonzero, [randn(5, 4, seed=7), randint(-2, 3, 3, 2, 4, seed=8)]),
     Case("masked_select_big", _masked_select_big, [randn(37, 29, seed=5), randn(29, seed=6)], core=False),
     # --- scatter
     Case("scatter", _scatter, [torch.zeros(2, 5), sc_index, nan_src, torch.zeros(3, 4), torch.ones(2, 5), randn(2, 4)]),
