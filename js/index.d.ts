@@ -53,6 +53,27 @@ export interface LoadOptions {
   program?: string;
   /** Called while the archive streams in; `total` is 0 when the size is unknown. */
   onProgress?: (loaded: number, total: number) => void;
+  /** Prepare before resolving (see `Model.prepare`): `true` for the declared shapes (a
+   * program with dynamic dims needs them given), or the shapes themselves. */
+  prepare?: true | PrepareShapes;
+}
+
+/** Shapes for `Model.prepare`: by input name or in input order; sizes, a tensor (its shape
+ * and dtype are used) or a number (int inputs). */
+export type PrepareShapes =
+  | Record<string, number[] | { shape: number[]; dtype?: DType } | number>
+  | Array<number[] | { shape: number[]; dtype?: DType } | number>;
+
+export interface PrepareStats {
+  /** Wall time of prepare: the Plan, the meta pass and, on WebGPU, pipeline creation. */
+  prepareMs: number;
+  /** Steps of the program's Plan (nodes of its graph). */
+  planSteps: number;
+  pipelinesCreated: number;
+  bindGroupsCreated: number;
+  /** Where the WebGPU prepare pass stopped early (a readback or a CPU fallback); null when
+   * it reached the end. */
+  stopped: string | null;
 }
 
 /** An error from pt2web; the message is the one the Rust core wrote. */
@@ -107,6 +128,12 @@ export class Model {
   stopProfiler(): Profile | null;
   /** Counters of the last run on WebGPU; null for a CPU model. */
   lastRunStats(): RunStats | null;
+  /** Prepare for inputs of these shapes without running: the Plan and, on WebGPU, every
+   * pipeline and bind group, so the first run compiles no shader. Omitted: the declared
+   * (static) shapes. */
+  prepare(shapes?: PrepareShapes, options?: { onProgress?: (done: number, total: number) => void }): Promise<PrepareStats>;
+  /** What the `prepare` load option did (set when it was given). */
+  prepareStats?: PrepareStats;
   dispose(): void;
 }
 
@@ -148,6 +175,12 @@ export interface RunStats {
   fallbacks: Record<string, number>;
   uploads: number;
   downloads: number;
+  /** Steps of the Plan the run walked. */
+  planSteps: number;
+  /** Host time of the run outside waits for the GPU (encoding, uploads, submits). */
+  hostMs: number;
+  /** Time spent waiting for the GPU (readbacks). */
+  waitMs: number;
 }
 
 export interface GpuProperties {

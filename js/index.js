@@ -508,6 +508,61 @@ export class Model {
     return outSpec ? unflatten(outSpec, leaves) : leaves;
   }
 
+  /**
+   * Prepare for inputs of these shapes without running anything: the Plan (inputs checked
+   * against the guards once, every value's shape and dtype) and, on WebGPU, every compute
+   * pipeline and bind group the run will use, so the first run compiles no shader.
+   * `shapes`: an object keyed by the names `info.inputs` lists, or an array in that order,
+   * of sizes (`[1, 128]`), tensors (their shape and dtype) or numbers (int inputs); omitted,
+   * the declared shapes (every dim static). Resolves to `{prepareMs, planSteps,
+   * pipelinesCreated, bindGroupsCreated, stopped}`.
+   */
+  async prepare(shapes, options = {}) {
+    const wasm = this.#live();
+    const inputs = this.#info.inputs;
+    const names = inputs.map((i) => i.name);
+    let given;
+    if (shapes === undefined || shapes === null) {
+      given = inputs.map(() => undefined);
+    } else if (Array.isArray(shapes)) {
+      // One tensor input and a bare list of sizes: its shape.
+      const bare = names.length === 1 && inputs[0].dtype !== 'symint' && shapes.every((d) => typeof d === 'number');
+      if (bare) given = [shapes];
+      else if (shapes.length === names.length) given = shapes;
+      else throw new Pt2WebError(`prepare(): the program takes ${names.length} inputs (${names.join(', ')}), got ${shapes.length}`, 'INPUT');
+    } else if (typeof shapes === 'object') {
+      for (const k of Object.keys(shapes)) {
+        if (!names.includes(k)) throw new Pt2WebError(`prepare(): '${k}' is not an input of the program (inputs: ${names.join(', ')})`, 'INPUT');
+      }
+      given = names.map((n) => shapes[n]);
+    } else {
+      throw new Pt2WebError('prepare(): shapes must be an object keyed by input name or an array in input order', 'INPUT');
+    }
+    const wire = inputs.map((inp, i) => {
+      const v = given[i];
+      if (v === undefined) {
+        const dims = inp.shape.map(Number);
+        if (inp.dtype === 'symint' || dims.some((d) => !Number.isInteger(d))) {
+          throw new Pt2WebError(`prepare(): input '${inp.name}' has dynamic sizes [${inp.shape.join(', ')}]: give its shape`, 'INPUT');
+        }
+        return { dtype: inp.dtype, shape: dims };
+      }
+      if (typeof v === 'number' || typeof v === 'boolean') return v;
+      if (Array.isArray(v)) return { dtype: inp.dtype, shape: v };
+      if (v && Array.isArray(v.shape)) return { dtype: v.dtype ?? inp.dtype, shape: v.shape };
+      throw new Pt2WebError(`prepare(): input '${inp.name}': expected its sizes, a tensor or a number`, 'INPUT');
+    });
+    options.onProgress?.(0, 1);
+    let stats;
+    try {
+      stats = await wasm.prepare(wire);
+    } catch (e) {
+      throw wrapError(e);
+    }
+    options.onProgress?.(1, 1);
+    return stats;
+  }
+
   /** Start the profiler: per-op wall times of the following runs. */
   startProfiler() {
     try { this.#live().startProfiler(); } catch (e) { throw wrapError(e); }
@@ -528,7 +583,8 @@ export class Model {
   }
 
   /** Counters of the last run on WebGPU (`{submits, bufferAllocations, pipelinesCreated,
-   * gpuNodes, viewNodes, fallbackNodes, fallbacks, uploads, downloads}`), null on the CPU. */
+   * bindGroupsCreated, dispatches, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
+   * fallbackNodes, fallbacks, uploads, downloads}`), null on the CPU. */
   lastRunStats() {
     try { return this.#live().lastRunStats(); } catch (e) { throw wrapError(e); }
   }
@@ -558,9 +614,27 @@ export async function programNames(source) {
 
 /**
  * Load a `.pt2`: `source` is a URL, Response, ArrayBuffer or Uint8Array.
- * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program, onProgress(loaded, total)}.
+ * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program, onProgress(loaded, total),
+ * prepare: true (the declared shapes) or shapes as `model.prepare` takes them}.
+ * With `prepare`, `onProgress` is called once more when it is done (`loaded === total`
+ * again) and `model.prepareStats` holds what it did.
  */
 export async function load(source, options = {}) {
+  const model = await loadModel(source, options);
+  if (options.prepare) {
+    const shapes = options.prepare === true ? undefined : options.prepare;
+    try {
+      model.prepareStats = await model.prepare(shapes);
+    } catch (e) {
+      model.dispose();
+      throw e;
+    }
+    options.onProgress?.(1, 1);
+  }
+  return model;
+}
+
+async function loadModel(source, options) {
   await init();
   const wanted = options.device ?? 'auto';
   let choice = await pickDevice(wanted);

@@ -20,6 +20,7 @@ pub mod limits;
 pub mod meta;
 pub mod ops;
 pub mod pickle;
+pub mod plan;
 pub mod program;
 pub mod pytree;
 pub mod runtime;

@@ -308,28 +308,30 @@ fn meta_matches_torch_metadata() {
         all.missing.len(),
         all.errors.len()
     );
-    let reg = meta::registry();
-    let cpu = pt2web::ops::registry();
-    let with_rule = targets.iter().filter(|t| reg.lookup(t).is_some()).count();
+    let table = pt2web::ops::table();
+    let with_rule = targets
+        .iter()
+        .filter(|t| table.shape_rule(t).is_some())
+        .count();
     eprintln!(
         "rule coverage: {with_rule} of {} op targets in the fixtures have a meta rule",
         targets.len()
     );
     // Informational: CPU registrations (beyond these fixtures) without a meta rule.
-    let beyond: Vec<String> = cpu
-        .names()
+    let beyond: Vec<String> = table
+        .cpu_names()
         .into_iter()
-        .filter(|n| reg.lookup(n).is_none())
+        .filter(|n| table.shape_rule(n).is_none())
         .collect();
     eprintln!(
         "{} of {} CPU kernel registrations have no meta rule: {beyond:?}",
         beyond.len(),
-        cpu.names().len()
+        table.cpu_names().len()
     );
     // Every target with a CPU kernel has a meta rule, unless listed with a reason.
     let uncovered: Vec<&String> = targets
         .iter()
-        .filter(|t| cpu.lookup(t).is_some() && reg.lookup(t).is_none())
+        .filter(|t| table.cpu_kernel(t).is_some() && table.shape_rule(t).is_none())
         .filter(|t| !NO_META_RULE.iter().any(|(n, _)| n == t))
         .collect();
     let mut report = String::new();

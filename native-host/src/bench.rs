@@ -44,6 +44,10 @@ pub struct BenchArgs {
     /// Show progress bars on stderr even when it is not a terminal.
     #[arg(long)]
     progress: bool,
+    /// Skip `prepare`: the first run builds its Plan and creates the pipelines itself (the
+    /// cold start of a caller that never prepares).
+    #[arg(long)]
+    no_prepare: bool,
 }
 
 /// Random inputs of the program's declared shapes: floats uniform in [0, 1), integers 1 (a
@@ -97,7 +101,11 @@ pub fn random_inputs(p: &Program) -> Result<Vec<RValue>, String> {
 
 struct DeviceResult {
     device: String,
+    /// Session creation: state converted and, on the GPU, weights uploaded.
+    session_ms: f64,
+    /// `prepare` for the inputs' signature (Plan, meta pass; on the GPU every pipeline).
     prepare_ms: f64,
+    prepare: Option<pt2web::gpu::PrepareStats>,
     first_ms: f64,
     median_ms: f64,
     min_ms: f64,
@@ -119,7 +127,18 @@ fn bench_one(
 ) -> Result<DeviceResult, String> {
     let t0 = Instant::now();
     let mut e = Engine::new(p.clone(), device, &args.backend)?;
-    let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let session_ms = t0.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let prepare = if args.no_prepare {
+        None
+    } else {
+        e.prepare(inputs)?
+    };
+    let prepare_ms = if args.no_prepare {
+        0.0
+    } else {
+        t.elapsed().as_secs_f64() * 1e3
+    };
     let label = if device == "gpu" {
         "bench gpu"
     } else {
@@ -147,7 +166,9 @@ fn bench_one(
     let min_ms = times.iter().copied().fold(f64::INFINITY, f64::min);
     Ok(DeviceResult {
         device: e.describe(),
+        session_ms,
         prepare_ms,
+        prepare,
         first_ms,
         median_ms: median(&mut times),
         min_ms,
@@ -165,12 +186,16 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
         "gpu_nodes": s.gpu_nodes,
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
         "fallbacks": s.fallbacks, "uploads": s.uploads, "downloads": s.downloads,
+        "plan_steps": s.plan_steps, "host_ms": s.host_us as f64 / 1e3,
+        "wait_ms": s.wait_us as f64 / 1e3,
     })
 }
 
 fn stats_line(s: &pt2web::gpu::RunStats) -> String {
     format!(
-        "{} submits, {} dispatches, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
+        "{} plan steps, host {:.2} ms, {} submits, {} dispatches, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
+        s.plan_steps,
+        s.host_us as f64 / 1e3,
         s.submits,
         s.dispatches,
         s.buffer_allocations,
@@ -209,7 +234,14 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
             .iter()
             .map(|r| {
                 serde_json::json!({
-                    "device": r.device, "prepare_ms": r.prepare_ms, "first_run_ms": r.first_ms,
+                    "device": r.device, "session_ms": r.session_ms, "prepare_ms": r.prepare_ms,
+                    "prepare": r.prepare.as_ref().map(|p| serde_json::json!({
+                        "pipelines_created": p.pipelines_created,
+                        "bind_groups_created": p.bind_groups_created,
+                        "plan_steps": p.plan_steps, "stopped": p.stopped,
+                    })),
+                    "cold_start_ms": r.session_ms + r.prepare_ms + r.first_ms,
+                    "first_run_ms": r.first_ms,
                     "median_run_ms": r.median_ms, "min_run_ms": r.min_ms, "runs": r.runs,
                     "gpu_first_run": r.gpu.as_ref().map(|g| stats_json(&g.0)),
                     "gpu_per_run": r.gpu.as_ref().map(|g| stats_json(&g.1)),
@@ -230,9 +262,21 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
     println!("  load {load_ms:.1} ms");
     for r in &results {
         println!(
-            "  {}: prepare {:.1} ms, first run {:.1} ms, warm median {:.2} ms, min {:.2} ms ({} runs after {} warmup)",
-            r.device, r.prepare_ms, r.first_ms, r.median_ms, r.min_ms, r.runs, args.warmup
+            "  {}: session {:.1} ms, prepare {:.1} ms, first run {:.1} ms, warm median {:.2} ms, min {:.2} ms ({} runs after {} warmup)",
+            r.device, r.session_ms, r.prepare_ms, r.first_ms, r.median_ms, r.min_ms, r.runs, args.warmup
         );
+        if let Some(p) = &r.prepare {
+            println!(
+                "    prepare: {} pipelines, {} bind groups created, {} plan steps{}",
+                p.pipelines_created,
+                p.bind_groups_created,
+                p.plan_steps,
+                p.stopped
+                    .as_ref()
+                    .map(|s| format!(" (stopped early: {s})"))
+                    .unwrap_or_default()
+            );
+        }
         if let Some((first, warm)) = &r.gpu {
             println!("    first run: {}", stats_line(first));
             println!("    per warm run: {}", stats_line(warm));

@@ -89,6 +89,19 @@ impl Engine {
         }
         .map_err(|e| e.to_string())
     }
+    /// Prepare for inputs shaped like `inputs` (see `Session::prepare`, `GpuSession::prepare`):
+    /// on the GPU, what the prepare pass did.
+    pub(crate) fn prepare(
+        &mut self,
+        inputs: &[RValue],
+    ) -> Result<Option<pt2web::gpu::PrepareStats>, String> {
+        let metas = pt2web::plan::metas(&pt2web::plan::signature(inputs));
+        match self {
+            Engine::Cpu(s) => s.prepare(&metas).map(|_| None),
+            Engine::Gpu(s) => s.prepare(&metas).map(Some),
+        }
+        .map_err(|e| e.to_string())
+    }
     fn program_name(&self) -> String {
         match self {
             Engine::Cpu(s) => s.program.name.clone(),

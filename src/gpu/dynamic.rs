@@ -22,7 +22,7 @@ use super::kernels::{select, Kc};
 use super::store::{gpu_dtype, GTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::{registry, OpCtx};
+use crate::ops::{table, OpCtx};
 use crate::program::{Arg, Graph, Node, ValueKind};
 use crate::runtime::{RValue, RunState};
 
@@ -118,13 +118,49 @@ impl<'d> At<'_, 'd> {
     }
 }
 
-/// Run `node` here if it is one of this module's ops (None: the executor's other paths).
+/// The ops of this module, resolved once per node when its graph is planned.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Dynamic {
+    Cond,
+    WhileLoop,
+    Map,
+    Item,
+    MaskedSelect,
+    Nonzero,
+    IndexMask,
+    RepeatInterleave,
+}
+
+impl Dynamic {
+    /// The op of this module that runs `target`, if any.
+    pub(super) fn of(target: &str) -> Option<Dynamic> {
+        match target {
+            "higher_order.cond" => return Some(Dynamic::Cond),
+            "higher_order.while_loop" => return Some(Dynamic::WhileLoop),
+            "higher_order.map_impl" => return Some(Dynamic::Map),
+            _ => {}
+        }
+        let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+        Some(match (op, overload) {
+            ("aten.item" | "aten._local_scalar_dense", "default") => Dynamic::Item,
+            ("aten.masked_select", "default") => Dynamic::MaskedSelect,
+            ("aten.nonzero" | "aten.argwhere", "default") => Dynamic::Nonzero,
+            ("aten.index" | "aten._unsafe_index", "Tensor") => Dynamic::IndexMask,
+            ("aten.repeat_interleave", "self_Tensor" | "Tensor") => Dynamic::RepeatInterleave,
+            _ => return None,
+        })
+    }
+}
+
+/// Run `node` as `op` (None: this node's arguments are for the executor's other paths,
+/// e.g. an `index.Tensor` without a boolean mask).
 pub(super) async fn run(
     r: &mut Runner<'_>,
     node: &Node,
     graph: &Graph,
     env: &mut Env,
     st: &mut RunState,
+    op: Dynamic,
 ) -> Out {
     let a = &mut At {
         r,
@@ -133,20 +169,15 @@ pub(super) async fn run(
         env,
         st,
     };
-    match node.target.as_str() {
-        "higher_order.cond" => return cond(a).await,
-        "higher_order.while_loop" => return while_loop(a).await,
-        "higher_order.map_impl" => return map_impl(a).await,
-        _ => {}
-    }
-    let (op, overload) = node.target.rsplit_once('.').unwrap_or((&node.target, ""));
-    match (op, overload) {
-        ("aten.item" | "aten._local_scalar_dense", "default") => item(a).await,
-        ("aten.masked_select", "default") => masked_select(a).await,
-        ("aten.nonzero" | "aten.argwhere", "default") => nonzero(a).await,
-        ("aten.index" | "aten._unsafe_index", "Tensor") => index_mask(a).await,
-        ("aten.repeat_interleave", "self_Tensor" | "Tensor") => repeat_interleave(a).await,
-        _ => Ok(None),
+    match op {
+        Dynamic::Cond => cond(a).await,
+        Dynamic::WhileLoop => while_loop(a).await,
+        Dynamic::Map => map_impl(a).await,
+        Dynamic::Item => item(a).await,
+        Dynamic::MaskedSelect => masked_select(a).await,
+        Dynamic::Nonzero => nonzero(a).await,
+        Dynamic::IndexMask => index_mask(a).await,
+        Dynamic::RepeatInterleave => repeat_interleave(a).await,
     }
 }
 
@@ -345,7 +376,7 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
 /// errors).
 async fn item(a: &mut At<'_, '_>) -> Out {
     let (Some(Arg::Tensor(id)), Some(kernel)) =
-        (a.node.arg("self"), registry().lookup(&a.node.target))
+        (a.node.arg("self"), table().cpu_kernel(&a.node.target))
     else {
         return Ok(None);
     };

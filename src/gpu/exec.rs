@@ -18,7 +18,7 @@ use super::kernels::{self, GOp, Kc};
 use super::store::{cpu_store, from_gpu_bytes, gpu_bytes, lock, to_gpu_bytes, Cell, GTensor};
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
-use crate::ops::{registry, OpCtx};
+use crate::ops::OpCtx;
 use crate::program::{Arg, Graph, InputKind, OutputKind, Program};
 use crate::runtime::{Inputs, RValue, RunState, Session};
 use std::collections::{BTreeMap, HashMap};
@@ -51,6 +51,13 @@ pub struct RunStats {
     /// Stores uploaded to / downloaded from the GPU.
     pub uploads: u64,
     pub downloads: u64,
+    /// Steps of the Plan the run walked (nodes of the program's graph).
+    pub plan_steps: u64,
+    /// Host time of the run outside waits for the GPU, microseconds: input checks,
+    /// encoding every node, uploads, submits and copying outputs out.
+    pub host_us: u64,
+    /// Time spent waiting for the GPU (readbacks), microseconds.
+    pub wait_us: u64,
 }
 
 impl RunStats {
@@ -69,6 +76,9 @@ impl RunStats {
         self.view_nodes += o.view_nodes;
         self.uploads += o.uploads;
         self.downloads += o.downloads;
+        self.plan_steps += o.plan_steps;
+        self.host_us += o.host_us;
+        self.wait_us += o.wait_us;
         for (k, v) in &o.fallbacks {
             *self.fallbacks.entry(k.clone()).or_default() += v;
         }
@@ -94,6 +104,50 @@ pub struct Runner<'d> {
     pub(crate) timer: Option<super::timing::GpuTimer>,
     /// CPU storage address -> store, so CPU views map back to the store they view.
     ident: &'d mut HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
+    /// The GPU side of each graph's plan (see [`GpuGraphPlan`]).
+    plans: &'d mut GpuPlans,
+    /// A prepare pass ([`GpuSession::prepare`]): pipelines and bind groups are created and
+    /// buffers taken from the pool as a run would, but nothing is encoded or submitted, and
+    /// the pass stops where a run would read anything back.
+    pub(crate) dry: bool,
+}
+
+/// Why a prepare pass stopped early (at a readback or a CPU fallback).
+const DRY_STOP: &str = "prepare stops here: the node needs values the GPU computes";
+
+/// What runs each step of a graph on the GPU, resolved once per graph: the op of
+/// [`super::dynamic`] (control flow, readbacks), the GPU kernel, or neither (the CPU kernel).
+#[derive(Debug)]
+pub(crate) struct GpuGraphPlan {
+    pub(super) base: Arc<crate::plan::GraphPlan>,
+    pub(super) ops: Vec<(Option<super::dynamic::Dynamic>, Option<GOp>)>,
+}
+
+/// [`GpuGraphPlan`]s by graph (as [`crate::plan::GraphPlans`]).
+#[derive(Debug, Default)]
+pub struct GpuPlans {
+    by_graph: HashMap<(usize, usize), Arc<GpuGraphPlan>>,
+}
+
+impl GpuPlans {
+    fn get(&mut self, graph: &Graph, st: &mut RunState) -> Arc<GpuGraphPlan> {
+        let key = (graph.nodes.as_ptr() as usize, graph.nodes.len());
+        self.by_graph
+            .entry(key)
+            .or_insert_with(|| {
+                let base = st.graph_plans.get(graph);
+                let ops = base
+                    .steps
+                    .iter()
+                    .map(|s| {
+                        let t = &graph.nodes[s.node].target;
+                        (super::dynamic::Dynamic::of(t), kernels::lookup(t))
+                    })
+                    .collect();
+                Arc::new(GpuGraphPlan { base, ops })
+            })
+            .clone()
+    }
 }
 
 fn addr(d: &Arc<RwLock<crate::cpu::Data>>) -> usize {
@@ -127,6 +181,13 @@ impl<'d> Runner<'d> {
 
     /// Submit what is encoded.
     pub fn flush(&mut self) -> Result<()> {
+        if self.dry {
+            // Nothing of a prepare pass runs; freed buffers become free as after a submit.
+            self.enc = None;
+            self.held.clear();
+            self.dev.recycle();
+            return Ok(());
+        }
         if let Some(enc) = self.enc.take() {
             self.dev.queue.submit([enc.finish()]);
             self.stats.submits += 1;
@@ -198,6 +259,9 @@ impl<'d> Runner<'d> {
     /// buffer, encoded after the pending work, one submit, then one wait for all of them
     /// (natively a blocking poll; in the browser the future yields to the event loop).
     pub async fn download(&mut self, cells: &[Cell]) -> Result<()> {
+        if self.dry {
+            return Err(Error::Gpu(DRY_STOP.into()));
+        }
         let mut pending: Vec<(Cell, super::device::GpuBuffer, usize, crate::DType)> = Vec::new();
         for cell in cells {
             if pending.iter().any(|(c, ..)| Arc::ptr_eq(c, cell)) {
@@ -230,6 +294,7 @@ impl<'d> Runner<'d> {
             .iter()
             .map(|(_, st, ..)| map_read(st.buffer()))
             .collect();
+        let wait_start = crate::runtime::profile::now_ms();
         #[cfg(not(target_arch = "wasm32"))]
         self.dev
             .device
@@ -238,6 +303,7 @@ impl<'d> Runner<'d> {
         for w in waits {
             w.await?;
         }
+        self.stats.wait_us += ((crate::runtime::profile::now_ms() - wait_start) * 1e3) as u64;
         for (cell, staging, len, dtype) in pending {
             let data = {
                 let view = staging
@@ -445,36 +511,28 @@ pub async fn run_graph(
     for (a, s) in graph.inputs.iter().zip(inputs) {
         env.bind(graph, a, s)?;
     }
-    let mut last_use = vec![usize::MAX; n];
-    for (i, node) in graph.nodes.iter().enumerate() {
-        let mut ids = Vec::new();
-        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
-        ids.into_iter().for_each(|id| last_use[id] = i);
-    }
-    for a in &graph.outputs {
-        let mut ids = Vec::new();
-        a.values(&mut ids);
-        ids.into_iter().for_each(|id| last_use[id] = usize::MAX);
-    }
-    let reg = registry();
-    for (i, node) in graph.nodes.iter().enumerate() {
-        let mut ids = Vec::new();
-        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+    let plan = r.plans.get(graph, st);
+    for (step, &(dynamic, gop)) in plan.base.steps.iter().zip(&plan.ops) {
+        let node = &graph.nodes[step.node];
+        let ids = &step.reads;
         // Profiled runs: host time per node (GPU kernels get GPU timestamps from the
         // timer instead, where the device has them).
         let t0 = st.profiler.as_ref().map(|p| p.elapsed());
         let mut on_gpu = false;
         // Control flow and data-dependent sizes: GPU work with readbacks (see `dynamic`).
-        let mut outs = super::dynamic::run(r, node, graph, &mut env, st)
-            .await
-            .map_err(|e| match e {
-                e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
-                e => Error::op(&node.target, e),
-            })?;
+        let mut outs = match dynamic {
+            Some(d) => super::dynamic::run(r, node, graph, &mut env, st, d)
+                .await
+                .map_err(|e| match e {
+                    e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
+                    e => Error::op(&node.target, e),
+                })?,
+            None => None,
+        };
         if outs.is_some() {
             on_gpu = true;
             r.stats.gpu_nodes += 1;
-        } else if let Some(op) = kernels::lookup(&node.target) {
+        } else if let Some(op) = gop {
             let is_view = matches!(op, GOp::View);
             let op_ctx = OpCtx {
                 node,
@@ -498,8 +556,9 @@ pub async fn run_graph(
         }
         let outs = match outs {
             Some(o) => o,
+            None if r.dry => return Err(Error::Gpu(DRY_STOP.into())),
             None => {
-                let kernel = reg.lookup(&node.target).ok_or_else(|| {
+                let kernel = step.kernel.ok_or_else(|| {
                     Error::op(
                         &node.target,
                         "not supported on the gpu device yet (see `pt2web check`)",
@@ -526,7 +585,7 @@ pub async fn run_graph(
                     };
                     kernel(&mut ctx)
                 };
-                for &id in &ids {
+                for &id in ids {
                     if env.t[id].is_some() {
                         env.v[id] = None;
                     }
@@ -571,11 +630,9 @@ pub async fn run_graph(
             env.bind(graph, a, s)
                 .map_err(|e| Error::op(&node.target, e))?;
         }
-        for id in ids {
-            if last_use[id] == i {
-                env.t[id] = None;
-                env.v[id] = None;
-            }
+        for &id in &step.frees {
+            env.t[id] = None;
+            env.v[id] = None;
         }
     }
     graph
@@ -602,6 +659,20 @@ pub async fn run_graph(
         .collect()
 }
 
+/// What [`GpuSession::prepare`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PrepareStats {
+    /// Wall time of the prepare call (Plan, meta pass, pipeline and bind-group creation).
+    pub prepare_ms: f64,
+    /// Compute pipelines and bind groups it created.
+    pub pipelines_created: u64,
+    pub bind_groups_created: u64,
+    /// Steps of the program's Plan.
+    pub plan_steps: u64,
+    /// Where the prepare pass stopped before the end of the graph, if it did.
+    pub stopped: Option<String>,
+}
+
 /// A user input of [`GpuSession::run_with`].
 #[derive(Debug, Clone)]
 pub enum GpuInput {
@@ -611,15 +682,32 @@ pub enum GpuInput {
     Gpu(GTensor),
 }
 
+/// The plan signature of GPU-session inputs.
+fn gpu_signature(inputs: &[GpuInput]) -> crate::plan::Signature {
+    inputs
+        .iter()
+        .map(|i| match i {
+            GpuInput::Cpu(v) => crate::plan::signature(std::slice::from_ref(v)).remove(0),
+            GpuInput::Gpu(t) => crate::plan::InputSig::Tensor {
+                dtype: t.dtype,
+                sizes: t.sizes.clone(),
+            },
+        })
+        .collect()
+}
+
 /// Read one GPU tensor back to the CPU (e.g. a kept output).
 pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
     let mut ident = HashMap::new();
+    let mut plans = GpuPlans::default();
     let mut r = Runner {
         dev,
         enc: None,
         held: Vec::new(),
         stats: RunStats::default(),
         ident: &mut ident,
+        plans: &mut plans,
+        dry: false,
         timer: None,
     };
     let c = r.to_cpu(t).await?;
@@ -644,10 +732,13 @@ pub struct GpuSession {
     pub device: Arc<GpuDevice>,
     state: BTreeMap<String, GTensor>,
     ident: HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
+    plans: GpuPlans,
     /// Counters of the last run.
     pub last_stats: RunStats,
     /// Counters summed over every run (and the weight upload).
     pub total_stats: RunStats,
+    /// What the last [`GpuSession::prepare`] did.
+    pub last_prepare: Option<PrepareStats>,
 }
 
 impl GpuSession {
@@ -658,8 +749,10 @@ impl GpuSession {
             device,
             state: BTreeMap::new(),
             ident: HashMap::new(),
+            plans: GpuPlans::default(),
             last_stats: RunStats::default(),
             total_stats: RunStats::default(),
+            last_prepare: None,
         };
         let dev = s.device.clone();
         let before = dev.memory_stats().buffers_created;
@@ -670,6 +763,8 @@ impl GpuSession {
             stats: RunStats::default(),
             timer: None,
             ident: &mut s.ident,
+            plans: &mut s.plans,
+            dry: false,
         };
         // Weights go up once; tensors sharing a storage share one GPU buffer.
         for (fqn, t) in &s.cpu.state {
@@ -732,6 +827,77 @@ impl GpuSession {
     /// mutations are still written back to the state); otherwise they come back as
     /// `Slot::V` CPU values.
     pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
+        self.run_inner(inputs, keep, false).await
+    }
+
+    /// Prepare the program for user inputs of these dtypes and shapes without running it:
+    /// the CPU session's Plan (guards checked, meta pass; see [`Session::prepare`]), then a
+    /// prepare pass over the GPU steps that creates every compute pipeline and bind group
+    /// a run with this signature uses and leaves the buffer pool as that run will find it,
+    /// so the first run creates no pipelines. Nothing is submitted: the pass costs host time
+    /// only. It stops early where a run needs values the GPU computes (a CPU fallback, a
+    /// readback for control flow or a data-dependent size); the rest is created by the
+    /// first run ([`PrepareStats::stopped`] says where).
+    pub async fn prepare_async(&mut self, inputs: &[crate::meta::MValue]) -> Result<PrepareStats> {
+        let start = crate::runtime::profile::now_ms();
+        let sig = crate::plan::meta_signature(inputs);
+        self.cpu.plan_for(sig.clone(), None)?;
+        let dev = self.device.clone();
+        let pipes_before = dev.pipelines_created();
+        let groups_before = dev.bind_groups_created();
+        // A prepare pass draws no random numbers and records no profile.
+        let rng = self.cpu.run_state.rng.clone();
+        let profiler = self.cpu.run_state.profiler.take();
+        let nodes_run = self.cpu.run_state.nodes_run;
+        let (last, total) = (self.last_stats.clone(), self.total_stats.clone());
+        let mut stopped = None;
+        // Twice when the first pass had to create buffers: the second starts from the pool a
+        // run will start from, so its bind groups are the ones that run binds.
+        for _ in 0..2 {
+            let created = dev.memory_stats().buffers_created;
+            let placeholders: Vec<GpuInput> = crate::plan::placeholders(&sig)?
+                .into_iter()
+                .map(GpuInput::Cpu)
+                .collect();
+            stopped = self
+                .run_inner(placeholders, false, true)
+                .await
+                .err()
+                .map(|e| e.to_string());
+            dev.recycle();
+            if dev.memory_stats().buffers_created == created {
+                break;
+            }
+        }
+        self.cpu.run_state.rng = rng;
+        self.cpu.run_state.profiler = profiler;
+        self.cpu.run_state.nodes_run = nodes_run;
+        self.last_stats = last;
+        self.total_stats = total;
+        let stats = PrepareStats {
+            prepare_ms: crate::runtime::profile::now_ms() - start,
+            pipelines_created: dev.pipelines_created() - pipes_before,
+            bind_groups_created: dev.bind_groups_created() - groups_before,
+            plan_steps: self.cpu.program.graph.nodes.len() as u64,
+            stopped,
+        };
+        self.last_prepare = Some(stats.clone());
+        Ok(stats)
+    }
+
+    /// [`GpuSession::prepare_async`], blocking (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn prepare(&mut self, inputs: &[crate::meta::MValue]) -> Result<PrepareStats> {
+        pollster::block_on(self.prepare_async(inputs))
+    }
+
+    async fn run_inner(
+        &mut self,
+        inputs: Vec<GpuInput>,
+        keep: bool,
+        dry: bool,
+    ) -> Result<Vec<Slot>> {
+        let run_start = crate::runtime::profile::now_ms();
         // In the browser, validation errors arrive asynchronously: catch this run's in a
         // scope so they fail this run, not a later one (natively the uncaptured-error
         // handler is checked after every submit).
@@ -740,16 +906,10 @@ impl GpuSession {
             .device
             .device
             .push_error_scope(wgpu::ErrorFilter::Validation);
-        // Input checks see a GPU input as a tensor of its dtype and sizes (no data needed).
-        let checked: Vec<RValue> = inputs
-            .iter()
-            .map(|i| match i {
-                GpuInput::Cpu(v) => Ok(v.clone()),
-                GpuInput::Gpu(t) => Ok(RValue::Tensor(Tensor::zeros(t.dtype, &t.sizes)?)),
-            })
-            .collect::<Result<_>>()?;
-        let bindings = self.cpu.check_inputs(&checked)?;
-        self.cpu.run_state.bindings = bindings;
+        // The Plan of this signature (a GPU input counts as a tensor of its dtype and sizes):
+        // inputs checked against the guards once per signature.
+        let plan = self.cpu.plan_for(gpu_signature(&inputs), None)?;
+        self.cpu.run_state.bindings = plan.bindings.clone();
         let p = self.cpu.program.clone();
         let dev = self.device.clone();
         let before = dev.memory_stats().buffers_created;
@@ -768,6 +928,8 @@ impl GpuSession {
                 .as_ref()
                 .and_then(|p| super::timing::GpuTimer::new(&dev, p.elapsed())),
             ident: &mut self.ident,
+            plans: &mut self.plans,
+            dry,
         };
         let mut user = inputs.iter();
         let mut graph_inputs = Vec::with_capacity(p.inputs.len());
@@ -803,6 +965,11 @@ impl GpuSession {
             });
         }
         let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state).await?;
+        if dry {
+            // The prepare pass walked the whole graph: what is left (reading outputs back,
+            // writing mutations to the state) creates no pipelines.
+            return Ok(Vec::new());
+        }
         let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
         // Outputs and mutations come back together: one copy each, one submit, one wait.
         let wanted: Vec<Slot> = p
@@ -874,6 +1041,9 @@ impl GpuSession {
         r.stats.pipelines_created = dev.pipelines_created() - pipes_before;
         r.stats.bind_groups_created = dev.bind_groups_created() - groups_before;
         r.stats.peak_bytes = dev.peak_window();
+        r.stats.plan_steps = plan.steps as u64;
+        r.stats.host_us = (((crate::runtime::profile::now_ms() - run_start) * 1e3) as u64)
+            .saturating_sub(r.stats.wait_us);
         let stats = std::mem::take(&mut r.stats);
         self.ident.retain(|_, w| w.strong_count() > 0);
         self.total_stats.add(&stats);

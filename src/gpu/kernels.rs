@@ -9,7 +9,7 @@ use super::store::{contiguous_strides, gpu_bytes, gpu_store, lock, GTensor};
 use crate::cpu::{broadcast_shapes, Data, Tensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
-use crate::ops::{registry, OpCtx, Scalar};
+use crate::ops::{table, OpCtx, Scalar};
 use crate::program::Arg;
 use crate::runtime::RValue;
 use bytemuck::{Pod, Zeroable};
@@ -1069,6 +1069,10 @@ impl Kc<'_, '_, '_> {
             bound.push((*b, buf.buffer().clone(), gpu_bytes(s.dtype, s.len)));
         }
         let bg = self.r.dev.bind_group(v, &pipeline, meta, bound)?;
+        if self.r.dry {
+            // A prepare pass: the pipeline and bind group exist now; nothing is encoded.
+            return Ok(());
+        }
         // While profiling: GPU timestamps at the pass's start and end (src/gpu/timing.rs).
         let dev = self.r.dev;
         let times = self
@@ -1836,7 +1840,7 @@ pub(crate) fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
 
 /// Metadata-only views through the CPU kernel on a placeholder (see the executor doc).
 fn view(k: &mut Kc) -> Out {
-    let Some(kernel) = registry().lookup(k.target()) else {
+    let Some(kernel) = table().cpu_kernel(k.target()) else {
         return Ok(None);
     };
     let mut ids = Vec::new();

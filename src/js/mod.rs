@@ -13,6 +13,7 @@ use crate::gpu::{
     BackendChoice, Event, GTensor, GpuDevice, GpuInput, GpuSession, Slot, UserShader,
 };
 use crate::info::program_info;
+use crate::meta::{MValue, MetaTensor};
 use crate::program::Pt2Archive;
 use crate::runtime::{RValue, Session};
 use crate::{DType, Limits};
@@ -575,8 +576,59 @@ impl WasmModel {
         })
     }
 
+    /// Prepare for user inputs of these dtypes and shapes without running (an array of
+    /// `{dtype, shape}` or numbers, flat user-input order): the Plan (guards checked once,
+    /// meta pass) and, on WebGPU, every compute pipeline and bind group the run will use, so
+    /// the first run compiles no shader. Resolves to `{prepareMs, planSteps,
+    /// pipelinesCreated, bindGroupsCreated, stopped}` (`stopped`: where the GPU pass stopped
+    /// early, at a readback or a CPU fallback; null when it reached the end).
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn prepare(&self, inputs: Array) -> js_sys::Promise {
+        let mut metas = Vec::with_capacity(inputs.length() as usize);
+        for (i, v) in inputs.iter().enumerate() {
+            let name = self
+                .names
+                .get(i)
+                .cloned()
+                .unwrap_or_else(|| format!("#{i}"));
+            match meta_input(&name, &v) {
+                Ok(m) => metas.push(m),
+                Err(e) => return js_sys::Promise::reject(&e),
+            }
+        }
+        let engine = self.engine.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut e = engine.try_borrow_mut().map_err(|_| {
+                js_error(
+                    "BUSY",
+                    "the model is already running: await the previous run() first",
+                )
+            })?;
+            let v = match &mut *e {
+                Engine::Cpu(s) => {
+                    let p = s.prepare(&metas).map_err(to_js)?;
+                    serde_json::json!({
+                        "prepareMs": p.prepare_ms, "planSteps": p.steps,
+                        "pipelinesCreated": 0, "bindGroupsCreated": 0, "stopped": null,
+                    })
+                }
+                Engine::Gpu(g) => {
+                    let p = g.prepare_async(&metas).await.map_err(to_js)?;
+                    serde_json::json!({
+                        "prepareMs": p.prepare_ms, "planSteps": p.plan_steps,
+                        "pipelinesCreated": p.pipelines_created,
+                        "bindGroupsCreated": p.bind_groups_created, "stopped": p.stopped,
+                    })
+                }
+            };
+            to_js_value(&v)
+        })
+    }
+
     /// Counters of the last run on WebGPU: `{submits, bufferAllocations, pipelinesCreated,
-    /// gpuNodes, viewNodes, fallbackNodes, fallbacks, uploads, downloads}`; `null` on the CPU.
+    /// bindGroupsCreated, dispatches, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
+    /// fallbackNodes, fallbacks, uploads, downloads}` (`hostMs`: host time outside GPU
+    /// waits); `null` on the CPU.
     #[wasm_bindgen(js_name = lastRunStats)]
     pub fn last_run_stats(&self) -> Result<JsValue, JsValue> {
         let e = self.busy()?;
@@ -592,6 +644,8 @@ impl WasmModel {
             "gpuNodes": st.gpu_nodes,
             "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),
             "fallbacks": st.fallbacks, "uploads": st.uploads, "downloads": st.downloads,
+            "planSteps": st.plan_steps, "hostMs": st.host_us as f64 / 1e3,
+            "waitMs": st.wait_us as f64 / 1e3,
         }))
     }
 
@@ -700,6 +754,51 @@ fn input_value(name: &str, v: &JsValue) -> Result<RValue, JsValue> {
             &format!("input '{name}': missing (got {v:?})"),
         ));
     }
+    let (dtype, shape) = dtype_and_shape(name, v)?;
+    let bytes = get(v, "bytes")?;
+    let bytes: Uint8Array = bytes.dyn_into().map_err(|_| {
+        js_error(
+            "INPUT",
+            &format!("input '{name}': data must be a typed array"),
+        )
+    })?;
+    let numel = shape
+        .iter()
+        .try_fold(1usize, |a, &d| a.checked_mul(d))
+        .unwrap_or(usize::MAX);
+    let want = numel.saturating_mul(dtype.size());
+    if bytes.length() as usize != want {
+        return Err(js_error(
+            "INPUT",
+            &format!(
+                "input '{name}': shape {shape:?} of {dtype} needs {numel} elements ({want} bytes), the data has {} bytes",
+                bytes.length()
+            ),
+        ));
+    }
+    let data = Data::from_le_bytes(dtype, &bytes.to_vec())
+        .ok_or_else(|| js_error("INPUT", &format!("input '{name}': bad {dtype} data")))?;
+    Ok(RValue::Tensor(Tensor::from_data(data, &shape)))
+}
+
+/// A user input of `prepare`: `{dtype, shape}` (no data needed) or a number.
+fn meta_input(name: &str, v: &JsValue) -> Result<MValue, JsValue> {
+    if v.as_f64().is_some() || v.as_bool().is_some() {
+        let sig = crate::plan::signature(&[input_value(name, v)?]);
+        return Ok(crate::plan::metas(&sig).remove(0));
+    }
+    if v.is_null() || v.is_undefined() {
+        return Err(js_error(
+            "INPUT",
+            &format!("input '{name}': missing (got {v:?})"),
+        ));
+    }
+    let (dtype, shape) = dtype_and_shape(name, v)?;
+    Ok(MValue::Tensor(MetaTensor::new(dtype, shape)))
+}
+
+/// The `dtype` and `shape` of a JS tensor object.
+fn dtype_and_shape(name: &str, v: &JsValue) -> Result<(DType, Vec<usize>), JsValue> {
     let dtype_s = get(v, "dtype")?.as_string().unwrap_or_default();
     let dtype = DType::from_name(&dtype_s).ok_or_else(|| {
         js_error(
@@ -726,30 +825,7 @@ fn input_value(name: &str, v: &JsValue) -> Result<RValue, JsValue> {
             }
         }
     }
-    let bytes = get(v, "bytes")?;
-    let bytes: Uint8Array = bytes.dyn_into().map_err(|_| {
-        js_error(
-            "INPUT",
-            &format!("input '{name}': data must be a typed array"),
-        )
-    })?;
-    let numel = shape
-        .iter()
-        .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .unwrap_or(usize::MAX);
-    let want = numel.saturating_mul(dtype.size());
-    if bytes.length() as usize != want {
-        return Err(js_error(
-            "INPUT",
-            &format!(
-                "input '{name}': shape {shape:?} of {dtype} needs {numel} elements ({want} bytes), the data has {} bytes",
-                bytes.length()
-            ),
-        ));
-    }
-    let data = Data::from_le_bytes(dtype, &bytes.to_vec())
-        .ok_or_else(|| js_error("INPUT", &format!("input '{name}': bad {dtype} data")))?;
-    Ok(RValue::Tensor(Tensor::from_data(data, &shape)))
+    Ok((dtype, shape))
 }
 
 fn tensor_to_js(name: &str, t: &Tensor) -> Result<JsValue, JsValue> {

@@ -1,7 +1,7 @@
 //! The meta backend: shapes and dtypes, no data (torch's meta device).
 //!
-//! Every op target has one shape+dtype rule, registered by family in the files of this folder
-//! (mirroring `src/ops`). [`infer`] walks a program's graph with concrete input shapes and
+//! Every op target has one shape+dtype rule, registered in the op table by its family
+//! (`src/ops/<family>/meta.rs`). [`infer`] walks a program's graph with concrete input shapes and
 //! gives every value its [`MValue`]; planning, `pt2web check` and the memory estimate
 //! ([`memory`]) run on it. Rules reuse the CPU code's helpers (type promotion, broadcasting,
 //! dim wrapping, view geometry) so the two backends cannot disagree on a rule.
@@ -9,30 +9,13 @@
 mod ctx;
 pub mod memory;
 
-mod activation;
-mod attention;
-mod control;
-mod conv;
-mod elementwise;
-mod factory;
-mod index;
-mod matmul;
-mod norm;
-mod pool;
-mod reduce;
-mod rnn;
-mod shape;
-mod sort;
-
 pub use ctx::MetaCtx;
 pub use memory::{estimate, MemoryEstimate};
 
 use crate::dtype::DType;
 use crate::program::{Arg, BoolArg, Dim, FloatArg, Graph, InputKind, IntArg, Program, ValueKind};
 use crate::sym::{self, Bindings, DimSpec, InputShapeSpec};
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::OnceLock;
 
 /// A tensor without data: what a rule knows about a value.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -178,80 +161,14 @@ pub type RuleResult<T> = std::result::Result<T, String>;
 /// A shape+dtype rule: one [`MValue`] per schema return, in order.
 pub type Rule = fn(&mut MetaCtx) -> RuleResult<Vec<MValue>>;
 
-/// Targets → rules, keyed like the CPU registry: exact targets (`aten.add.Tensor`) win over
-/// whole-op registrations (`aten.add` covers every overload).
-#[derive(Default)]
-pub struct Registry {
-    exact: HashMap<String, Rule>,
-    any_overload: HashMap<String, Rule>,
-}
-
-impl Registry {
-    pub fn add(&mut self, target: &str, r: Rule) {
-        self.exact.insert(target.to_string(), r);
-    }
-    pub fn add_op(&mut self, op: &str, r: Rule) {
-        self.any_overload.insert(op.to_string(), r);
-    }
-    /// `add_op` for `aten.NAME` for each name.
-    pub fn add_aten(&mut self, names: &[&str], r: Rule) {
-        for n in names {
-            self.add_op(&format!("aten.{n}"), r);
-        }
-    }
-    pub fn lookup(&self, target: &str) -> Option<Rule> {
-        if let Some(r) = self.exact.get(target) {
-            return Some(*r);
-        }
-        let base = target.rsplit_once('.').map(|(b, _)| b).unwrap_or(target);
-        self.any_overload
-            .get(base)
-            .copied()
-            .or_else(|| self.any_overload.get(target).copied())
-    }
-    pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .exact
-            .keys()
-            .chain(self.any_overload.keys())
-            .cloned()
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-/// The process-wide registry of shape rules.
-pub fn registry() -> &'static Registry {
-    static R: OnceLock<Registry> = OnceLock::new();
-    R.get_or_init(|| {
-        let mut r = Registry::default();
-        activation::register(&mut r);
-        attention::register(&mut r);
-        control::register(&mut r);
-        conv::register(&mut r);
-        elementwise::register(&mut r);
-        factory::register(&mut r);
-        index::register(&mut r);
-        matmul::register(&mut r);
-        norm::register(&mut r);
-        pool::register(&mut r);
-        reduce::register(&mut r);
-        rnn::register(&mut r);
-        shape::register(&mut r);
-        sort::register(&mut r);
-        r
-    })
-}
-
 /// Ops of the program (and its subgraphs) without a shape rule.
 pub fn missing_rules(program: &Program) -> Vec<String> {
-    let reg = registry();
+    let table = crate::ops::table();
     program
         .graph
         .op_histogram()
         .into_keys()
-        .filter(|t| reg.lookup(t).is_none())
+        .filter(|t| table.shape_rule(t).is_none())
         .collect()
 }
 
@@ -426,15 +343,15 @@ pub fn run_graph(
     for (a, v) in graph.inputs.iter().zip(inputs) {
         bind(&mut env, a, v).map_err(MetaError::Input)?;
     }
-    let reg = registry();
+    let table = crate::ops::table();
     for node in &graph.nodes {
         let invalid = |msg: String| MetaError::Invalid {
             node: node.name.clone(),
             target: node.target.clone(),
             msg,
         };
-        let rule = reg
-            .lookup(&node.target)
+        let rule = table
+            .shape_rule(&node.target)
             .ok_or_else(|| MetaError::MissingRule {
                 node: node.name.clone(),
                 target: node.target.clone(),

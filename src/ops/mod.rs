@@ -1,10 +1,12 @@
-//! Op families and the registry mapping `aten.x.overload` targets to CPU kernels.
+//! Op families and the op table mapping `aten.x.overload` targets to what each backend has.
 //!
-//! Each family lives in its own file and registers its targets in `register`. A kernel reads
-//! its arguments through [`OpCtx`] (by schema argument name) and returns one [`RValue`] per
-//! schema return, in order.
+//! Each family lives in its own folder (`src/ops/<family>/`) and registers its targets in
+//! `register`: the CPU kernels in its kernel files, the shape and dtype rules in its
+//! `meta.rs` (see [`table`]). A kernel reads its arguments through [`OpCtx`] (by schema
+//! argument name) and returns one [`RValue`] per schema return, in order.
 
 mod ctx;
+mod table;
 pub mod util;
 
 // One file per op family; each registers its targets.
@@ -25,78 +27,52 @@ pub(crate) mod shape;
 mod sort;
 
 pub use ctx::{OpCtx, Scalar};
+pub use table::{OpDef, OpTable};
 
 use crate::error::Result;
 use crate::runtime::RValue;
-use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// A CPU kernel.
 pub type Kernel = fn(&mut OpCtx) -> Result<Vec<RValue>>;
 
-/// Targets → kernels. Exact targets (`aten.add.Tensor`) win over whole-op registrations
-/// (`aten.add`, which covers every overload whose arguments the kernel reads by name).
-#[derive(Default)]
-pub struct Registry {
-    exact: HashMap<String, Kernel>,
-    any_overload: HashMap<String, Kernel>,
-}
-
-impl Registry {
-    /// Register one exact target.
-    pub fn add(&mut self, target: &str, k: Kernel) {
-        self.exact.insert(target.to_string(), k);
-    }
-    /// Register every overload of an op (`aten.add` covers `aten.add.Tensor`, `aten.add.Scalar`...).
-    pub fn add_op(&mut self, op: &str, k: Kernel) {
-        self.any_overload.insert(op.to_string(), k);
-    }
-    pub fn lookup(&self, target: &str) -> Option<Kernel> {
-        if let Some(k) = self.exact.get(target) {
-            return Some(*k);
-        }
-        let base = target.rsplit_once('.').map(|(b, _)| b).unwrap_or(target);
-        self.any_overload
-            .get(base)
-            .copied()
-            .or_else(|| self.any_overload.get(target).copied())
-    }
-    /// Every registered name (for `pt2web check` and docs).
-    pub fn names(&self) -> Vec<String> {
-        let mut v: Vec<String> = self
-            .exact
-            .keys()
-            .chain(self.any_overload.keys())
-            .cloned()
-            .collect();
-        v.sort();
-        v
-    }
-}
-
-/// The process-wide registry of CPU kernels.
-pub fn registry() -> &'static Registry {
-    static R: OnceLock<Registry> = OnceLock::new();
-    R.get_or_init(|| {
-        let mut r = Registry::default();
-        register_all(&mut r);
-        r
+/// The process-wide op table (CPU kernels and shape rules of every family).
+pub fn table() -> &'static OpTable {
+    static T: OnceLock<OpTable> = OnceLock::new();
+    T.get_or_init(|| {
+        let mut t = OpTable::default();
+        register_all(&mut t);
+        t
     })
 }
 
-fn register_all(r: &mut Registry) {
+fn register_all(r: &mut OpTable) {
+    r.set_family("activation");
     activation::register(r);
+    r.set_family("attention");
     attention::register(r);
+    r.set_family("control");
     control::register(r);
+    r.set_family("conv");
     conv::register(r);
+    r.set_family("elementwise");
     elementwise::register(r);
+    r.set_family("factory");
     factory::register(r);
+    r.set_family("index");
     index::register(r);
+    r.set_family("matmul");
     matmul::register(r);
+    r.set_family("norm");
     norm::register(r);
+    r.set_family("pool");
     pool::register(r);
+    r.set_family("reduce");
     reduce::register(r);
+    r.set_family("rnn");
     rnn::register(r);
+    r.set_family("shape");
     shape::register(r);
+    r.set_family("sort");
     sort::register(r);
 }

@@ -13,7 +13,7 @@ pub use value::RValue;
 
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
-use crate::ops::{registry, OpCtx};
+use crate::ops::{table, OpCtx};
 use crate::program::{Arg, Dim, Graph, InputKind, OutputKind, Program, ValueKind};
 use crate::sym::{self, DimSpec, InputShapeSpec};
 use std::collections::BTreeMap;
@@ -30,6 +30,9 @@ pub struct RunState {
     pub nodes_run: usize,
     /// Per-kernel timings while profiling (`Some`), see [`Profiler`].
     pub profiler: Option<Profiler>,
+    /// The [`GraphPlan`](crate::plan::GraphPlan)s of the graphs run so far (the program's
+    /// and its subgraphs'): kernels bound and liveness computed once per graph.
+    pub graph_plans: crate::plan::GraphPlans,
 }
 
 /// A small, seedable generator (SplitMix64); streams are reproducible for a seed.
@@ -97,23 +100,11 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
     for (a, v) in graph.inputs.iter().zip(inputs) {
         bind(graph, &mut env, a, v)?;
     }
-    // Last use of each value, so intermediates are dropped as soon as possible.
-    let mut last_use = vec![usize::MAX; graph.values.len()];
-    for (i, n) in graph.nodes.iter().enumerate() {
-        let mut ids = Vec::new();
-        n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
-        for id in ids {
-            last_use[id] = i;
-        }
-    }
-    for a in &graph.outputs {
-        let mut ids = Vec::new();
-        a.values(&mut ids);
-        ids.into_iter().for_each(|id| last_use[id] = usize::MAX);
-    }
-    let reg = registry();
-    for (i, node) in graph.nodes.iter().enumerate() {
-        let kernel = reg.lookup(&node.target).ok_or_else(|| {
+    // Kernels and liveness come from the graph's plan (built on the first run).
+    let plan = st.graph_plans.get(graph);
+    for step in &plan.steps {
+        let node = &graph.nodes[step.node];
+        let kernel = step.kernel.ok_or_else(|| {
             Error::op(
                 &node.target,
                 "not supported on the cpu device yet (see `pt2web check`)",
@@ -159,12 +150,9 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
         for (a, v) in node.outputs.iter().zip(outs) {
             bind(graph, &mut env, a, v).map_err(|e| Error::op(&node.target, e))?;
         }
-        let mut ids = Vec::new();
-        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
-        for id in ids {
-            if last_use[id] == i {
-                env[id] = None;
-            }
+        // Intermediates are dropped as soon as their last reader has run.
+        for &id in &step.frees {
+            env[id] = None;
         }
     }
     graph
@@ -273,8 +261,11 @@ pub struct Session {
     /// Parameters, buffers and constants as CPU tensors, by FQN.
     pub state: BTreeMap<String, Tensor>,
     pub run_state: RunState,
-    /// torch's `guards_code`, parsed; checked on every call after the shape guards.
+    /// torch's `guards_code`, parsed; checked (with the shape guards) once per input
+    /// signature, when its Plan is built.
     guards: Vec<sym::GuardCode>,
+    /// Plans by input signature (bounded; see [`crate::plan`]).
+    pub plans: crate::plan::PlanCache,
 }
 
 /// A user input as given by the caller.
@@ -316,17 +307,58 @@ impl Session {
             state,
             run_state: RunState::default(),
             guards,
+            plans: crate::plan::PlanCache::default(),
         })
+    }
+
+    /// Prepare the program for user inputs of these dtypes and shapes (and scalar values)
+    /// without running it: inputs checked against the guards, the meta pass, the memory
+    /// estimate (see [`crate::plan`]). The next run with that signature starts from the
+    /// Plan; a run with a signature never prepared builds its Plan first.
+    pub fn prepare(&mut self, inputs: &[crate::meta::MValue]) -> Result<Arc<crate::plan::Plan>> {
+        let sig = crate::plan::meta_signature(inputs);
+        self.plan_for(sig, None)
+    }
+
+    /// The Plan of a signature, from the cache or built now (checking `values`, the
+    /// caller's inputs, or zero placeholders of the signature when there are none).
+    pub fn plan_for(
+        &mut self,
+        sig: crate::plan::Signature,
+        values: Option<&[RValue]>,
+    ) -> Result<Arc<crate::plan::Plan>> {
+        if let Some(p) = self.plans.get(&sig) {
+            self.plans.hits += 1;
+            return Ok(p);
+        }
+        self.plans.misses += 1;
+        let start = profile::now_ms();
+        let bindings = match values {
+            Some(v) => self.check_inputs(v)?,
+            None => self.check_inputs(&crate::plan::placeholders(&sig)?)?,
+        };
+        self.run_state.graph_plans.get(&self.program.graph);
+        let mut plan = crate::plan::Plan::build(&self.program, sig, bindings);
+        plan.prepare_ms = profile::now_ms() - start;
+        let plan = Arc::new(plan);
+        self.plans.insert(plan.clone());
+        Ok(plan)
+    }
+
+    /// Keep Plans for at most `n` input signatures (default
+    /// [`crate::plan::DEFAULT_PLAN_CAPACITY`]); the least recently used go first.
+    pub fn set_plan_capacity(&mut self, n: usize) {
+        self.plans.set_capacity(n);
     }
 
     /// Ops of the program (and its subgraphs) that the CPU backend cannot run.
     pub fn unsupported_ops(program: &Program) -> Vec<String> {
-        let reg = registry();
+        let reg = table();
         program
             .graph
             .op_histogram()
             .into_keys()
-            .filter(|t| reg.lookup(t).is_none())
+            .filter(|t| reg.cpu_kernel(t).is_none())
             .collect()
     }
 
@@ -481,8 +513,8 @@ impl Session {
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.
     pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
-        let bindings = self.check_inputs(&inputs)?;
-        self.run_state.bindings = bindings;
+        let plan = self.plan_for(crate::plan::signature(&inputs), Some(&inputs))?;
+        self.run_state.bindings = plan.bindings.clone();
         let p = self.program.clone();
         let mut user = inputs.clone().into_iter();
         let mut graph_inputs = Vec::with_capacity(p.inputs.len());

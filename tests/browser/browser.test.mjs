@@ -103,6 +103,43 @@ test('auto picks WebGPU where Chromium has an adapter', async () => {
   assert.deepEqual(errors, []);
 });
 
+test('WebGPU prepare: pipelines created before the first run, same outputs, clear errors', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load, tensor, Pt2WebError } = await import('/js/index.js');
+    const x = [tensor(Float32Array.from({ length: 5 * 16 }, (_, i) => Math.cos(i)), [5, 16])];
+    const plain = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const want = (await plain.run(x))[0];
+    const wantStats = plain.lastRunStats();
+    plain.dispose();
+    // Dynamic batch: `prepare: true` cannot guess it and says so; the shapes do.
+    let noShape = null;
+    try { await load('/fixtures/dyn_batch.pt2', { device: 'webgpu', prepare: true }); } catch (e) { noShape = `${e instanceof Pt2WebError} ${e.code} ${e.message}`; }
+    const progress = [];
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu', prepare: { x: [5, 16] }, onProgress: (a, b) => progress.push([a, b]) });
+    const prep = m.prepareStats;
+    const got = (await m.run(x))[0];
+    const first = m.lastRunStats();
+    let guard = null;
+    try { await m.prepare({ x: [65, 16] }); } catch (e) { guard = `${e instanceof Pt2WebError} ${e.code}`; }
+    const again = (await m.run(x))[0];
+    const same = got.data.every((v, i) => v === want.data[i]) && again.data.every((v, i) => v === want.data[i]);
+    m.dispose();
+    return { noShape, prep, first, wantStats, same, guard, lastProgress: progress[progress.length - 1] };
+  });
+  console.log(`# prepare ${JSON.stringify(r.prep)}; first run ${JSON.stringify(r.first)}; unprepared first run pipelines ${r.wantStats.pipelinesCreated}`);
+  assert.match(r.noShape, /^true INPUT .*'x'.*dynamic/);
+  assert.ok(r.prep.pipelinesCreated > 0 && r.prep.planSteps > 0 && r.prep.stopped === null, JSON.stringify(r.prep));
+  assert.equal(r.first.pipelinesCreated, 0, 'the first run after prepare compiles no shader');
+  assert.ok(r.wantStats.pipelinesCreated > 0, 'an unprepared first run does');
+  assert.equal(r.first.planSteps, r.prep.planSteps);
+  assert.ok(r.first.hostMs >= 0 && r.first.waitMs >= 0, JSON.stringify(r.first));
+  assert.ok(r.same, 'prepared and unprepared runs give the same outputs');
+  assert.equal(r.guard, 'true GUARD');
+  assert.deepEqual(r.lastProgress, [1, 1]);
+  assert.deepEqual(errors, []);
+});
+
 test('WebGPU device API: memory statistics, memory limit, synchronize, dispose frees', async () => {
   const { page, errors } = await newPage();
   const r = await page.evaluate(async () => {

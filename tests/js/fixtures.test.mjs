@@ -141,3 +141,21 @@ test('the profiler records every op with positive times and a Chrome trace', asy
   assert.ok(trace.traceEvents.every((e) => e.ph === 'X' && typeof e.ts === 'number'));
   assert.equal(model.stopProfiler(), null);
 });
+
+test('prepare on the CPU: the declared shapes, given shapes, and a guard error', async () => {
+  const [, meta] = metas().find(([stem]) => stem === 'convnet_core');
+  const pm = meta.programs.model;
+  const m = await load(bytesOf('convnet_core.pt2'), { device: 'cpu', prepare: true });
+  assert.ok(m.prepareStats.planSteps > 0, JSON.stringify(m.prepareStats));
+  assert.equal(m.prepareStats.pipelinesCreated, 0);
+  await runCase(m, pm, pm.io_cases[0]);
+  const d = await load(bytesOf('dyn_batch.pt2'), { device: 'cpu' });
+  await assert.rejects(d.prepare(), (e) => e instanceof Pt2WebError && e.code === 'INPUT' && /'x'.*dynamic/.test(e.message));
+  await assert.rejects(d.prepare({ x: [65, 16] }), (e) => e instanceof Pt2WebError && e.code === 'GUARD');
+  const st = await d.prepare({ x: [3, 16] });
+  assert.ok(st.planSteps > 0);
+  const out = await d.run([tensor(new Float32Array(3 * 16).fill(1), [3, 16])]);
+  assert.deepEqual(out[0].shape.slice(0, 1), [3]);
+  m.dispose();
+  d.dispose();
+});

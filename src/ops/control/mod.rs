@@ -4,49 +4,53 @@
 //! `sym_constrain_range`...), which fail with an error carrying torch's message.
 //! Symbolic arithmetic (`_operator.add`, `torch.sym_max`...) is in `sym.rs`.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 mod sym;
 #[cfg(test)]
 mod tests;
 
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::program::{Arg, Graph};
 use crate::runtime::{run_graph, RValue};
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add("higher_order.cond", cond);
-    r.add("higher_order.while_loop", while_loop);
-    r.add("higher_order.map_impl", map_impl);
-    r.add("_operator.getitem", getitem);
-    r.add("aten.sym_size.int", sym_size);
-    r.add("aten.sym_numel.default", sym_numel);
-    r.add("aten.sym_stride.int", sym_stride);
-    r.add("aten.sym_storage_offset.default", sym_storage_offset);
-    r.add("aten.sym_is_contiguous.default", sym_is_contiguous);
-    r.add("aten.item.default", item);
-    r.add("aten._local_scalar_dense.default", item);
-    r.add("aten._assert_scalar.default", assert_scalar);
-    r.add("aten._functional_assert_scalar.default", assert_scalar);
-    r.add_op("aten._assert_async", assert_async);
-    r.add("aten._functional_assert_async.msg", assert_async);
-    r.add("aten.sym_constrain_range.default", constrain_range);
-    r.add("aten.sym_constrain_range_for_size.default", constrain_range);
-    r.add(
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu("higher_order.cond", cond);
+    r.cpu("higher_order.while_loop", while_loop);
+    r.cpu("higher_order.map_impl", map_impl);
+    r.cpu("_operator.getitem", getitem);
+    r.cpu("aten.sym_size.int", sym_size);
+    r.cpu("aten.sym_numel.default", sym_numel);
+    r.cpu("aten.sym_stride.int", sym_stride);
+    r.cpu("aten.sym_storage_offset.default", sym_storage_offset);
+    r.cpu("aten.sym_is_contiguous.default", sym_is_contiguous);
+    r.cpu("aten.item.default", item);
+    r.cpu("aten._local_scalar_dense.default", item);
+    r.cpu("aten._assert_scalar.default", assert_scalar);
+    r.cpu("aten._functional_assert_scalar.default", assert_scalar);
+    r.cpu_op("aten._assert_async", assert_async);
+    r.cpu("aten._functional_assert_async.msg", assert_async);
+    r.cpu("aten.sym_constrain_range.default", constrain_range);
+    r.cpu("aten.sym_constrain_range_for_size.default", constrain_range);
+    r.cpu(
         "aten._functional_sym_constrain_range.default",
         constrain_range,
     );
-    r.add(
+    r.cpu(
         "aten._functional_sym_constrain_range_for_size.default",
         constrain_range,
     );
-    r.add("aten._make_dep_token.default", dep_token);
-    r.add(
+    r.cpu("aten._make_dep_token.default", dep_token);
+    r.cpu(
         "aten._assert_tensor_metadata.default",
         assert_tensor_metadata,
     );
-    r.add("aten.scalar_tensor.default", scalar_tensor);
+    r.cpu("aten.scalar_tensor.default", scalar_tensor);
     sym::register(r);
 }
 

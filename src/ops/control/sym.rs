@@ -5,19 +5,19 @@
 //! SymBool) decides what is returned.
 
 use crate::error::Result;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::program::Arg;
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut OpTable) {
     for op in [
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne",
         "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "lshift", "rshift", "truth",
     ] {
-        r.add(&format!("_operator.{op}"), sym_op);
+        r.cpu(&format!("_operator.{op}"), sym_op);
     }
     for f in ["trunc", "floor", "ceil", "sqrt"] {
-        r.add(&format!("math.{f}"), sym_op);
+        r.cpu(&format!("math.{f}"), sym_op);
     }
     for f in [
         "sym_max",
@@ -30,7 +30,7 @@ pub(super) fn register(r: &mut Registry) {
         "sym_sqrt",
         "sym_sum",
     ] {
-        r.add(&format!("torch.{f}"), sym_op);
+        r.cpu(&format!("torch.{f}"), sym_op);
     }
 }
 

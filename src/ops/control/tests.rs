@@ -126,7 +126,7 @@ fn call(
     };
     let graph = Graph::default();
     let mut state = RunState::default();
-    let kernel = crate::ops::registry().lookup(target).expect("registered");
+    let kernel = crate::ops::table().cpu_kernel(target).expect("registered");
     let mut ctx = OpCtx {
         node: &node,
         graph: &graph,

@@ -5,11 +5,14 @@
 //! leading size-1 spatial dims) and computed in f32 (f16/bf16 rounded once at the end, as
 //! torch's CPU kernels accumulate in f32) or f64.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 mod depthwise;
 mod kernels;
 
 use super::matmul::gemm::{with_contiguous, Float};
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -17,15 +20,16 @@ use crate::program::Arg;
 use crate::runtime::RValue;
 use kernels::Geometry;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add_op("aten.convolution", convolution);
-    r.add_op("aten._convolution", convolution);
-    r.add_op("aten.conv1d", conv1d);
-    r.add_op("aten.conv2d", conv2d);
-    r.add_op("aten.conv3d", conv3d);
-    r.add_op("aten.conv_transpose1d", conv_transpose1d);
-    r.add_op("aten.conv_transpose2d", conv_transpose2d);
-    r.add_op("aten.conv_transpose3d", conv_transpose3d);
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu_op("aten.convolution", convolution);
+    r.cpu_op("aten._convolution", convolution);
+    r.cpu_op("aten.conv1d", conv1d);
+    r.cpu_op("aten.conv2d", conv2d);
+    r.cpu_op("aten.conv3d", conv3d);
+    r.cpu_op("aten.conv_transpose1d", conv_transpose1d);
+    r.cpu_op("aten.conv_transpose2d", conv_transpose2d);
+    r.cpu_op("aten.conv_transpose3d", conv_transpose3d);
 }
 
 /// Padding as given: explicit sizes, or torch's 'same' / 'valid'.

@@ -10,46 +10,46 @@ use super::real::Real;
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{OpCtx, Registry, Scalar};
+use crate::ops::{OpCtx, OpTable, Scalar};
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut OpTable) {
     for op in ["add", "add_", "sub", "sub_", "rsub"] {
-        r.add_op(&format!("aten.{op}"), add_sub);
+        r.cpu_op(&format!("aten.{op}"), add_sub);
     }
-    r.add_op("aten.mul", mul);
-    r.add_op("aten.mul_", mul);
+    r.cpu_op("aten.mul", mul);
+    r.cpu_op("aten.mul_", mul);
     for op in ["div", "div_", "true_divide", "true_divide_"] {
-        r.add_op(&format!("aten.{op}"), div);
+        r.cpu_op(&format!("aten.{op}"), div);
     }
     for op in ["floor_divide", "floor_divide_"] {
-        r.add_op(&format!("aten.{op}"), floor_divide);
+        r.cpu_op(&format!("aten.{op}"), floor_divide);
     }
     for op in ["remainder", "remainder_"] {
-        r.add_op(&format!("aten.{op}"), remainder);
+        r.cpu_op(&format!("aten.{op}"), remainder);
     }
     for op in ["fmod", "fmod_"] {
-        r.add_op(&format!("aten.{op}"), fmod);
+        r.cpu_op(&format!("aten.{op}"), fmod);
     }
     for op in ["pow", "pow_"] {
-        r.add_op(&format!("aten.{op}"), pow);
+        r.cpu_op(&format!("aten.{op}"), pow);
     }
-    r.add_op("aten.maximum", maximum);
-    r.add_op("aten.minimum", minimum);
+    r.cpu_op("aten.maximum", maximum);
+    r.cpu_op("aten.minimum", minimum);
     // torch.max(a, b) in the training IR.
-    r.add("aten.max.other", maximum);
-    r.add("aten.min.other", minimum);
-    r.add_op("aten.fmax", fmax);
-    r.add_op("aten.fmin", fmin);
+    r.cpu("aten.max.other", maximum);
+    r.cpu("aten.min.other", minimum);
+    r.cpu_op("aten.fmax", fmax);
+    r.cpu_op("aten.fmin", fmin);
     for op in ["atan2", "atan2_", "arctan2", "arctan2_"] {
-        r.add_op(&format!("aten.{op}"), atan2);
+        r.cpu_op(&format!("aten.{op}"), atan2);
     }
     for op in ["hypot", "hypot_"] {
-        r.add_op(&format!("aten.{op}"), hypot);
+        r.cpu_op(&format!("aten.{op}"), hypot);
     }
-    r.add_op("aten.logaddexp", logaddexp);
+    r.cpu_op("aten.logaddexp", logaddexp);
     for op in ["xlogy", "xlogy_"] {
-        r.add_op(&format!("aten.{op}"), xlogy);
+        r.cpu_op(&format!("aten.{op}"), xlogy);
     }
 }
 

@@ -9,14 +9,14 @@ use super::engine::{dense_strides, scalar_full, val, Val};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::program::Arg;
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_op("aten.clone", clone);
-    r.add_op("aten.lift_fresh_copy", clone);
-    r.add_op("aten.contiguous", contiguous);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu_op("aten.clone", clone);
+    r.cpu_op("aten.lift_fresh_copy", clone);
+    r.cpu_op("aten.contiguous", contiguous);
     for op in [
         "alias",
         "detach",
@@ -26,19 +26,19 @@ pub(super) fn register(r: &mut Registry) {
         "resolve_conj",
         "resolve_neg",
     ] {
-        r.add_op(&format!("aten.{op}"), alias);
+        r.cpu_op(&format!("aten.{op}"), alias);
     }
-    r.add("aten.copy.default", copy);
-    r.add("aten.copy_.default", copy_);
-    r.add("aten.copy_.Tensor", copy_);
-    r.add_op("aten.to", to);
-    r.add_op("aten._to_copy", to_copy);
-    r.add_op("aten.type_as", type_as);
-    r.add_op("aten.fill", fill);
-    r.add_op("aten.fill_", fill);
-    r.add_op("aten.zero", fill);
-    r.add_op("aten.zero_", fill);
-    r.add_op("aten._assert_tensor_metadata", assert_metadata);
+    r.cpu("aten.copy.default", copy);
+    r.cpu("aten.copy_.default", copy_);
+    r.cpu("aten.copy_.Tensor", copy_);
+    r.cpu_op("aten.to", to);
+    r.cpu_op("aten._to_copy", to_copy);
+    r.cpu_op("aten.type_as", type_as);
+    r.cpu_op("aten.fill", fill);
+    r.cpu_op("aten.fill_", fill);
+    r.cpu_op("aten.zero", fill);
+    r.cpu_op("aten.zero_", fill);
+    r.cpu_op("aten._assert_tensor_metadata", assert_metadata);
 }
 
 /// Export schema `MemoryFormat` values.

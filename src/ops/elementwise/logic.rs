@@ -8,14 +8,14 @@ use super::engine::{
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{Kernel, OpCtx, Registry};
+use crate::ops::{Kernel, OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(super) fn register(r: &mut Registry) {
-    let both = |r: &mut Registry, name: &str, k: Kernel| {
-        r.add_op(&format!("aten.{name}"), k);
-        r.add_op(&format!("aten.{name}_"), k);
+pub(super) fn register(r: &mut OpTable) {
+    let both = |r: &mut OpTable, name: &str, k: Kernel| {
+        r.cpu_op(&format!("aten.{name}"), k);
+        r.cpu_op(&format!("aten.{name}_"), k);
     };
     both(r, "eq", eq);
     both(r, "ne", ne);
@@ -38,26 +38,26 @@ pub(super) fn register(r: &mut Registry) {
     both(r, "bitwise_not", bitwise_not);
     both(r, "bitwise_left_shift", left_shift);
     both(r, "bitwise_right_shift", right_shift);
-    r.add_op("aten.__lshift__", left_shift);
-    r.add_op("aten.__rshift__", right_shift);
-    r.add_op("aten.__and__", bitwise_and);
-    r.add_op("aten.__or__", bitwise_or);
-    r.add_op("aten.__xor__", bitwise_xor);
+    r.cpu_op("aten.__lshift__", left_shift);
+    r.cpu_op("aten.__rshift__", right_shift);
+    r.cpu_op("aten.__and__", bitwise_and);
+    r.cpu_op("aten.__or__", bitwise_or);
+    r.cpu_op("aten.__xor__", bitwise_xor);
     // `where(condition)` (one argument) is nonzero's job; these are the selecting overloads.
     for o in ["self", "ScalarSelf", "ScalarOther", "Scalar"] {
-        r.add(&format!("aten.where.{o}"), where_);
+        r.cpu(&format!("aten.where.{o}"), where_);
     }
     both(r, "masked_fill", masked_fill);
-    r.add_op("aten.isnan", |ctx| predicate(ctx, f64::is_nan, false));
-    r.add_op("aten.isinf", |ctx| predicate(ctx, f64::is_infinite, false));
-    r.add_op("aten.isfinite", |ctx| predicate(ctx, f64::is_finite, true));
-    r.add_op("aten.isposinf", |ctx| {
+    r.cpu_op("aten.isnan", |ctx| predicate(ctx, f64::is_nan, false));
+    r.cpu_op("aten.isinf", |ctx| predicate(ctx, f64::is_infinite, false));
+    r.cpu_op("aten.isfinite", |ctx| predicate(ctx, f64::is_finite, true));
+    r.cpu_op("aten.isposinf", |ctx| {
         predicate(ctx, |x| x == f64::INFINITY, false)
     });
-    r.add_op("aten.isneginf", |ctx| {
+    r.cpu_op("aten.isneginf", |ctx| {
         predicate(ctx, |x| x == f64::NEG_INFINITY, false)
     });
-    r.add_op("aten.signbit", signbit);
+    r.cpu_op("aten.signbit", signbit);
 }
 
 /// A comparison in the promoted dtype's compute type; the result is bool.

@@ -5,6 +5,9 @@
 //! - `real`: the float compute trait and erf/erfc/erfinv; `fast`: vectorizable f32 exp/tanh/erf
 //! - `arith`, `unary`, `ternary`, `logic`, `convert`: the kernels
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 pub(crate) mod arith;
 pub(crate) mod convert;
 pub(crate) mod engine;
@@ -14,9 +17,10 @@ pub(crate) mod real;
 pub(crate) mod ternary;
 pub(crate) mod unary;
 
-use super::Registry;
+use super::OpTable;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
     arith::register(r);
     convert::register(r);
     logic::register(r);

@@ -8,10 +8,10 @@ use super::real::Real;
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{OpCtx, Registry, Scalar};
+use crate::ops::{OpCtx, OpTable, Scalar};
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut OpTable) {
     for op in [
         "clamp",
         "clamp_",
@@ -22,14 +22,14 @@ pub(super) fn register(r: &mut Registry) {
         "clamp_max",
         "clamp_max_",
     ] {
-        r.add_op(&format!("aten.{op}"), clamp);
+        r.cpu_op(&format!("aten.{op}"), clamp);
     }
-    r.add_op("aten.lerp", lerp);
-    r.add_op("aten.lerp_", lerp);
-    r.add_op("aten.addcmul", addcmul);
-    r.add_op("aten.addcmul_", addcmul);
-    r.add_op("aten.addcdiv", addcdiv);
-    r.add_op("aten.addcdiv_", addcdiv);
+    r.cpu_op("aten.lerp", lerp);
+    r.cpu_op("aten.lerp_", lerp);
+    r.cpu_op("aten.addcmul", addcmul);
+    r.cpu_op("aten.addcmul_", addcmul);
+    r.cpu_op("aten.addcdiv", addcdiv);
+    r.cpu_op("aten.addcdiv_", addcdiv);
 }
 
 /// `clamp` with number bounds: `min(max(x, lo), hi)` as C++'s std::max/std::min, so NaN

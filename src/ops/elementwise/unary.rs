@@ -5,7 +5,7 @@ use super::engine::{finfo, float_dtype, map, output, run_unary, UnaryOp};
 use super::real::Real;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
 /// Float-only unary ops: one zero-sized type per op, so each loop is monomorphized.
@@ -23,11 +23,11 @@ macro_rules! float_unary {
                 }
             }
         )*
-        fn register_float(r: &mut Registry) {
+        fn register_float(r: &mut OpTable) {
             $(
                 $(
-                    r.add_op(concat!("aten.", $name), |ctx| float_unary(ctx, &$st));
-                    r.add_op(concat!("aten.", $name, "_"), |ctx| float_unary(ctx, &$st));
+                    r.cpu_op(concat!("aten.", $name), |ctx| float_unary(ctx, &$st));
+                    r.cpu_op(concat!("aten.", $name, "_"), |ctx| float_unary(ctx, &$st));
                 )*
             )*
         }
@@ -66,7 +66,7 @@ float_unary! {
     Rad2deg ["rad2deg"] |x| x * R::c(180.0 / std::f64::consts::PI);
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut OpTable) {
     register_float(r);
     for (name, k) in [
         ("neg", neg as crate::ops::Kernel),
@@ -85,8 +85,8 @@ pub(super) fn register(r: &mut Registry) {
         ("nan_to_num", nan_to_num),
         ("logit", logit),
     ] {
-        r.add_op(&format!("aten.{name}"), k);
-        r.add_op(&format!("aten.{name}_"), k);
+        r.cpu_op(&format!("aten.{name}"), k);
+        r.cpu_op(&format!("aten.{name}_"), k);
     }
 }
 

@@ -2,11 +2,14 @@
 //! `new_` forms, scalar_tensor, empty_strided), ranges (arange, linspace, logspace), eye; the
 //! random factories and dropout live in `random`.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 mod random;
 
 use super::elementwise::convert::{layout_for, materialize};
 use super::elementwise::engine::scalar_full;
-use super::{OpCtx, Registry, Scalar};
+use super::{OpCtx, OpTable, Scalar};
 use crate::cpu::{cast, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -15,27 +18,28 @@ use crate::program::Arg;
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add_op("aten.arange", arange);
-    r.add_op("aten.full", full);
-    r.add_op("aten.zeros", full);
-    r.add_op("aten.ones", full);
-    r.add_op("aten.empty", full);
-    r.add_op("aten.new_full", full);
-    r.add_op("aten.new_zeros", full);
-    r.add_op("aten.new_ones", full);
-    r.add_op("aten.new_empty", full);
-    r.add_op("aten.new_empty_strided", empty_strided);
-    r.add_op("aten.full_like", full_like);
-    r.add_op("aten.zeros_like", full_like);
-    r.add_op("aten.ones_like", full_like);
-    r.add_op("aten.empty_like", full_like);
-    r.add_op("aten.empty_strided", empty_strided);
-    r.add_op("aten.empty_permuted", empty_permuted);
-    r.add_op("aten.scalar_tensor", scalar_tensor);
-    r.add_op("aten.linspace", linspace);
-    r.add_op("aten.logspace", linspace);
-    r.add_op("aten.eye", eye);
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu_op("aten.arange", arange);
+    r.cpu_op("aten.full", full);
+    r.cpu_op("aten.zeros", full);
+    r.cpu_op("aten.ones", full);
+    r.cpu_op("aten.empty", full);
+    r.cpu_op("aten.new_full", full);
+    r.cpu_op("aten.new_zeros", full);
+    r.cpu_op("aten.new_ones", full);
+    r.cpu_op("aten.new_empty", full);
+    r.cpu_op("aten.new_empty_strided", empty_strided);
+    r.cpu_op("aten.full_like", full_like);
+    r.cpu_op("aten.zeros_like", full_like);
+    r.cpu_op("aten.ones_like", full_like);
+    r.cpu_op("aten.empty_like", full_like);
+    r.cpu_op("aten.empty_strided", empty_strided);
+    r.cpu_op("aten.empty_permuted", empty_permuted);
+    r.cpu_op("aten.scalar_tensor", scalar_tensor);
+    r.cpu_op("aten.linspace", linspace);
+    r.cpu_op("aten.logspace", linspace);
+    r.cpu_op("aten.eye", eye);
     random::register(r);
 }
 

@@ -8,39 +8,39 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::elementwise::convert::preserved_strides;
 use crate::ops::elementwise::engine::output;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::program::Arg;
 use crate::runtime::{RValue, Rng};
 use crate::with_dtype;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_op("aten.rand", rand);
-    r.add_op("aten.rand_like", rand);
-    r.add_op("aten.randn", rand);
-    r.add_op("aten.randn_like", rand);
-    r.add_op("aten.uniform", rand);
-    r.add_op("aten.uniform_", rand);
-    r.add_op("aten.normal_", rand);
-    r.add_op("aten.normal_functional", rand);
-    r.add_op("aten.randint", randint);
-    r.add_op("aten.randint_like", randint);
-    r.add_op("aten.random_", randint);
-    r.add_op("aten.bernoulli", bernoulli);
-    r.add_op("aten.bernoulli_", bernoulli);
-    r.add_op("aten.normal", normal);
-    r.add_op("aten.exponential_", exponential);
-    r.add_op("aten.exponential", exponential);
-    r.add_op("aten.randperm", randperm);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu_op("aten.rand", rand);
+    r.cpu_op("aten.rand_like", rand);
+    r.cpu_op("aten.randn", rand);
+    r.cpu_op("aten.randn_like", rand);
+    r.cpu_op("aten.uniform", rand);
+    r.cpu_op("aten.uniform_", rand);
+    r.cpu_op("aten.normal_", rand);
+    r.cpu_op("aten.normal_functional", rand);
+    r.cpu_op("aten.randint", randint);
+    r.cpu_op("aten.randint_like", randint);
+    r.cpu_op("aten.random_", randint);
+    r.cpu_op("aten.bernoulli", bernoulli);
+    r.cpu_op("aten.bernoulli_", bernoulli);
+    r.cpu_op("aten.normal", normal);
+    r.cpu_op("aten.exponential_", exponential);
+    r.cpu_op("aten.exponential", exponential);
+    r.cpu_op("aten.randperm", randperm);
     for op in [
         "dropout",
         "feature_dropout",
         "alpha_dropout",
         "feature_alpha_dropout",
     ] {
-        r.add_op(&format!("aten.{op}"), dropout);
-        r.add_op(&format!("aten.{op}_"), dropout);
+        r.cpu_op(&format!("aten.{op}"), dropout);
+        r.cpu_op(&format!("aten.{op}_"), dropout);
     }
-    r.add_op("aten.native_dropout", native_dropout);
+    r.cpu_op("aten.native_dropout", native_dropout);
 }
 
 /// Mantissa bits of a float dtype: uniform samples are multiples of 2^-bits, so they are

@@ -3,37 +3,41 @@
 //! in `scatter.rs`. Indices wrap when negative (as torch); an index out of range is an error
 //! naming the op, the dimension and the index.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 mod scatter;
 #[cfg(test)]
 mod tests;
 
 use super::shape::{bounded_index, fresh, gather_storage, index_values, reshape_t, wrap_index};
 use super::util::wrap_dim;
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{broadcast_shapes, Elem, Tensor};
 use crate::error::Result;
 use crate::runtime::RValue;
 use crate::with_dtype;
 pub(super) use scatter::Reduce;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add("aten.embedding.default", embedding);
-    r.add("aten.index.Tensor", index);
-    r.add("aten._unsafe_index.Tensor", index);
-    r.add("aten._unsafe_masked_index.default", unsafe_masked_index);
-    r.add("aten.index_put.default", index_put);
-    r.add("aten.index_put_.default", index_put_);
-    r.add("aten._index_put_impl_.default", index_put_);
-    r.add("aten._unsafe_index_put.default", index_put);
-    r.add(
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu("aten.embedding.default", embedding);
+    r.cpu("aten.index.Tensor", index);
+    r.cpu("aten._unsafe_index.Tensor", index);
+    r.cpu("aten._unsafe_masked_index.default", unsafe_masked_index);
+    r.cpu("aten.index_put.default", index_put);
+    r.cpu("aten.index_put_.default", index_put_);
+    r.cpu("aten._index_put_impl_.default", index_put_);
+    r.cpu("aten._unsafe_index_put.default", index_put);
+    r.cpu(
         "aten._unsafe_masked_index_put_accumulate.default",
         unsafe_masked_index_put_accumulate,
     );
-    r.add("aten.index_select.default", index_select);
-    r.add("aten.take.default", take);
-    r.add("aten.masked_select.default", masked_select);
-    r.add("aten.nonzero.default", nonzero);
-    r.add("aten.argwhere.default", nonzero);
+    r.cpu("aten.index_select.default", index_select);
+    r.cpu("aten.take.default", take);
+    r.cpu("aten.masked_select.default", masked_select);
+    r.cpu("aten.nonzero.default", nonzero);
+    r.cpu("aten.argwhere.default", nonzero);
     scatter::register(r);
 }
 

@@ -8,24 +8,24 @@ use crate::cpu::{Elem, Tensor};
 use crate::error::Result;
 use crate::ops::shape::{bounded_index, fresh, gather_storage, index_values, select_t, wrap_index};
 use crate::ops::util::wrap_dim;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add("aten.gather.default", gather);
-    r.add_op("aten.scatter", scatter);
-    r.add_op("aten.scatter_", scatter_);
-    r.add("aten.scatter_add.default", scatter);
-    r.add("aten.scatter_add_.default", scatter_);
-    r.add("aten.scatter_reduce.two", scatter);
-    r.add("aten.scatter_reduce_.two", scatter_);
-    r.add("aten.index_add.default", index_add);
-    r.add("aten.index_add_.default", index_add_);
-    r.add("aten.index_copy.default", index_copy);
-    r.add("aten.index_copy_.default", index_copy_);
-    r.add_op("aten.index_fill", index_fill);
-    r.add_op("aten.index_fill_", index_fill_);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu("aten.gather.default", gather);
+    r.cpu_op("aten.scatter", scatter);
+    r.cpu_op("aten.scatter_", scatter_);
+    r.cpu("aten.scatter_add.default", scatter);
+    r.cpu("aten.scatter_add_.default", scatter_);
+    r.cpu("aten.scatter_reduce.two", scatter);
+    r.cpu("aten.scatter_reduce_.two", scatter_);
+    r.cpu("aten.index_add.default", index_add);
+    r.cpu("aten.index_add_.default", index_add_);
+    r.cpu("aten.index_copy.default", index_copy);
+    r.cpu("aten.index_copy_.default", index_copy_);
+    r.cpu_op("aten.index_fill", index_fill);
+    r.cpu_op("aten.index_fill_", index_fill_);
 }
 
 /// How a written value combines with the one already there.

@@ -6,10 +6,13 @@
 //! kernels do), f64, and wrapping i64 for integers (exact). Operands are read through their
 //! strides, so transposed and broadcast inputs are not copied.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 pub(crate) mod einsum;
 pub(crate) mod gemm;
 
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::promote::promote_types;
 use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
@@ -17,34 +20,35 @@ use crate::error::Result;
 use crate::runtime::RValue;
 use crate::tensor::contiguous_strides;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add_op("aten.mm", mm);
-    r.add_op("aten.bmm", bmm);
-    r.add_op("aten.addmm", addmm);
-    r.add("aten.addmm_.default", addmm_);
-    r.add_op("aten.baddbmm", baddbmm);
-    r.add("aten.baddbmm_.default", baddbmm_);
-    r.add_op("aten.addbmm", addbmm);
-    r.add("aten.addbmm_.default", addbmm_);
-    r.add_op("aten.mv", mv);
-    r.add_op("aten.addmv", addmv);
-    r.add("aten.addmv_.default", addmv_);
-    r.add_op("aten.dot", dot);
-    r.add_op("aten.vdot", dot);
-    r.add_op("aten.inner", inner);
-    r.add_op("aten.outer", outer);
-    r.add_op("aten.ger", outer);
-    r.add_op("aten.addr", addr);
-    r.add("aten.addr_.default", addr_);
-    r.add_op("aten.matmul", matmul);
-    r.add_op("aten.linear", linear);
-    r.add_op("aten.einsum", einsum::einsum);
-    r.add_op("aten._addmm_activation", addmm_activation);
-    r.add_op("aten.tensordot", tensordot);
-    r.add_op("aten.bilinear", bilinear);
-    r.add_op("aten._trilinear", trilinear);
-    r.add_op("aten.linalg_multi_dot", multi_dot);
-    r.add_op("aten.chain_matmul", multi_dot);
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu_op("aten.mm", mm);
+    r.cpu_op("aten.bmm", bmm);
+    r.cpu_op("aten.addmm", addmm);
+    r.cpu("aten.addmm_.default", addmm_);
+    r.cpu_op("aten.baddbmm", baddbmm);
+    r.cpu("aten.baddbmm_.default", baddbmm_);
+    r.cpu_op("aten.addbmm", addbmm);
+    r.cpu("aten.addbmm_.default", addbmm_);
+    r.cpu_op("aten.mv", mv);
+    r.cpu_op("aten.addmv", addmv);
+    r.cpu("aten.addmv_.default", addmv_);
+    r.cpu_op("aten.dot", dot);
+    r.cpu_op("aten.vdot", dot);
+    r.cpu_op("aten.inner", inner);
+    r.cpu_op("aten.outer", outer);
+    r.cpu_op("aten.ger", outer);
+    r.cpu_op("aten.addr", addr);
+    r.cpu("aten.addr_.default", addr_);
+    r.cpu_op("aten.matmul", matmul);
+    r.cpu_op("aten.linear", linear);
+    r.cpu_op("aten.einsum", einsum::einsum);
+    r.cpu_op("aten._addmm_activation", addmm_activation);
+    r.cpu_op("aten.tensordot", tensordot);
+    r.cpu_op("aten.bilinear", bilinear);
+    r.cpu_op("aten._trilinear", trilinear);
+    r.cpu_op("aten.linalg_multi_dot", multi_dot);
+    r.cpu_op("aten.chain_matmul", multi_dot);
 }
 
 fn one(t: Tensor) -> Result<Vec<RValue>> {

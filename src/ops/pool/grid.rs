@@ -9,12 +9,12 @@ use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::matmul::gemm::{par_chunks, Float};
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_op("aten.grid_sampler", grid_sampler);
-    r.add_op("aten.grid_sampler_2d", grid_sampler);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu_op("aten.grid_sampler", grid_sampler);
+    r.cpu_op("aten.grid_sampler_2d", grid_sampler);
 }
 
 #[derive(Clone, Copy, PartialEq)]

@@ -6,38 +6,43 @@
 //! propagates NaN and reports the flat index within each input plane, average pooling
 //! divides by the window clipped to the padded input (or the real input, or a divisor
 //! override), adaptive windows span `[floor(i*in/out), ceil((i+1)*in/out))`.
+
 // Kernels are generic over element types, bool included; `v > val` is the generic max rule.
 #![allow(clippy::bool_comparison)]
+
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
 
 mod grid;
 pub(crate) mod upsample;
 
 use super::matmul::gemm::{par_chunks, par_chunks2, with_contiguous};
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add_op("aten.max_pool1d", |c| max_pool(c, 1, false));
-    r.add_op("aten.max_pool2d", |c| max_pool(c, 2, false));
-    r.add_op("aten.max_pool3d", |c| max_pool(c, 3, false));
-    r.add_op("aten.max_pool1d_with_indices", |c| max_pool(c, 1, true));
-    r.add_op("aten.max_pool2d_with_indices", |c| max_pool(c, 2, true));
-    r.add_op("aten.max_pool3d_with_indices", |c| max_pool(c, 3, true));
-    r.add_op("aten.avg_pool1d", |c| avg_pool(c, 1));
-    r.add_op("aten.avg_pool2d", |c| avg_pool(c, 2));
-    r.add_op("aten.avg_pool3d", |c| avg_pool(c, 3));
-    r.add_op("aten.adaptive_avg_pool1d", |c| adaptive_avg(c, 1));
-    r.add_op("aten.adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
-    r.add_op("aten.adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
-    r.add_op("aten._adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
-    r.add_op("aten._adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
-    r.add_op("aten.adaptive_max_pool1d", |c| adaptive_max(c, 1));
-    r.add_op("aten.adaptive_max_pool2d", |c| adaptive_max(c, 2));
-    r.add_op("aten.adaptive_max_pool3d", |c| adaptive_max(c, 3));
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu_op("aten.max_pool1d", |c| max_pool(c, 1, false));
+    r.cpu_op("aten.max_pool2d", |c| max_pool(c, 2, false));
+    r.cpu_op("aten.max_pool3d", |c| max_pool(c, 3, false));
+    r.cpu_op("aten.max_pool1d_with_indices", |c| max_pool(c, 1, true));
+    r.cpu_op("aten.max_pool2d_with_indices", |c| max_pool(c, 2, true));
+    r.cpu_op("aten.max_pool3d_with_indices", |c| max_pool(c, 3, true));
+    r.cpu_op("aten.avg_pool1d", |c| avg_pool(c, 1));
+    r.cpu_op("aten.avg_pool2d", |c| avg_pool(c, 2));
+    r.cpu_op("aten.avg_pool3d", |c| avg_pool(c, 3));
+    r.cpu_op("aten.adaptive_avg_pool1d", |c| adaptive_avg(c, 1));
+    r.cpu_op("aten.adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
+    r.cpu_op("aten.adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
+    r.cpu_op("aten._adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
+    r.cpu_op("aten._adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
+    r.cpu_op("aten.adaptive_max_pool1d", |c| adaptive_max(c, 1));
+    r.cpu_op("aten.adaptive_max_pool2d", |c| adaptive_max(c, 2));
+    r.cpu_op("aten.adaptive_max_pool3d", |c| adaptive_max(c, 3));
     upsample::register(r);
     grid::register(r);
 }

@@ -11,7 +11,7 @@ use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::matmul::gemm::{par_chunks, Float};
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
@@ -23,25 +23,25 @@ pub(crate) enum Mode {
     Cubic,
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_op("aten.upsample_nearest1d", |c| upsample(c, 1, Mode::Nearest));
-    r.add_op("aten.upsample_nearest2d", |c| upsample(c, 2, Mode::Nearest));
-    r.add_op("aten.upsample_nearest3d", |c| upsample(c, 3, Mode::Nearest));
-    r.add_op("aten._upsample_nearest_exact1d", |c| {
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu_op("aten.upsample_nearest1d", |c| upsample(c, 1, Mode::Nearest));
+    r.cpu_op("aten.upsample_nearest2d", |c| upsample(c, 2, Mode::Nearest));
+    r.cpu_op("aten.upsample_nearest3d", |c| upsample(c, 3, Mode::Nearest));
+    r.cpu_op("aten._upsample_nearest_exact1d", |c| {
         upsample(c, 1, Mode::NearestExact)
     });
-    r.add_op("aten._upsample_nearest_exact2d", |c| {
+    r.cpu_op("aten._upsample_nearest_exact2d", |c| {
         upsample(c, 2, Mode::NearestExact)
     });
-    r.add_op("aten._upsample_nearest_exact3d", |c| {
+    r.cpu_op("aten._upsample_nearest_exact3d", |c| {
         upsample(c, 3, Mode::NearestExact)
     });
-    r.add_op("aten.upsample_linear1d", |c| upsample(c, 1, Mode::Linear));
-    r.add_op("aten.upsample_bilinear2d", |c| upsample(c, 2, Mode::Linear));
-    r.add_op("aten.upsample_trilinear3d", |c| {
+    r.cpu_op("aten.upsample_linear1d", |c| upsample(c, 1, Mode::Linear));
+    r.cpu_op("aten.upsample_bilinear2d", |c| upsample(c, 2, Mode::Linear));
+    r.cpu_op("aten.upsample_trilinear3d", |c| {
         upsample(c, 3, Mode::Linear)
     });
-    r.add_op("aten.upsample_bicubic2d", |c| upsample(c, 2, Mode::Cubic));
+    r.cpu_op("aten.upsample_bicubic2d", |c| upsample(c, 2, Mode::Cubic));
 }
 
 /// Output sizes and the user's scale factors (None when sizes were given).

@@ -6,28 +6,28 @@ use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::util::wrap_dim;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_op("aten.sum", sum);
-    r.add_op("aten.nansum", sum);
-    r.add_op("aten.mean", mean);
-    r.add_op("aten.nanmean", mean);
-    r.add_op("aten.prod", prod);
-    r.add_op("aten.amax", amax);
-    r.add_op("aten.amin", amax);
-    r.add("aten.max.default", max_all);
-    r.add("aten.min.default", max_all);
-    r.add("aten.max.dim", max_dim);
-    r.add("aten.min.dim", max_dim);
-    r.add_op("aten.argmax", argmax);
-    r.add_op("aten.argmin", argmax);
-    r.add_op("aten.aminmax", aminmax);
-    r.add_op("aten.any", any_all);
-    r.add_op("aten.all", any_all);
-    r.add_op("aten.count_nonzero", count_nonzero);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu_op("aten.sum", sum);
+    r.cpu_op("aten.nansum", sum);
+    r.cpu_op("aten.mean", mean);
+    r.cpu_op("aten.nanmean", mean);
+    r.cpu_op("aten.prod", prod);
+    r.cpu_op("aten.amax", amax);
+    r.cpu_op("aten.amin", amax);
+    r.cpu("aten.max.default", max_all);
+    r.cpu("aten.min.default", max_all);
+    r.cpu("aten.max.dim", max_dim);
+    r.cpu("aten.min.dim", max_dim);
+    r.cpu_op("aten.argmax", argmax);
+    r.cpu_op("aten.argmin", argmax);
+    r.cpu_op("aten.aminmax", aminmax);
+    r.cpu_op("aten.any", any_all);
+    r.cpu_op("aten.all", any_all);
+    r.cpu_op("aten.count_nonzero", count_nonzero);
 }
 
 /// Whether the target is the `min`-flavoured twin of a max op (`amin`, `min.dim`, `argmin`).

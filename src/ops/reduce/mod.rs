@@ -6,17 +6,21 @@
 //! sums accumulate in f64 (torch's CPU accumulation type for float is double for scans and
 //! close to it for cascade sums); f16/bf16 inputs compute in f32/f64 and round once at the end.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 mod basic;
 mod scan;
 mod softmax;
 mod stats;
 
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
     basic::register(r);
     stats::register(r);
     softmax::register(r);

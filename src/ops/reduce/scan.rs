@@ -6,19 +6,19 @@ use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::util::wrap_dim;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_op("aten.cumsum", cumsum);
-    r.add_op("aten.cumprod", cumsum);
-    r.add_op("aten.cumsum_", cumsum);
-    r.add_op("aten.cumprod_", cumsum);
-    r.add_op("aten.cummax", cummax);
-    r.add_op("aten.cummin", cummax);
-    r.add_op("aten.logcumsumexp", logcumsumexp);
-    r.add_op("aten.diff", diff);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu_op("aten.cumsum", cumsum);
+    r.cpu_op("aten.cumprod", cumsum);
+    r.cpu_op("aten.cumsum_", cumsum);
+    r.cpu_op("aten.cumprod_", cumsum);
+    r.cpu_op("aten.cummax", cummax);
+    r.cpu_op("aten.cummin", cummax);
+    r.cpu_op("aten.logcumsumexp", logcumsumexp);
+    r.cpu_op("aten.diff", diff);
 }
 
 /// diff(self, n=1, dim=-1, prepend=None, append=None): `x[i+1] - x[i]` along `dim`, `n`

@@ -6,15 +6,15 @@ use super::{compute_float, for_each_lane, split_at_dim, typed, with_real, Real};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::util::wrap_dim;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add("aten.softmax.int", softmax);
-    r.add("aten._softmax.default", softmax);
-    r.add("aten._safe_softmax.default", softmax);
-    r.add("aten.log_softmax.int", softmax);
-    r.add("aten._log_softmax.default", softmax);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu("aten.softmax.int", softmax);
+    r.cpu("aten._softmax.default", softmax);
+    r.cpu("aten._safe_softmax.default", softmax);
+    r.cpu("aten.log_softmax.int", softmax);
+    r.cpu("aten._log_softmax.default", softmax);
 }
 
 /// Softmax (or log-softmax) of one lane in place, numerically stable (max subtracted).

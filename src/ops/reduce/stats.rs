@@ -4,17 +4,17 @@
 use super::{gather_lanes, need_float, reduce_mask, reduced_sizes, typed};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
-pub(super) fn register(r: &mut Registry) {
+pub(super) fn register(r: &mut OpTable) {
     for op in ["aten.var", "aten.std", "aten.var_mean", "aten.std_mean"] {
-        r.add_op(op, var_std);
+        r.cpu_op(op, var_std);
     }
-    r.add_op("aten.logsumexp", logsumexp);
-    r.add_op("aten.norm", norm);
-    r.add_op("aten.linalg_vector_norm", norm);
-    r.add_op("aten.frobenius_norm", norm);
+    r.cpu_op("aten.logsumexp", logsumexp);
+    r.cpu_op("aten.norm", norm);
+    r.cpu_op("aten.linalg_vector_norm", norm);
+    r.cpu_op("aten.frobenius_norm", norm);
 }
 
 /// var, std, var_mean, std_mean: every overload (`default` with `unbiased`, `dim`, and

@@ -9,43 +9,43 @@ use crate::cpu::promote::promote_types;
 use crate::cpu::Tensor;
 use crate::error::Result;
 use crate::ops::util::wrap_dim;
-use crate::ops::{OpCtx, Registry};
+use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(super) fn register(r: &mut Registry) {
-    r.add("aten.cat.default", cat);
-    r.add("aten.concat.default", cat);
-    r.add("aten.concatenate.default", cat);
-    r.add("aten.stack.default", stack);
-    r.add("aten.hstack.default", hstack);
-    r.add("aten.vstack.default", vstack);
-    r.add("aten.slice_scatter.default", slice_scatter);
-    r.add("aten.select_scatter.default", select_scatter);
-    r.add("aten.diagonal_scatter.default", diagonal_scatter);
-    r.add("aten.as_strided_scatter.default", as_strided_scatter);
-    r.add("aten.constant_pad_nd.default", constant_pad_nd);
-    r.add("aten.pad.default", pad);
-    r.add("aten._pad_enum.default", pad_enum);
-    r.add("aten._pad_circular.default", pad_circular);
+pub(super) fn register(r: &mut OpTable) {
+    r.cpu("aten.cat.default", cat);
+    r.cpu("aten.concat.default", cat);
+    r.cpu("aten.concatenate.default", cat);
+    r.cpu("aten.stack.default", stack);
+    r.cpu("aten.hstack.default", hstack);
+    r.cpu("aten.vstack.default", vstack);
+    r.cpu("aten.slice_scatter.default", slice_scatter);
+    r.cpu("aten.select_scatter.default", select_scatter);
+    r.cpu("aten.diagonal_scatter.default", diagonal_scatter);
+    r.cpu("aten.as_strided_scatter.default", as_strided_scatter);
+    r.cpu("aten.constant_pad_nd.default", constant_pad_nd);
+    r.cpu("aten.pad.default", pad);
+    r.cpu("aten._pad_enum.default", pad_enum);
+    r.cpu("aten._pad_circular.default", pad_circular);
     for k in ["1d", "2d", "3d"] {
-        r.add(&format!("aten.reflection_pad{k}.default"), reflection_pad);
-        r.add(&format!("aten.replication_pad{k}.default"), replication_pad);
+        r.cpu(&format!("aten.reflection_pad{k}.default"), reflection_pad);
+        r.cpu(&format!("aten.replication_pad{k}.default"), replication_pad);
     }
-    r.add("aten.roll.default", roll);
-    r.add("aten.flip.default", flip);
-    r.add("aten.fliplr.default", fliplr);
-    r.add("aten.flipud.default", flipud);
-    r.add("aten.repeat.default", repeat);
-    r.add("aten.tile.default", tile);
-    r.add_op("aten.repeat_interleave", repeat_interleave);
-    r.add("aten.tril.default", tril);
-    r.add("aten.triu.default", triu);
-    r.add("aten.tril_.default", tril_);
-    r.add("aten.triu_.default", triu_);
-    r.add("aten.pixel_shuffle.default", pixel_shuffle);
-    r.add("aten.pixel_unshuffle.default", pixel_unshuffle);
-    r.add("aten.rot90.default", rot90);
+    r.cpu("aten.roll.default", roll);
+    r.cpu("aten.flip.default", flip);
+    r.cpu("aten.fliplr.default", fliplr);
+    r.cpu("aten.flipud.default", flipud);
+    r.cpu("aten.repeat.default", repeat);
+    r.cpu("aten.tile.default", tile);
+    r.cpu_op("aten.repeat_interleave", repeat_interleave);
+    r.cpu("aten.tril.default", tril);
+    r.cpu("aten.triu.default", triu);
+    r.cpu("aten.tril_.default", tril_);
+    r.cpu("aten.triu_.default", triu_);
+    r.cpu("aten.pixel_shuffle.default", pixel_shuffle);
+    r.cpu("aten.pixel_unshuffle.default", pixel_unshuffle);
+    r.cpu("aten.rot90.default", rot90);
 }
 
 /// For each output dimension, where each output index reads from in the source dimension

@@ -6,6 +6,9 @@
 //! and the ops that split a tensor into views; `copy.rs` the ops that build new tensors; the
 //! helpers here gather elements by storage offset and are shared with the index family.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 pub(crate) mod copy;
 pub(crate) mod geometry;
 mod view;
@@ -13,13 +16,14 @@ mod view;
 pub(super) use copy::cat_t;
 pub(super) use geometry::{reshape_t, select_t};
 
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::error::Result;
 use crate::runtime::RValue;
 use crate::with_dtype;
 
-pub(crate) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
     view::register(r);
     copy::register(r);
 }

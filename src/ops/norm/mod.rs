@@ -8,33 +8,37 @@
 //! batch norm updates running statistics in place (as eager does) except in the functional
 //! form, which returns them.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 use super::reduce::{compute_float, typed, with_real, Real};
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add("aten.batch_norm.default", batch_norm);
-    r.add("aten.native_batch_norm.default", batch_norm);
-    r.add("aten._native_batch_norm_legit.default", batch_norm);
-    r.add("aten._native_batch_norm_legit.no_stats", batch_norm);
-    r.add(
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu("aten.batch_norm.default", batch_norm);
+    r.cpu("aten.native_batch_norm.default", batch_norm);
+    r.cpu("aten._native_batch_norm_legit.default", batch_norm);
+    r.cpu("aten._native_batch_norm_legit.no_stats", batch_norm);
+    r.cpu(
         "aten._native_batch_norm_legit_no_training.default",
         batch_norm,
     );
-    r.add(
+    r.cpu(
         "aten._native_batch_norm_legit_functional.default",
         batch_norm,
     );
-    r.add("aten.instance_norm.default", instance_norm);
-    r.add("aten.layer_norm.default", layer_norm);
-    r.add("aten.native_layer_norm.default", layer_norm);
-    r.add("aten.group_norm.default", group_norm);
-    r.add("aten.native_group_norm.default", group_norm);
-    r.add("aten.rms_norm.default", rms_norm);
-    r.add("aten._fused_rms_norm.default", rms_norm);
+    r.cpu("aten.instance_norm.default", instance_norm);
+    r.cpu("aten.layer_norm.default", layer_norm);
+    r.cpu("aten.native_layer_norm.default", layer_norm);
+    r.cpu("aten.group_norm.default", group_norm);
+    r.cpu("aten.native_group_norm.default", group_norm);
+    r.cpu("aten.rms_norm.default", rms_norm);
+    r.cpu("aten._fused_rms_norm.default", rms_norm);
 }
 
 /// The compute float of a normalization input, or an error naming the op.

@@ -8,21 +8,25 @@
 //! and the `_safe_softmax` decomposition do), then P V (GEMM). Batch dims broadcast like
 //! matmul; `enable_gqa` repeats each key/value head for its group of query heads.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 use super::matmul::gemm::{gemm, par_chunks, Mat};
 use super::reduce::{compute_float, typed, with_real, Real};
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{broadcast_shapes, Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add("aten.scaled_dot_product_attention.default", sdpa);
-    r.add(
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu("aten.scaled_dot_product_attention.default", sdpa);
+    r.cpu(
         "aten._scaled_dot_product_flash_attention_for_cpu.default",
         sdpa,
     );
-    r.add("aten._scaled_dot_product_attention_math.default", sdpa);
+    r.cpu("aten._scaled_dot_product_attention_math.default", sdpa);
 }
 
 /// What the caller wants besides the output.

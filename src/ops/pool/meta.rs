@@ -3,9 +3,10 @@
 //! pooling to an output size, upsampling (`interpolate`: output sizes or scale factors) and
 //! `grid_sampler`.
 
-use super::elementwise::one;
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::one;
+use crate::ops::OpTable;
 
 /// The input's trailing `nd` spatial dims, checking the rank (`nd+1` unbatched or `nd+2`).
 fn spatial_dims(x: &MetaTensor, nd: usize) -> RuleResult<(Vec<usize>, Vec<usize>)> {
@@ -175,9 +176,9 @@ fn grid_sampler(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(x.with_sizes(s))
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
     for k in ["1d", "2d", "3d"] {
-        r.add_aten(
+        r.rule_aten(
             &[
                 &format!("max_pool{k}"),
                 &format!("max_pool{k}_with_indices"),
@@ -185,7 +186,7 @@ pub(super) fn register(r: &mut Registry) {
             ],
             window_pool,
         );
-        r.add_aten(
+        r.rule_aten(
             &[
                 &format!("adaptive_avg_pool{k}"),
                 &format!("_adaptive_avg_pool{k}"),
@@ -193,7 +194,7 @@ pub(super) fn register(r: &mut Registry) {
             ],
             adaptive,
         );
-        r.add_aten(
+        r.rule_aten(
             &[
                 &format!("upsample_nearest{k}"),
                 &format!("_upsample_nearest_exact{k}"),
@@ -201,7 +202,7 @@ pub(super) fn register(r: &mut Registry) {
             upsample,
         );
     }
-    r.add_aten(
+    r.rule_aten(
         &[
             "upsample_linear1d",
             "upsample_bilinear2d",
@@ -210,5 +211,5 @@ pub(super) fn register(r: &mut Registry) {
         ],
         upsample,
     );
-    r.add_aten(&["grid_sampler", "grid_sampler_2d"], grid_sampler);
+    r.rule_aten(&["grid_sampler", "grid_sampler_2d"], grid_sampler);
 }

@@ -3,9 +3,10 @@
 //! outputs), and copies (`cat`, `stack`, `pad`, `repeat`...). Sizes follow torch's view
 //! geometry; `infer_size` and `split_pieces` are the CPU family's own.
 
-use super::elementwise::{one, same};
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::{one, same};
 use crate::ops::shape::geometry::{infer_size, split_pieces};
+use crate::ops::OpTable;
 
 fn tensors(v: Vec<MetaTensor>) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensors(v)])
@@ -799,8 +800,8 @@ fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     }
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(
         &[
             "view",
             "_unsafe_view",
@@ -811,28 +812,28 @@ pub(super) fn register(r: &mut Registry) {
         ],
         view,
     );
-    r.add_aten(&["view_as", "reshape_as"], view_as);
-    r.add_aten(&["flatten"], flatten);
-    r.add_aten(&["unflatten"], unflatten);
-    r.add_aten(&["squeeze", "squeeze_copy"], squeeze);
-    r.add_aten(&["unsqueeze", "unsqueeze_copy"], unsqueeze);
-    r.add_aten(&["permute", "permute_copy"], permute);
-    r.add_aten(
+    r.rule_aten(&["view_as", "reshape_as"], view_as);
+    r.rule_aten(&["flatten"], flatten);
+    r.rule_aten(&["unflatten"], unflatten);
+    r.rule_aten(&["squeeze", "squeeze_copy"], squeeze);
+    r.rule_aten(&["unsqueeze", "unsqueeze_copy"], unsqueeze);
+    r.rule_aten(&["permute", "permute_copy"], permute);
+    r.rule_aten(
         &["transpose", "swapaxes", "swapdims", "transpose_copy"],
         transpose,
     );
-    r.add_aten(&["t", "t_copy"], t_);
-    r.add_aten(&["numpy_T"], numpy_t);
-    r.add_aten(&["mT", "adjoint"], mt);
-    r.add_aten(&["movedim", "moveaxis"], movedim);
-    r.add_aten(&["expand", "broadcast_to", "expand_copy"], expand);
-    r.add_aten(&["expand_as"], expand_as);
-    r.add_aten(&["slice", "slice_copy"], slice);
-    r.add_aten(&["select", "select_copy"], select);
-    r.add_aten(&["narrow", "narrow_copy"], narrow);
-    r.add_aten(&["as_strided", "as_strided_copy"], as_strided);
-    r.add_aten(&["unbind", "unbind_copy"], unbind);
-    r.add_aten(
+    r.rule_aten(&["t", "t_copy"], t_);
+    r.rule_aten(&["numpy_T"], numpy_t);
+    r.rule_aten(&["mT", "adjoint"], mt);
+    r.rule_aten(&["movedim", "moveaxis"], movedim);
+    r.rule_aten(&["expand", "broadcast_to", "expand_copy"], expand);
+    r.rule_aten(&["expand_as"], expand_as);
+    r.rule_aten(&["slice", "slice_copy"], slice);
+    r.rule_aten(&["select", "select_copy"], select);
+    r.rule_aten(&["narrow", "narrow_copy"], narrow);
+    r.rule_aten(&["as_strided", "as_strided_copy"], as_strided);
+    r.rule_aten(&["unbind", "unbind_copy"], unbind);
+    r.rule_aten(
         &[
             "split",
             "unsafe_split",
@@ -843,11 +844,11 @@ pub(super) fn register(r: &mut Registry) {
         ],
         split,
     );
-    r.add_aten(&["chunk", "unsafe_chunk"], chunk);
-    r.add_aten(&["tensor_split"], tensor_split);
-    r.add_aten(&["diagonal", "diagonal_copy"], diagonal);
-    r.add_aten(&["unfold", "unfold_copy"], unfold);
-    r.add_aten(
+    r.rule_aten(&["chunk", "unsafe_chunk"], chunk);
+    r.rule_aten(&["tensor_split"], tensor_split);
+    r.rule_aten(&["diagonal", "diagonal_copy"], diagonal);
+    r.rule_aten(&["unfold", "unfold_copy"], unfold);
+    r.rule_aten(
         &[
             "alias",
             "alias_copy",
@@ -873,16 +874,16 @@ pub(super) fn register(r: &mut Registry) {
         ],
         same,
     );
-    r.add_aten(&["cat", "concat", "concatenate"], cat);
-    r.add_aten(&["stack"], stack);
-    r.add_aten(&["hstack"], hstack);
-    r.add_aten(&["vstack"], vstack);
-    r.add_aten(
+    r.rule_aten(&["cat", "concat", "concatenate"], cat);
+    r.rule_aten(&["stack"], stack);
+    r.rule_aten(&["hstack"], hstack);
+    r.rule_aten(&["vstack"], vstack);
+    r.rule_aten(
         &["constant_pad_nd", "pad", "_pad_enum", "_pad_circular"],
         pad,
     );
     for k in ["1d", "2d", "3d"] {
-        r.add_aten(
+        r.rule_aten(
             &[
                 &format!("reflection_pad{k}"),
                 &format!("replication_pad{k}"),
@@ -890,8 +891,8 @@ pub(super) fn register(r: &mut Registry) {
             pad,
         );
     }
-    r.add_aten(&["repeat", "tile"], repeat);
-    r.add_aten(&["repeat_interleave"], repeat_interleave);
-    r.add_aten(&["pixel_shuffle", "pixel_unshuffle"], pixel_shuffle);
-    r.add_aten(&["rot90"], rot90);
+    r.rule_aten(&["repeat", "tile"], repeat);
+    r.rule_aten(&["repeat_interleave"], repeat_interleave);
+    r.rule_aten(&["pixel_shuffle", "pixel_unshuffle"], pixel_shuffle);
+    r.rule_aten(&["rot90"], rot90);
 }

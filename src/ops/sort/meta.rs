@@ -2,9 +2,10 @@
 //! `k` along the dim, `kthvalue`/`median` reduce it, `searchsorted`/`bucketize` have the
 //! shape of the values searched for.
 
-use super::reduce::reduce_shape;
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::reduce::meta::reduce_shape;
+use crate::ops::OpTable;
 
 fn pair(v: MetaTensor) -> Vec<MValue> {
     let i = v.with_dtype(DType::I64);
@@ -73,9 +74,9 @@ fn searchsorted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(MetaTensor::new(d, sizes))])
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(&["sort", "argsort", "msort"], sort);
-    r.add("aten.topk.default", topk);
-    r.add_aten(&["kthvalue", "median", "nanmedian"], select_along);
-    r.add_aten(&["searchsorted", "bucketize"], searchsorted);
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(&["sort", "argsort", "msort"], sort);
+    r.rule("aten.topk.default", topk);
+    r.rule_aten(&["kthvalue", "median", "nanmedian"], select_along);
+    r.rule_aten(&["searchsorted", "bucketize"], searchsorted);
 }

@@ -2,9 +2,10 @@
 //! and friends from `size` (dtype from the argument, the fill value's kind, or float32),
 //! `*_like`/`new_*` from `self`, random ops and dropout keeping their input's shape.
 
-use super::elementwise::{one, same};
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult, ScalarKind};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult, ScalarKind};
+use crate::ops::elementwise::meta::{one, same};
+use crate::ops::OpTable;
 
 /// A number argument: its value (when known) and whether it is a float.
 fn number(ctx: &MetaCtx, name: &str) -> RuleResult<Option<(Option<f64>, ScalarKind)>> {
@@ -159,7 +160,7 @@ fn normal(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         (Some(m), None) => m,
         (None, Some(s)) => s,
         (Some(m), Some(s)) => {
-            let sz = super::elementwise::broadcast(&m.sizes, &s.sizes)?;
+            let sz = crate::ops::elementwise::meta::broadcast(&m.sizes, &s.sizes)?;
             MetaTensor::new(m.dtype, sz)
         }
     };
@@ -172,9 +173,9 @@ fn native_dropout(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(t), MValue::Tensor(m)])
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(&["arange"], arange);
-    r.add_aten(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(&["arange"], arange);
+    r.rule_aten(
         &[
             "full",
             "zeros",
@@ -191,7 +192,7 @@ pub(super) fn register(r: &mut Registry) {
         ],
         sized,
     );
-    r.add_aten(
+    r.rule_aten(
         &[
             "full_like",
             "zeros_like",
@@ -209,21 +210,21 @@ pub(super) fn register(r: &mut Registry) {
         ],
         like,
     );
-    r.add_aten(&["randint", "randint_like"], randint);
-    r.add_aten(&["empty_permuted"], empty_permuted);
-    r.add_aten(&["scalar_tensor"], scalar_tensor);
-    r.add_aten(&["linspace", "logspace"], linspace);
-    r.add_aten(&["eye"], eye);
-    r.add_aten(&["randperm"], randperm);
-    r.add_aten(&["normal"], normal);
-    r.add_aten(&["bernoulli", "bernoulli_"], same);
+    r.rule_aten(&["randint", "randint_like"], randint);
+    r.rule_aten(&["empty_permuted"], empty_permuted);
+    r.rule_aten(&["scalar_tensor"], scalar_tensor);
+    r.rule_aten(&["linspace", "logspace"], linspace);
+    r.rule_aten(&["eye"], eye);
+    r.rule_aten(&["randperm"], randperm);
+    r.rule_aten(&["normal"], normal);
+    r.rule_aten(&["bernoulli", "bernoulli_"], same);
     for op in [
         "dropout",
         "feature_dropout",
         "alpha_dropout",
         "feature_alpha_dropout",
     ] {
-        r.add_aten(&[op, &format!("{op}_")], same);
+        r.rule_aten(&[op, &format!("{op}_")], same);
     }
-    r.add_aten(&["native_dropout"], native_dropout);
+    r.rule_aten(&["native_dropout"], native_dropout);
 }

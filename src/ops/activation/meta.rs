@@ -1,8 +1,9 @@
 //! Rules of the activation family: same shape and dtype as the input, except `glu` (halves a
 //! dim) and the multi-output functional forms.
 
-use super::elementwise::{one, same};
-use super::{MValue, MetaCtx, Registry, RuleResult};
+use crate::meta::{MValue, MetaCtx, RuleResult};
+use crate::ops::elementwise::meta::{one, same};
+use crate::ops::OpTable;
 
 /// `glu(self, dim)`: the dim is halved (it must be even).
 fn glu(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
@@ -30,7 +31,7 @@ fn two_same(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(t), MValue::Tensor(second)])
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
     for n in [
         "relu",
         "relu6",
@@ -49,9 +50,9 @@ pub(super) fn register(r: &mut Registry) {
         "rrelu",
         "rrelu_with_noise",
     ] {
-        r.add_aten(&[n, &format!("{n}_")], same);
+        r.rule_aten(&[n, &format!("{n}_")], same);
     }
-    r.add_aten(
+    r.rule_aten(
         &[
             "hardshrink",
             "softshrink",
@@ -61,9 +62,9 @@ pub(super) fn register(r: &mut Registry) {
         ],
         same,
     );
-    r.add_aten(
+    r.rule_aten(
         &["rrelu_with_noise_functional", "log_sigmoid_forward"],
         two_same,
     );
-    r.add_aten(&["glu"], glu);
+    r.rule_aten(&["glu"], glu);
 }

@@ -2,9 +2,10 @@
 //! query `[..., L, E]`, key `[..., S, E]` and value `[..., S, Ev]`; the CPU flash form adds the
 //! log-sum-exp `[..., L]` and the math form the attention weights `[..., L, S]`.
 
-use super::elementwise::broadcast;
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::broadcast;
+use crate::ops::OpTable;
 
 fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let q = ctx.tensor("query")?;
@@ -61,11 +62,11 @@ fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(o)])
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add("aten.scaled_dot_product_attention.default", sdpa);
-    r.add(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule("aten.scaled_dot_product_attention.default", sdpa);
+    r.rule(
         "aten._scaled_dot_product_flash_attention_for_cpu.default",
         sdpa,
     );
-    r.add("aten._scaled_dot_product_attention_math.default", sdpa);
+    r.rule("aten._scaled_dot_product_attention_math.default", sdpa);
 }

@@ -2,7 +2,8 @@
 //! `[T, N, D*Hout]` (`[N, T, ...]` with batch_first, `[T, ...]` unbatched) and the final
 //! hidden states in the shapes of the initial ones; the cells give the next hidden state(s).
 
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::OpTable;
 
 fn rnn(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
@@ -51,9 +52,9 @@ fn cell(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         .collect())
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
     for t in ["lstm", "gru", "rnn_tanh", "rnn_relu"] {
-        r.add(&format!("aten.{t}.input"), rnn);
-        r.add(&format!("aten.{t}_cell.default"), cell);
+        r.rule(&format!("aten.{t}.input"), rnn);
+        r.rule(&format!("aten.{t}_cell.default"), cell);
     }
 }

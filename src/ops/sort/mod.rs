@@ -4,9 +4,12 @@
 //! Order follows torch: NaN compares greater than every number (last ascending, first
 //! descending) and sorts are stable, so equal keys keep their input order.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 use super::reduce::split_at_dim;
 use super::util::wrap_dim;
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -14,16 +17,17 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 use std::cmp::Ordering;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add_op("aten.sort", sort);
-    r.add_op("aten.argsort", sort);
-    r.add("aten.msort.default", sort);
-    r.add("aten.topk.default", topk);
-    r.add("aten.kthvalue.default", kthvalue);
-    r.add_op("aten.median", median);
-    r.add_op("aten.nanmedian", median);
-    r.add_op("aten.searchsorted", searchsorted);
-    r.add_op("aten.bucketize", searchsorted);
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu_op("aten.sort", sort);
+    r.cpu_op("aten.argsort", sort);
+    r.cpu("aten.msort.default", sort);
+    r.cpu("aten.topk.default", topk);
+    r.cpu("aten.kthvalue.default", kthvalue);
+    r.cpu_op("aten.median", median);
+    r.cpu_op("aten.nanmedian", median);
+    r.cpu_op("aten.searchsorted", searchsorted);
+    r.cpu_op("aten.bucketize", searchsorted);
 }
 
 #[inline]

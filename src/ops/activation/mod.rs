@@ -1,23 +1,28 @@
 //! Op family: activations (relu, gelu, silu, hardswish, softplus, elu, glu, prelu, ...) and
 //! their in-place forms. Formulas are torch's CPU kernels' (f16/bf16 computed in f32), so
 //! NaN propagation and the branch points match.
+
 // Polynomial and rational coefficients are quoted exactly as published.
 #![allow(clippy::excessive_precision)]
+
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
 
 use super::elementwise::engine::{output, run_unary, zip_map, UnaryOp};
 use super::elementwise::real::Real;
 use super::elementwise::ternary::clamp_scalars;
 use super::util::wrap_dim;
-use super::{Kernel, OpCtx, Registry, Scalar};
+use super::{Kernel, OpCtx, OpTable, Scalar};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
-pub(crate) fn register(r: &mut Registry) {
-    let both = |r: &mut Registry, name: &str, k: Kernel| {
-        r.add_op(&format!("aten.{name}"), k);
-        r.add_op(&format!("aten.{name}_"), k);
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    let both = |r: &mut OpTable, name: &str, k: Kernel| {
+        r.cpu_op(&format!("aten.{name}"), k);
+        r.cpu_op(&format!("aten.{name}_"), k);
     };
     both(r, "relu", relu);
     both(r, "relu6", relu6);
@@ -35,14 +40,14 @@ pub(crate) fn register(r: &mut Registry) {
     both(r, "threshold", threshold);
     both(r, "rrelu", rrelu);
     both(r, "rrelu_with_noise", rrelu);
-    r.add_op("aten.rrelu_with_noise_functional", rrelu);
-    r.add_op("aten.hardshrink", hardshrink);
-    r.add_op("aten.softshrink", softshrink);
-    r.add_op("aten.log_sigmoid", log_sigmoid);
-    r.add_op("aten.log_sigmoid_forward", log_sigmoid);
-    r.add_op("aten.glu", glu);
-    r.add_op("aten.prelu", prelu);
-    r.add_op("aten._prelu_kernel", prelu);
+    r.cpu_op("aten.rrelu_with_noise_functional", rrelu);
+    r.cpu_op("aten.hardshrink", hardshrink);
+    r.cpu_op("aten.softshrink", softshrink);
+    r.cpu_op("aten.log_sigmoid", log_sigmoid);
+    r.cpu_op("aten.log_sigmoid_forward", log_sigmoid);
+    r.cpu_op("aten.glu", glu);
+    r.cpu_op("aten.prelu", prelu);
+    r.cpu_op("aten._prelu_kernel", prelu);
 }
 
 /// Apply `op` to `self` in its own dtype (f16/bf16 computed in f32). `ints`: whether integer

@@ -3,9 +3,10 @@
 //! mask's size), `index_select`, `gather`, `take`, `embedding`, and the ops that write into a
 //! copy of `self` (`scatter*`, `index_put`, `index_add/copy/fill`), which keep self's meta.
 
-use super::elementwise::{broadcast, one, same};
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::{broadcast, one, same};
+use crate::ops::OpTable;
 
 /// The result meta of `t[indices]`.
 fn indexed(t: &MetaTensor, indices: &[Option<MetaTensor>]) -> RuleResult<MetaTensor> {
@@ -174,16 +175,16 @@ fn masked_index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(indexed(&t, &idx)?)
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(&["index", "_unsafe_index"], index);
-    r.add_aten(&["_unsafe_masked_index"], masked_index);
-    r.add_aten(&["index_select"], index_select);
-    r.add_aten(&["gather"], gather);
-    r.add_aten(&["take"], take);
-    r.add_aten(&["embedding"], embedding);
-    r.add_aten(&["masked_select"], masked_select);
-    r.add_aten(&["nonzero", "argwhere"], nonzero);
-    r.add_aten(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(&["index", "_unsafe_index"], index);
+    r.rule_aten(&["_unsafe_masked_index"], masked_index);
+    r.rule_aten(&["index_select"], index_select);
+    r.rule_aten(&["gather"], gather);
+    r.rule_aten(&["take"], take);
+    r.rule_aten(&["embedding"], embedding);
+    r.rule_aten(&["masked_select"], masked_select);
+    r.rule_aten(&["nonzero", "argwhere"], nonzero);
+    r.rule_aten(
         &[
             "index_put",
             "index_put_",

@@ -7,22 +7,26 @@
 //! Gate order follows torch: LSTM i, f, g, o; GRU r, z, n with n = tanh(x_n + r * (W_hn h +
 //! b_hn)). The input projection of a whole sequence is one GEMM; each step is one more.
 
+/// Shape and dtype rules (the meta device) of this family's targets.
+pub(crate) mod meta;
+
 use super::matmul::gemm::{gemm, Mat};
 use super::reduce::{compute_float, typed, with_real, Real};
-use super::{OpCtx, Registry};
+use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::error::Result;
 use crate::runtime::RValue;
 
-pub(crate) fn register(r: &mut Registry) {
-    r.add("aten.lstm.input", rnn);
-    r.add("aten.gru.input", rnn);
-    r.add("aten.rnn_tanh.input", rnn);
-    r.add("aten.rnn_relu.input", rnn);
-    r.add("aten.lstm_cell.default", cell);
-    r.add("aten.gru_cell.default", cell);
-    r.add("aten.rnn_tanh_cell.default", cell);
-    r.add("aten.rnn_relu_cell.default", cell);
+pub(crate) fn register(r: &mut OpTable) {
+    meta::register(r);
+    r.cpu("aten.lstm.input", rnn);
+    r.cpu("aten.gru.input", rnn);
+    r.cpu("aten.rnn_tanh.input", rnn);
+    r.cpu("aten.rnn_relu.input", rnn);
+    r.cpu("aten.lstm_cell.default", cell);
+    r.cpu("aten.gru_cell.default", cell);
+    r.cpu("aten.rnn_tanh_cell.default", cell);
+    r.cpu("aten.rnn_relu_cell.default", cell);
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]

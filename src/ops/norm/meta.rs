@@ -2,9 +2,10 @@
 //! the `native_*` forms have the shapes torch gives them (per channel for batch norm, per row
 //! for layer norm, `[N, groups]` for group norm), in the accumulation dtype.
 
-use super::elementwise::one;
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::one;
+use crate::ops::OpTable;
 
 /// Statistics are kept in float32 for half inputs (torch's opmath), f64 for f64.
 fn stat_dtype(d: DType) -> DType {
@@ -142,24 +143,24 @@ fn instance_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(x)
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add("aten.batch_norm.default", batch_norm);
-    r.add("aten.native_batch_norm.default", batch_norm);
-    r.add("aten._native_batch_norm_legit.default", batch_norm);
-    r.add("aten._native_batch_norm_legit.no_stats", batch_norm);
-    r.add(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule("aten.batch_norm.default", batch_norm);
+    r.rule("aten.native_batch_norm.default", batch_norm);
+    r.rule("aten._native_batch_norm_legit.default", batch_norm);
+    r.rule("aten._native_batch_norm_legit.no_stats", batch_norm);
+    r.rule(
         "aten._native_batch_norm_legit_no_training.default",
         batch_norm,
     );
-    r.add(
+    r.rule(
         "aten._native_batch_norm_legit_functional.default",
         batch_norm,
     );
-    r.add("aten.instance_norm.default", instance_norm);
-    r.add("aten.layer_norm.default", layer_norm);
-    r.add("aten.native_layer_norm.default", layer_norm);
-    r.add("aten.group_norm.default", group_norm);
-    r.add("aten.native_group_norm.default", group_norm);
-    r.add("aten.rms_norm.default", rms_norm);
-    r.add("aten._fused_rms_norm.default", rms_norm);
+    r.rule("aten.instance_norm.default", instance_norm);
+    r.rule("aten.layer_norm.default", layer_norm);
+    r.rule("aten.native_layer_norm.default", layer_norm);
+    r.rule("aten.group_norm.default", group_norm);
+    r.rule("aten.native_group_norm.default", group_norm);
+    r.rule("aten.rms_norm.default", rms_norm);
+    r.rule("aten._fused_rms_norm.default", rms_norm);
 }

@@ -3,14 +3,15 @@
 //! op's dtype rule: kept, made floating (true division, `sin`...), or bool (comparisons).
 //! The helpers here are shared with other families.
 
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::cpu::broadcast_shapes;
 use crate::cpu::promote::{result_type, Operand};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::OpTable;
 
 /// What the op does to the promoted dtype.
 #[derive(Clone, Copy)]
-pub(super) enum Out {
+pub(crate) enum Out {
     /// The promoted dtype.
     Promote,
     /// Integers and bool become float32 (`div`, `sin`, `atan2`...).
@@ -23,7 +24,7 @@ pub(super) enum Out {
 
 /// int/bool → float32, floats kept (torch's default dtype for ops that compute in floating
 /// point).
-pub(super) fn float_dtype(d: DType) -> DType {
+pub(crate) fn float_dtype(d: DType) -> DType {
     if d.is_float() || d.is_complex() {
         d
     } else {
@@ -32,14 +33,14 @@ pub(super) fn float_dtype(d: DType) -> DType {
 }
 
 /// Broadcast shapes, naming both on failure.
-pub(super) fn broadcast(a: &[usize], b: &[usize]) -> RuleResult<Vec<usize>> {
+pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> RuleResult<Vec<usize>> {
     broadcast_shapes(a, b)
         .ok_or_else(|| format!("shapes {a:?} and {b:?} cannot be broadcast together"))
 }
 
 /// Broadcast the operands named `names` (tensors and numbers; absent ones skipped) and apply
 /// the dtype rule.
-pub(super) fn elementwise(ctx: &MetaCtx, names: &[&str], out: Out) -> RuleResult<MetaTensor> {
+pub(crate) fn elementwise(ctx: &MetaCtx, names: &[&str], out: Out) -> RuleResult<MetaTensor> {
     let mut ops: Vec<Operand> = Vec::new();
     let mut shape: Option<Vec<usize>> = None;
     let mut first: Option<DType> = None;
@@ -90,17 +91,17 @@ fn operand_names<'a>(ctx: &'a MetaCtx, skip: &[&str]) -> Vec<&'a str> {
         .collect()
 }
 
-pub(super) fn one(t: MetaTensor) -> RuleResult<Vec<MValue>> {
+pub(crate) fn one(t: MetaTensor) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(t)])
 }
 
 /// The first tensor argument, unchanged (same shape and dtype).
-pub(super) fn same(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(crate) fn same(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(ctx.first()?)
 }
 
 /// Same shape, integers and bool made float32.
-pub(super) fn unary_float(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(crate) fn unary_float(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let d = float_dtype(t.dtype);
     one(t.with_dtype(d))
@@ -218,11 +219,11 @@ fn copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `_assert_tensor_metadata` and friends: nothing.
-pub(super) fn nothing(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(crate) fn nothing(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::None])
 }
 
-pub(super) fn register(r: &mut Registry) {
+pub(crate) fn register(r: &mut OpTable) {
     // Unary ops that compute in floating point.
     let float_unary = [
         "sqrt",
@@ -273,7 +274,7 @@ pub(super) fn register(r: &mut Registry) {
         "digamma",
     ];
     for n in float_unary {
-        r.add_aten(&[n, &format!("{n}_")], unary_float);
+        r.rule_aten(&[n, &format!("{n}_")], unary_float);
     }
     // Unary ops that keep the dtype.
     let keep = [
@@ -299,10 +300,10 @@ pub(super) fn register(r: &mut Registry) {
         "zero",
     ];
     for n in keep {
-        r.add_aten(&[n, &format!("{n}_")], same);
+        r.rule_aten(&[n, &format!("{n}_")], same);
     }
-    r.add_aten(&["square", "square_"], square);
-    r.add_aten(
+    r.rule_aten(&["square", "square_"], square);
+    r.rule_aten(
         &[
             "isnan",
             "isinf",
@@ -314,7 +315,7 @@ pub(super) fn register(r: &mut Registry) {
         ],
         unary_bool,
     );
-    r.add_aten(&["logical_not_"], same);
+    r.rule_aten(&["logical_not_"], same);
     // Binary ops with the promoted dtype.
     let promoted = [
         "add",
@@ -346,10 +347,10 @@ pub(super) fn register(r: &mut Registry) {
         "lcm",
         "nextafter",
     ];
-    r.add_aten(&promoted, promote);
-    r.add_aten(&["div", "divide", "true_divide"], div);
-    r.add_aten(&["pow", "float_power"], pow);
-    r.add_aten(
+    r.rule_aten(&promoted, promote);
+    r.rule_aten(&["div", "divide", "true_divide"], div);
+    r.rule_aten(&["pow", "float_power"], pow);
+    r.rule_aten(
         &[
             "atan2",
             "arctan2",
@@ -362,7 +363,7 @@ pub(super) fn register(r: &mut Registry) {
         ],
         promote_float,
     );
-    r.add_aten(
+    r.rule_aten(
         &[
             "eq",
             "ne",
@@ -429,13 +430,13 @@ pub(super) fn register(r: &mut Registry) {
         "true_divide_",
         "copysign_",
     ] {
-        r.add_aten(&[n], inplace);
+        r.rule_aten(&[n], inplace);
     }
-    r.add_aten(&["clamp", "clamp_min", "clamp_max", "clip"], clamp);
-    r.add_aten(&["addcmul", "addcdiv"], promote);
-    r.add_aten(&["where"], where_);
-    r.add_aten(&["masked_fill"], masked_fill);
-    r.add_aten(
+    r.rule_aten(&["clamp", "clamp_min", "clamp_max", "clip"], clamp);
+    r.rule_aten(&["addcmul", "addcdiv"], promote);
+    r.rule_aten(&["where"], where_);
+    r.rule_aten(&["masked_fill"], masked_fill);
+    r.rule_aten(
         &[
             "_to_copy",
             "to",
@@ -445,6 +446,6 @@ pub(super) fn register(r: &mut Registry) {
         ],
         to_copy,
     );
-    r.add_aten(&["copy", "copy_", "_copy_from"], copy);
-    r.add_aten(&["_print", "record_stream"], nothing);
+    r.rule_aten(&["copy", "copy_", "_copy_from"], copy);
+    r.rule_aten(&["_print", "record_stream"], nothing);
 }

@@ -3,10 +3,11 @@
 //! `tensordot`, `bilinear`, `_trilinear` and `multi_dot` derive their shapes from their labels
 //! and dims.
 
-use super::elementwise::{broadcast, one};
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::cpu::promote::promote_types;
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::{broadcast, one};
+use crate::ops::OpTable;
 
 fn dtype_of(ts: &[&MetaTensor]) -> DType {
     ts.iter()
@@ -30,7 +31,7 @@ fn inner_mismatch(a: &MetaTensor, b: &MetaTensor) -> String {
 }
 
 /// `torch.matmul` shapes.
-pub(super) fn matmul_shape(a: &MetaTensor, b: &MetaTensor) -> RuleResult<Vec<usize>> {
+pub(crate) fn matmul_shape(a: &MetaTensor, b: &MetaTensor) -> RuleResult<Vec<usize>> {
     let (ra, rb) = (a.rank(), b.rank());
     if ra == 0 || rb == 0 {
         return Err(format!(
@@ -416,8 +417,8 @@ fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype_of(&refs), out))
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(
         &[
             "mm",
             "bmm",
@@ -434,14 +435,14 @@ pub(super) fn register(r: &mut Registry) {
         ],
         product,
     );
-    r.add_aten(&["dot", "vdot"], dot);
-    r.add_aten(&["inner"], inner);
-    r.add_aten(&["outer", "ger", "addr", "addr_"], outer);
-    r.add_aten(&["matmul"], matmul);
-    r.add_aten(&["linear"], linear);
-    r.add_aten(&["einsum"], einsum);
-    r.add_aten(&["tensordot"], tensordot);
-    r.add_aten(&["bilinear"], bilinear);
-    r.add_aten(&["_trilinear"], trilinear);
-    r.add_aten(&["linalg_multi_dot", "chain_matmul"], multi_dot);
+    r.rule_aten(&["dot", "vdot"], dot);
+    r.rule_aten(&["inner"], inner);
+    r.rule_aten(&["outer", "ger", "addr", "addr_"], outer);
+    r.rule_aten(&["matmul"], matmul);
+    r.rule_aten(&["linear"], linear);
+    r.rule_aten(&["einsum"], einsum);
+    r.rule_aten(&["tensordot"], tensordot);
+    r.rule_aten(&["bilinear"], bilinear);
+    r.rule_aten(&["_trilinear"], trilinear);
+    r.rule_aten(&["linalg_multi_dot", "chain_matmul"], multi_dot);
 }

@@ -4,8 +4,9 @@
 //! themselves (they only see numbers), `item()` gives a data-dependent scalar, asserts give
 //! nothing (and fail when their condition is known to be false).
 
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult, ScalarKind};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult, ScalarKind};
+use crate::ops::OpTable;
 use crate::program::{Arg, Graph};
 use crate::runtime::{RValue, RunState};
 
@@ -336,8 +337,8 @@ fn sym_op(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     {
         return Ok(vec![MValue::Unknown(declared)]);
     }
-    let kernel = crate::ops::registry()
-        .lookup(ctx.target())
+    let kernel = crate::ops::table()
+        .cpu_kernel(ctx.target())
         .ok_or("no evaluator for this symbolic op")?;
     let mut st = RunState::default();
     let mut op = crate::ops::OpCtx {
@@ -361,40 +362,40 @@ fn sym_op(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         .collect())
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add("higher_order.cond", cond);
-    r.add("higher_order.while_loop", while_loop);
-    r.add("higher_order.map_impl", map_impl);
-    r.add("_operator.getitem", getitem);
-    r.add("aten.sym_size.int", sym_size);
-    r.add("aten.sym_numel.default", sym_numel);
-    r.add("aten.sym_stride.int", sym_stride);
-    r.add("aten.sym_storage_offset.default", sym_storage_offset);
-    r.add("aten.sym_is_contiguous.default", sym_is_contiguous);
-    r.add("aten.item.default", item);
-    r.add("aten._local_scalar_dense.default", item);
-    r.add("aten._assert_scalar.default", assert_scalar);
-    r.add("aten._functional_assert_scalar.default", assert_scalar);
-    r.add_op("aten._assert_async", assert_async);
-    r.add("aten._functional_assert_async.msg", assert_async);
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule("higher_order.cond", cond);
+    r.rule("higher_order.while_loop", while_loop);
+    r.rule("higher_order.map_impl", map_impl);
+    r.rule("_operator.getitem", getitem);
+    r.rule("aten.sym_size.int", sym_size);
+    r.rule("aten.sym_numel.default", sym_numel);
+    r.rule("aten.sym_stride.int", sym_stride);
+    r.rule("aten.sym_storage_offset.default", sym_storage_offset);
+    r.rule("aten.sym_is_contiguous.default", sym_is_contiguous);
+    r.rule("aten.item.default", item);
+    r.rule("aten._local_scalar_dense.default", item);
+    r.rule("aten._assert_scalar.default", assert_scalar);
+    r.rule("aten._functional_assert_scalar.default", assert_scalar);
+    r.rule_op("aten._assert_async", assert_async);
+    r.rule("aten._functional_assert_async.msg", assert_async);
     for t in [
         "aten.sym_constrain_range.default",
         "aten.sym_constrain_range_for_size.default",
         "aten._functional_sym_constrain_range.default",
         "aten._functional_sym_constrain_range_for_size.default",
     ] {
-        r.add(t, constrain_range);
+        r.rule(t, constrain_range);
     }
-    r.add("aten._make_dep_token.default", dep_token);
-    r.add_op("aten._assert_tensor_metadata", assert_tensor_metadata);
+    r.rule("aten._make_dep_token.default", dep_token);
+    r.rule_op("aten._assert_tensor_metadata", assert_tensor_metadata);
     for op in [
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne",
         "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "lshift", "rshift", "truth",
     ] {
-        r.add(&format!("_operator.{op}"), sym_op);
+        r.rule(&format!("_operator.{op}"), sym_op);
     }
     for f in ["trunc", "floor", "ceil", "sqrt"] {
-        r.add(&format!("math.{f}"), sym_op);
+        r.rule(&format!("math.{f}"), sym_op);
     }
     for f in [
         "sym_max",
@@ -407,6 +408,6 @@ pub(super) fn register(r: &mut Registry) {
         "sym_sqrt",
         "sym_sum",
     ] {
-        r.add(&format!("torch.{f}"), sym_op);
+        r.rule(&format!("torch.{f}"), sym_op);
     }
 }

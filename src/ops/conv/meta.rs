@@ -2,8 +2,9 @@
 //! stride, padding (ints, 'same', 'valid'), dilation, groups and output_padding; unbatched
 //! inputs (no N dim) keep having none.
 
-use super::elementwise::one;
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::one;
+use crate::ops::OpTable;
 use crate::program::Arg;
 
 enum Padding {
@@ -134,8 +135,8 @@ fn conv(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(x.dtype, out))
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(
         &[
             "convolution",
             "_convolution",

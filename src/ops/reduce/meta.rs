@@ -3,13 +3,14 @@
 //! statistics in floating point, scans and softmax keeping the shape. Dim handling reuses the
 //! CPU family's `reduce_mask`/`reduced_sizes`.
 
-use super::elementwise::{float_dtype, one};
-use super::{MValue, MetaCtx, MetaTensor, Registry, RuleResult};
 use crate::dtype::DType;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::elementwise::meta::{float_dtype, one};
 use crate::ops::reduce::{reduce_mask, reduced_sizes};
+use crate::ops::OpTable;
 
 /// Sizes after reducing `dims` (already wrapped).
-pub(super) fn reduce_shape(sizes: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
+pub(crate) fn reduce_shape(sizes: &[usize], dims: &[usize], keepdim: bool) -> Vec<usize> {
     let mask: Vec<bool> = (0..sizes.len()).map(|i| dims.contains(&i)).collect();
     reduced_sizes(sizes, &mask, keepdim)
 }
@@ -62,7 +63,7 @@ fn max_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     if ctx.has("other") {
         let o = ctx.tensor("other")?;
-        let s = super::elementwise::broadcast(&x.sizes, &o.sizes)?;
+        let s = crate::ops::elementwise::meta::broadcast(&x.sizes, &o.sizes)?;
         let d = crate::cpu::promote::promote_types(x.dtype, o.dtype);
         return one(MetaTensor::new(d, s));
     }
@@ -208,33 +209,33 @@ fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(x.with_dtype(d))
 }
 
-pub(super) fn register(r: &mut Registry) {
-    r.add_aten(&["sum", "nansum", "prod"], sum);
-    r.add_aten(&["mean", "nanmean"], mean);
-    r.add_aten(&["amax", "amin"], amax);
-    r.add("aten.max.default", max_all);
-    r.add("aten.min.default", max_all);
-    r.add("aten.max.other", max_all);
-    r.add("aten.min.other", max_all);
-    r.add("aten.max.dim", max_dim);
-    r.add("aten.min.dim", max_dim);
-    r.add_aten(&["argmax", "argmin"], argmax);
-    r.add_aten(&["aminmax"], aminmax);
-    r.add_aten(&["any", "all"], any_all);
-    r.add_aten(&["count_nonzero"], count_nonzero);
-    r.add_aten(&["var", "std", "var_mean", "std_mean"], var_std);
-    r.add_aten(
+pub(crate) fn register(r: &mut OpTable) {
+    r.rule_aten(&["sum", "nansum", "prod"], sum);
+    r.rule_aten(&["mean", "nanmean"], mean);
+    r.rule_aten(&["amax", "amin"], amax);
+    r.rule("aten.max.default", max_all);
+    r.rule("aten.min.default", max_all);
+    r.rule("aten.max.other", max_all);
+    r.rule("aten.min.other", max_all);
+    r.rule("aten.max.dim", max_dim);
+    r.rule("aten.min.dim", max_dim);
+    r.rule_aten(&["argmax", "argmin"], argmax);
+    r.rule_aten(&["aminmax"], aminmax);
+    r.rule_aten(&["any", "all"], any_all);
+    r.rule_aten(&["count_nonzero"], count_nonzero);
+    r.rule_aten(&["var", "std", "var_mean", "std_mean"], var_std);
+    r.rule_aten(
         &["logsumexp", "norm", "linalg_vector_norm", "frobenius_norm"],
         float_reduce,
     );
-    r.add_aten(&["cumsum", "cumprod"], scan);
-    r.add_aten(&["cumsum_", "cumprod_"], scan_inplace);
-    r.add_aten(&["cummax", "cummin"], cummax);
-    r.add_aten(&["logcumsumexp"], logcumsumexp);
-    r.add_aten(&["diff"], diff);
-    r.add("aten.softmax.int", softmax);
-    r.add("aten._softmax.default", softmax);
-    r.add("aten._safe_softmax.default", softmax);
-    r.add("aten.log_softmax.int", softmax);
-    r.add("aten._log_softmax.default", softmax);
+    r.rule_aten(&["cumsum", "cumprod"], scan);
+    r.rule_aten(&["cumsum_", "cumprod_"], scan_inplace);
+    r.rule_aten(&["cummax", "cummin"], cummax);
+    r.rule_aten(&["logcumsumexp"], logcumsumexp);
+    r.rule_aten(&["diff"], diff);
+    r.rule("aten.softmax.int", softmax);
+    r.rule("aten._softmax.default", softmax);
+    r.rule("aten._safe_softmax.default", softmax);
+    r.rule("aten.log_softmax.int", softmax);
+    r.rule("aten._log_softmax.default", softmax);
 }

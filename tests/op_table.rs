@@ -1,0 +1,126 @@
+//! The op table is the one description of each op: every target the GPU backend has a
+//! kernel for also has a CPU kernel (the reference and the fallback) and a shape rule (the
+//! Plan's meta pass and `pt2web check`) in it, and every table entry names its family.
+//!
+//! The targets checked are every target of every committed fixture and op-suite archive
+//! (graphs and subgraphs, both IRs) plus every exact target the table registers.
+
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::program::Pt2Archive;
+use pt2web::Limits;
+use std::collections::BTreeSet;
+use std::path::Path;
+
+fn archives(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            archives(&p, out);
+        } else if p.extension().is_some_and(|x| x == "pt2") {
+            out.push(p);
+        }
+    }
+}
+
+/// Every target of every committed archive's programs.
+fn fixture_targets() -> BTreeSet<String> {
+    let mut files = Vec::new();
+    archives(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures"),
+        &mut files,
+    );
+    assert!(files.len() > 20, "fixtures missing: {files:?}");
+    let mut targets = BTreeSet::new();
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        let Ok(a) = Pt2Archive::open(&f.to_string_lossy(), bytes, Limits::default()) else {
+            continue; // malformed-on-purpose fixtures are tested elsewhere
+        };
+        for name in a.program_names().to_vec() {
+            if let Ok(p) = a.program(Some(&name), &LoadOptions::default()) {
+                targets.extend(p.graph.op_histogram().into_keys());
+            }
+        }
+    }
+    targets
+}
+
+#[test]
+fn every_gpu_target_has_a_cpu_kernel_and_a_shape_rule() {
+    let table = pt2web::ops::table();
+    let mut targets = fixture_targets();
+    let from_fixtures = targets.len();
+    targets.extend(
+        table
+            .defs()
+            .iter()
+            .filter(|d| !d.any_overload)
+            .map(|d| d.name.clone()),
+    );
+    let mut gpu = 0;
+    let mut missing = Vec::new();
+    for t in &targets {
+        if pt2web::gpu::kernels::lookup(t).is_none() {
+            continue;
+        }
+        gpu += 1;
+        let cpu = table.cpu_kernel(t).is_some();
+        let rule = table.shape_rule(t).is_some();
+        if !cpu || !rule {
+            missing.push(format!(
+                "{t}: {}{}",
+                if cpu { "" } else { "no CPU kernel " },
+                if rule { "" } else { "no shape rule" }
+            ));
+        }
+    }
+    eprintln!(
+        "{} targets ({from_fixtures} from fixtures), {gpu} with a GPU kernel",
+        targets.len()
+    );
+    assert!(
+        gpu > 300,
+        "only {gpu} GPU targets found: the lookup changed?"
+    );
+    assert!(
+        missing.is_empty(),
+        "GPU targets missing from the op table:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn every_entry_has_a_family_and_something_to_run() {
+    let families = [
+        "activation",
+        "attention",
+        "control",
+        "conv",
+        "elementwise",
+        "factory",
+        "index",
+        "matmul",
+        "norm",
+        "pool",
+        "reduce",
+        "rnn",
+        "shape",
+        "sort",
+    ];
+    let table = pt2web::ops::table();
+    assert!(table.defs().len() > 400);
+    for d in table.defs() {
+        assert!(
+            families.contains(&d.family),
+            "{} has family '{}'",
+            d.name,
+            d.family
+        );
+        assert!(d.cpu.is_some() || d.rule.is_some(), "{} is empty", d.name);
+        // The family owns a folder with its shape rules beside its kernels.
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/ops")
+            .join(d.family);
+        assert!(dir.join("meta.rs").is_file(), "{}", dir.display());
+    }
+}

@@ -1,0 +1,172 @@
+//! Plans: `prepare` checks the guards and runs the meta pass once per input signature, the
+//! cache is bounded, a prepared run gives the same results as an unprepared one, and on the
+//! GPU the first run after `prepare` creates no pipelines. Expected outputs come from PyTorch
+//! (the fixtures' io cases); the GPU tests skip without an adapter unless
+//! PT2WEB_REQUIRE_GPU=1 (CI).
+
+mod common;
+
+use common::*;
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::cpu::Tensor;
+use pt2web::gpu::{BackendChoice, GpuDevice, GpuSession};
+use pt2web::meta::{MValue, MetaTensor};
+use pt2web::program::Program;
+use pt2web::runtime::{RValue, Session};
+use pt2web::DType;
+use std::sync::Arc;
+
+/// A fixture's program, its torch-made inputs and expected outputs (first io case).
+fn fixture(stem: &str) -> (Program, Vec<RValue>, Vec<Tensor>) {
+    let (_, meta) = metas()
+        .into_iter()
+        .find(|(s, _)| s == stem)
+        .expect("fixture");
+    let archive = open(&meta);
+    let pm = &meta["programs"]["model"];
+    let program = archive
+        .program(Some("model"), &LoadOptions::default())
+        .unwrap();
+    let case = &pm["io_cases"][0];
+    let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let read = |k: &str| to_tensor(&io.tensor(k).unwrap());
+    let ins = case["inputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| RValue::Tensor(read(i["key"].as_str().unwrap())))
+        .collect();
+    let outs = case["outputs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| read(o["key"].as_str().unwrap()))
+        .collect();
+    (program, ins, outs)
+}
+
+fn metas_of(inputs: &[RValue]) -> Vec<MValue> {
+    pt2web::plan::metas(&pt2web::plan::signature(inputs))
+}
+
+fn assert_matches_torch(got: &[RValue], want: &[Tensor], what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        let (max, _) = metrics(g.as_tensor().unwrap(), w);
+        assert!(max < 1e-5, "{what}: max abs error {max}");
+    }
+}
+
+#[test]
+fn prepare_plans_a_signature_once_and_the_run_reuses_it() {
+    let (p, ins, want) = fixture("dyn_batch");
+    let mut s = Session::new(p).unwrap();
+    let plan = s.prepare(&metas_of(&ins)).unwrap();
+    let inferred = plan.meta.as_ref().expect("the meta pass finishes on dyn_batch");
+    assert!(plan.steps > 0 && plan.memory.is_some());
+    assert!(inferred.values.iter().flatten().count() > plan.steps);
+    assert_eq!((s.plans.hits, s.plans.misses), (0, 1));
+    let got = s.run(ins.clone()).unwrap();
+    assert_matches_torch(&got, &want, "the prepared signature");
+    assert_eq!((s.plans.hits, s.plans.misses), (1, 1), "the run used the Plan");
+    s.run(ins).unwrap();
+    assert_eq!(s.plans.hits, 2);
+    assert_eq!(s.plans.len(), 1);
+}
+
+#[test]
+fn the_plan_cache_is_bounded_by_signature() {
+    let (p, _, _) = fixture("dyn_batch");
+    let mut s = Session::new(p).unwrap();
+    s.set_plan_capacity(2);
+    for batch in [2usize, 3, 4, 2] {
+        let x = Tensor::from_vec(vec![0.25f32; batch * 16], &[batch, 16]);
+        let out = s.run(vec![RValue::Tensor(x)]).unwrap();
+        assert_eq!(out[0].as_tensor().unwrap().sizes[0], batch);
+    }
+    // 2, 3, then 4 evicts 2, then 2 is planned again (and evicts 3).
+    assert_eq!(s.plans.len(), 2);
+    assert_eq!((s.plans.hits, s.plans.misses), (0, 4));
+    let batches: Vec<usize> = s
+        .plans
+        .plans()
+        .iter()
+        .map(|p| match &p.signature[0] {
+            pt2web::plan::InputSig::Tensor { sizes, .. } => sizes[0],
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(batches, vec![4, 2], "least recently used first");
+}
+
+#[test]
+fn prepare_checks_the_guards_like_a_run() {
+    let (p, ins, want) = fixture("dyn_batch");
+    let mut s = Session::new(p).unwrap();
+    // batch in [1, 64]: 65 violates the range, as a run with that shape would.
+    let bad = [MValue::Tensor(MetaTensor::new(DType::F32, vec![65, 16]))];
+    let e = s.prepare(&bad).unwrap_err().to_string();
+    let run_e = s
+        .run(vec![RValue::Tensor(Tensor::from_vec(
+            vec![0f32; 65 * 16],
+            &[65, 16],
+        ))])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(e, run_e);
+    assert!(e.contains("'x'") && e.contains("65"), "{e}");
+    assert!(s.plans.is_empty(), "a failed signature is not cached");
+    let got = s.run(ins).unwrap();
+    assert_matches_torch(&got, &want, "after a refused prepare");
+}
+
+fn device() -> Option<Arc<GpuDevice>> {
+    match GpuDevice::open(BackendChoice::default(), None) {
+        Ok(d) => Some(Arc::new(d)),
+        Err(e) if std::env::var("PT2WEB_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("PT2WEB_REQUIRE_GPU=1 but no GPU device: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no GPU adapter ({e}); set PT2WEB_REQUIRE_GPU=1 to fail instead");
+            None
+        }
+    }
+}
+
+#[test]
+fn gpu_prepare_creates_the_pipelines_of_the_first_run() {
+    let Some(dev) = device() else { return };
+    for stem in ["convnet_core", "tiny_gpt2", "mutate_buffer"] {
+        let (p, ins, want) = fixture(stem);
+        // Each fixture on a fresh device, so no other program's pipelines are cached.
+        let dev = Arc::new(GpuDevice::open(BackendChoice::default(), None).unwrap());
+        let mut g = GpuSession::new(p.clone(), dev.clone()).unwrap();
+        let before = g.get_rng_state();
+        let st = g.prepare(&metas_of(&ins)).unwrap();
+        assert!(st.pipelines_created > 0, "{stem}: {st:?}");
+        assert_eq!(st.stopped, None, "{stem}: the pass reaches the end");
+        assert_eq!(g.get_rng_state(), before, "{stem}: prepare draws no random numbers");
+        let got = g.run(ins.clone()).unwrap();
+        let first = g.last_stats.clone();
+        assert_eq!(first.pipelines_created, 0, "{stem}: first run after prepare {first:?}");
+        assert_eq!(first.plan_steps as usize, p.graph.nodes.len());
+        assert_matches_torch(&got, &want, stem);
+        // Same outputs as a session that never prepared, bit for bit, and the same state.
+        let mut plain = GpuSession::new(p, dev).unwrap();
+        let plain_out = plain.run(ins.clone()).unwrap();
+        for (a, b) in got.iter().zip(&plain_out) {
+            let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
+            assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "{stem}");
+        }
+        for (name, t) in &g.cpu.state {
+            let other = &plain.cpu.state[name];
+            assert_eq!(
+                t.to_vec::<f64>(),
+                other.to_vec::<f64>(),
+                "{stem}: state '{name}' after one run"
+            );
+        }
+    }
+    drop(dev);
+}
