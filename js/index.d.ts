@@ -181,6 +181,9 @@ export interface RunStats {
   hostMs: number;
   /** Time spent waiting for the GPU (readbacks). */
   waitMs: number;
+  /** Whether the run replayed the dispatches recorded from earlier identical runs (no
+   * kernel code ran on the host; see the README's GPU backend section). */
+  replayed: boolean;
 }
 
 export interface GpuProperties {

@@ -187,13 +187,14 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
         "fallbacks": s.fallbacks, "uploads": s.uploads, "downloads": s.downloads,
         "plan_steps": s.plan_steps, "host_ms": s.host_us as f64 / 1e3,
-        "wait_ms": s.wait_us as f64 / 1e3,
+        "wait_ms": s.wait_us as f64 / 1e3, "replayed": s.replayed,
     })
 }
 
 fn stats_line(s: &pt2web::gpu::RunStats) -> String {
     format!(
-        "{} plan steps, host {:.2} ms, {} submits, {} dispatches, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
+        "{}{} plan steps, host {:.2} ms, {} submits, {} dispatches, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
+        if s.replayed { "replayed, " } else { "" },
         s.plan_steps,
         s.host_us as f64 / 1e3,
         s.submits,

@@ -145,6 +145,10 @@ impl Engine {
                     "fallbacks": st.fallbacks,
                     "uploads": st.uploads,
                     "downloads": st.downloads,
+                    "plan_steps": st.plan_steps,
+                    "host_ms": st.host_us as f64 / 1e3,
+                    "wait_ms": st.wait_us as f64 / 1e3,
+                    "replayed": st.replayed,
                     "memory_allocated": s.device.current_allocated_memory(),
                     "max_memory_allocated": s.device.max_memory_allocated(),
                 })

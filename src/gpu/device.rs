@@ -607,6 +607,61 @@ impl GpuDevice {
         self.alloc_kind(Kind::Storage, bytes, what, true)
     }
 
+    /// Take these storage buffers (each with its size class, [`GpuBuffer::size`]) out of
+    /// the pool for one replayed run (see `super::tape`): `None`, with nothing taken, when
+    /// any of them is not free (someone else holds it, or `empty_cache` released it) or the
+    /// memory limit would be passed. Nothing encoded uses a free buffer, so the caller may
+    /// write into them at once.
+    pub(crate) fn take_free(&self, bufs: &[(wgpu::Buffer, u64)]) -> Option<Vec<GpuBuffer>> {
+        let mut p = self.pool();
+        let total: u64 = bufs.iter().map(|(_, s)| *s).sum();
+        if p.limit.is_some_and(|l| p.stats.allocated + total > l) {
+            return None;
+        }
+        let pool = &mut *p;
+        let mut taken: Vec<(wgpu::Buffer, u64)> = Vec::with_capacity(bufs.len());
+        for (b, size) in bufs {
+            let key = (Kind::Storage, *size);
+            let mut found = None;
+            for list in [pool.pending.get_mut(&key), pool.free.get_mut(&key)]
+                .into_iter()
+                .flatten()
+            {
+                if let Some(i) = list.iter().position(|x| x == b) {
+                    found = Some(list.swap_remove(i));
+                    break;
+                }
+            }
+            match found {
+                Some(buf) => taken.push((buf, *size)),
+                None => {
+                    // Back where nothing encoded can be using them (pending is the safe list).
+                    for (buf, size) in taken {
+                        pool.pending
+                            .entry((Kind::Storage, size))
+                            .or_default()
+                            .push(buf);
+                    }
+                    return None;
+                }
+            }
+        }
+        p.stats.allocated += total;
+        p.stats.peak = p.stats.peak.max(p.stats.allocated);
+        p.window_peak = p.window_peak.max(p.stats.allocated);
+        Some(
+            taken
+                .into_iter()
+                .map(|(buf, size)| GpuBuffer {
+                    buf: Some(buf),
+                    kind: Kind::Storage,
+                    size,
+                    pool: self.pool.clone(),
+                })
+                .collect(),
+        )
+    }
+
     /// A mappable staging buffer of at least `bytes` (unmap it before dropping it).
     pub fn alloc_readback(&self, bytes: u64) -> Result<GpuBuffer> {
         self.alloc_kind(Kind::Readback, bytes, "a readback buffer", false)

@@ -58,6 +58,8 @@ pub struct RunStats {
     pub host_us: u64,
     /// Time spent waiting for the GPU (readbacks), microseconds.
     pub wait_us: u64,
+    /// Whether the run replayed a recorded tape of dispatches (see `gpu::tape`).
+    pub replayed: bool,
 }
 
 impl RunStats {
@@ -110,6 +112,8 @@ pub struct Runner<'d> {
     /// buffers taken from the pool as a run would, but nothing is encoded or submitted, and
     /// the pass stops where a run would read anything back.
     pub(crate) dry: bool,
+    /// What the run encodes and uploads, while it is recorded for a [`super::tape::Tape`].
+    pub(crate) rec: Option<super::tape::Recording>,
 }
 
 /// Why a prepare pass stopped early (at a readback or a CPU fallback).
@@ -155,7 +159,7 @@ fn addr(d: &Arc<RwLock<crate::cpu::Data>>) -> usize {
 }
 
 /// Start mapping a whole buffer for reading; the future resolves when it is mapped.
-fn map_read(buf: &wgpu::Buffer) -> impl std::future::Future<Output = Result<()>> {
+pub(super) fn map_read(buf: &wgpu::Buffer) -> impl std::future::Future<Output = Result<()>> {
     let (tx, rx) = super::wait::channel();
     buf.slice(..)
         .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
@@ -252,6 +256,16 @@ impl<'d> Runner<'d> {
         }
         s.gpu_valid = true;
         self.stats.uploads += 1;
+        if let (Some(rec), Some(b)) = (&mut self.rec, s.gpu.as_ref()) {
+            rec.uploads.push(super::tape::Upload {
+                store: Arc::downgrade(cell),
+                buffer: b.buffer().clone(),
+                class: b.size(),
+                dtype: s.dtype,
+                len: s.len,
+                bytes,
+            });
+        }
         Ok(())
     }
 
@@ -708,6 +722,7 @@ pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
         ident: &mut ident,
         plans: &mut plans,
         dry: false,
+        rec: None,
         timer: None,
     };
     let c = r.to_cpu(t).await?;
@@ -739,6 +754,8 @@ pub struct GpuSession {
     pub total_stats: RunStats,
     /// What the last [`GpuSession::prepare`] did.
     pub last_prepare: Option<PrepareStats>,
+    /// Warm runs replayed from a recording (see [`super::tape`]).
+    tapes: super::tape::Tapes,
 }
 
 impl GpuSession {
@@ -753,6 +770,7 @@ impl GpuSession {
             last_stats: RunStats::default(),
             total_stats: RunStats::default(),
             last_prepare: None,
+            tapes: Default::default(),
         };
         let dev = s.device.clone();
         let before = dev.memory_stats().buffers_created;
@@ -765,6 +783,7 @@ impl GpuSession {
             ident: &mut s.ident,
             plans: &mut s.plans,
             dry: false,
+            rec: None,
         };
         // Weights go up once; tensors sharing a storage share one GPU buffer.
         for (fqn, t) in &s.cpu.state {
@@ -891,6 +910,48 @@ impl GpuSession {
         pollster::block_on(self.prepare_async(inputs))
     }
 
+    /// Run the session's tape for `sig`, if it has one that can run now (see
+    /// [`super::tape`]); the user outputs as CPU values.
+    async fn replay(
+        &mut self,
+        sig: &crate::plan::Signature,
+        inputs: &[RValue],
+        run_start: f64,
+    ) -> Result<Option<Vec<Slot>>> {
+        let Some(tape) = self.tapes.get(sig, inputs) else {
+            return Ok(None);
+        };
+        let dev = self.device.clone();
+        let before = dev.memory_stats().buffers_created;
+        dev.start_peak_window();
+        let Some(done) = super::tape::replay(&dev, &tape, inputs).await? else {
+            // Its buffers are in use elsewhere (or were released): run the executor.
+            self.tapes.drop_tape();
+            return Ok(None);
+        };
+        self.cpu.run_state.nodes_run += tape.nodes_run;
+        let host_us = (((crate::runtime::profile::now_ms() - run_start) * 1e3) as u64)
+            .saturating_sub(done.wait_us);
+        let stats = RunStats {
+            submits: 1,
+            buffer_allocations: dev.memory_stats().buffers_created - before,
+            dispatches: tape.dispatches.len() as u64,
+            peak_bytes: dev.peak_window(),
+            gpu_nodes: tape.gpu_nodes,
+            view_nodes: tape.view_nodes,
+            uploads: done.uploads,
+            downloads: done.downloads,
+            plan_steps: self.cpu.program.graph.nodes.len() as u64,
+            host_us,
+            wait_us: done.wait_us,
+            replayed: true,
+            ..Default::default()
+        };
+        self.total_stats.add(&stats);
+        self.last_stats = stats;
+        Ok(Some(done.outputs.into_iter().map(Slot::V).collect()))
+    }
+
     async fn run_inner(
         &mut self,
         inputs: Vec<GpuInput>,
@@ -908,10 +969,29 @@ impl GpuSession {
             .push_error_scope(wgpu::ErrorFilter::Validation);
         // The Plan of this signature (a GPU input counts as a tensor of its dtype and sizes):
         // inputs checked against the guards once per signature.
-        let plan = self.cpu.plan_for(gpu_signature(&inputs), None)?;
+        let sig = gpu_signature(&inputs);
+        let plan = self.cpu.plan_for(sig.clone(), None)?;
         self.cpu.run_state.bindings = plan.bindings.clone();
         let p = self.cpu.program.clone();
         let dev = self.device.clone();
+        let cpu_inputs: Option<Vec<RValue>> = inputs
+            .iter()
+            .map(|i| match i {
+                GpuInput::Cpu(v) => Some(v.clone()),
+                GpuInput::Gpu(_) => None,
+            })
+            .collect();
+        let replayable = !dry
+            && !keep
+            && self.cpu.run_state.profiler.is_none()
+            && !crate::backends::deterministic()
+            && !super::tape::writes_state(&p);
+        if let (true, Some(values)) = (replayable, &cpu_inputs) {
+            if let Some(outs) = self.replay(&sig, values, run_start).await? {
+                return Ok(outs);
+            }
+        }
+        let record = replayable && cpu_inputs.is_some() && self.tapes.may_record(&sig);
         let before = dev.memory_stats().buffers_created;
         let pipes_before = dev.pipelines_created();
         let groups_before = dev.bind_groups_created();
@@ -930,6 +1010,7 @@ impl GpuSession {
             ident: &mut self.ident,
             plans: &mut self.plans,
             dry,
+            rec: record.then(super::tape::Recording::default),
         };
         let mut user = inputs.iter();
         let mut graph_inputs = Vec::with_capacity(p.inputs.len());
@@ -964,6 +1045,23 @@ impl GpuSession {
                 }
             });
         }
+        // A recorded run names its user inputs' stores (weakly: it must not change when
+        // they are freed) to find the buffers they were uploaded to.
+        let held_inputs: Vec<Option<Weak<std::sync::Mutex<super::store::Store>>>> = if record {
+            p.inputs
+                .iter()
+                .zip(&graph_inputs)
+                .filter(|(spec, _)| spec.kind == InputKind::User)
+                .map(|(_, s)| match s {
+                    Slot::T(t) => Some(Arc::downgrade(&t.cell)),
+                    _ => None,
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let (reads_before, nodes_before) =
+            (super::tape::host_reads(), self.cpu.run_state.nodes_run);
         let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state).await?;
         if dry {
             // The prepare pass walked the whole graph: what is left (reading outputs back,
@@ -1045,6 +1143,33 @@ impl GpuSession {
         r.stats.host_us = (((crate::runtime::profile::now_ms() - run_start) * 1e3) as u64)
             .saturating_sub(r.stats.wait_us);
         let stats = std::mem::take(&mut r.stats);
+        if let Some(rec) = r.rec.take() {
+            let user_outs: Vec<&Slot> = p
+                .outputs
+                .iter()
+                .zip(&outs)
+                .filter(|(spec, _)| spec.kind == OutputKind::User)
+                .map(|(_, s)| s)
+                .collect();
+            let clean = stats.fallbacks.is_empty()
+                && stats.submits == 1
+                && super::tape::host_reads() == reads_before;
+            let recorded = clean
+                .then(|| {
+                    super::tape::Tape::from_run(
+                        sig,
+                        rec,
+                        &held_inputs,
+                        &user_outs,
+                        &self.state,
+                        &stats,
+                        self.cpu.run_state.nodes_run - nodes_before,
+                    )
+                })
+                .flatten();
+            self.tapes.recorded(recorded);
+        }
+        drop(held_inputs);
         self.ident.retain(|_, w| w.strong_count() > 0);
         self.total_stats.add(&stats);
         self.last_stats = stats;

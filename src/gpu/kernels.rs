@@ -1061,14 +1061,30 @@ impl Kc<'_, '_, '_> {
     ) -> Result<()> {
         let pipeline = self.r.dev.pipeline(v)?;
         let mut bound: Vec<(u32, wgpu::Buffer, u64)> = Vec::with_capacity(bufs.len());
+        let mut classes = Vec::new();
         for (b, t) in bufs {
             let s = lock(&t.cell);
             let buf = s.gpu.as_ref().ok_or_else(|| {
                 Error::Gpu(format!("internal: {} input not on the GPU", v.label()))
             })?;
             bound.push((*b, buf.buffer().clone(), gpu_bytes(s.dtype, s.len)));
+            if self.r.rec.is_some() {
+                classes.push((buf.buffer().clone(), buf.size()));
+            }
         }
+        let recorded = self.r.rec.is_some().then(|| bound.clone());
         let bg = self.r.dev.bind_group(v, &pipeline, meta, bound)?;
+        if let (Some(rec), Some(bufs)) = (self.r.rec.as_mut(), recorded) {
+            rec.dispatches.push(super::tape::Dispatch {
+                pipeline: pipeline.clone(),
+                bind_group: bg.clone(),
+                groups,
+                variant: *v,
+                meta: meta.to_vec(),
+                bufs,
+                classes,
+            });
+        }
         if self.r.dry {
             // A prepare pass: the pipeline and bind group exist now; nothing is encoded.
             return Ok(());

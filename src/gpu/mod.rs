@@ -31,6 +31,7 @@ pub mod kernels;
 pub mod random;
 pub mod shaders;
 pub mod store;
+pub(crate) mod tape;
 pub mod timing;
 pub mod user_shader;
 pub mod wait;

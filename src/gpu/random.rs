@@ -315,6 +315,7 @@ pub fn bernoulli(k: &mut Kc) -> Out {
 
 /// Whether every probability of a tensor with a current CPU copy is in [0, 1].
 fn in_unit_range(_k: &mut Kc, x: &super::store::GTensor) -> crate::Result<bool> {
+    crate::gpu::tape::note_host_read();
     let t = x.cpu_view()?;
     Ok(t.to_vec::<f64>().iter().all(|p| (0.0..=1.0).contains(p)))
 }

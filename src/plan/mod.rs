@@ -82,7 +82,7 @@ pub fn meta_signature(inputs: &[MValue]) -> Signature {
 
 /// Zero-filled CPU values of a signature: placeholders for the input checks of a run that
 /// has no data yet (`prepare`).
-pub fn placeholders(sig: &Signature) -> crate::Result<Vec<RValue>> {
+pub fn placeholders(sig: &[InputSig]) -> crate::Result<Vec<RValue>> {
     sig.iter()
         .map(|s| {
             Ok(match s {
@@ -100,7 +100,7 @@ pub fn placeholders(sig: &Signature) -> crate::Result<Vec<RValue>> {
 }
 
 /// The meta values of a signature.
-pub fn metas(sig: &Signature) -> Vec<MValue> {
+pub fn metas(sig: &[InputSig]) -> Vec<MValue> {
     sig.iter()
         .map(|s| match s {
             InputSig::Tensor { dtype, sizes } => {
@@ -309,8 +309,8 @@ impl PlanCache {
     }
     /// The Plan of `sig`, marked most recently used. (A linear scan: the cache holds a
     /// handful of signatures, and the most recent one, checked first, is the usual hit.)
-    pub fn get(&mut self, sig: &Signature) -> Option<Arc<Plan>> {
-        let i = self.plans.iter().rposition(|p| &p.signature == sig)?;
+    pub fn get(&mut self, sig: &[InputSig]) -> Option<Arc<Plan>> {
+        let i = self.plans.iter().rposition(|p| p.signature == sig)?;
         if i + 1 != self.plans.len() {
             let p = self.plans.remove(i);
             self.plans.push(p);
@@ -356,14 +356,14 @@ mod tests {
         let mut c = PlanCache::new(2);
         c.insert(plan(1));
         c.insert(plan(2));
-        assert!(c.get(&vec![InputSig::Int(1)]).is_some()); // 1 is now the most recent
+        assert!(c.get(&[InputSig::Int(1)]).is_some()); // 1 is now the most recent
         c.insert(plan(3)); // evicts 2
         assert_eq!(c.len(), 2);
-        assert!(c.get(&vec![InputSig::Int(2)]).is_none());
-        assert!(c.get(&vec![InputSig::Int(1)]).is_some());
-        assert!(c.get(&vec![InputSig::Int(3)]).is_some());
+        assert!(c.get(&[InputSig::Int(2)]).is_none());
+        assert!(c.get(&[InputSig::Int(1)]).is_some());
+        assert!(c.get(&[InputSig::Int(3)]).is_some());
         c.set_capacity(1);
         assert_eq!(c.len(), 1);
-        assert!(c.get(&vec![InputSig::Int(3)]).is_some());
+        assert!(c.get(&[InputSig::Int(3)]).is_some());
     }
 }
