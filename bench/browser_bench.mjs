@@ -2,7 +2,10 @@
 // (Debian chromium, SwiftShader WebGPU), same weights (the ONNX files are exported from the very
 // .pt2 archives by bench/export_onnx.py), same inputs (the generator's example inputs).
 //   cd bench && npm install && cd .. && .venv/bin/python bench/export_onnx.py && node bench/browser_bench.mjs [--runs 5] [--models resnet18,...]
-// Prints cold start (load + first run) and the median warm run, and the ratio pt2web / ORT.
+//   node bench/browser_bench.mjs --pt2web-only --models minilm,gpt2   (pt2web alone: no ONNX files needed)
+// Prints cold start (load + prepare + first run) and the median warm run, and the ratio pt2web / ORT;
+// for pt2web on WebGPU also load / prepare / first-run times, the first run's pipeline count and the
+// host time per warm run (`lastRunStats().hostMs`: outside GPU waits).
 // Both run single-threaded on WASM (the page is not cross-origin isolated).
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
@@ -15,13 +18,12 @@ const arg = (k, d) => { const i = process.argv.indexOf(`--${k}`); return i > 0 ?
 const RUNS = Number(arg('runs', 5));
 const MODELS = arg('models', 'mobilenet_v3_small,resnet18,minilm').split(',');
 const GPU_RUNS = Number(arg('gpu-runs', 2));
+const PT2WEB_ONLY = process.argv.includes('--pt2web-only');
+const NO_PREPARE = process.argv.includes('--no-prepare');
 
-async function benchInPage({ name, meta, runs, gpuRuns }) {
+async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare }) {
   const { load } = await import('/js/index.js');
   const st = await import('/tests/js/st.mjs');
-  const ort = await import('/bench/node_modules/onnxruntime-web/dist/ort.all.bundle.min.mjs');
-  ort.env.wasm.wasmPaths = '/bench/node_modules/onnxruntime-web/dist/';
-  ort.env.wasm.numThreads = 1;
   const get = async (f) => new Uint8Array(await (await fetch(`/models/${f}`)).arrayBuffer());
   const c = meta.programs.model.io_cases[0];
   const io = st.parseSafetensors(await get(c.file));
@@ -35,19 +37,43 @@ async function benchInPage({ name, meta, runs, gpuRuns }) {
     try {
       const t0 = performance.now();
       const model = await load(`/models/${meta.archive}`, { device });
+      const tLoad = performance.now();
+      // Prepare for the inputs' shapes where the package has it (older builds do not).
+      if (model.prepare && !noPrepare) {
+        await model.prepare(leaves.map((t) => ({ shape: t.shape, dtype: t.dtype })));
+      }
+      const tPrep = performance.now();
       const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, [...leaves]);
       await model.run({ args, kwargs });
-      out[`pt2web_${device}_cold`] = performance.now() - t0;
+      const tFirst = performance.now();
+      out[`pt2web_${device}_cold`] = tFirst - t0;
+      if (device === 'webgpu') {
+        out.pt2web_webgpu_phases = { load: tLoad - t0, prepare: tPrep - tLoad, first: tFirst - tPrep };
+        out.pt2web_webgpu_first_stats = model.lastRunStats();
+      }
       const ts = [];
-      for (let i = 0; i < (device === 'webgpu' ? gpuRuns : runs); i++) { const t = performance.now(); await model.run({ args, kwargs }); ts.push(performance.now() - t); }
+      const hosts = [];
+      for (let i = 0; i < (device === 'webgpu' ? gpuRuns : runs); i++) {
+        const t = performance.now();
+        await model.run({ args, kwargs });
+        ts.push(performance.now() - t);
+        if (device === 'webgpu') hosts.push(model.lastRunStats().hostMs);
+      }
       out[`pt2web_${device}_warm`] = median(ts);
-      if (device === 'webgpu') out.pt2web_webgpu_stats = model.lastRunStats();
+      if (device === 'webgpu') {
+        out.pt2web_webgpu_stats = model.lastRunStats();
+        out.pt2web_webgpu_host = hosts.every((h) => typeof h === 'number') ? median(hosts) : undefined;
+      }
       model.dispose();
     } catch (e) {
       out[`pt2web_${device}_error`] = String(e.message ?? e).slice(0, 200);
     }
   }
+  if (pt2webOnly) return out;
   // ONNX Runtime Web: wasm and webgpu execution providers.
+  const ort = await import('/bench/node_modules/onnxruntime-web/dist/ort.all.bundle.min.mjs');
+  ort.env.wasm.wasmPaths = '/bench/node_modules/onnxruntime-web/dist/';
+  ort.env.wasm.numThreads = 1;
   const onnx = await get(`${name}.onnx`);
   for (const ep of ['wasm', 'webgpu']) {
     try {
@@ -84,7 +110,7 @@ try {
     const page = await browser.newPage();
     await page.goto(`${origin}/www/blank.html`);
     const meta = JSON.parse(readFileSync(path.join(ROOT, '.cache', 'models', `${name}.meta.json`), 'utf8'));
-    const r = await page.evaluate(benchInPage, { name, meta, runs: RUNS, gpuRuns: GPU_RUNS });
+    const r = await page.evaluate(benchInPage, { name, meta, runs: RUNS, gpuRuns: GPU_RUNS, pt2webOnly: PT2WEB_ONLY, noPrepare: NO_PREPARE });
     console.error(JSON.stringify(r));
     rows.push(r);
     await page.close();
@@ -101,6 +127,9 @@ for (const r of rows) {
   const rw = `${ratio(r.pt2web_webgpu_cold, r.ort_webgpu_cold)}/${ratio(r.pt2web_webgpu_warm, r.ort_webgpu_warm)}`;
   const rc = `${ratio(r.pt2web_cpu_cold, r.ort_wasm_cold)}/${ratio(r.pt2web_cpu_warm, r.ort_wasm_warm)}`;
   console.log(`${r.name.padEnd(20)}${r.shape.padEnd(12)}${cw(r, 'pt2web_webgpu').padStart(16)}${cw(r, 'ort_webgpu').padStart(16)}${rw.padStart(13)}${cw(r, 'pt2web_cpu').padStart(16)}${cw(r, 'ort_wasm').padStart(16)}${rc.padStart(13)}`);
+  const ph = r.pt2web_webgpu_phases;
+  const fs = r.pt2web_webgpu_first_stats;
+  if (ph) console.log(`${''.padEnd(32)}pt2web webgpu cold start: load ${f(ph.load)} + prepare ${f(ph.prepare)} + first run ${f(ph.first)} ms (${fs?.pipelinesCreated} pipelines created in the first run); warm run ${f(r.pt2web_webgpu_warm)} ms, first/warm ${ratio(ph.first, r.pt2web_webgpu_warm)}; host per warm run ${r.pt2web_webgpu_host === undefined ? '-' : r.pt2web_webgpu_host.toFixed(2)} ms${r.pt2web_webgpu_stats?.replayed ? ' (replayed)' : ''}`);
   const st = r.pt2web_webgpu_stats;
   if (st) console.log(`${''.padEnd(32)}pt2web webgpu per run: ${st.submits} submits, ${st.bufferAllocations} buffer allocations, ${st.pipelinesCreated} pipelines created, ${st.gpuNodes} GPU nodes, ${st.fallbackNodes} CPU fallbacks ${JSON.stringify(st.fallbacks)}`);
   for (const k of ['pt2web_webgpu', 'pt2web_cpu', 'ort_webgpu', 'ort_wasm']) if (r[`${k}_error`]) console.log(`${''.padEnd(32)}${k}: ${r[`${k}_error`]}`);

@@ -37,7 +37,10 @@ pub struct RunStats {
     pub bind_groups_created: u64,
     /// Dispatches encoded.
     pub dispatches: u64,
-    /// Most bytes of pt2web's buffers in use at once during the run (weights included).
+    /// Most bytes of pt2web's buffers in use at once during the run (weights included). A
+    /// replayed run reports its recording's: the same buffers hold the same tensors at the
+    /// same points (the device's own peak, `max_memory_allocated`, counts every buffer of
+    /// the tape as taken for the whole replay).
     pub peak_bytes: u64,
     /// The largest kernel scratch buffer of the run (a convolution's `im2col` columns): memory
     /// the graph's liveness does not see.
@@ -800,6 +803,22 @@ impl GpuSession {
         Ok(s)
     }
 
+    /// A parameter, buffer or constant as it is now: read back from the GPU when the GPU
+    /// copy is the current one (in-place updates of a training-IR program), else the CPU's.
+    pub async fn state_tensor_async(&self, name: &str) -> Result<Tensor> {
+        let t = self.state.get(name).ok_or_else(|| Error::Input {
+            input: name.to_string(),
+            msg: "no parameter, buffer or constant of that name".into(),
+        })?;
+        read_tensor(&self.device, t).await
+    }
+
+    /// [`GpuSession::state_tensor_async`], blocking (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn state_tensor(&self, name: &str) -> Result<Tensor> {
+        pollster::block_on(self.state_tensor_async(name))
+    }
+
     /// Seed the random ops' generator (shared with the CPU session: same seed, same streams).
     pub fn manual_seed(&mut self, seed: u64) {
         self.cpu.manual_seed(seed)
@@ -923,7 +942,6 @@ impl GpuSession {
         };
         let dev = self.device.clone();
         let before = dev.memory_stats().buffers_created;
-        dev.start_peak_window();
         let Some(done) = super::tape::replay(&dev, &tape, inputs).await? else {
             // Its buffers are in use elsewhere (or were released): run the executor.
             self.tapes.drop_tape();
@@ -936,7 +954,8 @@ impl GpuSession {
             submits: 1,
             buffer_allocations: dev.memory_stats().buffers_created - before,
             dispatches: tape.dispatches.len() as u64,
-            peak_bytes: dev.peak_window(),
+            peak_bytes: tape.peak_bytes,
+            workspace_bytes: tape.workspace_bytes,
             gpu_nodes: tape.gpu_nodes,
             view_nodes: tape.view_nodes,
             uploads: done.uploads,

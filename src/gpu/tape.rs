@@ -9,9 +9,12 @@
 //! - every node ran on the GPU with one submit (no CPU fallback, no readback for control flow
 //!   or data-dependent sizes) and no kernel looked at tensor data on the host (the range
 //!   checks of the scatter family and of bernoulli's probabilities, [`note_host_read`]);
-//! - the program writes no state (no buffer or user-input mutation), the outputs come back
-//!   to the CPU (no `keepOnGpu`), every user input is a CPU value, and the run is neither
-//!   profiled nor in deterministic mode;
+//! - the program declares no state writes (no buffer or user-input mutation outputs, whose
+//!   write-back goes through the CPU), the outputs come back to the CPU (no `keepOnGpu`),
+//!   every user input is a CPU value, and the run is neither profiled nor in deterministic
+//!   mode. In-place updates of state inside the graph (a training-IR batch norm's running
+//!   statistics) are GPU dispatches like any other: a replay runs them on the state's
+//!   buffers and marks that state's CPU copy stale, as the executor does;
 //! - nothing but the user inputs was uploaded.
 //!
 //! Random ops draw with the generator's state in their parameters, so their runs never
@@ -131,7 +134,7 @@ impl TapeOutput {
 }
 
 /// A recorded run, complete: what a replay needs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct Tape {
     pub signature: Signature,
     pub dispatches: Vec<Dispatch>,
@@ -147,6 +150,14 @@ pub(crate) struct Tape {
     pub gpu_nodes: u64,
     pub view_nodes: u64,
     pub nodes_run: usize,
+    /// The recorded run's peak of allocated bytes and its largest kernel scratch buffer: a
+    /// replay binds the same buffers at the same points, so its tensors occupy the same
+    /// memory (the pool counts all of the tape's buffers as allocated while it runs).
+    pub peak_bytes: u64,
+    pub workspace_bytes: u64,
+    /// State whose GPU copy was the current one after the recorded run (what in-place ops
+    /// of a training-IR program wrote): a replay writes it again, so its CPU copy is stale.
+    pub gpu_state: Vec<Cell>,
 }
 
 impl Tape {
@@ -277,6 +288,9 @@ pub(crate) async fn replay(
         data.push((buffer, Tensor::from_data(d, &[len])));
     }
     drop(held);
+    for c in &tape.gpu_state {
+        super::store::lock(c).cpu_valid = false;
+    }
     let outputs =
         tape.outputs
             .iter()
@@ -418,6 +432,13 @@ impl Tape {
             gpu_nodes: stats.gpu_nodes,
             view_nodes: stats.view_nodes,
             nodes_run,
+            peak_bytes: stats.peak_bytes,
+            workspace_bytes: stats.workspace_bytes,
+            gpu_state: state
+                .values()
+                .filter(|g| !lock(&g.cell).cpu_valid)
+                .map(|g| g.cell.clone())
+                .collect(),
         })
     }
 }
