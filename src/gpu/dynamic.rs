@@ -18,7 +18,7 @@
 //! (counted in [`RunStats::submits`](super::exec::RunStats)).
 
 use super::exec::{run_graph, Env, Runner, Slot};
-use super::kernels::{select, Kc};
+use super::kernels::{select, KernelCtx};
 use super::store::{gpu_dtype, GTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -51,14 +51,14 @@ impl<'d> At<'_, 'd> {
         }
     }
     /// A kernel context for the encoding passes.
-    fn kc(&mut self) -> Kc<'_, 'd, '_> {
+    fn kc(&mut self) -> KernelCtx<'_, 'd, '_> {
         let op = OpCtx {
             node: self.node,
             graph: self.graph,
             env: &self.env.v,
             state: self.st,
         };
-        Kc::new(self.r, &self.env.t, op)
+        KernelCtx::new(self.r, &self.env.t, op)
     }
     fn tensor(&self, id: usize) -> Result<GTensor> {
         self.env.t[id].clone().ok_or_else(|| {
@@ -94,15 +94,15 @@ impl<'d> At<'_, 'd> {
     /// Truth of a predicate: a one-element GPU tensor (read back), a (sym) bool or a number.
     async fn truth(&mut self, s: &Slot, what: &str) -> Result<bool> {
         match s {
-            Slot::T(t) if t.numel() == 1 => Ok(self.r.to_cpu(t).await?.item_f64() != 0.0),
-            Slot::T(t) => Err(self.err(format!(
+            Slot::Tensor(t) if t.numel() == 1 => Ok(self.r.to_cpu(t).await?.item_f64() != 0.0),
+            Slot::Tensor(t) => Err(self.err(format!(
                 "{what} must be a tensor with one element, got shape {:?}",
                 t.sizes
             ))),
-            Slot::V(RValue::Bool(b)) => Ok(*b),
-            Slot::V(RValue::Int(i)) => Ok(*i != 0),
-            Slot::V(RValue::Float(f)) => Ok(*f != 0.0),
-            Slot::V(v) => Err(self.err(format!(
+            Slot::Value(RValue::Bool(b)) => Ok(*b),
+            Slot::Value(RValue::Int(i)) => Ok(*i != 0),
+            Slot::Value(RValue::Float(f)) => Ok(*f != 0.0),
+            Slot::Value(v) => Err(self.err(format!(
                 "{what} is a {}, expected a bool or a one-element tensor",
                 v.kind()
             ))),
@@ -206,16 +206,16 @@ fn flat_slots(a: &mut At, i: usize) -> Result<Vec<Slot>> {
         return Ok(Vec::new());
     };
     Ok(match arg {
-        Arg::Tensor(id) | Arg::OptTensor(Some(id)) => vec![Slot::T(a.tensor(*id)?)],
+        Arg::Tensor(id) | Arg::OptTensor(Some(id)) => vec![Slot::Tensor(a.tensor(*id)?)],
         Arg::Tensors(ids) => ids
             .iter()
-            .map(|id| a.tensor(*id).map(Slot::T))
+            .map(|id| a.tensor(*id).map(Slot::Tensor))
             .collect::<Result<_>>()?,
         Arg::OptTensors(ids) => ids
             .iter()
             .map(|id| match id {
-                Some(id) => a.tensor(*id).map(Slot::T),
-                None => Ok(Slot::V(RValue::None)),
+                Some(id) => a.tensor(*id).map(Slot::Tensor),
+                None => Ok(Slot::Value(RValue::None)),
             })
             .collect::<Result<_>>()?,
         Arg::None => Vec::new(),
@@ -223,9 +223,9 @@ fn flat_slots(a: &mut At, i: usize) -> Result<Vec<Slot>> {
             .ctx()
             .ints_of(arg, "operands")?
             .into_iter()
-            .map(|i| Slot::V(RValue::Int(i)))
+            .map(|i| Slot::Value(RValue::Int(i)))
             .collect(),
-        other => vec![Slot::V(a.ctx().resolve(other)?)],
+        other => vec![Slot::Value(a.ctx().resolve(other)?)],
     })
 }
 
@@ -236,11 +236,11 @@ fn node_results(node: &Node, outs: Vec<Slot>) -> Vec<Slot> {
         let ts = outs
             .into_iter()
             .filter_map(|s| match s {
-                Slot::T(t) => Some(t),
+                Slot::Tensor(t) => Some(t),
                 _ => None,
             })
             .collect();
-        return vec![Slot::Ts(ts)];
+        return vec![Slot::Tensors(ts)];
     }
     outs
 }
@@ -322,7 +322,7 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
     let xs: Vec<GTensor> = xs
         .into_iter()
         .map(|s| match s {
-            Slot::T(x) if x.rank() > 0 => Ok(x),
+            Slot::Tensor(x) if x.rank() > 0 => Ok(x),
             _ => Err(a.err("map xs must be tensors of rank >= 1")),
         })
         .collect::<Result<_>>()?;
@@ -332,7 +332,7 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
         let mut inputs: Vec<Slot> = xs
             .iter()
             .map(|x| {
-                Slot::T(x.view(
+                Slot::Tensor(x.view(
                     x.sizes[1..].to_vec(),
                     x.strides[1..].to_vec(),
                     x.offset + i * x.strides[0],
@@ -351,7 +351,7 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
         }
         for (list, o) in per_out.iter_mut().zip(outs) {
             match o {
-                Slot::T(o) => list.push(o),
+                Slot::Tensor(o) => list.push(o),
                 _ => return Err(a.err("map body must return tensors")),
             }
         }
@@ -367,7 +367,7 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
                 list[0].dtype, list[0].sizes
             )));
         };
-        results.push(Slot::T(s));
+        results.push(Slot::Tensor(s));
     }
     Ok(Some(node_results(node, results)))
 }
@@ -385,7 +385,7 @@ async fn item(a: &mut At<'_, '_>) -> Out {
     a.env.v[*id] = Some(RValue::Tensor(c));
     let res = kernel(&mut a.ctx());
     a.env.v[*id] = None;
-    Ok(Some(res?.into_iter().map(Slot::V).collect()))
+    Ok(Some(res?.into_iter().map(Slot::Value).collect()))
 }
 
 /// Whether `x` can be gathered from at flat offsets (the gather's output dtype is x's).
@@ -419,7 +419,7 @@ async fn select_rows(a: &mut At<'_, '_>, x: &GTensor, mask: &GTensor, d: usize) 
     xs.extend_from_slice(&x.strides[e..]);
     let mut fs = vec![0; shape.len()];
     fs[d] = 1;
-    Ok(select::gather_flat(k, x, &flat, &shape, &xs, &fs)?.map(|o| vec![Slot::T(o)]))
+    Ok(select::gather_flat(k, x, &flat, &shape, &xs, &fs)?.map(|o| vec![Slot::Tensor(o)]))
 }
 
 /// nonzero / argwhere: count, read the count back, then one emit pass per dim.
@@ -440,7 +440,7 @@ async fn nonzero(a: &mut At<'_, '_>) -> Out {
         ))
     })?;
     let out = select::coords(&mut a.kc(), &c, n)?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 async fn masked_select(a: &mut At<'_, '_>) -> Out {
@@ -523,8 +523,8 @@ async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
     let k = &mut a.kc();
     let Some(x) = x else {
         let idx = select::repeat_index(k, &c, n as usize, reps.dtype)?;
-        return Ok(Some(vec![Slot::T(idx)]));
+        return Ok(Some(vec![Slot::Tensor(idx)]));
     };
     let idx = select::repeat_index(k, &c, n as usize, DType::I64)?;
-    Ok(select::gather_dim(k, &x, d, &idx)?.map(|o| vec![Slot::T(o)]))
+    Ok(select::gather_dim(k, &x, d, &idx)?.map(|o| vec![Slot::Tensor(o)]))
 }

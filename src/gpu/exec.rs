@@ -14,7 +14,7 @@
 //! of a non-contiguous tensor), the node runs as a fallback.
 
 use super::device::GpuDevice;
-use super::kernels::{self, GOp, Kc};
+use super::kernels::{self, GpuOp, KernelCtx};
 use super::store::{cpu_store, from_gpu_bytes, gpu_bytes, lock, to_gpu_bytes, Cell, GTensor};
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
@@ -93,10 +93,10 @@ impl RunStats {
 /// A value of the GPU executor's environment.
 #[derive(Clone, Debug)]
 pub enum Slot {
-    T(GTensor),
-    Ts(Vec<GTensor>),
-    OptTs(Vec<Option<GTensor>>),
-    V(RValue),
+    Tensor(GTensor),
+    Tensors(Vec<GTensor>),
+    OptTensors(Vec<Option<GTensor>>),
+    Value(RValue),
 }
 
 /// Per-run encoder state: the open command encoder and what it holds on to.
@@ -127,7 +127,7 @@ const DRY_STOP: &str = "prepare stops here: the node needs values the GPU comput
 #[derive(Debug)]
 pub(crate) struct GpuGraphPlan {
     pub(super) base: Arc<crate::plan::GraphPlan>,
-    pub(super) ops: Vec<(Option<super::dynamic::Dynamic>, Option<GOp>)>,
+    pub(super) ops: Vec<(Option<super::dynamic::Dynamic>, Option<GpuOp>)>,
 }
 
 /// [`GpuGraphPlan`]s by graph (as [`crate::plan::GraphPlans`]).
@@ -362,10 +362,10 @@ impl<'d> Runner<'d> {
     /// The GPU tensors a slot holds.
     fn slot_tensors<'s>(s: &'s Slot, out: &mut Vec<&'s GTensor>) {
         match s {
-            Slot::T(t) => out.push(t),
-            Slot::Ts(ts) => out.extend(ts.iter()),
-            Slot::OptTs(ts) => out.extend(ts.iter().flatten()),
-            Slot::V(_) => {}
+            Slot::Tensor(t) => out.push(t),
+            Slot::Tensors(ts) => out.extend(ts.iter()),
+            Slot::OptTensors(ts) => out.extend(ts.iter().flatten()),
+            Slot::Value(_) => {}
         }
     }
 
@@ -379,16 +379,16 @@ impl<'d> Runner<'d> {
             .iter()
             .map(|s| {
                 Ok(match s {
-                    Slot::T(t) => RValue::Tensor(t.cpu_view()?),
-                    Slot::Ts(ts) => {
+                    Slot::Tensor(t) => RValue::Tensor(t.cpu_view()?),
+                    Slot::Tensors(ts) => {
                         RValue::Tensors(ts.iter().map(|t| t.cpu_view()).collect::<Result<_>>()?)
                     }
-                    Slot::OptTs(ts) => RValue::OptTensors(
+                    Slot::OptTensors(ts) => RValue::OptTensors(
                         ts.iter()
                             .map(|t| t.as_ref().map(|t| t.cpu_view()).transpose())
                             .collect::<Result<_>>()?,
                     ),
-                    Slot::V(v) => v.clone(),
+                    Slot::Value(v) => v.clone(),
                 })
             })
             .collect()
@@ -396,14 +396,14 @@ impl<'d> Runner<'d> {
 
     fn rvalue_to_slot(&mut self, v: RValue) -> Slot {
         match v {
-            RValue::Tensor(t) => Slot::T(self.wrap(&t)),
-            RValue::Tensors(ts) => Slot::Ts(ts.iter().map(|t| self.wrap(t)).collect()),
-            RValue::OptTensors(ts) => Slot::OptTs(
+            RValue::Tensor(t) => Slot::Tensor(self.wrap(&t)),
+            RValue::Tensors(ts) => Slot::Tensors(ts.iter().map(|t| self.wrap(t)).collect()),
+            RValue::OptTensors(ts) => Slot::OptTensors(
                 ts.iter()
                     .map(|t| t.as_ref().map(|t| self.wrap(t)))
                     .collect(),
             ),
-            other => Slot::V(other),
+            other => Slot::Value(other),
         }
     }
 }
@@ -418,11 +418,11 @@ impl Env {
     fn bind(&mut self, graph: &Graph, a: &Arg, s: Slot) -> Result<()> {
         match (a, s) {
             (Arg::None, _) => {}
-            (Arg::Tensor(id), Slot::T(t)) => self.t[*id] = Some(t),
-            (Arg::Tensor(id), Slot::Ts(mut ts)) if ts.len() == 1 => {
+            (Arg::Tensor(id), Slot::Tensor(t)) => self.t[*id] = Some(t),
+            (Arg::Tensor(id), Slot::Tensors(mut ts)) if ts.len() == 1 => {
                 self.t[*id] = Some(ts.remove(0))
             }
-            (Arg::Tensors(ids), Slot::Ts(ts)) => {
+            (Arg::Tensors(ids), Slot::Tensors(ts)) => {
                 if ids.len() > ts.len() {
                     return Err(Error::Verify(format!(
                         "expected {} tensors, got {}",
@@ -434,14 +434,14 @@ impl Env {
                     self.t[*id] = Some(t);
                 }
             }
-            (Arg::OptTensors(ids), Slot::OptTs(ts)) => {
+            (Arg::OptTensors(ids), Slot::OptTensors(ts)) => {
                 for (id, t) in ids.iter().zip(ts) {
                     if let (Some(id), Some(t)) = (id, t) {
                         self.t[*id] = Some(t);
                     }
                 }
             }
-            (Arg::OptTensors(ids), Slot::Ts(ts)) => {
+            (Arg::OptTensors(ids), Slot::Tensors(ts)) => {
                 for (id, t) in ids.iter().zip(ts) {
                     if let Some(id) = id {
                         self.t[*id] = Some(t);
@@ -450,11 +450,11 @@ impl Env {
             }
             (
                 Arg::SymInt(crate::program::IntArg::Sym(id)),
-                Slot::V(v @ (RValue::Int(_) | RValue::Float(_))),
+                Slot::Value(v @ (RValue::Int(_) | RValue::Float(_))),
             )
-            | (Arg::SymFloat(crate::program::FloatArg::Sym(id)), Slot::V(v))
-            | (Arg::SymBool(crate::program::BoolArg::Sym(id)), Slot::V(v))
-            | (Arg::CustomObj(id), Slot::V(v)) => self.v[*id] = Some(v),
+            | (Arg::SymFloat(crate::program::FloatArg::Sym(id)), Slot::Value(v))
+            | (Arg::SymBool(crate::program::BoolArg::Sym(id)), Slot::Value(v))
+            | (Arg::CustomObj(id), Slot::Value(v)) => self.v[*id] = Some(v),
             (
                 Arg::Int(_)
                 | Arg::Float(_)
@@ -471,10 +471,10 @@ impl Env {
                     .map(|i| graph.value(*i).name.clone())
                     .unwrap_or_default();
                 let kind = match s {
-                    Slot::T(_) => "Tensor",
-                    Slot::Ts(_) => "Tensor[]",
-                    Slot::OptTs(_) => "Tensor?[]",
-                    Slot::V(v) => v.kind(),
+                    Slot::Tensor(_) => "Tensor",
+                    Slot::Tensors(_) => "Tensor[]",
+                    Slot::OptTensors(_) => "Tensor?[]",
+                    Slot::Value(v) => v.kind(),
                 };
                 return Err(Error::Verify(format!(
                     "cannot bind a {kind} to '{name}' ({a:?})"
@@ -486,9 +486,9 @@ impl Env {
 
     fn get(&self, graph: &Graph, id: usize) -> Result<Slot> {
         if let Some(t) = &self.t[id] {
-            return Ok(Slot::T(t.clone()));
+            return Ok(Slot::Tensor(t.clone()));
         }
-        self.v[id].clone().map(Slot::V).ok_or_else(|| {
+        self.v[id].clone().map(Slot::Value).ok_or_else(|| {
             Error::Verify(format!(
                 "output '{}' was never computed",
                 graph.value(id).name
@@ -550,14 +550,14 @@ pub async fn run_graph(
             on_gpu = true;
             r.stats.gpu_nodes += 1;
         } else if let Some(op) = gop {
-            let is_view = matches!(op, GOp::View);
+            let is_view = matches!(op, GpuOp::View);
             let op_ctx = OpCtx {
                 node,
                 graph,
                 env: &env.v,
                 state: st,
             };
-            let mut k = Kc::new(r, &env.t, op_ctx);
+            let mut k = KernelCtx::new(r, &env.t, op_ctx);
             outs = kernels::run(&mut k, op).map_err(|e| match e {
                 e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
                 e => Error::op(&node.target, e),
@@ -658,19 +658,19 @@ pub async fn run_graph(
         .map(|a| match a {
             Arg::Tensor(id) | Arg::SymInt(crate::program::IntArg::Sym(id)) => env.get(graph, *id),
             Arg::SymInt(crate::program::IntArg::Int(i)) | Arg::Int(i) => {
-                Ok(Slot::V(RValue::Int(*i)))
+                Ok(Slot::Value(RValue::Int(*i)))
             }
-            Arg::Tensors(ids) => Ok(Slot::Ts(
+            Arg::Tensors(ids) => Ok(Slot::Tensors(
                 ids.iter()
                     .map(|id| match env.get(graph, *id)? {
-                        Slot::T(t) => Ok(t),
+                        Slot::Tensor(t) => Ok(t),
                         _ => Err(Error::Verify("not a tensor".into())),
                     })
                     .collect::<Result<_>>()?,
             )),
-            Arg::Float(f) => Ok(Slot::V(RValue::Float(*f))),
-            Arg::Bool(b) => Ok(Slot::V(RValue::Bool(*b))),
-            Arg::None => Ok(Slot::V(RValue::None)),
+            Arg::Float(f) => Ok(Slot::Value(RValue::Float(*f))),
+            Arg::Bool(b) => Ok(Slot::Value(RValue::Bool(*b))),
+            Arg::None => Ok(Slot::Value(RValue::None)),
             other => Err(Error::Verify(format!("unsupported graph output {other:?}"))),
         })
         .collect()
@@ -854,16 +854,16 @@ impl GpuSession {
         let outs = self.run_with(inputs, false).await?;
         outs.into_iter()
             .map(|s| match s {
-                Slot::V(v) => Ok(v),
+                Slot::Value(v) => Ok(v),
                 _ => Err(Error::Gpu("internal: an output was not read back".into())),
             })
             .collect()
     }
 
     /// Run with user inputs that may already be on the GPU (kept outputs of an earlier run).
-    /// `keep`: user outputs stay on the GPU (`Slot::T`, nothing read back for them; buffer
+    /// `keep`: user outputs stay on the GPU (`Slot::Tensor`, nothing read back for them; buffer
     /// mutations are still written back to the state); otherwise they come back as
-    /// `Slot::V` CPU values.
+    /// `Slot::Value` CPU values.
     pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
         self.run_inner(inputs, keep, false).await
     }
@@ -968,7 +968,7 @@ impl GpuSession {
         };
         self.total_stats.add(&stats);
         self.last_stats = stats;
-        Ok(Some(done.outputs.into_iter().map(Slot::V).collect()))
+        Ok(Some(done.outputs.into_iter().map(Slot::Value).collect()))
     }
 
     async fn run_inner(
@@ -1037,25 +1037,25 @@ impl GpuSession {
             graph_inputs.push(match &spec.kind {
                 InputKind::User => match user.next() {
                     Some(GpuInput::Cpu(v)) => r.rvalue_to_slot(v.clone()),
-                    Some(GpuInput::Gpu(t)) => Slot::T(t.clone()),
-                    None => Slot::V(RValue::None),
+                    Some(GpuInput::Gpu(t)) => Slot::Tensor(t.clone()),
+                    None => Slot::Value(RValue::None),
                 },
                 InputKind::Parameter { name }
                 | InputKind::Buffer { name, .. }
-                | InputKind::Constant { name } => Slot::T(
+                | InputKind::Constant { name } => Slot::Tensor(
                     self.state
                         .get(name)
                         .cloned()
                         .ok_or_else(|| Error::Verify(format!("state '{name}' missing")))?,
                 ),
-                InputKind::ConstantValue { value } => Slot::V(match value {
+                InputKind::ConstantValue { value } => Slot::Value(match value {
                     crate::schema::ConstantValue::AsInt(i) => RValue::Int(*i),
                     crate::schema::ConstantValue::AsFloat(f) => RValue::Float(f.0),
                     crate::schema::ConstantValue::AsBool(b) => RValue::Bool(*b),
                     crate::schema::ConstantValue::AsString(s) => RValue::Str(s.clone()),
                     crate::schema::ConstantValue::AsNone(_) => RValue::None,
                 }),
-                InputKind::Token => Slot::V(RValue::None),
+                InputKind::Token => Slot::Value(RValue::None),
                 InputKind::CustomObj { name } => {
                     return Err(Error::op(
                         "custom object",
@@ -1072,7 +1072,7 @@ impl GpuSession {
                 .zip(&graph_inputs)
                 .filter(|(spec, _)| spec.kind == InputKind::User)
                 .map(|(_, s)| match s {
-                    Slot::T(t) => Some(Arc::downgrade(&t.cell)),
+                    Slot::Tensor(t) => Some(Arc::downgrade(&t.cell)),
                     _ => None,
                 })
                 .collect()
@@ -1108,7 +1108,7 @@ impl GpuSession {
             }
             let v = values.next().unwrap_or(RValue::None);
             match &spec.kind {
-                OutputKind::User => result.push(Slot::V(v)),
+                OutputKind::User => result.push(Slot::Value(v)),
                 OutputKind::BufferMutation { buffer }
                 | OutputKind::ParameterMutation { parameter: buffer } => {
                     let RValue::Tensor(t) = v else { continue };

@@ -15,7 +15,7 @@
 //! stream from the same generator, so mixing the two keeps the streams aligned.
 
 use super::exec::Slot;
-use super::kernels::{contiguous, grid, one, Kc, Out};
+use super::kernels::{contiguous, grid, one, KernelCtx, Out};
 use super::shaders::{Shader, Variant};
 use crate::dtype::DType;
 use crate::program::Arg;
@@ -68,14 +68,14 @@ pub fn threshold(p: f64) -> u64 {
     }
 }
 
-fn op_name(k: &Kc) -> String {
+fn op_name(k: &KernelCtx) -> String {
     k.op.node.target.split('.').nth(1).unwrap_or("").to_string()
 }
 
 /// Encode one random kernel over `numel` elements from the current generator state, then
 /// advance the state by `draws` (what the CPU kernel consumes).
 fn launch(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     v: Variant,
     mut meta: RandMeta,
     bufs: &[(u32, &super::store::GTensor)],
@@ -99,7 +99,7 @@ fn launch(
 /// `numel` standard normal f32 values of shape `sizes` from the randn stream (None: too
 /// many for one kernel).
 pub fn standard_normal(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     sizes: &[usize],
 ) -> crate::Result<Option<super::store::GTensor>> {
     let numel: usize = sizes.iter().product();
@@ -118,7 +118,7 @@ pub fn standard_normal(
 
 /// randint(high, size) / randint.low(low, high, size): `low + next_u64() % (high - low)`
 /// per element as the CPU kernel, for int32/int64 outputs with a range below 2^31.
-pub fn randint(k: &mut Kc) -> Out {
+pub fn randint(k: &mut KernelCtx) -> Out {
     if !k.op.has("size") || matches!(k.op.arg("high"), Some(Arg::Tensor(_))) {
         return Ok(None);
     }
@@ -157,7 +157,7 @@ pub fn randint(k: &mut Kc) -> Out {
 
 /// exponential(self, lambd): `-ln(1 - u) / lambd` per element, u from the 24-bit uniform
 /// stream (f32).
-pub fn exponential(k: &mut Kc) -> Out {
+pub fn exponential(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -183,7 +183,7 @@ pub fn exponential(k: &mut Kc) -> Out {
 pub const RANDPERM_MAX: i64 = 1 << 20;
 
 /// randperm(n) to int32/int64: the CPU kernel's Fisher–Yates on the same draws.
-pub fn randperm(k: &mut Kc) -> Out {
+pub fn randperm(k: &mut KernelCtx) -> Out {
     let n = k.op.int("n")?;
     let Some(dtype) = k
         .out_dtype(0)
@@ -222,7 +222,7 @@ fn small_enough(numel: usize) -> bool {
 }
 
 /// rand/randn (+ `_like`), uniform, normal_functional: f32 outputs.
-pub fn rand(k: &mut Kc) -> Out {
+pub fn rand(k: &mut KernelCtx) -> Out {
     let name = op_name(k);
     let sizes = if k.op.has("size") {
         crate::ops::sizes_arg(&k.op, "size")?
@@ -264,7 +264,7 @@ pub fn rand(k: &mut Kc) -> Out {
 }
 
 /// bernoulli(self) (probabilities in `self`) and bernoulli.p(self, p): f32 in and out.
-pub fn bernoulli(k: &mut Kc) -> Out {
+pub fn bernoulli(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -314,7 +314,7 @@ pub fn bernoulli(k: &mut Kc) -> Out {
 }
 
 /// Whether every probability of a tensor with a current CPU copy is in [0, 1].
-fn in_unit_range(_k: &mut Kc, x: &super::store::GTensor) -> crate::Result<bool> {
+fn in_unit_range(_k: &mut KernelCtx, x: &super::store::GTensor) -> crate::Result<bool> {
     crate::gpu::tape::note_host_read();
     let t = x.cpu_view()?;
     Ok(t.to_vec::<f64>().iter().all(|p| (0.0..=1.0).contains(p)))
@@ -329,7 +329,7 @@ fn keep_params(p: f64) -> (u64, f32) {
 
 /// dropout(input, p, train): the input itself in eval (or p == 0), masked and scaled in
 /// training.
-pub fn dropout(k: &mut Kc) -> Out {
+pub fn dropout(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("input") else {
         return Ok(None);
     };
@@ -338,17 +338,17 @@ pub fn dropout(k: &mut Kc) -> Out {
         return Ok(None);
     }
     if !k.op.bool_or("train", true)? || p == 0.0 || x.numel() == 0 {
-        return Ok(Some(vec![Slot::T(x)]));
+        return Ok(Some(vec![Slot::Tensor(x)]));
     }
     if x.dtype != DType::F32 || k.out_dtype(0) != Some(DType::F32) || !small_enough(x.numel()) {
         return Ok(None);
     }
     let out = masked(k, &x, p, false)?;
-    Ok(out.map(|(o, _)| vec![Slot::T(o)]))
+    Ok(out.map(|(o, _)| vec![Slot::Tensor(o)]))
 }
 
 /// native_dropout(input, p, train) -> (output, bool mask), in training.
-pub fn native_dropout(k: &mut Kc) -> Out {
+pub fn native_dropout(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("input") else {
         return Ok(None);
     };
@@ -365,15 +365,15 @@ pub fn native_dropout(k: &mut Kc) -> Out {
     }
     let out = masked(k, &x, p, true)?;
     Ok(out.map(|(o, m)| {
-        let mut v = vec![Slot::T(o)];
-        v.extend(m.map(Slot::T));
+        let mut v = vec![Slot::Tensor(o)];
+        v.extend(m.map(Slot::Tensor));
         v
     }))
 }
 
 /// feature_dropout(input, p, train) in training: one keep draw per (n, c) channel (the
 /// CPU kernel's order), the channel's elements masked and scaled by 1 / (1 - p).
-pub fn feature_dropout(k: &mut Kc) -> Out {
+pub fn feature_dropout(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("input") else {
         return Ok(None);
     };
@@ -420,7 +420,7 @@ pub fn feature_dropout(k: &mut Kc) -> Out {
 type Masked = Option<(super::store::GTensor, Option<super::store::GTensor>)>;
 
 pub(super) fn masked(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &super::store::GTensor,
     p: f64,
     want_mask: bool,

@@ -382,10 +382,10 @@ impl Tape {
         let mut outputs = Vec::with_capacity(user_outputs.len());
         for slot in user_outputs {
             outputs.push(match slot {
-                Slot::V(
+                Slot::Value(
                     v @ (RValue::Int(_) | RValue::Float(_) | RValue::Bool(_) | RValue::None),
                 ) => TapeOutput::Value(v.clone()),
-                Slot::T(t) => {
+                Slot::Tensor(t) => {
                     let (buffer, class, len, dtype) = buffer_of(&t.cell)?;
                     TapeOutput::Tensor(OutTensor {
                         buffer,

@@ -1,7 +1,7 @@
 //! GPU time per kernel for the profiler (`RunState::profiler`, `pt2web run --profile`).
 //!
 //! While a run is profiled and the device has `timestamp-query`, every compute pass that
-//! `Kc::dispatch` encodes writes a timestamp at its start and end into a query set
+//! `KernelCtx::dispatch` encodes writes a timestamp at its start and end into a query set
 //! ([`GpuTimer::writes`]). At the end of the run ([`GpuTimer::finish`]) the query sets are
 //! resolved, read back once, and each node's dispatches become one [`OpEvent`] (node name,
 //! target, GPU milliseconds), placed on the profiler's timeline from the run's start, so the

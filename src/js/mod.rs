@@ -551,7 +551,7 @@ impl WasmModel {
                     s.run(cpu)
                         .map_err(to_js)?
                         .into_iter()
-                        .map(Slot::V)
+                        .map(Slot::Value)
                         .collect()
                 }
                 Engine::Gpu(g) => g.run_with(flat, keep).await.map_err(to_js)?,
@@ -564,8 +564,8 @@ impl WasmModel {
                 .into_iter()
                 .enumerate()
                 .map(|(i, s)| match (s, &dev) {
-                    (Slot::V(v), _) => output_value(&format!("output_{i}"), &v),
-                    (Slot::T(t), Some(d)) => Ok(WasmGpuTensor::new(t, d.clone()).into()),
+                    (Slot::Value(v), _) => output_value(&format!("output_{i}"), &v),
+                    (Slot::Tensor(t), Some(d)) => Ok(WasmGpuTensor::new(t, d.clone()).into()),
                     _ => Err(js_error(
                         "OP",
                         &format!("output_{i}: a list of tensors cannot stay on the GPU"),

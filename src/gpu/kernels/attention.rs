@@ -11,8 +11,8 @@
 //! `dropout_mask` (`_math` only) stays on the CPU kernel.
 
 use super::{
-    contiguous, elementwise, encode_matmul, red, softmax_dispatch, Kc, Operand, Out, RowMeta,
-    UnaryOp, SAFE_SOFTMAX, WHERE,
+    contiguous, elementwise, encode_matmul, reduce, softmax_dispatch, KernelCtx, Operand, Out,
+    RowMeta, UnaryOp, SAFE_SOFTMAX, WHERE,
 };
 use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
@@ -20,7 +20,7 @@ use crate::gpu::exec::Slot;
 use crate::gpu::store::GTensor;
 
 /// `t` ([batch..., m, n], broadcast to `batch`) as a contiguous [B, m, n] tensor.
-fn batched(k: &mut Kc, t: &GTensor, batch: &[usize]) -> crate::Result<Option<GTensor>> {
+fn batched(k: &mut KernelCtx, t: &GTensor, batch: &[usize]) -> crate::Result<Option<GTensor>> {
     let r = t.rank();
     let mut shape = batch.to_vec();
     shape.extend_from_slice(&t.sizes[r - 2..]);
@@ -36,7 +36,7 @@ fn batched(k: &mut Kc, t: &GTensor, batch: &[usize]) -> crate::Result<Option<GTe
 }
 
 /// `t` with dim -3 (heads) repeated `g` times per head (repeat_interleave), contiguous.
-fn repeat_heads(k: &mut Kc, t: &GTensor, g: usize) -> crate::Result<Option<GTensor>> {
+fn repeat_heads(k: &mut KernelCtx, t: &GTensor, g: usize) -> crate::Result<Option<GTensor>> {
     if g == 1 {
         return Ok(Some(t.clone()));
     }
@@ -59,7 +59,7 @@ fn repeat_heads(k: &mut Kc, t: &GTensor, g: usize) -> crate::Result<Option<GTens
     Ok(Some(c.view(out, st, c.offset)))
 }
 
-pub(super) fn sdpa(k: &mut Kc) -> Out {
+pub(super) fn sdpa(k: &mut KernelCtx) -> Out {
     let (math, flash) = match k.op.node.target.as_str() {
         "aten.scaled_dot_product_attention.default" => (false, false),
         "aten._scaled_dot_product_attention_math.default" => (true, false),
@@ -117,15 +117,15 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
     };
     let mut down = Vec::new();
     for (s, want) in res.into_iter().zip(outs) {
-        let (Slot::T(t), Some(want)) = (s, want) else {
+        let (Slot::Tensor(t), Some(want)) = (s, want) else {
             return Ok(None);
         };
         if t.dtype == want {
-            down.push(Slot::T(t));
+            down.push(Slot::Tensor(t));
             continue;
         }
         match to_dtype(k, &t, want)? {
-            Some(h) => down.push(Slot::T(h)),
+            Some(h) => down.push(Slot::Tensor(h)),
             None => return Ok(None),
         }
     }
@@ -133,14 +133,14 @@ pub(super) fn sdpa(k: &mut Kc) -> Out {
 }
 
 /// `t` converted between f16 and f32 (a strided converting copy).
-fn to_dtype(k: &mut Kc, t: &GTensor, to: DType) -> crate::Result<Option<GTensor>> {
+fn to_dtype(k: &mut KernelCtx, t: &GTensor, to: DType) -> crate::Result<Option<GTensor>> {
     elementwise(k, UnaryOp::Copy.variant(), to, t, None, None, 1.0, 0.0)
 }
 
 /// The f32 computation of [`sdpa`] (outputs f32).
 #[allow(clippy::too_many_arguments)]
 fn sdpa_f32(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     math: bool,
     flash: bool,
     q: GTensor,
@@ -291,9 +291,14 @@ fn sdpa_f32(
     )?;
     // flash_attention_for_cpu: each row's logsumexp of the scores, [batch.., L].
     let lse = if flash {
-        let mut pl = red::plan(&scores, &[false, false, true], false);
+        let mut pl = reduce::plan(&scores, &[false, false, true], false);
         pl.out_sizes = batch.iter().copied().chain([l]).collect();
-        Some(red::encode_stats(k, &scores, &pl, red::StatsOp::LogSumExp)?)
+        Some(reduce::encode_stats(
+            k,
+            &scores,
+            &pl,
+            reduce::StatsOp::LogSumExp,
+        )?)
     } else {
         None
     };
@@ -312,15 +317,15 @@ fn sdpa_f32(
     let mut sizes = batch.clone();
     sizes.extend([l, ev]);
     let st = crate::gpu::store::contiguous_strides(&sizes);
-    let mut res = vec![Slot::T(out.view(sizes, st, 0))];
+    let mut res = vec![Slot::Tensor(out.view(sizes, st, 0))];
     if math {
         let mut ws = batch;
         ws.extend([l, s]);
         let st = crate::gpu::store::contiguous_strides(&ws);
-        res.push(Slot::T(weights.view(ws, st, 0)));
+        res.push(Slot::Tensor(weights.view(ws, st, 0)));
     }
     if let Some(t) = lse {
-        res.push(Slot::T(t));
+        res.push(Slot::Tensor(t));
     }
     Ok(Some(res))
 }

@@ -4,7 +4,7 @@
 //! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
 //! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`).
 
-use super::{contiguous, grid, Kc, Out};
+use super::{contiguous, grid, KernelCtx, Out};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -138,11 +138,11 @@ struct Operands {
 }
 
 /// Argument `name` as a per-dim list (a missing one is `[default]`).
-fn ints(k: &Kc, name: &str, default: i64) -> Result<Vec<i64>> {
+fn ints(k: &KernelCtx, name: &str, default: i64) -> Result<Vec<i64>> {
     Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![default]))
 }
 
-fn operands(k: &Kc) -> Result<Option<Operands>> {
+fn operands(k: &KernelCtx) -> Result<Option<Operands>> {
     let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
         return Ok(None);
     };
@@ -203,7 +203,7 @@ fn operands(k: &Kc) -> Result<Option<Operands>> {
 
 /// The operands made contiguous on the GPU (None: a copy the GPU cannot make).
 fn contiguous_operands(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     o: &Operands,
 ) -> Result<Option<(GTensor, GTensor, Option<GTensor>)>> {
     let (Some(xc), Some(wc)) = (contiguous(k, &o.x)?, contiguous(k, &o.w)?) else {
@@ -229,7 +229,7 @@ fn out_sizes(o: &Operands, n: usize, channels: usize, outs: &[usize; 3]) -> Vec<
     sizes
 }
 
-pub(super) fn conv(k: &mut Kc) -> Out {
+pub(super) fn conv(k: &mut KernelCtx) -> Out {
     let Some(ops) = operands(k)? else {
         return Ok(None);
     };
@@ -334,12 +334,12 @@ pub(super) fn conv(k: &mut Kc) -> Out {
     {
         if let Some(res) = conv_gemm(k, &meta, &xc, &wc, bc.as_ref())? {
             let st = crate::gpu::store::contiguous_strides(&sizes);
-            return Ok(Some(vec![Slot::T(res.view(sizes, st, 0))]));
+            return Ok(Some(vec![Slot::Tensor(res.view(sizes, st, 0))]));
         }
     }
     let out = k.new_out(d, &sizes)?;
     if n * o * plane_out == 0 {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     let bref = bc.as_ref().unwrap_or(&wc);
     let bufs = [(1, &out), (2, &xc), (3, &wc), (4, bref)];
@@ -381,7 +381,7 @@ pub(super) fn conv(k: &mut Kc) -> Out {
             )?;
         }
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// `ConvKernel::Gemm` (groups = 1): out[img] = W [O, K] x cols[img] (+ bias per row) with
@@ -391,7 +391,7 @@ pub(super) fn conv(k: &mut Kc) -> Out {
 /// of 4 with zero columns, the weights zero-padded to [O, K4] to match (a first layer's
 /// 3 x 7 x 7 = 147 taps). None where the columns are too large.
 fn conv_gemm(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     meta: &ConvMeta,
     x: &GTensor,
     w: &GTensor,
@@ -452,14 +452,14 @@ fn conv_gemm(
 
 /// Transposed convolution: `convolution(transposed=True)` and `conv_transpose1d/2d/3d`
 /// (f32, explicit padding, output_padding, groups, dilation, unbatched inputs).
-pub(super) fn conv_transpose(k: &mut Kc) -> Out {
+pub(super) fn conv_transpose(k: &mut KernelCtx) -> Out {
     match operands(k)? {
         Some(ops) => conv_transpose_of(k, ops),
         None => Ok(None),
     }
 }
 
-fn conv_transpose_of(k: &mut Kc, ops: Operands) -> Out {
+fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
     let Operands {
         ref x,
         ref w,
@@ -516,7 +516,7 @@ fn conv_transpose_of(k: &mut Kc, ops: Operands) -> Out {
     let sizes = out_sizes(&ops, n, o, &outs);
     let out = k.new_out(d, &sizes)?;
     if numel == 0 {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     let (gx, gy, row) = grid(numel, 64);
     let meta = ConvMeta {
@@ -544,5 +544,5 @@ fn conv_transpose_of(k: &mut Kc, ops: Operands) -> Out {
         &[(1, &out), (2, &xc), (3, &wc), (4, bref)],
         (gx, gy, 1),
     )?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }

@@ -11,7 +11,7 @@
 //!   bounds and step (up to 2^24), else from f32 pairs within an ulp of torch's CPU values
 //!   (which it computes in f64; its CUDA and MPS kernels compute in f32).
 
-use super::{grid, norm_dim, pad8, Kc, Out, MAX_RANK};
+use super::{grid, norm_dim, pad8, KernelCtx, Out, MAX_RANK};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -47,7 +47,7 @@ fn is_int(d: DType) -> bool {
 /// out[coords] = src[src_strides . coords + idx[idx_strides . coords] * dim_stride].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn encode_gather(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     src: &GTensor,
     idx: &GTensor,
     shape: &[usize],
@@ -94,10 +94,10 @@ pub(super) fn encode_gather(
             (gx, gy, 1),
         )?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
-pub(super) fn embedding(k: &mut Kc) -> Out {
+pub(super) fn embedding(k: &mut KernelCtx) -> Out {
     let (Some(w), Some(idx)) = (k.t("weight"), k.t("indices")) else {
         return Ok(None);
     };
@@ -113,7 +113,7 @@ pub(super) fn embedding(k: &mut Kc) -> Out {
     encode_gather(k, &w, &idx, &shape, &ss, &is, w.strides[0], w.sizes[0])
 }
 
-pub(super) fn index_select(k: &mut Kc) -> Out {
+pub(super) fn index_select(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
     };
@@ -138,7 +138,7 @@ pub(super) fn index_select(k: &mut Kc) -> Out {
     encode_gather(k, &x, &idx1, &shape, &ss, &is, x.strides[d], x.sizes[d])
 }
 
-pub(super) fn gather(k: &mut Kc) -> Out {
+pub(super) fn gather(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
     };
@@ -159,7 +159,7 @@ pub(super) fn gather(k: &mut Kc) -> Out {
 }
 
 /// index.Tensor with exactly one integer index tensor (after any number of `None`s).
-pub(super) fn index_tensor(k: &mut Kc) -> Out {
+pub(super) fn index_tensor(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -199,7 +199,7 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
 /// [dims before, broadcast index shape, dims after]. One gather per index: step j gathers
 /// the j-th indexed dim with index j broadcast over the index shape, from the previous
 /// step's result (whose leading dims already hold the index shape).
-fn index_multi(k: &mut Kc, x: &GTensor, present: &[(usize, usize)]) -> Out {
+fn index_multi(k: &mut KernelCtx, x: &GTensor, present: &[(usize, usize)]) -> Out {
     let d0 = present[0].0;
     let n = present.len();
     if present.iter().enumerate().any(|(j, &(d, _))| d != d0 + j) || d0 + n > x.rank() {
@@ -248,22 +248,22 @@ fn index_multi(k: &mut Kc, x: &GTensor, present: &[(usize, usize)]) -> Out {
         else {
             return Ok(None);
         };
-        let [Slot::T(t)] = &out[..] else {
+        let [Slot::Tensor(t)] = &out[..] else {
             return Ok(None);
         };
         y = t.clone();
     }
-    Ok(Some(vec![Slot::T(y)]))
+    Ok(Some(vec![Slot::Tensor(y)]))
 }
 
 /// A strided copy of `src` into the view `dst` (same sizes), whose GPU copy must be current.
-pub(super) fn copy_into(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+pub(super) fn copy_into(k: &mut KernelCtx, src: &GTensor, dst: &GTensor) -> Result<()> {
     k.ensure(dst)?;
     encode_copy(k, src, dst)
 }
 
 /// A strided copy of `src` into the view `dst` (same sizes) of a fresh output.
-pub(super) fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()> {
+pub(super) fn encode_copy(k: &mut KernelCtx, src: &GTensor, dst: &GTensor) -> Result<()> {
     let numel = src.numel();
     if numel == 0 {
         return Ok(());
@@ -290,7 +290,7 @@ pub(super) fn encode_copy(k: &mut Kc, src: &GTensor, dst: &GTensor) -> Result<()
 }
 
 /// cat and stack (stack = cat of the inputs unsqueezed at `dim`).
-pub(super) fn cat(k: &mut Kc) -> Out {
+pub(super) fn cat(k: &mut KernelCtx) -> Out {
     let stack = k.target().starts_with("aten.stack");
     let Some(Arg::Tensors(ids)) = k.op.arg("tensors") else {
         return Ok(None);
@@ -317,7 +317,7 @@ pub(super) fn cat(k: &mut Kc) -> Out {
             return Ok(None);
         }
         match super::ints::convert(k, t, dtype)?.as_deref() {
-            Some([Slot::T(c)]) => *t = c.clone(),
+            Some([Slot::Tensor(c)]) => *t = c.clone(),
             _ => return Ok(None),
         }
     }
@@ -410,7 +410,7 @@ pub(super) fn cat(k: &mut Kc) -> Out {
         encode_copy(k, t, &dst)?;
         start += t.sizes[d];
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// The 32-bit word of `v` in `dtype`'s GPU representation (None if it does not fit).
@@ -434,7 +434,7 @@ pub(super) fn word(dtype: DType, v: Scalar) -> Option<u32> {
 }
 
 pub(super) fn encode_fill(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     dtype: DType,
     sizes: &[usize],
     flags: u32,
@@ -444,7 +444,13 @@ pub(super) fn encode_fill(
 }
 
 /// [`encode_fill`] with all four value words.
-fn encode_fill4(k: &mut Kc, dtype: DType, sizes: &[usize], flags: u32, value: [u32; 4]) -> Out {
+fn encode_fill4(
+    k: &mut KernelCtx,
+    dtype: DType,
+    sizes: &[usize],
+    flags: u32,
+    value: [u32; 4],
+) -> Out {
     let numel: usize = sizes.iter().product();
     if numel >= u32::MAX as usize
         || numel as u64 * 4 > k.r.dev.properties.limits.max_storage_buffer_binding_size
@@ -463,11 +469,11 @@ fn encode_fill4(k: &mut Kc, dtype: DType, sizes: &[usize], flags: u32, value: [u
         };
         k.dispatch(&FILL, bytemuck::bytes_of(&meta), &[(1, &out)], (gx, gy, 1))?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// full / zeros / ones / empty, their `new_` and `_like` forms, scalar_tensor.
-pub(super) fn full(k: &mut Kc) -> Out {
+pub(super) fn full(k: &mut KernelCtx) -> Out {
     let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
         return Ok(None);
     };
@@ -501,7 +507,7 @@ pub(super) fn full(k: &mut Kc) -> Out {
     encode_fill(k, dtype, &sizes, 0, [w, 0])
 }
 
-pub(super) fn arange(k: &mut Kc) -> Out {
+pub(super) fn arange(k: &mut KernelCtx) -> Out {
     let Some(dtype) = k
         .out_dtype(0)
         .filter(|d| gpu_dtype(*d) && *d != DType::Bool)
@@ -571,7 +577,7 @@ pub(super) fn arange(k: &mut Kc) -> Out {
 }
 
 /// linspace / logspace to f32: torch's two-sided formula in f32 (logspace: base^v, base > 0).
-pub(super) fn linspace(k: &mut Kc) -> Out {
+pub(super) fn linspace(k: &mut KernelCtx) -> Out {
     if !k.out_is(DType::F32) {
         return Ok(None);
     }
@@ -604,11 +610,11 @@ pub(super) fn linspace(k: &mut Kc) -> Out {
         };
         k.dispatch(&FILL, bytemuck::bytes_of(&meta), &[(1, &out)], (gx, gy, 1))?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// eye(n, m): zeros, then ones copied into the diagonal.
-pub(super) fn eye(k: &mut Kc) -> Out {
+pub(super) fn eye(k: &mut KernelCtx) -> Out {
     let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
         return Ok(None);
     };
@@ -621,14 +627,14 @@ pub(super) fn eye(k: &mut Kc) -> Out {
     let (Some(zero), Some(one)) = (word(dtype, Scalar::Int(0)), word(dtype, Scalar::Int(1))) else {
         return Ok(None);
     };
-    let Some(Some(Slot::T(out))) =
+    let Some(Some(Slot::Tensor(out))) =
         encode_fill(k, dtype, &[n, m], 0, [zero, 0])?.map(|mut v| v.pop())
     else {
         return Ok(None);
     };
     let d = n.min(m);
     if d > 0 {
-        let Some(Some(Slot::T(ones))) =
+        let Some(Some(Slot::Tensor(ones))) =
             encode_fill(k, dtype, &[d], 0, [one, 0])?.map(|mut v| v.pop())
         else {
             return Ok(None);
@@ -636,11 +642,11 @@ pub(super) fn eye(k: &mut Kc) -> Out {
         let diag = out.view(vec![d], vec![m + 1], 0);
         encode_copy(k, &ones, &diag)?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// empty_strided with contiguous strides: zeros (as the CPU kernel's storage).
-pub(super) fn empty_strided(k: &mut Kc) -> Out {
+pub(super) fn empty_strided(k: &mut KernelCtx) -> Out {
     let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
         return Ok(None);
     };

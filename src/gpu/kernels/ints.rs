@@ -7,7 +7,7 @@
 //! small dtype it is computed in first (torch: `u8 < -1` compares with 255).
 //! Reached from the f32 kernels in src/gpu/kernels.rs when an input is not f32.
 
-use super::{extra, grid, pad8, Kc, Out, MAX_RANK};
+use super::{elementwise_args, grid, pad8, KernelCtx, Out, MAX_RANK};
 use crate::cpu::broadcast_shapes;
 use crate::dtype::DType;
 use crate::error::Result;
@@ -137,7 +137,7 @@ pub(super) fn scalar_word(s: Scalar, dtype: DType) -> Option<u32> {
 }
 
 /// Operand `name`: a tensor, or a number computed in `dtype`.
-fn woperand(k: &Kc, name: &str, dtype: DType) -> Result<Option<WOperand>> {
+fn woperand(k: &KernelCtx, name: &str, dtype: DType) -> Result<Option<WOperand>> {
     if k.is_tensor_arg(name) {
         return Ok(k.t(name).map(WOperand::T));
     }
@@ -150,7 +150,7 @@ fn woperand(k: &Kc, name: &str, dtype: DType) -> Result<Option<WOperand>> {
 /// Encode an ints.wgsl kernel over `a` (and `b`, `cond`) broadcast to the output shape.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn encode(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     v: Variant,
     out_dtype: DType,
     a: &GTensor,
@@ -243,7 +243,7 @@ pub(super) fn encode(
 }
 
 fn one(r: Result<Option<GTensor>>) -> Out {
-    Ok(r?.map(|t| vec![Slot::T(t)]))
+    Ok(r?.map(|t| vec![Slot::Tensor(t)]))
 }
 
 fn int_like(d: DType) -> bool {
@@ -251,7 +251,7 @@ fn int_like(d: DType) -> bool {
 }
 
 /// add/sub/mul/maximum/minimum/rsub/div(rounding) on int tensors (an int output).
-pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
+pub(super) fn binary(k: &mut KernelCtx, op: BinaryOp) -> Out {
     let name = if k.op.arg("exponent").is_some() {
         "exponent"
     } else {
@@ -273,7 +273,7 @@ pub(super) fn binary(k: &mut Kc, op: BinaryOp) -> Out {
     int_binary(k, iop, name)
 }
 
-pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
+pub(super) fn int_binary(k: &mut KernelCtx, iop: IntBinaryOp, name: &str) -> Out {
     // remainder.Scalar_Tensor: an int number as `self`, filled as a 0-d tensor.
     if !k.is_tensor_arg("self") && iop == IntBinaryOp::Remainder {
         let (Some(b), Some(s)) = (k.t(name), k.op.opt_scalar("self")?) else {
@@ -285,7 +285,7 @@ pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
         if !is_int(b.dtype) || !k.out_is(b.dtype) || matches!(s, Scalar::Float(_)) {
             return Ok(None);
         }
-        let Some(Some(Slot::T(a))) =
+        let Some(Some(Slot::Tensor(a))) =
             super::index::encode_fill(k, b.dtype, &[], 0, [w, 0])?.map(|mut v| v.pop())
         else {
             return Ok(None);
@@ -325,7 +325,7 @@ pub(super) fn int_binary(k: &mut Kc, iop: IntBinaryOp, name: &str) -> Out {
 }
 
 /// floor_divide, remainder, bitwise_and/or/xor (bool operands: the logical op).
-pub(super) fn int_target(k: &mut Kc) -> Out {
+pub(super) fn int_target(k: &mut KernelCtx) -> Out {
     let op = match k.target().split('.').nth(1).unwrap_or("") {
         "__and__" => "bitwise_and",
         "__or__" => "bitwise_or",
@@ -339,8 +339,8 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
         .flatten()
         .any(|t| matches!(t.dtype, DType::F32 | DType::F16));
     match op.as_str() {
-        "floor_divide" if float_in => extra::float_div_rem(k, BinaryOp::FloorDiv),
-        "remainder" if float_in => extra::float_div_rem(k, BinaryOp::Remainder),
+        "floor_divide" if float_in => elementwise_args::float_div_rem(k, BinaryOp::FloorDiv),
+        "remainder" if float_in => elementwise_args::float_div_rem(k, BinaryOp::Remainder),
         "floor_divide" => int_binary(k, IntBinaryOp::FloorDiv, "other"),
         "remainder" => int_binary(k, IntBinaryOp::Remainder, "other"),
         "__lshift__" | "bitwise_left_shift" => int_binary(k, IntBinaryOp::Shl, "other"),
@@ -367,12 +367,12 @@ pub(super) fn int_target(k: &mut Kc) -> Out {
 }
 
 /// A logical op of two bool tensors `self` and `other` (bool add / mul).
-pub(super) fn logical(k: &mut Kc, op: LogicalOp) -> Out {
+pub(super) fn logical(k: &mut KernelCtx, op: LogicalOp) -> Out {
     logical_op(k, op, true)
 }
 
 /// logical_* on any GPU dtypes (a bool output); `bools_only` for bitwise ops on bools.
-fn logical_op(k: &mut Kc, op: LogicalOp, bools_only: bool) -> Out {
+fn logical_op(k: &mut KernelCtx, op: LogicalOp, bools_only: bool) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
@@ -415,7 +415,7 @@ fn logical_op(k: &mut Kc, op: LogicalOp, bools_only: bool) -> Out {
 }
 
 /// neg/abs/sign/square/bitwise_not of an int tensor.
-fn unary(k: &mut Kc, op: IntUnaryOp) -> Out {
+fn unary(k: &mut KernelCtx, op: IntUnaryOp) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -426,7 +426,7 @@ fn unary(k: &mut Kc, op: IntUnaryOp) -> Out {
 }
 
 /// The f32 unary ops that also exist for ints.
-pub(super) fn unary_f32_op(k: &mut Kc, u: UnaryOp) -> Out {
+pub(super) fn unary_f32_op(k: &mut KernelCtx, u: UnaryOp) -> Out {
     let op = match u {
         // relu: clamp below at 0; rounding an int is a copy.
         UnaryOp::Relu => {
@@ -459,7 +459,7 @@ pub(super) fn unary_f32_op(k: &mut Kc, u: UnaryOp) -> Out {
 }
 
 /// eq/ne/lt/le/gt/ge on int or bool tensors.
-pub(super) fn compare(k: &mut Kc, op: CompareOp) -> Out {
+pub(super) fn compare(k: &mut KernelCtx, op: CompareOp) -> Out {
     let Some(a) = k.t("self") else {
         return Ok(None);
     };
@@ -487,7 +487,7 @@ pub(super) fn compare(k: &mut Kc, op: CompareOp) -> Out {
 }
 
 /// where(cond, a, b) with a and b of one non-f32 dtype (words selected as they are).
-pub(super) fn where_(k: &mut Kc) -> Out {
+pub(super) fn where_(k: &mut KernelCtx) -> Out {
     let (Some(c), Some(a)) = (k.t("condition"), k.t("self")) else {
         return Ok(None);
     };
@@ -521,7 +521,7 @@ pub(super) fn where_(k: &mut Kc) -> Out {
 }
 
 /// A copy of `src` as `to` (clone, _to_copy, copy): a word copy or a conversion.
-pub(super) fn convert(k: &mut Kc, src: &GTensor, to: DType) -> Out {
+pub(super) fn convert(k: &mut KernelCtx, src: &GTensor, to: DType) -> Out {
     let from = src.dtype;
     if !gpu_dtype(from) || !gpu_dtype(to) {
         return Ok(None);
@@ -541,7 +541,7 @@ pub(super) fn convert(k: &mut Kc, src: &GTensor, to: DType) -> Out {
 }
 
 /// clone / _to_copy / copy / lift_fresh_copy for every GPU dtype pair.
-pub(super) fn copy_any(k: &mut Kc) -> Out {
+pub(super) fn copy_any(k: &mut KernelCtx) -> Out {
     let op = k.target().split('.').nth(1).unwrap_or("").to_string();
     let Some(to) = k.out_dtype(0) else {
         return Ok(None);
@@ -573,7 +573,7 @@ pub(super) fn copy_any(k: &mut Kc) -> Out {
 
 /// `to` (dtype / other / dtype_layout / device overloads): `self` itself when nothing
 /// changes (torch returns an alias, as the CPU kernel), else a converted copy.
-pub(super) fn to(k: &mut Kc) -> Out {
+pub(super) fn to(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -585,7 +585,7 @@ pub(super) fn to(k: &mut Kc) -> Out {
         return Ok(None);
     }
     if to == x.dtype && !k.op.bool_or("copy", false)? {
-        return Ok(Some(vec![Slot::T(x)]));
+        return Ok(Some(vec![Slot::Tensor(x)]));
     }
     if (x.dtype == DType::F16 || to == DType::F16)
         && super::is_float(x.dtype)
@@ -606,7 +606,7 @@ pub(super) fn to(k: &mut Kc) -> Out {
 }
 
 /// clamp(self, min, max) of an int tensor with integer (or absent) bounds.
-pub(super) fn clamp(k: &mut Kc) -> Out {
+pub(super) fn clamp(k: &mut KernelCtx) -> Out {
     if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
         return Ok(None);
     }
@@ -615,7 +615,7 @@ pub(super) fn clamp(k: &mut Kc) -> Out {
 }
 
 /// Clamp an int tensor to int number bounds (clamp, relu6, hardtanh of ints).
-pub(super) fn clamp_to(k: &mut Kc, bounds: [Option<Scalar>; 2]) -> Out {
+pub(super) fn clamp_to(k: &mut KernelCtx, bounds: [Option<Scalar>; 2]) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -652,7 +652,7 @@ pub(super) fn clamp_to(k: &mut Kc, bounds: [Option<Scalar>; 2]) -> Out {
 }
 
 /// isnan / isinf / isfinite / signbit of an int tensor: comparisons of the words.
-pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
+pub(super) fn predicate(k: &mut KernelCtx, op: &str) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -678,7 +678,7 @@ pub(super) fn predicate(k: &mut Kc, op: &str) -> Out {
 }
 
 /// threshold of an int tensor: x > threshold ? x : value (int numbers).
-pub(super) fn threshold(k: &mut Kc) -> Out {
+pub(super) fn threshold(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };

@@ -19,8 +19,8 @@
 //! src/gpu/kernels.rs.
 
 use super::{
-    elementwise, encode_matmul, grid, index, is_float, mat_strides, pad8, same_float, BinaryOp, Kc,
-    MatmulMeta, Operand, Out, ReduceMeta, ReduceOp,
+    elementwise, encode_matmul, grid, index, is_float, mat_strides, pad8, same_float, BinaryOp,
+    KernelCtx, MatmulMeta, Operand, Out, ReduceMeta, ReduceOp,
 };
 use crate::cpu::broadcast_shapes;
 use crate::dtype::DType;
@@ -40,7 +40,7 @@ fn is_int(d: DType) -> bool {
 
 /// `x` as a contiguous tensor starting at 0: itself, or a strided copy of its 32-bit words
 /// (any GPU dtype) or f16 elements.
-fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
+fn contiguous(k: &mut KernelCtx, x: &GTensor) -> Result<Option<GTensor>> {
     if x.dtype == DType::F16 {
         return super::contiguous(k, x);
     }
@@ -59,7 +59,7 @@ fn contiguous(k: &mut Kc, x: &GTensor) -> Result<Option<GTensor>> {
 /// [`encode_matmul`], or the integer kernel for int operands (`alpha`, `beta` integral).
 #[allow(clippy::too_many_arguments)]
 fn encode_mm(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     a: &GTensor,
     bm: &GTensor,
     c: Option<&GTensor>,
@@ -125,7 +125,7 @@ fn merged_stride(sizes: &[usize], strides: &[usize]) -> Option<usize> {
 }
 
 /// `t` ([batch..., m, n]) as a [nb, m, n] view, copied when its batch dims do not merge.
-fn flat3(k: &mut Kc, t: &GTensor, nb: usize) -> Result<Option<GTensor>> {
+fn flat3(k: &mut KernelCtx, t: &GTensor, nb: usize) -> Result<Option<GTensor>> {
     let r = t.rank();
     let (m, n) = (t.sizes[r - 2], t.sizes[r - 1]);
     if let Some(bs) = merged_stride(&t.sizes[..r - 2], &t.strides[..r - 2]) {
@@ -144,7 +144,7 @@ fn flat3(k: &mut Kc, t: &GTensor, nb: usize) -> Result<Option<GTensor>> {
 /// torch's `matmul` semantics: `alpha * a @ b (+ beta * add)`, 1-D operands promoted and
 /// their dim dropped from the result, batch dims broadcast. `add` broadcasts to the result.
 pub(super) fn gmatmul(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     a: &GTensor,
     b: &GTensor,
     alpha: f32,
@@ -222,7 +222,7 @@ pub(super) fn gmatmul(
     Ok(Some(out.view(result, st, 0)))
 }
 
-fn scalars(k: &Kc) -> Result<(f32, f32)> {
+fn scalars(k: &KernelCtx) -> Result<(f32, f32)> {
     Ok((
         k.op.float_or("beta", 1.0)? as f32,
         k.op.float_or("alpha", 1.0)? as f32,
@@ -231,7 +231,7 @@ fn scalars(k: &Kc) -> Result<(f32, f32)> {
 
 /// The product ops: matmul, mv, addmv, dot, vdot, outer, addr, baddbmm, addbmm, multi_dot,
 /// and their in-place forms.
-pub(super) fn product(k: &mut Kc) -> Out {
+pub(super) fn product(k: &mut KernelCtx) -> Out {
     let target = k.target().to_string();
     let (op, overload) = target.rsplit_once('.').unwrap_or((&target, ""));
     if overload == "out" {
@@ -251,7 +251,7 @@ pub(super) fn product(k: &mut Kc) -> Out {
             super::matmul(k)
         };
     }
-    let t = |k: &Kc, n: &str| k.t(n);
+    let t = |k: &KernelCtx, n: &str| k.t(n);
     let res = match base {
         "aten.matmul" | "aten.mm" | "aten.bmm" => {
             let other = if k.op.arg("mat2").is_some() {
@@ -389,7 +389,7 @@ pub(super) fn product(k: &mut Kc) -> Out {
         return Ok(None);
     }
     if !inplace {
-        return Ok(Some(vec![Slot::T(res)]));
+        return Ok(Some(vec![Slot::Tensor(res)]));
     }
     // In place: the product copied into `self`'s GPU buffer.
     let Some(x) = k.t("self") else {
@@ -405,11 +405,11 @@ pub(super) fn product(k: &mut Kc) -> Out {
     }
     index::copy_into(k, &res, &x)?;
     lock(&x.cell).cpu_valid = false;
-    Ok(Some(vec![Slot::T(x)]))
+    Ok(Some(vec![Slot::Tensor(x)]))
 }
 
 /// The GPU tensors of a tensor-list argument.
-fn tensor_list(k: &Kc, name: &str) -> Option<Vec<GTensor>> {
+fn tensor_list(k: &KernelCtx, name: &str) -> Option<Vec<GTensor>> {
     let Some(Arg::Tensors(ids)) = k.op.arg(name) else {
         return None;
     };
@@ -446,7 +446,7 @@ impl Op {
 }
 
 /// Sum out the dims of `op` whose labels are not in `keep`.
-fn sum_except(k: &mut Kc, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<Op>> {
+fn sum_except(k: &mut KernelCtx, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<Op>> {
     if op.labels.iter().all(|&l| keep(l)) {
         return Ok(Some(op));
     }
@@ -494,7 +494,7 @@ fn sum_except(k: &mut Kc, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<O
 }
 
 /// Contract `a` and `b`, keeping the labels for which `keep` holds.
-fn pair(k: &mut Kc, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<Op>> {
+fn pair(k: &mut KernelCtx, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<Op>> {
     let bl = b.labels.clone();
     let Some(a) = sum_except(k, a, &|l| keep(l) || bl.contains(&l))? else {
         return Ok(None);
@@ -558,7 +558,7 @@ fn pair(k: &mut Kc, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Option<O
 
 /// Contract labelled operands (all f32, or all of one int dtype) left to right into the
 /// labels `out` (a contiguous result).
-fn contract_ops(k: &mut Kc, ops: Vec<Op>, out: &[u32]) -> Result<Option<GTensor>> {
+fn contract_ops(k: &mut KernelCtx, ops: Vec<Op>, out: &[u32]) -> Result<Option<GTensor>> {
     let Some(d) = ops.first().map(|o| o.t.dtype) else {
         return Ok(None);
     };
@@ -593,7 +593,7 @@ fn contract_ops(k: &mut Kc, ops: Vec<Op>, out: &[u32]) -> Result<Option<GTensor>
 }
 
 /// Operands with one label per dim (distinct within an operand).
-fn contract(k: &mut Kc, operands: Vec<(GTensor, Vec<u32>)>, out: &[u32]) -> Out {
+fn contract(k: &mut KernelCtx, operands: Vec<(GTensor, Vec<u32>)>, out: &[u32]) -> Out {
     let Some(d) = operands.first().map(|(t, _)| t.dtype) else {
         return Ok(None);
     };
@@ -608,7 +608,7 @@ fn contract(k: &mut Kc, operands: Vec<(GTensor, Vec<u32>)>, out: &[u32]) -> Out 
 }
 
 /// `einsum(equation, tensors, path)`.
-pub(super) fn einsum(k: &mut Kc) -> Out {
+pub(super) fn einsum(k: &mut KernelCtx) -> Out {
     let Some(eq) = k.op.opt_str("equation")? else {
         return Ok(None);
     };
@@ -661,7 +661,7 @@ fn wrap_dim(d: i64, rank: usize) -> Option<usize> {
 }
 
 /// `tensordot(self, other, dims_self, dims_other)`.
-pub(super) fn tensordot(k: &mut Kc) -> Out {
+pub(super) fn tensordot(k: &mut KernelCtx) -> Out {
     let (Some(a), Some(b)) = (k.t("self"), k.t("other")) else {
         return Ok(None);
     };
@@ -690,7 +690,7 @@ pub(super) fn tensordot(k: &mut Kc) -> Out {
 }
 
 /// `inner(self, other)`: contraction over the last dims.
-pub(super) fn inner(k: &mut Kc) -> Out {
+pub(super) fn inner(k: &mut KernelCtx) -> Out {
     let (Some(a), Some(b)) = (k.t("self"), k.t("other")) else {
         return Ok(None);
     };
@@ -710,7 +710,7 @@ pub(super) fn inner(k: &mut Kc) -> Out {
 }
 
 /// `_trilinear(i1, i2, i3, expand1, expand2, expand3, sumdim)`.
-pub(super) fn trilinear(k: &mut Kc) -> Out {
+pub(super) fn trilinear(k: &mut KernelCtx) -> Out {
     let (Some(t1), Some(t2), Some(t3)) = (k.t("i1"), k.t("i2"), k.t("i3")) else {
         return Ok(None);
     };
@@ -740,7 +740,7 @@ pub(super) fn trilinear(k: &mut Kc) -> Out {
 }
 
 /// `bilinear(input1, input2, weight, bias)`: x1[.., i] weight[o, i, j] x2[.., j] + bias[o].
-pub(super) fn bilinear(k: &mut Kc) -> Out {
+pub(super) fn bilinear(k: &mut KernelCtx) -> Out {
     let (Some(x1), Some(x2), Some(w)) = (k.t("input1"), k.t("input2"), k.t("weight")) else {
         return Ok(None);
     };
@@ -774,7 +774,7 @@ pub(super) fn bilinear(k: &mut Kc) -> Out {
         return Ok(None);
     };
     let Some(b) = bias else {
-        return Ok(Some(vec![Slot::T(y)]));
+        return Ok(Some(vec![Slot::Tensor(y)]));
     };
     if b.dtype != DType::F32 || b.expand_to(&y.sizes).is_none() {
         return Ok(None);

@@ -5,7 +5,8 @@
 //! tensors, the functional form returns the running statistics unchanged.
 
 use super::index::copy_into;
-use super::{contiguous, elementwise, grid, red, BinaryOp, Kc, Operand, Out, UnaryOp};
+use super::{contiguous, elementwise, grid, reduce, BinaryOp, KernelCtx, Operand, Out, UnaryOp};
+use super::{RowMeta, LAYER_NORM, LAYER_NORM_ROW, SHORT_ROW};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -27,7 +28,7 @@ pub struct BatchNormMeta {
     pub _p: [u32; 2],
 }
 
-pub(super) fn batch_norm(k: &mut Kc) -> Out {
+pub(super) fn batch_norm(k: &mut KernelCtx) -> Out {
     let t = k.target().to_string();
     if t.ends_with(".out") {
         return Ok(None);
@@ -81,14 +82,18 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
         return Ok(None);
     };
     if t.starts_with("aten.batch_norm.") || t.starts_with("aten.instance_norm.") {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     let save_mean = k.new_out(DType::F32, &[0])?;
     let save_invstd = k.new_out(DType::F32, &[0])?;
-    let mut outs = vec![Slot::T(out), Slot::T(save_mean), Slot::T(save_invstd)];
+    let mut outs = vec![
+        Slot::Tensor(out),
+        Slot::Tensor(save_mean),
+        Slot::Tensor(save_invstd),
+    ];
     if t.contains("functional") {
-        outs.push(Slot::T(rm));
-        outs.push(Slot::T(rv));
+        outs.push(Slot::Tensor(rm));
+        outs.push(Slot::Tensor(rv));
     }
     Ok(Some(outs))
 }
@@ -96,7 +101,7 @@ pub(super) fn batch_norm(k: &mut Kc) -> Out {
 /// (x - mean[c]) / sqrt(var[c] + eps) * weight[c] + bias[c]; `cs` holds the contiguous
 /// per-channel mean, var, then the weight and bias that are present.
 fn encode_normalize(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     cs: &[GTensor],
     has_w: bool,
@@ -138,7 +143,7 @@ fn encode_normalize(
 }
 
 /// The contiguous [c] form of a per-channel tensor.
-fn flat(k: &mut Kc, p: &GTensor, c: usize) -> Result<Option<GTensor>> {
+fn flat(k: &mut KernelCtx, p: &GTensor, c: usize) -> Result<Option<GTensor>> {
     let f = p.view(
         vec![c],
         vec![p.strides.last().copied().unwrap_or(1)],
@@ -152,7 +157,7 @@ fn flat(k: &mut Kc, p: &GTensor, c: usize) -> Result<Option<GTensor>> {
 /// and variance move toward the batch mean and the unbiased variance by `momentum`
 /// (`(1 - m) * running + m * batch` as a lerp), in place except in the functional form,
 /// which returns them. The saved statistics are the batch mean and 1 / sqrt(var + eps).
-fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
+fn batch_norm_train(k: &mut KernelCtx, x: GTensor, training: bool) -> Out {
     let t = k.target().to_string();
     let (w, b) = (k.t("weight"), k.t("bias"));
     let stats = if t.ends_with(".no_stats") {
@@ -192,11 +197,11 @@ fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
     let momentum = k.op.float_or("momentum", 0.1)? as f32;
     // Mean and biased variance over every dim but 1.
     let red: Vec<bool> = (0..x.rank()).map(|d| d != 1).collect();
-    let mut pl = red::plan(&x, &red, false);
+    let mut pl = reduce::plan(&x, &red, false);
     pl.meta.scale = 1.0 / n as f32;
     k.ensure(&x)?;
-    let var = red::encode_stats(k, &x, &pl, red::StatsOp::Var)?;
-    let mean = red::encode_stats(k, &x, &pl, red::StatsOp::Mean)?;
+    let var = reduce::encode_stats(k, &x, &pl, reduce::StatsOp::Var)?;
+    let mean = reduce::encode_stats(k, &x, &pl, reduce::StatsOp::Mean)?;
     let mut cs = vec![mean.clone(), var.clone()];
     for p in [w.as_ref(), b.as_ref()].into_iter().flatten() {
         match flat(k, p, c)? {
@@ -207,7 +212,7 @@ fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
     let Some(out) = encode_normalize(k, &x, &cs, w.is_some(), b.is_some(), eps)? else {
         return Ok(None);
     };
-    let ew = |k: &mut Kc, v, a: &GTensor, b: Option<&Operand>, alpha: f32, beta: f32| {
+    let ew = |k: &mut KernelCtx, v, a: &GTensor, b: Option<&Operand>, alpha: f32, beta: f32| {
         elementwise(k, v, DType::F32, a, b, None, alpha, beta)
     };
     // The running statistics moved toward the batch's.
@@ -253,7 +258,7 @@ fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
         }
     }
     if t.starts_with("aten.batch_norm.") {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     // 1 / sqrt(var + eps)
     let Some(ve) = ew(k, UnaryOp::Affine.variant(), &var, None, 1.0, eps)? else {
@@ -262,7 +267,7 @@ fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
     let Some(invstd) = ew(k, UnaryOp::Rsqrt.variant(), &ve, None, 1.0, 0.0)? else {
         return Ok(None);
     };
-    let mut outs = vec![Slot::T(out), Slot::T(mean), Slot::T(invstd)];
+    let mut outs = vec![Slot::Tensor(out), Slot::Tensor(mean), Slot::Tensor(invstd)];
     if functional {
         let (nm, nv) = match (new_stats, stats) {
             (Some((nm, nv)), Some((rm, rv))) => (
@@ -272,8 +277,110 @@ fn batch_norm_train(k: &mut Kc, x: GTensor, training: bool) -> Out {
             (None, Some((rm, rv))) => (rm, rv),
             _ => return Ok(None),
         };
-        outs.push(Slot::T(nm));
-        outs.push(Slot::T(nv));
+        outs.push(Slot::Tensor(nm));
+        outs.push(Slot::Tensor(nv));
     }
     Ok(Some(outs))
+}
+
+/// layer_norm / native_layer_norm over the trailing `normalized_shape` dims.
+pub(super) fn layer_norm(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let (w, b) = (k.t("weight"), k.t("bias"));
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    if !k.out_is(d)
+        || w.as_ref().is_some_and(|t| t.dtype != d)
+        || b.as_ref().is_some_and(|t| t.dtype != d)
+    {
+        return Ok(None);
+    }
+    // The mean and rstd outputs have the input's dtype (the shader writes them as TOut).
+    let stats = k.target().starts_with("aten.native_layer_norm");
+    if stats && (k.out_dtype(1) != Some(d) || k.out_dtype(2) != Some(d)) {
+        return Ok(None);
+    }
+    let ns = k.op.ints("normalized_shape")?;
+    let r = x.rank();
+    if ns.is_empty() || ns.len() > r {
+        return Ok(None);
+    }
+    let axis = r - ns.len();
+    if x.sizes[axis..]
+        .iter()
+        .zip(&ns)
+        .any(|(&a, &b)| a as i64 != b)
+    {
+        return Ok(None);
+    }
+    let eps = k.op.float_or("eps", 1e-5)? as f32;
+    let cols: usize = x.sizes[axis..].iter().product();
+    let rows: usize = x.sizes[..axis].iter().product();
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let wc = match &w {
+        Some(w) => match contiguous(k, w)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let bc = match &b {
+        Some(b) => match contiguous(k, b)? {
+            Some(t) => Some(t),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    let out = k.new_out(d, &x.sizes)?;
+    let mut stat_sizes: Vec<usize> = x.sizes[..axis].to_vec();
+    stat_sizes.extend(std::iter::repeat_n(1, ns.len()));
+    let mean = k.new_out(d, &stat_sizes)?;
+    let rstd = k.new_out(d, &stat_sizes)?;
+    if rows * cols > 0 {
+        // One invocation per short row (no barriers), else a 64-thread group per row.
+        let (v, (gx, gy, row)) = if cols <= SHORT_ROW {
+            (LAYER_NORM_ROW, grid(rows, 64))
+        } else {
+            let (gx, gy, _) = grid(rows, 1);
+            (LAYER_NORM, (gx, gy, gx))
+        };
+        let meta = RowMeta {
+            rows: rows as u32,
+            cols: cols as u32,
+            row,
+            flags: wc.is_some() as u32 | ((bc.is_some() as u32) << 1),
+            eps,
+            _p: [0.0; 3],
+        };
+        let wref = wc.as_ref().unwrap_or(&xc);
+        let bref = bc.as_ref().unwrap_or(&xc);
+        k.dispatch(
+            &v.typed(elems),
+            bytemuck::bytes_of(&meta),
+            &[
+                (1, &out),
+                (2, &xc),
+                (3, wref),
+                (4, bref),
+                (5, &mean),
+                (6, &rstd),
+            ],
+            (gx, gy, 1),
+        )?;
+    }
+    if stats {
+        Ok(Some(vec![
+            Slot::Tensor(out),
+            Slot::Tensor(mean),
+            Slot::Tensor(rstd),
+        ]))
+    } else {
+        Ok(Some(vec![Slot::Tensor(out)]))
+    }
 }

@@ -6,7 +6,7 @@
 //! reject declines, so the CPU fallback reports the error.
 
 use super::conv::spatial3;
-use super::{contiguous, grid, Kc, Out};
+use super::{contiguous, grid, KernelCtx, Out};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
@@ -69,7 +69,7 @@ fn nd_of(target: &str) -> Option<usize> {
         .map(|i| i + 1)
 }
 
-pub(super) fn pool(k: &mut Kc) -> Out {
+pub(super) fn pool(k: &mut KernelCtx) -> Out {
     let target = k.target().to_string();
     let op = target.split('.').nth(1).unwrap_or("").to_string();
     let Some(nd) = nd_of(&target) else {
@@ -211,9 +211,9 @@ pub(super) fn pool(k: &mut Kc) -> Out {
         };
         k.dispatch(&variant, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     }
-    let mut res = vec![Slot::T(out)];
+    let mut res = vec![Slot::Tensor(out)];
     if let Some(i) = idx {
-        res.push(Slot::T(i));
+        res.push(Slot::Tensor(i));
     }
     Ok(Some(res))
 }

@@ -9,7 +9,7 @@
 //! - `grid_sampler` / `grid_sampler_2d` on 4-D inputs;
 //! - `pixel_shuffle` / `pixel_unshuffle` as a strided copy of a 6-D view of the input.
 
-use super::{contiguous, elementwise, grid, Kc, Out, UnaryOp};
+use super::{contiguous, elementwise, grid, KernelCtx, Out, UnaryOp};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
@@ -66,7 +66,7 @@ fn upsample_kind(target: &str) -> Option<(Mode, usize)> {
     Some((mode, nd))
 }
 
-pub(super) fn upsample(k: &mut Kc) -> Out {
+pub(super) fn upsample(k: &mut KernelCtx) -> Out {
     let Some((mode, nd)) = upsample_kind(k.target()) else {
         return Ok(None);
     };
@@ -177,7 +177,7 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
     };
     let out = k.new_out(d, &sizes)?;
     if numel == 0 {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     let n_tab = tab.len();
     let t = k.r.wrap(&Tensor::from_vec(tab, &[n_tab]));
@@ -198,13 +198,13 @@ pub(super) fn upsample(k: &mut Kc) -> Out {
         &[(1, &out), (2, &xc), (3, &t)],
         (gx, gy, 1),
     )?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// Nearest upsampling of an int tensor: one gather of each output pixel's source (its flat
 /// offset within the contiguous input plane, from the CPU kernel's taps), words as they are.
 fn nearest_int(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &super::GTensor,
     mode: Mode,
     ins: [usize; 3],
@@ -248,7 +248,7 @@ fn nearest_int(
 }
 
 /// `grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)`, 4-D.
-pub(super) fn grid_sampler(k: &mut Kc) -> Out {
+pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(g)) = (k.t("input"), k.t("grid")) else {
         return Ok(None);
     };
@@ -287,7 +287,7 @@ pub(super) fn grid_sampler(k: &mut Kc) -> Out {
     };
     let out = k.new_out(d, &[n, c, oh, ow])?;
     if numel == 0 {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     let (gx, gy, row) = grid(numel, 64);
     let meta = ResampleMeta {
@@ -305,12 +305,12 @@ pub(super) fn grid_sampler(k: &mut Kc) -> Out {
         &[(1, &out), (2, &xc), (4, &gc)],
         (gx, gy, 1),
     )?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// `pixel_shuffle(self, upscale_factor)` / `pixel_unshuffle(self, downscale_factor)`: a
 /// contiguous copy of a permuted 6-D view (f32 / f16).
-pub(super) fn pixel_shuffle(k: &mut Kc) -> Out {
+pub(super) fn pixel_shuffle(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -368,5 +368,5 @@ pub(super) fn pixel_shuffle(k: &mut Kc) -> Out {
     let mut os = lead.to_vec();
     os.extend(tail);
     let st = contiguous_strides(&os);
-    Ok(Some(vec![Slot::T(out.view(os, st, 0))]))
+    Ok(Some(vec![Slot::Tensor(out.view(os, st, 0))]))
 }

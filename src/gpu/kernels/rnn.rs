@@ -8,7 +8,7 @@
 //! the one command buffer (no CPU round trip). Training-mode dropout between layers stays on
 //! the CPU (its random stream is the CPU generator's).
 
-use super::{contiguous, encode_matmul, grid, index, Kc, Out};
+use super::{contiguous, encode_matmul, grid, index, KernelCtx, Out};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -133,7 +133,7 @@ fn bias_rows(b: &GTensor, rows: usize) -> GTensor {
 }
 
 /// `t` ([rows, n]) with unit column stride, copied when it has another.
-fn unit_cols(k: &mut Kc, t: &GTensor) -> Result<Option<GTensor>> {
+fn unit_cols(k: &mut KernelCtx, t: &GTensor) -> Result<Option<GTensor>> {
     if t.strides[1] == 1 || t.sizes[1] <= 1 {
         k.ensure(t)?;
         return Ok(Some(t.clone()));
@@ -146,7 +146,7 @@ fn unit_cols(k: &mut Kc, t: &GTensor) -> Result<Option<GTensor>> {
 /// ([T, B, width], contiguous). Returns the last h and c.
 #[allow(clippy::too_many_arguments)]
 fn run_direction(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     kind: Kind,
     w: &Dir,
     seq: &GTensor,
@@ -256,7 +256,7 @@ fn run_direction(
     Ok(Some((h, c)))
 }
 
-fn tensor_list(k: &Kc, name: &str) -> Option<Vec<GTensor>> {
+fn tensor_list(k: &KernelCtx, name: &str) -> Option<Vec<GTensor>> {
     let Some(Arg::Tensors(ids)) = k.op.arg(name) else {
         return None;
     };
@@ -275,7 +275,7 @@ fn slice0(t: &GTensor, i: usize) -> GTensor {
 }
 
 /// `lstm.input` / `gru.input` / `rnn_tanh.input` / `rnn_relu.input`.
-pub(super) fn rnn(k: &mut Kc) -> Out {
+pub(super) fn rnn(k: &mut KernelCtx) -> Out {
     let kind = Kind::of(k.target());
     let Some(x) = k.t("input") else {
         return Ok(None);
@@ -413,15 +413,15 @@ pub(super) fn rnn(k: &mut Kc) -> Out {
     } else {
         y
     };
-    let mut res = vec![Slot::T(out), Slot::T(hn)];
+    let mut res = vec![Slot::Tensor(out), Slot::Tensor(hn)];
     if let Some(c) = cn {
-        res.push(Slot::T(c));
+        res.push(Slot::Tensor(c));
     }
     Ok(Some(res))
 }
 
 /// `lstm_cell` / `gru_cell` / `rnn_tanh_cell` / `rnn_relu_cell`: one step ([B, in] or [in]).
-pub(super) fn cell(k: &mut Kc) -> Out {
+pub(super) fn cell(k: &mut KernelCtx) -> Out {
     let kind = Kind::of(k.target());
     let Some(x) = k.t("input") else {
         return Ok(None);
@@ -484,9 +484,13 @@ pub(super) fn cell(k: &mut Kc) -> Out {
     let shape = |n: usize| if unbatched { vec![n] } else { vec![batch, n] };
     let st = |n: usize| if unbatched { vec![1] } else { vec![n, 1] };
     let hy = y.view(shape(w.out), st(w.out), 0);
-    let mut res = vec![Slot::T(hy)];
+    let mut res = vec![Slot::Tensor(hy)];
     if let Some(c) = c {
-        res.push(Slot::T(c.view(shape(w.hidden), st(w.hidden), c.offset)));
+        res.push(Slot::Tensor(c.view(
+            shape(w.hidden),
+            st(w.hidden),
+            c.offset,
+        )));
     }
     Ok(Some(res))
 }

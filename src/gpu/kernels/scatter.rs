@@ -24,7 +24,7 @@
 //! in f32 as torch does. bool only takes plain assignment here (reductions of bools stay on
 //! the CPU).
 
-use super::{grid, index, norm_dim, pad8, Kc, Out, MAX_RANK};
+use super::{grid, index, norm_dim, pad8, KernelCtx, Out, MAX_RANK};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
@@ -118,18 +118,18 @@ fn as1(t: &GTensor) -> GTensor {
 }
 
 /// Where the result goes: a fresh output, or (in-place targets) copied back into `self`.
-fn finish(k: &mut Kc, x: &GTensor, out: GTensor) -> Out {
+fn finish(k: &mut KernelCtx, x: &GTensor, out: GTensor) -> Out {
     let out = out.view(x.sizes.clone(), contiguous_strides(&x.sizes), 0);
     let inplace = k
         .target()
         .rsplit_once('.')
         .is_some_and(|(op, _)| op.ends_with('_'));
     if !inplace {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     index::copy_into(k, &out, x)?;
     lock(&x.cell).cpu_valid = false;
-    Ok(Some(vec![Slot::T(x.clone())]))
+    Ok(Some(vec![Slot::Tensor(x.clone())]))
 }
 
 /// An in-place target's `self` must not overlap itself (an expanded view): torch errors.
@@ -144,7 +144,7 @@ fn overlaps(x: &GTensor) -> bool {
 /// (same rank), with values from `src` (strides per dim of `idx`) or the scalar word.
 #[allow(clippy::too_many_arguments)]
 fn encode_scatter(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     d: usize,
     idx: &GTensor,
@@ -215,7 +215,7 @@ fn encode_scatter(
             (gx, gy, 1),
         )?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 fn reduce_op(name: &str) -> Option<Op> {
@@ -231,7 +231,7 @@ fn reduce_op(name: &str) -> Option<Op> {
 
 /// scatter (.src / .value / .reduce / .value_reduce), scatter_add, scatter_reduce.two, and
 /// their in-place forms.
-pub(super) fn scatter(k: &mut Kc) -> Out {
+pub(super) fn scatter(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
     };
@@ -291,7 +291,7 @@ pub(super) fn scatter(k: &mut Kc) -> Out {
     else {
         return Ok(None);
     };
-    let [Slot::T(out)] = &res[..] else {
+    let [Slot::Tensor(out)] = &res[..] else {
         return Ok(None);
     };
     finish(k, &x, out.clone())
@@ -299,7 +299,7 @@ pub(super) fn scatter(k: &mut Kc) -> Out {
 
 /// index_add / index_copy / index_fill (.int_Scalar / .int_Tensor) and their in-place forms: the index
 /// vector is a scatter index of stride 0 off `dim`. Negative indices count from the end.
-pub(super) fn index_slices(k: &mut Kc) -> Out {
+pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
     };
@@ -373,7 +373,7 @@ pub(super) fn index_slices(k: &mut Kc) -> Out {
     else {
         return Ok(None);
     };
-    let [Slot::T(out)] = &res[..] else {
+    let [Slot::Tensor(out)] = &res[..] else {
         return Ok(None);
     };
     finish(k, &x, out.clone())
@@ -381,7 +381,7 @@ pub(super) fn index_slices(k: &mut Kc) -> Out {
 
 /// The `indices` list of index / index_put: optional tensors, or plain tensors when the
 /// program has no `None` entry.
-pub(super) fn index_ids(k: &Kc) -> Option<Vec<Option<usize>>> {
+pub(super) fn index_ids(k: &KernelCtx) -> Option<Vec<Option<usize>>> {
     match k.op.arg("indices")? {
         Arg::OptTensors(ids) => Some(ids.clone()),
         Arg::Tensors(ids) => Some(ids.iter().map(|&i| Some(i)).collect()),
@@ -392,7 +392,7 @@ pub(super) fn index_ids(k: &Kc) -> Option<Vec<Option<usize>>> {
 /// The integer index tensors of an `indices` list: (dim, tensor) of each present entry.
 /// None when an entry is missing on the GPU or is a bool mask (data-dependent sizes: the
 /// executor's `dynamic` module runs a single mask; other mixes go to the CPU kernel).
-fn int_indices(k: &Kc, rank: usize) -> Option<Vec<(usize, GTensor)>> {
+fn int_indices(k: &KernelCtx, rank: usize) -> Option<Vec<(usize, GTensor)>> {
     let ids = index_ids(k)?;
     if ids.len() > rank {
         return None;
@@ -426,7 +426,7 @@ fn broadcast(idxs: &[(usize, GTensor)]) -> Option<(Vec<usize>, Vec<GTensor>)> {
 /// The flat targets `sum_m wrap(index_m[b]) * strides[dim_m]` of every entry b of the
 /// broadcast index shape `b` (i32, INVALID where an index is out of range).
 fn targets(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     b: &[usize],
     idxs: &[(usize, GTensor)],
     ex: &[GTensor],
@@ -469,7 +469,7 @@ fn targets(
 }
 
 /// index_put / index_put_ / _unsafe_index_put with integer indices (masks: CPU).
-pub(super) fn index_put(k: &mut Kc) -> Out {
+pub(super) fn index_put(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(vals)) = (k.t("self"), k.t("values")) else {
         return Ok(None);
     };
@@ -592,7 +592,7 @@ pub(super) fn index_put(k: &mut Kc) -> Out {
             )?;
         } else {
             // The last entry per target (-1: none), then one read per output element.
-            let Some(Some(Slot::T(owner))) =
+            let Some(Some(Slot::Tensor(owner))) =
                 index::encode_fill(k, DType::I32, &[numel], 0, [u32::MAX, 0])?.map(|mut v| v.pop())
             else {
                 return Ok(None);
@@ -620,7 +620,7 @@ pub(super) fn index_put(k: &mut Kc) -> Out {
 
 /// take: a gather from the flattened (contiguous) input. Negative indices count from the
 /// end; an index outside reads 0 (index.rs's gather convention; the CPU kernel raises).
-pub(super) fn take(k: &mut Kc) -> Out {
+pub(super) fn take(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
     };
@@ -651,7 +651,7 @@ pub(super) fn take(k: &mut Kc) -> Out {
 
 /// index.Tensor: index.rs's kernel, or [`index_nonadjacent`] for indices on non-adjacent
 /// dims.
-pub(super) fn index_tensor(k: &mut Kc) -> Out {
+pub(super) fn index_tensor(k: &mut KernelCtx) -> Out {
     // Host-checked indices first: an invalid one goes to the CPU kernel, which raises.
     if let (Some(x), Some(idxs)) = (k.t("self"), int_indices(k, usize::MAX)) {
         if idxs
@@ -669,7 +669,7 @@ pub(super) fn index_tensor(k: &mut Kc) -> Out {
 
 /// index.Tensor with index tensors on non-adjacent dims (adjacent ones: index.rs): the
 /// result is [B, the other dims in order], a gather at the flat targets of the indices.
-pub(super) fn index_nonadjacent(k: &mut Kc) -> Out {
+pub(super) fn index_nonadjacent(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };

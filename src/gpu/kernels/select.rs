@@ -6,7 +6,7 @@
 //! flat source offsets of the selected elements (`emit`) or the repeated positions
 //! (`repeat_index`), gathered from the source with the index shader's `gather`.
 
-use super::{coalesce, grid, pad8, Kc, MAX_RANK};
+use super::{coalesce, grid, pad8, KernelCtx, MAX_RANK};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::shaders::{Shader, Variant};
@@ -49,7 +49,7 @@ pub struct Counted {
 
 /// Encode the exclusive prefix sums of `counts` (a 1-D int tensor, any stride) into a fresh
 /// `offsets` tensor and their sum into `total`.
-fn encode_scan(k: &mut Kc, counts: &GTensor) -> Result<(GTensor, GTensor)> {
+fn encode_scan(k: &mut KernelCtx, counts: &GTensor) -> Result<(GTensor, GTensor)> {
     let n = counts.numel();
     let offsets = k.new_out(DType::I32, &[n])?;
     let total = k.new_out(DType::I64, &[1])?;
@@ -73,7 +73,7 @@ fn encode_scan(k: &mut Kc, counts: &GTensor) -> Result<(GTensor, GTensor)> {
 }
 
 /// Whether the 32-bit words of `t` can be tested for zero by the select shader.
-fn usable(k: &Kc, t: &GTensor) -> bool {
+fn usable(k: &KernelCtx, t: &GTensor) -> bool {
     gpu_dtype(t.dtype) && k.fits(t) && t.numel() < u32::MAX as usize
 }
 
@@ -98,7 +98,7 @@ fn mask_pass(m: &GTensor, weights: &[usize]) -> (SelectMeta, (u32, u32, u32)) {
 
 /// Encode the count of the nonzero elements of `mask` (row-major order): None when the
 /// shader cannot read it (dtype, rank, size).
-pub(crate) fn count_nonzero(k: &mut Kc, mask: &GTensor) -> Result<Option<Counted>> {
+pub(crate) fn count_nonzero(k: &mut KernelCtx, mask: &GTensor) -> Result<Option<Counted>> {
     if !usable(k, mask) {
         return Ok(None);
     }
@@ -121,7 +121,7 @@ pub(crate) fn count_nonzero(k: &mut Kc, mask: &GTensor) -> Result<Option<Counted
 
 /// Encode the `n` (the count read back) flat offsets Σ coord[d] * weights[d] of the nonzero
 /// elements of the counted mask, in row-major order, as an int64 tensor of shape [n].
-pub(crate) fn emit(k: &mut Kc, c: &Counted, weights: &[usize], n: usize) -> Result<GTensor> {
+pub(crate) fn emit(k: &mut KernelCtx, c: &Counted, weights: &[usize], n: usize) -> Result<GTensor> {
     let out = k.new_out(DType::I64, &[n])?;
     if n == 0 {
         return Ok(out);
@@ -138,7 +138,7 @@ pub(crate) fn emit(k: &mut Kc, c: &Counted, weights: &[usize], n: usize) -> Resu
 
 /// Encode nonzero's [n, rank] int64 coordinates of the counted mask (rank >= 1): one emit
 /// pass per dim (unit weights give that dim's coordinate), copied into its column.
-pub(crate) fn coords(k: &mut Kc, c: &Counted, n: usize) -> Result<GTensor> {
+pub(crate) fn coords(k: &mut KernelCtx, c: &Counted, n: usize) -> Result<GTensor> {
     let rank = c.mask.rank();
     let out = k.new_out(DType::I64, &[n, rank])?;
     if n == 0 {
@@ -155,7 +155,7 @@ pub(crate) fn coords(k: &mut Kc, c: &Counted, n: usize) -> Result<GTensor> {
 }
 
 /// Encode the sum of `repeats` (a 1-D int tensor): None when the shader cannot read it.
-pub(crate) fn count_repeats(k: &mut Kc, repeats: &GTensor) -> Result<Option<Counted>> {
+pub(crate) fn count_repeats(k: &mut KernelCtx, repeats: &GTensor) -> Result<Option<Counted>> {
     if !usable(k, repeats) || repeats.rank() != 1 || !super::ints::is_int(repeats.dtype) {
         return Ok(None);
     }
@@ -170,7 +170,12 @@ pub(crate) fn count_repeats(k: &mut Kc, repeats: &GTensor) -> Result<Option<Coun
 
 /// Encode the `n` (the sum read back) positions 0,0,..,1,1,.. of the counted repeats (an
 /// int tensor of shape [n]).
-pub(crate) fn repeat_index(k: &mut Kc, c: &Counted, n: usize, dtype: DType) -> Result<GTensor> {
+pub(crate) fn repeat_index(
+    k: &mut KernelCtx,
+    c: &Counted,
+    n: usize,
+    dtype: DType,
+) -> Result<GTensor> {
     let out = k.new_out(dtype, &[n])?;
     if n == 0 {
         return Ok(out);
@@ -195,7 +200,7 @@ pub(crate) fn repeat_index(k: &mut Kc, c: &Counted, n: usize, dtype: DType) -> R
 /// flat index walking the output dims where `flat_strides` is nonzero and `x` the dims where
 /// `x_strides` is (the index shader's gather). None when the gather declines.
 pub(crate) fn gather_flat(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     flat: &GTensor,
     shape: &[usize],
@@ -220,7 +225,7 @@ pub(crate) fn gather_flat(
 
 /// Gather `x` along `dim` at the int64 positions `idx` (index_select).
 pub(crate) fn gather_dim(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     dim: usize,
     idx: &GTensor,
@@ -237,7 +242,7 @@ pub(crate) fn gather_dim(
 
 /// A fresh tensor stacking `parts` (same sizes and dtype) along a new leading dim: one
 /// strided copy per part. None for a dtype the copy shader does not move.
-pub(crate) fn stack(k: &mut Kc, parts: &[GTensor]) -> Result<Option<GTensor>> {
+pub(crate) fn stack(k: &mut KernelCtx, parts: &[GTensor]) -> Result<Option<GTensor>> {
     let Some(first) = parts.first() else {
         return Ok(None);
     };

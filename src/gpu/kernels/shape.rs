@@ -11,7 +11,7 @@
 
 use super::index::{encode_copy, word};
 use super::ints::{self, IntBinaryOp, WOperand};
-use super::{elementwise, grid, norm_dim, one, pad8, BinaryOp, Kc, Operand, Out, MAX_RANK};
+use super::{elementwise, grid, norm_dim, one, pad8, BinaryOp, KernelCtx, Operand, Out, MAX_RANK};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -56,7 +56,7 @@ fn fits_i32(v: i64) -> bool {
 }
 
 /// out[o] = src[map(o)] per dim; `value` where a constant-mode dim falls outside.
-fn encode_map(k: &mut Kc, src: &GTensor, dims: &[DimMap], value: u32) -> Out {
+fn encode_map(k: &mut KernelCtx, src: &GTensor, dims: &[DimMap], value: u32) -> Out {
     let dtype = src.dtype;
     let out_sizes: Vec<usize> = dims.iter().map(|d| d.0).collect();
     let numel: usize = out_sizes.iter().product();
@@ -107,7 +107,7 @@ fn encode_map(k: &mut Kc, src: &GTensor, dims: &[DimMap], value: u32) -> Out {
             (gx, gy, 1),
         )?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 fn identity(x: &GTensor) -> Vec<DimMap> {
@@ -115,20 +115,24 @@ fn identity(x: &GTensor) -> Vec<DimMap> {
 }
 
 /// `x` with `extra` zeros appended along its last dim (a new contiguous tensor).
-pub(super) fn zero_pad_last(k: &mut Kc, x: &GTensor, extra: usize) -> Result<Option<GTensor>> {
+pub(super) fn zero_pad_last(
+    k: &mut KernelCtx,
+    x: &GTensor,
+    extra: usize,
+) -> Result<Option<GTensor>> {
     let mut dims = identity(x);
     if let Some(last) = dims.last_mut() {
         last.0 += extra;
     }
     Ok(encode_map(k, x, &dims, 0)?.and_then(|mut v| match v.pop() {
-        Some(Slot::T(t)) => Some(t),
+        Some(Slot::Tensor(t)) => Some(t),
         _ => None,
     }))
 }
 
 /// pad.default, constant_pad_nd, _pad_enum, _pad_circular, reflection_pad*d,
 /// replication_pad*d.
-pub(super) fn pad(k: &mut Kc) -> Out {
+pub(super) fn pad(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -196,7 +200,7 @@ pub(super) fn pad(k: &mut Kc) -> Out {
 }
 
 /// roll(self, shifts, dims): circular maps (the flattened tensor when `dims` is empty).
-pub(super) fn roll(k: &mut Kc) -> Out {
+pub(super) fn roll(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -212,11 +216,11 @@ pub(super) fn roll(k: &mut Kc) -> Out {
         let Some(mut res) = encode_map(k, &flat, &[(n, CIRCULAR, s)], 0)? else {
             return Ok(None);
         };
-        let Some(Slot::T(t)) = res.pop() else {
+        let Some(Slot::Tensor(t)) = res.pop() else {
             return Ok(None);
         };
         let st = super::contiguous_strides(&x.sizes);
-        return Ok(Some(vec![Slot::T(t.view(x.sizes.clone(), st, 0))]));
+        return Ok(Some(vec![Slot::Tensor(t.view(x.sizes.clone(), st, 0))]));
     }
     if shifts.len() != dims.len() {
         return Ok(None);
@@ -249,7 +253,7 @@ fn dim_set(dims: &[i64], rank: usize) -> Option<Vec<usize>> {
     Some(v)
 }
 
-pub(super) fn flip(k: &mut Kc) -> Out {
+pub(super) fn flip(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -270,7 +274,7 @@ pub(super) fn flip(k: &mut Kc) -> Out {
     encode_map(k, &x, &m, 0)
 }
 
-pub(super) fn rot90(k: &mut Kc) -> Out {
+pub(super) fn rot90(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -304,7 +308,7 @@ pub(super) fn rot90(k: &mut Kc) -> Out {
 }
 
 /// repeat(self, repeats) / tile(self, dims): circular maps over leading size-1 dims.
-pub(super) fn repeat(k: &mut Kc) -> Out {
+pub(super) fn repeat(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -337,7 +341,7 @@ pub(super) fn repeat(k: &mut Kc) -> Out {
 }
 
 /// repeat_interleave.self_int: each element `repeats` times along `dim` (or flattened).
-pub(super) fn repeat_interleave(k: &mut Kc) -> Out {
+pub(super) fn repeat_interleave(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -366,7 +370,7 @@ pub(super) fn repeat_interleave(k: &mut Kc) -> Out {
 }
 
 /// tril / triu (and their in-place forms through a copy into `self`).
-pub(super) fn tri(k: &mut Kc) -> Out {
+pub(super) fn tri(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -419,13 +423,13 @@ pub(super) fn tri(k: &mut Kc) -> Out {
     if inplace {
         super::index::copy_into(k, &out, &x)?;
         crate::gpu::store::lock(&x.cell).cpu_valid = false;
-        return Ok(Some(vec![Slot::T(x)]));
+        return Ok(Some(vec![Slot::Tensor(x)]));
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// The view of `out` a scatter writes, from the node's arguments.
-fn scatter_view(k: &Kc, out: &GTensor) -> Result<Option<GTensor>> {
+fn scatter_view(k: &KernelCtx, out: &GTensor) -> Result<Option<GTensor>> {
     let op = k.target().split('.').nth(1).unwrap_or("").to_string();
     let r = out.rank();
     Ok(match op.as_str() {
@@ -555,7 +559,7 @@ fn no_overlap(v: &GTensor) -> bool {
 
 /// slice_scatter / select_scatter / diagonal_scatter / as_strided_scatter: a contiguous copy
 /// of `self`, then `src` copied into the view.
-pub(super) fn scatter(k: &mut Kc) -> Out {
+pub(super) fn scatter(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(src)) = (k.t("self"), k.t("src")) else {
         return Ok(None);
     };
@@ -578,11 +582,11 @@ pub(super) fn scatter(k: &mut Kc) -> Out {
     }
     encode_copy(k, &x, &out)?;
     encode_copy(k, &src, &v)?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// diff(self, n, dim) without prepend / append: x[1:] - x[:-1], n times.
-pub(super) fn diff(k: &mut Kc) -> Out {
+pub(super) fn diff(k: &mut KernelCtx) -> Out {
     let Some(mut x) = k.t("self") else {
         return Ok(None);
     };
@@ -684,5 +688,5 @@ pub(super) fn diff(k: &mut Kc) -> Out {
     if n == 0 {
         return one(super::contiguous(k, &x));
     }
-    Ok(Some(vec![Slot::T(x)]))
+    Ok(Some(vec![Slot::Tensor(x)]))
 }

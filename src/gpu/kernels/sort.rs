@@ -11,7 +11,7 @@
 //! outside the row sends the node to the CPU kernel, which raises); one computed on the GPU
 //! cannot raise there, and an index outside the row is clamped into it.
 
-use super::{grid, index, norm_dim, Kc, Out};
+use super::{grid, index, norm_dim, KernelCtx, Out};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
@@ -65,7 +65,7 @@ fn key_flags(d: DType) -> Option<u32> {
 }
 
 /// `x` contiguous (itself, or a copy into a fresh buffer).
-fn contig(k: &mut Kc, x: &GTensor) -> crate::error::Result<GTensor> {
+fn contig(k: &mut KernelCtx, x: &GTensor) -> crate::error::Result<GTensor> {
     if x.is_contiguous() {
         k.ensure(x)?;
         return Ok(x.clone());
@@ -79,7 +79,7 @@ fn contig(k: &mut Kc, x: &GTensor) -> crate::error::Result<GTensor> {
 /// indices) of `out_sizes` (the input's sizes with `dim` resized to the kept count, or
 /// with it dropped). None: not on the GPU.
 fn encode_sort(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     dim: usize,
     descending: bool,
@@ -140,7 +140,7 @@ fn encode_sort(
     Ok(Some((vals, inds)))
 }
 
-fn dim_arg(k: &Kc, x: &GTensor, default: i64) -> crate::error::Result<Option<usize>> {
+fn dim_arg(k: &KernelCtx, x: &GTensor, default: i64) -> crate::error::Result<Option<usize>> {
     let d = k.op.opt_int("dim")?.unwrap_or(default);
     Ok(norm_dim(d, x.rank().max(1)))
 }
@@ -155,7 +155,7 @@ fn resized(x: &GTensor, dim: usize, n: usize) -> Vec<usize> {
 }
 
 /// sort (.default / .stable), argsort (.default / .stable), msort.
-pub(super) fn sort(k: &mut Kc) -> Out {
+pub(super) fn sort(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -178,15 +178,15 @@ pub(super) fn sort(k: &mut Kc) -> Out {
         return Ok(None);
     };
     Ok(Some(if msort {
-        vec![Slot::T(v)]
+        vec![Slot::Tensor(v)]
     } else if argsort {
-        vec![Slot::T(i)]
+        vec![Slot::Tensor(i)]
     } else {
-        vec![Slot::T(v), Slot::T(i)]
+        vec![Slot::Tensor(v), Slot::Tensor(i)]
     }))
 }
 
-pub(super) fn topk(k: &mut Kc) -> Out {
+pub(super) fn topk(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -205,7 +205,7 @@ pub(super) fn topk(k: &mut Kc) -> Out {
     let Some((v, i)) = encode_sort(k, &x, dim, largest, Mode::Range(0, kk), &sizes)? else {
         return Ok(None);
     };
-    Ok(Some(vec![Slot::T(v), Slot::T(i)]))
+    Ok(Some(vec![Slot::Tensor(v), Slot::Tensor(i)]))
 }
 
 /// The sizes of a reduction over `dim` (kept as 1 or dropped).
@@ -221,7 +221,7 @@ fn reduced(x: &GTensor, dim: usize, keepdim: bool) -> Vec<usize> {
     s
 }
 
-pub(super) fn kthvalue(k: &mut Kc) -> Out {
+pub(super) fn kthvalue(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -238,11 +238,11 @@ pub(super) fn kthvalue(k: &mut Kc) -> Out {
     let Some((v, i)) = encode_sort(k, &x, dim, false, mode, &sizes)? else {
         return Ok(None);
     };
-    Ok(Some(vec![Slot::T(v), Slot::T(i)]))
+    Ok(Some(vec![Slot::Tensor(v), Slot::Tensor(i)]))
 }
 
 /// median / nanmedian, .default (the flattened input, the value only) and .dim.
-pub(super) fn median(k: &mut Kc) -> Out {
+pub(super) fn median(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -265,7 +265,7 @@ pub(super) fn median(k: &mut Kc) -> Out {
             let Some((v, _)) = encode_sort(k, &flat, 0, false, mode, &[])? else {
                 return Ok(None);
             };
-            Ok(Some(vec![Slot::T(v)]))
+            Ok(Some(vec![Slot::Tensor(v)]))
         }
         Some(d) => {
             let Some(dim) = norm_dim(d, x.rank().max(1)) else {
@@ -278,14 +278,14 @@ pub(super) fn median(k: &mut Kc) -> Out {
             let Some((v, i)) = encode_sort(k, &x, dim, false, mode, &sizes)? else {
                 return Ok(None);
             };
-            Ok(Some(vec![Slot::T(v), Slot::T(i)]))
+            Ok(Some(vec![Slot::Tensor(v), Slot::Tensor(i)]))
         }
     }
 }
 
 /// searchsorted.Tensor and bucketize.Tensor: a binary search per value. The sequence and
 /// the values share a key kind (both f32, or both integer), as the comparisons run in it.
-pub(super) fn searchsorted(k: &mut Kc) -> Out {
+pub(super) fn searchsorted(k: &mut KernelCtx) -> Out {
     let bucketize = k.target().starts_with("aten.bucketize");
     let seq_name = if bucketize {
         "boundaries"
@@ -337,7 +337,7 @@ pub(super) fn searchsorted(k: &mut Kc) -> Out {
     let out = k.new_out(out_dtype, &values.sizes)?;
     let nv = values.numel();
     if nv == 0 {
-        return Ok(Some(vec![Slot::T(out)]));
+        return Ok(Some(vec![Slot::Tensor(out)]));
     }
     let per_row = if one_d {
         nv
@@ -369,5 +369,5 @@ pub(super) fn searchsorted(k: &mut Kc) -> Out {
         &[(2, &out), (4, &vc), (5, &sc), (6, sorter_buf)],
         (gx, gy, 1),
     )?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }

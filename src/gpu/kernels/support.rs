@@ -5,7 +5,7 @@
 //! constant outside int32), which only a run shows (`pt2web run --json` counts fallbacks).
 //! f16 nodes are answered for an adapter with `shader-f16` (without it they fall back).
 
-use super::{lookup, BinaryOp, GOp, UnaryOp};
+use super::{lookup, BinaryOp, GpuOp, UnaryOp};
 use crate::dtype::DType;
 use crate::gpu::store::gpu_dtype;
 
@@ -69,8 +69,8 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
     let f32 = |d: DType| d == DType::F32;
     let (name, overload) = target.rsplit_once('.').unwrap_or((target, ""));
     let ok = match op {
-        GOp::View => return Support::View,
-        GOp::Unary(u) => {
+        GpuOp::View => return Support::View,
+        GpuOp::Unary(u) => {
             (all(inputs, f32) && all(outputs, f32))
                 || (matches!(
                     u,
@@ -85,7 +85,7 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
                 ) && all(inputs, int)
                     && outputs.first() == inputs.first())
         }
-        GOp::Binary(b) => {
+        GpuOp::Binary(b) => {
             let int_op = matches!(
                 b,
                 BinaryOp::Add
@@ -105,12 +105,12 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
                     && all(inputs, int_like)
                     && all(outputs, int))
         }
-        GOp::Compare(_) => {
+        GpuOp::Compare(_) => {
             all(outputs, |d| d == DType::Bool)
                 && (all(inputs, f32)
                     || (inputs.first().is_some_and(|&d| int_like(d)) && all(inputs, int_like)))
         }
-        GOp::Custom(_) => custom(name, inputs, outputs),
+        GpuOp::Custom(_) => custom(name, inputs, outputs),
     };
     verdict(ok, inputs, outputs)
 }
@@ -163,12 +163,12 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
 /// answer as for f32: the kernels with f16 forms read f16, the others run on f32
 /// conversions (kernels::run), except that an op writing into an input needs an f16 form
 /// whose float tensors share one dtype (or one of the ops that may write f32 from f16).
-fn f16_form(target: &str, op: GOp, inputs: &[DType], outputs: &[DType]) -> Option<Support> {
-    if !inputs.iter().chain(outputs).any(|&d| d == DType::F16) || matches!(op, GOp::View) {
+fn f16_form(target: &str, op: GpuOp, inputs: &[DType], outputs: &[DType]) -> Option<Support> {
+    if !inputs.iter().chain(outputs).any(|&d| d == DType::F16) || matches!(op, GpuOp::View) {
         return None;
     }
     let name = target.rsplit_once('.').map_or(target, |(n, _)| n);
-    let has_f16 = matches!(op, GOp::Unary(_) | GOp::Binary(_) | GOp::Compare(_))
+    let has_f16 = matches!(op, GpuOp::Unary(_) | GpuOp::Binary(_) | GpuOp::Compare(_))
         || matches!(
             name,
             "aten.where"

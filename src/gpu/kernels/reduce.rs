@@ -6,7 +6,7 @@
 //! cummin (an output of a small int dtype wraps to it on store, see src/gpu/store.rs);
 //! indices are int64 (held as i32).
 
-use super::{grid, ints, norm_dim, pad8, Kc, Out, ReduceMeta};
+use super::{grid, ints, norm_dim, pad8, KernelCtx, Out, ReduceMeta};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
@@ -117,7 +117,7 @@ pub(super) fn plan(x: &GTensor, red: &[bool], keepdim: bool) -> Plan {
 }
 
 /// The reduced dims from a `dim` argument (an int, a list, or None / empty for all).
-fn red_mask(k: &Kc, x: &GTensor, name: &str) -> crate::error::Result<Option<Vec<bool>>> {
+fn red_mask(k: &KernelCtx, x: &GTensor, name: &str) -> crate::error::Result<Option<Vec<bool>>> {
     let r = x.rank();
     let dims: Vec<i64> = match k.op.arg(name) {
         None | Some(Arg::None) => vec![],
@@ -135,12 +135,12 @@ fn red_mask(k: &Kc, x: &GTensor, name: &str) -> crate::error::Result<Option<Vec<
     Ok(Some(red))
 }
 
-fn f32_in(k: &Kc, x: &GTensor) -> bool {
+fn f32_in(k: &KernelCtx, x: &GTensor) -> bool {
     x.dtype == DType::F32 && k.fits(x) && x.numel() < u32::MAX as usize
 }
 
 /// An int or bool tensor the int kernels can read.
-fn word_in(k: &Kc, x: &GTensor) -> bool {
+fn word_in(k: &KernelCtx, x: &GTensor) -> bool {
     (ints::is_int(x.dtype) || x.dtype == DType::Bool) && k.fits(x) && x.numel() < u32::MAX as usize
 }
 
@@ -151,7 +151,7 @@ fn wrap_code(out: DType) -> f32 {
 
 /// prod (all, or `.dim_int`) of int / bool words: an int output (int64 by default, wrapping
 /// in 32 bits as the other int kernels).
-fn int_prod(k: &mut Kc, x: GTensor) -> Out {
+fn int_prod(k: &mut KernelCtx, x: GTensor) -> Out {
     let Some(out_dtype) = k.out_dtype(0).filter(|d| ints::is_int(*d)) else {
         return Ok(None);
     };
@@ -170,11 +170,11 @@ fn int_prod(k: &mut Kc, x: GTensor) -> Out {
         let meta = bytemuck::bytes_of(&pl.meta);
         k.dispatch(&PROD_I, meta, &[(3, &out), (4, &x)], (gx, gy, 1))?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 pub(super) fn encode_stats(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     pl: &Plan,
     op: StatsOp,
@@ -193,7 +193,7 @@ pub(super) fn encode_stats(
 }
 
 /// var / std / var_mean / std_mean (every overload), prod, logsumexp, linalg_vector_norm.
-pub(super) fn stats(k: &mut Kc) -> Out {
+pub(super) fn stats(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -203,7 +203,7 @@ pub(super) fn stats(k: &mut Kc) -> Out {
         && k.out_is(DType::F32)
     {
         match ints::convert(k, &x, DType::F32)?.as_deref() {
-            Some([Slot::T(f)]) => f.clone(),
+            Some([Slot::Tensor(f)]) => f.clone(),
             _ => return Ok(None),
         }
     } else {
@@ -249,7 +249,7 @@ pub(super) fn stats(k: &mut Kc) -> Out {
             if op.ends_with("_mean") {
                 let v = encode_stats(k, &x, &pl, sop)?;
                 let m = encode_stats(k, &x, &pl, StatsOp::Mean)?;
-                return Ok(Some(vec![Slot::T(v), Slot::T(m)]));
+                return Ok(Some(vec![Slot::Tensor(v), Slot::Tensor(m)]));
             }
             sop
         }
@@ -266,12 +266,12 @@ pub(super) fn stats(k: &mut Kc) -> Out {
         _ => return Ok(None),
     };
     let out = encode_stats(k, &x, &pl, sop)?;
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// max / min with indices: (values of `x`'s dtype, f32 or int, and int64 indices).
 fn encode_arg(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     x: &GTensor,
     pl: &Plan,
     min: bool,
@@ -295,7 +295,7 @@ fn encode_arg(
 }
 
 /// max.dim / min.dim, argmax / argmin, max.default / min.default, aminmax.
-pub(super) fn extreme(k: &mut Kc) -> Out {
+pub(super) fn extreme(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -319,7 +319,7 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
             }
             let pl = plan(&x, &vec![true; r], false);
             let (v, _) = encode_arg(k, &x, &pl, min)?;
-            Ok(Some(vec![Slot::T(v)]))
+            Ok(Some(vec![Slot::Tensor(v)]))
         }
         ("max" | "min", "dim") => {
             let Some(d) = norm_dim(k.op.int("dim")?, r) else {
@@ -331,7 +331,7 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
             let red: Vec<bool> = (0..r).map(|i| i == d).collect();
             let pl = plan(&x, &red, keepdim);
             let (v, i) = encode_arg(k, &x, &pl, min)?;
-            Ok(Some(vec![Slot::T(v), Slot::T(i)]))
+            Ok(Some(vec![Slot::Tensor(v), Slot::Tensor(i)]))
         }
         ("argmax" | "argmin", _) => {
             if !k.out_is(DType::I64) {
@@ -363,7 +363,7 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
                 }
                 None => i,
             };
-            Ok(Some(vec![Slot::T(i)]))
+            Ok(Some(vec![Slot::Tensor(i)]))
         }
         ("aminmax", _) => {
             let red = match k.op.opt_int("dim")? {
@@ -384,14 +384,14 @@ pub(super) fn extreme(k: &mut Kc) -> Out {
             let pl = plan(&x, &red, keepdim);
             let (lo, _) = encode_arg(k, &x, &pl, true)?;
             let (hi, _) = encode_arg(k, &x, &pl, false)?;
-            Ok(Some(vec![Slot::T(lo), Slot::T(hi)]))
+            Ok(Some(vec![Slot::Tensor(lo), Slot::Tensor(hi)]))
         }
         _ => Ok(None),
     }
 }
 
 /// count_nonzero of an f32 tensor (int64 counts).
-pub(super) fn count_nonzero(k: &mut Kc) -> Out {
+pub(super) fn count_nonzero(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -413,11 +413,11 @@ pub(super) fn count_nonzero(k: &mut Kc) -> Out {
             (gx, gy, 1),
         )?;
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// cumsum / cumprod (f32; int / bool to an int output), cummax / cummin (f32, with indices).
-pub(super) fn scan(k: &mut Kc) -> Out {
+pub(super) fn scan(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -506,18 +506,18 @@ pub(super) fn scan(k: &mut Kc) -> Out {
     if inplace {
         super::index::copy_into(k, &out, &x)?;
         crate::gpu::store::lock(&x.cell).cpu_valid = false;
-        return Ok(Some(vec![Slot::T(x)]));
+        return Ok(Some(vec![Slot::Tensor(x)]));
     }
-    let mut outs = vec![Slot::T(out)];
+    let mut outs = vec![Slot::Tensor(out)];
     if let Some(i) = idx {
-        outs.push(Slot::T(i));
+        outs.push(Slot::Tensor(i));
     }
     Ok(Some(outs))
 }
 
 /// One elementwise f32 op (`b` broadcast against `a`).
 fn ew(
-    k: &mut Kc,
+    k: &mut KernelCtx,
     v: Variant,
     a: &GTensor,
     b: Option<GTensor>,
@@ -534,7 +534,7 @@ fn reshape(t: &GTensor, sizes: &[usize]) -> GTensor {
 }
 
 /// A per-channel parameter [C] viewed as [C, 1] (to broadcast over [N, C, inner]).
-fn per_channel(k: &Kc, name: &str, c: usize) -> Option<Option<GTensor>> {
+fn per_channel(k: &KernelCtx, name: &str, c: usize) -> Option<Option<GTensor>> {
     if !k.is_tensor_arg(name) {
         return Some(None);
     }
@@ -547,7 +547,7 @@ fn per_channel(k: &Kc, name: &str, c: usize) -> Option<Option<GTensor>> {
 
 /// group_norm / native_group_norm, and instance_norm with input statistics (no running
 /// statistics to update): statistics per (sample, group), then the channel affine.
-pub(super) fn group_norm(k: &mut Kc) -> Out {
+pub(super) fn group_norm(k: &mut KernelCtx) -> Out {
     use super::{BinaryOp, UnaryOp};
     let Some(x) = k.t("input") else {
         return Ok(None);
@@ -636,16 +636,16 @@ pub(super) fn group_norm(k: &mut Kc) -> Out {
     let out = reshape(&y, &x.sizes);
     if native {
         return Ok(Some(vec![
-            Slot::T(out),
-            Slot::T(reshape(&mean, &[n, g])),
-            Slot::T(reshape(&rstd, &[n, g])),
+            Slot::Tensor(out),
+            Slot::Tensor(reshape(&mean, &[n, g])),
+            Slot::Tensor(reshape(&rstd, &[n, g])),
         ]));
     }
-    Ok(Some(vec![Slot::T(out)]))
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 /// rms_norm: x * rsqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape`.
-pub(super) fn rms_norm(k: &mut Kc) -> Out {
+pub(super) fn rms_norm(k: &mut KernelCtx) -> Out {
     use super::{BinaryOp, ReduceOp, UnaryOp};
     let Some(x) = k.t("input") else {
         return Ok(None);
@@ -726,10 +726,13 @@ pub(super) fn rms_norm(k: &mut Kc) -> Out {
     }
     let y = reshape(&y, &x.sizes);
     if !k.target().starts_with("aten._fused_rms_norm.") {
-        return Ok(Some(vec![Slot::T(y)]));
+        return Ok(Some(vec![Slot::Tensor(y)]));
     }
     // _fused_rms_norm also returns rstd, with the normalized dims kept as 1s.
     let mut stat_sizes = x.sizes[..axis].to_vec();
     stat_sizes.extend(std::iter::repeat_n(1, r - axis));
-    Ok(Some(vec![Slot::T(y), Slot::T(reshape(&rstd, &stat_sizes))]))
+    Ok(Some(vec![
+        Slot::Tensor(y),
+        Slot::Tensor(reshape(&rstd, &stat_sizes)),
+    ]))
 }

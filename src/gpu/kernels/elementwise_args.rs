@@ -7,7 +7,8 @@
 use super::index::{copy_into, encode_fill, word};
 use super::ints::{self, WOperand};
 use super::{
-    elementwise, elementwise_p, norm_dim, one, BinaryOp, CompareOp, Kc, Operand, Out, UnaryOp,
+    elementwise, elementwise_p, norm_dim, one, BinaryOp, CompareOp, KernelCtx, Operand, Out,
+    UnaryOp,
 };
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
@@ -39,7 +40,7 @@ pub(super) const INPLACE_CUSTOM: &[&str] = &[
     "aten.lerp",
 ];
 
-fn base_name(k: &Kc) -> String {
+fn base_name(k: &KernelCtx) -> String {
     k.target()
         .rsplit_once('.')
         .map_or("", |(o, _)| o)
@@ -48,7 +49,7 @@ fn base_name(k: &Kc) -> String {
 }
 
 /// Unary f32 ops with scalar arguments.
-pub(super) fn unary_args(k: &mut Kc) -> Out {
+pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -166,7 +167,7 @@ pub(super) fn unary_args(k: &mut Kc) -> Out {
 }
 
 /// pow.Scalar: a scalar base raised to a tensor.
-pub(super) fn pow_scalar(k: &mut Kc) -> Out {
+pub(super) fn pow_scalar(k: &mut KernelCtx) -> Out {
     let Some(e) = k.t("exponent") else {
         return Ok(None);
     };
@@ -187,7 +188,7 @@ pub(super) fn pow_scalar(k: &mut Kc) -> Out {
 }
 
 /// fmod.Tensor, lerp.Scalar, logaddexp on f32 tensors.
-pub(super) fn binary_named(k: &mut Kc) -> Out {
+pub(super) fn binary_named(k: &mut KernelCtx) -> Out {
     let op = base_name(k);
     if op == "aten.lerp" && k.is_tensor_arg("weight") {
         return lerp_tensor(k);
@@ -264,7 +265,7 @@ pub(super) fn binary_named(k: &mut Kc) -> Out {
 }
 
 /// lerp.Tensor: a tensor weight, all three operands of one float dtype.
-fn lerp_tensor(k: &mut Kc) -> Out {
+fn lerp_tensor(k: &mut KernelCtx) -> Out {
     let (Some(a), Some(e), Some(w)) = (k.t("self"), k.t("end"), k.t("weight")) else {
         return Ok(None);
     };
@@ -286,7 +287,7 @@ fn lerp_tensor(k: &mut Kc) -> Out {
 
 /// floor_divide / remainder of float tensors (torch's div_floor_floating and Python's
 /// modulo); remainder.Scalar_Tensor swaps the operands in the shader.
-pub(super) fn float_div_rem(k: &mut Kc, bop: BinaryOp) -> Out {
+pub(super) fn float_div_rem(k: &mut KernelCtx, bop: BinaryOp) -> Out {
     if !k.is_tensor_arg("self") {
         let (Some(b), Some(s)) = (k.t("other"), k.op.opt_scalar("self")?) else {
             return Ok(None);
@@ -336,7 +337,7 @@ pub(super) fn float_div_rem(k: &mut Kc, bop: BinaryOp) -> Out {
 }
 
 /// prelu: x > 0 ? x : w * x, the weight per channel (dim 1) or single.
-pub(super) fn prelu(k: &mut Kc) -> Out {
+pub(super) fn prelu(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(w)) = (k.t("self"), k.t("weight")) else {
         return Ok(None);
     };
@@ -375,7 +376,7 @@ pub(super) fn prelu(k: &mut Kc) -> Out {
 }
 
 /// glu: the first half of `dim` times the sigmoid of the second half.
-pub(super) fn glu(k: &mut Kc) -> Out {
+pub(super) fn glu(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -406,7 +407,7 @@ pub(super) fn glu(k: &mut Kc) -> Out {
 }
 
 /// isnan / isinf / isfinite / signbit of an f32 tensor (a bool output).
-pub(super) fn predicate(k: &mut Kc) -> Out {
+pub(super) fn predicate(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -455,7 +456,7 @@ pub(super) fn predicate(k: &mut Kc) -> Out {
 }
 
 /// masked_fill(self, mask, value): mask ? value : self, on words (every GPU dtype).
-pub(super) fn masked_fill(k: &mut Kc) -> Out {
+pub(super) fn masked_fill(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(mask)) = (k.t("self"), k.t("mask")) else {
         return Ok(None);
     };
@@ -490,7 +491,7 @@ pub(super) fn masked_fill(k: &mut Kc) -> Out {
 }
 
 /// where.ScalarSelf / ScalarOther / Scalar: a scalar side as a word.
-pub(super) fn where_scalar(k: &mut Kc) -> Out {
+pub(super) fn where_scalar(k: &mut KernelCtx) -> Out {
     let Some(c) = k.t("condition") else {
         return Ok(None);
     };
@@ -500,7 +501,7 @@ pub(super) fn where_scalar(k: &mut Kc) -> Out {
     if c.dtype != DType::Bool {
         return Ok(None);
     }
-    let side = |k: &mut Kc, name: &str| -> crate::error::Result<Option<WOperand>> {
+    let side = |k: &mut KernelCtx, name: &str| -> crate::error::Result<Option<WOperand>> {
         if k.is_tensor_arg(name) {
             return Ok(match k.t(name) {
                 Some(t) if t.dtype == dtype => Some(WOperand::T(t)),
@@ -509,7 +510,7 @@ pub(super) fn where_scalar(k: &mut Kc) -> Out {
                     if dtype == DType::F32 && (ints::is_int(t.dtype) || t.dtype == DType::Bool) =>
                 {
                     match ints::convert(k, &t, DType::F32)?.as_deref() {
-                        Some([Slot::T(f)]) => Some(WOperand::T(f.clone())),
+                        Some([Slot::Tensor(f)]) => Some(WOperand::T(f.clone())),
                         _ => None,
                     }
                 }
@@ -526,7 +527,7 @@ pub(super) fn where_scalar(k: &mut Kc) -> Out {
         (WOperand::T(a), b) => (a, b, 0),
         (WOperand::W(w), WOperand::T(b)) => (b, WOperand::W(w), 64),
         (WOperand::W(wa), WOperand::W(wb)) => {
-            let Some(Some(Slot::T(t))) =
+            let Some(Some(Slot::Tensor(t))) =
                 encode_fill(k, dtype, &[], 0, [wa, 0])?.map(|mut v: Vec<Slot>| v.pop())
             else {
                 return Ok(None);
@@ -555,7 +556,7 @@ fn inplace_target(x: &GTensor) -> bool {
 }
 
 /// fill_.Scalar: a fill, copied into `self`'s buffer.
-pub(super) fn fill_(k: &mut Kc) -> Out {
+pub(super) fn fill_(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -571,17 +572,18 @@ pub(super) fn fill_(k: &mut Kc) -> Out {
     let Some(w) = word(x.dtype, value) else {
         return Ok(None);
     };
-    let Some(Some(Slot::T(t))) = encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])?.map(|mut v| v.pop())
+    let Some(Some(Slot::Tensor(t))) =
+        encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])?.map(|mut v| v.pop())
     else {
         return Ok(None);
     };
     copy_into(k, &t, &x)?;
     lock(&x.cell).cpu_valid = false;
-    Ok(Some(vec![Slot::T(x)]))
+    Ok(Some(vec![Slot::Tensor(x)]))
 }
 
 /// copy_(self, src): `src` broadcast and converted to `self`'s dtype, copied into `self`.
-pub(super) fn copy_(k: &mut Kc) -> Out {
+pub(super) fn copy_(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(src)) = (k.t("self"), k.t("src")) else {
         return Ok(None);
     };
@@ -592,16 +594,16 @@ pub(super) fn copy_(k: &mut Kc) -> Out {
         return Ok(None);
     };
     // A fresh converted copy first: `src` may alias `self`.
-    let Some(Some(Slot::T(t))) = ints::convert(k, &s, x.dtype)?.map(|mut v| v.pop()) else {
+    let Some(Some(Slot::Tensor(t))) = ints::convert(k, &s, x.dtype)?.map(|mut v| v.pop()) else {
         return Ok(None);
     };
     copy_into(k, &t, &x)?;
     lock(&x.cell).cpu_valid = false;
-    Ok(Some(vec![Slot::T(x)]))
+    Ok(Some(vec![Slot::Tensor(x)]))
 }
 
 /// add / sub / mul with a Python number as `self` (decompositions write `1 - x`).
-pub(super) fn scalar_self(k: &mut Kc, op: BinaryOp) -> Out {
+pub(super) fn scalar_self(k: &mut KernelCtx, op: BinaryOp) -> Out {
     let Some(t) = k.t("other") else {
         return Ok(None);
     };
@@ -679,7 +681,7 @@ pub(super) fn scalar_self(k: &mut Kc, op: BinaryOp) -> Out {
 }
 
 /// addcmul / addcdiv(self, tensor1, tensor2, value): self + value * (t1 * t2 or t1 / t2).
-pub(super) fn addcmul(k: &mut Kc) -> Out {
+pub(super) fn addcmul(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(t1), Some(t2)) = (k.t("self"), k.t("tensor1"), k.t("tensor2")) else {
         return Ok(None);
     };
@@ -748,12 +750,12 @@ pub(super) fn addcmul(k: &mut Kc) -> Out {
 }
 
 /// type_as: `self` itself for the same dtype (as the CPU kernel), else a conversion.
-pub(super) fn type_as(k: &mut Kc) -> Out {
+pub(super) fn type_as(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(o)) = (k.t("self"), k.t("other")) else {
         return Ok(None);
     };
     if x.dtype == o.dtype {
-        return Ok(Some(vec![Slot::T(x)]));
+        return Ok(Some(vec![Slot::Tensor(x)]));
     }
     // (`convert` wraps a narrowing int conversion on store.)
     if x.dtype == DType::F16 || o.dtype == DType::F16 || !k.out_is(o.dtype) {
@@ -764,14 +766,14 @@ pub(super) fn type_as(k: &mut Kc) -> Out {
 
 /// clamp / clip with tensor bounds on f32 (an absent bound unbounded, a number bound read
 /// from the parameters): NaN in any operand gives NaN, as the CPU kernel.
-pub(super) fn clamp_tensor(k: &mut Kc) -> Out {
+pub(super) fn clamp_tensor(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
     if x.dtype != DType::F32 || !k.out_is(DType::F32) {
         return Ok(None);
     }
-    let bound = |k: &Kc, name: &str, none: f32| -> crate::error::Result<Option<Operand>> {
+    let bound = |k: &KernelCtx, name: &str, none: f32| -> crate::error::Result<Option<Operand>> {
         if k.is_tensor_arg(name) {
             return Ok(k.t(name).filter(|t| t.dtype == DType::F32).map(Operand::T));
         }
@@ -802,7 +804,7 @@ pub(super) fn clamp_tensor(k: &mut Kc) -> Out {
 }
 
 /// rrelu in eval mode: leaky_relu with the mean slope (lower + upper) / 2.
-pub(super) fn rrelu_eval(k: &mut Kc) -> Out {
+pub(super) fn rrelu_eval(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
@@ -837,10 +839,10 @@ pub(super) fn rrelu_eval(k: &mut Kc) -> Out {
     else {
         return Ok(None);
     };
-    let mut outs = vec![Slot::T(y)];
+    let mut outs = vec![Slot::Tensor(y)];
     if let Some(n) = noise {
         match ints::convert(k, &n, n.dtype)?.as_deref() {
-            Some([Slot::T(c)]) => outs.push(Slot::T(c.clone())),
+            Some([Slot::Tensor(c)]) => outs.push(Slot::Tensor(c.clone())),
             _ => return Ok(None),
         }
     }

@@ -1,0 +1,596 @@
+//! Elementwise kernels: unary, binary, comparison and `where` ops (broadcast, strided,
+//! type-promoted, f16 forms), their in-place forms, and the random ops written into `self`.
+
+use super::*;
+
+/// relu_, add_, hardswish_...: the elementwise kernels write into `self` directly (their
+/// `_ip` entries read and write each element through the output binding); otherwise the
+/// out-of-place kernel runs and its result is copied into `self`'s GPU buffer (a shader
+/// cannot read and write one buffer through two bindings: `x.add_(x)`, other kernels).
+/// Every view of `self`'s store sees the new values; its CPU copy becomes stale.
+pub(super) fn inplace(k: &mut KernelCtx) -> Out {
+    let Some(base) = inplace_base(k.target()) else {
+        return Ok(None);
+    };
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    // An expanded `self` (internal overlap) is an error in torch: leave it to the CPU kernel.
+    let overlap = x
+        .sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0);
+    // f32, or int tensors (num_batches_tracked += 1); comparisons write 0 / 1 in x's dtype.
+    let word_ok = ints::is_int(x.dtype);
+    // f16 only through the elementwise kernels' in-place entries (no f16 copy into self).
+    let f16 = x.dtype == DType::F16 && k.r.dev.f16_enabled();
+    if (x.dtype != DType::F32 && !word_ok && !f16) || !k.out_is(x.dtype) || overlap || !k.fits(&x) {
+        return Ok(None);
+    }
+    let other = if k.op.arg("exponent").is_some() {
+        "exponent"
+    } else {
+        "other"
+    };
+    if let Some(o) = k.t(other) {
+        if broadcast_shapes(&x.sizes, &o.sizes).as_deref() != Some(&x.sizes[..]) {
+            return Ok(None);
+        }
+    }
+    k.into = Some(x.clone());
+    let res = run(k, base);
+    k.into = None;
+    let Some(res) = res? else {
+        return Ok(None);
+    };
+    let [Slot::Tensor(t)] = &res[..] else {
+        return Ok(None);
+    };
+    if t.sizes != x.sizes {
+        return Ok(None);
+    }
+    if Arc::ptr_eq(&t.cell, &x.cell) {
+        // Written in place (the `_ip` entries).
+        lock(&x.cell).cpu_valid = false;
+        return Ok(Some(vec![Slot::Tensor(x)]));
+    }
+    if f16 {
+        return Ok(None);
+    }
+    let t = if t.dtype == x.dtype {
+        t.clone()
+    } else if t.dtype == DType::Bool && matches!(base, GpuOp::Compare(_)) {
+        match ints::convert(k, t, x.dtype)?.as_deref() {
+            Some([Slot::Tensor(c)]) => c.clone(),
+            _ => return Ok(None),
+        }
+    } else {
+        return Ok(None);
+    };
+    let t = &t;
+    index::copy_into(k, t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::Tensor(x)]))
+}
+
+/// uniform_ / normal_: the out-of-place draw (the CPU generator's stream, row-major as the
+/// CPU kernel fills), copied into `self`.
+pub(super) fn rand_inplace(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let overlap = x
+        .sizes
+        .iter()
+        .zip(&x.strides)
+        .any(|(&n, &s)| n > 1 && s == 0);
+    if x.dtype != DType::F32 || overlap || !k.fits(&x) {
+        return Ok(None);
+    }
+    let res = if k.target().starts_with("aten.exponential_") {
+        crate::gpu::random::exponential(k)?
+    } else {
+        crate::gpu::random::rand(k)?
+    };
+    let Some(res) = res else {
+        return Ok(None);
+    };
+    let [Slot::Tensor(t)] = &res[..] else {
+        return Ok(None);
+    };
+    index::copy_into(k, t, &x)?;
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::Tensor(x)]))
+}
+
+/// normal.Tensor_float(mean, std): mean + std * z, z from the randn stream in the mean's
+/// row-major order (as the CPU kernel draws).
+pub(super) fn normal_tensor_float(k: &mut KernelCtx) -> Out {
+    let Some(mean) = k.t("mean") else {
+        return Ok(None);
+    };
+    let std = k.op.float_or("std", 1.0)?;
+    if mean.dtype != DType::F32 || !k.out_is(DType::F32) || std < 0.0 || !k.fits(&mean) {
+        return Ok(None);
+    }
+    let Some(z) = crate::gpu::random::standard_normal(k, &mean.sizes)? else {
+        return Ok(None);
+    };
+    one(elementwise(
+        k,
+        BinaryOp::Add.variant(),
+        DType::F32,
+        &mean,
+        Some(&Operand::T(z)),
+        None,
+        std as f32,
+        0.0,
+    ))
+}
+
+/// dropout in eval mode (or p = 0): the input itself, as the CPU kernel returns it.
+pub(super) fn dropout(k: &mut KernelCtx) -> Out {
+    let name = if k.op.arg("input").is_some() {
+        "input"
+    } else {
+        "self"
+    };
+    let Some(x) = k.t(name) else {
+        return Ok(None);
+    };
+    if k.op.bool_or("train", true)? && k.op.float("p")? != 0.0 {
+        if k.target() == "aten.feature_dropout.default" {
+            return crate::gpu::random::feature_dropout(k);
+        }
+        return Ok(None);
+    }
+    Ok(Some(vec![Slot::Tensor(x)]))
+}
+
+/// The `b` operand: a tensor or a Python number.
+pub(super) enum Operand {
+    T(GTensor),
+    S(f32),
+}
+
+pub(super) fn operand(k: &KernelCtx, name: &str) -> Result<Option<Operand>> {
+    if k.is_tensor_arg(name) {
+        return Ok(k.t(name).map(Operand::T));
+    }
+    match k.op.opt_scalar(name)? {
+        Some(s) => Ok(Some(Operand::S(s.as_f64() as f32))),
+        None => Ok(None),
+    }
+}
+
+/// Encode an elementwise kernel: `a` (and `b`, `cond`) broadcast to the output shape.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn elementwise(
+    k: &mut KernelCtx,
+    v: Variant,
+    out_dtype: DType,
+    a: &GTensor,
+    b: Option<&Operand>,
+    cond: Option<&GTensor>,
+    alpha: f32,
+    beta: f32,
+) -> Result<Option<GTensor>> {
+    elementwise_p(k, v, out_dtype, a, b, cond, [alpha, beta, 0.0], 0)
+}
+
+/// [`elementwise`] with the third parameter `p1` and extra `flags` bits.
+#[allow(clippy::too_many_arguments)]
+pub(super) fn elementwise_p(
+    k: &mut KernelCtx,
+    v: Variant,
+    out_dtype: DType,
+    a: &GTensor,
+    b: Option<&Operand>,
+    cond: Option<&GTensor>,
+    params: [f32; 3],
+    flags: u32,
+) -> Result<Option<GTensor>> {
+    let [alpha, beta, p1] = params;
+    let mut shape = a.sizes.clone();
+    if let Some(Operand::T(b)) = b {
+        let Some(s) = broadcast_shapes(&shape, &b.sizes) else {
+            return Ok(None);
+        };
+        shape = s;
+    }
+    if let Some(c) = cond {
+        let Some(s) = broadcast_shapes(&shape, &c.sizes) else {
+            return Ok(None);
+        };
+        shape = s;
+    }
+    let a = a.expand_to(&shape);
+    let bt = match b {
+        Some(Operand::T(b)) => Some(b.expand_to(&shape)),
+        _ => None,
+    };
+    let c = cond.map(|c| c.expand_to(&shape));
+    let (Some(a), Some(bt), Some(c)) = (
+        a,
+        bt.map_or(Some(None), |x| x.map(Some)),
+        c.map_or(Some(None), |x| x.map(Some)),
+    ) else {
+        return Ok(None);
+    };
+    // f16 forms for float tensors: the float operands share `a`'s dtype; a comparison
+    // writes bool words. Other dtypes move as 32-bit words (the f32 form).
+    let v = if a.dtype == DType::F16 || out_dtype == DType::F16 {
+        let out_d = if out_dtype == DType::Bool {
+            a.dtype
+        } else {
+            out_dtype
+        };
+        let Some(e) = k.elems(a.dtype, out_d) else {
+            return Ok(None);
+        };
+        if bt.as_ref().is_some_and(|b| b.dtype != a.dtype) {
+            return Ok(None);
+        }
+        v.typed(e)
+    } else {
+        v
+    };
+    let numel: usize = shape.iter().product();
+    if shape.len() > MAX_RANK
+        || numel >= u32::MAX as usize
+        || !k.fits(&a)
+        || bt.as_ref().is_some_and(|b| !k.fits(b))
+        || c.as_ref().is_some_and(|c| !k.fits(c))
+    {
+        return Ok(None);
+    }
+    k.ensure(&a)?;
+    if let Some(b) = &bt {
+        k.ensure(b)?;
+    }
+    if let Some(c) = &c {
+        k.ensure(c)?;
+    }
+    // In place: `a` is the target itself and no other operand shares its buffer.
+    let into = k.into.take().filter(|x| {
+        matches!(v.entry, "unary" | "binary")
+            && flags & 4 == 0
+            && c.is_none()
+            && x.dtype == out_dtype
+            && x.sizes == shape
+            && Arc::ptr_eq(&x.cell, &a.cell)
+            && x.strides == a.strides
+            && x.offset == a.offset
+            && bt.as_ref().is_none_or(|b| !Arc::ptr_eq(&b.cell, &x.cell))
+    });
+    let out = match &into {
+        Some(x) => x.clone(),
+        None => k.new_out(out_dtype, &shape)?,
+    };
+    if numel == 0 {
+        return Ok(Some(out));
+    }
+    let (gx, gy, row) = grid(numel, 64);
+    let mut strides: Vec<&[usize]> = vec![&a.strides];
+    strides.extend(bt.iter().map(|b| &b.strides[..]));
+    strides.extend(c.iter().map(|c| &c.strides[..]));
+    let (cshape, cstrides) = coalesce(&shape, &strides);
+    let mut m = ElemMeta {
+        numel: numel as u32,
+        rank: cshape.len() as u32,
+        row,
+        shape: pad8(&cshape),
+        a_strides: pad8(&cstrides[0]),
+        alpha,
+        beta,
+        p1,
+        flags,
+        ..Default::default()
+    };
+    m.offsets[0] = a.offset as u32;
+    match (&bt, b) {
+        (Some(b), _) => {
+            m.b_strides = pad8(&cstrides[1]);
+            m.offsets[1] = b.offset as u32;
+        }
+        (None, Some(Operand::S(s))) => {
+            m.flags |= 1;
+            m.p0 = *s;
+        }
+        _ => {}
+    }
+    if let Some(c) = &c {
+        m.c_strides = pad8(cstrides.last().unwrap());
+        m.offsets[2] = c.offset as u32;
+    }
+    if into.is_some() {
+        let entry = match (v.entry, &bt) {
+            ("unary", _) => "unary_ip",
+            (_, Some(_)) => "binary_ip",
+            (_, None) => "binary_ip_s",
+        };
+        let vi = Variant { entry, ..v };
+        let mut bufs: Vec<(u32, &GTensor)> = vec![(1, &out)];
+        bufs.extend(bt.iter().map(|b| (3, b)));
+        k.dispatch(&vi, bytemuck::bytes_of(&m), &bufs, (gx, gy, 1))?;
+        return Ok(Some(out));
+    }
+    let out_binding = if v.entry == "compare" { 5 } else { 1 };
+    let mut bufs: Vec<(u32, &GTensor)> = vec![(out_binding, &out), (2, &a)];
+    if v.entry != "unary" {
+        // A scalar `b` still needs a bound buffer: the shader reads it only when flagged.
+        bufs.push((3, bt.as_ref().unwrap_or(&a)));
+    }
+    if let Some(c) = &c {
+        let binding = if matches!(v.entry, "lerp3" | "clamp3") {
+            4
+        } else {
+            6
+        };
+        bufs.push((binding, c));
+    }
+    k.dispatch(&v, bytemuck::bytes_of(&m), &bufs, (gx, gy, 1))?;
+    Ok(Some(out))
+}
+
+pub(super) fn binary(k: &mut KernelCtx, op: BinaryOp) -> Out {
+    let exp_name = if k.op.arg("exponent").is_some() {
+        "exponent"
+    } else {
+        "other"
+    };
+    let Some(mut a) = k.t("self") else {
+        return elementwise_args::scalar_self(k, op);
+    };
+    let Some(mut b) = operand(k, exp_name)? else {
+        return Ok(None);
+    };
+    // torch's promotion to an f32 result: int and bool tensor operands (int / int true
+    // division, int tensor times a float scalar, f32 minus int64...) are converted first.
+    let b_dtype = match &b {
+        Operand::T(t) => Some(t.dtype),
+        Operand::S(_) => None,
+    };
+    let word = |d: DType| d == DType::Bool || ints::is_int(d);
+    if k.out_is(DType::F32)
+        && (word(a.dtype) || b_dtype.is_some_and(word))
+        && [Some(a.dtype), b_dtype]
+            .iter()
+            .flatten()
+            .all(|&d| d == DType::F32 || word(d))
+        && k.op.opt_str("rounding_mode")?.is_none()
+    {
+        let Some(fa) = to_f32(k, &a)? else {
+            return Ok(None);
+        };
+        a = fa;
+        if let Operand::T(t) = &b {
+            let Some(fb) = to_f32(k, t)? else {
+                return Ok(None);
+            };
+            b = Operand::T(fb);
+        }
+    }
+    // bool + bool is `or`, bool * bool is `and` (torch's bool arithmetic).
+    if a.dtype == DType::Bool
+        && matches!(&b, Operand::T(t) if t.dtype == DType::Bool)
+        && k.out_is(DType::Bool)
+        && k.op.opt_scalar("alpha")?.is_none_or(|s| s.as_f64() == 1.0)
+    {
+        match op {
+            BinaryOp::Add => return ints::logical(k, ints::LogicalOp::Or),
+            BinaryOp::Mul => return ints::logical(k, ints::LogicalOp::And),
+            _ => {}
+        }
+    }
+    if !is_float(a.dtype) {
+        return ints::binary(k, op);
+    }
+    let d = a.dtype;
+    if !k.out_is(d) {
+        return Ok(None);
+    }
+    if let Operand::T(b) = &b {
+        if b.dtype != d {
+            return Ok(None);
+        }
+    }
+    let alpha = match k.op.opt_scalar("alpha")? {
+        Some(s) => s.as_f64() as f32,
+        None => 1.0,
+    };
+    let op = match k.op.opt_str("rounding_mode")?.as_deref() {
+        None => op,
+        Some("floor") if op == BinaryOp::Div => BinaryOp::FloorDiv,
+        Some("trunc") if op == BinaryOp::Div => BinaryOp::DivTrunc,
+        Some(_) => return Ok(None),
+    };
+    one(elementwise(
+        k,
+        op.variant(),
+        d,
+        &a,
+        Some(&b),
+        None,
+        alpha,
+        0.0,
+    ))
+}
+
+/// `t` as f32 (itself when it already is), converted on the GPU.
+pub(super) fn to_f32(k: &mut KernelCtx, t: &GTensor) -> Result<Option<GTensor>> {
+    if t.dtype == DType::F32 {
+        return Ok(Some(t.clone()));
+    }
+    Ok(match ints::convert(k, t, DType::F32)?.as_deref() {
+        Some([Slot::Tensor(x)]) => Some(x.clone()),
+        _ => None,
+    })
+}
+
+pub(super) fn compare(k: &mut KernelCtx, op: CompareOp) -> Out {
+    let Some(a) = k.t("self") else {
+        return Ok(None);
+    };
+    // An int tensor against a float number: torch compares in f32 (the promoted dtype).
+    let a = if ints::is_int(a.dtype)
+        && !k.is_tensor_arg("other")
+        && matches!(k.op.opt_scalar("other")?, Some(Scalar::Float(_)))
+    {
+        match to_f32(k, &a)? {
+            Some(af) => af,
+            None => return Ok(None),
+        }
+    } else {
+        a
+    };
+    if !is_float(a.dtype) {
+        return ints::compare(k, op);
+    }
+    let Some(b) = operand(k, "other")? else {
+        return Ok(None);
+    };
+    // lt_ and the other in-place comparisons (through `inplace`) declare self's dtype.
+    let inplace = k
+        .target()
+        .split('.')
+        .nth(1)
+        .is_some_and(|o| o.ends_with('_'));
+    if !k.out_is(DType::Bool) && !inplace {
+        return Ok(None);
+    }
+    if let Operand::T(b) = &b {
+        if b.dtype != a.dtype {
+            return Ok(None);
+        }
+    }
+    one(elementwise(
+        k,
+        op.variant(),
+        DType::Bool,
+        &a,
+        Some(&b),
+        None,
+        1.0,
+        0.0,
+    ))
+}
+
+pub(super) fn where_(k: &mut KernelCtx) -> Out {
+    let (Some(c), Some(a)) = (k.t("condition"), k.t("self")) else {
+        return Ok(None);
+    };
+    if !is_float(a.dtype) {
+        return ints::where_(k);
+    }
+    let Some(b) = operand(k, "other")? else {
+        return Ok(None);
+    };
+    let d = a.dtype;
+    if c.dtype != DType::Bool || !k.out_is(d) {
+        return Ok(None);
+    }
+    if matches!(&b, Operand::T(b) if b.dtype != d) {
+        return Ok(None);
+    }
+    one(elementwise(k, WHERE, d, &a, Some(&b), Some(&c), 1.0, 0.0))
+}
+
+pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    // The in-place forms (relu6_, elu_...) come here through `inplace`; clip is clamp.
+    let op = k
+        .target()
+        .rsplit_once('.')
+        .map_or("", |(o, _)| o)
+        .trim_end_matches('_')
+        .replace("aten.clip", "aten.clamp");
+    if op == "aten.clamp" && (k.is_tensor_arg("min") || k.is_tensor_arg("max")) {
+        return elementwise_args::clamp_tensor(k);
+    }
+    // relu6 / hardtanh of ints: a clamp with int bounds.
+    if ints::is_int(x.dtype) && k.out_is(x.dtype) {
+        let int = |v: i64| Some(Scalar::Int(v));
+        match op.as_str() {
+            "aten.relu6" => return ints::clamp_to(k, [int(0), int(6)]),
+            "aten.hardtanh" => {
+                let lo = k.op.opt_scalar("min_val")?.or(int(-1));
+                let hi = k.op.opt_scalar("max_val")?.or(int(1));
+                return ints::clamp_to(k, [lo, hi]);
+            }
+            _ => {}
+        }
+    }
+    // An int tensor clamped to float bounds: torch clamps its f32 conversion.
+    let x = if op == "aten.clamp"
+        && (ints::is_int(x.dtype) || x.dtype == DType::Bool)
+        && k.out_is(DType::F32)
+    {
+        match to_f32(k, &x)? {
+            Some(xf) => xf,
+            None => return Ok(None),
+        }
+    } else {
+        x
+    };
+    let int_clamp = ints::is_int(x.dtype) && op == "aten.clamp";
+    if (!is_float(x.dtype) || !k.out_is(x.dtype)) && !int_clamp {
+        return Ok(None);
+    }
+    let d = x.dtype;
+    let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
+    let (u, alpha, beta) = match op.as_str() {
+        "aten.gelu" => match k.op.opt_str("approximate")?.as_deref() {
+            None | Some("none") => (UnaryOp::Gelu, 1.0, 0.0),
+            Some("tanh") => (UnaryOp::GeluTanh, 1.0, 0.0),
+            Some(_) => return Ok(None),
+        },
+        "aten.clamp" if !is_float(x.dtype) => return ints::clamp(k),
+        "aten.clamp" => {
+            if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
+                return Ok(None);
+            }
+            (
+                UnaryOp::Clamp,
+                f(k.op.opt_scalar("min")?, f64::NEG_INFINITY),
+                f(k.op.opt_scalar("max")?, f64::INFINITY),
+            )
+        }
+        "aten.hardtanh" => (
+            UnaryOp::Clamp,
+            f(k.op.opt_scalar("min_val")?, -1.0),
+            f(k.op.opt_scalar("max_val")?, 1.0),
+        ),
+        "aten.relu6" => (UnaryOp::Clamp, 0.0, 6.0),
+        "aten.leaky_relu" => (
+            UnaryOp::LeakyRelu,
+            f(k.op.opt_scalar("negative_slope")?, 0.01),
+            0.0,
+        ),
+        "aten.elu" => {
+            let scale = f(k.op.opt_scalar("scale")?, 1.0);
+            let input_scale = f(k.op.opt_scalar("input_scale")?, 1.0);
+            let alpha = f(k.op.opt_scalar("alpha")?, 1.0);
+            return one(elementwise_p(
+                k,
+                UnaryOp::Elu.variant(),
+                d,
+                &x,
+                None,
+                None,
+                [alpha * scale, input_scale, scale],
+                0,
+            ));
+        }
+        "aten.softplus" => (
+            UnaryOp::Softplus,
+            f(k.op.opt_scalar("beta")?, 1.0),
+            f(k.op.opt_scalar("threshold")?, 20.0),
+        ),
+        _ => return Ok(None),
+    };
+    one(elementwise(k, u.variant(), d, &x, None, None, alpha, beta))
+}

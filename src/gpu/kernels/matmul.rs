@@ -1,0 +1,246 @@
+//! Matrix products: `mm`/`bmm`/`matmul`, `addmm`, `linear`; the scalar 4x4 and vec4
+//! (matmul4.wgsl) forms.
+
+use super::*;
+
+/// (batch, row, col) strides and offset of a rank-2 or rank-3 view (batch stride 0 for 2-D).
+pub(super) fn mat_strides(t: &GTensor) -> [u32; 4] {
+    let r = t.rank();
+    let b = if r == 3 { t.strides[0] } else { 0 };
+    [
+        b as u32,
+        t.strides[r - 2] as u32,
+        t.strides[r - 1] as u32,
+        t.offset as u32,
+    ]
+}
+
+/// The checks and uploads every matrix-multiply dispatch shares: A, B and C within a binding,
+/// a grid of `tile` x `tile` outputs per workgroup within the device's limits, and the
+/// operands on the GPU. Returns the output sizes ([B, M, N], or [M, N] for a 2-D A).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn matmul_operands(
+    k: &mut KernelCtx,
+    a: &GTensor,
+    bm: &GTensor,
+    c: Option<&GTensor>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    tile: usize,
+) -> Result<Option<Vec<usize>>> {
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
+    if !k.fits(a)
+        || !k.fits(bm)
+        || c.is_some_and(|c| !k.fits(c))
+        || batch > maxg
+        || m.div_ceil(tile) > maxg
+        || n.div_ceil(tile) > maxg
+    {
+        return Ok(None);
+    }
+    k.ensure(a)?;
+    k.ensure(bm)?;
+    if let Some(c) = c {
+        k.ensure(c)?;
+    }
+    Ok(Some(if a.rank() == 3 {
+        vec![batch, m, n]
+    } else {
+        vec![m, n]
+    }))
+}
+
+/// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
+#[allow(clippy::too_many_arguments)]
+pub(super) fn encode_matmul(
+    k: &mut KernelCtx,
+    a: &GTensor,
+    bm: &GTensor,
+    c: Option<&GTensor>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    kk: usize,
+    alpha: f32,
+    beta: f32,
+) -> Result<Option<GTensor>> {
+    let Some(sizes) = matmul_operands(k, a, bm, c, batch, m, n, 32)? else {
+        return Ok(None);
+    };
+    let Some(mut elems) = k.elems(a.dtype, a.dtype) else {
+        return Ok(None);
+    };
+    if bm.dtype != a.dtype || c.is_some_and(|c| c.dtype != a.dtype) {
+        return Ok(None);
+    }
+    if elems == Elems::F16 && crate::backends::allow_f16_reduced_precision() {
+        elems = Elems::F16Acc;
+    }
+    let out = k.new_out(a.dtype, &sizes)?;
+    if batch * m * n == 0 {
+        return Ok(Some(out));
+    }
+    let meta = MatmulMeta {
+        m: m as u32,
+        n: n as u32,
+        k: kk as u32,
+        flags: c.is_some() as u32,
+        a: mat_strides(a),
+        b: mat_strides(bm),
+        c: c.map(mat_strides).unwrap_or_default(),
+        alpha,
+        beta,
+        _p: [0.0; 2],
+    };
+    // The vec4 forms (matmul4.wgsl): f32, K contiguous in A and in B (`mm_kk`) or N
+    // contiguous in B (`mm_kn`), every stride, offset, K (and N for `mm_kn`) a multiple of 4.
+    if elems == Elems::F32 && kk % 4 == 0 && meta.a[2] == 1 && matmul4_enabled() {
+        let (av, bv) = (meta.a, meta.b);
+        let a4 = [av[0], av[1], av[3]].iter().all(|s| s % 4 == 0);
+        let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
+        let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
+        if a4 && (kk_form || kn_form) {
+            let v = MATMUL4[usize::from(!kk_form)];
+            let groups = (
+                n.div_ceil(8 * MM4_COLS) as u32,
+                m.div_ceil(8 * MM4_ROWS) as u32,
+                batch as u32,
+            );
+            let bufs = [(1, &out), (2, a), (3, bm), (4, c.unwrap_or(a))];
+            k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, groups)?;
+            return Ok(Some(out));
+        }
+    }
+    // 8x8 invocations of 4x4 outputs each (shaders/matmul.wgsl).
+    let groups = (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32);
+    match c {
+        Some(c) => k.dispatch(
+            &MATMUL_BIAS.typed(elems),
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, a), (3, bm), (4, c)],
+            groups,
+        )?,
+        None => k.dispatch(
+            &MATMUL.typed(elems),
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, a), (3, bm)],
+            groups,
+        )?,
+    }
+    Ok(Some(out))
+}
+
+/// All f32, or all f16 (matmul operands; the output has their dtype).
+pub(super) fn same_float(ts: &[&GTensor]) -> bool {
+    ts.first()
+        .is_some_and(|f| is_float(f.dtype) && ts.iter().all(|t| t.dtype == f.dtype))
+}
+
+/// mm, bmm, and matmul of 2-D/3-D operands with matching batch.
+pub(super) fn matmul(k: &mut KernelCtx) -> Out {
+    let other = if k.op.arg("mat2").is_some() {
+        "mat2"
+    } else {
+        "other"
+    };
+    let (Some(a), Some(b)) = (k.t("self"), k.t(other)) else {
+        return Ok(None);
+    };
+    if !same_float(&[&a, &b]) || !k.out_is(a.dtype) {
+        return Ok(None);
+    }
+    match (a.rank(), b.rank()) {
+        (2, 2) if a.sizes[1] == b.sizes[0] => one(encode_matmul(
+            k, &a, &b, None, 1, a.sizes[0], b.sizes[1], a.sizes[1], 1.0, 0.0,
+        )),
+        (3, 3) if a.sizes[0] == b.sizes[0] && a.sizes[2] == b.sizes[1] => one(encode_matmul(
+            k, &a, &b, None, a.sizes[0], a.sizes[1], b.sizes[2], a.sizes[2], 1.0, 0.0,
+        )),
+        // [B, M, K] @ [K, N]: the 2-D operand broadcast over the batch (batch stride 0).
+        (3, 2) if a.sizes[2] == b.sizes[0] => {
+            let bb = b.view(
+                vec![a.sizes[0], b.sizes[0], b.sizes[1]],
+                vec![0, b.strides[0], b.strides[1]],
+                b.offset,
+            );
+            one(encode_matmul(
+                k, &a, &bb, None, a.sizes[0], a.sizes[1], b.sizes[1], a.sizes[2], 1.0, 0.0,
+            ))
+        }
+        _ => Ok(None),
+    }
+}
+
+/// addmm(self, mat1, mat2, beta, alpha) = beta * self + alpha * mat1 @ mat2.
+pub(super) fn addmm(k: &mut KernelCtx) -> Out {
+    let (Some(c), Some(a), Some(b)) = (k.t("self"), k.t("mat1"), k.t("mat2")) else {
+        return Ok(None);
+    };
+    if !same_float(&[&a, &b, &c]) || !k.out_is(a.dtype) || a.rank() != 2 || b.rank() != 2 {
+        return Ok(None);
+    }
+    let (m, kk, n) = (a.sizes[0], a.sizes[1], b.sizes[1]);
+    if b.sizes[0] != kk {
+        return Ok(None);
+    }
+    let Some(cb) = c.expand_to(&[m, n]) else {
+        return Ok(None);
+    };
+    let beta = k.op.float_or("beta", 1.0)? as f32;
+    let alpha = k.op.float_or("alpha", 1.0)? as f32;
+    one(encode_matmul(
+        k,
+        &a,
+        &b,
+        Some(&cb),
+        1,
+        m,
+        n,
+        kk,
+        alpha,
+        beta,
+    ))
+}
+
+/// linear(input [..., K], weight [N, K], bias [N]?) = input @ weight^T + bias.
+pub(super) fn linear(k: &mut KernelCtx) -> Out {
+    let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
+        return Ok(None);
+    };
+    let bias = k.t("bias");
+    if !same_float(&[&x, &w]) || bias.as_ref().is_some_and(|b| b.dtype != x.dtype) {
+        return Ok(None);
+    }
+    if !k.out_is(x.dtype) || x.rank() == 0 || w.rank() != 2 {
+        return Ok(None);
+    }
+    let kk = x.sizes[x.rank() - 1];
+    let n = w.sizes[0];
+    if w.sizes[1] != kk
+        || bias
+            .as_ref()
+            .is_some_and(|b| b.rank() != 1 || b.sizes[0] != n)
+    {
+        return Ok(None);
+    }
+    let lead: Vec<usize> = x.sizes[..x.rank() - 1].to_vec();
+    let m: usize = lead.iter().product();
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let a = xc.view(vec![m, kk], vec![kk, 1], xc.offset);
+    let wt = w.view(vec![kk, n], vec![w.strides[1], w.strides[0]], w.offset);
+    let c = bias.map(|b| b.view(vec![m, n], vec![0, b.strides[0]], b.offset));
+    let Some(out) = encode_matmul(k, &a, &wt, c.as_ref(), 1, m, n, kk, 1.0, 1.0)? else {
+        return Ok(None);
+    };
+    let mut sizes = lead;
+    sizes.push(n);
+    let st = contiguous_strides(&sizes);
+    Ok(Some(vec![Slot::Tensor(out.view(sizes, st, 0))]))
+}

@@ -1,0 +1,264 @@
+//! Kernel parameter structs (the uniform blocks the shaders read), the op codes of the
+//! elementwise and reduction shaders, and the shader variants the kernels of this module
+//! dispatch.
+
+use super::*;
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct ElemMeta {
+    pub numel: u32,
+    pub rank: u32,
+    pub row: u32,
+    pub flags: u32,
+    pub shape: [u32; 8],
+    pub a_strides: [u32; 8],
+    pub b_strides: [u32; 8],
+    pub c_strides: [u32; 8],
+    pub offsets: [u32; 4],
+    pub alpha: f32,
+    pub beta: f32,
+    pub p0: f32,
+    pub p1: f32,
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct MatmulMeta {
+    pub m: u32,
+    pub n: u32,
+    pub k: u32,
+    pub flags: u32,
+    /// (batch, row, col) strides and offset of A, B and C.
+    pub a: [u32; 4],
+    pub b: [u32; 4],
+    pub c: [u32; 4],
+    pub alpha: f32,
+    pub beta: f32,
+    pub _p: [f32; 2],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct RowMeta {
+    pub rows: u32,
+    pub cols: u32,
+    pub row: u32,
+    pub flags: u32,
+    pub eps: f32,
+    pub _p: [f32; 3],
+}
+
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+pub struct ReduceMeta {
+    pub n_out: u32,
+    pub n_red: u32,
+    pub kept_rank: u32,
+    pub red_rank: u32,
+    pub kept_shape: [u32; 8],
+    pub kept_strides: [u32; 8],
+    pub red_shape: [u32; 8],
+    pub red_strides: [u32; 8],
+    pub offset: u32,
+    pub row: u32,
+    pub scale: f32,
+    /// `stats` norm: the order p.
+    pub p: f32,
+}
+
+macro_rules! op_enum {
+    ($name:ident, $shader:expr, $entry:expr, $const:expr, [$($v:ident = $n:expr),* $(,)?]) => {
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name { $($v = $n),* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            pub fn variant(self) -> Variant {
+                Variant::with($shader, $entry, $const, self as u32)
+            }
+        }
+    };
+}
+
+// Codes match the `switch OP` arms of shaders/elementwise.wgsl.
+op_enum!(
+    UnaryOp,
+    Shader::Elementwise,
+    "unary",
+    "OP",
+    [
+        Copy = 0,
+        Neg = 1,
+        Relu = 2,
+        Sigmoid = 3,
+        Tanh = 4,
+        Exp = 5,
+        Log = 6,
+        Sqrt = 7,
+        Rsqrt = 8,
+        Abs = 9,
+        Gelu = 10,
+        GeluTanh = 11,
+        Silu = 12,
+        Sin = 13,
+        Cos = 14,
+        Reciprocal = 15,
+        Affine = 16,
+        PowScalar = 17,
+        Clamp = 18,
+        LeakyRelu = 19,
+        Erf = 20,
+        Floor = 21,
+        Ceil = 22,
+        Hardsigmoid = 23,
+        Hardswish = 24,
+        Sign = 25,
+        Elu = 26,
+        Softplus = 27,
+        Square = 28,
+        Log1p = 29,
+        Expm1 = 30,
+        Round = 31,
+        Trunc = 32,
+        Frac = 33,
+        Atan = 34,
+        Tan = 35,
+        Sinh = 36,
+        Cosh = 37,
+        Asin = 38,
+        Acos = 39,
+        Asinh = 40,
+        Acosh = 41,
+        Atanh = 42,
+        Erfc = 43,
+        Log10 = 44,
+        Log2 = 45,
+        Exp2 = 46,
+        Logit = 47,
+        NanToNum = 48,
+        Threshold = 49,
+        Hardshrink = 50,
+        Softshrink = 51,
+        LogSigmoid = 52,
+        Mish = 53,
+        RoundDecimals = 54,
+        Erfinv = 55,
+        PowScalarBase = 56,
+        FmodScalar = 57,
+    ]
+);
+op_enum!(
+    BinaryOp,
+    Shader::Elementwise,
+    "binary",
+    "OP",
+    [
+        Add = 0,
+        Sub = 1,
+        Mul = 2,
+        Div = 3,
+        Maximum = 4,
+        Minimum = 5,
+        Pow = 6,
+        Rsub = 7,
+        Fmod = 8,
+        Lerp = 9,
+        LogAddExp = 10,
+        Prelu = 11,
+        Glu = 12,
+        Fmax = 13,
+        Fmin = 14,
+        Atan2 = 15,
+        Hypot = 16,
+        Xlogy = 17,
+        Remainder = 18,
+        FloorDiv = 19,
+        DivTrunc = 20,
+    ]
+);
+op_enum!(
+    CompareOp,
+    Shader::Elementwise,
+    "compare",
+    "OP",
+    [
+        Eq = 0,
+        Ne = 1,
+        Lt = 2,
+        Le = 3,
+        Gt = 4,
+        Ge = 5,
+        IsNan = 6,
+        IsInf = 7,
+        IsFinite = 8,
+        SignBit = 9,
+    ]
+);
+op_enum!(
+    ReduceOp,
+    Shader::Reduce,
+    "reduce",
+    "OP",
+    [Sum = 0, Max = 1, Min = 2]
+);
+
+impl ReduceOp {
+    /// The int / bool variant (`reduce_i`, an int output).
+    pub fn int_variant(self) -> Variant {
+        Variant::with(Shader::Reduce, "reduce_i", "OP", self as u32)
+    }
+}
+
+pub const WHERE: Variant = Variant::new(Shader::Elementwise, "where_");
+/// lerp with a tensor weight (bound as `c`, read through `c_strides`).
+pub const LERP3: Variant = Variant::new(Shader::Elementwise, "lerp3");
+/// clamp with tensor bounds (the upper one bound as `c`).
+pub const CLAMP3: Variant = Variant::new(Shader::Elementwise, "clamp3");
+pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
+pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
+/// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`FORM` 0) or along N
+/// (`FORM` 1).
+pub const MATMUL4: [Variant; 2] = [
+    Variant::with(Shader::Matmul4, "mm4", "FORM", 0),
+    Variant::with(Shader::Matmul4, "mm4", "FORM", 1),
+];
+/// Whether the vec4 matmul forms are used (`PT2WEB_MATMUL4=0` turns them off natively, to
+/// compare).
+pub(super) fn matmul4_enabled() -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var("PT2WEB_MATMUL4").as_deref() == Ok("0") {
+        return false;
+    }
+    true
+}
+
+/// Rows and columns of one invocation's block in matmul4.wgsl (an 8x8 workgroup).
+pub(super) const MM4_ROWS: usize = 8;
+pub(super) const MM4_COLS: usize = 4;
+pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
+pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
+/// Softmax whose fully masked (all -inf) rows are zeros (attention).
+pub const SAFE_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 2);
+/// Rows up to this long run one invocation per row (`softmax_row`, no barriers).
+pub const SHORT_ROW: usize = 1024;
+
+/// The softmax variant for rows of `cols` (`v` is one of the `softmax` variants) and its
+/// grid: a 64-thread workgroup per row for long rows, one invocation per row for short.
+pub(crate) fn softmax_dispatch(v: Variant, rows: usize, cols: usize) -> (Variant, (u32, u32, u32)) {
+    if cols <= SHORT_ROW {
+        let (gx, gy, row) = grid(rows, 64);
+        (
+            Variant {
+                entry: "softmax_row",
+                ..v
+            },
+            (gx, gy, row),
+        )
+    } else {
+        let (gx, gy, _) = grid(rows, 1);
+        (v, (gx, gy, gx))
+    }
+}
+pub const LAYER_NORM: Variant = Variant::new(Shader::Rows, "layer_norm");
+/// Layer norm with one invocation per row (rows up to [`SHORT_ROW`] long).
+pub const LAYER_NORM_ROW: Variant = Variant::new(Shader::Rows, "layer_norm_row");
