@@ -59,23 +59,25 @@ pub(crate) fn check_device(device: &str) -> Result<(), String> {
 
 /// The engine a run uses.
 pub(crate) enum Engine {
-    Cpu(Session),
+    Cpu(Box<Session>),
     Gpu(Box<pt2web::gpu::GpuSession>),
 }
 
 impl Engine {
     pub(crate) fn new(p: Program, device: &str, backend: &str) -> Result<Engine, String> {
         match device {
-            "cpu" => Session::new(p).map(Engine::Cpu).map_err(|e| e.to_string()),
+            "cpu" => Session::new(p)
+                .map(|s| Engine::Cpu(Box::new(s)))
+                .map_err(|e| e.to_string()),
             "gpu" | "auto" => {
                 let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
                 match pt2web::gpu::GpuDevice::open(b, None) {
                     Ok(d) => pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
                         .map(|s| Engine::Gpu(Box::new(s)))
                         .map_err(|e| e.to_string()),
-                    Err(_) if device == "auto" => {
-                        Session::new(p).map(Engine::Cpu).map_err(|e| e.to_string())
-                    }
+                    Err(_) if device == "auto" => Session::new(p)
+                        .map(|s| Engine::Cpu(Box::new(s)))
+                        .map_err(|e| e.to_string()),
                     Err(e) => Err(format!("--device gpu: {e}")),
                 }
             }

@@ -42,7 +42,7 @@ fn get(o: &JsValue, key: &str) -> Result<JsValue, JsValue> {
 /// The backend a model runs on.
 enum Engine {
     /// The CPU backend (WASM SIMD).
-    Cpu(Session),
+    Cpu(Box<Session>),
     /// WebGPU through wgpu, with CPU fallback per op.
     Gpu(Box<GpuSession>),
 }
@@ -469,7 +469,7 @@ impl WasmModel {
         let (p, info, names) = open_program(bytes, program.as_deref())?;
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Engine::Cpu(session))),
+            engine: Rc::new(RefCell::new(Engine::Cpu(Box::new(session)))),
             info,
             names,
         })

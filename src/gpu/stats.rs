@@ -1,0 +1,83 @@
+//! Counters of a GPU run and of a prepare pass.
+
+use std::collections::BTreeMap;
+
+/// Counters of one run (`pt2web run --json` prints them).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunStats {
+    /// Command buffers submitted.
+    pub submits: u64,
+    /// Buffers created from the driver (pool misses).
+    pub buffer_allocations: u64,
+    /// Compute pipelines created (cache misses).
+    pub pipelines_created: u64,
+    /// Bind groups created (cache misses; see the device module's doc).
+    pub bind_groups_created: u64,
+    /// Dispatches encoded.
+    pub dispatches: u64,
+    /// Most bytes of pt2web's buffers in use at once during the run (weights included). A
+    /// replayed run reports its recording's: the same buffers hold the same tensors at the
+    /// same points (the device's own peak, `max_memory_allocated`, counts every buffer of
+    /// the tape as taken for the whole replay).
+    pub peak_bytes: u64,
+    /// The largest kernel scratch buffer of the run (a convolution's `im2col` columns): memory
+    /// the graph's liveness does not see.
+    pub workspace_bytes: u64,
+    /// Nodes run by a GPU kernel.
+    pub gpu_nodes: u64,
+    /// View nodes handled as GPU metadata (no data moved).
+    pub view_nodes: u64,
+    /// Nodes run by their CPU kernel, by target.
+    pub fallbacks: BTreeMap<String, u64>,
+    /// Stores uploaded to / downloaded from the GPU.
+    pub uploads: u64,
+    pub downloads: u64,
+    /// Steps of the Plan the run walked (nodes of the program's graph).
+    pub plan_steps: u64,
+    /// Host time of the run outside waits for the GPU, microseconds: input checks,
+    /// encoding every node, uploads, submits and copying outputs out.
+    pub host_us: u64,
+    /// Time spent waiting for the GPU (readbacks), microseconds.
+    pub wait_us: u64,
+    /// Whether the run replayed a recorded tape of dispatches (see `gpu::tape`).
+    pub replayed: bool,
+}
+
+impl RunStats {
+    pub fn fallback_nodes(&self) -> u64 {
+        self.fallbacks.values().sum()
+    }
+    pub fn add(&mut self, o: &RunStats) {
+        self.submits += o.submits;
+        self.buffer_allocations += o.buffer_allocations;
+        self.pipelines_created += o.pipelines_created;
+        self.bind_groups_created += o.bind_groups_created;
+        self.dispatches += o.dispatches;
+        self.peak_bytes = self.peak_bytes.max(o.peak_bytes);
+        self.workspace_bytes = self.workspace_bytes.max(o.workspace_bytes);
+        self.gpu_nodes += o.gpu_nodes;
+        self.view_nodes += o.view_nodes;
+        self.uploads += o.uploads;
+        self.downloads += o.downloads;
+        self.plan_steps += o.plan_steps;
+        self.host_us += o.host_us;
+        self.wait_us += o.wait_us;
+        for (k, v) in &o.fallbacks {
+            *self.fallbacks.entry(k.clone()).or_default() += v;
+        }
+    }
+}
+
+/// What [`GpuSession::prepare`] did.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PrepareStats {
+    /// Wall time of the prepare call (Plan, meta pass, pipeline and bind-group creation).
+    pub prepare_ms: f64,
+    /// Compute pipelines and bind groups it created.
+    pub pipelines_created: u64,
+    pub bind_groups_created: u64,
+    /// Steps of the program's Plan.
+    pub plan_steps: u64,
+    /// Where the prepare pass stopped before the end of the graph, if it did.
+    pub stopped: Option<String>,
+}
