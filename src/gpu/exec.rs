@@ -245,6 +245,10 @@ impl GpuSession {
                 break;
             }
         }
+        // Wait until the device has processed what the pass created: the browser's GPU
+        // process compiles a pipeline when it gets to its creation, so prepare (not the
+        // first run) pays for that compilation.
+        dev.synchronize_async().await?;
         self.cpu.run_state.rng = rng;
         self.cpu.run_state.profiler = profiler;
         self.cpu.run_state.nodes_run = nodes_run;
