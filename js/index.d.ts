@@ -184,6 +184,8 @@ export interface RunStats {
   /** Whether the run replayed the dispatches recorded from earlier identical runs (no
    * kernel code ran on the host; see the README's GPU backend section). */
   replayed: boolean;
+  /** What became of the run for replaying: 'replayed', 'recorded: ...' or why not. */
+  tape: string | null;
 }
 
 export interface GpuProperties {

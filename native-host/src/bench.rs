@@ -187,7 +187,7 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
         "fallbacks": s.fallbacks, "uploads": s.uploads, "downloads": s.downloads,
         "plan_steps": s.plan_steps, "host_ms": s.host_us as f64 / 1e3,
-        "wait_ms": s.wait_us as f64 / 1e3, "replayed": s.replayed,
+        "wait_ms": s.wait_us as f64 / 1e3, "replayed": s.replayed, "tape": s.tape,
     })
 }
 

@@ -306,6 +306,7 @@ impl GpuSession {
             host_us,
             wait_us: done.wait_us,
             replayed: true,
+            tape: Some("replayed"),
             ..Default::default()
         };
         self.total_stats.add(&stats);
@@ -320,6 +321,10 @@ impl GpuSession {
         dry: bool,
     ) -> Result<Vec<Slot>> {
         let run_start = crate::runtime::profile::now_ms();
+        // Nothing is encoded between runs, so every buffer freed since the last submit is
+        // reusable by uploads too: each run starts from the whole free pool, and picks the
+        // same buffers as the run before (which is what lets a recording repeat).
+        self.device.recycle();
         // In the browser, validation errors arrive asynchronously: catch this run's in a
         // scope so they fail this run, not a later one (natively the uncaptured-error
         // handler is checked after every submit).
@@ -503,7 +508,15 @@ impl GpuSession {
         r.stats.plan_steps = plan.steps as u64;
         r.stats.host_us = (((crate::runtime::profile::now_ms() - run_start) * 1e3) as u64)
             .saturating_sub(r.stats.wait_us);
-        let stats = std::mem::take(&mut r.stats);
+        let mut stats = std::mem::take(&mut r.stats);
+        stats.tape = Some(match (replayable, cpu_inputs.is_some(), record) {
+            (false, ..) => {
+                "not recorded: state written back, keepOnGpu, profiling or deterministic mode"
+            }
+            (true, false, _) => "not recorded: GPU-resident inputs",
+            (true, true, false) => "not recorded: this signature's runs did not repeat",
+            (true, true, true) => "recorded",
+        });
         if let Some(rec) = r.rec.take() {
             let user_outs: Vec<&Slot> = p
                 .outputs
@@ -528,7 +541,12 @@ impl GpuSession {
                     )
                 })
                 .flatten();
-            self.tapes.recorded(recorded);
+            let note = if clean {
+                self.tapes.recorded(recorded)
+            } else {
+                "not recorded: a fallback, a readback or a host check of tensor data"
+            };
+            stats.tape = Some(note);
         }
         drop(held_inputs);
         self.ident.retain(|_, w| w.strong_count() > 0);

@@ -41,6 +41,8 @@ pub struct RunStats {
     pub wait_us: u64,
     /// Whether the run replayed a recorded tape of dispatches (see `gpu::tape`).
     pub replayed: bool,
+    /// What the tape machinery made of the run: replayed, recorded, or why neither.
+    pub tape: Option<&'static str>,
 }
 
 impl RunStats {

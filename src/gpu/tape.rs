@@ -473,15 +473,17 @@ impl Tapes {
             && self.tape.as_ref().is_none_or(|t| &t.signature != sig)
     }
     /// A recorded run (None: it could not be replayed).
-    pub fn recorded(&mut self, rec: Option<Tape>) {
+    /// Returns what became of it (`RunStats::tape`).
+    pub fn recorded(&mut self, rec: Option<Tape>) -> &'static str {
         let Some(rec) = rec else {
             self.candidate = None;
-            return;
+            return "not replayable: an upload or an output the tape cannot hold";
         };
         match self.candidate.take() {
             Some(prev) if prev.same_as(&rec) => {
                 self.unstable.retain(|(s, _)| *s != rec.signature);
                 self.tape = Some(std::sync::Arc::new(rec));
+                "recorded: the next run replays"
             }
             Some(prev) if prev.signature == rec.signature => {
                 match self.unstable.iter_mut().find(|(s, _)| *s == rec.signature) {
@@ -494,8 +496,12 @@ impl Tapes {
                     }
                 }
                 self.candidate = Some(rec);
+                "recorded: differs from the last run's"
             }
-            _ => self.candidate = Some(rec),
+            _ => {
+                self.candidate = Some(rec);
+                "recorded: waiting for a run that repeats it"
+            }
         }
     }
     pub fn drop_tape(&mut self) {

@@ -645,7 +645,7 @@ impl WasmModel {
             "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),
             "fallbacks": st.fallbacks, "uploads": st.uploads, "downloads": st.downloads,
             "planSteps": st.plan_steps, "hostMs": st.host_us as f64 / 1e3,
-            "waitMs": st.wait_us as f64 / 1e3, "replayed": st.replayed,
+            "waitMs": st.wait_us as f64 / 1e3, "replayed": st.replayed, "tape": st.tape,
         }))
     }
 

@@ -104,14 +104,21 @@ test('auto picks WebGPU where Chromium has an adapter', async () => {
 });
 
 test('WebGPU prepare: pipelines created before the first run, same outputs, clear errors', async () => {
+  // Each page has its own WebGPU device (and pipeline cache): one prepares, one does not.
+  const input = () => Array.from({ length: 5 * 16 }, (_, i) => Math.cos(i));
+  const plainPage = await newPage();
+  const plain = await plainPage.page.evaluate(async (xs) => {
+    const { load, tensor } = await import('/js/index.js');
+    const m = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
+    const out = (await m.run([tensor(Float32Array.from(xs), [5, 16])]))[0];
+    const stats = m.lastRunStats();
+    m.dispose();
+    return { data: Array.from(out.data), stats };
+  }, input());
   const { page, errors } = await newPage();
-  const r = await page.evaluate(async () => {
+  const r = await page.evaluate(async ({ xs, want }) => {
     const { load, tensor, Pt2WebError } = await import('/js/index.js');
-    const x = [tensor(Float32Array.from({ length: 5 * 16 }, (_, i) => Math.cos(i)), [5, 16])];
-    const plain = await load('/fixtures/dyn_batch.pt2', { device: 'webgpu' });
-    const want = (await plain.run(x))[0];
-    const wantStats = plain.lastRunStats();
-    plain.dispose();
+    const x = [tensor(Float32Array.from(xs), [5, 16])];
     // Dynamic batch: `prepare: true` cannot guess it and says so; the shapes do.
     let noShape = null;
     try { await load('/fixtures/dyn_batch.pt2', { device: 'webgpu', prepare: true }); } catch (e) { noShape = `${e instanceof Pt2WebError} ${e.code} ${e.message}`; }
@@ -122,22 +129,27 @@ test('WebGPU prepare: pipelines created before the first run, same outputs, clea
     const first = m.lastRunStats();
     let guard = null;
     try { await m.prepare({ x: [65, 16] }); } catch (e) { guard = `${e instanceof Pt2WebError} ${e.code}`; }
-    const again = (await m.run(x))[0];
-    const same = got.data.every((v, i) => v === want.data[i]) && again.data.every((v, i) => v === want.data[i]);
+    const outs = [got];
+    const replays = [];
+    for (let i = 0; i < 7; i++) { outs.push((await m.run(x))[0]); replays.push(m.lastRunStats().tape); }
+    const last = m.lastRunStats();
+    const same = outs.every((o) => o.data.every((v, i) => v === want[i]));
     m.dispose();
-    return { noShape, prep, first, wantStats, same, guard, lastProgress: progress[progress.length - 1] };
-  });
-  console.log(`# prepare ${JSON.stringify(r.prep)}; first run ${JSON.stringify(r.first)}; unprepared first run pipelines ${r.wantStats.pipelinesCreated}`);
+    return { noShape, prep, first, last, same, guard, replays, lastProgress: progress[progress.length - 1] };
+  }, { xs: input(), want: plain.data });
+  console.log(`# prepare ${JSON.stringify(r.prep)}; first run ${JSON.stringify(r.first)}; unprepared first run ${JSON.stringify(plain.stats)}; 8th run ${JSON.stringify(r.last)}; replayed ${r.replays}`);
   assert.match(r.noShape, /^true INPUT .*'x'.*dynamic/);
   assert.ok(r.prep.pipelinesCreated > 0 && r.prep.planSteps > 0 && r.prep.stopped === null, JSON.stringify(r.prep));
   assert.equal(r.first.pipelinesCreated, 0, 'the first run after prepare compiles no shader');
-  assert.ok(r.wantStats.pipelinesCreated > 0, 'an unprepared first run does');
+  assert.ok(plain.stats.pipelinesCreated > 0, 'an unprepared first run does');
   assert.equal(r.first.planSteps, r.prep.planSteps);
   assert.ok(r.first.hostMs >= 0 && r.first.waitMs >= 0, JSON.stringify(r.first));
-  assert.ok(r.same, 'prepared and unprepared runs give the same outputs');
+  assert.ok(r.same, 'prepared, replayed and unprepared runs give the same outputs');
+  assert.equal(r.last.replayed, true, `the last runs replay the recorded dispatches (${r.replays})`);
   assert.equal(r.guard, 'true GUARD');
   assert.deepEqual(r.lastProgress, [1, 1]);
   assert.deepEqual(errors, []);
+  assert.deepEqual(plainPage.errors, []);
 });
 
 test('WebGPU device API: memory statistics, memory limit, synchronize, dispose frees', async () => {
