@@ -231,10 +231,11 @@ impl GpuSession {
         // run will start from, so its bind groups are the ones that run binds.
         for _ in 0..2 {
             let created = dev.memory_stats().buffers_created;
-            let placeholders: Vec<GpuInput> = crate::plan::placeholders(&sig)?
-                .into_iter()
-                .map(GpuInput::Cpu)
-                .collect();
+            let placeholders: Vec<GpuInput> =
+                crate::plan::dense_placeholders(&sig, dev.recommended_max_memory())?
+                    .into_iter()
+                    .map(GpuInput::Cpu)
+                    .collect();
             stopped = self
                 .run_inner(placeholders, false, true)
                 .await

@@ -80,15 +80,50 @@ pub fn meta_signature(inputs: &[MValue]) -> Signature {
         .collect()
 }
 
-/// Zero-filled CPU values of a signature: placeholders for the input checks of a run that
-/// has no data yet (`prepare`).
+/// CPU values of a signature for the input checks of a run that has no data yet
+/// (`prepare`): each tensor one zero expanded to its sizes, so no size a caller names is
+/// ever allocated.
 pub fn placeholders(sig: &[InputSig]) -> crate::Result<Vec<RValue>> {
+    placeholders_with(sig, |dtype, sizes| {
+        Ok(crate::cpu::Tensor::zeros(dtype, &[1])?.view_with(
+            sizes.to_vec(),
+            vec![0; sizes.len()],
+            0,
+        ))
+    })
+}
+
+/// Dense zero-filled placeholders (a GPU prepare pass binds them as a run binds its
+/// inputs), refusing any input of more than `max_bytes` before allocating it.
+pub fn dense_placeholders(sig: &[InputSig], max_bytes: u64) -> crate::Result<Vec<RValue>> {
+    let mut i = 0;
+    placeholders_with(sig, |dtype, sizes| {
+        i += 1;
+        let bytes = sizes
+            .iter()
+            .try_fold(dtype.size() as u64, |a, &d| a.checked_mul(d as u64))
+            .unwrap_or(u64::MAX);
+        if bytes > max_bytes {
+            return Err(crate::Error::Input {
+                input: format!("#{}", i - 1),
+                msg: format!(
+                    "shape {sizes:?} of {dtype} is {bytes} bytes, more than the device's \
+                     {max_bytes}"
+                ),
+            });
+        }
+        crate::cpu::Tensor::zeros(dtype, sizes)
+    })
+}
+
+fn placeholders_with(
+    sig: &[InputSig],
+    mut tensor: impl FnMut(DType, &[usize]) -> crate::Result<crate::cpu::Tensor>,
+) -> crate::Result<Vec<RValue>> {
     sig.iter()
         .map(|s| {
             Ok(match s {
-                InputSig::Tensor { dtype, sizes } => {
-                    RValue::Tensor(crate::cpu::Tensor::zeros(*dtype, sizes)?)
-                }
+                InputSig::Tensor { dtype, sizes } => RValue::Tensor(tensor(*dtype, sizes)?),
                 InputSig::Int(i) => RValue::Int(*i),
                 InputSig::Float(f) => RValue::Float(f64::from_bits(*f)),
                 InputSig::Bool(b) => RValue::Bool(*b),
