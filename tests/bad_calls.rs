@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use pt2web::archive::pt2::LoadOptions;
 use pt2web::cpu::Tensor;
 use pt2web::error::Error;
 use pt2web::runtime::{order_named_inputs, RValue, Session};
@@ -14,31 +13,7 @@ use std::collections::BTreeMap;
 
 /// A session on a fixture, its torch-made example inputs and expected outputs.
 fn fixture(stem: &str) -> (Session, Vec<Tensor>, Vec<Tensor>) {
-    let (_, meta) = metas()
-        .into_iter()
-        .find(|(s, _)| s == stem)
-        .expect("fixture");
-    let archive = open(&meta);
-    let pm = &meta["programs"]["model"];
-    let program = archive
-        .program(Some("model"), &LoadOptions::default())
-        .unwrap();
-    let case = &pm["io_cases"][0];
-    let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
-    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let read = |k: &str| to_tensor(&io.tensor(k).unwrap());
-    let ins = case["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| read(i["key"].as_str().unwrap()))
-        .collect();
-    let outs = case["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| read(o["key"].as_str().unwrap()))
-        .collect();
+    let (program, ins, outs) = first_io_case(stem);
     (Session::new(program).unwrap(), ins, outs)
 }
 

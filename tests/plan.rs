@@ -7,7 +7,6 @@
 mod common;
 
 use common::*;
-use pt2web::archive::pt2::LoadOptions;
 use pt2web::cpu::Tensor;
 use pt2web::gpu::{BackendChoice, GpuDevice, GpuSession};
 use pt2web::meta::{MValue, MetaTensor};
@@ -18,32 +17,8 @@ use std::sync::Arc;
 
 /// A fixture's program, its torch-made inputs and expected outputs (first io case).
 fn fixture(stem: &str) -> (Program, Vec<RValue>, Vec<Tensor>) {
-    let (_, meta) = metas()
-        .into_iter()
-        .find(|(s, _)| s == stem)
-        .expect("fixture");
-    let archive = open(&meta);
-    let pm = &meta["programs"]["model"];
-    let program = archive
-        .program(Some("model"), &LoadOptions::default())
-        .unwrap();
-    let case = &pm["io_cases"][0];
-    let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
-    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let read = |k: &str| to_tensor(&io.tensor(k).unwrap());
-    let ins = case["inputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|i| RValue::Tensor(read(i["key"].as_str().unwrap())))
-        .collect();
-    let outs = case["outputs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| read(o["key"].as_str().unwrap()))
-        .collect();
-    (program, ins, outs)
+    let (program, ins, outs) = first_io_case(stem);
+    (program, ins.into_iter().map(RValue::Tensor).collect(), outs)
 }
 
 fn metas_of(inputs: &[RValue]) -> Vec<MValue> {

@@ -514,26 +514,13 @@ impl WasmModel {
     #[allow(clippy::await_holding_refcell_ref)]
     pub fn run(&self, inputs: Array, keep: Option<bool>) -> js_sys::Promise {
         let keep = keep.unwrap_or(false);
-        let mut flat = Vec::with_capacity(inputs.length() as usize);
-        for (i, v) in inputs.iter().enumerate() {
-            let name = self
-                .names
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| format!("#{i}"));
-            match gpu_input(&name, &v) {
-                Ok(x) => flat.push(x),
-                Err(e) => return js_sys::Promise::reject(&e),
-            }
-        }
+        let flat = match self.flat_inputs(&inputs, gpu_input) {
+            Ok(f) => f,
+            Err(e) => return js_sys::Promise::reject(&e),
+        };
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let mut e = engine.try_borrow_mut().map_err(|_| {
-                js_error(
-                    "BUSY",
-                    "the model is already running: await the previous run() first",
-                )
-            })?;
+            let mut e = borrow_idle(&engine)?;
             let outs: Vec<Slot> = match &mut *e {
                 Engine::Cpu(s) => {
                     let mut cpu = Vec::with_capacity(flat.len());
@@ -584,26 +571,13 @@ impl WasmModel {
     /// early, at a readback or a CPU fallback; null when it reached the end).
     #[allow(clippy::await_holding_refcell_ref)]
     pub fn prepare(&self, inputs: Array) -> js_sys::Promise {
-        let mut metas = Vec::with_capacity(inputs.length() as usize);
-        for (i, v) in inputs.iter().enumerate() {
-            let name = self
-                .names
-                .get(i)
-                .cloned()
-                .unwrap_or_else(|| format!("#{i}"));
-            match meta_input(&name, &v) {
-                Ok(m) => metas.push(m),
-                Err(e) => return js_sys::Promise::reject(&e),
-            }
-        }
+        let metas = match self.flat_inputs(&inputs, meta_input) {
+            Ok(m) => m,
+            Err(e) => return js_sys::Promise::reject(&e),
+        };
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
-            let mut e = engine.try_borrow_mut().map_err(|_| {
-                js_error(
-                    "BUSY",
-                    "the model is already running: await the previous run() first",
-                )
-            })?;
+            let mut e = borrow_idle(&engine)?;
             let v = match &mut *e {
                 Engine::Cpu(s) => {
                     let p = s.prepare(&metas).map_err(to_js)?;
@@ -647,6 +621,26 @@ impl WasmModel {
             "planSteps": st.plan_steps, "hostMs": st.host_us as f64 / 1e3,
             "waitMs": st.wait_us as f64 / 1e3, "replayed": st.replayed, "tape": st.tape,
         }))
+    }
+
+    /// Flat user inputs, each parsed by `parse` with the name of its input.
+    fn flat_inputs<T>(
+        &self,
+        inputs: &Array,
+        parse: impl Fn(&str, &JsValue) -> Result<T, JsValue>,
+    ) -> Result<Vec<T>, JsValue> {
+        inputs
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let name = self
+                    .names
+                    .get(i)
+                    .cloned()
+                    .unwrap_or_else(|| format!("#{i}"));
+                parse(&name, &v)
+            })
+            .collect()
     }
 
     fn busy(&self) -> Result<std::cell::Ref<'_, Engine>, JsValue> {
@@ -722,6 +716,16 @@ impl WasmModel {
 }
 
 /// A flat input: `{gpuId}` names a GPU-resident tensor, anything else is a CPU value.
+/// The engine for a run or a prepare: BUSY while another one holds it.
+fn borrow_idle(engine: &Rc<RefCell<Engine>>) -> Result<std::cell::RefMut<'_, Engine>, JsValue> {
+    engine.try_borrow_mut().map_err(|_| {
+        js_error(
+            "BUSY",
+            "the model is already running: await the previous run() first",
+        )
+    })
+}
+
 fn gpu_input(name: &str, v: &JsValue) -> Result<GpuInput, JsValue> {
     if v.is_object() {
         if let Some(id) = get(v, "gpuId")?.as_f64() {

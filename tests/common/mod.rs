@@ -357,3 +357,30 @@ pub fn run_io_cases(
     }
     Ok(reports)
 }
+
+/// A fixture's `model` program with the inputs and expected outputs (from PyTorch) of its
+/// first io case.
+pub fn first_io_case(stem: &str) -> (Program, Vec<Tensor>, Vec<Tensor>) {
+    let (_, meta) = metas()
+        .into_iter()
+        .find(|(s, _)| s == stem)
+        .expect("fixture");
+    let archive = open(&meta);
+    let pm = &meta["programs"]["model"];
+    let program = archive
+        .program(Some("model"), &LoadOptions::default())
+        .unwrap();
+    let case = &pm["io_cases"][0];
+    let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let read = |k: &str| to_tensor(&io.tensor(k).unwrap());
+    let keys = |what: &str| -> Vec<Tensor> {
+        case[what]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| read(i["key"].as_str().unwrap()))
+            .collect()
+    };
+    (program, keys("inputs"), keys("outputs"))
+}
