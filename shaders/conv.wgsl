@@ -293,6 +293,28 @@ fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = to_out(v);
 }
 
+// `aten.im2col` (F.unfold): out[img, k, p] with k = (input channel, tap) over c * taps
+// (`kdim`) and p a window position: the input value tap k % taps of channel k / taps reads
+// at p (zero in the padding). Torch's column layout [N, C * taps, L].
+@compute @workgroup_size(64)
+fn unfold(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    let plane_out = params.outs.w;
+    if i >= params.n * params.kdim * plane_out {
+        return;
+    }
+    let p = i % plane_out;
+    let k = (i / plane_out) % params.kdim;
+    let img = i / (plane_out * params.kdim);
+    let taps = params.ks.w;
+    let s = source(p, k % taps);
+    var v = 0.0;
+    if s >= 0 {
+        v = f32(x[(img * params.c + k / taps) * params.ins.w + u32(s)]);
+    }
+    out[i] = to_out(v);
+}
+
 @compute @workgroup_size(64)
 fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;

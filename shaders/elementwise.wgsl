@@ -1,7 +1,9 @@
 // Elementwise kernels. Every input is a strided view of its storage (rank <= 8; a broadcast
 // dimension has stride 0), so views and broadcasting never need a copy first. The output is
-// contiguous. `OP` selects the operation; its codes are the `UnaryOp`/`BinaryOp` enums in
-// src/gpu/kernels.rs. `Meta` mirrors `ElemMeta` there (a naga test checks the size).
+// contiguous. `OP` selects the operation: a code of the `UnaryOp` / `BinaryOp` /
+// `CompareOp` enums of src/gpu/kernels/params.rs, whose constants (`UnaryOp_Silu`...) are
+// generated into this module from those enums. `Meta` mirrors `ElemMeta` there (a naga test
+// checks the size).
 
 struct Meta {
     numel: u32,
@@ -487,27 +489,27 @@ fn atan2_(y: f32, x: f32) -> f32 {
 
 fn unary_op2(x: f32) -> f32 {
     switch OP {
-        case 29u: { return log1p_(x); }
-        case 30u: { return expm1_(x); }
+        case UnaryOp_Log1p: { return log1p_(x); }
+        case UnaryOp_Expm1: { return expm1_(x); }
         // round half to even, trunc, frac
-        case 31u: { return round(x); }
-        case 32u: { return trunc(x); }
-        case 33u: { return x - trunc(x); }
-        case 34u: { return atan_(x); }
-        case 35u: { return sin_cos(x, false) / sin_cos(x, true); }
-        case 36u: { return sinh_(x); }
-        case 37u: { return cosh_(x); }
-        case 38u: { return asin_(x); }
-        case 39u: { return acos_(x); }
-        case 40u: { return asinh_(x); }
-        case 41u: { return acosh_(x); }
-        case 42u: { return atanh_(x); }
-        case 43u: { return erfc_(x); }
-        case 44u: { return log_(x) * 0.43429448190325176; }
-        case 45u: { return log2_(x); }
-        case 46u: { return exp2(x); }
+        case UnaryOp_Round: { return round(x); }
+        case UnaryOp_Trunc: { return trunc(x); }
+        case UnaryOp_Frac: { return x - trunc(x); }
+        case UnaryOp_Atan: { return atan_(x); }
+        case UnaryOp_Tan: { return sin_cos(x, false) / sin_cos(x, true); }
+        case UnaryOp_Sinh: { return sinh_(x); }
+        case UnaryOp_Cosh: { return cosh_(x); }
+        case UnaryOp_Asin: { return asin_(x); }
+        case UnaryOp_Acos: { return acos_(x); }
+        case UnaryOp_Asinh: { return asinh_(x); }
+        case UnaryOp_Acosh: { return acosh_(x); }
+        case UnaryOp_Atanh: { return atanh_(x); }
+        case UnaryOp_Erfc: { return erfc_(x); }
+        case UnaryOp_Log10: { return log_(x) * 0.43429448190325176; }
+        case UnaryOp_Log2: { return log2_(x); }
+        case UnaryOp_Exp2: { return exp2(x); }
         // logit: alpha = eps, clamped when beta != 0
-        case 47u: {
+        case UnaryOp_Logit: {
             var v = x;
             if params.beta != 0.0 {
                 v = clamp(v, params.alpha, 1.0 - params.alpha);
@@ -515,7 +517,7 @@ fn unary_op2(x: f32) -> f32 {
             return log_(v / (1.0 - v));
         }
         // nan_to_num (alpha nan, beta +inf, p1 -inf)
-        case 48u: {
+        case UnaryOp_NanToNum: {
             if is_nan(x) {
                 return params.alpha;
             }
@@ -528,10 +530,10 @@ fn unary_op2(x: f32) -> f32 {
             return x;
         }
         // threshold: x <= alpha ? beta : x
-        case 49u: { return select(x, params.beta, x <= params.alpha); }
+        case UnaryOp_Threshold: { return select(x, params.beta, x <= params.alpha); }
         // hardshrink, softshrink (alpha = lambda)
-        case 50u: { return select(x, 0.0, x >= -params.alpha && x <= params.alpha); }
-        case 51u: {
+        case UnaryOp_Hardshrink: { return select(x, 0.0, x >= -params.alpha && x <= params.alpha); }
+        case UnaryOp_Softshrink: {
             if x > params.alpha {
                 return x - params.alpha;
             }
@@ -541,18 +543,18 @@ fn unary_op2(x: f32) -> f32 {
             return x * 0.0;
         }
         // log_sigmoid, mish
-        case 52u: { return min(x, 0.0) - log1p_(exp(-abs(x))); }
-        case 53u: { return x * tanh_(softplus1_(x)); }
+        case UnaryOp_LogSigmoid: { return min(x, 0.0) - log1p_(exp(-abs(x))); }
+        case UnaryOp_Mish: { return x * tanh_(softplus1_(x)); }
         // round to decimals: alpha = 10^|d|, beta != 0 for d < 0
-        case 54u: {
+        case UnaryOp_RoundDecimals: {
             if params.beta != 0.0 {
                 return round(x / params.alpha) * params.alpha;
             }
             return round(x * params.alpha) / params.alpha;
         }
-        case 55u: { return erfinv_(x); }
+        case UnaryOp_Erfinv: { return erfinv_(x); }
         // pow(alpha, x) (a scalar base), NaN exponent kept except for base 1
-        case 56u: {
+        case UnaryOp_PowScalarBase: {
             if params.alpha == 1.0 {
                 return 1.0;
             }
@@ -561,97 +563,97 @@ fn unary_op2(x: f32) -> f32 {
             }
             return pow_(params.alpha, x);
         }
-        case 57u: { return fmod_(x, params.alpha); }
+        case UnaryOp_FmodScalar: { return fmod_(x, params.alpha); }
         default: { return x; }
     }
 }
 
 fn unary_op(x: f32) -> f32 {
     switch OP {
-        case 0u: { return x; }
-        case 1u: { return -x; }
-        case 2u: { return select(max(x, 0.0), x, is_nan(x)); }
-        case 3u: { return 1.0 / (1.0 + exp(-x)); }
-        case 4u: { return tanh_(x); }
-        case 5u: { return exp(x); }
-        case 6u: { return log_(x); }
-        case 7u: { return sqrt_(x); }
-        case 8u: { return rsqrt_(x); }
-        case 9u: { return abs(x); }
+        case UnaryOp_Copy: { return x; }
+        case UnaryOp_Neg: { return -x; }
+        case UnaryOp_Relu: { return select(max(x, 0.0), x, is_nan(x)); }
+        case UnaryOp_Sigmoid: { return 1.0 / (1.0 + exp(-x)); }
+        case UnaryOp_Tanh: { return tanh_(x); }
+        case UnaryOp_Exp: { return exp(x); }
+        case UnaryOp_Log: { return log_(x); }
+        case UnaryOp_Sqrt: { return sqrt_(x); }
+        case UnaryOp_Rsqrt: { return rsqrt_(x); }
+        case UnaryOp_Abs: { return abs(x); }
         // gelu (erf form), gelu (tanh form), silu
-        case 10u: { return 0.5 * x * (1.0 + erf_(x * 0.70710678118654752)); }
-        case 11u: { return 0.5 * x * (1.0 + tanh_(0.79788456080286536 * (x + 0.044715 * x * x * x))); }
-        case 12u: { return x / (1.0 + exp(-x)); }
-        case 13u: { return sin_cos(x, false); }
-        case 14u: { return sin_cos(x, true); }
-        case 15u: { return 1.0 / x; }
+        case UnaryOp_Gelu: { return 0.5 * x * (1.0 + erf_(x * 0.70710678118654752)); }
+        case UnaryOp_GeluTanh: { return 0.5 * x * (1.0 + tanh_(0.79788456080286536 * (x + 0.044715 * x * x * x))); }
+        case UnaryOp_Silu: { return x / (1.0 + exp(-x)); }
+        case UnaryOp_Sin: { return sin_cos(x, false); }
+        case UnaryOp_Cos: { return sin_cos(x, true); }
+        case UnaryOp_Reciprocal: { return 1.0 / x; }
         // x * alpha + beta (scalar add/sub/mul/div folded on the host)
-        case 16u: { return x * params.alpha + params.beta; }
-        case 17u: { return pow_(x, params.alpha); }
+        case UnaryOp_Affine: { return x * params.alpha + params.beta; }
+        case UnaryOp_PowScalar: { return pow_(x, params.alpha); }
         // clamp(x, alpha, beta), NaN kept
-        case 18u: { return select(min(max(x, params.alpha), params.beta), x, is_nan(x)); }
-        case 19u: { return select(x * params.alpha, x, x > 0.0); }
-        case 20u: { return erf_(x); }
-        case 21u: { return floor(x); }
-        case 22u: { return ceil(x); }
+        case UnaryOp_Clamp: { return select(min(max(x, params.alpha), params.beta), x, is_nan(x)); }
+        case UnaryOp_LeakyRelu: { return select(x * params.alpha, x, x > 0.0); }
+        case UnaryOp_Erf: { return erf_(x); }
+        case UnaryOp_Floor: { return floor(x); }
+        case UnaryOp_Ceil: { return ceil(x); }
         // hardsigmoid, hardswish
-        case 23u: { return clamp(x / 6.0 + 0.5, 0.0, 1.0); }
-        case 24u: { return x * clamp(x / 6.0 + 0.5, 0.0, 1.0); }
-        case 25u: { return sign(x); }
+        case UnaryOp_Hardsigmoid: { return clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+        case UnaryOp_Hardswish: { return x * clamp(x / 6.0 + 0.5, 0.0, 1.0); }
+        case UnaryOp_Sign: { return sign(x); }
         // elu: x <= 0 ? expm1(x * beta) * alpha : x * p1 (alpha, scale, input_scale folded)
-        case 26u: { return select(params.alpha * expm1_(x * params.beta), x * params.p1, x > 0.0); }
+        case UnaryOp_Elu: { return select(params.alpha * expm1_(x * params.beta), x * params.p1, x > 0.0); }
         // softplus (beta = alpha, threshold = beta)
-        case 27u: { return select(log(1.0 + exp(x * params.alpha)) / params.alpha, x, x * params.alpha > params.beta); }
-        case 28u: { return x * x; }
+        case UnaryOp_Softplus: { return select(log(1.0 + exp(x * params.alpha)) / params.alpha, x, x * params.alpha > params.beta); }
+        case UnaryOp_Square: { return x * x; }
         default: { return unary_op2(x); }
     }
 }
 
 fn binary_op(x: f32, y: f32) -> f32 {
     switch OP {
-        case 0u: { return x + params.alpha * y; }
-        case 1u: { return x - params.alpha * y; }
-        case 2u: { return x * y; }
-        case 3u: { return x / y; }
-        case 4u: { return select(max(x, y), x + y, is_nan(x) || is_nan(y)); }
-        case 5u: { return select(min(x, y), x + y, is_nan(x) || is_nan(y)); }
-        case 6u: { return pow_(x, y); }
+        case BinaryOp_Add: { return x + params.alpha * y; }
+        case BinaryOp_Sub: { return x - params.alpha * y; }
+        case BinaryOp_Mul: { return x * y; }
+        case BinaryOp_Div: { return x / y; }
+        case BinaryOp_Maximum: { return select(max(x, y), x + y, is_nan(x) || is_nan(y)); }
+        case BinaryOp_Minimum: { return select(min(x, y), x + y, is_nan(x) || is_nan(y)); }
+        case BinaryOp_Pow: { return pow_(x, y); }
         // y - alpha * x (rsub)
-        case 7u: { return y - params.alpha * x; }
-        case 8u: { return fmod_(x, y); }
+        case BinaryOp_Rsub: { return y - params.alpha * x; }
+        case BinaryOp_Fmod: { return fmod_(x, y); }
         // lerp(x, y, alpha)
-        case 9u: { return lerp_(x, y, params.alpha); }
-        case 10u: { return logaddexp_(x, y); }
+        case BinaryOp_Lerp: { return lerp_(x, y, params.alpha); }
+        case BinaryOp_LogAddExp: { return logaddexp_(x, y); }
         // prelu (y the weight), glu (x * sigmoid(y))
-        case 11u: { return select(y * x, x, x > 0.0); }
-        case 12u: { return x / (1.0 + exp(-y)); }
+        case BinaryOp_Prelu: { return select(y * x, x, x > 0.0); }
+        case BinaryOp_Glu: { return x / (1.0 + exp(-y)); }
         // fmax / fmin: a NaN operand is ignored
-        case 13u: { return select(select(max(x, y), x, is_nan(y)), y, is_nan(x)); }
-        case 14u: { return select(select(min(x, y), x, is_nan(y)), y, is_nan(x)); }
-        case 15u: { return atan2_(x, y); }
-        case 16u: { return hypot_(x, y); }
+        case BinaryOp_Fmax: { return select(select(max(x, y), x, is_nan(y)), y, is_nan(x)); }
+        case BinaryOp_Fmin: { return select(select(min(x, y), x, is_nan(y)), y, is_nan(x)); }
+        case BinaryOp_Atan2: { return atan2_(x, y); }
+        case BinaryOp_Hypot: { return hypot_(x, y); }
         // xlogy: 0 where x == 0 (unless y is NaN)
-        case 17u: { return select(select(x * log_(y), 0.0, x == 0.0), nan_(), is_nan(y)); }
-        case 18u: { return remainder_(x, y); }
-        case 19u: { return div_floor_(x, y); }
-        case 20u: { return trunc(x / y); }
+        case BinaryOp_Xlogy: { return select(select(x * log_(y), 0.0, x == 0.0), nan_(), is_nan(y)); }
+        case BinaryOp_Remainder: { return remainder_(x, y); }
+        case BinaryOp_FloorDiv: { return div_floor_(x, y); }
+        case BinaryOp_DivTrunc: { return trunc(x / y); }
         default: { return x; }
     }
 }
 
 fn compare_op(x: f32, y: f32) -> bool {
     switch OP {
-        case 0u: { return x == y; }
-        case 1u: { return x != y || is_nan(x) || is_nan(y); }
-        case 2u: { return x < y; }
-        case 3u: { return x <= y; }
-        case 4u: { return x > y; }
-        case 5u: { return x >= y; }
+        case CompareOp_Eq: { return x == y; }
+        case CompareOp_Ne: { return x != y || is_nan(x) || is_nan(y); }
+        case CompareOp_Lt: { return x < y; }
+        case CompareOp_Le: { return x <= y; }
+        case CompareOp_Gt: { return x > y; }
+        case CompareOp_Ge: { return x >= y; }
         // predicates of x alone: isnan, isinf, isfinite, signbit
-        case 6u: { return is_nan(x); }
-        case 7u: { return is_inf(x); }
-        case 8u: { return !is_nan(x) && !is_inf(x); }
-        case 9u: { return (bitcast<u32>(x) & 0x80000000u) != 0u; }
+        case CompareOp_IsNan: { return is_nan(x); }
+        case CompareOp_IsInf: { return is_inf(x); }
+        case CompareOp_IsFinite: { return !is_nan(x) && !is_inf(x); }
+        case CompareOp_SignBit: { return (bitcast<u32>(x) & 0x80000000u) != 0u; }
         default: { return false; }
     }
 }
@@ -666,7 +668,7 @@ fn b_value(o: u32) -> f32 {
 // NaN in, NaN out (as torch), except pow(NaN, 0) = 1, sign(NaN) = 0, nan_to_num and
 // pow(1, NaN) = 1.
 fn unary_value(x: f32) -> f32 {
-    return select(unary_op(x), x, is_nan(x) && OP != 17u && OP != 25u && OP != 48u && OP != 56u);
+    return select(unary_op(x), x, is_nan(x) && OP != UnaryOp_PowScalar && OP != UnaryOp_Sign && OP != UnaryOp_NanToNum && OP != UnaryOp_PowScalarBase);
 }
 
 @compute @workgroup_size(64)

@@ -4,8 +4,8 @@
 // elementwise.wgsl and the same `Meta` (`ElemMeta` in src/gpu/kernels.rs); an integer
 // scalar `b` is `p0`, an integer `alpha` is `p1` (both as i32 bits). Integer arithmetic
 // wraps around in 32 bits; an int output of uint8 / int8 / int16 then wraps to its dtype
-// (flags bits 8-9, see `wrap_small`). `OP` codes: `IntBinaryOp`, `IntCompareOp`... in
-// src/gpu/kernels/ints.rs.
+// (flags bits 8-9, see `wrap_small`). `OP` codes: `IntBinaryOp_*`, `IntCompareOp_*`...,
+// constants generated from the enums of src/gpu/kernels/ints.rs.
 
 struct Meta {
     numel: u32,
@@ -62,9 +62,9 @@ fn index(gid: vec3<u32>) -> u32 {
 // `SmallInt` in src/gpu/store.rs; also in reduce.wgsl.
 fn wrap_small(r: i32, code: u32) -> i32 {
     switch code {
-        case 1u: { return r & 255; }
-        case 2u: { return (r << 24u) >> 24u; }
-        case 3u: { return (r << 16u) >> 16u; }
+        case SmallInt_U8: { return r & 255; }
+        case SmallInt_I8: { return (r << 24u) >> 24u; }
+        case SmallInt_I16: { return (r << 16u) >> 16u; }
         default: { return r; }
     }
 }
@@ -120,24 +120,24 @@ fn ipow(a: i32, b: i32) -> i32 {
 fn binary_op(x: i32, y: i32) -> i32 {
     let alpha = bitcast<i32>(params.p1);
     switch OP {
-        case 0u: { return x + alpha * y; }
-        case 1u: { return x - alpha * y; }
-        case 2u: { return x * y; }
-        case 3u: { return max(x, y); }
-        case 4u: { return min(x, y); }
-        case 5u: { return floor_div(x, y); }
-        case 6u: { return select(x / y, 0, y == 0); }
-        case 7u: { return select(x - floor_div(x, y) * y, 0, y == 0); }
-        case 8u: { return x & y; }
-        case 9u: { return x | y; }
-        case 10u: { return x ^ y; }
-        case 11u: { return y - alpha * x; }
+        case IntBinaryOp_Add: { return x + alpha * y; }
+        case IntBinaryOp_Sub: { return x - alpha * y; }
+        case IntBinaryOp_Mul: { return x * y; }
+        case IntBinaryOp_Maximum: { return max(x, y); }
+        case IntBinaryOp_Minimum: { return min(x, y); }
+        case IntBinaryOp_FloorDiv: { return floor_div(x, y); }
+        case IntBinaryOp_TruncDiv: { return select(x / y, 0, y == 0); }
+        case IntBinaryOp_Remainder: { return select(x - floor_div(x, y) * y, 0, y == 0); }
+        case IntBinaryOp_And: { return x & y; }
+        case IntBinaryOp_Or: { return x | y; }
+        case IntBinaryOp_Xor: { return x ^ y; }
+        case IntBinaryOp_Rsub: { return y - alpha * x; }
         // fmod (C remainder, the sign of x), pow, <<, >> (an out-of-range shift gives 0 /
         // fills with the sign, as torch)
-        case 12u: { return select(x % y, 0, y == 0); }
-        case 13u: { return ipow(x, y); }
-        case 14u: { return select(x << u32(y), 0, y < 0 || y >= 32); }
-        case 15u: { return select(x >> u32(y), x >> 31u, y < 0 || y >= 32); }
+        case IntBinaryOp_Fmod: { return select(x % y, 0, y == 0); }
+        case IntBinaryOp_Pow: { return ipow(x, y); }
+        case IntBinaryOp_Shl: { return select(x << u32(y), 0, y < 0 || y >= 32); }
+        case IntBinaryOp_Shr: { return select(x >> u32(y), x >> 31u, y < 0 || y >= 32); }
         default: { return x; }
     }
 }
@@ -154,12 +154,12 @@ fn binary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 fn compare_op(x: i32, y: i32) -> bool {
     switch OP {
-        case 0u: { return x == y; }
-        case 1u: { return x != y; }
-        case 2u: { return x < y; }
-        case 3u: { return x <= y; }
-        case 4u: { return x > y; }
-        case 5u: { return x >= y; }
+        case IntCompareOp_Eq: { return x == y; }
+        case IntCompareOp_Ne: { return x != y; }
+        case IntCompareOp_Lt: { return x < y; }
+        case IntCompareOp_Le: { return x <= y; }
+        case IntCompareOp_Gt: { return x > y; }
+        case IntCompareOp_Ge: { return x >= y; }
         default: { return false; }
     }
 }
@@ -183,13 +183,13 @@ fn unary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     let x = bitcast<i32>(a[offsets(i).x]);
     var r = x;
     switch OP {
-        case 1u: { r = -x; }
-        case 2u: { r = abs(x); }
-        case 3u: { r = ~x; }
-        case 4u: { r = sign(x); }
-        case 5u: { r = x * x; }
+        case IntUnaryOp_Neg: { r = -x; }
+        case IntUnaryOp_Abs: { r = abs(x); }
+        case IntUnaryOp_Not: { r = ~x; }
+        case IntUnaryOp_Sign: { r = sign(x); }
+        case IntUnaryOp_Square: { r = x * x; }
         // clamp: min `p0` if flags bit 4, max `p1` if flags bit 5 (max wins, as torch)
-        case 6u: {
+        case IntUnaryOp_Clamp: {
             if (params.flags & 16u) != 0u {
                 r = max(r, bitcast<i32>(params.p0));
             }
@@ -197,7 +197,7 @@ fn unary_i(@builtin(global_invocation_id) gid: vec3<u32>) {
                 r = min(r, bitcast<i32>(params.p1));
             }
         }
-        default: {}
+        case IntUnaryOp_Copy, default: {}
     }
     out[i] = store_i(r);
 }
@@ -219,14 +219,14 @@ fn logical(@builtin(global_invocation_id) gid: vec3<u32>) {
     let o = offsets(i);
     let x = truth(a[o.x], (params.flags & 2u) != 0u);
     var r = false;
-    if OP == 3u {
+    if OP == LogicalOp_Not {
         r = !x;
     } else {
         let y = truth(b_word(o.y), (params.flags & 4u) != 0u);
         switch OP {
-            case 0u: { r = x && y; }
-            case 1u: { r = x || y; }
-            default: { r = x != y; }
+            case LogicalOp_And: { r = x && y; }
+            case LogicalOp_Or: { r = x || y; }
+            case LogicalOp_Xor, default: { r = x != y; }
         }
     }
     out[i] = select(0u, 1u, r);
@@ -245,7 +245,7 @@ fn where_u(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = select(b_word(o.y), a[o.x], c);
 }
 
-// Conversion to `OP` (0 f32, 1 int, 2 bool) from the kind in flags (bit 1 f32, bit 3 bool,
+// Conversion to `OP` (`ConvertTo_*`) from the kind in flags (bit 1 f32, bit 3 bool,
 // neither: int). f32 to int truncates toward zero (saturating at the i32 range).
 @compute @workgroup_size(64)
 fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -258,20 +258,20 @@ fn convert(@builtin(global_invocation_id) gid: vec3<u32>) {
     let from_bool = (params.flags & 8u) != 0u;
     var r = w;
     switch OP {
-        case 0u: {
+        case ConvertTo_F32: {
             if from_bool {
                 r = bitcast<u32>(f32(w));
             } else if !from_float {
                 r = bitcast<u32>(f32(bitcast<i32>(w)));
             }
         }
-        case 1u: {
+        case ConvertTo_Int: {
             if from_float {
                 r = bitcast<u32>(i32(bitcast<f32>(w)));
             }
             r = store_i(bitcast<i32>(r));
         }
-        default: {
+        case ConvertTo_Bool, default: {
             r = select(0u, 1u, truth(w, from_float));
         }
     }

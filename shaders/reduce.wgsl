@@ -1,8 +1,9 @@
 // Reductions along any set of dimensions (f32: `reduce`; int and bool: `reduce_i`, which
 // wraps around in 32 bits, then to a small int output dtype): the input is viewed as
 // [kept..., reduced...] (strides permuted on the host, no copy); one thread per output
-// element loops over the reduced elements. `OP`: 0 sum (times `scale`, so mean is sum *
-// 1/n), 1 max, 2 min; `reduce_i` also 3 prod.
+// element loops over the reduced elements. `OP`: `ReduceOp_*` (sum times `scale`, so mean
+// is sum * 1/n; max; min); `reduce_i`: `ReduceIntOp_*` (also prod). The `OP` constants of
+// this file are generated from the enums in src/gpu/kernels/params.rs and reduce.rs.
 // `Meta` mirrors `ReduceMeta` in src/gpu/kernels.rs.
 
 struct Meta {
@@ -57,9 +58,9 @@ fn to_out(v: f32) -> TOut {
 // bits of `params.p` (`SmallInt` in src/gpu/store.rs).
 fn wrap_small(r: i32) -> i32 {
     switch bitcast<u32>(params.p) {
-        case 1u: { return r & 255; }
-        case 2u: { return (r << 24u) >> 24u; }
-        case 3u: { return (r << 16u) >> 16u; }
+        case SmallInt_U8: { return r & 255; }
+        case SmallInt_I8: { return (r << 24u) >> 24u; }
+        case SmallInt_I16: { return (r << 16u) >> 16u; }
         default: { return r; }
     }
 }
@@ -89,9 +90,9 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         rem = rem / n;
     }
     var acc = 0.0;
-    if OP == 1u {
+    if OP == ReduceOp_Max {
         acc = -bitcast<f32>(INF_BITS);
-    } else if OP == 2u {
+    } else if OP == ReduceOp_Min {
         acc = bitcast<f32>(INF_BITS);
     }
     var nan = false;
@@ -110,15 +111,15 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         let v = f32(x[o]);
         nan = nan || is_nan(v);
-        if OP == 0u {
+        if OP == ReduceOp_Sum {
             acc = acc + v;
-        } else if OP == 1u {
+        } else if OP == ReduceOp_Max {
             acc = max(acc, v);
         } else {
             acc = min(acc, v);
         }
     }
-    if OP == 0u {
+    if OP == ReduceOp_Sum {
         out[i] = to_out(acc * params.scale);
     } else {
         out[i] = to_out(select(acc, bitcast<f32>(NAN_BITS), nan));
@@ -167,20 +168,20 @@ fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let base = base_of(i);
     var acc = 0;
-    if OP == 1u {
+    if OP == ReduceIntOp_Max {
         acc = -2147483647 - 1;
-    } else if OP == 2u {
+    } else if OP == ReduceIntOp_Min {
         acc = 2147483647;
-    } else if OP == 3u {
+    } else if OP == ReduceIntOp_Prod {
         acc = 1;
     }
     for (var j = 0u; j < params.n_red; j = j + 1u) {
         let v = x_i[base + red_offset(j)];
-        if OP == 0u {
+        if OP == ReduceIntOp_Sum {
             acc = acc + v;
-        } else if OP == 1u {
+        } else if OP == ReduceIntOp_Max {
             acc = max(acc, v);
-        } else if OP == 2u {
+        } else if OP == ReduceIntOp_Min {
             acc = min(acc, v);
         } else {
             acc = acc * v;
@@ -197,9 +198,9 @@ fn nan_() -> f32 {
     return bitcast<f32>(NAN_BITS);
 }
 
-// Statistics in two passes over each output's reduced elements. `OP`: 0 prod, 1 logsumexp,
-// 2 var (sum of squared deviations times `scale` = 1 / max(0, n - correction)), 3 std,
-// 4 vector norm of order `p`, 5 mean (for var_mean: the same summation as var).
+// Statistics in two passes over each output's reduced elements. `OP` (`StatsOp_*`): prod,
+// logsumexp, var (sum of squared deviations times `scale` = 1 / max(0, n - correction)),
+// std, vector norm of order `p`, mean (for var_mean: the same summation as var).
 @compute @workgroup_size(64)
 fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
@@ -209,7 +210,7 @@ fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = base_of(i);
     let n = params.n_red;
     var nan = false;
-    if OP == 0u {
+    if OP == StatsOp_Prod {
         var acc = 1.0;
         for (var j = 0u; j < n; j = j + 1u) {
             acc = acc * f32(x[base + red_offset(j)]);
@@ -217,7 +218,7 @@ fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
         out[i] = to_out(acc);
         return;
     }
-    if OP == 1u {
+    if OP == StatsOp_LogSumExp {
         var m = -inf_();
         for (var j = 0u; j < n; j = j + 1u) {
             let v = f32(x[base + red_offset(j)]);
@@ -243,7 +244,7 @@ fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         return;
     }
-    if OP == 4u {
+    if OP == StatsOp_Norm {
         let p = params.p;
         var acc = 0.0;
         if p == -inf_() {
@@ -286,7 +287,7 @@ fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
         s = s + f32(x[base + red_offset(j)]);
     }
     let mean = s / f32(n);
-    if OP == 5u {
+    if OP == StatsOp_Mean {
         out[i] = to_out(mean);
         return;
     }
@@ -299,14 +300,15 @@ fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
     if is_nan(mean) {
         v = nan_();
     }
-    if OP == 3u {
-        v = select(sqrt(v), v, is_nan(v));
+    switch OP {
+        case StatsOp_Std: { v = select(sqrt(v), v, is_nan(v)); }
+        case StatsOp_Var, default: {}
     }
     out[i] = to_out(v);
 }
 
 // max / min with the index of the first extreme (a NaN counts as the extreme, the first
-// one wins), as torch's max.dim / argmax. `OP`: 0 max, 1 min. Values to `out`, indices to
+// one wins), as torch's max.dim / argmax. `OP`: `ArgOp_*` / `ArgIntOp_*`. Values to `out`, indices to
 // `out_i`.
 @compute @workgroup_size(64)
 fn arg_reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -325,7 +327,7 @@ fn arg_reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
                 bi = j;
                 break;
             }
-            if (OP == 0u && v > best) || (OP == 1u && v < best) {
+            if (OP == ArgOp_Max && v > best) || (OP == ArgOp_Min && v < best) {
                 best = v;
                 bi = j;
             }
@@ -347,7 +349,7 @@ fn arg_reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     var bi = 0u;
     for (var j = 1u; j < params.n_red; j = j + 1u) {
         let v = x_i[base + red_offset(j)];
-        if (OP == 0u && v > best) || (OP == 1u && v < best) {
+        if (OP == ArgIntOp_Max && v > best) || (OP == ArgIntOp_Min && v < best) {
             best = v;
             bi = j;
         }
@@ -374,9 +376,9 @@ fn count_nz(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // Scans along one dim (red_shape[0] elements, stride red_strides[0]) of a contiguous input
-// (the output has its layout): `OP` 0 cumsum, 1 cumprod, 2 cummax, 3 cummin (with indices
+// (the output has its layout): `OP` (`ScanOp_*`) cumsum, cumprod, cummax, cummin (with indices
 // to `out_i`: a NaN takes over and each later NaN moves the index; ties take the later
-// index, as torch), 4 logcumsumexp.
+// index, as torch), logcumsumexp.
 @compute @workgroup_size(64)
 fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
@@ -386,18 +388,18 @@ fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = base_of(i);
     let st = params.red_strides[0].x;
     var acc = 0.0;
-    if OP == 1u {
+    if OP == ScanOp_Prod {
         acc = 1.0;
     }
     var bi = 0u;
     for (var j = 0u; j < params.n_red; j = j + 1u) {
         let o = base + j * st;
         let v = f32(x[o]);
-        if OP == 0u {
+        if OP == ScanOp_Sum {
             acc = acc + v;
-        } else if OP == 1u {
+        } else if OP == ScanOp_Prod {
             acc = acc * v;
-        } else if OP == 4u {
+        } else if OP == ScanOp_LogSumExp {
             // logcumsumexp: log(exp(acc) + exp(v)), NaN kept, equal infinities kept.
             if j == 0u || is_nan(acc) {
                 acc = v;
@@ -412,7 +414,7 @@ fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
                 }
             }
         } else {
-            let better = (OP == 2u && v >= acc) || (OP == 3u && v <= acc);
+            let better = (OP == ScanOp_Max && v >= acc) || (OP == ScanOp_Min && v <= acc);
             if j == 0u || is_nan(v) || (!is_nan(acc) && better) {
                 acc = v;
                 bi = j;
@@ -424,7 +426,7 @@ fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // Scans of int and bool words (an int output, wrapping in 32 bits, then to a small int
-// output dtype): `OP` 0 cumsum, 1 cumprod, 2 cummax, 3 cummin (with indices to `idx_i`,
+// output dtype): `OP` (`ScanIntOp_*`) cumsum, cumprod, cummax, cummin (indices to `idx_i`,
 // ties take the later index, as torch).
 @compute @workgroup_size(64)
 fn scan_i(@builtin(global_invocation_id) gid: vec3<u32>) {
@@ -435,19 +437,19 @@ fn scan_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     let base = base_of(i);
     let st = params.red_strides[0].x;
     var acc = 0;
-    if OP == 1u {
+    if OP == ScanIntOp_Prod {
         acc = 1;
     }
     var bi = 0u;
     for (var j = 0u; j < params.n_red; j = j + 1u) {
         let o = base + j * st;
         let v = x_i[o];
-        if OP == 0u {
+        if OP == ScanIntOp_Sum {
             acc = acc + v;
-        } else if OP == 1u {
+        } else if OP == ScanIntOp_Prod {
             acc = acc * v;
         } else {
-            if j == 0u || (OP == 2u && v >= acc) || (OP == 3u && v <= acc) {
+            if j == 0u || (OP == ScanIntOp_Max && v >= acc) || (OP == ScanIntOp_Min && v <= acc) {
                 acc = v;
                 bi = j;
             }

@@ -18,7 +18,7 @@ struct Meta {
     rank: u32,
     // Threads per row of the 2-D dispatch grid.
     row: u32,
-    // bits 0-3 the op (OP_*), bit 4 include_self, bit 5 scalar value (value.x) instead of
+    // bits 0-3 the op (`ScatterOp_*`, generated from `ScatterOp` in src/gpu/kernels/scatter.rs), bit 4 include_self, bit 5 scalar value (value.x) instead of
     // `src`, bits 6-7 the element kind (0 f32, 1 int, 2 bool), bit 8 (put_target) first index,
     // bit 9 (scatter) negative indices count from the end (else they are out of range).
     flags: u32,
@@ -45,13 +45,6 @@ struct Meta {
     value: vec4<u32>,
 }
 
-const OP_ASSIGN: u32 = 0u;
-const OP_ADD: u32 = 1u;
-const OP_MUL: u32 = 2u;
-const OP_MEAN: u32 = 3u;
-const OP_MAX: u32 = 4u;
-const OP_MIN: u32 = 5u;
-const OP_ADD_ALPHA: u32 = 6u;
 // An index outside its dimension (after counting negatives from the end).
 const INVALID: i32 = -2147483647 - 1;
 
@@ -80,17 +73,17 @@ fn kind() -> u32 {
 
 // `a` combined with `b` in the element kind's arithmetic (as the CPU's `combine`).
 fn combine(a: u32, b: u32, op: u32) -> u32 {
-    if op == OP_ASSIGN {
+    if op == ScatterOp_Assign {
         return b;
     }
     if kind() == 0u {
         let x = bitcast<f32>(a);
         let y = bitcast<f32>(b);
         switch op {
-            case 2u: {
+            case ScatterOp_Mul: {
                 return bitcast<u32>(x * y);
             }
-            case 4u, 5u: {
+            case ScatterOp_Max, ScatterOp_Min: {
                 // NaN wins, as torch's scatter amax / amin.
                 if is_nan(a) {
                     return a;
@@ -98,15 +91,15 @@ fn combine(a: u32, b: u32, op: u32) -> u32 {
                 if is_nan(b) {
                     return b;
                 }
-                if op == OP_MAX {
+                if op == ScatterOp_Max {
                     return select(a, b, y > x);
                 }
                 return select(a, b, y < x);
             }
-            case 6u: {
+            case ScatterOp_AddAlpha: {
                 return bitcast<u32>(x + bitcast<f32>(params.value.y) * y);
             }
-            default: {
+            case ScatterOp_Add, ScatterOp_Mean, default: {
                 return bitcast<u32>(x + y);
             }
         }
@@ -114,19 +107,19 @@ fn combine(a: u32, b: u32, op: u32) -> u32 {
     let x = bitcast<i32>(a);
     let y = bitcast<i32>(b);
     switch op {
-        case 2u: {
+        case ScatterOp_Mul: {
             return bitcast<u32>(x * y);
         }
-        case 4u: {
+        case ScatterOp_Max: {
             return bitcast<u32>(max(x, y));
         }
-        case 5u: {
+        case ScatterOp_Min: {
             return bitcast<u32>(min(x, y));
         }
-        case 6u: {
+        case ScatterOp_AddAlpha: {
             return bitcast<u32>(x + bitcast<i32>(params.value.y) * y);
         }
-        default: {
+        case ScatterOp_Add, ScatterOp_Mean, default: {
             return bitcast<u32>(x + y);
         }
     }
@@ -163,7 +156,7 @@ fn add_entry(acc: Acc, v: u32, op: u32, include_self: bool) -> Acc {
 }
 
 fn finish(acc: Acc, op: u32, include_self: bool) -> u32 {
-    if op == OP_MEAN && acc.count > 0u {
+    if op == ScatterOp_Mean && acc.count > 0u {
         return mean(acc.v, acc.count + u32(include_self));
     }
     return acc.v;

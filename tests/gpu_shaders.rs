@@ -115,7 +115,7 @@ fn uniform_layouts_match() {
         (Shader::Linalg, std::mem::size_of::<MatmulMeta>()),
         (Shader::Select, std::mem::size_of::<SelectMeta>()),
     ] {
-        let module = naga::front::wgsl::parse_str(s.source()).unwrap();
+        let module = naga::front::wgsl::parse_str(s.module()).unwrap();
         let mut layouter = naga::proc::Layouter::default();
         layouter.update(module.to_ctx()).unwrap();
         let (h, _) = module
@@ -187,4 +187,65 @@ fn f16_forms_rewrite_their_types() {
             v.label()
         );
     }
+}
+
+/// The op codes the shaders switch on come from the Rust enums (`UnaryOp`, `ScatterOp`...):
+/// each shader names every code of its enums (a `case UnaryOp_Silu:` rather than `case
+/// 12u:`, which naga resolves against the generated constants), and no `OP` switch or test
+/// is written with a bare number.
+#[test]
+fn shader_op_codes_come_from_the_rust_enums() {
+    use pt2web::gpu::shaders::op_codes;
+    let mut problems = Vec::new();
+    for codes in op_codes() {
+        for (variant, _) in codes.codes {
+            let name = codes.const_name(variant);
+            let used = codes.shaders.iter().any(|s| {
+                s.source().lines().any(|l| {
+                    l.split("//")
+                        .next()
+                        .unwrap_or("")
+                        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                        .any(|w| w == name)
+                })
+            });
+            if !used {
+                problems.push(format!("{name} is not used by {:?}", codes.shaders));
+            }
+        }
+    }
+    for s in Shader::ALL {
+        let src = s.source();
+        let mut in_op_switch = false;
+        for (i, line) in src.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            if code.contains("switch OP") {
+                in_op_switch = true;
+            }
+            let bare_case = in_op_switch
+                && code.trim_start().starts_with("case ")
+                && code.trim_start()[5..].starts_with(|c: char| c.is_ascii_digit());
+            let bare_test = ["OP == ", "OP != ", "OP < ", "OP > ", "OP <= ", "OP >= "]
+                .iter()
+                .any(|t| {
+                    code.match_indices(t).any(|(j, _)| {
+                        let before = code[..j].chars().last();
+                        !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                            && code[j + t.len()..].starts_with(|c: char| c.is_ascii_digit())
+                    })
+                });
+            if bare_case || bare_test {
+                problems.push(format!(
+                    "{}:{}: a bare op code: {}",
+                    s.name(),
+                    i + 1,
+                    line.trim()
+                ));
+            }
+            if in_op_switch && code.trim() == "}" && line.starts_with("    }") {
+                in_op_switch = false;
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }

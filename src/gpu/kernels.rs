@@ -37,6 +37,7 @@ pub(crate) mod select;
 mod shape;
 mod sort;
 pub mod support;
+pub mod table;
 
 pub use conv::ConvMeta;
 pub use index::IndexMeta;
@@ -73,6 +74,7 @@ pub fn nn_variants() -> Vec<Variant> {
         conv::CONV,
         conv::CONV_TILED,
         conv::IM2COL,
+        conv::UNFOLD,
         conv::DEPTHWISE,
         conv::CONV_TRANSPOSE,
         norm::BATCH_NORM,
@@ -101,6 +103,27 @@ pub fn nn_variants() -> Vec<Variant> {
     v.extend(select::variants());
     v
 }
+
+/// Every enum of op codes a shader switches on ([`crate::gpu::shaders::OpCodes`]).
+pub const OP_CODES: &[crate::gpu::shaders::OpCodes] = &[
+    UnaryOp::CODES,
+    BinaryOp::CODES,
+    CompareOp::CODES,
+    ReduceOp::CODES,
+    ReduceIntOp::CODES,
+    ints::IntBinaryOp::CODES,
+    ints::IntCompareOp::CODES,
+    ints::IntUnaryOp::CODES,
+    ints::LogicalOp::CODES,
+    ints::ConvertTo::CODES,
+    reduce::StatsOp::CODES,
+    reduce::ArgOp::CODES,
+    reduce::ArgIntOp::CODES,
+    reduce::ScanOp::CODES,
+    reduce::ScanIntOp::CODES,
+    scatter::ScatterOp::CODES,
+    super::store::SmallInt::CODES,
+];
 
 /// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,
 /// softmax and layer norm, float reductions, resampling and convolutions.

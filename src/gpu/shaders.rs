@@ -93,6 +93,25 @@ impl Shader {
         }
         self.compiled_source()
     }
+    /// The WGSL module of the file: the constants of every [`OpCodes`] enum the shader
+    /// switches on, then the file ([`Shader::source`]). Made once per shader.
+    pub fn module(self) -> &'static str {
+        use std::collections::HashMap;
+        use std::sync::{Mutex, OnceLock};
+        static MODULES: OnceLock<Mutex<HashMap<Shader, &'static str>>> = OnceLock::new();
+        let mut m = MODULES
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        m.entry(self).or_insert_with(|| {
+            let mut text = String::new();
+            for codes in op_codes().iter().filter(|c| c.shaders.contains(&self)) {
+                text.push_str(&codes.wgsl());
+            }
+            text.push_str(self.source());
+            Box::leak(text.into_boxed_str())
+        })
+    }
     /// The copy compiled into the crate.
     pub fn compiled_source(self) -> &'static str {
         match self {
@@ -116,6 +135,40 @@ impl Shader {
             Shader::Select => include_str!("../../shaders/select.wgsl"),
         }
     }
+}
+
+/// The codes of a Rust enum that a shader switches on (`UnaryOp`, `ScatterOp`...): each
+/// `Name::Variant = n` is declared in the shader's module as `const Name_Variant: u32 = nu;`
+/// ([`Shader::module`]), so the WGSL says `case UnaryOp_Silu:` and the Rust enum is the one
+/// definition of the numbers. Made by the `code_enum!` / `op_enum!` macros.
+#[derive(Debug, Clone, Copy)]
+pub struct OpCodes {
+    /// The shaders that read the codes.
+    pub shaders: &'static [Shader],
+    /// The Rust enum.
+    pub name: &'static str,
+    /// `(variant, code)`.
+    pub codes: &'static [(&'static str, u32)],
+}
+
+impl OpCodes {
+    /// The WGSL name of a variant's constant.
+    pub fn const_name(&self, variant: &str) -> String {
+        format!("{}_{variant}", self.name)
+    }
+    /// The WGSL declarations.
+    pub fn wgsl(&self) -> String {
+        let mut s = format!("// {} (generated from the Rust enum)\n", self.name);
+        for (v, n) in self.codes {
+            s.push_str(&format!("const {}: u32 = {n}u;\n", self.const_name(v)));
+        }
+        s
+    }
+}
+
+/// Every code enum of the GPU backend.
+pub fn op_codes() -> &'static [OpCodes] {
+    super::kernels::OP_CODES
 }
 
 /// Storage element types of a variant: what its tensor inputs (`TIn`) and outputs (`TOut`)
@@ -210,7 +263,7 @@ impl Variant {
     }
     /// The WGSL of this variant's module (the shader file, specialized for its [`Elems`]).
     pub fn source(&self) -> std::borrow::Cow<'static, str> {
-        let src = self.shader.source();
+        let src = self.shader.module();
         if self.elems == Elems::F32 {
             return src.into();
         }

@@ -63,6 +63,15 @@ pub enum SmallInt {
 }
 
 impl SmallInt {
+    /// The shaders' constants for the codes (`SmallInt_U8`... in `wrap_small`; 0 is none).
+    pub const CODES: crate::gpu::shaders::OpCodes = crate::gpu::shaders::OpCodes {
+        shaders: &[
+            crate::gpu::shaders::Shader::Ints,
+            crate::gpu::shaders::Shader::Reduce,
+        ],
+        name: "SmallInt",
+        codes: &[("U8", 1), ("I8", 2), ("I16", 3)],
+    };
     pub fn of(dtype: DType) -> Option<SmallInt> {
         match dtype {
             DType::U8 => Some(SmallInt::U8),

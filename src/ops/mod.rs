@@ -13,7 +13,7 @@ pub mod util;
 mod activation;
 mod attention;
 pub(crate) mod control;
-mod conv;
+pub(crate) mod conv;
 mod elementwise;
 mod factory;
 pub(crate) use factory::sizes_arg;

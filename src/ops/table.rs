@@ -77,6 +77,13 @@ impl OpTable {
     pub fn cpu_op(&mut self, op: &str, k: Kernel) {
         self.entry(op, true).cpu = Some(k);
     }
+    /// One exact target with its CPU kernel and its shape rule: the one declaration of a
+    /// target (`r.define("aten.im2col.default", im2col, im2col_rule)`).
+    pub fn define(&mut self, target: &str, k: Kernel, r: Rule) {
+        let d = self.entry(target, false);
+        d.cpu = Some(k);
+        d.rule = Some(r);
+    }
     /// The shape rule of one exact target.
     pub fn rule(&mut self, target: &str, r: Rule) {
         self.entry(target, false).rule = Some(r);

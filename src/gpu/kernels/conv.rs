@@ -2,7 +2,8 @@
 //! `conv1d/2d/3d`, f32 (and f16 storage computed in f32), any stride, padding (explicit,
 //! 'valid', 'same' at stride 1), dilation and groups. A layer with one input channel per group (depthwise) runs the direct
 //! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
-//! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`).
+//! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`); `im2col`
+//! (`F.unfold`) writes torch's column layout (`unfold`).
 
 use super::{contiguous, grid, KernelCtx, Out};
 use crate::dtype::DType;
@@ -10,7 +11,7 @@ use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::GTensor;
-use crate::program::Arg;
+use crate::ops::conv::{Conv, ConvParams};
 use bytemuck::{Pod, Zeroable};
 
 /// Register-blocked convolution (no workgroup memory, no barriers).
@@ -20,6 +21,68 @@ pub const CONV_TILED: Variant = Variant::new(Shader::Conv, "conv_tiled");
 
 /// Writes the implicit GEMM's columns (`ConvKernel::Gemm`).
 pub const IM2COL: Variant = Variant::new(Shader::Conv, "im2col");
+/// `aten.im2col` (`F.unfold`): the columns as torch lays them out, [N, C * taps, L].
+pub const UNFOLD: Variant = Variant::new(Shader::Conv, "unfold");
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::one_float;
+    for op in ["convolution", "_convolution", "conv1d", "conv2d", "conv3d"] {
+        t.kernel_op(&format!("aten.{op}"), conv, one_float);
+    }
+    for op in ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"] {
+        t.kernel_op(&format!("aten.{op}"), conv_transpose, one_float);
+    }
+    t.kernel("aten.im2col.default", unfold, one_float);
+}
+
+/// `aten.im2col`: one thread per column element, geometry from the op table's
+/// [`Window2d`](crate::ops::conv::unfold::Window2d) (the CPU kernel's).
+pub(super) fn unfold(k: &mut KernelCtx) -> Out {
+    use crate::ops::conv::unfold::{Unfold, Window2d};
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let d = x.dtype;
+    let Some(elems) = k.elems(d, d) else {
+        return Ok(None);
+    };
+    let u = Unfold::of_image(Window2d::parse(&k.op)?, &x.sizes).map_err(|m| k.op.err(m))?;
+    let sizes = u.columns_sizes();
+    let numel: usize = sizes.iter().product();
+    if !k.out_is(d) || !k.fits(&x) || numel >= u32::MAX as usize {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    let out = k.new_out(d, &sizes)?;
+    if numel == 0 {
+        return Ok(Some(vec![Slot::Tensor(out)]));
+    }
+    let w = &u.window;
+    let (gx, gy, row) = grid(numel, 64);
+    let meta = ConvMeta {
+        n: u.n as u32,
+        c: u.c as u32,
+        ins: vec4([1, u.image[0], u.image[1]]),
+        ks: vec4([1, w.kernel[0], w.kernel[1]]),
+        outs: vec4([1, u.blocks[0], u.blocks[1]]),
+        stride: vec4([1, w.stride[0], w.stride[1]]),
+        pad: vec4([0, w.padding[0], w.padding[1]]),
+        dil: vec4([1, w.dilation[0], w.dilation[1]]),
+        kdim: (u.c * w.taps()) as u32,
+        row,
+        ..Default::default()
+    };
+    k.dispatch(
+        &UNFOLD.typed(elems),
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, &xc)],
+        (gx, gy, 1),
+    )?;
+    Ok(Some(vec![Slot::Tensor(out)]))
+}
 
 /// The convolution kernels (groups > 1 other than depthwise always take `Blocked` or `Tiled`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -117,31 +180,20 @@ fn vec4(v: [usize; 3]) -> [u32; 4] {
     ]
 }
 
-/// A convolution node's tensors: input, weight and optional bias of one dtype (f32, or f16
-/// storage computed in f32 where the device has shader-f16), `nd` spatial dims, the input's
-/// sizes with a batch of 1 added when it is unbatched, and the geometry both directions share
-/// (groups; stride, dilation, kernel and input sizes in the last `nd` of three slots).
+/// A convolution node's tensors (input, weight and optional bias of one dtype: f32, or f16
+/// storage computed in f32 where the device has shader-f16) and its geometry, checked by the
+/// op table's [`ConvParams`] as the CPU kernel and the shape rule check it.
 struct Operands {
     x: GTensor,
     w: GTensor,
     bias: Option<GTensor>,
     d: DType,
     elems: crate::gpu::shaders::Elems,
-    nd: usize,
-    unbatched: bool,
-    xs: Vec<usize>,
-    groups: usize,
-    stride: [usize; 3],
-    dil: [usize; 3],
-    ks: [usize; 3],
-    ins: [usize; 3],
+    conv: Conv,
 }
 
-/// Argument `name` as a per-dim list (a missing one is `[default]`).
-fn ints(k: &KernelCtx, name: &str, default: i64) -> Result<Vec<i64>> {
-    Ok(k.op.opt_ints(name)?.unwrap_or_else(|| vec![default]))
-}
-
+/// The node's operands, None where no GPU kernel takes their dtypes; an error where torch
+/// refuses the call (the CPU kernel's error).
 fn operands(k: &KernelCtx) -> Result<Option<Operands>> {
     let (Some(x), Some(w)) = (k.t("input"), k.t("weight")) else {
         return Ok(None);
@@ -157,47 +209,16 @@ fn operands(k: &KernelCtx) -> Result<Option<Operands>> {
     if w.dtype != d || bias.as_ref().is_some_and(|b| b.dtype != d) || !k.out_is(d) {
         return Ok(None);
     }
-    let nd = match w.rank().checked_sub(2) {
-        Some(n @ 1..=3) => n,
-        _ => return Ok(None),
-    };
-    let unbatched = x.rank() == nd + 1;
-    if !unbatched && x.rank() != nd + 2 {
-        return Ok(None);
-    }
-    let xs: Vec<usize> = if unbatched {
-        [&[1][..], &x.sizes].concat()
-    } else {
-        x.sizes.clone()
-    };
-    let groups = k.op.int_or("groups", 1)?;
-    let (Some(stride), Some(dil)) = (
-        spatial3(&ints(k, "stride", 1)?, nd, 1, 1),
-        spatial3(&ints(k, "dilation", 1)?, nd, 1, 1),
-    ) else {
-        return Ok(None);
-    };
-    if groups < 1 {
-        return Ok(None);
-    }
-    let mut ks = [1usize; 3];
-    ks[3 - nd..].copy_from_slice(&w.sizes[2..]);
-    let mut ins = [1usize; 3];
-    ins[3 - nd..].copy_from_slice(&xs[2..]);
+    let conv = ConvParams::parse(&k.op)?
+        .geometry(&x.sizes, &w.sizes, bias.as_ref().map(|b| b.numel()))
+        .map_err(|m| k.op.err(m))?;
     Ok(Some(Operands {
         x,
         w,
         bias,
         d,
         elems,
-        nd,
-        unbatched,
-        xs,
-        groups: groups as usize,
-        stride,
-        dil,
-        ks,
-        ins,
+        conv,
     }))
 }
 
@@ -219,77 +240,27 @@ fn contiguous_operands(
     Ok(Some((xc, wc, bc)))
 }
 
-/// The output sizes: [N, O, spatial...], without N for an unbatched input.
-fn out_sizes(o: &Operands, n: usize, channels: usize, outs: &[usize; 3]) -> Vec<usize> {
-    let mut sizes = vec![n, channels];
-    sizes.extend_from_slice(&outs[3 - o.nd..]);
-    if o.unbatched {
-        sizes.remove(0);
-    }
-    sizes
-}
-
 pub(super) fn conv(k: &mut KernelCtx) -> Out {
     let Some(ops) = operands(k)? else {
         return Ok(None);
     };
-    if k.op.bool_or("transposed", false)? {
+    if ops.conv.transposed {
         return conv_transpose_of(k, ops);
     }
     let Operands {
         ref x,
         ref w,
-        ref bias,
         d,
         elems,
-        nd,
-        ref xs,
-        groups,
-        stride,
-        dil,
-        ks,
-        ins,
+        conv: Conv { ref geo, .. },
         ..
     } = ops;
-    let (pad_lo, pad_hi) = match k.op.arg("padding") {
-        Some(Arg::Str(s)) if s == "valid" => ([0; 3], [0; 3]),
-        Some(Arg::Str(s)) if s == "same" && stride == [1, 1, 1] => {
-            let mut lo = [0; 3];
-            let mut hi = [0; 3];
-            for i in 0..3 {
-                let total = dil[i] * (ks[i] - 1);
-                lo[i] = total / 2;
-                hi[i] = total - lo[i];
-            }
-            (lo, hi)
-        }
-        Some(Arg::Str(_)) => return Ok(None),
-        _ => match spatial3(&ints(k, "padding", 0)?, nd, 0, 0) {
-            Some(p) => (p, p),
-            None => return Ok(None),
-        },
-    };
     // Asymmetric 'same' padding: the kernel pads `pad_lo` before and clips at the input end,
     // so the extra element at the end is implicit in the output size.
-    let c = xs[1];
-    let o = w.sizes[0];
-    if w.sizes[1] * groups != c || o % groups != 0 || bias.as_ref().is_some_and(|b| b.numel() != o)
-    {
-        return Ok(None);
-    }
-    let mut outs = [1usize; 3];
-    for i in 0..3 {
-        let span = dil[i] * (ks[i] - 1) + 1;
-        let padded = ins[i] + pad_lo[i] + pad_hi[i];
-        if padded < span {
-            return Ok(None);
-        }
-        outs[i] = (padded - span) / stride[i] + 1;
-    }
-    let n = xs[0];
+    let (n, c, o, groups) = (geo.n, geo.c, geo.o, geo.groups);
     let (cg, og) = (c / groups, o / groups);
-    let taps: usize = ks.iter().product();
-    let plane_out: usize = outs.iter().product();
+    let taps: usize = geo.ks.iter().product();
+    let plane_out: usize = geo.outs.iter().product();
     let maxg =
         k.r.dev
             .properties
@@ -307,18 +278,18 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
     let Some((xc, wc, bc)) = contiguous_operands(k, &ops)? else {
         return Ok(None);
     };
-    let sizes = out_sizes(&ops, n, o, &outs);
+    let sizes = ops.conv.out_sizes();
     let mut meta = ConvMeta {
         n: n as u32,
         c: c as u32,
         o: o as u32,
         groups: groups as u32,
-        ins: vec4(ins),
-        ks: vec4(ks),
-        outs: vec4(outs),
-        stride: vec4(stride),
-        pad: vec4(pad_lo),
-        dil: vec4(dil),
+        ins: vec4(geo.ins),
+        ks: vec4(geo.ks),
+        outs: vec4(geo.outs),
+        stride: vec4(geo.stride),
+        pad: vec4(geo.pad_lo),
+        dil: vec4(geo.dil),
         cg: cg as u32,
         og: og as u32,
         kdim: (cg * taps) as u32,
@@ -463,49 +434,16 @@ fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
     let Operands {
         ref x,
         ref w,
-        ref bias,
         d,
         elems,
-        nd,
-        ref xs,
-        groups,
-        stride,
-        dil,
-        ks,
-        ins,
+        conv: Conv { ref geo, .. },
         ..
     } = ops;
-    if matches!(k.op.arg("padding"), Some(Arg::Str(_))) {
+    if geo.ins.contains(&0) {
         return Ok(None);
     }
-    let (Some(pad), Some(opad)) = (
-        spatial3(&ints(k, "padding", 0)?, nd, 0, 0),
-        spatial3(&ints(k, "output_padding", 0)?, nd, 0, 0),
-    ) else {
-        return Ok(None);
-    };
-    let c = xs[1];
-    if w.sizes[0] != c || c % groups != 0 || ins.contains(&0) {
-        return Ok(None);
-    }
-    let og = w.sizes[1];
-    let o = og * groups;
-    if bias.as_ref().is_some_and(|b| b.numel() != o) {
-        return Ok(None);
-    }
-    let mut outs = [1usize; 3];
-    for i in 0..3 {
-        if opad[i] >= stride[i] && opad[i] >= dil[i] {
-            return Ok(None);
-        }
-        let full = (ins[i] - 1) * stride[i] + dil[i] * (ks[i] - 1) + opad[i] + 1;
-        match full.checked_sub(2 * pad[i]).filter(|&v| v > 0) {
-            Some(v) => outs[i] = v,
-            None => return Ok(None),
-        }
-    }
-    let n = xs[0];
-    let plane_out: usize = outs.iter().product();
+    let (n, c, o, groups) = (geo.n, geo.c, geo.o, geo.groups);
+    let plane_out: usize = geo.outs.iter().product();
     let numel = n * o * plane_out;
     if !k.fits(x) || !k.fits(w) || numel >= u32::MAX as usize {
         return Ok(None);
@@ -513,8 +451,7 @@ fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
     let Some((xc, wc, bc)) = contiguous_operands(k, &ops)? else {
         return Ok(None);
     };
-    let sizes = out_sizes(&ops, n, o, &outs);
-    let out = k.new_out(d, &sizes)?;
+    let out = k.new_out(d, &ops.conv.out_sizes())?;
     if numel == 0 {
         return Ok(Some(vec![Slot::Tensor(out)]));
     }
@@ -524,14 +461,14 @@ fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
         c: c as u32,
         o: o as u32,
         groups: groups as u32,
-        ins: vec4(ins),
-        ks: vec4(ks),
-        outs: vec4(outs),
-        stride: vec4(stride),
-        pad: vec4(pad),
-        dil: vec4(dil),
+        ins: vec4(geo.ins),
+        ks: vec4(geo.ks),
+        outs: vec4(geo.outs),
+        stride: vec4(geo.stride),
+        pad: vec4(geo.pad_lo),
+        dil: vec4(geo.dil),
         cg: (c / groups) as u32,
-        og: og as u32,
+        og: (o / groups) as u32,
         kdim: 0,
         flags: bc.is_some() as u32,
         row,

@@ -3,9 +3,13 @@
 
 use super::*;
 
-/// The targets with a GPU path.
+/// The targets with a GPU path: the families' registrations ([`super::table`]), then the
+/// targets of the families not moved there yet.
 pub fn lookup(target: &str) -> Option<GpuOp> {
     use GpuOp::*;
+    if let Some(e) = super::table::gpu_table().get(target) {
+        return Some(e.op);
+    }
     let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
     Some(match op {
         "aten.view"
@@ -277,13 +281,6 @@ pub fn lookup(target: &str) -> Option<GpuOp> {
         }
         "aten.dropout" => Custom(crate::gpu::random::dropout),
         "aten.native_dropout" => Custom(crate::gpu::random::native_dropout),
-        "aten.convolution" | "aten._convolution" | "aten.conv1d" | "aten.conv2d"
-        | "aten.conv3d" => Custom(conv::conv),
-        "aten.conv_transpose1d" | "aten.conv_transpose2d" | "aten.conv_transpose3d"
-            if overload != "out" =>
-        {
-            Custom(conv::conv_transpose)
-        }
         "aten._native_batch_norm_legit_no_training"
         | "aten._native_batch_norm_legit"
         | "aten._native_batch_norm_legit_functional"

@@ -67,20 +67,40 @@ pub struct ReduceMeta {
     pub p: f32,
 }
 
+/// An enum of op codes and the WGSL `const`s the shader switches on: `Name::Variant = n`
+/// becomes `const Name_Variant: u32 = nu;` at the top of the shader's module
+/// ([`crate::gpu::shaders::Shader::module`]), so the WGSL names each code (`case
+/// UnaryOp_Silu:`) and a renumbered or missing one fails naga's validation, not a result.
+macro_rules! code_enum {
+    ($(#[$m:meta])* $vis:vis $name:ident, $shaders:expr, [$($v:ident = $n:expr),* $(,)?]) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        $vis enum $name { $($v = $n),* }
+        impl $name {
+            /// The shader's constants for the codes.
+            pub const CODES: crate::gpu::shaders::OpCodes = crate::gpu::shaders::OpCodes {
+                shaders: $shaders,
+                name: stringify!($name),
+                codes: &[$((stringify!($v), $n)),*],
+            };
+        }
+    };
+}
+
+/// A [`code_enum!`] whose codes are the value of the shader's override constant `$const`
+/// for entry point `$entry` (one pipeline per code).
 macro_rules! op_enum {
     ($name:ident, $shader:expr, $entry:expr, $const:expr, [$($v:ident = $n:expr),* $(,)?]) => {
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name { $($v = $n),* }
+        code_enum!(pub $name, &[$shader], [$($v = $n),*]);
         impl $name {
             pub const ALL: &'static [$name] = &[$($name::$v),*];
-            pub fn variant(self) -> Variant {
+            pub const fn variant(self) -> Variant {
                 Variant::with($shader, $entry, $const, self as u32)
             }
         }
     };
 }
 
-// Codes match the `switch OP` arms of shaders/elementwise.wgsl.
 op_enum!(
     UnaryOp,
     Shader::Elementwise,
@@ -202,10 +222,24 @@ op_enum!(
     [Sum = 0, Max = 1, Min = 2]
 );
 
+// The reductions of int / bool words into an int output (`reduce_i`).
+op_enum!(
+    ReduceIntOp,
+    Shader::Reduce,
+    "reduce_i",
+    "OP",
+    [Sum = 0, Max = 1, Min = 2, Prod = 3]
+);
+
 impl ReduceOp {
     /// The int / bool variant (`reduce_i`, an int output).
     pub fn int_variant(self) -> Variant {
-        Variant::with(Shader::Reduce, "reduce_i", "OP", self as u32)
+        match self {
+            ReduceOp::Sum => ReduceIntOp::Sum,
+            ReduceOp::Max => ReduceIntOp::Max,
+            ReduceOp::Min => ReduceIntOp::Min,
+        }
+        .variant()
     }
 }
 

@@ -57,7 +57,7 @@ op_enum!(
 );
 pub const COUNT_NZ: Variant = Variant::new(Shader::Reduce, "count_nz");
 /// prod of int / bool words (an int output); the other `reduce_i` codes are [`ReduceOp`]'s.
-pub const PROD_I: Variant = Variant::with(Shader::Reduce, "reduce_i", "OP", 3);
+pub const PROD_I: Variant = super::ReduceIntOp::Prod.variant();
 
 pub fn variants() -> Vec<Variant> {
     let mut v: Vec<Variant> = Vec::new();

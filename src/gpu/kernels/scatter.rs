@@ -62,17 +62,20 @@ pub struct ScatterMeta {
     pub value: [u32; 4],
 }
 
-/// The combine ops of the shader (OP_* there).
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum Op {
-    Assign = 0,
-    Add = 1,
-    Mul = 2,
-    Mean = 3,
-    Max = 4,
-    Min = 5,
-    AddAlpha = 6,
-}
+code_enum!(
+    /// The combine ops of the shader (`ScatterOp_*` there, bits 0-3 of `flags`).
+    pub(super) ScatterOp,
+    &[Shader::Scatter],
+    [
+        Assign = 0,
+        Add = 1,
+        Mul = 2,
+        Mean = 3,
+        Max = 4,
+        Min = 5,
+        AddAlpha = 6,
+    ]
+);
 
 /// Above this many (output element, scanned entry) pairs the CPU kernel runs instead.
 const MAX_WORK: u64 = 1 << 31;
@@ -82,11 +85,11 @@ fn is_int(d: DType) -> bool {
 }
 
 /// The element kind bits of the shader's flags (None: no kernel for the dtype and op).
-fn kind(dtype: DType, op: Op) -> Option<u32> {
+fn kind(dtype: DType, op: ScatterOp) -> Option<u32> {
     match dtype {
         DType::F32 => Some(0),
         DType::I32 | DType::I64 => Some(1),
-        DType::Bool if op == Op::Assign => Some(2),
+        DType::Bool if op == ScatterOp::Assign => Some(2),
         _ => None,
     }
 }
@@ -151,7 +154,7 @@ fn encode_scatter(
     src: Option<&GTensor>,
     value: u32,
     alpha: u32,
-    op: Op,
+    op: ScatterOp,
     include_self: bool,
     wrap: bool,
 ) -> Out {
@@ -218,13 +221,13 @@ fn encode_scatter(
     Ok(Some(vec![Slot::Tensor(out)]))
 }
 
-fn reduce_op(name: &str) -> Option<Op> {
+fn reduce_op(name: &str) -> Option<ScatterOp> {
     Some(match name {
-        "add" | "sum" => Op::Add,
-        "multiply" | "prod" => Op::Mul,
-        "mean" => Op::Mean,
-        "amax" => Op::Max,
-        "amin" => Op::Min,
+        "add" | "sum" => ScatterOp::Add,
+        "multiply" | "prod" => ScatterOp::Mul,
+        "mean" => ScatterOp::Mean,
+        "amax" => ScatterOp::Max,
+        "amin" => ScatterOp::Min,
         _ => return None,
     })
 }
@@ -250,10 +253,10 @@ pub(super) fn scatter(k: &mut KernelCtx) -> Out {
             Some(op) => op,
             None => return Ok(None),
         },
-        None => Op::Assign,
+        None => ScatterOp::Assign,
     };
     if k.target().starts_with("aten.scatter_add") {
-        op = Op::Add;
+        op = ScatterOp::Add;
     }
     let include_self = k.op.bool_or("include_self", true)?;
     let (x1, idx1) = (as1(&x), as1(&idx));
@@ -334,13 +337,13 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
             Some(v.view(isizes.clone(), vec![0; r], v.offset)),
             0,
             0,
-            Op::Assign,
+            ScatterOp::Assign,
         )
     } else if fill {
         let Some(w) = index::word(x.dtype, k.op.scalar("value")?) else {
             return Ok(None);
         };
-        (None, w, 0, Op::Assign)
+        (None, w, 0, ScatterOp::Assign)
     } else {
         let Some(s) = k.t("source") else {
             return Ok(None);
@@ -350,7 +353,7 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
             return Ok(None);
         }
         if t.starts_with("aten.index_copy") {
-            (Some(s1), 0, 0, Op::Assign)
+            (Some(s1), 0, 0, ScatterOp::Assign)
         } else {
             let alpha = k.op.opt_scalar("alpha")?.unwrap_or(Scalar::Int(1));
             let a = match (x.dtype, alpha) {
@@ -366,7 +369,16 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
                 Scalar::Float(a) => a == 1.0,
                 Scalar::Bool(b) => b,
             };
-            (Some(s1), 0, a, if one { Op::Add } else { Op::AddAlpha })
+            (
+                Some(s1),
+                0,
+                a,
+                if one {
+                    ScatterOp::Add
+                } else {
+                    ScatterOp::AddAlpha
+                },
+            )
         }
     };
     let Some(res) = encode_scatter(k, &x1, d, &iv, src.as_ref(), value, alpha, op, true, fill)?
@@ -474,7 +486,11 @@ pub(super) fn index_put(k: &mut KernelCtx) -> Out {
         return Ok(None);
     };
     let accumulate = k.op.bool_or("accumulate", false)?;
-    let op = if accumulate { Op::Add } else { Op::Assign };
+    let op = if accumulate {
+        ScatterOp::Add
+    } else {
+        ScatterOp::Assign
+    };
     let r = x.rank();
     let Some(kind) = kind(x.dtype, op) else {
         return Ok(None);

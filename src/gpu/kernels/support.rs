@@ -1,6 +1,7 @@
 //! A static answer to "would this node run on the GPU?" from its target and the dtypes of
 //! its tensor inputs and outputs (what `pt2web check --device gpu` reports from the meta
-//! backend). It follows the dtype rules of the kernels in this module; a kernel can still
+//! backend). Families registered in `table.rs` answer from their entry's dtypes; for the
+//! others this file follows the dtype rules of their kernels; a kernel can still
 //! decline a node for its arguments (a transposed convolution, a rank above 8, an int64
 //! constant outside int32), which only a run shows (`pt2web run --json` counts fallbacks).
 //! f16 nodes are answered for an adapter with `shader-f16` (without it they fall back).
@@ -59,6 +60,9 @@ fn names(ds: &[DType]) -> String {
 pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
     if let Some(ok) = with_readback(target, inputs, outputs) {
         return verdict(ok, inputs, outputs);
+    }
+    if let Some(e) = super::table::gpu_table().get(target) {
+        return verdict((e.serves)(inputs, outputs), inputs, outputs);
     }
     let Some(op) = lookup(target) else {
         return Support::NoKernel;

@@ -9,8 +9,8 @@ use crate::ops::matmul::gemm::{gemm, num_threads, par_chunks, Float, Mat};
 use std::sync::Mutex;
 
 /// Sizes and parameters of one convolution, spatial arrays in (D, H, W) order.
-#[derive(Debug, Clone)]
-pub(super) struct Geometry {
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Geometry {
     pub n: usize,
     /// Input channels (all groups).
     pub c: usize,

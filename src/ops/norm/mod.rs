@@ -2,7 +2,7 @@
 //! `batch_norm`, core `_native_batch_norm_legit_no_training` / `_native_batch_norm_legit`
 //! (`.no_stats` for instance_norm) / `_native_batch_norm_legit_functional`, and
 //! `native_batch_norm`), layer_norm / native_layer_norm, group_norm / native_group_norm,
-//! instance_norm, rms_norm / _fused_rms_norm.
+//! instance_norm, rms_norm / _fused_rms_norm, and weight normalization (`weight_norm.rs`).
 //!
 //! Inputs compute in f32 (f32/f16/bf16) or f64; statistics accumulate in f64. Training-mode
 //! batch norm updates running statistics in place (as eager does) except in the functional
@@ -10,6 +10,7 @@
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
+mod weight_norm;
 
 use super::reduce::{compute_float, typed, with_real, Real};
 use super::{OpCtx, OpTable};
@@ -20,6 +21,7 @@ use crate::runtime::RValue;
 
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
+    weight_norm::register(r);
     r.cpu("aten.batch_norm.default", batch_norm);
     r.cpu("aten.native_batch_norm.default", batch_norm);
     r.cpu("aten._native_batch_norm_legit.default", batch_norm);

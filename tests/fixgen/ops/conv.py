@@ -1,4 +1,5 @@
-"""conv family: convolution / conv1d / conv2d / conv3d / conv_transpose*, all IR forms."""
+"""conv family: convolution / conv1d / conv2d / conv3d / conv_transpose*, all IR forms; the
+sliding windows im2col (F.unfold) / col2im (F.fold)."""
 import torch
 import torch.nn.functional as F
 
@@ -54,4 +55,19 @@ CASES = [
     Case("conv_transpose1d", F.conv_transpose1d, [randn(2, 3, 6), randn(3, 2, 3, seed=1), randn(2, seed=2)], {"stride": 3, "padding": 1, "output_padding": 2}, tol="loose"),
     Case("conv_transpose3d", F.conv_transpose3d, [randn(1, 2, 3, 3, 3), randn(2, 2, 2, 2, 2, seed=1), randn(2, seed=2)], {"stride": 2}, tol="loose"),
     Case("conv_transpose2d_f16", F.conv_transpose2d, [randn(1, 2, 3, 3, dtype=f16), randn(2, 2, 3, 3, seed=1, dtype=f16)], {"stride": 2}, tol="half"),
+    # im2col (F.unfold / nn.Unfold) and col2im (F.fold / nn.Fold)
+    Case("unfold", F.unfold, [randn(2, 3, 5, 6)], {"kernel_size": (2, 3)}),
+    Case("unfold_pad_stride_dil", F.unfold, [randn(1, 2, 7, 8)], {"kernel_size": 3, "dilation": (2, 1), "padding": (1, 2), "stride": (2, 3)}),
+    Case("unfold_unbatched", F.unfold, [randn(3, 4, 4)], {"kernel_size": 2, "stride": 2}),
+    Case("unfold_noncontig", lambda x: F.unfold(x.transpose(2, 3), 2, padding=1), [randn(1, 2, 5, 4)]),
+    Case("unfold_module", torch.nn.Unfold(kernel_size=(3, 2), padding=1, stride=(1, 2)), [randn(2, 2, 6, 5)]),
+    Case("unfold_f64", F.unfold, [randn(1, 2, 5, 5, dtype=f64)], {"kernel_size": 3, "padding": 1}, tol="exact"),
+    Case("unfold_f16", F.unfold, [randn(1, 2, 5, 5, dtype=f16)], {"kernel_size": 2}, tol="exact"),
+    Case("unfold_patches", lambda x: F.unfold(x, 4, stride=4).transpose(1, 2), [randn(1, 3, 8, 12)]),
+    Case("fold", F.fold, [randn(2, 3 * 2 * 3, 9)], {"output_size": (4, 5), "kernel_size": (2, 3)}, tol="loose"),
+    Case("fold_overlap_pad_stride_dil", F.fold, [randn(1, 2 * 9, 12)], {"output_size": (7, 8), "kernel_size": 3, "dilation": (2, 1), "padding": (1, 2), "stride": (2, 3)}, tol="loose"),
+    Case("fold_unbatched", F.fold, [randn(4 * 4, 9)], {"output_size": 6, "kernel_size": 2, "stride": 2}, tol="loose"),
+    Case("fold_module", torch.nn.Fold(output_size=(5, 4), kernel_size=(2, 2), padding=1), [randn(2, 3 * 4, 30)], tol="loose"),
+    Case("fold_f64", F.fold, [randn(1, 8, 9, dtype=f64)], {"output_size": 4, "kernel_size": 2}, tol="close"),
+    Case("fold_of_unfold", lambda x: F.fold(F.unfold(x, 3, padding=1), (6, 7), 3, padding=1), [randn(1, 2, 6, 7)], tol="loose"),
 ]

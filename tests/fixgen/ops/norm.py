@@ -82,4 +82,14 @@ CASES = [
     # compositions that decompose
     Case("local_response_norm", nn.LocalResponseNorm(3), [randn(2, 5, 4, 4)], core=False),
     Case("normalize_p1", lambda x: F.normalize(x, p=1.0, dim=-1), [randn(3, 4)], core=False),
+    # weight normalization: _weight_norm (training IR of both weight_norm APIs) and the fused
+    # _weight_norm_interface (w and the norms)
+    Case("weight_norm_linear", nn.utils.parametrizations.weight_norm(nn.Linear(4, 5)), [randn(3, 4)], tol="loose"),
+    Case("weight_norm_conv1d_dim1", nn.utils.parametrizations.weight_norm(nn.Conv1d(3, 4, 3), dim=1), [randn(2, 3, 8)], tol="loose"),
+    Case("weight_norm_conv2d_last", nn.utils.parametrizations.weight_norm(nn.Conv2d(2, 3, 2), dim=3), [randn(1, 2, 5, 5)], tol="loose"),
+    Case("weight_norm_whole", lambda v, g: torch._weight_norm(v, g, -1), [randn(3, 4, 2), randn(1, seed=1)], tol="loose"),
+    Case("weight_norm_direct", lambda v, g: torch._weight_norm(v, g, 0), [randn(5, 3), randn(5, 1, seed=1)]),
+    Case("weight_norm_f64", lambda v, g: torch._weight_norm(v, g, 1), [randn(3, 4, 2, dtype=f64), randn(1, 4, 1, seed=1, dtype=f64)]),
+    Case("weight_norm_interface", lambda v, g: torch._weight_norm_interface(v, g, 0), [randn(4, 3, 2), randn(4, 1, 1, seed=1)]),
+    Case("weight_norm_interface_last", lambda v, g: torch._weight_norm_interface(v, g, 2), [randn(2, 3, 5), randn(1, 1, 5, seed=1)]),
 ]
