@@ -315,6 +315,41 @@ fn unfold(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = to_out(v);
 }
 
+// `aten.col2im` (F.fold): one thread per output element (image, channel, pixel) summing the
+// column entries whose window covers the pixel, taps in order (the order torch's CPU kernel
+// adds them in). The columns `x` are [N, C * taps, L]; here `ins` is the output image,
+// `outs` the grid of window positions.
+@compute @workgroup_size(64)
+fn fold(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    let plane = params.ins.w;
+    if i >= params.n * params.c * plane {
+        return;
+    }
+    let pix = i % plane;
+    let ch = i / plane;
+    let y = pix / params.ins.z;
+    let xx = pix % params.ins.z;
+    let taps = params.ks.w;
+    var acc = 0.0;
+    for (var t = 0u; t < taps; t = t + 1u) {
+        let ky = t / params.ks.z;
+        let kx = t % params.ks.z;
+        let ny = i32(y + params.pad.y) - i32(ky * params.dil.y);
+        let nx = i32(xx + params.pad.z) - i32(kx * params.dil.z);
+        if ny < 0 || nx < 0 || u32(ny) % params.stride.y != 0u || u32(nx) % params.stride.z != 0u {
+            continue;
+        }
+        let by = u32(ny) / params.stride.y;
+        let bx = u32(nx) / params.stride.z;
+        if by >= params.outs.y || bx >= params.outs.z {
+            continue;
+        }
+        acc = acc + f32(x[(ch * taps + t) * params.outs.w + by * params.outs.z + bx]);
+    }
+    out[i] = to_out(acc);
+}
+
 @compute @workgroup_size(64)
 fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;

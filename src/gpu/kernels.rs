@@ -75,6 +75,7 @@ pub fn nn_variants() -> Vec<Variant> {
         conv::CONV_TILED,
         conv::IM2COL,
         conv::UNFOLD,
+        conv::FOLD,
         conv::DEPTHWISE,
         conv::CONV_TRANSPOSE,
         norm::BATCH_NORM,

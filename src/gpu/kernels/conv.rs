@@ -3,7 +3,8 @@
 //! 'valid', 'same' at stride 1), dilation and groups. A layer with one input channel per group (depthwise) runs the direct
 //! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
 //! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`); `im2col`
-//! (`F.unfold`) writes torch's column layout (`unfold`).
+//! (`F.unfold`) writes torch's column layout (`unfold`), `col2im` (`F.fold`) reads it back
+//! (`fold`).
 
 use super::{contiguous, grid, KernelCtx, Out};
 use crate::dtype::DType;
@@ -23,6 +24,8 @@ pub const CONV_TILED: Variant = Variant::new(Shader::Conv, "conv_tiled");
 pub const IM2COL: Variant = Variant::new(Shader::Conv, "im2col");
 /// `aten.im2col` (`F.unfold`): the columns as torch lays them out, [N, C * taps, L].
 pub const UNFOLD: Variant = Variant::new(Shader::Conv, "unfold");
+/// `aten.col2im` (`F.fold`): the images back from such columns, overlaps summed.
+pub const FOLD: Variant = Variant::new(Shader::Conv, "fold");
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
@@ -34,11 +37,19 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         t.kernel_op(&format!("aten.{op}"), conv_transpose, one_float);
     }
     t.kernel("aten.im2col.default", unfold, one_float);
+    t.kernel("aten.col2im.default", fold, one_float);
 }
 
-/// `aten.im2col`: one thread per column element, geometry from the op table's
-/// [`Window2d`](crate::ops::conv::unfold::Window2d) (the CPU kernel's).
+/// `aten.im2col` and `aten.col2im`: one thread per output element, geometry from the op
+/// table's [`Window2d`](crate::ops::conv::unfold::Window2d) (the CPU kernels').
 pub(super) fn unfold(k: &mut KernelCtx) -> Out {
+    sliding_windows(k, false)
+}
+pub(super) fn fold(k: &mut KernelCtx) -> Out {
+    sliding_windows(k, true)
+}
+
+fn sliding_windows(k: &mut KernelCtx, fold: bool) -> Out {
     use crate::ops::conv::unfold::{Unfold, Window2d};
     let Some(x) = k.t("self") else {
         return Ok(None);
@@ -47,8 +58,18 @@ pub(super) fn unfold(k: &mut KernelCtx) -> Out {
     let Some(elems) = k.elems(d, d) else {
         return Ok(None);
     };
-    let u = Unfold::of_image(Window2d::parse(&k.op)?, &x.sizes).map_err(|m| k.op.err(m))?;
-    let sizes = u.columns_sizes();
+    let w = Window2d::parse(&k.op)?;
+    let u = if fold {
+        Unfold::of_columns(w, &x.sizes, &k.op.ints("output_size")?)
+    } else {
+        Unfold::of_image(w, &x.sizes)
+    }
+    .map_err(|m| k.op.err(m))?;
+    let sizes = if fold {
+        u.image_sizes()
+    } else {
+        u.columns_sizes()
+    };
     let numel: usize = sizes.iter().product();
     if !k.out_is(d) || !k.fits(&x) || numel >= u32::MAX as usize {
         return Ok(None);
@@ -60,7 +81,6 @@ pub(super) fn unfold(k: &mut KernelCtx) -> Out {
     if numel == 0 {
         return Ok(Some(vec![Slot::Tensor(out)]));
     }
-    let w = &u.window;
     let (gx, gy, row) = grid(numel, 64);
     let meta = ConvMeta {
         n: u.n as u32,
@@ -76,7 +96,7 @@ pub(super) fn unfold(k: &mut KernelCtx) -> Out {
         ..Default::default()
     };
     k.dispatch(
-        &UNFOLD.typed(elems),
+        &if fold { FOLD } else { UNFOLD }.typed(elems),
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, &xc)],
         (gx, gy, 1),
