@@ -8,6 +8,7 @@
 #![cfg_attr(target_arch = "wasm32", allow(clippy::arc_with_non_send_sync))]
 
 pub mod archive;
+pub mod backend;
 pub mod backends;
 pub mod cpu;
 pub mod dtype;

@@ -4,7 +4,7 @@
 //! finished inside the timed region.
 
 use crate::progress::Progress;
-use crate::run::{gather_inputs_from, load_with_progress, Engine};
+use crate::run::{gather_inputs_from, load_with_progress, open_backend, prepare_like};
 use clap::Args;
 use pt2web::cpu::Tensor;
 use pt2web::program::{Dim, Program, ValueKind};
@@ -126,13 +126,13 @@ fn bench_one(
     inputs: &[RValue],
 ) -> Result<DeviceResult, String> {
     let t0 = Instant::now();
-    let mut e = Engine::new(p.clone(), device, &args.backend)?;
+    let mut e = open_backend(p.clone(), device, &args.backend)?;
     let session_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let prepare = if args.no_prepare {
         None
     } else {
-        e.prepare(inputs)?
+        prepare_like(&mut *e, inputs)?
     };
     let prepare_ms = if args.no_prepare {
         0.0
@@ -147,18 +147,18 @@ fn bench_one(
     let total = 1 + args.warmup + args.repeat;
     let mut bar = Progress::new(args.progress, label, total as u64, "runs");
     let t = Instant::now();
-    e.run(inputs.to_vec())?;
+    e.run(inputs.to_vec()).map_err(|x| x.to_string())?;
     let first_ms = t.elapsed().as_secs_f64() * 1e3;
-    let first_stats = e.gpu_stats();
+    let first_stats = e.last_stats().cloned();
     bar.set(1);
     for i in 0..args.warmup {
-        e.run(inputs.to_vec())?;
+        e.run(inputs.to_vec()).map_err(|x| x.to_string())?;
         bar.set(2 + i as u64);
     }
     let mut times = Vec::new();
     for i in 0..args.repeat {
         let t = Instant::now();
-        e.run(inputs.to_vec())?;
+        e.run(inputs.to_vec()).map_err(|x| x.to_string())?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
         bar.set((2 + args.warmup + i) as u64);
     }
@@ -173,7 +173,7 @@ fn bench_one(
         median_ms: median(&mut times),
         min_ms,
         runs: args.repeat,
-        gpu: first_stats.zip(e.gpu_stats()),
+        gpu: first_stats.zip(e.last_stats().cloned()),
     })
 }
 

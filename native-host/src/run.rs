@@ -4,6 +4,7 @@ use crate::read_model;
 use crate::tensors_io::{read_npy, read_safetensors, write_safetensors};
 use clap::Args;
 use pt2web::archive::pt2::LoadOptions;
+use pt2web::backend::Backend;
 use pt2web::cpu::Tensor;
 use pt2web::pickle::PyValue;
 use pt2web::program::{Program, Pt2Archive};
@@ -57,106 +58,72 @@ pub(crate) fn check_device(device: &str) -> Result<(), String> {
     }
 }
 
-/// The engine a run uses.
-pub(crate) enum Engine {
-    Cpu(Box<Session>),
-    Gpu(Box<pt2web::gpu::GpuSession>),
+/// The backend for `--device` (`cpu`, `gpu`, or `auto`: the GPU where wgpu finds an adapter
+/// of `--backend`, else the CPU).
+pub(crate) fn open_backend(
+    p: Program,
+    device: &str,
+    backend: &str,
+) -> Result<Box<dyn Backend>, String> {
+    let cpu = |p| -> Result<Box<dyn Backend>, String> {
+        Ok(Box::new(Session::new(p).map_err(|e| e.to_string())?))
+    };
+    match device {
+        "cpu" => cpu(p),
+        "gpu" | "auto" => {
+            let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
+            match pt2web::gpu::GpuDevice::open(b, None) {
+                Ok(d) => Ok(Box::new(
+                    pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
+                        .map_err(|e| e.to_string())?,
+                )),
+                Err(_) if device == "auto" => cpu(p),
+                Err(e) => Err(format!("--device gpu: {e}")),
+            }
+        }
+        other => Err(format!("--device {other}: expected cpu, gpu or auto")),
+    }
 }
 
-impl Engine {
-    pub(crate) fn new(p: Program, device: &str, backend: &str) -> Result<Engine, String> {
-        match device {
-            "cpu" => Session::new(p)
-                .map(|s| Engine::Cpu(Box::new(s)))
-                .map_err(|e| e.to_string()),
-            "gpu" | "auto" => {
-                let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
-                match pt2web::gpu::GpuDevice::open(b, None) {
-                    Ok(d) => pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
-                        .map(|s| Engine::Gpu(Box::new(s)))
-                        .map_err(|e| e.to_string()),
-                    Err(_) if device == "auto" => Session::new(p)
-                        .map(|s| Engine::Cpu(Box::new(s)))
-                        .map_err(|e| e.to_string()),
-                    Err(e) => Err(format!("--device gpu: {e}")),
-                }
-            }
-            other => Err(format!("--device {other}: expected cpu, gpu or auto")),
-        }
-    }
-    pub(crate) fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>, String> {
-        match self {
-            Engine::Cpu(s) => s.run(inputs),
-            Engine::Gpu(s) => s.run(inputs),
-        }
-        .map_err(|e| e.to_string())
-    }
-    /// Prepare for inputs shaped like `inputs` (see `Session::prepare`, `GpuSession::prepare`):
-    /// on the GPU, what the prepare pass did.
-    pub(crate) fn prepare(
-        &mut self,
-        inputs: &[RValue],
-    ) -> Result<Option<pt2web::gpu::PrepareStats>, String> {
-        let metas = pt2web::plan::metas(&pt2web::plan::signature(inputs));
-        match self {
-            Engine::Cpu(s) => s.prepare(&metas).map(|_| None),
-            Engine::Gpu(s) => s.prepare(&metas).map(Some),
-        }
-        .map_err(|e| e.to_string())
-    }
-    fn program_name(&self) -> String {
-        match self {
-            Engine::Cpu(s) => s.program.name.clone(),
-            Engine::Gpu(s) => s.cpu.program.name.clone(),
-        }
-    }
-    /// The GPU counters of the last run (None on the CPU).
-    pub(crate) fn gpu_stats(&self) -> Option<pt2web::gpu::RunStats> {
-        match self {
-            Engine::Cpu(_) => None,
-            Engine::Gpu(s) => Some(s.last_stats.clone()),
-        }
-    }
-    /// "cpu", or "gpu (NAME, BACKEND)".
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Engine::Cpu(_) => "cpu".into(),
-            Engine::Gpu(s) => format!(
-                "gpu ({}, {})",
-                s.device.properties.name, s.device.properties.backend
-            ),
-        }
-    }
-    fn gpu_json(&self) -> serde_json::Value {
-        match self {
-            Engine::Cpu(_) => serde_json::Value::Null,
-            Engine::Gpu(s) => {
-                let st = &s.last_stats;
-                serde_json::json!({
-                    "adapter": s.device.properties.name,
-                    "backend": s.device.properties.backend,
-                    "submits": st.submits,
-                    "buffer_allocations": st.buffer_allocations,
-                    "pipelines_created": st.pipelines_created,
-                    "bind_groups_created": st.bind_groups_created,
-                    "dispatches": st.dispatches,
-                    "peak_bytes": st.peak_bytes,
-                    "gpu_nodes": st.gpu_nodes,
-                    "view_nodes": st.view_nodes,
-                    "fallback_nodes": st.fallback_nodes(),
-                    "fallbacks": st.fallbacks,
-                    "uploads": st.uploads,
-                    "downloads": st.downloads,
-                    "plan_steps": st.plan_steps,
-                    "host_ms": st.host_us as f64 / 1e3,
-                    "wait_ms": st.wait_us as f64 / 1e3,
-                    "replayed": st.replayed,
-                    "memory_allocated": s.device.current_allocated_memory(),
-                    "max_memory_allocated": s.device.max_memory_allocated(),
-                })
-            }
-        }
-    }
+/// Prepare for inputs shaped like `inputs` ([`Backend::prepare`]): on the GPU, what the
+/// prepare pass did.
+pub(crate) fn prepare_like(
+    b: &mut dyn Backend,
+    inputs: &[RValue],
+) -> Result<Option<pt2web::gpu::PrepareStats>, String> {
+    let metas = pt2web::plan::metas(&pt2web::plan::signature(inputs));
+    let stats = b.prepare(&metas).map_err(|e| e.to_string())?;
+    Ok(b.gpu().map(|_| stats))
+}
+
+/// The `gpu` object of `pt2web run --json` (null on the CPU).
+fn gpu_json(b: &dyn Backend) -> serde_json::Value {
+    let Some(s) = b.gpu() else {
+        return serde_json::Value::Null;
+    };
+    let st = &s.last_stats;
+    serde_json::json!({
+        "adapter": s.device.properties.name,
+        "backend": s.device.properties.backend,
+        "submits": st.submits,
+        "buffer_allocations": st.buffer_allocations,
+        "pipelines_created": st.pipelines_created,
+        "bind_groups_created": st.bind_groups_created,
+        "dispatches": st.dispatches,
+        "peak_bytes": st.peak_bytes,
+        "gpu_nodes": st.gpu_nodes,
+        "view_nodes": st.view_nodes,
+        "fallback_nodes": st.fallback_nodes(),
+        "fallbacks": st.fallbacks,
+        "uploads": st.uploads,
+        "downloads": st.downloads,
+        "plan_steps": st.plan_steps,
+        "host_ms": st.host_us as f64 / 1e3,
+        "wait_ms": st.wait_us as f64 / 1e3,
+        "replayed": st.replayed,
+        "memory_allocated": s.device.current_allocated_memory(),
+        "max_memory_allocated": s.device.max_memory_allocated(),
+    })
 }
 
 pub(crate) fn load(
@@ -270,34 +237,32 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         })
         .collect();
     let t0 = Instant::now();
-    let mut session = Engine::new(p, &args.device, &args.backend)?;
+    let mut session = open_backend(p, &args.device, &args.backend)?;
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     let mut outs = Vec::new();
     let runs = args.repeat.max(1);
     for i in 0..runs {
         if i + 1 == runs && args.profile.is_some() {
-            match &mut session {
-                Engine::Cpu(s) => s.run_state.profiler = Some(Default::default()),
-                Engine::Gpu(s) if !s.device.has_timestamps() => {
-                    return Err(format!(
-                        "--profile: the adapter {} has no timestamp-query, so GPU kernels \
-                         cannot be timed; use --device cpu",
-                        s.device.properties.name
-                    ))
-                }
-                Engine::Gpu(s) => s.cpu.run_state.profiler = Some(Default::default()),
+            if let Some(g) = session.gpu().filter(|g| !g.device.has_timestamps()) {
+                return Err(format!(
+                    "--profile: the adapter {} has no timestamp-query, so GPU kernels \
+                     cannot be timed; use --device cpu",
+                    g.device.properties.name
+                ));
             }
+            session.session_mut().run_state.profiler = Some(Default::default());
         }
         let t = Instant::now();
-        outs = session.run(inputs.clone())?;
+        outs = session.run(inputs.clone()).map_err(|e| e.to_string())?;
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     if let Some(path) = &args.profile {
-        let (prof, dev) = match &mut session {
-            Engine::Cpu(s) => (s.run_state.profiler.take(), "cpu".to_string()),
-            Engine::Gpu(s) => (s.cpu.run_state.profiler.take(), session_describe(s)),
+        let dev = match session.gpu() {
+            Some(g) => session_describe(g),
+            None => "cpu".to_string(),
         };
+        let prof = session.session_mut().run_state.profiler.take();
         if let Some(p) = prof {
             let trace = serde_json::to_string(&p.chrome_trace(&dev)).map_err(|e| e.to_string())?;
             std::fs::write(path, trace).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -339,8 +304,8 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         write_safetensors(path, &named)?;
     }
     let summary = serde_json::json!({
-        "model": source, "program": session.program_name(), "device": session.describe(), "inputs_from": origin,
-        "gpu": session.gpu_json(),
+        "model": source, "program": session.session().program.name, "device": session.describe(), "inputs_from": origin,
+        "gpu": gpu_json(&*session),
         "inputs": input_desc, "outputs": out_desc, "out": args.out,
         "timings_ms": {"load": load_ms, "prepare": prepare_ms, "first_run": first_ms, "median_run": median_ms, "runs": times.len()},
     });
@@ -352,7 +317,7 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     } else {
         println!(
             "{source}: program '{}' on {} ({origin})",
-            session.program_name(),
+            session.session().program.name,
             session.describe()
         );
         for d in &out_desc {
@@ -373,8 +338,7 @@ pub fn run(args: RunArgs) -> Result<(), String> {
             );
         }
         println!("  load {load_ms:.1} ms, prepare {prepare_ms:.1} ms, first run {first_ms:.1} ms, median run {median_ms:.1} ms");
-        if let Engine::Gpu(s) = &session {
-            let st = &s.last_stats;
+        if let Some(st) = session.last_stats() {
             println!(
                 "  gpu: {} nodes on the gpu (+{} views), {} fell back to the cpu, {} submits, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB",
                 st.gpu_nodes, st.view_nodes, st.fallback_nodes(), st.submits, st.buffer_allocations, st.pipelines_created, st.bind_groups_created, st.peak_bytes as f64 / 1e6

@@ -7,6 +7,7 @@
 //! [`crate::Error::code`]; the model stays usable after one.
 
 use crate::archive::pt2::LoadOptions;
+use crate::backend::Backend;
 use crate::cpu::{Data, Tensor};
 use crate::error::Error;
 use crate::gpu::{
@@ -39,26 +40,16 @@ fn get(o: &JsValue, key: &str) -> Result<JsValue, JsValue> {
     Reflect::get(o, &key.into())
 }
 
-/// The backend a model runs on.
-enum Engine {
-    /// The CPU backend (WASM SIMD).
-    Cpu(Box<Session>),
-    /// WebGPU through wgpu, with CPU fallback per op.
-    Gpu(Box<GpuSession>),
-}
+/// The backend a model runs on: the CPU ([`Session`], WASM SIMD) or WebGPU ([`GpuSession`],
+/// through wgpu, with CPU fallback per op).
+type Engine = Box<dyn Backend>;
 
-impl Engine {
-    fn session(&self) -> &Session {
-        match self {
-            Engine::Cpu(s) => s,
-            Engine::Gpu(g) => &g.cpu,
-        }
-    }
-    fn session_mut(&mut self) -> &mut Session {
-        match self {
-            Engine::Cpu(s) => s,
-            Engine::Gpu(g) => &mut g.cpu,
-        }
+/// `"webgpu"` or `"cpu"`, as the JS API names the backends.
+fn device_name(e: &dyn Backend) -> &'static str {
+    if e.gpu().is_some() {
+        "webgpu"
+    } else {
+        "cpu"
     }
 }
 
@@ -469,7 +460,7 @@ impl WasmModel {
         let (p, info, names) = open_program(bytes, program.as_deref())?;
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Engine::Cpu(Box::new(session)))),
+            engine: Rc::new(RefCell::new(Box::new(session))),
             info,
             names,
         })
@@ -484,7 +475,7 @@ impl WasmModel {
         let dev = device().await?;
         let session = GpuSession::new(p, dev).map_err(to_js)?;
         Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Engine::Gpu(Box::new(session)))),
+            engine: Rc::new(RefCell::new(Box::new(session))),
             info,
             names,
         })
@@ -493,10 +484,7 @@ impl WasmModel {
     /// `"webgpu"` or `"cpu"`.
     #[wasm_bindgen(getter)]
     pub fn device(&self) -> String {
-        match &*self.engine.borrow() {
-            Engine::Cpu(_) => "cpu".into(),
-            Engine::Gpu(_) => "webgpu".into(),
-        }
+        device_name(&**self.engine.borrow()).into()
     }
 
     /// `pt2web info` for this program (plus `specs.inSpec/outSpec`).
@@ -521,32 +509,8 @@ impl WasmModel {
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut e = borrow_idle(&engine)?;
-            let outs: Vec<Slot> = match &mut *e {
-                Engine::Cpu(s) => {
-                    let mut cpu = Vec::with_capacity(flat.len());
-                    for (i, x) in flat.into_iter().enumerate() {
-                        match x {
-                            GpuInput::Cpu(v) => cpu.push(v),
-                            GpuInput::Gpu(_) => {
-                                return Err(js_error(
-                                    "INPUT",
-                                    &format!("input #{i}: a GPU tensor cannot feed a CPU model"),
-                                ))
-                            }
-                        }
-                    }
-                    s.run(cpu)
-                        .map_err(to_js)?
-                        .into_iter()
-                        .map(Slot::Value)
-                        .collect()
-                }
-                Engine::Gpu(g) => g.run_with(flat, keep).await.map_err(to_js)?,
-            };
-            let dev = match &*e {
-                Engine::Gpu(g) => Some(g.device.clone()),
-                Engine::Cpu(_) => None,
-            };
+            let outs: Vec<Slot> = e.run_with(flat, keep).await.map_err(to_js)?;
+            let dev = e.gpu().map(|g| g.device.clone());
             let arr: Array = outs
                 .into_iter()
                 .enumerate()
@@ -578,23 +542,12 @@ impl WasmModel {
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut e = borrow_idle(&engine)?;
-            let v = match &mut *e {
-                Engine::Cpu(s) => {
-                    let p = s.prepare(&metas).map_err(to_js)?;
-                    serde_json::json!({
-                        "prepareMs": p.prepare_ms, "planSteps": p.steps,
-                        "pipelinesCreated": 0, "bindGroupsCreated": 0, "stopped": null,
-                    })
-                }
-                Engine::Gpu(g) => {
-                    let p = g.prepare_async(&metas).await.map_err(to_js)?;
-                    serde_json::json!({
-                        "prepareMs": p.prepare_ms, "planSteps": p.plan_steps,
-                        "pipelinesCreated": p.pipelines_created,
-                        "bindGroupsCreated": p.bind_groups_created, "stopped": p.stopped,
-                    })
-                }
-            };
+            let p = e.prepare_with(&metas).await.map_err(to_js)?;
+            let v = serde_json::json!({
+                "prepareMs": p.prepare_ms, "planSteps": p.plan_steps,
+                "pipelinesCreated": p.pipelines_created,
+                "bindGroupsCreated": p.bind_groups_created, "stopped": p.stopped,
+            });
             to_js_value(&v)
         })
     }
@@ -606,10 +559,9 @@ impl WasmModel {
     #[wasm_bindgen(js_name = lastRunStats)]
     pub fn last_run_stats(&self) -> Result<JsValue, JsValue> {
         let e = self.busy()?;
-        let Engine::Gpu(g) = &*e else {
+        let Some(st) = e.last_stats() else {
             return Ok(JsValue::NULL);
         };
-        let st = &g.last_stats;
         to_js_value(&serde_json::json!({
             "submits": st.submits, "bufferAllocations": st.buffer_allocations,
             "pipelinesCreated": st.pipelines_created,
@@ -692,10 +644,7 @@ impl WasmModel {
     #[wasm_bindgen(js_name = stopProfiler)]
     pub fn stop_profiler(&self) -> Result<JsValue, JsValue> {
         let mut e = self.busy_mut()?;
-        let dev = match &*e {
-            Engine::Cpu(_) => "cpu",
-            Engine::Gpu(_) => "webgpu",
-        };
+        let dev = device_name(&**e);
         let Some(p) = e.session_mut().run_state.profiler.take() else {
             return Ok(JsValue::NULL);
         };
