@@ -24,6 +24,7 @@ mod params;
 mod attention;
 mod conv;
 mod elementwise_args;
+mod fill;
 mod index;
 mod ints;
 mod linalg;

@@ -23,6 +23,7 @@
 //! `reset_peak_memory_stats`, `driver_allocated_memory`, `recommended_max_memory`,
 //! `set_per_process_memory_fraction`.
 
+mod adapter;
 pub mod device;
 mod dynamic;
 pub mod event;

@@ -1,10 +1,10 @@
 //! More elementwise kernels on the shaders of src/gpu/kernels.rs: unary ops with scalar
 //! arguments (threshold, shrinks, logit, nan_to_num, celu/selu, round with decimals,
 //! clamp_min/max, fmod by a scalar), a scalar base `pow`, fmod/lerp/logaddexp, prelu, glu,
-//! the predicates isnan/isinf/isfinite/signbit, masked_fill and the scalar forms of `where`
-//! (on 32-bit words, so every GPU dtype), and the in-place fill_ / copy_.
+//! the predicates isnan/isinf/isfinite/signbit (masked_fill, the scalar forms of `where` and
+//! the in-place fill_ / copy_ are in `fill.rs`).
 
-use super::index::{copy_into, encode_fill, word};
+use super::index::word;
 use super::ints::{self, WOperand};
 use super::{
     elementwise, elementwise_p, norm_dim, one, BinaryOp, CompareOp, KernelCtx, Operand, Out,
@@ -12,7 +12,7 @@ use super::{
 };
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
-use crate::gpu::store::{gpu_dtype, lock, GTensor};
+use crate::gpu::store::gpu_dtype;
 use crate::ops::Scalar;
 
 /// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in kernels.rs.
@@ -453,153 +453,6 @@ pub(super) fn predicate(k: &mut KernelCtx) -> Out {
         1.0,
         0.0,
     ))
-}
-
-/// masked_fill(self, mask, value): mask ? value : self, on words (every GPU dtype).
-pub(super) fn masked_fill(k: &mut KernelCtx) -> Out {
-    let (Some(x), Some(mask)) = (k.t("self"), k.t("mask")) else {
-        return Ok(None);
-    };
-    let dtype = x.dtype;
-    if !gpu_dtype(dtype) || mask.dtype != DType::Bool || !k.out_is(dtype) {
-        return Ok(None);
-    }
-    let b = if k.is_tensor_arg("value") {
-        match k.t("value") {
-            Some(v) if v.dtype == dtype && v.numel() == 1 => {
-                WOperand::T(v.view(vec![], vec![], v.offset))
-            }
-            _ => return Ok(None),
-        }
-    } else {
-        match word(dtype, k.op.scalar("value")?) {
-            Some(w) => WOperand::W(w),
-            None => return Ok(None),
-        }
-    };
-    // Out of place, `self` broadcasts with the mask (the in-place form checks the shape).
-    one(ints::encode(
-        k,
-        ints::WHERE_U,
-        dtype,
-        &x,
-        Some(&b),
-        Some(&mask),
-        64,
-        0,
-    ))
-}
-
-/// where.ScalarSelf / ScalarOther / Scalar: a scalar side as a word.
-pub(super) fn where_scalar(k: &mut KernelCtx) -> Out {
-    let Some(c) = k.t("condition") else {
-        return Ok(None);
-    };
-    let Some(dtype) = k.out_dtype(0).filter(|d| gpu_dtype(*d)) else {
-        return Ok(None);
-    };
-    if c.dtype != DType::Bool {
-        return Ok(None);
-    }
-    let side = |k: &mut KernelCtx, name: &str| -> crate::error::Result<Option<WOperand>> {
-        if k.is_tensor_arg(name) {
-            return Ok(match k.t(name) {
-                Some(t) if t.dtype == dtype => Some(WOperand::T(t)),
-                // An int or bool tensor with a float number: its f32 conversion.
-                Some(t)
-                    if dtype == DType::F32 && (ints::is_int(t.dtype) || t.dtype == DType::Bool) =>
-                {
-                    match ints::convert(k, &t, DType::F32)?.as_deref() {
-                        Some([Slot::Tensor(f)]) => Some(WOperand::T(f.clone())),
-                        _ => None,
-                    }
-                }
-                _ => None,
-            });
-        }
-        Ok(word(dtype, k.op.scalar(name)?).map(WOperand::W))
-    };
-    let (Some(a), Some(b)) = (side(k, "self")?, side(k, "other")?) else {
-        return Ok(None);
-    };
-    // The kernel's `a` is a tensor: a scalar `self` swaps the sides and negates the condition.
-    let (a, b, flags) = match (a, b) {
-        (WOperand::T(a), b) => (a, b, 0),
-        (WOperand::W(w), WOperand::T(b)) => (b, WOperand::W(w), 64),
-        (WOperand::W(wa), WOperand::W(wb)) => {
-            let Some(Some(Slot::Tensor(t))) =
-                encode_fill(k, dtype, &[], 0, [wa, 0])?.map(|mut v: Vec<Slot>| v.pop())
-            else {
-                return Ok(None);
-            };
-            (t, WOperand::W(wb), 0)
-        }
-    };
-    one(ints::encode(
-        k,
-        ints::WHERE_U,
-        dtype,
-        &a,
-        Some(&b),
-        Some(&c),
-        flags,
-        0,
-    ))
-}
-
-/// `self` unless it is expanded (internal overlap, which torch rejects in place).
-fn inplace_target(x: &GTensor) -> bool {
-    !x.sizes
-        .iter()
-        .zip(&x.strides)
-        .any(|(&n, &s)| n > 1 && s == 0)
-}
-
-/// fill_.Scalar: a fill, copied into `self`'s buffer.
-pub(super) fn fill_(k: &mut KernelCtx) -> Out {
-    let Some(x) = k.t("self") else {
-        return Ok(None);
-    };
-    if !gpu_dtype(x.dtype) || !inplace_target(&x) || !k.fits(&x) {
-        return Ok(None);
-    }
-    // zero_ is fill_ with 0.
-    let value = if k.target().starts_with("aten.zero_.") {
-        Scalar::Int(0)
-    } else {
-        k.op.scalar("value")?
-    };
-    let Some(w) = word(x.dtype, value) else {
-        return Ok(None);
-    };
-    let Some(Some(Slot::Tensor(t))) =
-        encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])?.map(|mut v| v.pop())
-    else {
-        return Ok(None);
-    };
-    copy_into(k, &t, &x)?;
-    lock(&x.cell).cpu_valid = false;
-    Ok(Some(vec![Slot::Tensor(x)]))
-}
-
-/// copy_(self, src): `src` broadcast and converted to `self`'s dtype, copied into `self`.
-pub(super) fn copy_(k: &mut KernelCtx) -> Out {
-    let (Some(x), Some(src)) = (k.t("self"), k.t("src")) else {
-        return Ok(None);
-    };
-    if !gpu_dtype(x.dtype) || !gpu_dtype(src.dtype) || !inplace_target(&x) || !k.fits(&x) {
-        return Ok(None);
-    }
-    let Some(s) = src.expand_to(&x.sizes) else {
-        return Ok(None);
-    };
-    // A fresh converted copy first: `src` may alias `self`.
-    let Some(Some(Slot::Tensor(t))) = ints::convert(k, &s, x.dtype)?.map(|mut v| v.pop()) else {
-        return Ok(None);
-    };
-    copy_into(k, &t, &x)?;
-    lock(&x.cell).cpu_valid = false;
-    Ok(Some(vec![Slot::Tensor(x)]))
 }
 
 /// add / sub / mul with a Python number as `self` (decompositions write `1 - x`).

@@ -119,11 +119,11 @@ pub fn lookup(target: &str) -> Option<GpuOp> {
         "aten.rrelu" | "aten.rrelu_with_noise_functional" if overload == "default" => {
             Custom(elementwise_args::rrelu_eval)
         }
-        "aten.masked_fill" if overload != "out" => Custom(elementwise_args::masked_fill),
-        "aten.where" if overload.starts_with("Scalar") => Custom(elementwise_args::where_scalar),
-        "aten.fill_" if overload == "Scalar" => Custom(elementwise_args::fill_),
-        "aten.zero_" if overload == "default" => Custom(elementwise_args::fill_),
-        "aten.copy_" if overload == "default" => Custom(elementwise_args::copy_),
+        "aten.masked_fill" if overload != "out" => Custom(fill::masked_fill),
+        "aten.where" if overload.starts_with("Scalar") => Custom(fill::where_scalar),
+        "aten.fill_" if overload == "Scalar" => Custom(fill::fill_),
+        "aten.zero_" if overload == "default" => Custom(fill::fill_),
+        "aten.copy_" if overload == "default" => Custom(fill::copy_),
         "aten.pad"
         | "aten.constant_pad_nd"
         | "aten._pad_enum"

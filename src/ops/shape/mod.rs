@@ -8,6 +8,7 @@
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
+mod meta_copy;
 
 pub(crate) mod copy;
 pub(crate) mod geometry;

@@ -1,0 +1,226 @@
+//! The device API of the JS bindings (`torch.mps` / `torch.xpu`-style, wrapped by
+//! `js/index.js`): adapter properties, events, user WGSL shaders, memory statistics and
+//! limits, `synchronize`.
+
+use super::*;
+
+/// The WebGPU adapter and device: `{name, backend, device_type, driver, features, limits,
+/// recommended_max_memory}` (opens the device if needed).
+#[wasm_bindgen(js_name = gpuDeviceProperties)]
+pub async fn gpu_device_properties() -> Result<JsValue, JsValue> {
+    let d = device().await?;
+    let p = &d.properties;
+    to_js_value(&serde_json::json!({
+        "name": p.name, "backend": p.backend, "deviceType": p.device_type,
+        "driver": p.driver, "driverInfo": p.driver_info, "vendor": p.vendor,
+        "features": p.features,
+        "limits": {
+            "maxBufferSize": p.limits.max_buffer_size,
+            "maxStorageBufferBindingSize": p.limits.max_storage_buffer_binding_size,
+            "maxStorageBuffersPerShaderStage": p.limits.max_storage_buffers_per_shader_stage,
+            "maxComputeWorkgroupStorageSize": p.limits.max_compute_workgroup_storage_size,
+            "maxComputeInvocationsPerWorkgroup": p.limits.max_compute_invocations_per_workgroup,
+        },
+        "recommendedMaxMemory": p.recommended_max_memory,
+        "timestamps": d.has_timestamps(),
+    }))
+}
+
+/// Whether the shared WebGPU device is open (a WebGPU model was loaded, or `gpuOpen`).
+#[wasm_bindgen(js_name = gpuDeviceOpen)]
+pub fn gpu_device_open() -> bool {
+    DEVICE.with(|d| d.borrow().is_some())
+}
+
+/// Open the shared WebGPU device now (otherwise the first WebGPU model opens it).
+#[wasm_bindgen(js_name = gpuOpen)]
+pub async fn gpu_open() -> Result<(), JsValue> {
+    device().await.map(|_| ())
+}
+
+/// A marker in the WebGPU queue (`torch.mps.Event`): GPU timestamps where the device has
+/// `timestamp-query`, else the host clock when the queue reports the work done.
+#[wasm_bindgen]
+pub struct WasmEvent {
+    ev: Rc<Event>,
+}
+
+impl Default for WasmEvent {
+    fn default() -> Self {
+        WasmEvent::new()
+    }
+}
+
+#[wasm_bindgen]
+impl WasmEvent {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> WasmEvent {
+        WasmEvent {
+            ev: Rc::new(Event::new()),
+        }
+    }
+    /// Mark the point after the GPU work submitted so far (the device must be open).
+    pub fn record(&self) -> Result<(), JsValue> {
+        let d = DEVICE.with(|d| d.borrow().clone()).ok_or_else(|| {
+            js_error(
+                "DEVICE",
+                "Event.record(): the WebGPU device is not open (load a WebGPU model first)",
+            )
+        })?;
+        self.ev.record(&d).map_err(to_js)
+    }
+    /// Whether the GPU has reached the event (never waits).
+    pub fn query(&self) -> bool {
+        self.ev.query()
+    }
+    /// `"gpu"` (timestamps), `"host"` (host clock), or undefined before `record`.
+    #[wasm_bindgen(getter)]
+    pub fn timing(&self) -> Option<String> {
+        self.ev.timing().map(|t| match t {
+            crate::gpu::Timing::GpuTimestamp => "gpu".to_string(),
+            crate::gpu::Timing::HostClock => "host".to_string(),
+        })
+    }
+    /// Resolves when the GPU has reached the event.
+    pub fn synchronize(&self) -> js_sys::Promise {
+        let ev = self.ev.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            ev.synchronize_async().await.map_err(to_js)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+    /// Milliseconds from this event to `end` (waits for both).
+    #[wasm_bindgen(js_name = elapsedTime)]
+    pub fn elapsed_time(&self, end: &WasmEvent) -> js_sys::Promise {
+        let (a, b) = (self.ev.clone(), end.ev.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let ms = a.elapsed_time_async(&b).await.map_err(to_js)?;
+            Ok(JsValue::from(ms))
+        })
+    }
+}
+
+/// A user WGSL shader validated by naga and compiled on the WebGPU device.
+#[wasm_bindgen]
+pub struct WasmShader {
+    sh: Rc<UserShader>,
+    dev: Arc<GpuDevice>,
+}
+
+/// Validate (naga) and compile a WGSL compute shader on the WebGPU device
+/// (`torch.mps.compile_shader`); a mistake rejects with naga's message (line and column).
+#[wasm_bindgen(js_name = gpuCompileShader)]
+pub async fn gpu_compile_shader(src: String) -> Result<WasmShader, JsValue> {
+    let dev = device().await?;
+    let sh = dev.compile_shader_async(&src).await.map_err(to_js)?;
+    Ok(WasmShader {
+        sh: Rc::new(sh),
+        dev,
+    })
+}
+
+#[wasm_bindgen]
+impl WasmShader {
+    /// The compute entry points: `[{name, workgroupSize, bindings: [{group, binding, name,
+    /// access, elem}]}]`.
+    #[wasm_bindgen(getter)]
+    pub fn entries(&self) -> Result<JsValue, JsValue> {
+        let v: Vec<serde_json::Value> = self
+            .sh
+            .entries()
+            .iter()
+            .map(|e| {
+                serde_json::json!({
+                    "name": e.name, "workgroupSize": e.workgroup_size,
+                    "bindings": e.bindings.iter().map(|b| serde_json::json!({
+                        "group": b.group, "binding": b.binding, "name": b.name,
+                        "access": b.access, "elem": b.elem,
+                    })).collect::<Vec<_>>(),
+                })
+            })
+            .collect();
+        to_js_value(&v)
+    }
+    /// Run `entry` with `args` (`{dtype, shape, bytes}`, one per binding in binding order) on
+    /// (x, y, z) workgroups; resolves to every argument's contents afterwards.
+    pub fn call(&self, entry: String, args: Array, x: u32, y: u32, z: u32) -> js_sys::Promise {
+        let mut ts = Vec::with_capacity(args.length() as usize);
+        for (i, v) in args.iter().enumerate() {
+            match input_value(&format!("argument #{i}"), &v) {
+                Ok(RValue::Tensor(t)) => ts.push(t),
+                Ok(_) => {
+                    return js_sys::Promise::reject(&js_error(
+                        "INPUT",
+                        &format!("{entry}: argument #{i} must be a tensor"),
+                    ))
+                }
+                Err(e) => return js_sys::Promise::reject(&e),
+            }
+        }
+        let (sh, dev) = (self.sh.clone(), self.dev.clone());
+        wasm_bindgen_futures::future_to_promise(async move {
+            let refs: Vec<&Tensor> = ts.iter().collect();
+            let outs = sh
+                .call_async(&dev, &entry, &refs, (x, y, z))
+                .await
+                .map_err(to_js)?;
+            let arr: Array = outs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| tensor_to_js(&format!("argument #{i}"), t))
+                .collect::<Result<_, _>>()?;
+            Ok(arr.into())
+        })
+    }
+}
+
+/// Memory statistics of the WebGPU device (bytes): `{allocated, peak, driverAllocated,
+/// buffersCreated, limit}`; `null` before the device is opened.
+#[wasm_bindgen(js_name = gpuMemoryStats)]
+pub fn gpu_memory_stats() -> Result<JsValue, JsValue> {
+    let Some(d) = DEVICE.with(|d| d.borrow().clone()) else {
+        return Ok(JsValue::NULL);
+    };
+    let m = d.memory_stats();
+    to_js_value(&serde_json::json!({
+        "allocated": m.allocated, "peak": m.peak, "driverAllocated": m.driver_allocated,
+        "buffersCreated": m.buffers_created, "limit": d.memory_limit(),
+        "recommendedMax": d.recommended_max_memory(),
+    }))
+}
+
+/// Limit live GPU allocations to `fraction` of the recommended maximum; an allocation past
+/// it fails with an `OUT_OF_MEMORY` error and the device stays usable.
+#[wasm_bindgen(js_name = gpuSetMemoryFraction)]
+pub async fn gpu_set_memory_fraction(fraction: f64) -> Result<(), JsValue> {
+    device()
+        .await?
+        .set_per_process_memory_fraction(fraction)
+        .map_err(to_js)
+}
+
+/// Release cached GPU buffers (torch.mps.empty_cache).
+#[wasm_bindgen(js_name = gpuEmptyCache)]
+pub fn gpu_empty_cache() -> Result<(), JsValue> {
+    match DEVICE.with(|d| d.borrow().clone()) {
+        Some(d) => d.empty_cache().map_err(to_js),
+        None => Ok(()),
+    }
+}
+
+/// Reset the peak of the memory statistics to the current allocation.
+#[wasm_bindgen(js_name = gpuResetPeakMemoryStats)]
+pub fn gpu_reset_peak_memory_stats() {
+    if let Some(d) = DEVICE.with(|d| d.borrow().clone()) {
+        d.reset_peak_memory_stats();
+    }
+}
+
+/// Resolves when every piece of GPU work submitted so far has finished.
+#[wasm_bindgen(js_name = gpuSynchronize)]
+pub async fn gpu_synchronize() -> Result<(), JsValue> {
+    let Some(d) = DEVICE.with(|d| d.borrow().clone()) else {
+        return Ok(());
+    };
+    d.synchronize_async().await.map_err(to_js)
+}
