@@ -64,7 +64,6 @@ use elementwise::*;
 pub use lookup::lookup;
 pub(crate) use lookup::*;
 use matmul::*;
-use norm::layer_norm;
 pub use params::*;
 use reduce_ops::*;
 pub(crate) use views::*;

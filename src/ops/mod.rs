@@ -19,7 +19,7 @@ mod factory;
 pub(crate) use factory::sizes_arg;
 mod index;
 pub(crate) mod matmul;
-mod norm;
+pub(crate) mod norm;
 pub(crate) mod pool;
 pub(crate) mod reduce;
 mod rnn;

@@ -261,7 +261,6 @@ pub fn lookup(target: &str) -> Option<GpuOp> {
             Custom(reduce)
         }
         "aten.nansum" | "aten.nanmean" if overload == "default" => Custom(reduce),
-        "aten.native_layer_norm" | "aten.layer_norm" => Custom(layer_norm),
         // Seeded random ops: the CPU generator's exact streams (src/gpu/random.rs).
         "aten.rand"
         | "aten.rand_like"
@@ -281,11 +280,6 @@ pub fn lookup(target: &str) -> Option<GpuOp> {
         }
         "aten.dropout" => Custom(crate::gpu::random::dropout),
         "aten.native_dropout" => Custom(crate::gpu::random::native_dropout),
-        "aten._native_batch_norm_legit_no_training"
-        | "aten._native_batch_norm_legit"
-        | "aten._native_batch_norm_legit_functional"
-        | "aten.native_batch_norm"
-        | "aten.batch_norm" => Custom(norm::batch_norm),
         "aten.max_pool1d"
         | "aten.max_pool2d"
         | "aten.max_pool3d"

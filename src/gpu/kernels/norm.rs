@@ -16,6 +16,22 @@ use bytemuck::{Pod, Zeroable};
 
 pub const BATCH_NORM: Variant = Variant::new(Shader::Norm, "batch_norm");
 
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, one_float};
+    for op in [
+        "_native_batch_norm_legit_no_training",
+        "_native_batch_norm_legit",
+        "_native_batch_norm_legit_functional",
+        "native_batch_norm",
+        "batch_norm",
+    ] {
+        t.kernel_op(&format!("aten.{op}"), batch_norm, all_f32);
+    }
+    t.kernel_op("aten.layer_norm", layer_norm, one_float);
+    t.kernel_op("aten.native_layer_norm", layer_norm, one_float);
+}
+
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Default)]
 pub struct BatchNormMeta {
@@ -305,21 +321,13 @@ pub(super) fn layer_norm(k: &mut KernelCtx) -> Out {
         return Ok(None);
     }
     let ns = k.op.ints("normalized_shape")?;
-    let r = x.rank();
-    if ns.is_empty() || ns.len() > r {
+    let norm = crate::ops::norm::Normalized::of(&x.sizes, &ns).map_err(|m| k.op.err(m))?;
+    if ns.is_empty() {
         return Ok(None);
     }
-    let axis = r - ns.len();
-    if x.sizes[axis..]
-        .iter()
-        .zip(&ns)
-        .any(|(&a, &b)| a as i64 != b)
-    {
-        return Ok(None);
-    }
+    let axis = norm.axis;
     let eps = k.op.float_or("eps", 1e-5)? as f32;
-    let cols: usize = x.sizes[axis..].iter().product();
-    let rows: usize = x.sizes[..axis].iter().product();
+    let (cols, rows) = (norm.len, norm.rows);
     let Some(xc) = contiguous(k, &x)? else {
         return Ok(None);
     };

@@ -654,20 +654,12 @@ pub(super) fn rms_norm(k: &mut KernelCtx) -> Out {
         return Ok(None);
     }
     let ns = k.op.ints("normalized_shape")?;
-    let r = x.rank();
-    if ns.is_empty() || ns.len() > r {
+    let norm = crate::ops::norm::Normalized::of(&x.sizes, &ns).map_err(|m| k.op.err(m))?;
+    if ns.is_empty() {
         return Ok(None);
     }
-    let axis = r - ns.len();
-    if x.sizes[axis..]
-        .iter()
-        .zip(&ns)
-        .any(|(&a, &b)| a as i64 != b)
-    {
-        return Ok(None);
-    }
-    let len: usize = x.sizes[axis..].iter().product();
-    let rows: usize = x.sizes[..axis].iter().product();
+    let axis = norm.axis;
+    let (len, rows) = (norm.len, norm.rows);
     if len == 0 || rows == 0 {
         return Ok(None);
     }
@@ -730,7 +722,7 @@ pub(super) fn rms_norm(k: &mut KernelCtx) -> Out {
     }
     // _fused_rms_norm also returns rstd, with the normalized dims kept as 1s.
     let mut stat_sizes = x.sizes[..axis].to_vec();
-    stat_sizes.extend(std::iter::repeat_n(1, r - axis));
+    stat_sizes.extend(std::iter::repeat_n(1, x.rank() - axis));
     Ok(Some(vec![
         Slot::Tensor(y),
         Slot::Tensor(reshape(&rstd, &stat_sizes)),

@@ -62,7 +62,11 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
         return verdict(ok, inputs, outputs);
     }
     if let Some(e) = super::table::gpu_table().get(target) {
-        return verdict((e.serves)(inputs, outputs), inputs, outputs);
+        return verdict(
+            registered_serves(target, e, inputs, outputs),
+            inputs,
+            outputs,
+        );
     }
     let Some(op) = lookup(target) else {
         return Support::NoKernel;
@@ -117,6 +121,29 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
         GpuOp::Custom(_) => custom(name, inputs, outputs),
     };
     verdict(ok, inputs, outputs)
+}
+
+/// A registered entry's answer: its dtypes, or (for an op that writes no input) its f32
+/// dtypes on f32 conversions of the f16 tensors, as `kernels::run` retries a kernel that
+/// declines f16.
+fn registered_serves(
+    target: &str,
+    e: &super::table::GpuEntry,
+    inputs: &[DType],
+    outputs: &[DType],
+) -> bool {
+    if (e.serves)(inputs, outputs) {
+        return true;
+    }
+    let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
+    let writes_input = op.ends_with('_') || overload.starts_with("out");
+    let up = |ds: &[DType]| -> Vec<DType> {
+        ds.iter()
+            .map(|&d| if d == DType::F16 { DType::F32 } else { d })
+            .collect()
+    };
+    let any_f16 = inputs.iter().chain(outputs).any(|&d| d == DType::F16);
+    any_f16 && !writes_input && (e.serves)(&up(inputs), &up(outputs))
 }
 
 /// GPU, or the dtypes as the reason why not.

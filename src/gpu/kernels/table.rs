@@ -73,8 +73,14 @@ pub fn gpu_table() -> &'static GpuTable {
     TABLE.get_or_init(|| {
         let mut t = GpuTable::default();
         super::conv::register(&mut t);
+        super::norm::register(&mut t);
         t
     })
+}
+
+/// f32 tensors only (f16 ones run on f32 conversions, `kernels::run`).
+pub fn all_f32(inputs: &[DType], outputs: &[DType]) -> bool {
+    inputs.iter().chain(outputs).all(|&d| d == DType::F32)
 }
 
 /// f32 tensors, or f16 ones (computed in f32), all of one dtype.

@@ -69,18 +69,7 @@ fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 /// Where the normalized dims start, from `normalized_shape` (which must match the tail).
 fn norm_axis(x: &MetaTensor, normalized: &[i64]) -> RuleResult<usize> {
-    let k = normalized.len();
-    let tail: Vec<i64> = x.sizes[x.rank().saturating_sub(k)..]
-        .iter()
-        .map(|&s| s as i64)
-        .collect();
-    if k > x.rank() || tail != normalized {
-        return Err(format!(
-            "normalized_shape {normalized:?} does not match the last dims of input {:?}",
-            x.sizes
-        ));
-    }
-    Ok(x.rank() - k)
+    Ok(super::Normalized::of(&x.sizes, normalized)?.axis)
 }
 
 /// Statistics shape: the leading dims, then ones.

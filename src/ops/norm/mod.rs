@@ -323,21 +323,43 @@ fn instance_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(vec![out.into()])
 }
 
-/// Number of trailing dims normalized and their element count, checked against the input.
-fn normalized_tail(ctx: &OpCtx, x: &Tensor, shape: &[i64]) -> Result<(usize, usize)> {
-    let k = shape.len();
-    let ok = k <= x.rank()
-        && x.sizes[x.rank() - k..]
-            .iter()
-            .zip(shape)
-            .all(|(&s, &n)| s as i64 == n);
-    if !ok {
-        return Err(ctx.err(format!(
-            "normalized_shape {shape:?} does not match the trailing dims of input shape {:?}",
-            x.sizes
-        )));
+/// The trailing dims a layer norm or RMS norm normalizes over (`normalized_shape`), one
+/// check for the CPU kernels, the shape rules and the GPU kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Normalized {
+    /// The first normalized dim.
+    pub axis: usize,
+    /// Elements per normalized row, and rows.
+    pub len: usize,
+    pub rows: usize,
+}
+
+impl Normalized {
+    /// `shape` (the node's `normalized_shape`) against an input of `sizes`.
+    pub fn of(sizes: &[usize], shape: &[i64]) -> std::result::Result<Normalized, String> {
+        let k = shape.len();
+        let ok = k <= sizes.len()
+            && sizes[sizes.len() - k..]
+                .iter()
+                .zip(shape)
+                .all(|(&s, &n)| s as i64 == n);
+        if !ok {
+            return Err(format!(
+                "normalized_shape {shape:?} does not match the trailing dims of input shape {sizes:?}"
+            ));
+        }
+        let axis = sizes.len() - k;
+        Ok(Normalized {
+            axis,
+            len: sizes[axis..].iter().product(),
+            rows: sizes[..axis].iter().product(),
+        })
     }
-    Ok((x.rank() - k, shape.iter().product::<i64>() as usize))
+}
+
+fn normalized_tail(ctx: &OpCtx, x: &Tensor, shape: &[i64]) -> Result<(usize, usize)> {
+    let n = Normalized::of(&x.sizes, shape).map_err(|m| ctx.err(m))?;
+    Ok((n.axis, n.len))
 }
 
 fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
