@@ -217,7 +217,7 @@ impl GpuSession {
     pub async fn prepare_async(&mut self, inputs: &[crate::meta::MValue]) -> Result<PrepareStats> {
         let start = crate::runtime::profile::now_ms();
         let sig = crate::plan::meta_signature(inputs);
-        self.cpu.plan_for(sig.clone(), None)?;
+        self.cpu.plan_for(sig.clone())?;
         let dev = self.device.clone();
         let pipes_before = dev.pipelines_created();
         let groups_before = dev.bind_groups_created();
@@ -337,7 +337,7 @@ impl GpuSession {
         // The Plan of this signature (a GPU input counts as a tensor of its dtype and sizes):
         // inputs checked against the guards once per signature.
         let sig = gpu_signature(&inputs);
-        let plan = self.cpu.plan_for(sig.clone(), None)?;
+        let plan = self.cpu.plan_for(sig.clone())?;
         self.cpu.run_state.bindings = plan.bindings.clone();
         let p = self.cpu.program.clone();
         let dev = self.device.clone();

@@ -14,7 +14,7 @@ pub use memory::{estimate, MemoryEstimate};
 
 use crate::dtype::DType;
 use crate::program::{Arg, BoolArg, Dim, FloatArg, Graph, InputKind, IntArg, Program, ValueKind};
-use crate::sym::{self, Bindings, DimSpec, InputShapeSpec};
+use crate::sym::{self, Bindings};
 use std::fmt;
 
 /// A tensor without data: what a rule knows about a value.
@@ -221,82 +221,16 @@ pub fn input_meta(program: &Program) -> Vec<(String, Option<MValue>)> {
 /// Bind the dynamic symbols from the user inputs' shapes (the same checks `Session::run`
 /// makes: count, dtype, rank, static dims, ranges, equalities, guards).
 pub fn bind_inputs(program: &Program, inputs: &[MValue]) -> Result<Bindings, MetaError> {
-    let users = program.user_inputs();
-    if inputs.len() != users.len() {
-        let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-        return Err(MetaError::Input(format!(
-            "the program takes {} user inputs ({}), got {}",
-            users.len(),
-            names.join(", "),
-            inputs.len()
-        )));
-    }
-    let mut specs = Vec::new();
-    let mut shapes: Vec<(String, Vec<i64>)> = Vec::new();
-    for (u, v) in users.iter().zip(inputs) {
-        let Some(val) = program.input_value(&u.name) else {
-            continue;
-        };
-        let bad = |msg: String| MetaError::Input(format!("input '{}': {msg}", u.name));
-        match (&val.kind, v) {
-            (ValueKind::Tensor { dtype, sizes, .. }, MValue::Tensor(t)) => {
-                if t.dtype != *dtype {
-                    return Err(bad(format!("expected dtype {dtype}, got {}", t.dtype)));
-                }
-                if t.rank() != sizes.len() {
-                    return Err(bad(format!(
-                        "expected rank {}, got shape {:?}",
-                        sizes.len(),
-                        t.sizes
-                    )));
-                }
-                specs.push(InputShapeSpec {
-                    name: u.name.clone(),
-                    dims: sizes
-                        .iter()
-                        .map(|d| match d {
-                            Dim::Static(s) => DimSpec::Static(*s),
-                            Dim::Sym(e) => DimSpec::Sym(e.clone()),
-                        })
-                        .collect(),
-                });
-                shapes.push((u.name.clone(), t.sizes.iter().map(|&s| s as i64).collect()));
-            }
-            (ValueKind::Tensor { .. }, other) => {
-                return Err(bad(format!("expected a tensor, got {}", other.kind())))
-            }
-            (ValueKind::SymInt(Dim::Sym(e)), MValue::Int(i)) => {
-                if let Some(s) = e.as_symbol() {
-                    shapes.push((format!("{}#", u.name), vec![*i]));
-                    specs.push(InputShapeSpec {
-                        name: format!("{}#", u.name),
-                        dims: vec![DimSpec::Sym(sym::Expr::Symbol(s.to_string()))],
-                    });
-                }
-            }
-            _ => {}
-        }
-    }
-    let actual: Vec<(&str, &[i64])> = shapes
+    let guards = program
+        .guards_code
         .iter()
-        .map(|(n, s)| (n.as_str(), s.as_slice()))
-        .collect();
-    let bindings = sym::check_shapes(&specs, &actual, &program.range_constraints)
-        .map_err(|e| MetaError::Input(e.to_string()))?;
-    for g in &program.guards_code {
-        let code = sym::GuardCode::parse(g)
-            .map_err(|e| MetaError::Input(format!("guards_code `{g}`: {e}")))?;
-        let lookup = |r: &sym::GuardRef| -> Option<i64> {
-            let name = r.flat_name();
-            shapes
-                .iter()
-                .find(|(n, _)| *n == name)
-                .and_then(|(_, s)| r.read(s))
-        };
-        code.check(&lookup)
-            .map_err(|e| MetaError::Input(e.to_string()))?;
-    }
-    Ok(bindings)
+        .map(|g| {
+            sym::GuardCode::parse(g)
+                .map_err(|e| MetaError::Input(format!("guards_code `{g}`: {e}")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    crate::plan::bind_signature(program, &crate::plan::meta_signature(inputs), &guards)
+        .map_err(|e| MetaError::Input(e.to_string()))
 }
 
 /// Run the meta pass: bind the symbols from `inputs` (user inputs in flattened pytree order),

@@ -16,6 +16,9 @@
 //! guards are functions of the input shapes alone (torch.export's guards are), so a
 //! signature that passed them once passes them again.
 
+mod bind;
+pub use bind::bind_signature;
+
 use crate::dtype::DType;
 use crate::meta::{Inferred, MValue, MemoryEstimate};
 use crate::ops::Kernel;
@@ -78,19 +81,6 @@ pub fn meta_signature(inputs: &[MValue]) -> Signature {
             other => InputSig::Other(other.kind()),
         })
         .collect()
-}
-
-/// CPU values of a signature for the input checks of a run that has no data yet
-/// (`prepare`): each tensor one zero expanded to its sizes, so no size a caller names is
-/// ever allocated.
-pub fn placeholders(sig: &[InputSig]) -> crate::Result<Vec<RValue>> {
-    placeholders_with(sig, |dtype, sizes| {
-        Ok(crate::cpu::Tensor::zeros(dtype, &[1])?.view_with(
-            sizes.to_vec(),
-            vec![0; sizes.len()],
-            0,
-        ))
-    })
 }
 
 /// Dense zero-filled placeholders (a GPU prepare pass binds them as a run binds its

@@ -14,8 +14,8 @@ pub use value::RValue;
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
 use crate::ops::{table, OpCtx};
-use crate::program::{Arg, Dim, Graph, InputKind, OutputKind, Program, ValueKind};
-use crate::sym::{self, DimSpec, InputShapeSpec};
+use crate::program::{Arg, Graph, InputKind, OutputKind, Program};
+use crate::sym;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -317,26 +317,19 @@ impl Session {
     /// Plan; a run with a signature never prepared builds its Plan first.
     pub fn prepare(&mut self, inputs: &[crate::meta::MValue]) -> Result<Arc<crate::plan::Plan>> {
         let sig = crate::plan::meta_signature(inputs);
-        self.plan_for(sig, None)
+        self.plan_for(sig)
     }
 
-    /// The Plan of a signature, from the cache or built now (checking `values`, the
-    /// caller's inputs, or zero placeholders of the signature when there are none).
-    pub fn plan_for(
-        &mut self,
-        sig: crate::plan::Signature,
-        values: Option<&[RValue]>,
-    ) -> Result<Arc<crate::plan::Plan>> {
+    /// The Plan of a signature, from the cache or built now (the signature checked against
+    /// the program and its guards first, [`crate::plan::bind_signature`]).
+    pub fn plan_for(&mut self, sig: crate::plan::Signature) -> Result<Arc<crate::plan::Plan>> {
         if let Some(p) = self.plans.get(&sig) {
             self.plans.hits += 1;
             return Ok(p);
         }
         self.plans.misses += 1;
         let start = profile::now_ms();
-        let bindings = match values {
-            Some(v) => self.check_inputs(v)?,
-            None => self.check_inputs(&crate::plan::placeholders(&sig)?)?,
-        };
+        let bindings = crate::plan::bind_signature(&self.program, &sig, &self.guards)?;
         self.run_state.graph_plans.get(&self.program.graph);
         let mut plan = crate::plan::Plan::build(&self.program, sig, bindings);
         plan.prepare_ms = profile::now_ms() - start;
@@ -364,99 +357,7 @@ impl Session {
 
     /// Check the user inputs (count, dtype, rank, guards) and bind the dynamic symbols.
     pub fn check_inputs(&self, inputs: &[RValue]) -> Result<sym::Bindings> {
-        let p = &self.program;
-        let users = p.user_inputs();
-        if inputs.len() != users.len() {
-            let names: Vec<&str> = users.iter().map(|u| u.name.as_str()).collect();
-            return Err(Error::Input {
-                input: if inputs.len() < users.len() {
-                    names[inputs.len()].to_string()
-                } else {
-                    format!("#{}", users.len())
-                },
-                msg: format!(
-                    "the program takes {} user inputs ({}), got {}",
-                    users.len(),
-                    names.join(", "),
-                    inputs.len()
-                ),
-            });
-        }
-        let mut specs = Vec::new();
-        let mut shapes: Vec<(String, Vec<i64>)> = Vec::new();
-        for (u, v) in users.iter().zip(inputs) {
-            let Some(val) = p.input_value(&u.name) else {
-                continue;
-            };
-            match (&val.kind, v) {
-                (ValueKind::Tensor { dtype, sizes, .. }, RValue::Tensor(t)) => {
-                    if t.dtype != *dtype {
-                        return Err(Error::Input {
-                            input: u.name.clone(),
-                            msg: format!("expected dtype {dtype}, got {}", t.dtype),
-                        });
-                    }
-                    if t.rank() != sizes.len() {
-                        return Err(Error::Input {
-                            input: u.name.clone(),
-                            msg: format!(
-                                "expected rank {} ([{}]), got shape {:?}",
-                                sizes.len(),
-                                sizes
-                                    .iter()
-                                    .map(Dim::to_string)
-                                    .collect::<Vec<_>>()
-                                    .join(", "),
-                                t.sizes
-                            ),
-                        });
-                    }
-                    specs.push(InputShapeSpec {
-                        name: u.name.clone(),
-                        dims: sizes
-                            .iter()
-                            .map(|d| match d {
-                                Dim::Static(s) => DimSpec::Static(*s),
-                                Dim::Sym(e) => DimSpec::Sym(e.clone()),
-                            })
-                            .collect(),
-                    });
-                    shapes.push((u.name.clone(), t.sizes.iter().map(|&s| s as i64).collect()));
-                }
-                (ValueKind::Tensor { .. }, other) => {
-                    return Err(Error::Input {
-                        input: u.name.clone(),
-                        msg: format!("expected a tensor, got {}", other.kind()),
-                    })
-                }
-                (ValueKind::SymInt(Dim::Sym(e)), RValue::Int(i)) => {
-                    if let Some(s) = e.as_symbol() {
-                        shapes.push((format!("{}#", u.name), vec![*i]));
-                        specs.push(InputShapeSpec {
-                            name: format!("{}#", u.name),
-                            dims: vec![DimSpec::Sym(sym::Expr::Symbol(s.to_string()))],
-                        });
-                    }
-                }
-                _ => {}
-            }
-        }
-        let actual: Vec<(&str, &[i64])> = shapes
-            .iter()
-            .map(|(n, s)| (n.as_str(), s.as_slice()))
-            .collect();
-        let bindings = sym::check_shapes(&specs, &actual, &p.range_constraints)?;
-        let lookup = |r: &sym::GuardRef| -> Option<i64> {
-            let name = r.flat_name();
-            shapes
-                .iter()
-                .find(|(n, _)| *n == name)
-                .and_then(|(_, s)| r.read(s))
-        };
-        for g in &self.guards {
-            g.check(&lookup)?;
-        }
-        Ok(bindings)
+        crate::plan::bind_signature(&self.program, &crate::plan::signature(inputs), &self.guards)
     }
 
     /// Seed the generator of the random ops (`torch.manual_seed`): the same seed gives the
@@ -513,7 +414,7 @@ impl Session {
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.
     pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
-        let plan = self.plan_for(crate::plan::signature(&inputs), Some(&inputs))?;
+        let plan = self.plan_for(crate::plan::signature(&inputs))?;
         self.run_state.bindings = plan.bindings.clone();
         let p = self.program.clone();
         let mut user = inputs.clone().into_iter();
