@@ -71,14 +71,6 @@ pub(crate) use views::*;
 /// The variants of the conv, norm, pool, index and ints shaders.
 pub fn nn_variants() -> Vec<Variant> {
     let mut v = vec![
-        conv::CONV,
-        conv::CONV_TILED,
-        conv::IM2COL,
-        conv::UNFOLD,
-        conv::FOLD,
-        conv::DEPTHWISE,
-        conv::CONV_TRANSPOSE,
-        norm::BATCH_NORM,
         pool::MAX_POOL,
         pool::MAX_POOL_INDICES,
         pool::AVG_POOL,

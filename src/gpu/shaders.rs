@@ -339,8 +339,7 @@ pub fn all_variants() -> Vec<Variant> {
             ..base
         });
     }
-    v.push(super::kernels::LAYER_NORM);
-    v.push(super::kernels::LAYER_NORM_ROW);
+    v.extend_from_slice(super::kernels::table::gpu_table().shader_variants());
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));

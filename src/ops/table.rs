@@ -84,6 +84,12 @@ impl OpTable {
         d.cpu = Some(k);
         d.rule = Some(r);
     }
+    /// [`OpTable::define`] for every overload of an op.
+    pub fn define_op(&mut self, op: &str, k: Kernel, r: Rule) {
+        let d = self.entry(op, true);
+        d.cpu = Some(k);
+        d.rule = Some(r);
+    }
     /// The shape rule of one exact target.
     pub fn rule(&mut self, target: &str, r: Rule) {
         self.entry(target, false).rule = Some(r);

@@ -30,6 +30,15 @@ pub const FOLD: Variant = Variant::new(Shader::Conv, "fold");
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
     use super::table::one_float;
+    t.variants(&[
+        CONV,
+        CONV_TILED,
+        IM2COL,
+        UNFOLD,
+        FOLD,
+        DEPTHWISE,
+        CONV_TRANSPOSE,
+    ]);
     for op in ["convolution", "_convolution", "conv1d", "conv2d", "conv3d"] {
         t.kernel_op(&format!("aten.{op}"), conv, one_float);
     }

@@ -19,6 +19,7 @@ pub const BATCH_NORM: Variant = Variant::new(Shader::Norm, "batch_norm");
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
     use super::table::{all_f32, one_float};
+    t.variants(&[BATCH_NORM, LAYER_NORM, LAYER_NORM_ROW]);
     for op in [
         "_native_batch_norm_legit_no_training",
         "_native_batch_norm_legit",

@@ -9,6 +9,7 @@
 
 use super::{GpuOp, KernelCtx, Out};
 use crate::dtype::DType;
+use crate::gpu::shaders::Variant;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -28,6 +29,7 @@ pub struct GpuEntry {
 pub struct GpuTable {
     exact: HashMap<String, GpuEntry>,
     any: HashMap<String, GpuEntry>,
+    variants: Vec<Variant>,
 }
 
 impl GpuTable {
@@ -47,6 +49,15 @@ impl GpuTable {
             serves,
         };
         self.any.insert(op.to_string(), e);
+    }
+    /// The shader variants the family's kernels dispatch (f32 forms; the f16 ones follow
+    /// from [`super::has_f16_variants`]): what `tests/gpu_shaders.rs` validates with naga.
+    pub fn variants(&mut self, vs: &[Variant]) {
+        self.variants.extend_from_slice(vs);
+    }
+    /// Every registered variant.
+    pub fn shader_variants(&self) -> &[Variant] {
+        &self.variants
     }
     /// The entry that serves `target`: the exact one, else the op-wide one.
     pub fn get(&self, target: &str) -> Option<&GpuEntry> {

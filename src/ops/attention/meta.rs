@@ -5,9 +5,8 @@
 use crate::dtype::DType;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::broadcast;
-use crate::ops::OpTable;
 
-fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let q = ctx.tensor("query")?;
     let k = ctx.tensor("key")?;
     let v = ctx.tensor("value")?;
@@ -60,13 +59,4 @@ fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         ]);
     }
     Ok(vec![MValue::Tensor(o)])
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    r.rule("aten.scaled_dot_product_attention.default", sdpa);
-    r.rule(
-        "aten._scaled_dot_product_flash_attention_for_cpu.default",
-        sdpa,
-    );
-    r.rule("aten._scaled_dot_product_attention_math.default", sdpa);
 }

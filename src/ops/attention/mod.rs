@@ -19,14 +19,15 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
+/// Each target once, with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
-    r.cpu("aten.scaled_dot_product_attention.default", sdpa);
-    r.cpu(
+    for t in [
+        "aten.scaled_dot_product_attention.default",
         "aten._scaled_dot_product_flash_attention_for_cpu.default",
-        sdpa,
-    );
-    r.cpu("aten._scaled_dot_product_attention_math.default", sdpa);
+        "aten._scaled_dot_product_attention_math.default",
+    ] {
+        r.define(t, sdpa, meta::sdpa);
+    }
 }
 
 /// What the caller wants besides the output.

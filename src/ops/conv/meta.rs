@@ -5,29 +5,12 @@
 use super::ConvParams;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::one;
-use crate::ops::OpTable;
 
-fn conv(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn conv(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let p = ctx.with_op(ConvParams::parse)?;
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
     let bias = ctx.opt_tensor("bias")?;
     let conv = p.geometry(&x.sizes, &w.sizes, bias.map(|b| b.numel()))?;
     one(MetaTensor::new(x.dtype, conv.out_sizes()))
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(
-        &[
-            "convolution",
-            "_convolution",
-            "conv1d",
-            "conv2d",
-            "conv3d",
-            "conv_transpose1d",
-            "conv_transpose2d",
-            "conv_transpose3d",
-        ],
-        conv,
-    );
 }

@@ -24,8 +24,8 @@ use crate::runtime::RValue;
 pub(crate) use geometry::{Conv, ConvParams};
 pub(crate) use kernels::Geometry;
 
+/// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
     unfold::register(r);
     for op in [
         "convolution",
@@ -37,7 +37,7 @@ pub(crate) fn register(r: &mut OpTable) {
         "conv_transpose2d",
         "conv_transpose3d",
     ] {
-        r.cpu_op(&format!("aten.{op}"), convolution);
+        r.define_op(&format!("aten.{op}"), convolution, meta::conv);
     }
 }
 

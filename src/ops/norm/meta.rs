@@ -5,7 +5,6 @@
 use crate::dtype::DType;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::one;
-use crate::ops::OpTable;
 
 /// Statistics are kept in float32 for half inputs (torch's opmath), f64 for f64.
 fn stat_dtype(d: DType) -> DType {
@@ -26,7 +25,7 @@ fn channels(x: &MetaTensor) -> RuleResult<usize> {
     Ok(x.sizes[1])
 }
 
-fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let c = channels(&x)?;
     for name in ["weight", "bias", "running_mean", "running_var"] {
@@ -79,7 +78,7 @@ fn row_stats(x: &MetaTensor, axis: usize, dtype: DType) -> MetaTensor {
     MetaTensor::new(dtype, s)
 }
 
-fn layer_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn layer_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let axis = norm_axis(&x, &ctx.ints("normalized_shape")?)?;
     if ctx.target() == "aten.layer_norm.default" {
@@ -94,7 +93,7 @@ fn layer_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     ])
 }
 
-fn rms_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn rms_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let axis = norm_axis(&x, &ctx.ints("normalized_shape")?)?;
     if ctx.target() == "aten.rms_norm.default" {
@@ -104,7 +103,7 @@ fn rms_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(x), MValue::Tensor(st)])
 }
 
-fn group_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn group_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let c = channels(&x)?;
     if ctx.target() == "aten.group_norm.default" {
@@ -126,30 +125,8 @@ fn group_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     ])
 }
 
-fn instance_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn instance_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     channels(&x)?;
     one(x)
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    r.rule("aten.batch_norm.default", batch_norm);
-    r.rule("aten.native_batch_norm.default", batch_norm);
-    r.rule("aten._native_batch_norm_legit.default", batch_norm);
-    r.rule("aten._native_batch_norm_legit.no_stats", batch_norm);
-    r.rule(
-        "aten._native_batch_norm_legit_no_training.default",
-        batch_norm,
-    );
-    r.rule(
-        "aten._native_batch_norm_legit_functional.default",
-        batch_norm,
-    );
-    r.rule("aten.instance_norm.default", instance_norm);
-    r.rule("aten.layer_norm.default", layer_norm);
-    r.rule("aten.native_layer_norm.default", layer_norm);
-    r.rule("aten.group_norm.default", group_norm);
-    r.rule("aten.native_group_norm.default", group_norm);
-    r.rule("aten.rms_norm.default", rms_norm);
-    r.rule("aten._fused_rms_norm.default", rms_norm);
 }

@@ -19,28 +19,59 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
+/// Each target once, with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
     weight_norm::register(r);
-    r.cpu("aten.batch_norm.default", batch_norm);
-    r.cpu("aten.native_batch_norm.default", batch_norm);
-    r.cpu("aten._native_batch_norm_legit.default", batch_norm);
-    r.cpu("aten._native_batch_norm_legit.no_stats", batch_norm);
-    r.cpu(
-        "aten._native_batch_norm_legit_no_training.default",
-        batch_norm,
-    );
-    r.cpu(
-        "aten._native_batch_norm_legit_functional.default",
-        batch_norm,
-    );
-    r.cpu("aten.instance_norm.default", instance_norm);
-    r.cpu("aten.layer_norm.default", layer_norm);
-    r.cpu("aten.native_layer_norm.default", layer_norm);
-    r.cpu("aten.group_norm.default", group_norm);
-    r.cpu("aten.native_group_norm.default", group_norm);
-    r.cpu("aten.rms_norm.default", rms_norm);
-    r.cpu("aten._fused_rms_norm.default", rms_norm);
+    let defs: [(&str, super::Kernel, crate::meta::Rule); 13] = [
+        ("aten.batch_norm.default", batch_norm, meta::batch_norm),
+        (
+            "aten.native_batch_norm.default",
+            batch_norm,
+            meta::batch_norm,
+        ),
+        (
+            "aten._native_batch_norm_legit.default",
+            batch_norm,
+            meta::batch_norm,
+        ),
+        (
+            "aten._native_batch_norm_legit.no_stats",
+            batch_norm,
+            meta::batch_norm,
+        ),
+        (
+            "aten._native_batch_norm_legit_no_training.default",
+            batch_norm,
+            meta::batch_norm,
+        ),
+        (
+            "aten._native_batch_norm_legit_functional.default",
+            batch_norm,
+            meta::batch_norm,
+        ),
+        (
+            "aten.instance_norm.default",
+            instance_norm,
+            meta::instance_norm,
+        ),
+        ("aten.layer_norm.default", layer_norm, meta::layer_norm),
+        (
+            "aten.native_layer_norm.default",
+            layer_norm,
+            meta::layer_norm,
+        ),
+        ("aten.group_norm.default", group_norm, meta::group_norm),
+        (
+            "aten.native_group_norm.default",
+            group_norm,
+            meta::group_norm,
+        ),
+        ("aten.rms_norm.default", rms_norm, meta::rms_norm),
+        ("aten._fused_rms_norm.default", rms_norm, meta::rms_norm),
+    ];
+    for (target, cpu, rule) in defs {
+        r.define(target, cpu, rule);
+    }
 }
 
 /// The compute float of a normalization input, or an error naming the op.

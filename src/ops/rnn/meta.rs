@@ -3,9 +3,8 @@
 //! hidden states in the shapes of the initial ones; the cells give the next hidden state(s).
 
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
-use crate::ops::OpTable;
 
-fn rnn(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn rnn(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let lstm = ctx.target().starts_with("aten.lstm");
     let hx = if lstm {
@@ -36,7 +35,7 @@ fn rnn(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(res)
 }
 
-fn cell(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn cell(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let hx = if ctx.target().starts_with("aten.lstm") {
         ctx.tensors("hx")?
@@ -50,11 +49,4 @@ fn cell(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         .into_iter()
         .map(|h| MValue::Tensor(h.with_dtype(x.dtype)))
         .collect())
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    for t in ["lstm", "gru", "rnn_tanh", "rnn_relu"] {
-        r.rule(&format!("aten.{t}.input"), rnn);
-        r.rule(&format!("aten.{t}_cell.default"), cell);
-    }
 }

@@ -17,16 +17,12 @@ use crate::cpu::{Elem, Tensor};
 use crate::error::Result;
 use crate::runtime::RValue;
 
+/// Each target once, with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
-    r.cpu("aten.lstm.input", rnn);
-    r.cpu("aten.gru.input", rnn);
-    r.cpu("aten.rnn_tanh.input", rnn);
-    r.cpu("aten.rnn_relu.input", rnn);
-    r.cpu("aten.lstm_cell.default", cell);
-    r.cpu("aten.gru_cell.default", cell);
-    r.cpu("aten.rnn_tanh_cell.default", cell);
-    r.cpu("aten.rnn_relu_cell.default", cell);
+    for t in ["lstm", "gru", "rnn_tanh", "rnn_relu"] {
+        r.define(&format!("aten.{t}.input"), rnn, meta::rnn);
+        r.define(&format!("aten.{t}_cell.default"), cell, meta::cell);
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Debug)]
