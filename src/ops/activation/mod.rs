@@ -18,11 +18,13 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
+/// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`): the
+/// activations keep their input's shape and dtype, and each has an in-place form `op_`.
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
+    use crate::ops::elementwise::meta::same;
     let both = |r: &mut OpTable, name: &str, k: Kernel| {
-        r.cpu_op(&format!("aten.{name}"), k);
-        r.cpu_op(&format!("aten.{name}_"), k);
+        r.define_op(&format!("aten.{name}"), k, same);
+        r.define_op(&format!("aten.{name}_"), k, same);
     };
     both(r, "relu", relu);
     both(r, "relu6", relu6);
@@ -40,14 +42,14 @@ pub(crate) fn register(r: &mut OpTable) {
     both(r, "threshold", threshold);
     both(r, "rrelu", rrelu);
     both(r, "rrelu_with_noise", rrelu);
-    r.cpu_op("aten.rrelu_with_noise_functional", rrelu);
-    r.cpu_op("aten.hardshrink", hardshrink);
-    r.cpu_op("aten.softshrink", softshrink);
-    r.cpu_op("aten.log_sigmoid", log_sigmoid);
-    r.cpu_op("aten.log_sigmoid_forward", log_sigmoid);
-    r.cpu_op("aten.glu", glu);
-    r.cpu_op("aten.prelu", prelu);
-    r.cpu_op("aten._prelu_kernel", prelu);
+    r.define_op("aten.rrelu_with_noise_functional", rrelu, meta::two_same);
+    r.define_op("aten.hardshrink", hardshrink, same);
+    r.define_op("aten.softshrink", softshrink, same);
+    r.define_op("aten.log_sigmoid", log_sigmoid, same);
+    r.define_op("aten.log_sigmoid_forward", log_sigmoid, meta::two_same);
+    r.define_op("aten.glu", glu, meta::glu);
+    r.define_op("aten.prelu", prelu, same);
+    r.define_op("aten._prelu_kernel", prelu, same);
 }
 
 /// Apply `op` to `self` in its own dtype (f16/bf16 computed in f32). `ints`: whether integer
