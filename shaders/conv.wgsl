@@ -92,6 +92,17 @@ fn source(p: u32, t: u32) -> i32 {
     return (iz * i32(params.ins.y) + iy) * i32(params.ins.z) + ix;
 }
 
+// The im2col column value of image `img`, row k = (input channel, tap), window position p:
+// the input value the tap reads, zero in the padding.
+fn column_value(img: u32, k: u32, p: u32) -> f32 {
+    let taps = params.ks.w;
+    let s = source(p, k % taps);
+    if s < 0 {
+        return 0.0;
+    }
+    return f32(x[(img * params.c + k / taps) * params.ins.w + u32(s)]);
+}
+
 @compute @workgroup_size(16, 16)
 fn conv_tiled(
     @builtin(local_invocation_id) lid: vec3<u32>,
@@ -284,13 +295,7 @@ fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
         out[i] = to_out(0.0);
         return;
     }
-    let taps = params.ks.w;
-    let s = source(p, k % taps);
-    var v = 0.0;
-    if s >= 0 {
-        v = f32(x[(img * params.c + k / taps) * params.ins.w + u32(s)]);
-    }
-    out[i] = to_out(v);
+    out[i] = to_out(column_value(img, k, p));
 }
 
 // `aten.im2col` (F.unfold): out[img, k, p] with k = (input channel, tap) over c * taps
@@ -306,13 +311,7 @@ fn unfold(@builtin(global_invocation_id) gid: vec3<u32>) {
     let p = i % plane_out;
     let k = (i / plane_out) % params.kdim;
     let img = i / (plane_out * params.kdim);
-    let taps = params.ks.w;
-    let s = source(p, k % taps);
-    var v = 0.0;
-    if s >= 0 {
-        v = f32(x[(img * params.c + k / taps) * params.ins.w + u32(s)]);
-    }
-    out[i] = to_out(v);
+    out[i] = to_out(column_value(img, k, p));
 }
 
 // `aten.col2im` (F.fold): one thread per output element (image, channel, pixel) summing the

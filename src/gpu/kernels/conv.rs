@@ -251,6 +251,26 @@ fn operands(k: &KernelCtx) -> Result<Option<Operands>> {
     }))
 }
 
+/// The shader's view of a convolution's geometry (sizes, stride, padding before, dilation,
+/// channels per group).
+fn geometry_meta(g: &crate::ops::conv::Geometry) -> ConvMeta {
+    ConvMeta {
+        n: g.n as u32,
+        c: g.c as u32,
+        o: g.o as u32,
+        groups: g.groups as u32,
+        ins: vec4(g.ins),
+        ks: vec4(g.ks),
+        outs: vec4(g.outs),
+        stride: vec4(g.stride),
+        pad: vec4(g.pad_lo),
+        dil: vec4(g.dil),
+        cg: (g.c / g.groups) as u32,
+        og: (g.o / g.groups) as u32,
+        ..Default::default()
+    }
+}
+
 /// The operands made contiguous on the GPU (None: a copy the GPU cannot make).
 fn contiguous_operands(
     k: &mut KernelCtx,
@@ -309,21 +329,9 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
     };
     let sizes = ops.conv.out_sizes();
     let mut meta = ConvMeta {
-        n: n as u32,
-        c: c as u32,
-        o: o as u32,
-        groups: groups as u32,
-        ins: vec4(geo.ins),
-        ks: vec4(geo.ks),
-        outs: vec4(geo.outs),
-        stride: vec4(geo.stride),
-        pad: vec4(geo.pad_lo),
-        dil: vec4(geo.dil),
-        cg: cg as u32,
-        og: og as u32,
         kdim: (cg * taps) as u32,
         flags: bc.is_some() as u32,
-        ..Default::default()
+        ..geometry_meta(geo)
     };
     let kernel = conv_kernel(&k.r.dev.properties);
     if kernel == ConvKernel::Gemm
@@ -471,7 +479,7 @@ fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
     if geo.ins.contains(&0) {
         return Ok(None);
     }
-    let (n, c, o, groups) = (geo.n, geo.c, geo.o, geo.groups);
+    let (n, o) = (geo.n, geo.o);
     let plane_out: usize = geo.outs.iter().product();
     let numel = n * o * plane_out;
     if !k.fits(x) || !k.fits(w) || numel >= u32::MAX as usize {
@@ -486,22 +494,9 @@ fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
     }
     let (gx, gy, row) = grid(numel, 64);
     let meta = ConvMeta {
-        n: n as u32,
-        c: c as u32,
-        o: o as u32,
-        groups: groups as u32,
-        ins: vec4(geo.ins),
-        ks: vec4(geo.ks),
-        outs: vec4(geo.outs),
-        stride: vec4(geo.stride),
-        pad: vec4(geo.pad_lo),
-        dil: vec4(geo.dil),
-        cg: (c / groups) as u32,
-        og: (o / groups) as u32,
-        kdim: 0,
         flags: bc.is_some() as u32,
         row,
-        ..Default::default()
+        ..geometry_meta(geo)
     };
     let bref = bc.as_ref().unwrap_or(&wc);
     k.dispatch(
