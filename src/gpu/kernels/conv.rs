@@ -79,7 +79,7 @@ fn sliding_windows(k: &mut KernelCtx, fold: bool) -> Out {
     } else {
         u.columns_sizes()
     };
-    let numel: usize = sizes.iter().product();
+    let numel = crate::tensor::checked_numel(&sizes).unwrap_or(usize::MAX);
     if !k.out_is(d) || !k.fits(&x) || numel >= u32::MAX as usize {
         return Ok(None);
     }

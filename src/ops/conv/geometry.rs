@@ -137,6 +137,7 @@ impl ConvParams {
             return Err(format!("groups must be positive, got {}", self.groups));
         }
         let groups = self.groups as usize;
+        let too_large = || format!("the convolution of input {x:?} and weight {w:?} is too large");
         let stride = spatial("stride", &self.stride, nd, 1, 1)?;
         let dil = spatial("dilation", &self.dilation, nd, 1, 1)?;
         let mut ks = [1usize; 3];
@@ -162,7 +163,9 @@ impl ConvParams {
                 let mut lo = [0; 3];
                 let mut hi = [0; 3];
                 for i in 0..3 {
-                    let total = dil[i] * ks[i].saturating_sub(1);
+                    let total = dil[i]
+                        .checked_mul(ks[i].saturating_sub(1))
+                        .ok_or_else(too_large)?;
                     lo[i] = total / 2;
                     hi[i] = total - lo[i];
                 }
@@ -170,6 +173,7 @@ impl ConvParams {
             }
         };
         let c = xs[1];
+        let grouped = w[1].checked_mul(groups).ok_or_else(too_large)?;
         let (o, outs) = if self.transposed {
             if w[0] != c {
                 return Err(format!(
@@ -191,27 +195,28 @@ impl ConvParams {
                     .and_then(|v| v.checked_add(dil[i].checked_mul(ks[i].saturating_sub(1))?))
                     .and_then(|v| v.checked_add(op[i] + 1))
                     .ok_or_else(|| format!("the output of input {x:?} overflows"))?;
-                outs[i] = full
-                    .checked_sub(pad_lo[i] + pad_hi[i])
-                    .filter(|&v| v > 0)
-                    .ok_or_else(|| {
-                        format!(
-                            "the output of a transposed convolution of input {x:?} would be empty"
-                        )
-                    })?;
+                let pad = pad_lo[i].checked_add(pad_hi[i]).ok_or_else(too_large)?;
+                outs[i] = full.checked_sub(pad).filter(|&v| v > 0).ok_or_else(|| {
+                    format!("the output of a transposed convolution of input {x:?} would be empty")
+                })?;
             }
-            (w[1] * groups, outs)
+            (grouped, outs)
         } else {
-            if w[1] * groups != c {
+            if grouped != c {
                 return Err(format!(
-                    "expected input of shape {x:?} to have {} channels, but got {c} channels instead",
-                    w[1] * groups
+                    "expected input of shape {x:?} to have {grouped} channels, but got {c} channels instead"
                 ));
             }
             let mut outs = [1usize; 3];
             for i in 0..3 {
-                let span = dil[i] * ks[i].saturating_sub(1) + 1;
-                let padded = ins[i] + pad_lo[i] + pad_hi[i];
+                let span = dil[i]
+                    .checked_mul(ks[i].saturating_sub(1))
+                    .and_then(|v| v.checked_add(1))
+                    .ok_or_else(too_large)?;
+                let padded = ins[i]
+                    .checked_add(pad_lo[i])
+                    .and_then(|v| v.checked_add(pad_hi[i]))
+                    .ok_or_else(too_large)?;
                 if padded < span {
                     return Err(format!(
                         "kernel size {:?} (dilated) is larger than the padded input {:?}",
@@ -284,9 +289,52 @@ fn spatial(
     if let Some(bad) = v.iter().find(|&&x| x < min) {
         return Err(format!("{name} must be at least {min}, got {bad}"));
     }
+    if let Some(bad) = v.iter().find(|&&x| x > i32::MAX as i64) {
+        return Err(format!("{name} {bad} is too large"));
+    }
     let mut out = [fill; 3];
     for (i, &x) in v.iter().enumerate() {
         out[3 - nd + i] = x as usize;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(stride: i64, dilation: i64, padding: i64, groups: i64) -> ConvParams {
+        ConvParams {
+            nd: None,
+            stride: vec![stride],
+            padding: Padding::Explicit(vec![padding]),
+            dilation: vec![dilation],
+            transposed: false,
+            output_padding: vec![0],
+            groups,
+        }
+    }
+
+    #[test]
+    fn output_sizes_follow_torch() {
+        let c = params(2, 1, 1, 1)
+            .geometry(&[1, 3, 7, 8], &[4, 3, 3, 3], Some(4))
+            .unwrap();
+        assert_eq!(c.out_sizes(), vec![1, 4, 4, 4]);
+    }
+
+    #[test]
+    fn hostile_parameters_are_errors() {
+        let x = [1, 3, 7, 8];
+        let w = [4, 3, 3, 3];
+        for p in [
+            params(1, i32::MAX as i64, 0, 1),
+            params(1, 1, i32::MAX as i64 + 1, 1),
+            params(i64::MAX, 1, 0, 1),
+            params(1, 1, 0, i64::MAX),
+            params(0, 1, 0, 1),
+        ] {
+            assert!(p.geometry(&x, &w, None).is_err(), "{p:?}");
+        }
+    }
 }

@@ -62,14 +62,21 @@ impl Window2d {
                 };
                 return Err(ctx.err(format!("{name} should be {what}, got {v:?} ({b})")));
             }
+            if let Some(b) = v.iter().find(|&&x| x > i32::MAX as i64) {
+                return Err(ctx.err(format!("{name} {b} is too large (got {v:?})")));
+            }
             Ok([v[0] as usize, v[1] as usize])
         };
-        Ok(Window2d {
+        let w = Window2d {
             kernel: pair("kernel_size", 1)?,
             dilation: pair("dilation", 1)?,
             padding: pair("padding", 0)?,
             stride: pair("stride", 1)?,
-        })
+        };
+        if w.kernel[0].checked_mul(w.kernel[1]).is_none() {
+            return Err(ctx.err(format!("kernel_size {:?} is too large", w.kernel)));
+        }
+        Ok(w)
     }
 
     /// The window positions along an image of `image` (height, width), None where the dilated
@@ -118,14 +125,15 @@ impl Unfold {
                 w.kernel, w.dilation, w.padding
             )
         })?;
-        Ok(Unfold {
+        Unfold {
             window: w,
             n: s[0],
             c: s[1],
             image,
             blocks,
             unbatched,
-        })
+        }
+        .checked()
     }
 
     /// `col2im` of an input of `sizes` ([N, C * taps, L] or [C * taps, L]) into images of
@@ -170,21 +178,42 @@ impl Unfold {
                     w.kernel
                 )
             })?;
-        if blocks[0] * blocks[1] != s[2] {
+        if blocks[0].checked_mul(blocks[1]) != Some(s[2]) {
             return Err(format!(
                 "the input {sizes:?} has {} blocks in its last dim, but output_size [{oh}, {ow}], kernel {:?}, dilation {:?}, padding {:?} and stride {:?} give {} ({} x {})",
                 s[2], w.kernel, w.dilation, w.padding, w.stride,
-                blocks[0] * blocks[1], blocks[0], blocks[1]
+                blocks[0].saturating_mul(blocks[1]), blocks[0], blocks[1]
             ));
         }
-        Ok(Unfold {
+        Unfold {
             window: w,
             n: s[0],
             c: s[1] / taps,
             image: [oh, ow],
             blocks,
             unbatched,
-        })
+        }
+        .checked()
+    }
+
+    /// Refuse a geometry whose column or image side has more elements than a `usize` holds
+    /// (the sizes below multiply unchecked after this).
+    fn checked(self) -> std::result::Result<Unfold, String> {
+        let cols = self
+            .c
+            .checked_mul(self.window.kernel[0])
+            .and_then(|v| v.checked_mul(self.window.kernel[1]))
+            .and_then(|v| v.checked_mul(self.blocks[0]))
+            .and_then(|v| v.checked_mul(self.blocks[1]))
+            .and_then(|v| v.checked_mul(self.n));
+        let image = crate::tensor::checked_numel(&[self.n, self.c, self.image[0], self.image[1]]);
+        if cols.is_none() || image.is_none() {
+            return Err(format!(
+                "the columns ({} channels, kernel {:?}, {:?} blocks) or the images {:?} are too large",
+                self.c, self.window.kernel, self.blocks, self.image
+            ));
+        }
+        Ok(self)
     }
 
     /// The column side's sizes ([N, C * taps, L], without N for an unbatched call).
@@ -319,4 +348,42 @@ fn col2im_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let output_size = ctx.ints("output_size")?;
     let u = Unfold::of_columns(ctx.with_op(Window2d::parse)?, &x.sizes, &output_size)?;
     one(crate::meta::MetaTensor::new(x.dtype, u.image_sizes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn window(k: usize, d: usize, p: usize, s: usize) -> Window2d {
+        Window2d {
+            kernel: [k, k],
+            dilation: [d, d],
+            padding: [p, p],
+            stride: [s, s],
+        }
+    }
+
+    #[test]
+    fn sizes_follow_torch() {
+        let u = Unfold::of_image(window(3, 1, 1, 2), &[2, 3, 7, 8]).unwrap();
+        assert_eq!(u.columns_sizes(), vec![2, 27, 16]);
+        let f = Unfold::of_columns(window(2, 1, 0, 2), &[12, 9], &[6, 6]).unwrap();
+        assert_eq!(f.image_sizes(), vec![3, 6, 6]);
+    }
+
+    #[test]
+    fn hostile_sizes_are_errors() {
+        let max = i32::MAX as usize;
+        // Huge padding: the columns would not fit in memory, let alone a usize.
+        assert!(Unfold::of_image(window(1, 1, max, 1), &[1, 1 << 20, 4, 4]).is_err());
+        // A kernel larger than the padded input.
+        assert!(Unfold::of_image(window(max, max, 0, 1), &[1, 1, 4, 4]).is_err());
+        // Huge images from output_size: the blocks do not match the columns.
+        assert!(Unfold::of_columns(window(2, 1, 0, 2), &[4, 9], &[i64::MAX, 6]).is_err());
+        assert!(Unfold::of_columns(window(2, 1, 0, 2), &[4, 9], &[0, 6]).is_err());
+        // One block from a huge image with a huge stride: the image is refused.
+        assert!(
+            Unfold::of_columns(window(1, 1, 0, max), &[1 << 16, 1], &[1 << 30, 1 << 30]).is_err()
+        );
+    }
 }
