@@ -179,6 +179,25 @@ pub(super) fn elementwise(
     elementwise_p(k, v, out_dtype, a, b, cond, [alpha, beta, 0.0], 0)
 }
 
+/// `op(a, b)` of f32 tensors into an f32 output (broadcast as the strides say).
+pub(super) fn binary_f32(
+    k: &mut KernelCtx,
+    op: BinaryOp,
+    a: &GTensor,
+    b: GTensor,
+) -> Result<Option<GTensor>> {
+    elementwise(
+        k,
+        op.variant(),
+        DType::F32,
+        a,
+        Some(&Operand::T(b)),
+        None,
+        1.0,
+        0.0,
+    )
+}
+
 /// [`elementwise`] with the third parameter `p1` and extra `flags` bits.
 #[allow(clippy::too_many_arguments)]
 pub(super) fn elementwise_p(

@@ -4,6 +4,7 @@
 //! the predicates isnan/isinf/isfinite/signbit (masked_fill, the scalar forms of `where` and
 //! the in-place fill_ / copy_ are in `fill.rs`).
 
+use super::elementwise::binary_f32;
 use super::index::word;
 use super::ints::{self, WOperand};
 use super::{
@@ -363,16 +364,7 @@ pub(super) fn prelu(k: &mut KernelCtx) -> Out {
     } else {
         w
     };
-    one(elementwise(
-        k,
-        BinaryOp::Prelu.variant(),
-        DType::F32,
-        &x,
-        Some(&Operand::T(wv)),
-        None,
-        1.0,
-        0.0,
-    ))
+    one(binary_f32(k, BinaryOp::Prelu, &x, wv))
 }
 
 /// glu: the first half of `dim` times the sigmoid of the second half.
@@ -394,16 +386,7 @@ pub(super) fn glu(k: &mut KernelCtx) -> Out {
     sizes[d] = n / 2;
     let a = x.view(sizes.clone(), x.strides.clone(), x.offset);
     let b = x.view(sizes, x.strides.clone(), x.offset + x.strides[d] * (n / 2));
-    one(elementwise(
-        k,
-        BinaryOp::Glu.variant(),
-        DType::F32,
-        &a,
-        Some(&Operand::T(b)),
-        None,
-        1.0,
-        0.0,
-    ))
+    one(binary_f32(k, BinaryOp::Glu, &a, b))
 }
 
 /// isnan / isinf / isfinite / signbit of an f32 tensor (a bool output).
@@ -577,17 +560,7 @@ pub(super) fn addcmul(k: &mut KernelCtx) -> Out {
     } else {
         BinaryOp::Mul
     };
-    let Some(p) = elementwise(
-        k,
-        op.variant(),
-        DType::F32,
-        &t1,
-        Some(&Operand::T(t2)),
-        None,
-        1.0,
-        0.0,
-    )?
-    else {
+    let Some(p) = binary_f32(k, op, &t1, t2)? else {
         return Ok(None);
     };
     one(elementwise(

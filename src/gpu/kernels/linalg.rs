@@ -18,9 +18,10 @@
 //! the int sum of the reduce kernel). `mm`, `bmm` and `addmm` of floats keep their kernels in
 //! src/gpu/kernels.rs.
 
+use super::elementwise::binary_f32;
 use super::{
-    elementwise, encode_matmul, grid, index, is_float, mat_strides, pad8, same_float, BinaryOp,
-    KernelCtx, MatmulMeta, Operand, Out, ReduceMeta, ReduceOp,
+    encode_matmul, grid, index, is_float, mat_strides, pad8, same_float, BinaryOp, KernelCtx,
+    MatmulMeta, Out, ReduceMeta, ReduceOp,
 };
 use crate::cpu::broadcast_shapes;
 use crate::dtype::DType;
@@ -779,14 +780,5 @@ pub(super) fn bilinear(k: &mut KernelCtx) -> Out {
     if b.dtype != DType::F32 || b.expand_to(&y.sizes).is_none() {
         return Ok(None);
     }
-    super::one(elementwise(
-        k,
-        BinaryOp::Add.variant(),
-        DType::F32,
-        &y,
-        Some(&Operand::T(b)),
-        None,
-        1.0,
-        0.0,
-    ))
+    super::one(binary_f32(k, BinaryOp::Add, &y, b))
 }

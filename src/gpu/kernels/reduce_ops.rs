@@ -211,16 +211,7 @@ pub(super) fn nan_reduce(k: &mut KernelCtx, x: GTensor, op: &str) -> Out {
     let Some(count) = one_t(reduce_with(k, keep, "aten.sum")?) else {
         return Ok(None);
     };
-    one(elementwise(
-        k,
-        BinaryOp::Div.variant(),
-        DType::F32,
-        &sum,
-        Some(&Operand::T(count)),
-        None,
-        1.0,
-        0.0,
-    ))
+    one(binary_f32(k, BinaryOp::Div, &sum, count))
 }
 
 /// The one tensor of a kernel's result.
