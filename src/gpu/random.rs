@@ -449,3 +449,47 @@ pub(super) fn masked(
     )?;
     Ok(Some((out, want_mask.then_some(mask))))
 }
+
+/// The seeded random ops: the CPU generator's exact streams (the GPU side of the op table,
+/// `kernels/table.rs`).
+pub(crate) fn register(t: &mut super::kernels::table::GpuTable) {
+    use super::kernels::table::{all, all_f32, int, On};
+    t.kernel(
+        &[
+            "aten.rand",
+            "aten.rand_like",
+            "aten.randn",
+            "aten.randn_like",
+            "aten.uniform",
+            "aten.normal_functional",
+        ],
+        On::All,
+        rand,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.exponential"],
+        On::Only(&["default"]),
+        exponential,
+        all_f32,
+    );
+    // Seeded int draws.
+    fn int_draws(i: &[DType], o: &[DType]) -> bool {
+        all(i, int) && (o == [DType::I64] || o == [DType::I32])
+    }
+    t.kernel(
+        &["aten.randperm"],
+        On::Only(&["default"]),
+        randperm,
+        int_draws,
+    );
+    t.kernel(&["aten.bernoulli"], On::All, bernoulli, all_f32);
+    t.kernel(
+        &["aten.randint"],
+        On::Only(&["default", "low"]),
+        randint,
+        int_draws,
+    );
+    t.kernel(&["aten.dropout"], On::All, dropout, |_, _| true);
+    t.kernel(&["aten.native_dropout"], On::All, native_dropout, all_f32);
+}

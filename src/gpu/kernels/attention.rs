@@ -329,3 +329,32 @@ fn sdpa_f32(
     }
     Ok(Some(res))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, On, F16};
+    // q, k, v in f32 (f16 computed in f32); the mask f32 or bool.
+    fn attends(i: &[DType], o: &[DType]) -> bool {
+        i.len() >= 3
+            && all(&i[..3], |d| d == DType::F32)
+            && all(&i[3..], |d| d == DType::F32 || d == DType::Bool)
+            && all(o, |d| d == DType::F32)
+    }
+    t.kernel(
+        &[
+            "aten.scaled_dot_product_attention",
+            "aten._scaled_dot_product_attention_math",
+        ],
+        On::All,
+        sdpa,
+        attends,
+    )
+    .f16(F16::Native);
+    t.kernel(
+        &["aten._scaled_dot_product_flash_attention_for_cpu"],
+        On::All,
+        sdpa,
+        attends,
+    )
+    .f16(F16::Mixed);
+}

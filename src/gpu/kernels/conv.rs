@@ -29,7 +29,7 @@ pub const FOLD: Variant = Variant::new(Shader::Conv, "fold");
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
-    use super::table::one_float;
+    use super::table::{one_float, On};
     t.variants(&[
         CONV,
         CONV_TILED,
@@ -39,14 +39,30 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         DEPTHWISE,
         CONV_TRANSPOSE,
     ]);
-    for op in ["convolution", "_convolution", "conv1d", "conv2d", "conv3d"] {
-        t.kernel_op(&format!("aten.{op}"), conv, one_float);
-    }
-    for op in ["conv_transpose1d", "conv_transpose2d", "conv_transpose3d"] {
-        t.kernel_op(&format!("aten.{op}"), conv_transpose, one_float);
-    }
-    t.kernel("aten.im2col.default", unfold, one_float);
-    t.kernel("aten.col2im.default", fold, one_float);
+    t.kernel(
+        &[
+            "aten.convolution",
+            "aten._convolution",
+            "aten.conv1d",
+            "aten.conv2d",
+            "aten.conv3d",
+        ],
+        On::NotOut,
+        conv,
+        one_float,
+    );
+    t.kernel(
+        &[
+            "aten.conv_transpose1d",
+            "aten.conv_transpose2d",
+            "aten.conv_transpose3d",
+        ],
+        On::NotOut,
+        conv_transpose,
+        one_float,
+    );
+    t.kernel(&["aten.im2col"], On::Only(&["default"]), unfold, one_float);
+    t.kernel(&["aten.col2im"], On::Only(&["default"]), fold, one_float);
 }
 
 /// `aten.im2col` and `aten.col2im`: one thread per output element, geometry from the op

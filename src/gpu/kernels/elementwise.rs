@@ -613,3 +613,190 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
     };
     one(elementwise(k, u.variant(), d, &x, None, None, alpha, beta))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, all_f32, f32, f32_or_same_int, int, int_like, On, F16};
+    use GpuOp::{Binary, Compare, Unary};
+    for (names, u) in [
+        (&["aten.relu"][..], UnaryOp::Relu),
+        (&["aten.sigmoid"], UnaryOp::Sigmoid),
+        (&["aten.tanh"], UnaryOp::Tanh),
+        (&["aten.exp"], UnaryOp::Exp),
+        (&["aten.log"], UnaryOp::Log),
+        (&["aten.sqrt"], UnaryOp::Sqrt),
+        (&["aten.rsqrt"], UnaryOp::Rsqrt),
+        (&["aten.abs"], UnaryOp::Abs),
+        (&["aten.neg"], UnaryOp::Neg),
+        (&["aten.silu"], UnaryOp::Silu),
+        (&["aten.sin"], UnaryOp::Sin),
+        (&["aten.cos"], UnaryOp::Cos),
+        (&["aten.reciprocal"], UnaryOp::Reciprocal),
+        (&["aten.erf"], UnaryOp::Erf),
+        (&["aten.floor"], UnaryOp::Floor),
+        (&["aten.ceil"], UnaryOp::Ceil),
+        (&["aten.hardsigmoid"], UnaryOp::Hardsigmoid),
+        (&["aten.hardswish"], UnaryOp::Hardswish),
+        (&["aten.sign", "aten.sgn"], UnaryOp::Sign),
+        (&["aten.square"], UnaryOp::Square),
+        (&["aten.log1p", "aten.special_log1p"], UnaryOp::Log1p),
+        (&["aten.expm1", "aten.special_expm1"], UnaryOp::Expm1),
+        (&["aten.trunc", "aten.fix"], UnaryOp::Trunc),
+        (&["aten.frac"], UnaryOp::Frac),
+        (&["aten.atan", "aten.arctan"], UnaryOp::Atan),
+        (&["aten.tan"], UnaryOp::Tan),
+        (&["aten.sinh"], UnaryOp::Sinh),
+        (&["aten.cosh"], UnaryOp::Cosh),
+        (&["aten.asin", "aten.arcsin"], UnaryOp::Asin),
+        (&["aten.acos", "aten.arccos"], UnaryOp::Acos),
+        (&["aten.asinh", "aten.arcsinh"], UnaryOp::Asinh),
+        (&["aten.acosh", "aten.arccosh"], UnaryOp::Acosh),
+        (&["aten.atanh", "aten.arctanh"], UnaryOp::Atanh),
+        (&["aten.erfc", "aten.special_erfc"], UnaryOp::Erfc),
+        (&["aten.erfinv", "aten.special_erfinv"], UnaryOp::Erfinv),
+        (&["aten.log10"], UnaryOp::Log10),
+        (&["aten.log2"], UnaryOp::Log2),
+        (&["aten.exp2"], UnaryOp::Exp2),
+        (&["aten.mish"], UnaryOp::Mish),
+        (&["aten.log_sigmoid"], UnaryOp::LogSigmoid),
+    ] {
+        // The ops that keep an int tensor int.
+        let on_ints = matches!(
+            u,
+            UnaryOp::Neg
+                | UnaryOp::Abs
+                | UnaryOp::Sign
+                | UnaryOp::Square
+                | UnaryOp::Relu
+                | UnaryOp::Floor
+                | UnaryOp::Ceil
+                | UnaryOp::Trunc
+        );
+        let serves: super::table::Serves = if on_ints {
+            |i, o| all_f32(i, o) || (all(i, int) && o.first() == i.first())
+        } else {
+            all_f32
+        };
+        t.add(names, On::All, Unary(u), serves);
+    }
+    t.kernel(
+        &[
+            "aten.gelu",
+            "aten.hardtanh",
+            "aten.leaky_relu",
+            "aten.elu",
+            "aten.softplus",
+            "aten.relu6",
+        ],
+        On::All,
+        unary_with_args,
+        all_f32,
+    )
+    .f16(F16::Native);
+    t.kernel(&["aten.clamp"], On::All, unary_with_args, f32_or_same_int)
+        .f16(F16::Native);
+    t.kernel(&["aten.clip"], On::All, unary_with_args, all_f32);
+    // f32 results (int and bool operands promoted), or int results of int operands for the
+    // ops with int forms.
+    fn floats(i: &[DType], o: &[DType]) -> bool {
+        all_f32(i, o) || (o == [DType::F32] && all(i, |d| f32(d) || int_like(d)))
+    }
+    fn with_ints(i: &[DType], o: &[DType]) -> bool {
+        floats(i, o) || (i.first().is_some_and(|&d| int_like(d)) && all(i, int_like) && all(o, int))
+    }
+    t.add(&["aten.add"], On::NotOut, Binary(BinaryOp::Add), with_ints);
+    t.add(&["aten.sub"], On::NotOut, Binary(BinaryOp::Sub), with_ints);
+    t.add(&["aten.mul"], On::NotOut, Binary(BinaryOp::Mul), with_ints);
+    t.add(
+        &["aten.div"],
+        On::Only(&["Tensor", "Scalar"]),
+        Binary(BinaryOp::Div),
+        floats,
+    );
+    t.add(
+        &["aten.div"],
+        On::Only(&["Tensor_mode", "Scalar_mode"]),
+        Binary(BinaryOp::Div),
+        with_ints,
+    );
+    t.add(
+        &["aten.maximum"],
+        On::All,
+        Binary(BinaryOp::Maximum),
+        with_ints,
+    );
+    t.add(
+        &["aten.minimum"],
+        On::All,
+        Binary(BinaryOp::Minimum),
+        with_ints,
+    );
+    t.add(
+        &["aten.max"],
+        On::Only(&["other"]),
+        Binary(BinaryOp::Maximum),
+        with_ints,
+    );
+    t.add(
+        &["aten.min"],
+        On::Only(&["other"]),
+        Binary(BinaryOp::Minimum),
+        with_ints,
+    );
+    t.add(
+        &["aten.pow"],
+        On::Except(&["Scalar"]),
+        Binary(BinaryOp::Pow),
+        with_ints,
+    );
+    t.add(&["aten.rsub"], On::All, Binary(BinaryOp::Rsub), with_ints);
+    fn compares(i: &[DType], o: &[DType]) -> bool {
+        all(o, |d| d == DType::Bool)
+            && (all(i, f32) || (i.first().is_some_and(|&d| int_like(d)) && all(i, int_like)))
+    }
+    for (name, c) in [
+        ("aten.eq", CompareOp::Eq),
+        ("aten.ne", CompareOp::Ne),
+        ("aten.lt", CompareOp::Lt),
+        ("aten.le", CompareOp::Le),
+        ("aten.gt", CompareOp::Gt),
+        ("aten.ge", CompareOp::Ge),
+    ] {
+        t.add(&[name], On::All, Compare(c), compares);
+    }
+    t.kernel(&["aten.where"], On::Only(&["self"]), where_, where_dtypes)
+        .f16(F16::Native);
+    // Eval-mode dropouts are their input (training `aten.dropout` is random::dropout).
+    t.kernel(
+        &[
+            "aten.dropout_",
+            "aten.feature_dropout",
+            "aten.feature_dropout_",
+            "aten.alpha_dropout",
+            "aten.alpha_dropout_",
+        ],
+        On::All,
+        dropout,
+        |_, _| true,
+    );
+    t.kernel(
+        &["aten.uniform_", "aten.normal_", "aten.exponential_"],
+        On::Only(&["default"]),
+        rand_inplace,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.normal"],
+        On::Only(&["Tensor_float"]),
+        normal_tensor_float,
+        all_f32,
+    );
+}
+
+/// `where(cond, a, b)`: a bool condition, values and result of one GPU dtype.
+pub(super) fn where_dtypes(i: &[DType], o: &[DType]) -> bool {
+    i.first() == Some(&DType::Bool)
+        && o.len() == 1
+        && crate::gpu::store::gpu_dtype(o[0])
+        && i[1..].iter().all(|&d| d == o[0])
+}

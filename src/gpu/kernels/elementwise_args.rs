@@ -674,3 +674,87 @@ pub(super) fn rrelu_eval(k: &mut KernelCtx) -> Out {
     }
     Ok(Some(outs))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, all_f32, f32, f32_or_same_int, int, On};
+    use crate::dtype::DType;
+    fn fmod(i: &[DType], o: &[DType]) -> bool {
+        (all(i, f32) && all(o, f32)) || (all(i, int) && all(o, int))
+    }
+    t.kernel(
+        &[
+            "aten.round",
+            "aten.logit",
+            "aten.nan_to_num",
+            "aten.threshold",
+            "aten.hardshrink",
+            "aten.softshrink",
+            "aten.celu",
+            "aten.selu",
+        ],
+        On::All,
+        unary_args,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.clamp_min", "aten.clamp_max"],
+        On::All,
+        unary_args,
+        f32_or_same_int,
+    );
+    t.kernel(&["aten.fmod"], On::Only(&["Scalar"]), unary_args, fmod);
+    t.kernel(&["aten.pow"], On::Only(&["Scalar"]), pow_scalar, all_f32);
+    t.kernel(&["aten.fmod"], On::NotOut, binary_named, fmod);
+    t.kernel(
+        &["aten.lerp", "aten.logaddexp"],
+        On::NotOut,
+        binary_named,
+        all_f32,
+    );
+    t.kernel(
+        &[
+            "aten.fmax",
+            "aten.fmin",
+            "aten.atan2",
+            "aten.arctan2",
+            "aten.hypot",
+            "aten.xlogy",
+        ],
+        On::NotOut,
+        binary_named,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.prelu", "aten._prelu_kernel"],
+        On::All,
+        prelu,
+        all_f32,
+    );
+    t.kernel(&["aten.glu"], On::All, glu, all_f32);
+    t.kernel(
+        &["aten.isnan", "aten.isinf", "aten.isfinite", "aten.signbit"],
+        On::All,
+        predicate,
+        |i, o| (all(i, f32) || all(i, int)) && o == [DType::Bool],
+    );
+    t.kernel(
+        &["aten.isposinf", "aten.isneginf"],
+        On::Only(&["default"]),
+        predicate,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.rrelu", "aten.rrelu_with_noise_functional"],
+        On::Only(&["default"]),
+        rrelu_eval,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.addcmul", "aten.addcdiv"],
+        On::Only(&["default"]),
+        addcmul,
+        all_f32,
+    );
+    t.kernel(&["aten.type_as"], On::Only(&["default"]), type_as, all_f32);
+}

@@ -156,3 +156,44 @@ pub(super) fn copy_(k: &mut KernelCtx) -> Out {
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::Tensor(x)]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, f32, gpu_dtypes, On, F16};
+    use crate::gpu::store::gpu_dtype;
+    t.kernel(&["aten.masked_fill"], On::NotOut, masked_fill, |i, o| {
+        i.len() >= 2
+            && gpu_dtype(i[0])
+            && i[1] == DType::Bool
+            && all(&i[2..], |d| d == i[0])
+            && o == [i[0]]
+    });
+    // The in-place form writes f32 only.
+    t.kernel(
+        &["aten.masked_fill_"],
+        On::NotOut,
+        super::elementwise::inplace,
+        |i, o| {
+            i.len() >= 2
+                && f32(i[0])
+                && i[1] == DType::Bool
+                && all(&i[2..], f32)
+                && o == [DType::F32]
+        },
+    );
+    t.kernel(
+        &["aten.where"],
+        On::Prefix(&["Scalar"]),
+        where_scalar,
+        super::elementwise::where_dtypes,
+    )
+    .f16(F16::Native);
+    t.kernel(&["aten.fill_"], On::Only(&["Scalar"]), fill_, gpu_dtypes);
+    t.kernel(
+        &["aten.zero_"],
+        On::Only(&["default"]),
+        fill_,
+        super::table::all_f32,
+    );
+    t.kernel(&["aten.copy_"], On::Only(&["default"]), copy_, gpu_dtypes);
+}

@@ -685,3 +685,68 @@ pub(super) fn empty_strided(k: &mut KernelCtx) -> Out {
     };
     encode_fill(k, dtype, &sizes, 0, [w, 0])
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, gpu_outputs, index, same_gpu_dtype, On};
+    fn gathers(i: &[DType], o: &[DType]) -> bool {
+        i.len() == 2 && gpu_dtype(i[0]) && index(i[1]) && o == [i[0]]
+    }
+    t.kernel(&["aten.embedding"], On::All, embedding, gathers);
+    t.kernel(&["aten.index_select"], On::All, index_select, gathers);
+    t.kernel(&["aten.gather"], On::All, gather, gathers);
+    t.kernel(
+        &["aten.cat", "aten.concat", "aten.concatenate", "aten.stack"],
+        On::All,
+        cat,
+        same_gpu_dtype,
+    );
+    t.kernel(
+        &["aten.hstack", "aten.vstack"],
+        On::Only(&["default"]),
+        cat,
+        all_f32,
+    );
+    t.kernel(
+        &[
+            "aten.full",
+            "aten.zeros",
+            "aten.ones",
+            "aten.empty",
+            "aten.new_full",
+            "aten.new_zeros",
+            "aten.new_ones",
+            "aten.new_empty",
+            "aten.full_like",
+            "aten.zeros_like",
+            "aten.ones_like",
+            "aten.empty_like",
+            "aten.scalar_tensor",
+        ],
+        On::All,
+        full,
+        gpu_outputs,
+    );
+    t.kernel(&["aten.arange"], On::All, arange, |_, o| {
+        o.iter().all(|&d| gpu_dtype(d) && d != DType::Bool)
+    });
+    t.kernel(
+        &["aten.linspace", "aten.logspace"],
+        On::Only(&["default"]),
+        linspace,
+        |_, o| o == [DType::F32],
+    );
+    t.kernel(&["aten.eye"], On::Only(&["default", "m"]), eye, gpu_outputs);
+    t.kernel(
+        &["aten.empty_strided"],
+        On::Only(&["default"]),
+        empty_strided,
+        gpu_outputs,
+    );
+    t.kernel(
+        &["aten.empty_permuted"],
+        On::Only(&["default"]),
+        empty_strided,
+        all_f32,
+    );
+}

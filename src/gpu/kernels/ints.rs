@@ -719,3 +719,49 @@ pub(super) fn threshold(k: &mut KernelCtx) -> Out {
         0,
     ))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, gpu_dtypes, ints, On, F16};
+    use crate::gpu::store::gpu_dtype;
+    t.kernel(&["aten.to"], On::All, to, gpu_dtypes)
+        .f16(F16::Mixed);
+    t.kernel(
+        &[
+            "aten.__lshift__",
+            "aten.__rshift__",
+            "aten.bitwise_left_shift",
+            "aten.bitwise_right_shift",
+            "aten.floor_divide",
+            "aten.remainder",
+        ],
+        On::NotOut,
+        int_target,
+        ints,
+    );
+    t.kernel(
+        &[
+            "aten.__and__",
+            "aten.__or__",
+            "aten.__xor__",
+            "aten.bitwise_and",
+            "aten.bitwise_or",
+            "aten.bitwise_xor",
+            "aten.bitwise_not",
+        ],
+        On::NotOut,
+        int_target,
+        |i, o| (all(i, |d| d == DType::Bool) && o == [DType::Bool]) || ints(i, o),
+    );
+    t.kernel(
+        &[
+            "aten.logical_and",
+            "aten.logical_or",
+            "aten.logical_xor",
+            "aten.logical_not",
+        ],
+        On::NotOut,
+        int_target,
+        |i, o| all(i, gpu_dtype) && o == [DType::Bool],
+    );
+}

@@ -782,3 +782,44 @@ pub(super) fn bilinear(k: &mut KernelCtx) -> Out {
     }
     super::one(binary_f32(k, BinaryOp::Add, &y, b))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, On, F16};
+    t.kernel(
+        &["aten.mm", "aten.bmm", "aten.addmm", "aten.matmul"],
+        On::All,
+        product,
+        all_f32,
+    )
+    .f16(F16::Native);
+    t.kernel(
+        &[
+            "aten.mv",
+            "aten.addmv",
+            "aten.addmv_",
+            "aten.dot",
+            "aten.vdot",
+            "aten.outer",
+            "aten.ger",
+            "aten.addr",
+            "aten.addr_",
+            "aten.baddbmm",
+            "aten.baddbmm_",
+            "aten.addbmm",
+            "aten.addbmm_",
+            "aten.addmm_",
+            "aten.linalg_multi_dot",
+            "aten.chain_matmul",
+        ],
+        On::All,
+        product,
+        all_f32,
+    );
+    let default = On::Only(&["default"]);
+    t.kernel(&["aten.einsum"], default, einsum, all_f32);
+    t.kernel(&["aten.tensordot"], default, tensordot, all_f32);
+    t.kernel(&["aten.inner"], default, inner, all_f32);
+    t.kernel(&["aten._trilinear"], default, trilinear, all_f32);
+    t.kernel(&["aten.bilinear"], default, bilinear, all_f32);
+}

@@ -244,3 +244,10 @@ pub(super) fn linear(k: &mut KernelCtx) -> Out {
     let st = contiguous_strides(&sizes);
     Ok(Some(vec![Slot::Tensor(out.view(sizes, st, 0))]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, On, F16};
+    t.kernel(&["aten.linear"], On::All, linear, all_f32)
+        .f16(F16::Native);
+}

@@ -18,19 +18,29 @@ pub const BATCH_NORM: Variant = Variant::new(Shader::Norm, "batch_norm");
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
-    use super::table::{all_f32, one_float};
+    use super::table::{all_f32, one_float, On, F16};
     t.variants(&[BATCH_NORM, LAYER_NORM, LAYER_NORM_ROW]);
-    for op in [
-        "_native_batch_norm_legit_no_training",
-        "_native_batch_norm_legit",
-        "_native_batch_norm_legit_functional",
-        "native_batch_norm",
-        "batch_norm",
-    ] {
-        t.kernel_op(&format!("aten.{op}"), batch_norm, all_f32);
-    }
-    t.kernel_op("aten.layer_norm", layer_norm, one_float);
-    t.kernel_op("aten.native_layer_norm", layer_norm, one_float);
+    t.kernel(
+        &[
+            "aten._native_batch_norm_legit_no_training",
+            "aten._native_batch_norm_legit",
+            "aten._native_batch_norm_legit_functional",
+            "aten.native_batch_norm",
+            "aten.batch_norm",
+        ],
+        On::NotOut,
+        batch_norm,
+        all_f32,
+    );
+    t.kernel(&["aten.layer_norm"], On::NotOut, layer_norm, one_float)
+        .f16(F16::Native);
+    t.kernel(
+        &["aten.native_layer_norm"],
+        On::NotOut,
+        layer_norm,
+        one_float,
+    )
+    .f16(F16::Mixed);
 }
 
 #[repr(C)]

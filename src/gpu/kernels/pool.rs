@@ -217,3 +217,47 @@ pub(super) fn pool(k: &mut KernelCtx) -> Out {
     }
     Ok(Some(res))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, f32, int, On};
+    t.kernel(
+        &[
+            "aten.max_pool1d_with_indices",
+            "aten.max_pool2d_with_indices",
+            "aten.max_pool3d_with_indices",
+        ],
+        On::All,
+        pool,
+        |i, o| i.len() == 1 && (f32(i[0]) || int(i[0])) && o == [i[0], DType::I64],
+    );
+    // Max pooling of every int dtype (torch has no int max_pool1d), int64 average pooling.
+    t.kernel(
+        &["aten.max_pool2d", "aten.max_pool3d"],
+        On::All,
+        pool,
+        |i, o| i.len() == 1 && (f32(i[0]) || int(i[0])) && o == i,
+    );
+    t.kernel(
+        &["aten.avg_pool1d", "aten.avg_pool2d", "aten.avg_pool3d"],
+        On::All,
+        pool,
+        |i, o| i.len() == 1 && matches!(i[0], DType::F32 | DType::I64) && o == i,
+    );
+    t.kernel(
+        &[
+            "aten.max_pool1d",
+            "aten.adaptive_avg_pool1d",
+            "aten.adaptive_avg_pool2d",
+            "aten.adaptive_avg_pool3d",
+            "aten._adaptive_avg_pool2d",
+            "aten._adaptive_avg_pool3d",
+            "aten.adaptive_max_pool1d",
+            "aten.adaptive_max_pool2d",
+            "aten.adaptive_max_pool3d",
+        ],
+        On::All,
+        pool,
+        all_f32,
+    );
+}

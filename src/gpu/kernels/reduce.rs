@@ -728,3 +728,79 @@ pub(super) fn rms_norm(k: &mut KernelCtx) -> Out {
         Slot::Tensor(reshape(&rstd, &stat_sizes)),
     ]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, all_f32, f32, f32_or_ints, int, On};
+    /// Values in the input's dtype (f32 or int), int64 indices.
+    fn extremes(i: &[DType], o: &[DType]) -> bool {
+        i.len() == 1 && (f32(i[0]) || int(i[0])) && all(o, |d| d == i[0] || d == DType::I64)
+    }
+    t.kernel(
+        &[
+            "aten.var",
+            "aten.std",
+            "aten.var_mean",
+            "aten.std_mean",
+            "aten.logsumexp",
+            "aten.linalg_vector_norm",
+        ],
+        On::NotOut,
+        stats,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.prod"],
+        On::Only(&["dim_int", "default"]),
+        stats,
+        f32_or_ints,
+    );
+    t.kernel(
+        &["aten.max", "aten.min"],
+        On::Only(&["default", "dim"]),
+        extreme,
+        extremes,
+    );
+    t.kernel(
+        &["aten.argmax", "aten.argmin", "aten.aminmax"],
+        On::Only(&["default"]),
+        extreme,
+        extremes,
+    );
+    t.kernel(
+        &["aten.count_nonzero"],
+        On::NotOut,
+        count_nonzero,
+        |i, o| all(i, f32) && o == [DType::I64],
+    );
+    t.kernel(
+        &[
+            "aten.group_norm",
+            "aten.native_group_norm",
+            "aten.instance_norm",
+        ],
+        On::Only(&["default"]),
+        group_norm,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.rms_norm", "aten._fused_rms_norm"],
+        On::Only(&["default"]),
+        rms_norm,
+        all_f32,
+    );
+    let scans = On::Only(&["default"]);
+    t.kernel(
+        &[
+            "aten.cumsum",
+            "aten.cumprod",
+            "aten.cumsum_",
+            "aten.cumprod_",
+        ],
+        scans,
+        scan,
+        f32_or_ints,
+    );
+    t.kernel(&["aten.cummax", "aten.cummin"], scans, scan, extremes);
+    t.kernel(&["aten.logcumsumexp"], scans, scan, all_f32);
+}

@@ -336,3 +336,45 @@ pub(super) fn reduce_with(k: &mut KernelCtx, x: GTensor, op: &str) -> Out {
     k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
     Ok(Some(vec![Slot::Tensor(out)]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, all_f32, f32, f32_or_ints, int, int_like, On, F16};
+    t.kernel(
+        &[
+            "aten._softmax",
+            "aten.softmax",
+            "aten._log_softmax",
+            "aten.log_softmax",
+        ],
+        On::All,
+        softmax,
+        all_f32,
+    )
+    .f16(F16::Mixed);
+    t.kernel(
+        &["aten._safe_softmax"],
+        On::Only(&["default"]),
+        softmax,
+        all_f32,
+    );
+    t.kernel(&["aten.sum"], On::All, reduce, f32_or_ints)
+        .f16(F16::Mixed);
+    t.kernel(&["aten.mean"], On::All, reduce, all_f32)
+        .f16(F16::Mixed);
+    t.kernel(&["aten.amax", "aten.amin"], On::All, reduce, |i, o| {
+        all_f32(i, o) || (all(i, int) && all(o, int))
+    })
+    .f16(F16::Native);
+    // Of bools, of `x != 0` for f32 and ints; uint8 in, uint8 out (as torch).
+    t.kernel(&["aten.any", "aten.all"], On::All, reduce, |i, o| {
+        (all(i, |d| f32(d) || int_like(d)) && o == [DType::Bool])
+            || (i == [DType::U8] && o == [DType::U8])
+    });
+    t.kernel(
+        &["aten.nansum", "aten.nanmean"],
+        On::Only(&["default"]),
+        reduce,
+        all_f32,
+    );
+}

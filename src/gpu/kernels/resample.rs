@@ -370,3 +370,49 @@ pub(super) fn pixel_shuffle(k: &mut KernelCtx) -> Out {
     let st = contiguous_strides(&os);
     Ok(Some(vec![Slot::Tensor(out.view(os, st, 0))]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, f32, int, On};
+    // Nearest modes gather the words of any int dtype.
+    t.kernel(
+        &[
+            "aten.upsample_nearest1d",
+            "aten.upsample_nearest2d",
+            "aten.upsample_nearest3d",
+            "aten._upsample_nearest_exact1d",
+            "aten._upsample_nearest_exact2d",
+            "aten._upsample_nearest_exact3d",
+        ],
+        On::NotOut,
+        upsample,
+        |i, o| {
+            let first = i.first().copied();
+            first.is_some_and(|d| f32(d) || int(d)) && o.first() == first.as_ref()
+        },
+    );
+    t.kernel(
+        &[
+            "aten.upsample_linear1d",
+            "aten.upsample_bilinear2d",
+            "aten.upsample_trilinear3d",
+            "aten.upsample_bicubic2d",
+        ],
+        On::NotOut,
+        upsample,
+        all_f32,
+    );
+    let default = On::Only(&["default"]);
+    t.kernel(
+        &["aten.grid_sampler", "aten.grid_sampler_2d"],
+        default,
+        grid_sampler,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.pixel_shuffle", "aten.pixel_unshuffle"],
+        default,
+        pixel_shuffle,
+        all_f32,
+    );
+}

@@ -494,3 +494,25 @@ pub(super) fn cell(k: &mut KernelCtx) -> Out {
     }
     Ok(Some(res))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all_f32, On};
+    t.kernel(
+        &["aten.lstm", "aten.gru", "aten.rnn_tanh", "aten.rnn_relu"],
+        On::Only(&["input"]),
+        rnn,
+        all_f32,
+    );
+    t.kernel(
+        &[
+            "aten.lstm_cell",
+            "aten.gru_cell",
+            "aten.rnn_tanh_cell",
+            "aten.rnn_relu_cell",
+        ],
+        On::Only(&["default"]),
+        cell,
+        all_f32,
+    );
+}

@@ -722,3 +722,65 @@ pub(super) fn index_nonadjacent(k: &mut KernelCtx) -> Out {
     // Flat targets index the storage from x's offset; INVALID (i32::MIN) reads 0.
     index::encode_gather(k, &x, &lin, &shape, &ss, &is, 1, x.span().max(1))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, index, sortable, On};
+    use crate::gpu::store::gpu_dtype;
+    // One index tensor, or several on adjacent dims (only a run can tell adjacency).
+    t.kernel(
+        &["aten.index", "aten._unsafe_index"],
+        On::Only(&["Tensor"]),
+        index_tensor,
+        |i, o| i.len() >= 2 && gpu_dtype(i[0]) && all(&i[1..], index) && o == [i[0]],
+    );
+    // `self`'s dtype in and out, integer indices (bool masks and reductions of bools stay
+    // on the CPU: only a run shows).
+    fn scatters(i: &[DType], o: &[DType]) -> bool {
+        let first = i.first().copied();
+        first.is_some_and(sortable)
+            && all(&i[1..], |d| Some(d) == first || index(d))
+            && o.first() == first.as_ref()
+    }
+    t.kernel(
+        &[
+            "aten.scatter",
+            "aten.scatter_",
+            "aten.scatter_add",
+            "aten.scatter_add_",
+            "aten.scatter_reduce",
+            "aten.scatter_reduce_",
+        ],
+        On::NotOut,
+        scatter,
+        scatters,
+    );
+    t.kernel(
+        &[
+            "aten.index_add",
+            "aten.index_add_",
+            "aten.index_copy",
+            "aten.index_copy_",
+        ],
+        On::Only(&["default"]),
+        index_slices,
+        scatters,
+    );
+    t.kernel(
+        &["aten.index_fill", "aten.index_fill_"],
+        On::Only(&["int_Scalar", "int_Tensor"]),
+        index_slices,
+        scatters,
+    );
+    t.kernel(
+        &[
+            "aten.index_put",
+            "aten.index_put_",
+            "aten._unsafe_index_put",
+        ],
+        On::Only(&["default"]),
+        index_put,
+        scatters,
+    );
+    t.kernel(&["aten.take"], On::Only(&["default"]), take, scatters);
+}

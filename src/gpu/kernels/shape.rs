@@ -690,3 +690,68 @@ pub(super) fn diff(k: &mut KernelCtx) -> Out {
     }
     Ok(Some(vec![Slot::Tensor(x)]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, f32, int, same_gpu_dtype, On};
+    t.kernel(
+        &[
+            "aten.pad",
+            "aten.constant_pad_nd",
+            "aten._pad_enum",
+            "aten._pad_circular",
+            "aten.reflection_pad1d",
+            "aten.reflection_pad2d",
+            "aten.reflection_pad3d",
+            "aten.replication_pad1d",
+            "aten.replication_pad2d",
+            "aten.replication_pad3d",
+        ],
+        On::Only(&["default"]),
+        pad,
+        same_gpu_dtype,
+    );
+    t.kernel(&["aten.roll"], On::All, roll, same_gpu_dtype);
+    t.kernel(
+        &["aten.flip", "aten.fliplr", "aten.flipud"],
+        On::All,
+        flip,
+        same_gpu_dtype,
+    );
+    t.kernel(&["aten.rot90"], On::All, rot90, same_gpu_dtype);
+    t.kernel(
+        &["aten.repeat", "aten.tile"],
+        On::All,
+        repeat,
+        same_gpu_dtype,
+    );
+    t.kernel(
+        &["aten.repeat_interleave"],
+        On::Only(&["self_int"]),
+        repeat_interleave,
+        same_gpu_dtype,
+    );
+    t.kernel(
+        &["aten.tril", "aten.triu", "aten.tril_", "aten.triu_"],
+        On::Only(&["default"]),
+        tri,
+        same_gpu_dtype,
+    );
+    t.kernel(
+        &[
+            "aten.slice_scatter",
+            "aten.select_scatter",
+            "aten.diagonal_scatter",
+            "aten.as_strided_scatter",
+        ],
+        On::Only(&["default"]),
+        scatter,
+        same_gpu_dtype,
+    );
+    t.kernel(&["aten.diff"], On::Only(&["default"]), diff, |i, o| {
+        let first = i.first().copied();
+        first.is_some_and(|d| f32(d) || int(d))
+            && all(i, |d| Some(d) == first)
+            && o.first() == first.as_ref()
+    });
+}

@@ -371,3 +371,42 @@ pub(super) fn searchsorted(k: &mut KernelCtx) -> Out {
     )?;
     Ok(Some(vec![Slot::Tensor(out)]))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{all, f32, index, sortable, On};
+    // Values in the input's dtype, int64 indices.
+    fn sorts(i: &[DType], o: &[DType]) -> bool {
+        let first = i.first().copied();
+        i.len() == 1
+            && first.is_some_and(sortable)
+            && all(o, |d| Some(d) == first || d == DType::I64)
+    }
+    t.kernel(
+        &["aten.sort", "aten.argsort"],
+        On::Only(&["default", "stable"]),
+        sort,
+        sorts,
+    );
+    t.kernel(&["aten.msort"], On::Only(&["default"]), sort, sorts);
+    t.kernel(&["aten.topk"], On::Only(&["default"]), topk, sorts);
+    t.kernel(&["aten.kthvalue"], On::Only(&["default"]), kthvalue, sorts);
+    t.kernel(
+        &["aten.median", "aten.nanmedian"],
+        On::Only(&["default", "dim"]),
+        median,
+        sorts,
+    );
+    // Sequence and values both f32 or both integer; an integer sorter.
+    t.kernel(
+        &["aten.searchsorted", "aten.bucketize"],
+        On::Only(&["Tensor"]),
+        searchsorted,
+        |i, o| {
+            i.len() >= 2
+                && ((f32(i[0]) && f32(i[1])) || (index(i[0]) && index(i[1])))
+                && all(&i[2..], index)
+                && (o == [DType::I64] || o == [DType::I32])
+        },
+    );
+}

@@ -184,3 +184,79 @@ pub(super) fn view(k: &mut KernelCtx) -> Out {
     }
     Ok(Some(slots))
 }
+
+/// The targets of this file (the GPU side of the op table, `table.rs`).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::{gpu_dtypes, On, F16};
+    t.views(
+        &[
+            "aten.view",
+            "aten._unsafe_view",
+            "aten.reshape",
+            "aten.permute",
+            "aten.expand",
+            "aten.slice",
+            "aten.select",
+            "aten.unsqueeze",
+            "aten.squeeze",
+            "aten.t",
+            "aten.transpose",
+            "aten.alias",
+            "aten.detach",
+            "aten.as_strided",
+            "aten.unflatten",
+            "aten.flatten",
+            "aten.split",
+            "aten.split_with_sizes",
+            "aten.chunk",
+            "aten.unbind",
+            "aten.narrow",
+            "aten.movedim",
+            "aten.view_as",
+            "aten.expand_as",
+            "aten.contiguous",
+            "aten.numpy_T",
+            "aten.swapaxes",
+            "aten.detach_",
+            "aten.diagonal",
+            "aten.broadcast_to",
+            "aten.mT",
+            "aten.reshape_as",
+            "aten.tensor_split",
+            "aten.unfold",
+        ],
+        On::All,
+    );
+    // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so they
+    // neither flush the command buffer nor download anything.
+    t.views(
+        &[
+            "aten._assert_tensor_metadata",
+            "aten.sym_size",
+            "aten.sym_stride",
+            "aten.sym_numel",
+            "aten.sym_storage_offset",
+            "aten._assert_scalar",
+            "aten.sym_constrain_range_for_size",
+            "_operator",
+            "math",
+        ],
+        On::All,
+    );
+    t.views(&["torch"], On::Prefix(&["sym_", "_sym_"]));
+    t.kernel(
+        &["aten.clone", "aten.lift_fresh_copy"],
+        On::All,
+        copy,
+        gpu_dtypes,
+    )
+    .f16(F16::Native);
+    t.kernel(&["aten._to_copy"], On::All, copy, gpu_dtypes)
+        .f16(F16::Mixed);
+    t.kernel(
+        &["aten.detach_copy", "aten.alias_copy", "aten.copy"],
+        On::All,
+        copy,
+        gpu_dtypes,
+    );
+}
