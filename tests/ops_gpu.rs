@@ -108,6 +108,40 @@ fn bf16_nodes(p: &pt2web::program::Program) -> u64 {
         .count() as u64
 }
 
+/// The nodes of the main graph that `pt2web check --device gpu` says fall back to the CPU
+/// (`gpu_supports`), by target; nodes with f16 tensors only where the adapter has
+/// shader-f16 (what the answer assumes).
+fn predicted_fallbacks(
+    p: &pt2web::program::Program,
+    f16: bool,
+) -> std::collections::BTreeMap<String, u64> {
+    use pt2web::gpu::kernels::support::{gpu_supports, Support};
+    let g = &p.graph;
+    let dtype = |id: usize| match &g.value(id).kind {
+        pt2web::program::ValueKind::Tensor { dtype, .. } => Some(*dtype),
+        _ => None,
+    };
+    let mut out = std::collections::BTreeMap::new();
+    for node in &g.nodes {
+        let mut ids = Vec::new();
+        node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        let n_in = ids.len();
+        node.outputs.iter().for_each(|a| a.values(&mut ids));
+        let ins: Vec<DType> = ids[..n_in].iter().filter_map(|&i| dtype(i)).collect();
+        let outs: Vec<DType> = ids[n_in..].iter().filter_map(|&i| dtype(i)).collect();
+        if !f16 && ins.iter().chain(&outs).any(|&d| d == DType::F16) {
+            continue;
+        }
+        if matches!(
+            gpu_supports(&node.target, &ins, &outs),
+            Support::NoKernel | Support::Dtype(_)
+        ) {
+            *out.entry(node.target.clone()).or_default() += 1;
+        }
+    }
+    out
+}
+
 fn run_family(dev: &Arc<GpuDevice>, fam: &str) -> FamilyReport {
     run_cases(dev, fam, |_| true)
 }
@@ -147,6 +181,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
                 .program(Some(pname), &LoadOptions::default())
                 .map_err(|e| e.to_string())?;
             bf16 = bf16_nodes(&program);
+            let predicted = predicted_fallbacks(&program, dev.f16_enabled());
             let mut session = GpuSession::new(program, dev.clone()).map_err(|e| e.to_string())?;
             let n_in = c["inputs"].as_array().unwrap().len();
             let inputs: Vec<RValue> = (0..n_in)
@@ -159,6 +194,17 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
             let outs = session.run(inputs);
             stats = session.last_stats.clone();
             let outs = outs.map_err(|e| e.to_string())?;
+            // `pt2web check --device gpu` reads the GPU table too: a node it says falls back
+            // must fall back (kernels may still decline nodes it puts on the GPU, for their
+            // arguments).
+            for (t, n) in &predicted {
+                let ran = stats.fallbacks.get(t).copied().unwrap_or(0);
+                if ran < *n {
+                    return Err(format!(
+                        "check predicts {n} CPU fallback(s) of {t}, the run had {ran}"
+                    ));
+                }
+            }
             let mut k = 0;
             for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
                 if !o.is_array() {

@@ -491,5 +491,7 @@ pub(crate) fn register(t: &mut super::kernels::table::GpuTable) {
         int_draws,
     );
     t.kernel(&["aten.dropout"], On::All, dropout, |_, _| true);
-    t.kernel(&["aten.native_dropout"], On::All, native_dropout, all_f32);
+    t.kernel(&["aten.native_dropout"], On::All, native_dropout, |i, o| {
+        i == [DType::F32] && o == [DType::F32, DType::Bool]
+    });
 }

@@ -673,29 +673,35 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
                 | UnaryOp::Trunc
         );
         let serves: super::table::Serves = if on_ints {
-            |i, o| all_f32(i, o) || (all(i, int) && o.first() == i.first())
+            |i, o| to_float(i, o) || (all(i, int) && o.first() == i.first())
         } else {
-            all_f32
+            to_float
         };
         t.add(names, On::All, Unary(u), serves);
     }
     t.kernel(
-        &[
-            "aten.gelu",
-            "aten.hardtanh",
-            "aten.leaky_relu",
-            "aten.elu",
-            "aten.softplus",
-            "aten.relu6",
-        ],
+        &["aten.gelu", "aten.leaky_relu", "aten.elu", "aten.softplus"],
         On::All,
         unary_with_args,
         all_f32,
     )
     .f16(F16::Native);
-    t.kernel(&["aten.clamp"], On::All, unary_with_args, f32_or_same_int)
-        .f16(F16::Native);
-    t.kernel(&["aten.clip"], On::All, unary_with_args, all_f32);
+    // relu6 / hardtanh of ints: a clamp with int bounds.
+    t.kernel(
+        &["aten.hardtanh", "aten.relu6"],
+        On::All,
+        unary_with_args,
+        f32_or_same_int,
+    )
+    .f16(F16::Native);
+    // An int tensor clamped to float bounds is clamped as f32.
+    t.kernel(
+        &["aten.clamp", "aten.clip"],
+        On::All,
+        unary_with_args,
+        |i, o| f32_or_same_int(i, o) || to_float(i, o),
+    )
+    .f16(F16::Native);
     // f32 results (int and bool operands promoted), or int results of int operands for the
     // ops with int forms.
     fn floats(i: &[DType], o: &[DType]) -> bool {
@@ -704,9 +710,13 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     fn with_ints(i: &[DType], o: &[DType]) -> bool {
         floats(i, o) || (i.first().is_some_and(|&d| int_like(d)) && all(i, int_like) && all(o, int))
     }
-    t.add(&["aten.add"], On::NotOut, Binary(BinaryOp::Add), with_ints);
+    // bool + bool and bool * bool are bools (or, and).
+    fn with_bools(i: &[DType], o: &[DType]) -> bool {
+        with_ints(i, o) || (all(i, |d| d == DType::Bool) && o == [DType::Bool])
+    }
+    t.add(&["aten.add"], On::NotOut, Binary(BinaryOp::Add), with_bools);
     t.add(&["aten.sub"], On::NotOut, Binary(BinaryOp::Sub), with_ints);
-    t.add(&["aten.mul"], On::NotOut, Binary(BinaryOp::Mul), with_ints);
+    t.add(&["aten.mul"], On::NotOut, Binary(BinaryOp::Mul), with_bools);
     t.add(
         &["aten.div"],
         On::Only(&["Tensor", "Scalar"]),
@@ -799,4 +809,18 @@ pub(super) fn where_dtypes(i: &[DType], o: &[DType]) -> bool {
         && o.len() == 1
         && crate::gpu::store::gpu_dtype(o[0])
         && i[1..].iter().all(|&d| d == o[0])
+}
+
+/// f32 in and out, or one int or bool tensor into an f32 result (torch computes a float op
+/// of ints on their f32 conversion).
+pub(super) fn to_float(i: &[DType], o: &[DType]) -> bool {
+    use super::table::{all_f32, int_like};
+    all_f32(i, o) || (o == [DType::F32] && i.len() == 1 && int_like(i[0]))
+}
+
+/// A comparison written into `self` (`lt_`): `self`'s dtype keeps, 0 or 1.
+pub(super) fn compares_in_place(i: &[DType], o: &[DType]) -> bool {
+    use super::table::{all_f32, int};
+    all_f32(i, o)
+        || (i.first().is_some_and(|&d| int(d)) && i.iter().all(|&d| d == i[0]) && o == [i[0]])
 }

@@ -684,10 +684,8 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     }
     t.kernel(
         &[
-            "aten.round",
             "aten.logit",
             "aten.nan_to_num",
-            "aten.threshold",
             "aten.hardshrink",
             "aten.softshrink",
             "aten.celu",
@@ -698,7 +696,12 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         all_f32,
     );
     t.kernel(
-        &["aten.clamp_min", "aten.clamp_max"],
+        &[
+            "aten.clamp_min",
+            "aten.clamp_max",
+            "aten.round",
+            "aten.threshold",
+        ],
         On::All,
         unary_args,
         f32_or_same_int,
@@ -732,17 +735,20 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         all_f32,
     );
     t.kernel(&["aten.glu"], On::All, glu, all_f32);
+    fn predicates(i: &[DType], o: &[DType]) -> bool {
+        (all(i, f32) || all(i, int)) && o == [DType::Bool]
+    }
     t.kernel(
         &["aten.isnan", "aten.isinf", "aten.isfinite", "aten.signbit"],
         On::All,
         predicate,
-        |i, o| (all(i, f32) || all(i, int)) && o == [DType::Bool],
+        predicates,
     );
     t.kernel(
         &["aten.isposinf", "aten.isneginf"],
         On::Only(&["default"]),
         predicate,
-        all_f32,
+        predicates,
     );
     t.kernel(
         &["aten.rrelu", "aten.rrelu_with_noise_functional"],
@@ -750,11 +756,21 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         rrelu_eval,
         all_f32,
     );
+    t.kernel(&["aten.addcdiv"], On::Only(&["default"]), addcmul, all_f32);
+    // addcmul of one int dtype too (with an int value: only a run shows).
     t.kernel(
-        &["aten.addcmul", "aten.addcdiv"],
+        &["aten.addcmul"],
         On::Only(&["default"]),
         addcmul,
-        all_f32,
+        |i, o| {
+            all_f32(i, o)
+                || (i.first().is_some_and(|&d| int(d)) && all(i, |d| d == i[0]) && o == [i[0]])
+        },
     );
-    t.kernel(&["aten.type_as"], On::Only(&["default"]), type_as, all_f32);
+    t.kernel(
+        &["aten.type_as"],
+        On::Only(&["default"]),
+        type_as,
+        super::table::gpu_dtypes,
+    );
 }

@@ -185,15 +185,18 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         &["aten.where"],
         On::Prefix(&["Scalar"]),
         where_scalar,
-        super::elementwise::where_dtypes,
+        // A bool condition, a scalar and a tensor of any GPU dtype or two scalars: the
+        // promoted result.
+        |i, o| {
+            i.first() == Some(&DType::Bool)
+                && i.len() <= 2
+                && all(&i[1..], gpu_dtype)
+                && o.len() == 1
+                && gpu_dtype(o[0])
+        },
     )
     .f16(F16::Native);
     t.kernel(&["aten.fill_"], On::Only(&["Scalar"]), fill_, gpu_dtypes);
-    t.kernel(
-        &["aten.zero_"],
-        On::Only(&["default"]),
-        fill_,
-        super::table::all_f32,
-    );
+    t.kernel(&["aten.zero_"], On::Only(&["default"]), fill_, gpu_dtypes);
     t.kernel(&["aten.copy_"], On::Only(&["default"]), copy_, gpu_dtypes);
 }

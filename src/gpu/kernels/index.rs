@@ -688,7 +688,7 @@ pub(super) fn empty_strided(k: &mut KernelCtx) -> Out {
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
-    use super::table::{all_f32, gpu_outputs, index, same_gpu_dtype, On};
+    use super::table::{gpu_outputs, index, same_gpu_dtype, On};
     fn gathers(i: &[DType], o: &[DType]) -> bool {
         i.len() == 2 && gpu_dtype(i[0]) && index(i[1]) && o == [i[0]]
     }
@@ -699,13 +699,14 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         &["aten.cat", "aten.concat", "aten.concatenate", "aten.stack"],
         On::All,
         cat,
-        same_gpu_dtype,
+        // One dtype, or parts promoted to an f32 result.
+        |i, o| same_gpu_dtype(i, o) || (o == [DType::F32] && i.iter().all(|&d| gpu_dtype(d))),
     );
     t.kernel(
         &["aten.hstack", "aten.vstack"],
         On::Only(&["default"]),
         cat,
-        all_f32,
+        same_gpu_dtype,
     );
     t.kernel(
         &[
@@ -738,15 +739,9 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     );
     t.kernel(&["aten.eye"], On::Only(&["default", "m"]), eye, gpu_outputs);
     t.kernel(
-        &["aten.empty_strided"],
+        &["aten.empty_strided", "aten.empty_permuted"],
         On::Only(&["default"]),
         empty_strided,
         gpu_outputs,
-    );
-    t.kernel(
-        &["aten.empty_permuted"],
-        On::Only(&["default"]),
-        empty_strided,
-        all_f32,
     );
 }

@@ -732,12 +732,16 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
             "aten.__rshift__",
             "aten.bitwise_left_shift",
             "aten.bitwise_right_shift",
-            "aten.floor_divide",
-            "aten.remainder",
         ],
         On::NotOut,
         int_target,
         ints,
+    );
+    t.kernel(
+        &["aten.floor_divide", "aten.remainder"],
+        On::NotOut,
+        int_target,
+        |i, o| ints(i, o) || super::table::all_f32(i, o),
     );
     t.kernel(
         &[

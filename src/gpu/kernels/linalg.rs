@@ -785,12 +785,17 @@ pub(super) fn bilinear(k: &mut KernelCtx) -> Out {
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
-    use super::table::{all_f32, On, F16};
+    use super::table::{all_f32, index, On, F16};
+    // f32, or int32/int64 operands of one dtype (the int matmul).
+    fn products(i: &[DType], o: &[DType]) -> bool {
+        all_f32(i, o)
+            || (i.first().is_some_and(|&d| index(d)) && i.iter().all(|&d| d == i[0]) && o == [i[0]])
+    }
     t.kernel(
         &["aten.mm", "aten.bmm", "aten.addmm", "aten.matmul"],
         On::All,
         product,
-        all_f32,
+        products,
     )
     .f16(F16::Native);
     t.kernel(
@@ -814,10 +819,10 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         ],
         On::All,
         product,
-        all_f32,
+        products,
     );
     let default = On::Only(&["default"]);
-    t.kernel(&["aten.einsum"], default, einsum, all_f32);
+    t.kernel(&["aten.einsum"], default, einsum, products);
     t.kernel(&["aten.tensordot"], default, tensordot, all_f32);
     t.kernel(&["aten.inner"], default, inner, all_f32);
     t.kernel(&["aten._trilinear"], default, trilinear, all_f32);

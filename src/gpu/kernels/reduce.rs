@@ -742,12 +742,18 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
             "aten.std",
             "aten.var_mean",
             "aten.std_mean",
-            "aten.logsumexp",
             "aten.linalg_vector_norm",
         ],
         On::NotOut,
         stats,
         all_f32,
+    );
+    // The logsumexp of ints is f32.
+    t.kernel(
+        &["aten.logsumexp"],
+        On::NotOut,
+        stats,
+        super::elementwise::to_float,
     );
     t.kernel(
         &["aten.prod"],

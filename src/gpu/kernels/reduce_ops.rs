@@ -360,10 +360,16 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     );
     t.kernel(&["aten.sum"], On::All, reduce, f32_or_ints)
         .f16(F16::Mixed);
-    t.kernel(&["aten.mean"], On::All, reduce, all_f32)
-        .f16(F16::Mixed);
+    // The mean of ints with an f32 `dtype`.
+    t.kernel(
+        &["aten.mean"],
+        On::All,
+        reduce,
+        super::elementwise::to_float,
+    )
+    .f16(F16::Mixed);
     t.kernel(&["aten.amax", "aten.amin"], On::All, reduce, |i, o| {
-        all_f32(i, o) || (all(i, int) && all(o, int))
+        all_f32(i, o) || (all(i, int) && all(o, int)) || (i == [DType::Bool] && o == [DType::Bool])
     })
     .f16(F16::Native);
     // Of bools, of `x != 0` for f32 and ints; uint8 in, uint8 out (as torch).

@@ -750,7 +750,7 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     );
     t.kernel(&["aten.diff"], On::Only(&["default"]), diff, |i, o| {
         let first = i.first().copied();
-        first.is_some_and(|d| f32(d) || int(d))
+        first.is_some_and(|d| f32(d) || int(d) || d == DType::Bool)
             && all(i, |d| Some(d) == first)
             && o.first() == first.as_ref()
     });
