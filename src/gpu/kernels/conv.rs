@@ -199,23 +199,6 @@ pub struct ConvMeta {
     pub _p: [u32; 2],
 }
 
-/// A per-dim list (1 value or `nd`) placed in the last `nd` of three (D, H, W) slots.
-pub(super) fn spatial3(v: &[i64], nd: usize, fill: usize, min: i64) -> Option<[usize; 3]> {
-    let v: Vec<i64> = if v.len() == 1 {
-        vec![v[0]; nd]
-    } else {
-        v.to_vec()
-    };
-    if v.len() != nd || v.iter().any(|&x| x < min) {
-        return None;
-    }
-    let mut out = [fill; 3];
-    for (i, &x) in v.iter().enumerate() {
-        out[3 - nd + i] = x as usize;
-    }
-    Some(out)
-}
-
 fn vec4(v: [usize; 3]) -> [u32; 4] {
     [
         v[0] as u32,

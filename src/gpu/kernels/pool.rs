@@ -1,15 +1,15 @@
 //! Pooling on the GPU (shaders/pool.wgsl): max (with or without indices), average and
 //! adaptive average and max pooling in 1-D, 2-D and 3-D, f32; max pooling of every int dtype
 //! and average pooling of int64 (the `INT` forms: torch's integer kernels, which exist for
-//! those dtypes; the others decline to the CPU kernel). Window arithmetic follows the CPU
-//! kernels in src/ops/pool (torch's `pooling_output_shape`); anything the CPU kernel would
-//! reject declines, so the CPU fallback reports the error.
+//! those dtypes; the others decline to the CPU kernel). The window comes from the op table's
+//! `PoolParams` (src/ops/pool/window.rs), as the CPU kernels and the shape rules take it, so
+//! a call torch refuses gets their error.
 
-use super::conv::spatial3;
 use super::{contiguous, grid, KernelCtx, Out};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
+use crate::ops::pool::{adaptive_sizes, Planes, PoolParams};
 use bytemuck::{Pod, Zeroable};
 
 pub const MAX_POOL: Variant = Variant::new(Shader::Pool, "max_pool");
@@ -49,30 +49,10 @@ fn vec4(v: [usize; 3]) -> [u32; 4] {
     ]
 }
 
-/// torch's `pooling_output_shape` (None where the CPU kernel raises).
-fn pooled_size(input: usize, k: usize, p: usize, s: usize, d: usize, ceil: bool) -> Option<usize> {
-    let num =
-        (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1 + if ceil { s as i64 - 1 } else { 0 };
-    let mut out = num.div_euclid(s as i64) + 1;
-    if ceil && (out - 1) * s as i64 >= (input + p) as i64 {
-        out -= 1;
-    }
-    (out >= 1).then_some(out as usize)
-}
-
-/// The spatial dims of `target` (`aten.max_pool2d...` -> 2).
-fn nd_of(target: &str) -> Option<usize> {
-    let op = target.split('.').nth(1)?;
-    ["1d", "2d", "3d"]
-        .iter()
-        .position(|s| op.contains(s))
-        .map(|i| i + 1)
-}
-
 pub(super) fn pool(k: &mut KernelCtx) -> Out {
     let target = k.target().to_string();
     let op = target.split('.').nth(1).unwrap_or("").to_string();
-    let Some(nd) = nd_of(&target) else {
+    let Some(nd) = crate::ops::pool::window::nd_of(&op) else {
         return Ok(None);
     };
     let Some(x) = k.t("self") else {
@@ -86,27 +66,13 @@ pub(super) fn pool(k: &mut KernelCtx) -> Out {
     if !(x.dtype == DType::F32 || (int && int_ok)) || !k.out_is(x.dtype) || !k.fits(&x) {
         return Ok(None);
     }
-    let r = x.rank();
-    if r != nd + 1 && r != nd + 2 {
-        return Ok(None);
-    }
-    let mut ins = [1usize; 3];
-    ins[3 - nd..].copy_from_slice(&x.sizes[r - nd..]);
-    let lead = x.sizes[..r - nd].to_vec();
+    let pl = Planes::of(&x.sizes, nd, false).map_err(|m| k.op.err(m))?;
     let mut meta = PoolMeta {
-        ins: vec4(ins),
+        ins: vec4(pl.ins),
         ..Default::default()
     };
     let (variant, outs, indices) = if op.contains("adaptive_avg") || op.contains("adaptive_max") {
-        let v = k.op.ints("output_size")?;
-        let v: Vec<i64> = if v.len() == 1 { vec![v[0]; nd] } else { v };
-        if v.len() != nd || v.iter().any(|&o| o < 0) {
-            return Ok(None);
-        }
-        let mut outs = ins;
-        for (i, &o) in v.iter().enumerate() {
-            outs[3 - nd + i] = o as usize;
-        }
+        let outs = adaptive_sizes(&k.op.ints("output_size")?, &pl).map_err(|m| k.op.err(m))?;
         if op.contains("adaptive_max") {
             if outs.contains(&0) || k.out_dtype(1) != Some(DType::I64) {
                 return Ok(None);
@@ -116,58 +82,24 @@ pub(super) fn pool(k: &mut KernelCtx) -> Out {
             (ADAPTIVE_AVG, outs, false)
         }
     } else if op.starts_with("max_pool") || op.starts_with("avg_pool") {
-        let max = op.starts_with("max_pool");
-        let Some(kk) = spatial3(&k.op.ints("kernel_size")?, nd, 1, 1) else {
-            return Ok(None);
-        };
-        let s = match k.op.opt_ints("stride")? {
-            Some(v) if !v.is_empty() => match spatial3(&v, nd, 1, 1) {
-                Some(s) => s,
-                None => return Ok(None),
-            },
-            _ => kk,
-        };
-        let Some(p) = spatial3(&k.op.opt_ints("padding")?.unwrap_or(vec![0]), nd, 0, 0) else {
-            return Ok(None);
-        };
-        let d = if max {
-            match spatial3(&k.op.opt_ints("dilation")?.unwrap_or(vec![1]), nd, 1, 1) {
-                Some(d) => d,
-                None => return Ok(None),
+        let p = PoolParams::parse(&k.op)?;
+        let w = p.window(&pl).map_err(|m| k.op.err(m))?;
+        meta.k = vec4(w.k);
+        meta.s = vec4(w.s);
+        meta.p = vec4(w.p);
+        meta.d = vec4(w.d);
+        if p.max {
+            if p.with_indices && k.out_dtype(1) != Some(DType::I64) {
+                return Ok(None);
             }
-        } else {
-            [1; 3]
-        };
-        let ceil = k.op.bool_or("ceil_mode", false)?;
-        let mut outs = [1; 3];
-        for i in 0..3 {
-            let limit = if max {
-                ((kk[i] - 1) * d[i]).div_ceil(2)
+            let v = if p.with_indices {
+                MAX_POOL_INDICES
             } else {
-                kk[i] / 2
+                MAX_POOL
             };
-            if p[i] > limit {
-                return Ok(None);
-            }
-            match pooled_size(ins[i], kk[i], p[i], s[i], d[i], ceil) {
-                Some(o) => outs[i] = o,
-                None => return Ok(None),
-            }
-        }
-        meta.k = vec4(kk);
-        meta.s = vec4(s);
-        meta.p = vec4(p);
-        meta.d = vec4(d);
-        if max {
-            let idx = op.ends_with("_with_indices");
-            if idx && k.out_dtype(1) != Some(DType::I64) {
-                return Ok(None);
-            }
-            (if idx { MAX_POOL_INDICES } else { MAX_POOL }, outs, idx)
+            (v, w.outs, p.with_indices)
         } else {
-            let include_pad = k.op.bool_or("count_include_pad", true)?;
-            match k.op.opt_int("divisor_override")? {
-                Some(0) => return Ok(None),
+            match p.divisor_override {
                 Some(v) if v > i32::MAX as i64 || v < i32::MIN as i64 => return Ok(None),
                 Some(v) => {
                     meta.flags |= 2;
@@ -175,14 +107,14 @@ pub(super) fn pool(k: &mut KernelCtx) -> Out {
                 }
                 None => {}
             }
-            meta.flags |= include_pad as u32;
-            (AVG_POOL, outs, false)
+            meta.flags |= p.count_include_pad as u32;
+            (AVG_POOL, w.outs, false)
         }
     } else {
         return Ok(None);
     };
-    let mut sizes = lead;
-    sizes.extend_from_slice(&outs[3 - nd..]);
+    let ins = pl.ins;
+    let sizes = pl.out_sizes(&outs);
     let numel: usize = sizes.iter().product();
     if numel >= u32::MAX as usize || (ins.contains(&0) && numel > 0) {
         return Ok(None);
@@ -252,12 +184,19 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
             "aten.adaptive_avg_pool3d",
             "aten._adaptive_avg_pool2d",
             "aten._adaptive_avg_pool3d",
+        ],
+        On::All,
+        pool,
+        all_f32,
+    );
+    t.kernel(
+        &[
             "aten.adaptive_max_pool1d",
             "aten.adaptive_max_pool2d",
             "aten.adaptive_max_pool3d",
         ],
         On::All,
         pool,
-        all_f32,
+        |i, o| i == [DType::F32] && o == [DType::F32, DType::I64],
     );
 }

@@ -15,6 +15,7 @@ pub(crate) mod meta;
 
 mod grid;
 pub(crate) mod upsample;
+pub(crate) mod window;
 
 use super::matmul::gemm::{par_chunks, par_chunks2, with_contiguous};
 use super::{OpCtx, OpTable};
@@ -23,176 +24,75 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 use crate::with_dtype;
+pub(crate) use window::{adaptive_sizes, Planes, PoolParams, Window};
 
+/// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
-    r.cpu_op("aten.max_pool1d", |c| max_pool(c, 1, false));
-    r.cpu_op("aten.max_pool2d", |c| max_pool(c, 2, false));
-    r.cpu_op("aten.max_pool3d", |c| max_pool(c, 3, false));
-    r.cpu_op("aten.max_pool1d_with_indices", |c| max_pool(c, 1, true));
-    r.cpu_op("aten.max_pool2d_with_indices", |c| max_pool(c, 2, true));
-    r.cpu_op("aten.max_pool3d_with_indices", |c| max_pool(c, 3, true));
-    r.cpu_op("aten.avg_pool1d", |c| avg_pool(c, 1));
-    r.cpu_op("aten.avg_pool2d", |c| avg_pool(c, 2));
-    r.cpu_op("aten.avg_pool3d", |c| avg_pool(c, 3));
-    r.cpu_op("aten.adaptive_avg_pool1d", |c| adaptive_avg(c, 1));
-    r.cpu_op("aten.adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
-    r.cpu_op("aten.adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
-    r.cpu_op("aten._adaptive_avg_pool2d", |c| adaptive_avg(c, 2));
-    r.cpu_op("aten._adaptive_avg_pool3d", |c| adaptive_avg(c, 3));
-    r.cpu_op("aten.adaptive_max_pool1d", |c| adaptive_max(c, 1));
-    r.cpu_op("aten.adaptive_max_pool2d", |c| adaptive_max(c, 2));
-    r.cpu_op("aten.adaptive_max_pool3d", |c| adaptive_max(c, 3));
+    for nd in ["1d", "2d", "3d"] {
+        r.define_op(&format!("aten.max_pool{nd}"), max_pool, meta::window_pool);
+        r.define_op(
+            &format!("aten.max_pool{nd}_with_indices"),
+            max_pool,
+            meta::window_pool,
+        );
+        r.define_op(&format!("aten.avg_pool{nd}"), avg_pool, meta::window_pool);
+    }
+    r.define_op(
+        "aten.adaptive_avg_pool1d",
+        |c| adaptive_avg(c, 1),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten.adaptive_avg_pool2d",
+        |c| adaptive_avg(c, 2),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten.adaptive_avg_pool3d",
+        |c| adaptive_avg(c, 3),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten._adaptive_avg_pool2d",
+        |c| adaptive_avg(c, 2),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten._adaptive_avg_pool3d",
+        |c| adaptive_avg(c, 3),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten.adaptive_max_pool1d",
+        |c| adaptive_max(c, 1),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten.adaptive_max_pool2d",
+        |c| adaptive_max(c, 2),
+        meta::adaptive,
+    );
+    r.define_op(
+        "aten.adaptive_max_pool3d",
+        |c| adaptive_max(c, 3),
+        meta::adaptive,
+    );
     upsample::register(r);
     grid::register(r);
 }
 
-/// An input seen as `count` planes of a (D, H, W) volume.
-pub(super) struct Planes {
-    pub count: usize,
-    pub ins: [usize; 3],
-    /// The leading (non-spatial) dims, kept in the output.
-    pub lead: Vec<usize>,
-    pub nd: usize,
+/// [`Planes`] of `x`, or the node's error.
+pub(super) fn planes(ctx: &OpCtx, x: &Tensor, nd: usize, batched_only: bool) -> Result<Planes> {
+    Planes::of(&x.sizes, nd, batched_only).map_err(|m| ctx.err(m))
 }
 
-impl Planes {
-    pub fn of(ctx: &OpCtx, x: &Tensor, nd: usize, batched_only: bool) -> Result<Planes> {
-        let ok = x.rank() == nd + 2 || (!batched_only && x.rank() == nd + 1);
-        if !ok {
-            let want = if batched_only {
-                format!("{}", nd + 2)
-            } else {
-                format!("{} or {}", nd + 1, nd + 2)
-            };
-            return Err(ctx.err(format!(
-                "expected a {want}-D input for a {nd}-D op, got shape {:?}",
-                x.sizes
-            )));
-        }
-        let r = x.rank();
-        let mut ins = [1usize; 3];
-        ins[3 - nd..].copy_from_slice(&x.sizes[r - nd..]);
-        let lead = x.sizes[..r - nd].to_vec();
-        Ok(Planes {
-            count: lead.iter().product(),
-            ins,
-            lead,
-            nd,
-        })
-    }
-    pub fn in_plane(&self) -> usize {
-        self.ins.iter().product()
-    }
-    pub fn out_sizes(&self, outs: &[usize; 3]) -> Vec<usize> {
-        let mut s = self.lead.clone();
-        s.extend_from_slice(&outs[3 - self.nd..]);
-        s
-    }
-}
-
-/// A per-dim int list (1 value or `nd`), placed in the last `nd` of three slots.
-fn spatial(
-    ctx: &OpCtx,
-    name: &str,
-    v: &[i64],
-    nd: usize,
-    fill: usize,
-    min: i64,
-) -> Result<[usize; 3]> {
-    let v: Vec<i64> = if v.len() == 1 {
-        vec![v[0]; nd]
-    } else {
-        v.to_vec()
-    };
-    if v.len() != nd {
-        return Err(ctx.err(format!("{name} must have 1 or {nd} values, got {v:?}")));
-    }
-    if let Some(bad) = v.iter().find(|&&x| x < min) {
-        return Err(ctx.err(format!("{name} must be at least {min}, got {bad}")));
-    }
-    let mut out = [fill; 3];
-    for (i, &x) in v.iter().enumerate() {
-        out[3 - nd + i] = x as usize;
-    }
-    Ok(out)
-}
-
-struct Window {
-    k: [usize; 3],
-    s: [usize; 3],
-    p: [usize; 3],
-    d: [usize; 3],
-    outs: [usize; 3],
-}
-
-/// torch's `pooling_output_shape`.
-fn pooled_size(
-    ctx: &OpCtx,
-    input: usize,
-    k: usize,
-    p: usize,
-    s: usize,
-    d: usize,
-    ceil: bool,
-) -> Result<usize> {
-    let num =
-        (input + 2 * p) as i64 - (d * (k - 1)) as i64 - 1 + if ceil { s as i64 - 1 } else { 0 };
-    let mut out = num.div_euclid(s as i64) + 1;
-    if ceil && (out - 1) * s as i64 >= (input + p) as i64 {
-        out -= 1;
-    }
-    if out < 1 {
-        return Err(ctx.err(format!("the output size is too small ({out}) for input size {input}, kernel {k}, padding {p}, stride {s}, dilation {d}")));
-    }
-    Ok(out as usize)
-}
-
-fn window(ctx: &OpCtx, pl: &Planes, with_dilation: bool) -> Result<Window> {
-    let nd = pl.nd;
-    let k = spatial(ctx, "kernel_size", &ctx.ints("kernel_size")?, nd, 1, 1)?;
-    let s = match ctx.opt_ints("stride")? {
-        Some(v) if !v.is_empty() => spatial(ctx, "stride", &v, nd, 1, 1)?,
-        _ => k,
-    };
-    let p = spatial(
-        ctx,
-        "padding",
-        &ctx.opt_ints("padding")?.unwrap_or_else(|| vec![0]),
-        nd,
-        0,
-        0,
-    )?;
-    let d = if with_dilation {
-        spatial(
-            ctx,
-            "dilation",
-            &ctx.opt_ints("dilation")?.unwrap_or_else(|| vec![1]),
-            nd,
-            1,
-            1,
-        )?
-    } else {
-        [1; 3]
-    };
-    let ceil = ctx.bool_or("ceil_mode", false)?;
-    let mut outs = [1; 3];
-    for i in 0..3 {
-        let limit = if with_dilation {
-            ((k[i] - 1) * d[i]).div_ceil(2)
-        } else {
-            k[i] / 2
-        };
-        if p[i] > limit {
-            return Err(ctx.err(format!(
-                "padding {:?} should be at most half of the (effective) kernel size {:?}",
-                &p[3 - nd..],
-                &k[3 - nd..]
-            )));
-        }
-        outs[i] = pooled_size(ctx, pl.ins[i], k[i], p[i], s[i], d[i], ceil)?;
-    }
-    Ok(Window { k, s, p, d, outs })
+/// The node's window parameters and its window over `x` ([`PoolParams`]).
+fn windowed(ctx: &OpCtx, x: &Tensor) -> Result<(PoolParams, Planes, Window)> {
+    let p = PoolParams::parse(ctx)?;
+    let pl = planes(ctx, x, p.nd, false)?;
+    let w = p.window(&pl).map_err(|m| ctx.err(m))?;
+    Ok((p, pl, w))
 }
 
 /// Start and end (exclusive) of the dilated window `o` within `0..len`, first index aligned
@@ -281,10 +181,9 @@ fn max_pool_planes<T: Elem>(x: &[T], pl: &Planes, w: &Window) -> (Vec<T>, Vec<i6
     (vals, idx)
 }
 
-fn max_pool(ctx: &mut OpCtx, nd: usize, with_indices: bool) -> Result<Vec<RValue>> {
+fn max_pool(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let pl = Planes::of(ctx, &x, nd, false)?;
-    let w = window(ctx, &pl, true)?;
+    let (p, pl, w) = windowed(ctx, &x)?;
     let sizes = pl.out_sizes(&w.outs);
     if x.dtype == DType::Bool {
         return Err(ctx.err("max pooling is not implemented for bool tensors"));
@@ -294,21 +193,16 @@ fn max_pool(ctx: &mut OpCtx, nd: usize, with_indices: bool) -> Result<Vec<RValue
         (Tensor::from_vec(v, &sizes), i)
     }, else return Err(ctx.err(format!("max pooling is not implemented for dtype {}", x.dtype))));
     let mut out = vec![RValue::Tensor(vals)];
-    if with_indices {
+    if p.with_indices {
         out.push(RValue::Tensor(Tensor::from_vec(idx, &sizes)));
     }
     Ok(out)
 }
 
-fn avg_pool(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
+fn avg_pool(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let pl = Planes::of(ctx, &x, nd, false)?;
-    let w = window(ctx, &pl, false)?;
-    let include_pad = ctx.bool_or("count_include_pad", true)?;
-    let divisor = ctx.opt_int("divisor_override")?;
-    if divisor == Some(0) {
-        return Err(ctx.err("divisor_override must not be zero"));
-    }
+    let (p, pl, w) = windowed(ctx, &x)?;
+    let (include_pad, divisor) = (p.count_include_pad, p.divisor_override);
     let sizes = pl.out_sizes(&w.outs);
     let [od, oh, ow] = w.outs;
     let (ip, op) = (pl.in_plane(), od * oh * ow);
@@ -387,21 +281,9 @@ fn avg_pool(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
     )])
 }
 
-/// Output sizes of an adaptive pool (`None` entries keep the input size).
+/// Output sizes of an adaptive pool ([`adaptive_sizes`]).
 fn adaptive_outs(ctx: &OpCtx, pl: &Planes) -> Result<[usize; 3]> {
-    let v = ctx.ints("output_size")?;
-    let v: Vec<i64> = if v.len() == 1 { vec![v[0]; pl.nd] } else { v };
-    if v.len() != pl.nd {
-        return Err(ctx.err(format!("output_size must have {} values, got {v:?}", pl.nd)));
-    }
-    let mut outs = pl.ins;
-    for (i, &o) in v.iter().enumerate() {
-        if o < 0 {
-            return Err(ctx.err(format!("output_size must be non-negative, got {v:?}")));
-        }
-        outs[3 - pl.nd + i] = o as usize;
-    }
-    Ok(outs)
+    adaptive_sizes(&ctx.ints("output_size")?, pl).map_err(|m| ctx.err(m))
 }
 
 /// Adaptive window `o` of `out` over `len`: `[floor(o*len/out), ceil((o+1)*len/out))`.
@@ -414,7 +296,7 @@ fn adaptive_span(o: usize, out: usize, len: usize) -> (usize, usize) {
 
 fn adaptive_avg(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let pl = Planes::of(ctx, &x, nd, false)?;
+    let pl = planes(ctx, &x, nd, false)?;
     let outs = adaptive_outs(ctx, &pl)?;
     let sizes = pl.out_sizes(&outs);
     let [od, oh, ow] = outs;
@@ -451,7 +333,7 @@ fn adaptive_avg(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
 
 fn adaptive_max(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let pl = Planes::of(ctx, &x, nd, false)?;
+    let pl = planes(ctx, &x, nd, false)?;
     let outs = adaptive_outs(ctx, &pl)?;
     if outs.contains(&0) && pl.in_plane() > 0 {
         return Err(ctx.err(format!(

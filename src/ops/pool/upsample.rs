@@ -232,7 +232,7 @@ pub(super) fn cubic_coefficients<T: Float>(t: T) -> [T; 4] {
 
 fn upsample(ctx: &mut OpCtx, nd: usize, mode: Mode) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input").or_else(|_| ctx.tensor("self"))?;
-    let pl = Planes::of(ctx, &x, nd, true)?;
+    let pl = super::planes(ctx, &x, nd, true)?;
     if pl.in_plane() == 0 {
         return Err(ctx.err(format!(
             "cannot upsample an input with an empty spatial dim: {:?}",
