@@ -62,7 +62,7 @@ fn node_results(ctx: &MetaCtx, outs: Vec<MValue>) -> Vec<MValue> {
 
 /// `cond(pred, true_fn, false_fn, operands)`: the predicate usually depends on data, so both
 /// branches are inferred; torch requires them to agree.
-fn cond(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn cond(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = subgraph(ctx, 1, "true_fn")?;
     let f = subgraph(ctx, 2, "false_fn")?;
     let ops = flat_values(ctx, positional(ctx, 3, "operands")?)?;
@@ -89,7 +89,7 @@ fn cond(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 /// `while_loop(cond_fn, body_fn, carried, additional)`: the carried values keep their metas
 /// (torch checks the body preserves them); the body is inferred once to check that.
-fn while_loop(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn while_loop(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let body = subgraph(ctx, 1, "body_fn")?;
     let carried = flat_values(ctx, positional(ctx, 2, "carried_inputs")?)?;
     let extra = match ctx.arg_at(3) {
@@ -119,7 +119,7 @@ fn while_loop(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `map_impl(f, xs, pos_args)`: `f` over slices of the leading dim, results stacked.
-fn map_impl(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn map_impl(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let f = subgraph(ctx, 0, "f")?;
     let xs = flat_values(ctx, positional(ctx, 1, "xs")?)?;
     let pos = match ctx.arg_at(2) {
@@ -166,7 +166,7 @@ fn map_impl(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(node_results(ctx, stacked))
 }
 
-fn getitem(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn getitem(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let seq = ctx.resolve(positional(ctx, 0, "sequence")?)?;
     let i = ctx.int_of(positional(ctx, 1, "index")?, "index")?;
     let items: Vec<MValue> = match seq {
@@ -194,7 +194,7 @@ fn dim_of(ctx: &MetaCtx, t: &MetaTensor) -> RuleResult<usize> {
     ctx.wrap_dim(ctx.int("dim")?, t.rank())
 }
 
-fn sym_size(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sym_size(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     if t.data_dependent {
         return Ok(vec![MValue::Unknown(ScalarKind::Int)]);
@@ -203,7 +203,7 @@ fn sym_size(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Int(t.sizes[d] as i64)])
 }
 
-fn sym_numel(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sym_numel(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     if t.data_dependent {
         return Ok(vec![MValue::Unknown(ScalarKind::Int)]);
@@ -212,22 +212,22 @@ fn sym_numel(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// Strides of the meta device's dense layout.
-fn sym_stride(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sym_stride(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let d = dim_of(ctx, &t)?;
     Ok(vec![MValue::Int(t.strides()[d] as i64)])
 }
 
-fn sym_storage_offset(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sym_storage_offset(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Int(0)])
 }
 
-fn sym_is_contiguous(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sym_is_contiguous(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Bool(true)])
 }
 
 /// `item()`: a number of the tensor's kind whose value needs the data.
-fn item(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn item(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     if t.numel() != 1 && !t.data_dependent {
         return Err(format!(
@@ -253,7 +253,7 @@ fn assert_result(ctx: &MetaCtx) -> Vec<MValue> {
     }
 }
 
-fn assert_scalar(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn assert_scalar(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = ctx
         .arg("self")
         .or_else(|| ctx.arg_at(0))
@@ -272,7 +272,7 @@ fn assert_scalar(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(assert_result(ctx))
 }
 
-fn assert_async(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn assert_async(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     if t.numel() != 1 {
         return Err(format!(
@@ -363,21 +363,6 @@ fn sym_op(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule("higher_order.cond", cond);
-    r.rule("higher_order.while_loop", while_loop);
-    r.rule("higher_order.map_impl", map_impl);
-    r.rule("_operator.getitem", getitem);
-    r.rule("aten.sym_size.int", sym_size);
-    r.rule("aten.sym_numel.default", sym_numel);
-    r.rule("aten.sym_stride.int", sym_stride);
-    r.rule("aten.sym_storage_offset.default", sym_storage_offset);
-    r.rule("aten.sym_is_contiguous.default", sym_is_contiguous);
-    r.rule("aten.item.default", item);
-    r.rule("aten._local_scalar_dense.default", item);
-    r.rule("aten._assert_scalar.default", assert_scalar);
-    r.rule("aten._functional_assert_scalar.default", assert_scalar);
-    r.rule_op("aten._assert_async", assert_async);
-    r.rule("aten._functional_assert_async.msg", assert_async);
     for t in [
         "aten.sym_constrain_range.default",
         "aten.sym_constrain_range_for_size.default",

@@ -20,21 +20,41 @@ use crate::runtime::{run_graph, RValue};
 
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
-    r.cpu("higher_order.cond", cond);
-    r.cpu("higher_order.while_loop", while_loop);
-    r.cpu("higher_order.map_impl", map_impl);
-    r.cpu("_operator.getitem", getitem);
-    r.cpu("aten.sym_size.int", sym_size);
-    r.cpu("aten.sym_numel.default", sym_numel);
-    r.cpu("aten.sym_stride.int", sym_stride);
-    r.cpu("aten.sym_storage_offset.default", sym_storage_offset);
-    r.cpu("aten.sym_is_contiguous.default", sym_is_contiguous);
-    r.cpu("aten.item.default", item);
-    r.cpu("aten._local_scalar_dense.default", item);
-    r.cpu("aten._assert_scalar.default", assert_scalar);
-    r.cpu("aten._functional_assert_scalar.default", assert_scalar);
-    r.cpu_op("aten._assert_async", assert_async);
-    r.cpu("aten._functional_assert_async.msg", assert_async);
+    r.define("higher_order.cond", cond, meta::cond);
+    r.define("higher_order.while_loop", while_loop, meta::while_loop);
+    r.define("higher_order.map_impl", map_impl, meta::map_impl);
+    r.define("_operator.getitem", getitem, meta::getitem);
+    r.define("aten.sym_size.int", sym_size, meta::sym_size);
+    r.define("aten.sym_numel.default", sym_numel, meta::sym_numel);
+    r.define("aten.sym_stride.int", sym_stride, meta::sym_stride);
+    r.define(
+        "aten.sym_storage_offset.default",
+        sym_storage_offset,
+        meta::sym_storage_offset,
+    );
+    r.define(
+        "aten.sym_is_contiguous.default",
+        sym_is_contiguous,
+        meta::sym_is_contiguous,
+    );
+    r.define("aten.item.default", item, meta::item);
+    r.define("aten._local_scalar_dense.default", item, meta::item);
+    r.define(
+        "aten._assert_scalar.default",
+        assert_scalar,
+        meta::assert_scalar,
+    );
+    r.define(
+        "aten._functional_assert_scalar.default",
+        assert_scalar,
+        meta::assert_scalar,
+    );
+    r.define_op("aten._assert_async", assert_async, meta::assert_async);
+    r.define(
+        "aten._functional_assert_async.msg",
+        assert_async,
+        meta::assert_async,
+    );
     r.cpu("aten.sym_constrain_range.default", constrain_range);
     r.cpu("aten.sym_constrain_range_for_size.default", constrain_range);
     r.cpu(

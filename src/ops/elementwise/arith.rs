@@ -47,7 +47,7 @@ pub(super) fn register(r: &mut OpTable) {
     for op in ["hypot", "hypot_"] {
         r.cpu_op(&format!("aten.{op}"), hypot);
     }
-    r.cpu_op("aten.logaddexp", logaddexp);
+    r.define_op("aten.logaddexp", logaddexp, super::meta::promote_float);
     for op in ["xlogy", "xlogy_"] {
         r.cpu_op(&format!("aten.{op}"), xlogy);
     }

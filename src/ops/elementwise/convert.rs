@@ -31,9 +31,9 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.copy.default", copy);
     r.cpu("aten.copy_.default", copy_);
     r.cpu("aten.copy_.Tensor", copy_);
-    r.cpu_op("aten.to", to);
-    r.cpu_op("aten._to_copy", to_copy);
-    r.cpu_op("aten.type_as", type_as);
+    r.define_op("aten.to", to, super::meta::to_copy);
+    r.define_op("aten._to_copy", to_copy, super::meta::to_copy);
+    r.define_op("aten.type_as", type_as, super::meta::to_copy);
     r.cpu_op("aten.fill", fill);
     r.cpu_op("aten.fill_", fill);
     r.cpu_op("aten.zero", fill);

@@ -48,16 +48,32 @@ pub(super) fn register(r: &mut OpTable) {
         r.cpu(&format!("aten.where.{o}"), where_);
     }
     both(r, "masked_fill", masked_fill);
-    r.cpu_op("aten.isnan", |ctx| predicate(ctx, f64::is_nan, false));
-    r.cpu_op("aten.isinf", |ctx| predicate(ctx, f64::is_infinite, false));
-    r.cpu_op("aten.isfinite", |ctx| predicate(ctx, f64::is_finite, true));
-    r.cpu_op("aten.isposinf", |ctx| {
-        predicate(ctx, |x| x == f64::INFINITY, false)
-    });
-    r.cpu_op("aten.isneginf", |ctx| {
-        predicate(ctx, |x| x == f64::NEG_INFINITY, false)
-    });
-    r.cpu_op("aten.signbit", signbit);
+    r.define_op(
+        "aten.isnan",
+        |ctx| predicate(ctx, f64::is_nan, false),
+        super::meta::unary_bool,
+    );
+    r.define_op(
+        "aten.isinf",
+        |ctx| predicate(ctx, f64::is_infinite, false),
+        super::meta::unary_bool,
+    );
+    r.define_op(
+        "aten.isfinite",
+        |ctx| predicate(ctx, f64::is_finite, true),
+        super::meta::unary_bool,
+    );
+    r.define_op(
+        "aten.isposinf",
+        |ctx| predicate(ctx, |x| x == f64::INFINITY, false),
+        super::meta::unary_bool,
+    );
+    r.define_op(
+        "aten.isneginf",
+        |ctx| predicate(ctx, |x| x == f64::NEG_INFINITY, false),
+        super::meta::unary_bool,
+    );
+    r.define_op("aten.signbit", signbit, super::meta::unary_bool);
 }
 
 /// A comparison in the promoted dtype's compute type; the result is bool.

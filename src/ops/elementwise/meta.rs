@@ -108,15 +108,15 @@ pub(crate) fn unary_float(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// Same shape, bool result.
-fn unary_bool(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn unary_bool(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(ctx.first()?.with_dtype(DType::Bool))
 }
 
-fn promote(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn promote(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let names = operand_names(ctx, &["alpha"]);
     one(elementwise(ctx, &names, Out::Promote)?)
 }
-fn promote_float(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn promote_float(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let names = operand_names(ctx, &[]);
     one(elementwise(ctx, &names, Out::Float)?)
 }
@@ -199,7 +199,7 @@ fn clamp(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `_to_copy`, `to`, `type_as`, `view_as_real`-free conversions: a new dtype, same shape.
-fn to_copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn to_copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if let Some(o) = ctx.opt_tensor("other")? {
         return one(t.with_dtype(o.dtype));
@@ -303,18 +303,7 @@ pub(crate) fn register(r: &mut OpTable) {
         r.rule_aten(&[n, &format!("{n}_")], same);
     }
     r.rule_aten(&["square", "square_"], square);
-    r.rule_aten(
-        &[
-            "isnan",
-            "isinf",
-            "isfinite",
-            "isneginf",
-            "isposinf",
-            "signbit",
-            "logical_not",
-        ],
-        unary_bool,
-    );
+    r.rule_aten(&["logical_not"], unary_bool);
     r.rule_aten(&["logical_not_"], same);
     // Binary ops with the promoted dtype.
     let promoted = [
@@ -355,11 +344,9 @@ pub(crate) fn register(r: &mut OpTable) {
             "atan2",
             "arctan2",
             "hypot",
-            "logaddexp",
             "logaddexp2",
             "xlogy",
             "special_xlogy",
-            "lerp",
         ],
         promote_float,
     );
@@ -433,19 +420,9 @@ pub(crate) fn register(r: &mut OpTable) {
         r.rule_aten(&[n], inplace);
     }
     r.rule_aten(&["clamp", "clamp_min", "clamp_max", "clip"], clamp);
-    r.rule_aten(&["addcmul", "addcdiv"], promote);
     r.rule_aten(&["where"], where_);
     r.rule_aten(&["masked_fill"], masked_fill);
-    r.rule_aten(
-        &[
-            "_to_copy",
-            "to",
-            "type_as",
-            "_to_dim_order_copy",
-            "to_dense",
-        ],
-        to_copy,
-    );
+    r.rule_aten(&["_to_dim_order_copy", "to_dense"], to_copy);
     r.rule_aten(&["copy", "copy_", "_copy_from"], copy);
     r.rule_aten(&["_print", "record_stream"], nothing);
 }

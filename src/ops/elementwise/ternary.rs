@@ -24,11 +24,11 @@ pub(super) fn register(r: &mut OpTable) {
     ] {
         r.cpu_op(&format!("aten.{op}"), clamp);
     }
-    r.cpu_op("aten.lerp", lerp);
+    r.define_op("aten.lerp", lerp, super::meta::promote_float);
     r.cpu_op("aten.lerp_", lerp);
-    r.cpu_op("aten.addcmul", addcmul);
+    r.define_op("aten.addcmul", addcmul, super::meta::promote);
     r.cpu_op("aten.addcmul_", addcmul);
-    r.cpu_op("aten.addcdiv", addcdiv);
+    r.define_op("aten.addcdiv", addcdiv, super::meta::promote);
     r.cpu_op("aten.addcdiv_", addcdiv);
 }
 

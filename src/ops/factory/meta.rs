@@ -35,7 +35,7 @@ fn number(ctx: &MetaCtx, name: &str) -> RuleResult<Option<(Option<f64>, ScalarKi
     })
 }
 
-fn arange(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn arange(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let end = number(ctx, "end")?.ok_or("missing argument 'end'")?;
     let start = number(ctx, "start")?.unwrap_or((Some(0.0), ScalarKind::Int));
     let step = number(ctx, "step")?.unwrap_or((Some(1.0), ScalarKind::Int));
@@ -75,7 +75,7 @@ fn fill_dtype(ctx: &MetaCtx) -> RuleResult<DType> {
 }
 
 /// `full`, `zeros`, `ones`, `empty`, `new_*`, `empty_strided`, `rand`, `randn`...: from `size`.
-fn sized(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sized(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let size = ctx.sizes("size")?;
     let base = ctx.opt_tensor("self")?;
     let dtype = match ctx.opt_dtype("dtype")? {
@@ -91,23 +91,23 @@ fn sized(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `*_like(self)`, in-place random fills, `randint_like`: self's shape, optional dtype.
-fn like(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn like(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let d = ctx.opt_dtype("dtype")?.unwrap_or(t.dtype);
     one(t.with_dtype(d))
 }
 
-fn empty_permuted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn empty_permuted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let d = ctx.opt_dtype("dtype")?.unwrap_or(DType::F32);
     one(MetaTensor::new(d, ctx.sizes("size")?))
 }
 
-fn scalar_tensor(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn scalar_tensor(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let d = ctx.opt_dtype("dtype")?.unwrap_or(DType::F32);
     one(MetaTensor::new(d, vec![]))
 }
 
-fn linspace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn linspace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let steps = ctx.int("steps")?;
     if steps < 0 {
         return Err("number of steps must be non-negative".into());
@@ -116,7 +116,7 @@ fn linspace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(d, vec![steps as usize]))
 }
 
-fn eye(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn eye(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let n = ctx.int("n")?;
     let m = ctx.opt_int("m")?.unwrap_or(n);
     if n < 0 || m < 0 {
@@ -126,7 +126,7 @@ fn eye(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(d, vec![n as usize, m as usize]))
 }
 
-fn randperm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn randperm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let n = ctx.int("n")?;
     if n < 0 {
         return Err(format!("n must be non-negative, got {n}"));
@@ -136,7 +136,7 @@ fn randperm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `randint(high, size)`, `randint(low, high, size)` or `randint_like(self, ...)`.
-fn randint(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn randint(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     if ctx.has("size") {
         return sized(ctx);
     }
@@ -144,7 +144,7 @@ fn randint(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `normal`: from mean/std tensors (broadcast) or from `size`.
-fn normal(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn normal(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let tensor = |name: &str| -> RuleResult<Option<MetaTensor>> {
         match ctx.arg(name) {
             Some(crate::program::Arg::Tensor(_)) => ctx.tensor(name).map(Some),
@@ -174,50 +174,6 @@ fn native_dropout(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["arange"], arange);
-    r.rule_aten(
-        &[
-            "full",
-            "zeros",
-            "ones",
-            "empty",
-            "new_full",
-            "new_zeros",
-            "new_ones",
-            "new_empty",
-            "new_empty_strided",
-            "empty_strided",
-            "rand",
-            "randn",
-        ],
-        sized,
-    );
-    r.rule_aten(
-        &[
-            "full_like",
-            "zeros_like",
-            "ones_like",
-            "empty_like",
-            "rand_like",
-            "randn_like",
-            "uniform",
-            "uniform_",
-            "normal_",
-            "normal_functional",
-            "random_",
-            "exponential",
-            "exponential_",
-        ],
-        like,
-    );
-    r.rule_aten(&["randint", "randint_like"], randint);
-    r.rule_aten(&["empty_permuted"], empty_permuted);
-    r.rule_aten(&["scalar_tensor"], scalar_tensor);
-    r.rule_aten(&["linspace", "logspace"], linspace);
-    r.rule_aten(&["eye"], eye);
-    r.rule_aten(&["randperm"], randperm);
-    r.rule_aten(&["normal"], normal);
-    r.rule_aten(&["bernoulli", "bernoulli_"], same);
     for op in [
         "dropout",
         "feature_dropout",

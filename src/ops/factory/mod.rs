@@ -20,26 +20,26 @@ use crate::with_dtype;
 
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
-    r.cpu_op("aten.arange", arange);
-    r.cpu_op("aten.full", full);
-    r.cpu_op("aten.zeros", full);
-    r.cpu_op("aten.ones", full);
-    r.cpu_op("aten.empty", full);
-    r.cpu_op("aten.new_full", full);
-    r.cpu_op("aten.new_zeros", full);
-    r.cpu_op("aten.new_ones", full);
-    r.cpu_op("aten.new_empty", full);
-    r.cpu_op("aten.new_empty_strided", empty_strided);
-    r.cpu_op("aten.full_like", full_like);
-    r.cpu_op("aten.zeros_like", full_like);
-    r.cpu_op("aten.ones_like", full_like);
-    r.cpu_op("aten.empty_like", full_like);
-    r.cpu_op("aten.empty_strided", empty_strided);
-    r.cpu_op("aten.empty_permuted", empty_permuted);
-    r.cpu_op("aten.scalar_tensor", scalar_tensor);
-    r.cpu_op("aten.linspace", linspace);
-    r.cpu_op("aten.logspace", linspace);
-    r.cpu_op("aten.eye", eye);
+    r.define_op("aten.arange", arange, meta::arange);
+    r.define_op("aten.full", full, meta::sized);
+    r.define_op("aten.zeros", full, meta::sized);
+    r.define_op("aten.ones", full, meta::sized);
+    r.define_op("aten.empty", full, meta::sized);
+    r.define_op("aten.new_full", full, meta::sized);
+    r.define_op("aten.new_zeros", full, meta::sized);
+    r.define_op("aten.new_ones", full, meta::sized);
+    r.define_op("aten.new_empty", full, meta::sized);
+    r.define_op("aten.new_empty_strided", empty_strided, meta::sized);
+    r.define_op("aten.full_like", full_like, meta::like);
+    r.define_op("aten.zeros_like", full_like, meta::like);
+    r.define_op("aten.ones_like", full_like, meta::like);
+    r.define_op("aten.empty_like", full_like, meta::like);
+    r.define_op("aten.empty_strided", empty_strided, meta::sized);
+    r.define_op("aten.empty_permuted", empty_permuted, meta::empty_permuted);
+    r.define_op("aten.scalar_tensor", scalar_tensor, meta::scalar_tensor);
+    r.define_op("aten.linspace", linspace, meta::linspace);
+    r.define_op("aten.logspace", linspace, meta::linspace);
+    r.define_op("aten.eye", eye, meta::eye);
     random::register(r);
 }
 

@@ -14,23 +14,31 @@ use crate::runtime::{RValue, Rng};
 use crate::with_dtype;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu_op("aten.rand", rand);
-    r.cpu_op("aten.rand_like", rand);
-    r.cpu_op("aten.randn", rand);
-    r.cpu_op("aten.randn_like", rand);
-    r.cpu_op("aten.uniform", rand);
-    r.cpu_op("aten.uniform_", rand);
-    r.cpu_op("aten.normal_", rand);
-    r.cpu_op("aten.normal_functional", rand);
-    r.cpu_op("aten.randint", randint);
-    r.cpu_op("aten.randint_like", randint);
-    r.cpu_op("aten.random_", randint);
-    r.cpu_op("aten.bernoulli", bernoulli);
-    r.cpu_op("aten.bernoulli_", bernoulli);
-    r.cpu_op("aten.normal", normal);
-    r.cpu_op("aten.exponential_", exponential);
-    r.cpu_op("aten.exponential", exponential);
-    r.cpu_op("aten.randperm", randperm);
+    r.define_op("aten.rand", rand, super::meta::sized);
+    r.define_op("aten.rand_like", rand, super::meta::like);
+    r.define_op("aten.randn", rand, super::meta::sized);
+    r.define_op("aten.randn_like", rand, super::meta::like);
+    r.define_op("aten.uniform", rand, super::meta::like);
+    r.define_op("aten.uniform_", rand, super::meta::like);
+    r.define_op("aten.normal_", rand, super::meta::like);
+    r.define_op("aten.normal_functional", rand, super::meta::like);
+    r.define_op("aten.randint", randint, super::meta::randint);
+    r.define_op("aten.randint_like", randint, super::meta::randint);
+    r.define_op("aten.random_", randint, super::meta::like);
+    r.define_op(
+        "aten.bernoulli",
+        bernoulli,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define_op(
+        "aten.bernoulli_",
+        bernoulli,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define_op("aten.normal", normal, super::meta::normal);
+    r.define_op("aten.exponential_", exponential, super::meta::like);
+    r.define_op("aten.exponential", exponential, super::meta::like);
+    r.define_op("aten.randperm", randperm, super::meta::randperm);
     for op in [
         "dropout",
         "feature_dropout",

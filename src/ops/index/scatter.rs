@@ -14,8 +14,12 @@ use crate::with_dtype;
 
 pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.gather.default", gather);
-    r.cpu_op("aten.scatter", scatter);
-    r.cpu_op("aten.scatter_", scatter_);
+    r.define_op("aten.scatter", scatter, crate::ops::elementwise::meta::same);
+    r.define_op(
+        "aten.scatter_",
+        scatter_,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.scatter_add.default", scatter);
     r.cpu("aten.scatter_add_.default", scatter_);
     r.cpu("aten.scatter_reduce.two", scatter);
@@ -24,8 +28,16 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.index_add_.default", index_add_);
     r.cpu("aten.index_copy.default", index_copy);
     r.cpu("aten.index_copy_.default", index_copy_);
-    r.cpu_op("aten.index_fill", index_fill);
-    r.cpu_op("aten.index_fill_", index_fill_);
+    r.define_op(
+        "aten.index_fill",
+        index_fill,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define_op(
+        "aten.index_fill_",
+        index_fill_,
+        crate::ops::elementwise::meta::same,
+    );
 }
 
 /// How a written value combines with the one already there.

@@ -65,14 +65,14 @@ fn need_rank(t: &MetaTensor, r: usize, what: &str) -> RuleResult<()> {
     Ok(())
 }
 
-fn matmul(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn matmul(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = ctx.tensor("self")?;
     let b = ctx.tensor("other")?;
     one(MetaTensor::new(dtype_of(&[&a, &b]), matmul_shape(&a, &b)?))
 }
 
 /// `mm`, `bmm`, `mv` (and their `add*` forms, whose `self` must broadcast to the product).
-fn product(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn product(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.target().to_string();
     let op = t
         .trim_start_matches("aten.")
@@ -117,7 +117,7 @@ fn product(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype, s))
 }
 
-fn dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = ctx.tensor("self")?;
     let b = ctx.tensor("other").or_else(|_| ctx.tensor("tensor"))?;
     need_rank(&a, 1, "dot's first argument")?;
@@ -131,7 +131,7 @@ fn dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype_of(&[&a, &b]), vec![]))
 }
 
-fn inner(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn inner(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = ctx.tensor("self")?;
     let b = ctx.tensor("other")?;
     if a.rank() == 0 || b.rank() == 0 {
@@ -146,7 +146,7 @@ fn inner(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype_of(&[&a, &b]), s))
 }
 
-fn outer(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn outer(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let (a, b) = if ctx.has("vec1") {
         (ctx.tensor("vec1")?, ctx.tensor("vec2")?)
     } else {
@@ -171,7 +171,7 @@ fn outer(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype_of(&[&a, &b]), s))
 }
 
-fn linear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn linear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("input")?;
     let w = ctx.tensor("weight")?;
     if x.rank() == 0 || w.rank() == 0 || w.rank() > 2 {
@@ -197,7 +197,7 @@ fn linear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype_of(&[&x, &w]), s))
 }
 
-fn tensordot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn tensordot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = ctx.tensor("self")?;
     let b = ctx.tensor("other")?;
     let da: Vec<usize> = ctx
@@ -233,7 +233,7 @@ fn tensordot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype_of(&[&a, &b]), s))
 }
 
-fn bilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn bilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = ctx.tensor("input1")?;
     let w = ctx.tensor("weight")?;
     if a.rank() == 0 || w.rank() != 3 {
@@ -247,7 +247,7 @@ fn bilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(a.dtype, s))
 }
 
-fn trilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn trilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts = [ctx.tensor("i1")?, ctx.tensor("i2")?, ctx.tensor("i3")?];
     let mut shape: Option<Vec<usize>> = None;
     for (t, e) in ts.iter().zip(["expand1", "expand2", "expand3"]) {
@@ -279,7 +279,7 @@ fn trilinear(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(ts[0].dtype, s))
 }
 
-fn multi_dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn multi_dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts = ctx
         .tensors("tensors")
         .or_else(|_| ctx.tensors("matrices"))?;
@@ -312,7 +312,7 @@ fn multi_dot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 /// `einsum(equation, tensors)`: label sizes (1s broadcast), ellipsis dims broadcast, output as
 /// written after `->` or implicit (ellipsis, then labels seen once, in alphabetical order).
-fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let eq: String = ctx
         .opt_str("equation")?
         .ok_or("missing equation")?
@@ -418,31 +418,6 @@ fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(
-        &[
-            "mm",
-            "bmm",
-            "mv",
-            "addmm",
-            "addmm_",
-            "baddbmm",
-            "baddbmm_",
-            "addbmm",
-            "addbmm_",
-            "addmv",
-            "addmv_",
-            "_addmm_activation",
-        ],
-        product,
-    );
-    r.rule_aten(&["dot", "vdot"], dot);
-    r.rule_aten(&["inner"], inner);
-    r.rule_aten(&["outer", "ger", "addr", "addr_"], outer);
-    r.rule_aten(&["matmul"], matmul);
-    r.rule_aten(&["linear"], linear);
-    r.rule_aten(&["einsum"], einsum);
-    r.rule_aten(&["tensordot"], tensordot);
-    r.rule_aten(&["bilinear"], bilinear);
-    r.rule_aten(&["_trilinear"], trilinear);
-    r.rule_aten(&["linalg_multi_dot", "chain_matmul"], multi_dot);
+    r.rule_aten(&["addmm_", "baddbmm_", "addbmm_", "addmv_"], product);
+    r.rule_aten(&["addr_"], outer);
 }

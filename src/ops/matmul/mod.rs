@@ -22,33 +22,33 @@ use crate::tensor::contiguous_strides;
 
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
-    r.cpu_op("aten.mm", mm);
-    r.cpu_op("aten.bmm", bmm);
-    r.cpu_op("aten.addmm", addmm);
+    r.define_op("aten.mm", mm, meta::product);
+    r.define_op("aten.bmm", bmm, meta::product);
+    r.define_op("aten.addmm", addmm, meta::product);
     r.cpu("aten.addmm_.default", addmm_);
-    r.cpu_op("aten.baddbmm", baddbmm);
+    r.define_op("aten.baddbmm", baddbmm, meta::product);
     r.cpu("aten.baddbmm_.default", baddbmm_);
-    r.cpu_op("aten.addbmm", addbmm);
+    r.define_op("aten.addbmm", addbmm, meta::product);
     r.cpu("aten.addbmm_.default", addbmm_);
-    r.cpu_op("aten.mv", mv);
-    r.cpu_op("aten.addmv", addmv);
+    r.define_op("aten.mv", mv, meta::product);
+    r.define_op("aten.addmv", addmv, meta::product);
     r.cpu("aten.addmv_.default", addmv_);
-    r.cpu_op("aten.dot", dot);
-    r.cpu_op("aten.vdot", dot);
-    r.cpu_op("aten.inner", inner);
-    r.cpu_op("aten.outer", outer);
-    r.cpu_op("aten.ger", outer);
-    r.cpu_op("aten.addr", addr);
+    r.define_op("aten.dot", dot, meta::dot);
+    r.define_op("aten.vdot", dot, meta::dot);
+    r.define_op("aten.inner", inner, meta::inner);
+    r.define_op("aten.outer", outer, meta::outer);
+    r.define_op("aten.ger", outer, meta::outer);
+    r.define_op("aten.addr", addr, meta::outer);
     r.cpu("aten.addr_.default", addr_);
-    r.cpu_op("aten.matmul", matmul);
-    r.cpu_op("aten.linear", linear);
-    r.cpu_op("aten.einsum", einsum::einsum);
-    r.cpu_op("aten._addmm_activation", addmm_activation);
-    r.cpu_op("aten.tensordot", tensordot);
-    r.cpu_op("aten.bilinear", bilinear);
-    r.cpu_op("aten._trilinear", trilinear);
-    r.cpu_op("aten.linalg_multi_dot", multi_dot);
-    r.cpu_op("aten.chain_matmul", multi_dot);
+    r.define_op("aten.matmul", matmul, meta::matmul);
+    r.define_op("aten.linear", linear, meta::linear);
+    r.define_op("aten.einsum", einsum::einsum, meta::einsum);
+    r.define_op("aten._addmm_activation", addmm_activation, meta::product);
+    r.define_op("aten.tensordot", tensordot, meta::tensordot);
+    r.define_op("aten.bilinear", bilinear, meta::bilinear);
+    r.define_op("aten._trilinear", trilinear, meta::trilinear);
+    r.define_op("aten.linalg_multi_dot", multi_dot, meta::multi_dot);
+    r.define_op("aten.chain_matmul", multi_dot, meta::multi_dot);
 }
 
 fn one(t: Tensor) -> Result<Vec<RValue>> {

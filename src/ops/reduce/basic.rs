@@ -11,23 +11,27 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu_op("aten.sum", sum);
-    r.cpu_op("aten.nansum", sum);
-    r.cpu_op("aten.mean", mean);
-    r.cpu_op("aten.nanmean", mean);
-    r.cpu_op("aten.prod", prod);
-    r.cpu_op("aten.amax", amax);
-    r.cpu_op("aten.amin", amax);
-    r.cpu("aten.max.default", max_all);
-    r.cpu("aten.min.default", max_all);
-    r.cpu("aten.max.dim", max_dim);
-    r.cpu("aten.min.dim", max_dim);
-    r.cpu_op("aten.argmax", argmax);
-    r.cpu_op("aten.argmin", argmax);
-    r.cpu_op("aten.aminmax", aminmax);
-    r.cpu_op("aten.any", any_all);
-    r.cpu_op("aten.all", any_all);
-    r.cpu_op("aten.count_nonzero", count_nonzero);
+    r.define_op("aten.sum", sum, super::meta::sum);
+    r.define_op("aten.nansum", sum, super::meta::sum);
+    r.define_op("aten.mean", mean, super::meta::mean);
+    r.define_op("aten.nanmean", mean, super::meta::mean);
+    r.define_op("aten.prod", prod, super::meta::sum);
+    r.define_op("aten.amax", amax, super::meta::amax);
+    r.define_op("aten.amin", amax, super::meta::amax);
+    r.define("aten.max.default", max_all, super::meta::max_all);
+    r.define("aten.min.default", max_all, super::meta::max_all);
+    r.define("aten.max.dim", max_dim, super::meta::max_dim);
+    r.define("aten.min.dim", max_dim, super::meta::max_dim);
+    r.define_op("aten.argmax", argmax, super::meta::argmax);
+    r.define_op("aten.argmin", argmax, super::meta::argmax);
+    r.define_op("aten.aminmax", aminmax, super::meta::aminmax);
+    r.define_op("aten.any", any_all, super::meta::any_all);
+    r.define_op("aten.all", any_all, super::meta::any_all);
+    r.define_op(
+        "aten.count_nonzero",
+        count_nonzero,
+        super::meta::count_nonzero,
+    );
 }
 
 /// Whether the target is the `min`-flavoured twin of a max op (`amin`, `min.dim`, `argmin`).

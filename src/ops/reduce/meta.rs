@@ -35,13 +35,13 @@ fn int_promoted(x: DType, dtype: Option<DType>) -> DType {
     })
 }
 
-fn sum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let d = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
     one(MetaTensor::new(d, reduced(ctx, &x, false)?))
 }
 
-fn mean(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn mean(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let d = ctx.opt_dtype("dtype")?.unwrap_or(x.dtype);
     if !(d.is_float() || d.is_complex()) {
@@ -53,13 +53,13 @@ fn mean(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(d, reduced(ctx, &x, false)?))
 }
 
-fn amax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn amax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     one(x.with_sizes(reduced(ctx, &x, false)?))
 }
 
 /// `max.default` / `min.default`: 0-d; `max.other` is elementwise.
-fn max_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn max_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     if ctx.has("other") {
         let o = ctx.tensor("other")?;
@@ -78,7 +78,7 @@ fn one_dim(ctx: &MetaCtx, x: &MetaTensor) -> RuleResult<Vec<usize>> {
     Ok(reduce_shape(&x.sizes, &[d], ctx.bool_or("keepdim", false)?))
 }
 
-fn max_dim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn max_dim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let s = one_dim(ctx, &x)?;
     Ok(vec![
@@ -87,7 +87,7 @@ fn max_dim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     ])
 }
 
-fn argmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn argmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let s = match ctx.opt_int("dim")? {
         Some(_) => one_dim(ctx, &x)?,
@@ -97,7 +97,7 @@ fn argmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(DType::I64, s))
 }
 
-fn aminmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn aminmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let s = match ctx.opt_int("dim")? {
         Some(_) => one_dim(ctx, &x)?,
@@ -111,7 +111,7 @@ fn aminmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensor(t.clone()), MValue::Tensor(t)])
 }
 
-fn any_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn any_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let d = if x.dtype == DType::U8 {
         DType::U8
@@ -121,7 +121,7 @@ fn any_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(d, reduced(ctx, &x, true)?))
 }
 
-fn count_nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn count_nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let dims = ctx.opt_ints("dim")?;
     let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), false))?;
@@ -142,31 +142,31 @@ fn var_std(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     })
 }
 
-fn float_reduce(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn float_reduce(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let d = ctx.opt_dtype("dtype")?.unwrap_or(float_dtype(x.dtype));
     one(MetaTensor::new(d, reduced(ctx, &x, false)?))
 }
 
-fn scan(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn scan(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
     let d = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
     one(x.with_dtype(d))
 }
 
-fn scan_inplace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn scan_inplace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(ctx.tensor("self")?)
 }
 
-fn cummax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn cummax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
     let i = x.with_dtype(DType::I64);
     Ok(vec![MValue::Tensor(x), MValue::Tensor(i)])
 }
 
-fn logcumsumexp(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn logcumsumexp(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
     let d = float_dtype(x.dtype);
@@ -174,7 +174,7 @@ fn logcumsumexp(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `diff(self, n, dim, prepend, append)`: the dim grows by prepend/append, shrinks by n.
-fn diff(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn diff(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     if x.rank() == 0 {
         return Err("diff expects input to be at least one-dimensional".into());
@@ -198,7 +198,7 @@ fn diff(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(dtype, s))
 }
 
-fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
     let d = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16) {
@@ -210,32 +210,7 @@ fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["sum", "nansum", "prod"], sum);
-    r.rule_aten(&["mean", "nanmean"], mean);
-    r.rule_aten(&["amax", "amin"], amax);
-    r.rule("aten.max.default", max_all);
-    r.rule("aten.min.default", max_all);
     r.rule("aten.max.other", max_all);
     r.rule("aten.min.other", max_all);
-    r.rule("aten.max.dim", max_dim);
-    r.rule("aten.min.dim", max_dim);
-    r.rule_aten(&["argmax", "argmin"], argmax);
-    r.rule_aten(&["aminmax"], aminmax);
-    r.rule_aten(&["any", "all"], any_all);
-    r.rule_aten(&["count_nonzero"], count_nonzero);
     r.rule_aten(&["var", "std", "var_mean", "std_mean"], var_std);
-    r.rule_aten(
-        &["logsumexp", "norm", "linalg_vector_norm", "frobenius_norm"],
-        float_reduce,
-    );
-    r.rule_aten(&["cumsum", "cumprod"], scan);
-    r.rule_aten(&["cumsum_", "cumprod_"], scan_inplace);
-    r.rule_aten(&["cummax", "cummin"], cummax);
-    r.rule_aten(&["logcumsumexp"], logcumsumexp);
-    r.rule_aten(&["diff"], diff);
-    r.rule("aten.softmax.int", softmax);
-    r.rule("aten._softmax.default", softmax);
-    r.rule("aten._safe_softmax.default", softmax);
-    r.rule("aten.log_softmax.int", softmax);
-    r.rule("aten._log_softmax.default", softmax);
 }

@@ -11,14 +11,14 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu_op("aten.cumsum", cumsum);
-    r.cpu_op("aten.cumprod", cumsum);
-    r.cpu_op("aten.cumsum_", cumsum);
-    r.cpu_op("aten.cumprod_", cumsum);
-    r.cpu_op("aten.cummax", cummax);
-    r.cpu_op("aten.cummin", cummax);
-    r.cpu_op("aten.logcumsumexp", logcumsumexp);
-    r.cpu_op("aten.diff", diff);
+    r.define_op("aten.cumsum", cumsum, super::meta::scan);
+    r.define_op("aten.cumprod", cumsum, super::meta::scan);
+    r.define_op("aten.cumsum_", cumsum, super::meta::scan_inplace);
+    r.define_op("aten.cumprod_", cumsum, super::meta::scan_inplace);
+    r.define_op("aten.cummax", cummax, super::meta::cummax);
+    r.define_op("aten.cummin", cummax, super::meta::cummax);
+    r.define_op("aten.logcumsumexp", logcumsumexp, super::meta::logcumsumexp);
+    r.define_op("aten.diff", diff, super::meta::diff);
 }
 
 /// diff(self, n=1, dim=-1, prepend=None, append=None): `x[i+1] - x[i]` along `dim`, `n`

@@ -10,11 +10,11 @@ use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu("aten.softmax.int", softmax);
-    r.cpu("aten._softmax.default", softmax);
-    r.cpu("aten._safe_softmax.default", softmax);
-    r.cpu("aten.log_softmax.int", softmax);
-    r.cpu("aten._log_softmax.default", softmax);
+    r.define("aten.softmax.int", softmax, super::meta::softmax);
+    r.define("aten._softmax.default", softmax, super::meta::softmax);
+    r.define("aten._safe_softmax.default", softmax, super::meta::softmax);
+    r.define("aten.log_softmax.int", softmax, super::meta::softmax);
+    r.define("aten._log_softmax.default", softmax, super::meta::softmax);
 }
 
 /// Softmax (or log-softmax) of one lane in place, numerically stable (max subtracted).

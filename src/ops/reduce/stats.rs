@@ -11,10 +11,10 @@ pub(super) fn register(r: &mut OpTable) {
     for op in ["aten.var", "aten.std", "aten.var_mean", "aten.std_mean"] {
         r.cpu_op(op, var_std);
     }
-    r.cpu_op("aten.logsumexp", logsumexp);
-    r.cpu_op("aten.norm", norm);
-    r.cpu_op("aten.linalg_vector_norm", norm);
-    r.cpu_op("aten.frobenius_norm", norm);
+    r.define_op("aten.logsumexp", logsumexp, super::meta::float_reduce);
+    r.define_op("aten.norm", norm, super::meta::float_reduce);
+    r.define_op("aten.linalg_vector_norm", norm, super::meta::float_reduce);
+    r.define_op("aten.frobenius_norm", norm, super::meta::float_reduce);
 }
 
 /// var, std, var_mean, std_mean: every overload (`default` with `unbiased`, `dim`, and

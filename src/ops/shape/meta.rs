@@ -89,7 +89,7 @@ fn unflatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(out))
 }
 
-fn squeeze(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn squeeze(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let dims: Vec<usize> = match ctx.opt_ints("dim")? {
         None => (0..t.rank()).collect(),
@@ -191,7 +191,7 @@ fn mt(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(swap(ctx, &t, -2, -1)?)
 }
 
-fn movedim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn movedim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let r = t.rank();
     let src: Vec<usize> = ctx
@@ -347,7 +347,7 @@ fn select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn narrow(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn narrow(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return Err("narrow() cannot be applied to a 0-dim tensor".into());
@@ -470,7 +470,7 @@ fn chunk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     pieces(&t, d, &parts)
 }
 
-fn tensor_split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn tensor_split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return Err("tensor_split expects at least a 1-dimensional tensor".into());
@@ -569,7 +569,6 @@ pub(crate) fn register(r: &mut OpTable) {
     r.rule_aten(&["view_as", "reshape_as"], view_as);
     r.rule_aten(&["flatten"], flatten);
     r.rule_aten(&["unflatten"], unflatten);
-    r.rule_aten(&["squeeze", "squeeze_copy"], squeeze);
     r.rule_aten(&["unsqueeze", "unsqueeze_copy"], unsqueeze);
     r.rule_aten(&["permute", "permute_copy"], permute);
     r.rule_aten(
@@ -579,12 +578,11 @@ pub(crate) fn register(r: &mut OpTable) {
     r.rule_aten(&["t", "t_copy"], t_);
     r.rule_aten(&["numpy_T"], numpy_t);
     r.rule_aten(&["mT", "adjoint"], mt);
-    r.rule_aten(&["movedim", "moveaxis"], movedim);
     r.rule_aten(&["expand", "broadcast_to", "expand_copy"], expand);
     r.rule_aten(&["expand_as"], expand_as);
     r.rule_aten(&["slice", "slice_copy"], slice);
     r.rule_aten(&["select", "select_copy"], select);
-    r.rule_aten(&["narrow", "narrow_copy"], narrow);
+    r.rule_aten(&["narrow_copy"], narrow);
     r.rule_aten(&["as_strided", "as_strided_copy"], as_strided);
     r.rule_aten(&["unbind", "unbind_copy"], unbind);
     r.rule_aten(
@@ -599,7 +597,6 @@ pub(crate) fn register(r: &mut OpTable) {
         split,
     );
     r.rule_aten(&["chunk", "unsafe_chunk"], chunk);
-    r.rule_aten(&["tensor_split"], tensor_split);
     r.rule_aten(&["diagonal", "diagonal_copy"], diagonal);
     r.rule_aten(&["unfold", "unfold_copy"], unfold);
     r.rule_aten(

@@ -22,7 +22,7 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.reshape_as.default", reshape_as);
     r.cpu("aten.flatten.using_ints", flatten);
     r.cpu("aten.unflatten.int", unflatten);
-    r.cpu_op("aten.squeeze", squeeze);
+    r.define_op("aten.squeeze", squeeze, super::meta::squeeze);
     r.cpu("aten.unsqueeze.default", unsqueeze);
     r.cpu("aten.permute.default", permute);
     r.cpu("aten.transpose.int", transpose);
@@ -32,14 +32,14 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.numpy_T.default", numpy_t);
     r.cpu("aten.mT.default", mt);
     r.cpu("aten.adjoint.default", mt);
-    r.cpu_op("aten.movedim", movedim);
-    r.cpu_op("aten.moveaxis", movedim);
+    r.define_op("aten.movedim", movedim, super::meta::movedim);
+    r.define_op("aten.moveaxis", movedim, super::meta::movedim);
     r.cpu("aten.expand.default", expand);
     r.cpu("aten.expand_as.default", expand_as);
     r.cpu("aten.broadcast_to.default", broadcast_to);
     r.cpu("aten.slice.Tensor", slice);
     r.cpu("aten.select.int", select);
-    r.cpu_op("aten.narrow", narrow);
+    r.define_op("aten.narrow", narrow, super::meta::narrow);
     r.cpu("aten.as_strided.default", as_strided);
     r.cpu("aten.unbind.int", unbind);
     r.cpu("aten.split.Tensor", split);
@@ -49,7 +49,7 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.unsafe_split_with_sizes.default", split_with_sizes);
     r.cpu("aten.chunk.default", chunk);
     r.cpu("aten.unsafe_chunk.default", chunk);
-    r.cpu_op("aten.tensor_split", tensor_split);
+    r.define_op("aten.tensor_split", tensor_split, super::meta::tensor_split);
     r.cpu("aten.diagonal.default", diagonal);
     r.cpu("aten.unfold.default", unfold);
     r.cpu("aten.alias.default", alias);
@@ -65,7 +65,7 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.expand_copy.default", expand_copy);
     r.cpu("aten.slice_copy.Tensor", slice_copy);
     r.cpu("aten.select_copy.int", select_copy);
-    r.cpu_op("aten.squeeze_copy", squeeze_copy);
+    r.define_op("aten.squeeze_copy", squeeze_copy, super::meta::squeeze);
     r.cpu("aten.unsqueeze_copy.default", unsqueeze_copy);
     r.cpu("aten.alias_copy.default", alias_copy);
     r.cpu("aten.detach_copy.default", alias_copy);

@@ -12,7 +12,7 @@ fn pair(v: MetaTensor) -> Vec<MValue> {
     vec![MValue::Tensor(v), MValue::Tensor(i)]
 }
 
-fn sort(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn sort(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let t = ctx.target();
     let dim = if t.starts_with("aten.msort") {
@@ -30,7 +30,7 @@ fn sort(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     })
 }
 
-fn topk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn topk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let k = ctx.int("k")?;
     let dim = ctx.wrap_dim(ctx.int_or("dim", -1)?, x.rank())?;
@@ -49,7 +49,7 @@ fn topk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 /// `kthvalue(self, k, dim, keepdim)`, `median.dim`, `nanmedian.dim`; the `.default`
 /// medians reduce everything to a 0-d value.
-fn select_along(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn select_along(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let dim = match ctx.opt_int("dim")? {
         Some(d) => d,
@@ -61,7 +61,7 @@ fn select_along(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(pair(x.with_sizes(reduce_shape(&x.sizes, &[d], keep))))
 }
 
-fn searchsorted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn searchsorted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let sizes = match ctx.arg("self") {
         Some(a) if matches!(a, crate::program::Arg::Tensor(_)) => ctx.tensor_of(a, "self")?.sizes,
         _ => vec![],
@@ -75,8 +75,6 @@ fn searchsorted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["sort", "argsort", "msort"], sort);
-    r.rule("aten.topk.default", topk);
-    r.rule_aten(&["kthvalue", "median", "nanmedian"], select_along);
-    r.rule_aten(&["searchsorted", "bucketize"], searchsorted);
+    r.rule_aten(&["msort"], sort);
+    r.rule_aten(&["kthvalue"], select_along);
 }

@@ -19,15 +19,15 @@ use std::cmp::Ordering;
 
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
-    r.cpu_op("aten.sort", sort);
-    r.cpu_op("aten.argsort", sort);
+    r.define_op("aten.sort", sort, meta::sort);
+    r.define_op("aten.argsort", sort, meta::sort);
     r.cpu("aten.msort.default", sort);
-    r.cpu("aten.topk.default", topk);
+    r.define("aten.topk.default", topk, meta::topk);
     r.cpu("aten.kthvalue.default", kthvalue);
-    r.cpu_op("aten.median", median);
-    r.cpu_op("aten.nanmedian", median);
-    r.cpu_op("aten.searchsorted", searchsorted);
-    r.cpu_op("aten.bucketize", searchsorted);
+    r.define_op("aten.median", median, meta::select_along);
+    r.define_op("aten.nanmedian", median, meta::select_along);
+    r.define_op("aten.searchsorted", searchsorted, meta::searchsorted);
+    r.define_op("aten.bucketize", searchsorted, meta::searchsorted);
 }
 
 #[inline]
