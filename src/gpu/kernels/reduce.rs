@@ -11,7 +11,7 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::GTensor;
-use crate::program::Arg;
+use crate::ops::reduce::Reduction;
 
 op_enum!(
     StatsOp,
@@ -116,23 +116,9 @@ pub(super) fn plan(x: &GTensor, red: &[bool], keepdim: bool) -> Plan {
     }
 }
 
-/// The reduced dims from a `dim` argument (an int, a list, or None / empty for all).
-fn red_mask(k: &KernelCtx, x: &GTensor, name: &str) -> crate::error::Result<Option<Vec<bool>>> {
-    let r = x.rank();
-    let dims: Vec<i64> = match k.op.arg(name) {
-        None | Some(Arg::None) => vec![],
-        Some(Arg::Int(d)) => vec![*d],
-        Some(_) => k.op.ints(name)?,
-    };
-    let mut red = vec![dims.is_empty(); r];
-    for d in dims {
-        match norm_dim(d, r) {
-            Some(d) if d < r => red[d] = true,
-            _ if r == 0 => {}
-            _ => return Ok(None),
-        }
-    }
-    Ok(Some(red))
+/// The reduced dims of the node ([`Reduction`]: the CPU kernels' rule and errors).
+fn red_mask(k: &KernelCtx, x: &GTensor) -> crate::error::Result<Vec<bool>> {
+    Ok(Reduction::parse(&k.op, x.rank())?.mask)
 }
 
 fn f32_in(k: &KernelCtx, x: &GTensor) -> bool {
@@ -158,9 +144,7 @@ fn int_prod(k: &mut KernelCtx, x: GTensor) -> Out {
     if k.op.opt_dtype("dtype")?.is_some_and(|d| d != out_dtype) {
         return Ok(None);
     }
-    let Some(red) = red_mask(k, &x, "dim")? else {
-        return Ok(None);
-    };
+    let red = red_mask(k, &x)?;
     let mut pl = plan(&x, &red, k.op.bool_or("keepdim", false)?);
     pl.meta.p = wrap_code(out_dtype);
     k.ensure(&x)?;
@@ -219,9 +203,7 @@ pub(super) fn stats(k: &mut KernelCtx) -> Out {
     if k.op.opt_dtype("dtype")?.is_some_and(|d| d != DType::F32) {
         return Ok(None);
     }
-    let Some(red) = red_mask(k, &x, "dim")? else {
-        return Ok(None);
-    };
+    let red = red_mask(k, &x)?;
     let keepdim = k.op.bool_or("keepdim", false)?;
     let mut pl = plan(&x, &red, keepdim);
     k.ensure(&x)?;
@@ -398,9 +380,7 @@ pub(super) fn count_nonzero(k: &mut KernelCtx) -> Out {
     if !f32_in(k, &x) || !k.out_is(DType::I64) {
         return Ok(None);
     }
-    let Some(red) = red_mask(k, &x, "dim")? else {
-        return Ok(None);
-    };
+    let red = red_mask(k, &x)?;
     let pl = plan(&x, &red, false);
     k.ensure(&x)?;
     let out = k.new_out(DType::I64, &pl.out_sizes)?;

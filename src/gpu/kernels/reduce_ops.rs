@@ -256,23 +256,8 @@ pub(super) fn reduce_with(k: &mut KernelCtx, x: GTensor, op: &str) -> Out {
         }
     }
     let r = x.rank();
-    let dims: Vec<i64> = match k.op.arg("dim") {
-        None | Some(Arg::None) => vec![],
-        Some(_) => k.op.ints("dim")?,
-    };
-    let mut red = vec![false; r];
-    if dims.is_empty() {
-        red.iter_mut().for_each(|x| *x = true);
-    } else {
-        for d in dims {
-            match norm_dim(d, r) {
-                Some(d) if d < r => red[d] = true,
-                _ if r == 0 => {}
-                _ => return Ok(None),
-            }
-        }
-    }
-    let keepdim = k.op.bool_or("keepdim", false)?;
+    let crate::ops::reduce::Reduction { mask: red, keepdim } =
+        crate::ops::reduce::Reduction::parse(&k.op, r)?;
     let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
     let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
     let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();

@@ -1,7 +1,7 @@
 //! sum, nansum, mean, nanmean, prod; amax/amin, max/min (full and along a dim, with indices),
 //! argmax/argmin, aminmax; any/all; count_nonzero.
 
-use super::{check_nonempty, gather_lanes, reduce_mask, reduced_sizes, typed};
+use super::{check_nonempty, gather_lanes, reduced_sizes, typed, Reduction};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
@@ -38,12 +38,6 @@ pub(super) fn register(r: &mut OpTable) {
 fn is_min(ctx: &OpCtx) -> bool {
     let t = ctx.target();
     t.starts_with("aten.amin") || t.starts_with("aten.min.") || t.starts_with("aten.argmin")
-}
-
-/// The dims argument as a mask; `dim` may be absent (all dims), an int, or a list.
-fn mask_of(ctx: &OpCtx, x: &Tensor, empty_is_none: bool) -> Result<Vec<bool>> {
-    let dims = ctx.opt_ints("dim")?;
-    reduce_mask(ctx, dims.as_deref(), x.rank(), empty_is_none)
 }
 
 /// A sum or product over `mask` of `x` converted to `out`: i64 wrapping arithmetic for integer
@@ -102,8 +96,7 @@ fn int_promoted(x: DType, dtype: Option<DType>) -> DType {
 
 fn sum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let mask = mask_of(ctx, &x, false)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     let out = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
     let skip_nan = ctx.target().starts_with("aten.nansum");
     Ok(vec![
@@ -114,8 +107,7 @@ fn sum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn prod(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
     // prod.dim_int takes one int dim; prod.default reduces everything.
-    let mask = mask_of(ctx, &x, false)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     let out = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
     Ok(vec![
         accumulate(&x, &mask, out, keepdim, true, false)?.into()
@@ -124,8 +116,7 @@ fn prod(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn mean(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let mask = mask_of(ctx, &x, false)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     let out = ctx.opt_dtype("dtype")?.unwrap_or(x.dtype);
     if !out.is_float() || super::compute_float(out).is_none() {
         return Err(ctx.err(format!(
@@ -201,8 +192,7 @@ fn extreme_over(
 
 fn amax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let mask = mask_of(ctx, &x, false)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     let min = is_min(ctx);
     let (v, _) = extreme_over(
         ctx,
@@ -292,9 +282,8 @@ fn aminmax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn any_all(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    // any.dims/all.dims treat an empty list as "reduce nothing".
-    let mask = mask_of(ctx, &x, true)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    // any.dims/all.dims treat an empty list as "reduce nothing" (Reduction).
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     let all = ctx.target().starts_with("aten.all");
     let sizes = reduced_sizes(&x.sizes, &mask, keepdim);
     let (v, lanes, lane) = gather_lanes::<bool>(&x, &mask);
@@ -320,7 +309,7 @@ fn any_all(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn count_nonzero(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let mask = mask_of(ctx, &x, false)?;
+    let mask = Reduction::parse(ctx, x.rank())?.mask;
     let sizes = reduced_sizes(&x.sizes, &mask, false);
     let (v, lanes, lane) = gather_lanes::<bool>(&x, &mask);
     let res: Vec<i64> = (0..lanes)

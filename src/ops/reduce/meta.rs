@@ -6,7 +6,7 @@
 use crate::dtype::DType;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::{float_dtype, one};
-use crate::ops::reduce::{reduce_mask, reduced_sizes};
+use crate::ops::reduce::{reduced_sizes, Reduction};
 use crate::ops::OpTable;
 
 /// Sizes after reducing `dims` (already wrapped).
@@ -15,16 +15,12 @@ pub(crate) fn reduce_shape(sizes: &[usize], dims: &[usize], keepdim: bool) -> Ve
     reduced_sizes(sizes, &mask, keepdim)
 }
 
-/// The reduced sizes for the node's `dim` argument (`empty_is_none`: an empty list reduces
-/// nothing, as `any.dims`).
-fn reduced(ctx: &MetaCtx, x: &MetaTensor, empty_is_none: bool) -> RuleResult<Vec<usize>> {
-    let dims = ctx.opt_ints("dim")?;
-    let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), empty_is_none))?;
-    Ok(reduced_sizes(
-        &x.sizes,
-        &mask,
-        ctx.bool_or("keepdim", false)?,
-    ))
+/// The reduced sizes for the node's `dim` and `keepdim` ([`Reduction`], shared with the
+/// kernels).
+fn reduced(ctx: &MetaCtx, x: &MetaTensor) -> RuleResult<Vec<usize>> {
+    Ok(ctx
+        .with_op(|c| Reduction::parse(c, x.rank()))?
+        .out_sizes(&x.sizes))
 }
 
 fn int_promoted(x: DType, dtype: Option<DType>) -> DType {
@@ -38,7 +34,7 @@ fn int_promoted(x: DType, dtype: Option<DType>) -> DType {
 pub(super) fn sum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let d = int_promoted(x.dtype, ctx.opt_dtype("dtype")?);
-    one(MetaTensor::new(d, reduced(ctx, &x, false)?))
+    one(MetaTensor::new(d, reduced(ctx, &x)?))
 }
 
 pub(super) fn mean(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
@@ -50,12 +46,12 @@ pub(super) fn mean(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
              complex dtype. Got: {d}"
         ));
     }
-    one(MetaTensor::new(d, reduced(ctx, &x, false)?))
+    one(MetaTensor::new(d, reduced(ctx, &x)?))
 }
 
 pub(super) fn amax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
-    one(x.with_sizes(reduced(ctx, &x, false)?))
+    one(x.with_sizes(reduced(ctx, &x)?))
 }
 
 /// `max.default` / `min.default`: 0-d; `max.other` is elementwise.
@@ -118,13 +114,12 @@ pub(super) fn any_all(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     } else {
         DType::Bool
     };
-    one(MetaTensor::new(d, reduced(ctx, &x, true)?))
+    one(MetaTensor::new(d, reduced(ctx, &x)?))
 }
 
 pub(super) fn count_nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
-    let dims = ctx.opt_ints("dim")?;
-    let mask = ctx.with_op(|c| reduce_mask(c, dims.as_deref(), x.rank(), false))?;
+    let mask = ctx.with_op(|c| Reduction::parse(c, x.rank()))?.mask;
     one(MetaTensor::new(
         DType::I64,
         reduced_sizes(&x.sizes, &mask, false),
@@ -133,7 +128,7 @@ pub(super) fn count_nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 fn var_std(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
-    let s = reduced(ctx, &x, false)?;
+    let s = reduced(ctx, &x)?;
     let t = MetaTensor::new(float_dtype(x.dtype), s);
     Ok(if ctx.target().contains("_mean") {
         vec![MValue::Tensor(t.clone()), MValue::Tensor(t)]
@@ -145,7 +140,7 @@ fn var_std(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 pub(super) fn float_reduce(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
     let d = ctx.opt_dtype("dtype")?.unwrap_or(float_dtype(x.dtype));
-    one(MetaTensor::new(d, reduced(ctx, &x, false)?))
+    one(MetaTensor::new(d, reduced(ctx, &x)?))
 }
 
 pub(super) fn scan(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {

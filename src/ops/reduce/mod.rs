@@ -58,6 +58,32 @@ pub(crate) fn reduce_mask(
     Ok(mask)
 }
 
+/// The dims a reduction folds and whether they stay as size-1 dims, parsed once from the
+/// node (`dim`: absent, an int or a list; `keepdim`) and shared by the CPU kernels, the shape
+/// rules and the GPU kernels. An absent or empty `dim` folds every dim, except for `any` and
+/// `all`, which fold nothing over `[]` (torch's `any.dims` / `all.dims`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Reduction {
+    pub mask: Vec<bool>,
+    pub keepdim: bool,
+}
+
+impl Reduction {
+    pub fn parse(ctx: &OpCtx, rank: usize) -> Result<Reduction> {
+        let t = ctx.target();
+        let empty_is_none = t.starts_with("aten.any.") || t.starts_with("aten.all.");
+        let dims = ctx.opt_ints("dim")?;
+        Ok(Reduction {
+            mask: reduce_mask(ctx, dims.as_deref(), rank, empty_is_none)?,
+            keepdim: ctx.bool_or("keepdim", false)?,
+        })
+    }
+    /// The output's sizes for an input of `sizes`.
+    pub fn out_sizes(&self, sizes: &[usize]) -> Vec<usize> {
+        reduced_sizes(sizes, &self.mask, self.keepdim)
+    }
+}
+
 /// The output sizes of a reduction over `mask`.
 pub(crate) fn reduced_sizes(sizes: &[usize], mask: &[bool], keepdim: bool) -> Vec<usize> {
     sizes

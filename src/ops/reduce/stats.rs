@@ -1,7 +1,7 @@
 //! var/std (and var_mean/std_mean) with torch's `correction`, logsumexp, and vector norms
 //! (`norm`, `linalg_vector_norm`, `frobenius_norm`).
 
-use super::{gather_lanes, need_float, reduce_mask, reduced_sizes, typed};
+use super::{gather_lanes, need_float, reduced_sizes, typed, Reduction};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{OpCtx, OpTable};
@@ -36,9 +36,7 @@ fn var_std(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             }
         }
     };
-    let dims = ctx.opt_ints("dim")?;
-    let mask = reduce_mask(ctx, dims.as_deref(), x.rank(), false)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     let sizes = reduced_sizes(&x.sizes, &mask, keepdim);
     let (v, lanes, lane) = gather_lanes::<f64>(&x, &mask);
     let mut vars = Vec::with_capacity(lanes);
@@ -63,9 +61,7 @@ fn var_std(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn logsumexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let dims = ctx.opt_ints("dim")?;
-    let mask = reduce_mask(ctx, dims.as_deref(), x.rank(), false)?;
-    let keepdim = ctx.bool_or("keepdim", false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     // Integer inputs produce the default float dtype.
     let out = if x.dtype.is_float() {
         x.dtype
@@ -130,12 +126,10 @@ fn norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let out = ctx.opt_dtype("dtype")?.unwrap_or(x.dtype);
     need_float(ctx, "norm", x.dtype)?;
     need_float(ctx, "norm", out)?;
-    let dims = ctx.opt_ints("dim")?;
-    let mask = reduce_mask(ctx, dims.as_deref(), x.rank(), false)?;
+    let Reduction { mask, keepdim } = Reduction::parse(ctx, x.rank())?;
     if p.is_infinite() {
         super::check_nonempty(ctx, "linalg.vector_norm", &x.sizes, &mask)?;
     }
-    let keepdim = ctx.bool_or("keepdim", false)?;
     let sizes = reduced_sizes(&x.sizes, &mask, keepdim);
     // A dtype argument computes in that dtype: round the input first.
     let xc = if out != x.dtype { x.to_dtype(out)? } else { x };

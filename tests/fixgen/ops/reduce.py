@@ -60,6 +60,8 @@ CASES = [
     # any / all / count_nonzero
     Case("any_all", lambda x: (x.any(), x.all(), x.any(1), x.all(0, keepdim=True), x.any((0, 2)), x.all((0, 1))), [randn(2, 3, 4) > -0.5], tol="exact"),
     Case("any_all_other_dtypes", lambda x, u, e: (x.any(1), x.all(1), u.any(1), u.all(0), e.any(0), e.all(0)), [torch.tensor([[0.0, 1.0], [0.0, 0.0], [nan, 2.0]]), randint(0, 2, 3, 4, dtype=torch.uint8), torch.zeros(0, 3, dtype=torch.bool)], tol="exact"),
+    # any.dims / all.dims over [] reduce nothing; sum over [] reduces everything.
+    Case("any_all_empty_dims", lambda x, f: (torch.any(x, dim=()), torch.all(x, dim=()), torch.any(f, dim=()), x.sum(dim=())), [randn(2, 3) > 0, randn(2, 3)], tol="exact"),
     Case("count_nonzero", lambda x: (x.count_nonzero(), x.count_nonzero(1), torch.count_nonzero(x, (0, 1))), [torch.tensor([[0.0, 1.0, 2.0], [0.0, 0.0, -1.0]])], tol="exact"),
     # logsumexp / norms
     Case("logsumexp", lambda x: (x.logsumexp(1), x.logsumexp((0, 2), keepdim=True)), [randn(2, 3, 4)], core=False),
