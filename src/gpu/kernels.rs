@@ -22,7 +22,9 @@ const MAX_RANK: usize = 8;
 #[macro_use]
 mod params;
 mod attention;
+mod contract;
 mod conv;
+mod draws;
 mod elementwise_args;
 mod fill;
 mod index;

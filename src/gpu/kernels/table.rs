@@ -164,7 +164,9 @@ pub fn gpu_table() -> &'static GpuTable {
         super::shape::register(&mut t);
         super::reduce::register(&mut t);
         super::elementwise::register(&mut t);
+        super::draws::register(&mut t);
         super::linalg::register(&mut t);
+        super::contract::register(&mut t);
         super::matmul::register(&mut t);
         super::reduce_ops::register(&mut t);
         crate::gpu::random::register(&mut t);
