@@ -124,3 +124,46 @@ fn every_entry_has_a_family_and_something_to_run() {
         assert!(dir.join("meta.rs").is_file(), "{}", dir.display());
     }
 }
+
+/// Every GPU registration names an op the op table knows, with a CPU kernel and a shape rule
+/// (a misspelt op in a family's `register` would otherwise never match a node): each listed
+/// overload of an `Only` entry exactly, and some overload of the others.
+#[test]
+fn every_gpu_registration_names_a_known_op() {
+    use pt2web::gpu::kernels::table::{gpu_table, On};
+    let table = pt2web::ops::table();
+    let known = |op: &str| {
+        table.defs().iter().any(|d| {
+            (d.name == op || d.name.rsplit_once('.').is_some_and(|(o, _)| o == op))
+                && d.cpu.is_some()
+        })
+    };
+    let mut bad = Vec::new();
+    let regs = gpu_table().registrations();
+    for (op, on) in &regs {
+        // Metadata-only targets outside aten (`_operator.add`, `torch.sym_float`) are
+        // registered by prefix and run their CPU kernel on placeholders.
+        if matches!(op.as_str(), "_operator" | "math" | "torch") {
+            continue;
+        }
+        match on {
+            On::Only(overloads) => {
+                for o in *overloads {
+                    let t = format!("{op}.{o}");
+                    if table.cpu_kernel(&t).is_none() || table.shape_rule(&t).is_none() {
+                        bad.push(format!("{t}: no CPU kernel or no shape rule"));
+                    }
+                }
+            }
+            _ if !known(op) => bad.push(format!("{op}: no CPU kernel for any overload")),
+            _ => {}
+        }
+    }
+    eprintln!("{} GPU registrations checked", regs.len());
+    assert!(regs.len() > 150, "only {} GPU registrations", regs.len());
+    assert!(
+        bad.is_empty(),
+        "GPU registrations the op table lacks:\n{}",
+        bad.join("\n")
+    );
+}

@@ -145,6 +145,16 @@ impl GpuTable {
             .find(|(on, _)| on.serves(overload))
             .map(|(_, e)| e)
     }
+    /// Every registration: the op and the overloads it serves, in registration order per op.
+    pub fn registrations(&self) -> Vec<(String, On)> {
+        let mut v: Vec<(String, On)> = self
+            .ops
+            .iter()
+            .flat_map(|(op, es)| es.iter().map(move |(on, _)| (op.clone(), *on)))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
     /// Every registered op, sorted.
     pub fn names(&self) -> Vec<String> {
         let mut v: Vec<String> = self.ops.keys().cloned().collect();
