@@ -21,18 +21,15 @@ pub(super) fn softmax(k: &mut KernelCtx) -> Out {
     let Some(elems) = k.elems(x.dtype, od) else {
         return Ok(None);
     };
-    let log = k.target().contains("log_softmax");
-    // _safe_softmax: fully masked (all -inf) rows give zeros.
-    let safe = k.target().starts_with("aten._safe_softmax.");
+    // The op table's parameters (_safe_softmax: fully masked rows give zeros).
+    let p = crate::ops::reduce::softmax::SoftmaxParams::parse(&k.op, x.rank(), x.dtype)?;
+    let (log, safe, dim) = (p.log, p.safe, p.dim);
     // A 0-d tensor is one row of one element.
     let zero_d = x.rank() == 0;
     let x = if zero_d {
         x.view(vec![1], vec![1], x.offset)
     } else {
         x
-    };
-    let Some(dim) = norm_dim(k.op.int("dim")?, x.rank()) else {
-        return Ok(None);
     };
     // Move `dim` last (a view), make it contiguous, run rows, move it back with a copy.
     let r = x.rank();

@@ -195,13 +195,8 @@ pub(super) fn diff(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 pub(super) fn softmax(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let x = ctx.tensor("self")?;
-    ctx.wrap_dim(ctx.int("dim")?, x.rank())?;
-    let d = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16) {
-        DType::F32
-    } else {
-        ctx.opt_dtype("dtype")?.unwrap_or(x.dtype)
-    };
-    one(x.with_dtype(d))
+    let p = ctx.with_op(|c| super::softmax::SoftmaxParams::parse(c, x.rank(), x.dtype))?;
+    one(x.with_dtype(p.out))
 }
 
 pub(crate) fn register(r: &mut OpTable) {

@@ -11,7 +11,7 @@ pub(crate) mod meta;
 
 mod basic;
 mod scan;
-mod softmax;
+pub(crate) mod softmax;
 mod stats;
 
 use super::{OpCtx, OpTable};

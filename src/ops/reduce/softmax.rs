@@ -17,6 +17,37 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten._log_softmax.default", softmax, super::meta::softmax);
 }
 
+/// Everything about a softmax call other than its input, parsed once from the node and
+/// shared by the CPU kernel, the shape rule (`meta.rs`) and the GPU kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct SoftmaxParams {
+    /// The dim, wrapped (0 for a 0-d input).
+    pub dim: usize,
+    /// log_softmax.
+    pub log: bool,
+    /// `_safe_softmax`: a row that is entirely -inf gives zeros, not NaN.
+    pub safe: bool,
+    /// The result's dtype: `dtype=`, f32 for `half_to_float` of f16/bf16, else the input's.
+    pub out: DType,
+}
+
+impl SoftmaxParams {
+    pub fn parse(ctx: &OpCtx, rank: usize, input: DType) -> Result<SoftmaxParams> {
+        let t = ctx.target();
+        let half_to_float = ctx.bool_or("half_to_float", false)?;
+        Ok(SoftmaxParams {
+            dim: wrap_dim(ctx, ctx.int("dim")?, rank)?,
+            log: t.contains("log_softmax"),
+            safe: t.starts_with("aten._safe_softmax"),
+            out: if half_to_float && matches!(input, DType::F16 | DType::BF16) {
+                DType::F32
+            } else {
+                ctx.opt_dtype("dtype")?.unwrap_or(input)
+            },
+        })
+    }
+}
+
 /// Softmax (or log-softmax) of one lane in place, numerically stable (max subtracted).
 /// `safe`: a lane whose max is -inf (every element masked) becomes all zeros.
 fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
@@ -58,16 +89,12 @@ fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
 
 fn softmax(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let t = ctx.target();
-    let log = t.contains("log_softmax");
-    let safe = t.starts_with("aten._safe_softmax");
-    let dim = wrap_dim(ctx, ctx.int("dim")?, x.rank())?;
-    let out = if ctx.bool_or("half_to_float", false)? && matches!(x.dtype, DType::F16 | DType::BF16)
-    {
-        DType::F32
-    } else {
-        ctx.opt_dtype("dtype")?.unwrap_or(x.dtype)
-    };
+    let SoftmaxParams {
+        dim,
+        log,
+        safe,
+        out,
+    } = SoftmaxParams::parse(ctx, x.rank(), x.dtype)?;
     let Some(cf) = compute_float(out) else {
         return Err(ctx.err(format!("softmax is not implemented for dtype {out}")));
     };
