@@ -28,7 +28,7 @@ pub(super) fn register(r: &mut OpTable) {
     ] {
         r.cpu_op(&format!("aten.{op}"), alias);
     }
-    r.cpu("aten.copy.default", copy);
+    r.define("aten.copy.default", copy, super::meta::copy);
     r.cpu("aten.copy_.default", copy_);
     r.cpu("aten.copy_.Tensor", copy_);
     r.define_op("aten.to", to, super::meta::to_copy);

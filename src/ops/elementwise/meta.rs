@@ -209,7 +209,7 @@ pub(super) fn to_copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `copy(self, src)`: self's shape and dtype; `src` must broadcast to it.
-fn copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let s = ctx.tensor("src")?;
     if broadcast(&t.sizes, &s.sizes)? != t.sizes {
@@ -423,6 +423,6 @@ pub(crate) fn register(r: &mut OpTable) {
     r.rule_aten(&["where"], where_);
     r.rule_aten(&["masked_fill"], masked_fill);
     r.rule_aten(&["_to_dim_order_copy", "to_dense"], to_copy);
-    r.rule_aten(&["copy", "copy_", "_copy_from"], copy);
+    r.rule_aten(&["copy_", "_copy_from"], copy);
     r.rule_aten(&["_print", "record_stream"], nothing);
 }

@@ -93,13 +93,13 @@ fn indexed(t: &MetaTensor, indices: &[Option<MetaTensor>]) -> RuleResult<MetaTen
     })
 }
 
-fn index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let idx = ctx.opt_tensors("indices")?;
     one(indexed(&t, &idx)?)
 }
 
-fn index_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn index_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let i = ctx.tensor("index")?;
     if i.rank() > 1 {
@@ -116,7 +116,7 @@ fn index_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn gather(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn gather(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let i = ctx.tensor("index")?;
     ctx.wrap_dim(ctx.int("dim")?, t.rank())?;
@@ -129,13 +129,13 @@ fn gather(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(i.sizes))
 }
 
-fn take(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn take(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let i = ctx.tensor("index")?;
     one(t.with_sizes(i.sizes))
 }
 
-fn embedding(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn embedding(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let w = ctx.tensor("weight")?;
     let ids = ctx.tensor("indices")?;
     if w.rank() != 2 {
@@ -147,7 +147,7 @@ fn embedding(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `masked_select`: a 1-d result of data-dependent length (at most the broadcast numel).
-fn masked_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn masked_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let m = ctx.tensor("mask")?;
     let s = broadcast(&t.sizes, &m.sizes)?;
@@ -159,7 +159,7 @@ fn masked_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `nonzero`: `[n, rank]` int64 with n data-dependent.
-fn nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     Ok(vec![MValue::Tensor(MetaTensor {
         dtype: DType::I64,
@@ -169,35 +169,20 @@ fn nonzero(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `_unsafe_masked_index(self, mask, indices, fill)`: the indexed shape.
-fn masked_index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn masked_index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let idx = ctx.opt_tensors("indices")?;
     one(indexed(&t, &idx)?)
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["index", "_unsafe_index"], index);
-    r.rule_aten(&["_unsafe_masked_index"], masked_index);
-    r.rule_aten(&["index_select"], index_select);
-    r.rule_aten(&["gather"], gather);
-    r.rule_aten(&["take"], take);
-    r.rule_aten(&["embedding"], embedding);
-    r.rule_aten(&["masked_select"], masked_select);
-    r.rule_aten(&["nonzero", "argwhere"], nonzero);
     r.rule_aten(
         &[
-            "index_put",
             "index_put_",
             "_index_put_impl_",
-            "_unsafe_index_put",
-            "_unsafe_masked_index_put_accumulate",
-            "scatter_add",
             "scatter_add_",
-            "scatter_reduce",
             "scatter_reduce_",
-            "index_add",
             "index_add_",
-            "index_copy",
             "index_copy_",
             "masked_scatter",
             "masked_scatter_",

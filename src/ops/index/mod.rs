@@ -21,23 +21,44 @@ pub(super) use scatter::Reduce;
 
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
-    r.cpu("aten.embedding.default", embedding);
-    r.cpu("aten.index.Tensor", index);
-    r.cpu("aten._unsafe_index.Tensor", index);
-    r.cpu("aten._unsafe_masked_index.default", unsafe_masked_index);
-    r.cpu("aten.index_put.default", index_put);
+    r.define("aten.embedding.default", embedding, meta::embedding);
+    r.define("aten.index.Tensor", index, meta::index);
+    r.define("aten._unsafe_index.Tensor", index, meta::index);
+    r.define(
+        "aten._unsafe_masked_index.default",
+        unsafe_masked_index,
+        meta::masked_index,
+    );
+    r.define(
+        "aten.index_put.default",
+        index_put,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.index_put_.default", index_put_);
     r.cpu("aten._index_put_impl_.default", index_put_);
-    r.cpu("aten._unsafe_index_put.default", index_put);
-    r.cpu(
+    r.define(
+        "aten._unsafe_index_put.default",
+        index_put,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
         "aten._unsafe_masked_index_put_accumulate.default",
         unsafe_masked_index_put_accumulate,
+        crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.index_select.default", index_select);
-    r.cpu("aten.take.default", take);
-    r.cpu("aten.masked_select.default", masked_select);
-    r.cpu("aten.nonzero.default", nonzero);
-    r.cpu("aten.argwhere.default", nonzero);
+    r.define(
+        "aten.index_select.default",
+        index_select,
+        meta::index_select,
+    );
+    r.define("aten.take.default", take, meta::take);
+    r.define(
+        "aten.masked_select.default",
+        masked_select,
+        meta::masked_select,
+    );
+    r.define("aten.nonzero.default", nonzero, meta::nonzero);
+    r.define("aten.argwhere.default", nonzero, meta::nonzero);
     scatter::register(r);
 }
 

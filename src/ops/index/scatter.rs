@@ -13,20 +13,36 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu("aten.gather.default", gather);
+    r.define("aten.gather.default", gather, super::meta::gather);
     r.define_op("aten.scatter", scatter, crate::ops::elementwise::meta::same);
     r.define_op(
         "aten.scatter_",
         scatter_,
         crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.scatter_add.default", scatter);
+    r.define(
+        "aten.scatter_add.default",
+        scatter,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.scatter_add_.default", scatter_);
-    r.cpu("aten.scatter_reduce.two", scatter);
+    r.define(
+        "aten.scatter_reduce.two",
+        scatter,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.scatter_reduce_.two", scatter_);
-    r.cpu("aten.index_add.default", index_add);
+    r.define(
+        "aten.index_add.default",
+        index_add,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.index_add_.default", index_add_);
-    r.cpu("aten.index_copy.default", index_copy);
+    r.define(
+        "aten.index_copy.default",
+        index_copy,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.index_copy_.default", index_copy_);
     r.define_op(
         "aten.index_fill",

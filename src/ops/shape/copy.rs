@@ -20,10 +20,26 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu("aten.stack.default", stack);
     r.cpu("aten.hstack.default", hstack);
     r.cpu("aten.vstack.default", vstack);
-    r.cpu("aten.slice_scatter.default", slice_scatter);
-    r.cpu("aten.select_scatter.default", select_scatter);
-    r.cpu("aten.diagonal_scatter.default", diagonal_scatter);
-    r.cpu("aten.as_strided_scatter.default", as_strided_scatter);
+    r.define(
+        "aten.slice_scatter.default",
+        slice_scatter,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.select_scatter.default",
+        select_scatter,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.diagonal_scatter.default",
+        diagonal_scatter,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.as_strided_scatter.default",
+        as_strided_scatter,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.constant_pad_nd.default", constant_pad_nd);
     r.cpu("aten.pad.default", pad);
     r.cpu("aten._pad_enum.default", pad_enum);
@@ -32,15 +48,39 @@ pub(super) fn register(r: &mut OpTable) {
         r.cpu(&format!("aten.reflection_pad{k}.default"), reflection_pad);
         r.cpu(&format!("aten.replication_pad{k}.default"), replication_pad);
     }
-    r.cpu("aten.roll.default", roll);
-    r.cpu("aten.flip.default", flip);
-    r.cpu("aten.fliplr.default", fliplr);
-    r.cpu("aten.flipud.default", flipud);
+    r.define(
+        "aten.roll.default",
+        roll,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.flip.default",
+        flip,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.fliplr.default",
+        fliplr,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.flipud.default",
+        flipud,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.repeat.default", repeat);
     r.cpu("aten.tile.default", tile);
     r.cpu_op("aten.repeat_interleave", repeat_interleave);
-    r.cpu("aten.tril.default", tril);
-    r.cpu("aten.triu.default", triu);
+    r.define(
+        "aten.tril.default",
+        tril,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.triu.default",
+        triu,
+        crate::ops::elementwise::meta::same,
+    );
     r.cpu("aten.tril_.default", tril_);
     r.cpu("aten.triu_.default", triu_);
     r.cpu("aten.pixel_shuffle.default", pixel_shuffle);

@@ -17,7 +17,7 @@ fn infer(ctx: &MetaCtx, shape: &[i64], numel: usize) -> RuleResult<Vec<usize>> {
     ctx.with_op(|c| infer_size(c, shape, numel))
 }
 
-fn view(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn view(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     // `view.dtype` reinterprets the bytes: the last dim scales by the size ratio.
     if let Some(d) = ctx.opt_dtype("dtype")? {
@@ -45,7 +45,7 @@ fn view(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn view_as(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn view_as(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let o = ctx.tensor("other")?;
     if o.numel() != t.numel() {
@@ -58,7 +58,7 @@ fn view_as(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(o.sizes))
 }
 
-fn flatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn flatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return one(t.with_sizes(vec![1]));
@@ -78,7 +78,7 @@ fn flatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(out))
 }
 
-fn unflatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn unflatten(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let d = ctx.wrap_dim(ctx.int("dim")?, t.rank())?;
     let n = *t.sizes.get(d).ok_or("unflatten of a 0-d tensor")?;
@@ -108,7 +108,7 @@ pub(super) fn squeeze(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(out))
 }
 
-fn unsqueeze(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn unsqueeze(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let d = ctx.wrap_dim(ctx.int("dim")?, t.rank() + 1)?;
     let mut s = t.sizes.clone();
@@ -136,7 +136,7 @@ fn permuted(ctx: &MetaCtx, t: &MetaTensor, dims: &[i64]) -> RuleResult<MetaTenso
     Ok(t.with_sizes(out))
 }
 
-fn permute(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn permute(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     one(permuted(ctx, &t, &ctx.ints("dims")?)?)
 }
@@ -150,7 +150,7 @@ pub(super) fn swap(ctx: &MetaCtx, t: &MetaTensor, a: i64, b: i64) -> RuleResult<
     Ok(t.with_sizes(s))
 }
 
-fn transpose(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn transpose(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let (a, b) = match (ctx.opt_int("dim0")?, ctx.opt_int("axis0")?) {
         (Some(a), _) => (a, ctx.int("dim1")?),
@@ -160,7 +160,7 @@ fn transpose(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(swap(ctx, &t, a, b)?)
 }
 
-fn t_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn t_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() > 2 {
         return Err(format!(
@@ -173,14 +173,14 @@ fn t_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn numpy_t(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn numpy_t(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let mut s = t.sizes.clone();
     s.reverse();
     one(t.with_sizes(s))
 }
 
-fn mt(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn mt(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() < 2 {
         return Err(format!(
@@ -258,12 +258,12 @@ fn expanded(t: &MetaTensor, size: &[i64]) -> RuleResult<MetaTensor> {
     Ok(t.with_sizes(out))
 }
 
-fn expand(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn expand(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     one(expanded(&t, &ctx.ints("size")?)?)
 }
 
-fn expand_as(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn expand_as(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let o = ctx.tensor("other")?;
     let size: Vec<i64> = o.sizes.iter().map(|&s| s as i64).collect();
@@ -306,7 +306,7 @@ fn sliced(
     Ok(t.with_sizes(s))
 }
 
-fn slice(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn slice(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     // A data-dependent bound (`x[:n.item()]`): the whole dim is the upper bound.
     let bound = |name: &str| -> RuleResult<Option<i64>> {
@@ -328,7 +328,7 @@ fn slice(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(r)
 }
 
-fn select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return Err("select() cannot be applied to a 0-dim tensor".into());
@@ -389,12 +389,12 @@ pub(super) fn narrow(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(r)
 }
 
-fn as_strided(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn as_strided(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     one(t.with_sizes(ctx.sizes("size")?))
 }
 
-fn unbind(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn unbind(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return Err("unbind() cannot be applied to a 0-dim tensor".into());
@@ -426,7 +426,7 @@ fn pieces(t: &MetaTensor, d: usize, parts: &[i64]) -> RuleResult<Vec<MValue>> {
     )
 }
 
-fn split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return Err("split expects at least a 1-dimensional tensor".into());
@@ -448,7 +448,7 @@ fn split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     pieces(&t, d, &parts)
 }
 
-fn chunk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn chunk(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() == 0 {
         return Err("chunk expects at least a 1-dimensional tensor".into());
@@ -505,7 +505,7 @@ pub(super) fn tensor_split(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     tensors(out)
 }
 
-fn diagonal(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn diagonal(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let r = t.rank();
     let a = ctx.wrap_dim(ctx.int_or("dim1", 0)?, r)?;
@@ -529,7 +529,7 @@ fn diagonal(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn unfold(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn unfold(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let size = ctx.int("size")?;
     let step = ctx.int("step")?;
@@ -555,73 +555,19 @@ fn unfold(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(
-        &[
-            "view",
-            "_unsafe_view",
-            "reshape",
-            "_reshape_alias",
-            "view_copy",
-            "_unsafe_view_copy",
-        ],
-        view,
-    );
-    r.rule_aten(&["view_as", "reshape_as"], view_as);
-    r.rule_aten(&["flatten"], flatten);
-    r.rule_aten(&["unflatten"], unflatten);
-    r.rule_aten(&["unsqueeze", "unsqueeze_copy"], unsqueeze);
-    r.rule_aten(&["permute", "permute_copy"], permute);
-    r.rule_aten(
-        &["transpose", "swapaxes", "swapdims", "transpose_copy"],
-        transpose,
-    );
-    r.rule_aten(&["t", "t_copy"], t_);
-    r.rule_aten(&["numpy_T"], numpy_t);
-    r.rule_aten(&["mT", "adjoint"], mt);
-    r.rule_aten(&["expand", "broadcast_to", "expand_copy"], expand);
-    r.rule_aten(&["expand_as"], expand_as);
-    r.rule_aten(&["slice", "slice_copy"], slice);
-    r.rule_aten(&["select", "select_copy"], select);
     r.rule_aten(&["narrow_copy"], narrow);
-    r.rule_aten(&["as_strided", "as_strided_copy"], as_strided);
-    r.rule_aten(&["unbind", "unbind_copy"], unbind);
-    r.rule_aten(
-        &[
-            "split",
-            "unsafe_split",
-            "split_with_sizes",
-            "unsafe_split_with_sizes",
-            "split_copy",
-            "split_with_sizes_copy",
-        ],
-        split,
-    );
-    r.rule_aten(&["chunk", "unsafe_chunk"], chunk);
-    r.rule_aten(&["diagonal", "diagonal_copy"], diagonal);
-    r.rule_aten(&["unfold", "unfold_copy"], unfold);
+
     r.rule_aten(
         &[
             "alias",
-            "alias_copy",
             "detach",
             "detach_",
-            "detach_copy",
             "contiguous",
             "clone",
             "lift_fresh_copy",
             "lift_fresh",
-            "roll",
-            "flip",
-            "fliplr",
-            "flipud",
-            "tril",
-            "triu",
             "tril_",
             "triu_",
-            "slice_scatter",
-            "select_scatter",
-            "diagonal_scatter",
-            "as_strided_scatter",
         ],
         same,
     );

@@ -14,67 +14,123 @@ use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu("aten.view.default", view);
-    r.cpu("aten._unsafe_view.default", reshape);
-    r.cpu("aten.reshape.default", reshape);
-    r.cpu("aten._reshape_alias.default", reshape_alias);
-    r.cpu("aten.view_as.default", view_as);
-    r.cpu("aten.reshape_as.default", reshape_as);
-    r.cpu("aten.flatten.using_ints", flatten);
-    r.cpu("aten.unflatten.int", unflatten);
+    r.define("aten.view.default", view, super::meta::view);
+    r.define("aten._unsafe_view.default", reshape, super::meta::view);
+    r.define("aten.reshape.default", reshape, super::meta::view);
+    r.define(
+        "aten._reshape_alias.default",
+        reshape_alias,
+        super::meta::view,
+    );
+    r.define("aten.view_as.default", view_as, super::meta::view_as);
+    r.define("aten.reshape_as.default", reshape_as, super::meta::view_as);
+    r.define("aten.flatten.using_ints", flatten, super::meta::flatten);
+    r.define("aten.unflatten.int", unflatten, super::meta::unflatten);
     r.define_op("aten.squeeze", squeeze, super::meta::squeeze);
-    r.cpu("aten.unsqueeze.default", unsqueeze);
-    r.cpu("aten.permute.default", permute);
-    r.cpu("aten.transpose.int", transpose);
-    r.cpu("aten.swapaxes.default", swapaxes);
-    r.cpu("aten.swapdims.default", transpose);
-    r.cpu("aten.t.default", t);
-    r.cpu("aten.numpy_T.default", numpy_t);
-    r.cpu("aten.mT.default", mt);
-    r.cpu("aten.adjoint.default", mt);
+    r.define("aten.unsqueeze.default", unsqueeze, super::meta::unsqueeze);
+    r.define("aten.permute.default", permute, super::meta::permute);
+    r.define("aten.transpose.int", transpose, super::meta::transpose);
+    r.define("aten.swapaxes.default", swapaxes, super::meta::transpose);
+    r.define("aten.swapdims.default", transpose, super::meta::transpose);
+    r.define("aten.t.default", t, super::meta::t_);
+    r.define("aten.numpy_T.default", numpy_t, super::meta::numpy_t);
+    r.define("aten.mT.default", mt, super::meta::mt);
+    r.define("aten.adjoint.default", mt, super::meta::mt);
     r.define_op("aten.movedim", movedim, super::meta::movedim);
     r.define_op("aten.moveaxis", movedim, super::meta::movedim);
-    r.cpu("aten.expand.default", expand);
-    r.cpu("aten.expand_as.default", expand_as);
-    r.cpu("aten.broadcast_to.default", broadcast_to);
-    r.cpu("aten.slice.Tensor", slice);
-    r.cpu("aten.select.int", select);
+    r.define("aten.expand.default", expand, super::meta::expand);
+    r.define("aten.expand_as.default", expand_as, super::meta::expand_as);
+    r.define(
+        "aten.broadcast_to.default",
+        broadcast_to,
+        super::meta::expand,
+    );
+    r.define("aten.slice.Tensor", slice, super::meta::slice);
+    r.define("aten.select.int", select, super::meta::select);
     r.define_op("aten.narrow", narrow, super::meta::narrow);
-    r.cpu("aten.as_strided.default", as_strided);
-    r.cpu("aten.unbind.int", unbind);
-    r.cpu("aten.split.Tensor", split);
-    r.cpu("aten.unsafe_split.Tensor", split);
-    r.cpu("aten.split.sizes", split_with_sizes);
-    r.cpu("aten.split_with_sizes.default", split_with_sizes);
-    r.cpu("aten.unsafe_split_with_sizes.default", split_with_sizes);
-    r.cpu("aten.chunk.default", chunk);
-    r.cpu("aten.unsafe_chunk.default", chunk);
+    r.define(
+        "aten.as_strided.default",
+        as_strided,
+        super::meta::as_strided,
+    );
+    r.define("aten.unbind.int", unbind, super::meta::unbind);
+    r.define("aten.split.Tensor", split, super::meta::split);
+    r.define("aten.unsafe_split.Tensor", split, super::meta::split);
+    r.define("aten.split.sizes", split_with_sizes, super::meta::split);
+    r.define(
+        "aten.split_with_sizes.default",
+        split_with_sizes,
+        super::meta::split,
+    );
+    r.define(
+        "aten.unsafe_split_with_sizes.default",
+        split_with_sizes,
+        super::meta::split,
+    );
+    r.define("aten.chunk.default", chunk, super::meta::chunk);
+    r.define("aten.unsafe_chunk.default", chunk, super::meta::chunk);
     r.define_op("aten.tensor_split", tensor_split, super::meta::tensor_split);
-    r.cpu("aten.diagonal.default", diagonal);
-    r.cpu("aten.unfold.default", unfold);
+    r.define("aten.diagonal.default", diagonal, super::meta::diagonal);
+    r.define("aten.unfold.default", unfold, super::meta::unfold);
     r.cpu("aten.alias.default", alias);
     r.cpu("aten.detach.default", alias);
     r.cpu("aten.detach_.default", alias);
     r.cpu("aten.contiguous.default", contiguous);
     // Functionalized graphs (edge dialects) name copying variants of the views.
-    r.cpu("aten.view_copy.default", view_copy);
-    r.cpu("aten._unsafe_view_copy.default", reshape_copy);
-    r.cpu("aten.permute_copy.default", permute_copy);
-    r.cpu("aten.transpose_copy.int", transpose_copy);
-    r.cpu("aten.t_copy.default", t_copy);
-    r.cpu("aten.expand_copy.default", expand_copy);
-    r.cpu("aten.slice_copy.Tensor", slice_copy);
-    r.cpu("aten.select_copy.int", select_copy);
+    r.define("aten.view_copy.default", view_copy, super::meta::view);
+    r.define(
+        "aten._unsafe_view_copy.default",
+        reshape_copy,
+        super::meta::view,
+    );
+    r.define(
+        "aten.permute_copy.default",
+        permute_copy,
+        super::meta::permute,
+    );
+    r.define(
+        "aten.transpose_copy.int",
+        transpose_copy,
+        super::meta::transpose,
+    );
+    r.define("aten.t_copy.default", t_copy, super::meta::t_);
+    r.define("aten.expand_copy.default", expand_copy, super::meta::expand);
+    r.define("aten.slice_copy.Tensor", slice_copy, super::meta::slice);
+    r.define("aten.select_copy.int", select_copy, super::meta::select);
     r.define_op("aten.squeeze_copy", squeeze_copy, super::meta::squeeze);
-    r.cpu("aten.unsqueeze_copy.default", unsqueeze_copy);
-    r.cpu("aten.alias_copy.default", alias_copy);
-    r.cpu("aten.detach_copy.default", alias_copy);
-    r.cpu("aten.as_strided_copy.default", as_strided_copy);
-    r.cpu("aten.diagonal_copy.default", diagonal_copy);
-    r.cpu("aten.unfold_copy.default", unfold_copy);
-    r.cpu("aten.unbind_copy.int", unbind_copy);
-    r.cpu("aten.split_copy.Tensor", split_copy);
-    r.cpu("aten.split_with_sizes_copy.default", split_with_sizes_copy);
+    r.define(
+        "aten.unsqueeze_copy.default",
+        unsqueeze_copy,
+        super::meta::unsqueeze,
+    );
+    r.define(
+        "aten.alias_copy.default",
+        alias_copy,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.detach_copy.default",
+        alias_copy,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.as_strided_copy.default",
+        as_strided_copy,
+        super::meta::as_strided,
+    );
+    r.define(
+        "aten.diagonal_copy.default",
+        diagonal_copy,
+        super::meta::diagonal,
+    );
+    r.define("aten.unfold_copy.default", unfold_copy, super::meta::unfold);
+    r.define("aten.unbind_copy.int", unbind_copy, super::meta::unbind);
+    r.define("aten.split_copy.Tensor", split_copy, super::meta::split);
+    r.define(
+        "aten.split_with_sizes_copy.default",
+        split_with_sizes_copy,
+        super::meta::split,
+    );
 }
 
 fn tensors(v: Vec<Tensor>) -> Result<Vec<RValue>> {

@@ -5,7 +5,6 @@
 use crate::dtype::DType;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::reduce::meta::reduce_shape;
-use crate::ops::OpTable;
 
 fn pair(v: MetaTensor) -> Vec<MValue> {
     let i = v.with_dtype(DType::I64);
@@ -72,9 +71,4 @@ pub(super) fn searchsorted(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         DType::I64
     };
     Ok(vec![MValue::Tensor(MetaTensor::new(d, sizes))])
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["msort"], sort);
-    r.rule_aten(&["kthvalue"], select_along);
 }

@@ -18,12 +18,11 @@ use crate::with_dtype;
 use std::cmp::Ordering;
 
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
     r.define_op("aten.sort", sort, meta::sort);
     r.define_op("aten.argsort", sort, meta::sort);
-    r.cpu("aten.msort.default", sort);
+    r.define("aten.msort.default", sort, meta::sort);
     r.define("aten.topk.default", topk, meta::topk);
-    r.cpu("aten.kthvalue.default", kthvalue);
+    r.define("aten.kthvalue.default", kthvalue, meta::select_along);
     r.define_op("aten.median", median, meta::select_along);
     r.define_op("aten.nanmedian", median, meta::select_along);
     r.define_op("aten.searchsorted", searchsorted, meta::searchsorted);
