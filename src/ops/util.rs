@@ -75,3 +75,34 @@ pub fn elementwise_binary_float(
         finish(zip_map::<f32, f32>(ctx, a, b, f32f)?, d)
     }
 }
+
+/// One per-dim parameter list (1 value or `nd`), checked and placed in the last `nd` of
+/// three (D, H, W) slots (convolution and pooling windows); values past i32::MAX are
+/// refused, so the window arithmetic of every backend stays in range.
+pub(crate) fn spatial(
+    name: &str,
+    v: &[i64],
+    nd: usize,
+    fill: usize,
+    min: i64,
+) -> std::result::Result<[usize; 3], String> {
+    let v: Vec<i64> = if v.len() == 1 {
+        vec![v[0]; nd]
+    } else {
+        v.to_vec()
+    };
+    if v.len() != nd {
+        return Err(format!("{name} must have 1 or {nd} values, got {v:?}"));
+    }
+    if let Some(bad) = v.iter().find(|&&x| x < min) {
+        return Err(format!("{name} must be at least {min}, got {bad}"));
+    }
+    if let Some(bad) = v.iter().find(|&&x| x > i32::MAX as i64) {
+        return Err(format!("{name} {bad} is too large"));
+    }
+    let mut out = [fill; 3];
+    for (i, &x) in v.iter().enumerate() {
+        out[3 - nd + i] = x as usize;
+    }
+    Ok(out)
+}

@@ -6,6 +6,7 @@
 //! (`src/gpu/kernels/pool.rs`) all take their windows from here.
 
 use crate::error::Result;
+use crate::ops::util::spatial;
 use crate::ops::OpCtx;
 
 /// The largest kernel size, stride, padding or dilation accepted: past it the products of
@@ -92,35 +93,6 @@ pub(crate) struct Window {
     pub outs: [usize; 3],
 }
 
-/// A per-dim int list (1 value or `nd`) of values in `min..=MAX_PARAM`, placed in the last
-/// `nd` of three slots (the others `fill`).
-fn spatial(
-    name: &str,
-    v: &[i64],
-    nd: usize,
-    fill: usize,
-    min: i64,
-) -> std::result::Result<[usize; 3], String> {
-    let v: Vec<i64> = if v.len() == 1 {
-        vec![v[0]; nd]
-    } else {
-        v.to_vec()
-    };
-    if v.len() != nd {
-        return Err(format!("{name} must have 1 or {nd} values, got {v:?}"));
-    }
-    if let Some(bad) = v.iter().find(|&&x| x < min) {
-        return Err(format!("{name} must be at least {min}, got {bad}"));
-    }
-    if let Some(bad) = v.iter().find(|&&x| x > MAX_PARAM) {
-        return Err(format!("{name} must be at most {MAX_PARAM}, got {bad}"));
-    }
-    let mut out = [fill; 3];
-    for (i, &x) in v.iter().enumerate() {
-        out[3 - nd + i] = x as usize;
-    }
-    Ok(out)
-}
 
 /// The spatial rank in an op's name (`max_pool2d_with_indices` -> 2).
 pub(crate) fn nd_of(name: &str) -> Option<usize> {
