@@ -305,7 +305,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.extend(UnaryOp::ALL.iter().map(|o| o.variant()));
     v.extend(BinaryOp::ALL.iter().map(|o| o.variant()));
     v.extend(CompareOp::ALL.iter().map(|o| o.variant()));
-    // The in-place entries (kernels.rs `inplace`).
+    // The in-place entries (`inplace` in kernels/elementwise.rs).
     for (ops, entries) in [
         (
             UnaryOp::ALL.iter().map(|o| o.variant()).collect::<Vec<_>>(),

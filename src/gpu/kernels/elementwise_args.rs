@@ -1,4 +1,4 @@
-//! More elementwise kernels on the shaders of src/gpu/kernels.rs: unary ops with scalar
+//! More elementwise kernels on the shaders of kernels/elementwise.rs: unary ops with scalar
 //! arguments (threshold, shrinks, logit, nan_to_num, celu/selu, round with decimals,
 //! clamp_min/max, fmod by a scalar), a scalar base `pow`, fmod/lerp/logaddexp, prelu, glu,
 //! the predicates isnan/isinf/isfinite/signbit (masked_fill, the scalar forms of `where` and
@@ -16,7 +16,7 @@ use crate::gpu::exec::Slot;
 use crate::gpu::store::gpu_dtype;
 use crate::ops::Scalar;
 
-/// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in kernels.rs.
+/// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in elementwise.rs.
 pub(super) const INPLACE_CUSTOM: &[&str] = &[
     "aten.elu",
     "aten.leaky_relu",

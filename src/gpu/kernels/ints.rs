@@ -5,7 +5,8 @@
 //! of a small int dtype (uint8, int8, int16) wraps to its dtype on store (flags bits 8-9),
 //! which is torch's result (see src/gpu/store.rs). A Python int operand is converted to the
 //! small dtype it is computed in first (torch: `u8 < -1` compares with 255).
-//! Reached from the f32 kernels in src/gpu/kernels.rs when an input is not f32.
+//! Reached from the f32 kernels (kernels/elementwise.rs, reduce_ops.rs...) when an input is
+//! not f32.
 
 use super::{elementwise_args, grid, pad8, KernelCtx, Out, MAX_RANK};
 use crate::cpu::broadcast_shapes;

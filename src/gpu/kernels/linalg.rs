@@ -12,7 +12,7 @@
 //! f32 (and f16 where the matmul kernel has it), and int32 / int64 (held as i32 words, the
 //! products wrapping in 32 bits as the other int kernels: `matmul_i` in shaders/linalg.wgsl,
 //! the int sum of the reduce kernel). `mm`, `bmm` and `addmm` of floats keep their kernels in
-//! src/gpu/kernels.rs.
+//! src/gpu/kernels/matmul.rs.
 
 use super::contract::tensor_list;
 use super::{encode_matmul, index, is_float, mat_strides, same_float, KernelCtx, MatmulMeta, Out};
@@ -232,7 +232,7 @@ pub(super) fn product(k: &mut KernelCtx) -> Out {
     }
     let base = op.strip_suffix('_').unwrap_or(op);
     let inplace = base != op;
-    // mm / bmm / addmm of floats: their kernels in src/gpu/kernels.rs.
+    // mm / bmm / addmm of floats: their kernels in kernels/matmul.rs.
     let first = if base == "aten.addmm" { "mat1" } else { "self" };
     if !inplace
         && matches!(base, "aten.mm" | "aten.bmm" | "aten.addmm")
