@@ -270,7 +270,6 @@ impl Conv {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -93,7 +93,6 @@ pub(crate) struct Window {
     pub outs: [usize; 3],
 }
 
-
 /// The spatial rank in an op's name (`max_pool2d_with_indices` -> 2).
 pub(crate) fn nd_of(name: &str) -> Option<usize> {
     ["1d", "2d", "3d"]
