@@ -47,7 +47,8 @@ impl Planes {
         ins[3 - nd..].copy_from_slice(&sizes[r - nd..]);
         let lead = sizes[..r - nd].to_vec();
         Ok(Planes {
-            count: lead.iter().product(),
+            // Saturating: a shape rule may see sizes no tensor has (a hostile archive).
+            count: lead.iter().fold(1usize, |a, &b| a.saturating_mul(b)),
             ins,
             lead,
             nd,
