@@ -67,6 +67,11 @@ export type PrepareShapes =
 export interface PrepareStats {
   /** Wall time of prepare: the Plan, the meta pass and, on WebGPU, pipeline creation. */
   prepareMs: number;
+  /** Of which creating the compute pipelines (WebGPU: until their asynchronous compilation,
+   * `createComputePipelineAsync`, is done). */
+  pipelinesMs: number;
+  /** Of which waiting, at the end, for the GPU to finish what prepare created. */
+  waitMs: number;
   /** Steps of the program's Plan (nodes of its graph). */
   planSteps: number;
   pipelinesCreated: number;

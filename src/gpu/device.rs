@@ -20,7 +20,7 @@
 //! creates none, and its parameters live in immutable uniform buffers owned by the cache
 //! (so they need no upload either). [`GpuDevice::empty_cache`] drops the cache.
 
-use super::shaders::{Elems, Shader, Variant};
+use super::shaders::Variant;
 use crate::error::{Error, Result};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -144,9 +144,8 @@ pub struct GpuDevice {
     /// Nanoseconds per timestamp tick.
     timestamp_period: f32,
     pool: Arc<Mutex<Pool>>,
-    modules: Mutex<HashMap<(Shader, Elems), wgpu::ShaderModule>>,
-    pipelines: Mutex<HashMap<Variant, wgpu::ComputePipeline>>,
-    pipelines_created: std::sync::atomic::AtomicU64,
+    /// Shader modules, layouts and compute pipelines (`pipelines.rs`).
+    pub(super) pipes: super::pipelines::Pipelines,
     bind_groups: Mutex<BindGroups>,
     bind_groups_created: std::sync::atomic::AtomicU64,
     /// Validation errors wgpu reported outside an error scope (checked after each submit).
@@ -231,9 +230,7 @@ impl GpuDevice {
             f16: features.contains(wgpu::Features::SHADER_F16),
             timestamp_period,
             pool: Arc::new(Mutex::new(Pool::default())),
-            modules: Mutex::default(),
-            pipelines: Mutex::default(),
-            pipelines_created: Default::default(),
+            pipes: Default::default(),
             bind_groups: Mutex::default(),
             bind_groups_created: Default::default(),
             errors,
@@ -266,65 +263,6 @@ impl GpuDevice {
                 Err(Error::Gpu(all.join("; ")))
             }
         }
-    }
-
-    /// Compute pipelines created so far (each variant once per device).
-    pub fn pipelines_created(&self) -> u64 {
-        self.pipelines_created
-            .load(std::sync::atomic::Ordering::Relaxed)
-    }
-
-    /// The pipeline of a shader variant, created on first use and cached by variant.
-    pub fn pipeline(&self, v: &Variant) -> Result<wgpu::ComputePipeline> {
-        let mut cache = self.pipelines.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(p) = cache.get(v) {
-            return Ok(p.clone());
-        }
-        if v.elems.uses_f16() && !self.f16 {
-            return Err(Error::Gpu(format!(
-                "pipeline {}: the device was opened without shader-f16",
-                v.label()
-            )));
-        }
-        // Natively a bad pipeline is reported here; in the browser the error scope resolves
-        // asynchronously, so errors arrive through the uncaptured-error handler instead
-        // (every variant is validated by naga in tests either way).
-        #[cfg(not(target_arch = "wasm32"))]
-        let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        let module = {
-            let mut m = self.modules.lock().unwrap_or_else(|e| e.into_inner());
-            m.entry((v.shader, v.elems))
-                .or_insert_with(|| {
-                    self.device
-                        .create_shader_module(wgpu::ShaderModuleDescriptor {
-                            label: Some(v.shader.name()),
-                            source: wgpu::ShaderSource::Wgsl(v.source()),
-                        })
-                })
-                .clone()
-        };
-        let constants: Vec<(&str, f64)> = v.constant.iter().map(|(n, x)| (*n, *x as f64)).collect();
-        let p = self
-            .device
-            .create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
-                label: Some(v.entry),
-                layout: None,
-                module: &module,
-                entry_point: Some(v.entry),
-                compilation_options: wgpu::PipelineCompilationOptions {
-                    constants: &constants,
-                    zero_initialize_workgroup_memory: false,
-                },
-                cache: None,
-            });
-        #[cfg(not(target_arch = "wasm32"))]
-        if let Some(e) = pollster::block_on(scope.pop()) {
-            return Err(Error::Gpu(format!("pipeline {}: {e}", v.label())));
-        }
-        self.pipelines_created
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        cache.insert(*v, p.clone());
-        Ok(p)
     }
 
     fn pool(&self) -> MutexGuard<'_, Pool> {
@@ -478,13 +416,13 @@ impl GpuDevice {
             .load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    /// The bind group of `pipeline` (variant `v`) with the kernel parameters `meta` at
-    /// binding 0 and `bufs` ((binding, buffer, bytes bound from offset 0)), from the cache
-    /// when the same variant, parameters and buffers were bound before (see the module doc).
+    /// The bind group of variant `v` (its explicit layout: `pipelines.rs`) with the kernel
+    /// parameters `meta` at binding 0 and `bufs` ((binding, buffer, bytes bound from offset
+    /// 0)), from the cache when the same variant, parameters and buffers were bound before
+    /// (see the module doc).
     pub fn bind_group(
         &self,
         v: &Variant,
-        pipeline: &wgpu::ComputePipeline,
         meta: &[u8],
         bufs: Vec<(u32, wgpu::Buffer, u64)>,
     ) -> Result<wgpu::BindGroup> {
@@ -525,10 +463,11 @@ impl GpuDevice {
                 }),
             });
         }
-        let layout = pipeline.get_bind_group_layout(0);
+        let bound: Vec<u32> = entries.iter().map(|e| e.binding).collect();
+        let layout = self.layout_for(v, &bound)?;
         let bg = self.device.create_bind_group(&wgpu::BindGroupDescriptor {
             label: Some(v.entry),
-            layout: &layout,
+            layout: &layout.bind_group,
             entries: &entries,
         });
         self.bind_groups_created

@@ -218,6 +218,7 @@ impl GpuSession {
         let start = crate::runtime::profile::now_ms();
         let sig = crate::plan::meta_signature(inputs);
         self.cpu.plan_for(sig.clone())?;
+        super::wait::yield_to_page().await;
         let dev = self.device.clone();
         let pipes_before = dev.pipelines_created();
         let groups_before = dev.bind_groups_created();
@@ -246,17 +247,27 @@ impl GpuSession {
                 break;
             }
         }
+        // Every pipeline the pass dispatches, created at once (in parallel natively,
+        // asynchronously in the browser: `pipelines.rs`).
+        let t = crate::runtime::profile::now_ms();
+        let created = dev.create_wanted().await;
+        let pipelines_ms = crate::runtime::profile::now_ms() - t;
         // Wait until the device has processed what the pass created: the browser's GPU
-        // process compiles a pipeline when it gets to its creation, so prepare (not the
-        // first run) pays for that compilation.
-        dev.synchronize_async().await?;
+        // process gets to each creation in order, so prepare (not the first run) pays for it.
+        let t = crate::runtime::profile::now_ms();
+        let synced = dev.synchronize_async().await;
+        let wait_ms = crate::runtime::profile::now_ms() - t;
         self.cpu.run_state.rng = rng;
         self.cpu.run_state.profiler = profiler;
         self.cpu.run_state.nodes_run = nodes_run;
         self.last_stats = last;
         self.total_stats = total;
+        created?;
+        synced?;
         let stats = PrepareStats {
             prepare_ms: crate::runtime::profile::now_ms() - start,
+            pipelines_ms,
+            wait_ms,
             pipelines_created: dev.pipelines_created() - pipes_before,
             bind_groups_created: dev.bind_groups_created() - groups_before,
             plan_steps: self.cpu.program.graph.nodes.len() as u64,

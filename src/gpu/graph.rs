@@ -167,7 +167,15 @@ pub async fn run_graph(
         env.bind(graph, a, s)?;
     }
     let plan = r.plans.get(graph, st);
+    // A prepare pass in the browser hands the page its event loop every few milliseconds.
+    #[cfg(target_arch = "wasm32")]
+    let mut last_yield = crate::runtime::profile::now_ms();
     for (step, &(dynamic, gop)) in plan.base.steps.iter().zip(&plan.ops) {
+        #[cfg(target_arch = "wasm32")]
+        if r.dry && crate::runtime::profile::now_ms() - last_yield > 8.0 {
+            super::wait::yield_to_page().await;
+            last_yield = crate::runtime::profile::now_ms();
+        }
         let node = &graph.nodes[step.node];
         let ids = &step.reads;
         // Profiled runs: host time per node (GPU kernels get GPU timestamps from the

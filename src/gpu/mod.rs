@@ -30,6 +30,7 @@ pub mod event;
 pub mod exec;
 mod graph;
 pub mod kernels;
+mod pipelines;
 pub mod random;
 mod runner;
 pub mod shaders;

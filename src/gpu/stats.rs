@@ -75,6 +75,11 @@ impl RunStats {
 pub struct PrepareStats {
     /// Wall time of the prepare call (Plan, meta pass, pipeline and bind-group creation).
     pub prepare_ms: f64,
+    /// Of which creating the pipelines the pass dispatches (natively on several threads; in
+    /// the browser until their asynchronous compilation is done).
+    pub pipelines_ms: f64,
+    /// Of which waiting, at the end, for the device to finish what prepare created.
+    pub wait_ms: f64,
     /// Compute pipelines and bind groups it created.
     pub pipelines_created: u64,
     pub bind_groups_created: u64,

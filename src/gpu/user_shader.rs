@@ -119,13 +119,13 @@ impl GpuDevice {
 
     /// Parse and validate `src` with naga (no device needed): its compute entry points.
     pub fn validate_shader(&self, src: &str) -> Result<Vec<ShaderEntry>> {
-        validate(src, self.f16_enabled())
+        reflect(src, self.f16_enabled(), "compile_shader")
     }
 
     /// [`GpuDevice::compile_shader`] as a future (the WebGPU backend reports the driver's
     /// verdict asynchronously).
     pub async fn compile_shader_async(&self, src: &str) -> Result<UserShader> {
-        let entries = validate(src, self.f16_enabled())?;
+        let entries = reflect(src, self.f16_enabled(), "compile_shader")?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let wmodule = self
             .device
@@ -145,15 +145,16 @@ impl GpuDevice {
     }
 }
 
-/// naga's parse and validation of `src`; the compute entry points.
-fn validate(src: &str, f16: bool) -> Result<Vec<ShaderEntry>> {
+/// naga's parse and validation of `src`; the compute entry points with the bindings each
+/// uses (what a pipeline layout needs). `what` names the caller in errors.
+pub(crate) fn reflect(src: &str, f16: bool, what: &str) -> Result<Vec<ShaderEntry>> {
     let module = naga::front::wgsl::parse_str(src).map_err(|e| {
         let at = e
             .location(src)
             .map(|l| format!(" at line {}, column {}", l.line_number, l.line_position))
             .unwrap_or_default();
         Error::Gpu(format!(
-            "compile_shader: WGSL parse error{at}:\n{}",
+            "{what}: WGSL parse error{at}:\n{}",
             e.emit_to_string(src)
         ))
     })?;
@@ -169,7 +170,7 @@ fn validate(src: &str, f16: bool) -> Result<Vec<ShaderEntry>> {
                 .map(|l| format!(" at line {}, column {}", l.line_number, l.line_position))
                 .unwrap_or_default();
             Error::Gpu(format!(
-                "compile_shader: WGSL validation error{at}:\n{}",
+                "{what}: WGSL validation error{at}:\n{}",
                 e.emit_to_string(src)
             ))
         })?;

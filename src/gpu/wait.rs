@@ -51,3 +51,23 @@ impl<T> Future for Wait<T> {
         }
     }
 }
+
+/// Let the browser's event loop run (a `setTimeout(0)` task) so a long host-side pass does
+/// not stall the page; natively nothing.
+pub async fn yield_to_page() {
+    #[cfg(target_arch = "wasm32")]
+    {
+        use wasm_bindgen::JsCast;
+        let p = js_sys::Promise::new(&mut |resolve, _| {
+            let g = js_sys::global();
+            let timer = js_sys::Reflect::get(&g, &"setTimeout".into())
+                .ok()
+                .and_then(|f| f.dyn_into::<js_sys::Function>().ok());
+            let queued = timer.is_some_and(|f| f.call2(&g, &resolve, &0.into()).is_ok());
+            if !queued {
+                let _ = resolve.call0(&wasm_bindgen::JsValue::NULL);
+            }
+        });
+        let _ = wasm_bindgen_futures::JsFuture::from(p).await;
+    }
+}

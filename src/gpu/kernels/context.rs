@@ -115,7 +115,6 @@ impl KernelCtx<'_, '_, '_> {
         bufs: &[(u32, &GTensor)],
         groups: (u32, u32, u32),
     ) -> Result<()> {
-        let pipeline = self.r.dev.pipeline(v)?;
         let mut bound: Vec<(u32, wgpu::Buffer, u64)> = Vec::with_capacity(bufs.len());
         let mut classes = Vec::new();
         for (b, t) in bufs {
@@ -128,8 +127,15 @@ impl KernelCtx<'_, '_, '_> {
                 classes.push((buf.buffer().clone(), buf.size()));
             }
         }
+        if self.r.dry {
+            // A prepare pass: the bind group exists now, the pipeline is created with the
+            // others at the end of the pass (`pipelines.rs`); nothing is encoded.
+            self.r.dev.bind_group(v, meta, bound)?;
+            return self.r.dev.want_pipeline(v);
+        }
+        let pipeline = self.r.dev.pipeline(v)?;
         let recorded = self.r.rec.is_some().then(|| bound.clone());
-        let bg = self.r.dev.bind_group(v, &pipeline, meta, bound)?;
+        let bg = self.r.dev.bind_group(v, meta, bound)?;
         if let (Some(rec), Some(bufs)) = (self.r.rec.as_mut(), recorded) {
             rec.dispatches.push(crate::gpu::tape::Dispatch {
                 pipeline: pipeline.clone(),
@@ -140,10 +146,6 @@ impl KernelCtx<'_, '_, '_> {
                 bufs,
                 classes,
             });
-        }
-        if self.r.dry {
-            // A prepare pass: the pipeline and bind group exist now; nothing is encoded.
-            return Ok(());
         }
         // While profiling: GPU timestamps at the pass's start and end (src/gpu/timing.rs).
         let dev = self.r.dev;
