@@ -1,8 +1,8 @@
 //! The seam between a loaded program and what runs it: one [`Backend`] trait for the CPU
-//! interpreter ([`Session`]) and the GPU executor ([`GpuSession`]), which the `pt2web` binary
-//! and the JS bindings drive instead of matching on the backend. Shapes and dtypes alone (the
-//! meta device) go through [`crate::meta`] and the Plan ([`Session::prepare`]), which both
-//! backends share.
+//! interpreter ([`Session`]), the GPU executor ([`GpuSession`]) and the meta device
+//! ([`MetaSession`]: dtypes and shapes only, from the Plan's meta pass), which the `pt2web`
+//! binary and the JS bindings drive instead of matching on the backend. All three bind
+//! inputs, check guards and infer shapes through the same Plan ([`Session::prepare`]).
 
 use crate::error::{Error, Result};
 use crate::gpu::{GpuInput, GpuSession, PrepareStats, RunStats, Slot};
@@ -18,9 +18,9 @@ pub type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T>> + 'a>>;
 
 /// What runs a program.
 pub trait Backend {
-    /// `"cpu"` or `"gpu"`.
+    /// `"cpu"`, `"gpu"` or `"meta"`.
     fn kind(&self) -> &'static str;
-    /// `"cpu"`, or `"gpu (ADAPTER, BACKEND)"`.
+    /// `"cpu"`, `"meta"`, or `"gpu (ADAPTER, BACKEND)"`.
     fn describe(&self) -> String;
     /// The CPU session: the program, its state, the profiler and the random generator (on
     /// the GPU backend, the one its CPU fallbacks run on).
@@ -45,7 +45,8 @@ pub trait Backend {
     /// pipeline and bind group the run will use.
     fn prepare_with<'a>(&'a mut self, inputs: &'a [MValue]) -> LocalFuture<'a, PrepareStats>;
 
-    /// One run, waiting for the GPU where there is one (native only).
+    /// One run, waiting for the GPU where there is one (native only). The meta backend
+    /// computes no values: it answers with an error naming [`Backend::run_with`].
     #[cfg(not(target_arch = "wasm32"))]
     fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>>;
     /// [`Backend::prepare_with`], waiting (native only).
@@ -147,5 +148,88 @@ impl Backend for GpuSession {
     #[cfg(not(target_arch = "wasm32"))]
     fn prepare(&mut self, inputs: &[MValue]) -> Result<PrepareStats> {
         GpuSession::prepare(self, inputs)
+    }
+}
+
+/// The meta backend (torch's `meta` device): a run checks the inputs against the program's
+/// guards and returns each user output's dtype and sizes ([`Slot::Meta`]) from the Plan's
+/// meta pass, computing no values and leaving the state as it is. Inputs may be real values
+/// (only their dtypes, sizes and, for numbers, values are read). An op without a shape rule,
+/// or a size that depends on tensor data, is an error naming the node.
+pub struct MetaSession {
+    session: Session,
+}
+
+impl MetaSession {
+    pub fn new(program: crate::program::Program) -> Result<MetaSession> {
+        Ok(MetaSession {
+            session: Session::new(program)?,
+        })
+    }
+
+    /// The user outputs' metas for inputs of this signature.
+    pub fn infer(&mut self, sig: crate::plan::Signature) -> Result<Vec<MValue>> {
+        let plan = self.session.plan_for(sig)?;
+        let inferred = plan.meta.as_ref().map_err(|e| Error::Op {
+            op: "meta".into(),
+            msg: e.clone(),
+        })?;
+        inferred
+            .user_outputs(&self.session.program)
+            .map_err(|e| Error::Op {
+                op: "meta".into(),
+                msg: format!("an output: {e}"),
+            })
+    }
+}
+
+impl Backend for MetaSession {
+    fn kind(&self) -> &'static str {
+        "meta"
+    }
+    fn describe(&self) -> String {
+        "meta".into()
+    }
+    fn session(&self) -> &Session {
+        &self.session
+    }
+    fn session_mut(&mut self) -> &mut Session {
+        &mut self.session
+    }
+    fn run_with<'a>(&'a mut self, inputs: Vec<GpuInput>, keep: bool) -> LocalFuture<'a, Vec<Slot>> {
+        Box::pin(async move {
+            let _ = keep;
+            let mut cpu = Vec::with_capacity(inputs.len());
+            for (i, x) in inputs.into_iter().enumerate() {
+                match x {
+                    GpuInput::Cpu(v) => cpu.push(v),
+                    GpuInput::Gpu(_) => {
+                        return Err(Error::Input {
+                            input: format!("#{i}"),
+                            msg: "a GPU tensor cannot feed a meta model".into(),
+                        })
+                    }
+                }
+            }
+            let metas = self.infer(crate::plan::signature(&cpu))?;
+            Ok(metas.into_iter().map(Slot::Meta).collect())
+        })
+    }
+    fn prepare_with<'a>(&'a mut self, inputs: &'a [MValue]) -> LocalFuture<'a, PrepareStats> {
+        Box::pin(async move { cpu_prepare(&mut self.session, inputs) })
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>> {
+        let _ = inputs;
+        Err(Error::Op {
+            op: "meta".into(),
+            msg: "the meta device computes no values; Backend::run_with returns each \
+                  output's dtype and sizes"
+                .into(),
+        })
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    fn prepare(&mut self, inputs: &[MValue]) -> Result<PrepareStats> {
+        cpu_prepare(&mut self.session, inputs)
     }
 }

@@ -464,3 +464,98 @@ fn example_inputs_of_a_dynamic_program() {
         meta::ExampleOrigin::Static
     );
 }
+
+/// The meta backend (`MetaSession`, `pt2web run --device meta`), driven through the
+/// `Backend` seam with the real inputs of every io case of the program fixtures and the real
+/// models (when built): each output has the dtype and shape of the tensor PyTorch computed
+/// for the same inputs, and no value is computed.
+#[test]
+fn meta_backend_outputs_match_pytorch_outputs() {
+    use pt2web::backend::{Backend, MetaSession};
+    use pt2web::gpu::{GpuInput, Slot};
+    use std::task::{Context, Poll, Waker};
+    let cache = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models");
+    let (mut checked, mut failures) = (0, Vec::new());
+    for dir in [common::fixtures(), cache] {
+        if !dir.is_dir() {
+            continue;
+        }
+        for (stem, m) in common::metas_in(&dir) {
+            let archive = common::open_in(&dir, &m);
+            for (pname, pm) in m["programs"].as_object().unwrap() {
+                let Ok(p) = archive.program(Some(pname), &LoadOptions::default()) else {
+                    continue;
+                };
+                let data_dependent = p
+                    .graph
+                    .op_histogram()
+                    .into_keys()
+                    .any(|t| DATA_DEPENDENT.iter().any(|(d, _)| *d == t));
+                let mut s = MetaSession::new(p).unwrap();
+                for case in pm
+                    .get("io_cases")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                {
+                    let at = format!("{stem}/{pname} ({})", case["label"]);
+                    let bytes = std::fs::read(dir.join(case["file"].as_str().unwrap())).unwrap();
+                    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+                    let tensor =
+                        |key: &Value| common::to_tensor(&io.tensor(key.as_str().unwrap()).unwrap());
+                    let inputs: Vec<GpuInput> = case["inputs"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .map(|i| GpuInput::Cpu(RValue::Tensor(tensor(&i["key"]))))
+                        .collect();
+                    // The meta backend's future is ready at once: nothing to wait for.
+                    let mut run = s.run_with(inputs, false);
+                    let Poll::Ready(outs) =
+                        run.as_mut().poll(&mut Context::from_waker(Waker::noop()))
+                    else {
+                        panic!("{at}: the meta run did not finish at once");
+                    };
+                    drop(run);
+                    let outs = match outs {
+                        Ok(o) => o,
+                        Err(e) if data_dependent => {
+                            eprintln!("{at}: data-dependent size: {e}");
+                            continue;
+                        }
+                        Err(e) => {
+                            failures.push(format!("{at}: {e}"));
+                            continue;
+                        }
+                    };
+                    let want = case["outputs"].as_array().unwrap();
+                    if outs.len() != want.len() {
+                        failures.push(format!(
+                            "{at}: {} outputs, torch gave {}",
+                            outs.len(),
+                            want.len()
+                        ));
+                        continue;
+                    }
+                    for (o, w) in outs.iter().zip(want) {
+                        let want = tensor(&w["key"]);
+                        match o {
+                            Slot::Meta(MValue::Tensor(t))
+                                if t.dtype == want.dtype && t.sizes == want.sizes =>
+                            {
+                                checked += 1
+                            }
+                            other => failures.push(format!(
+                                "{at}: {}: got {other:?}, torch gave {}{:?}",
+                                w["key"], want.dtype, want.sizes
+                            )),
+                        }
+                    }
+                }
+            }
+        }
+    }
+    eprintln!("meta backend: {checked} outputs match torch's dtype and shape");
+    assert!(checked > 0, "no io case was checked");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}

@@ -175,9 +175,7 @@ pub fn check(
     json: bool,
     inputs: Option<String>,
 ) -> Result<(), String> {
-    if device != "gpu" {
-        check_device(&device)?;
-    }
+    check_device(&device)?;
     let (source, p, _) = load(&model, program.as_deref())?;
     let gpu = (device == "gpu").then(|| gpu_report(&p));
     let missing = Session::unsupported_ops(&p);

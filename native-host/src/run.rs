@@ -6,6 +6,8 @@ use clap::Args;
 use pt2web::archive::pt2::LoadOptions;
 use pt2web::backend::Backend;
 use pt2web::cpu::Tensor;
+use pt2web::gpu::{GpuInput, Slot};
+use pt2web::meta::MValue;
 use pt2web::pickle::PyValue;
 use pt2web::program::{Program, Pt2Archive};
 use pt2web::runtime::{RValue, Session};
@@ -27,7 +29,8 @@ pub struct RunArgs {
     /// Where to write the outputs (safetensors, keys output_0, output_1, ...).
     #[arg(long)]
     out: Option<String>,
-    /// cpu, gpu (wgpu), or auto (the GPU when an adapter is present).
+    /// cpu, gpu (wgpu), auto (the GPU when an adapter is present), or meta (each output's
+    /// dtype and shape from the shape rules, computing no values, like torch's meta device).
     #[arg(long, default_value = "cpu")]
     device: String,
     /// GPU backend for --device gpu/auto: auto, vulkan, metal, dx12, gl.
@@ -52,8 +55,7 @@ pub struct RunArgs {
 
 pub(crate) fn check_device(device: &str) -> Result<(), String> {
     match device {
-        "cpu" | "auto" => Ok(()),
-        "gpu" => Err("--device gpu: the wgpu backend is not built yet; use --device cpu".into()),
+        "cpu" | "auto" | "gpu" => Ok(()),
         other => Err(format!("--device {other}: expected cpu, gpu or auto")),
     }
 }
@@ -70,6 +72,9 @@ pub(crate) fn open_backend(
     };
     match device {
         "cpu" => cpu(p),
+        "meta" => Ok(Box::new(
+            pt2web::backend::MetaSession::new(p).map_err(|e| e.to_string())?,
+        )),
         "gpu" | "auto" => {
             let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
             match pt2web::gpu::GpuDevice::open(b, None) {
@@ -81,7 +86,7 @@ pub(crate) fn open_backend(
                 Err(e) => Err(format!("--device gpu: {e}")),
             }
         }
-        other => Err(format!("--device {other}: expected cpu, gpu or auto")),
+        other => Err(format!("--device {other}: expected cpu, gpu, auto or meta")),
     }
 }
 
@@ -241,6 +246,14 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     let mut outs = Vec::new();
+    let mut metas = Vec::new();
+    if session.kind() == "meta" && args.out.is_some() {
+        return Err(
+            "--out: the meta device computes no values (it gives each output's dtype \
+                    and shape); use --device cpu or gpu"
+                .into(),
+        );
+    }
     let runs = args.repeat.max(1);
     for i in 0..runs {
         if i + 1 == runs && args.profile.is_some() {
@@ -254,7 +267,19 @@ pub fn run(args: RunArgs) -> Result<(), String> {
             session.session_mut().run_state.profiler = Some(Default::default());
         }
         let t = Instant::now();
-        outs = session.run(inputs.clone()).map_err(|e| e.to_string())?;
+        if session.kind() == "meta" {
+            let feed = inputs.iter().cloned().map(GpuInput::Cpu).collect();
+            metas = pollster::block_on(session.run_with(feed, false))
+                .map_err(|e| e.to_string())?
+                .into_iter()
+                .filter_map(|s| match s {
+                    Slot::Meta(m) => Some(m),
+                    _ => None,
+                })
+                .collect();
+        } else {
+            outs = session.run(inputs.clone()).map_err(|e| e.to_string())?;
+        }
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }
     if let Some(path) = &args.profile {
@@ -299,6 +324,19 @@ pub fn run(args: RunArgs) -> Result<(), String> {
                 out_desc.push(serde_json::json!({"name": name, "value": format!("{other:?}")}))
             }
         }
+    }
+    for (i, m) in metas.iter().enumerate() {
+        let name = format!("output_{i}");
+        out_desc.push(match m {
+            MValue::Tensor(t) => {
+                serde_json::json!({"name": name, "dtype": t.dtype.name(), "shape": t.sizes})
+            }
+            MValue::Tensors(ts) => serde_json::json!({"name": name, "tensors": ts
+                .iter()
+                .map(|t| serde_json::json!({"dtype": t.dtype.name(), "shape": t.sizes}))
+                .collect::<Vec<_>>()}),
+            other => serde_json::json!({"name": name, "value": format!("{other:?}")}),
+        });
     }
     if let Some(path) = &args.out {
         write_safetensors(path, &named)?;

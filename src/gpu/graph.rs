@@ -113,6 +113,7 @@ impl Env {
                     Slot::Tensors(_) => "Tensor[]",
                     Slot::OptTensors(_) => "Tensor?[]",
                     Slot::Value(v) => v.kind(),
+                    Slot::Meta(_) => "meta value",
                 };
                 return Err(Error::Verify(format!(
                     "cannot bind a {kind} to '{name}' ({a:?})"

@@ -18,6 +18,9 @@ pub enum Slot {
     Tensors(Vec<GTensor>),
     OptTensors(Vec<Option<GTensor>>),
     Value(RValue),
+    /// A value's dtype and sizes only: what the meta backend ([`crate::backend::MetaSession`])
+    /// returns.
+    Meta(crate::meta::MValue),
 }
 
 /// Per-run encoder state: the open command encoder and what it holds on to.
@@ -251,7 +254,7 @@ impl<'d> Runner<'d> {
             Slot::Tensor(t) => out.push(t),
             Slot::Tensors(ts) => out.extend(ts.iter()),
             Slot::OptTensors(ts) => out.extend(ts.iter().flatten()),
-            Slot::Value(_) => {}
+            Slot::Value(_) | Slot::Meta(_) => {}
         }
     }
 
@@ -275,6 +278,9 @@ impl<'d> Runner<'d> {
                             .collect::<Result<_>>()?,
                     ),
                     Slot::Value(v) => v.clone(),
+                    Slot::Meta(_) => {
+                        return Err(Error::Gpu("internal: a meta value in a GPU run".into()))
+                    }
                 })
             })
             .collect()

@@ -182,6 +182,18 @@ pub struct Inferred {
 }
 
 impl Inferred {
+    /// The meta of each user output, in flattened pytree order: what a run with these input
+    /// shapes returns.
+    pub fn user_outputs(&self, program: &Program) -> RuleResult<Vec<MValue>> {
+        program
+            .outputs
+            .iter()
+            .zip(&program.graph.outputs)
+            .filter(|(spec, _)| spec.kind == crate::program::OutputKind::User)
+            .map(|(_, a)| ctx::resolve(&self.values, a))
+            .collect()
+    }
+
     /// The meta of each output of node `i` of the top-level graph, in `node.outputs` order
     /// (lists flattened), paired with its value id.
     pub fn node_outputs(&self, graph: &Graph, i: usize) -> Vec<(usize, Option<&MValue>)> {
