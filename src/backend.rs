@@ -72,18 +72,7 @@ impl Backend for Session {
             // `keep` asks the GPU backend to leave tensor outputs on the GPU; on the CPU
             // they are where they are.
             let _ = keep;
-            let mut cpu = Vec::with_capacity(inputs.len());
-            for (i, x) in inputs.into_iter().enumerate() {
-                match x {
-                    GpuInput::Cpu(v) => cpu.push(v),
-                    GpuInput::Gpu(_) => {
-                        return Err(Error::Input {
-                            input: format!("#{i}"),
-                            msg: "a GPU tensor cannot feed a CPU model".into(),
-                        })
-                    }
-                }
-            }
+            let cpu = cpu_inputs(inputs, "CPU")?;
             Ok(Session::run(self, cpu)?
                 .into_iter()
                 .map(Slot::Value)
@@ -101,6 +90,21 @@ impl Backend for Session {
     fn prepare(&mut self, inputs: &[MValue]) -> Result<PrepareStats> {
         cpu_prepare(self, inputs)
     }
+}
+
+/// The inputs of a backend that takes CPU values only (`what`: its name, for the error).
+fn cpu_inputs(inputs: Vec<GpuInput>, what: &str) -> Result<Vec<crate::runtime::RValue>> {
+    inputs
+        .into_iter()
+        .enumerate()
+        .map(|(i, x)| match x {
+            GpuInput::Cpu(v) => Ok(v),
+            GpuInput::Gpu(_) => Err(Error::Input {
+                input: format!("#{i}"),
+                msg: format!("a GPU tensor cannot feed a {what} model"),
+            }),
+        })
+        .collect()
 }
 
 /// The CPU backend's prepare: the Plan (nothing to compile).
@@ -199,18 +203,7 @@ impl Backend for MetaSession {
     fn run_with<'a>(&'a mut self, inputs: Vec<GpuInput>, keep: bool) -> LocalFuture<'a, Vec<Slot>> {
         Box::pin(async move {
             let _ = keep;
-            let mut cpu = Vec::with_capacity(inputs.len());
-            for (i, x) in inputs.into_iter().enumerate() {
-                match x {
-                    GpuInput::Cpu(v) => cpu.push(v),
-                    GpuInput::Gpu(_) => {
-                        return Err(Error::Input {
-                            input: format!("#{i}"),
-                            msg: "a GPU tensor cannot feed a meta model".into(),
-                        })
-                    }
-                }
-            }
+            let cpu = cpu_inputs(inputs, "meta")?;
             let metas = self.infer(crate::plan::signature(&cpu))?;
             Ok(metas.into_iter().map(Slot::Meta).collect())
         })
