@@ -7,7 +7,7 @@
 use crate::run::{check_device, flatten_sample, load};
 use crate::tensors_io::read_safetensors;
 use pt2web::meta::{self, ExampleOrigin, MValue, MemoryEstimate, MetaTensor};
-use pt2web::program::{InputKind, Program, ValueKind};
+use pt2web::program::{Arg, Graph, InputKind, Program, ValueKind};
 use pt2web::runtime::{RValue, Session};
 use pt2web::DType;
 use std::collections::BTreeMap;
@@ -81,13 +81,19 @@ struct GpuOp {
 }
 
 fn gpu_report(p: &Program) -> BTreeMap<String, GpuOp> {
+    let mut ops: BTreeMap<String, GpuOp> = BTreeMap::new();
+    gpu_walk(&p.graph, &mut ops);
+    ops
+}
+
+/// Count `g`'s nodes into `ops`, and those of its subgraphs (`cond` branches, `while_loop`
+/// and `map` bodies run on the GPU too).
+fn gpu_walk(g: &Graph, ops: &mut BTreeMap<String, GpuOp>) {
     use pt2web::gpu::kernels::support::{gpu_supports, Support};
-    let g = &p.graph;
     let dtype = |id: usize| match &g.value(id).kind {
         ValueKind::Tensor { dtype, .. } => Some(*dtype),
         _ => None,
     };
-    let mut ops: BTreeMap<String, GpuOp> = BTreeMap::new();
     for node in &g.nodes {
         let mut ins = Vec::new();
         node.inputs.iter().for_each(|(_, a)| a.values(&mut ins));
@@ -108,8 +114,12 @@ fn gpu_report(p: &Program) -> BTreeMap<String, GpuOp> {
                 e.reasons.insert(why);
             }
         }
+        for (_, a) in &node.inputs {
+            if let Arg::Graph(sub) = a {
+                gpu_walk(sub, ops);
+            }
+        }
     }
-    ops
 }
 
 fn gpu_json(ops: &BTreeMap<String, GpuOp>) -> serde_json::Value {

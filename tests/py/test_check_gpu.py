@@ -62,3 +62,25 @@ def test_default_device_has_no_gpu_report():
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["gpu"] is None
     assert "on the gpu device" not in check("convnet_core").stdout
+
+
+def test_subgraph_nodes_are_counted():
+    """`cond`'s branches run on the GPU too: every aten node torch has in the program, in the
+    top-level graph and in each branch, is in the report."""
+    import collections
+    import torch
+    ep = torch.export.load(str(FIX / "cond.pt2"))
+    want = collections.Counter()
+    for _, m in ep.graph_module.named_modules():
+        g = getattr(m, "graph", None)
+        for n in (g.nodes if g is not None else []):
+            if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload):
+                want[str(n.target)] += 1
+    assert sum(want.values()) > 3, want  # the branches hold aten nodes of their own
+    r = check("cond", "--device", "gpu", "--json")
+    assert r.returncode == 0, r.stderr
+    ops = {o["op"]: o for o in json.loads(r.stdout)["gpu"]["ops"]}
+    for op, n in want.items():
+        assert op in ops, (op, sorted(ops))
+        o = ops[op]
+        assert o["gpu"] + o["view"] + o["cpu"] == n, (op, o, n)
