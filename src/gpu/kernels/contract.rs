@@ -12,6 +12,7 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::{contiguous_strides, GTensor};
+use crate::ops::matmul::einsum::{arranged_strides, label_size};
 use crate::program::Arg;
 
 /// The GPU tensors of a tensor-list argument.
@@ -32,21 +33,11 @@ struct Op {
 
 impl Op {
     fn size(&self, l: u32) -> Option<usize> {
-        self.labels
-            .iter()
-            .position(|&x| x == l)
-            .map(|i| self.t.sizes[i])
+        label_size(&self.labels, &self.t.sizes, l)
     }
     /// A view with dims in the order of `labels` (missing ones size 1), each expanded to `sizes`.
     fn arranged(&self, labels: &[u32], sizes: &[usize]) -> GTensor {
-        let mut st = Vec::with_capacity(labels.len());
-        for (&l, &n) in labels.iter().zip(sizes) {
-            let s = match self.labels.iter().position(|&x| x == l) {
-                Some(i) if self.t.sizes[i] == n => self.t.strides[i],
-                _ => 0,
-            };
-            st.push(s);
-        }
+        let st = arranged_strides(&self.labels, &self.t.sizes, &self.t.strides, labels, sizes);
         self.t.view(sizes.to_vec(), st, self.t.offset)
     }
 }

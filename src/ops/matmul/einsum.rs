@@ -131,6 +131,29 @@ pub(crate) fn parse(ctx: &OpCtx, eq: &str, ranks: &[usize]) -> Result<(Vec<Term>
     Ok((terms, out))
 }
 
+/// The size of the dim labelled `l` of an operand with these `labels` and `sizes`.
+pub(crate) fn label_size(labels: &[u32], sizes: &[usize], l: u32) -> Option<usize> {
+    labels.iter().position(|&x| x == l).map(|i| sizes[i])
+}
+
+/// The strides of a view of an operand (`labels`, `sizes`, `strides`) with its dims in the
+/// order of `want` (missing ones size 1), each expanded to `want_sizes` (stride 0).
+pub(crate) fn arranged_strides(
+    labels: &[u32],
+    sizes: &[usize],
+    strides: &[usize],
+    want: &[u32],
+    want_sizes: &[usize],
+) -> Vec<usize> {
+    want.iter()
+        .zip(want_sizes)
+        .map(|(&l, &n)| match labels.iter().position(|&x| x == l) {
+            Some(i) if sizes[i] == n => strides[i],
+            _ => 0,
+        })
+        .collect()
+}
+
 /// An operand: a tensor in the compute dtype with one distinct label per dim.
 struct Op {
     t: Tensor,
@@ -139,21 +162,11 @@ struct Op {
 
 impl Op {
     fn size(&self, l: u32) -> Option<usize> {
-        self.labels
-            .iter()
-            .position(|&x| x == l)
-            .map(|i| self.t.sizes[i])
+        label_size(&self.labels, &self.t.sizes, l)
     }
     /// A view with dims in the order of `labels` (missing ones size 1), each expanded to `sizes`.
     fn arranged(&self, labels: &[u32], sizes: &[usize]) -> Tensor {
-        let mut st = Vec::with_capacity(labels.len());
-        for (&l, &n) in labels.iter().zip(sizes) {
-            let s = match self.labels.iter().position(|&x| x == l) {
-                Some(i) if self.t.sizes[i] == n => self.t.strides[i],
-                _ => 0,
-            };
-            st.push(s);
-        }
+        let st = arranged_strides(&self.labels, &self.t.sizes, &self.t.strides, labels, sizes);
         self.t.view_with(sizes.to_vec(), st, self.t.offset)
     }
     /// Sum out the dims whose labels are not in `keep`.
