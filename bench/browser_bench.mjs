@@ -60,7 +60,7 @@ async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare })
       const tFirst = performance.now();
       out[`pt2web_${device}_cold`] = tFirst - t0;
       if (device === 'webgpu') {
-        out.pt2web_webgpu_phases = { load: tLoad - t0, prepare: tPrep - tLoad, first: tFirst - tPrep, prepare_stall: longest, prepare_pipelines: prep.pipelinesMs, prepare_wait: prep.waitMs };
+        out.pt2web_webgpu_phases = { load: tLoad - t0, prepare: tPrep - tLoad, first: tFirst - tPrep, prepare_stall: longest, prepare_pipelines: prep.pipelinesMs, prepare_warm_up: prep.warmUpMs, prepare_wait: prep.waitMs };
         out.pt2web_webgpu_first_stats = model.lastRunStats();
       }
       const ts = [];
@@ -141,7 +141,7 @@ for (const r of rows) {
   console.log(`${r.name.padEnd(20)}${r.shape.padEnd(12)}${cw(r, 'pt2web_webgpu').padStart(16)}${cw(r, 'ort_webgpu').padStart(16)}${rw.padStart(13)}${cw(r, 'pt2web_cpu').padStart(16)}${cw(r, 'ort_wasm').padStart(16)}${rc.padStart(13)}`);
   const ph = r.pt2web_webgpu_phases;
   const fs = r.pt2web_webgpu_first_stats;
-  if (ph) console.log(`${''.padEnd(32)}pt2web webgpu cold start: load ${f(ph.load)} + prepare ${f(ph.prepare)} (pipelines ${f(ph.prepare_pipelines)}, device wait ${f(ph.prepare_wait)}, longest page stall ${f(ph.prepare_stall)}) + first run ${f(ph.first)} ms (${fs?.pipelinesCreated} pipelines created in the first run); warm run ${f(r.pt2web_webgpu_warm)} ms, first/warm ${ratio(ph.first, r.pt2web_webgpu_warm)}; host per warm run ${r.pt2web_webgpu_host === undefined ? '-' : r.pt2web_webgpu_host.toFixed(2)} ms${r.pt2web_webgpu_stats?.replayed ? ' (replayed)' : ''}`);
+  if (ph) console.log(`${''.padEnd(32)}pt2web webgpu cold start: load ${f(ph.load)} + prepare ${f(ph.prepare)} (pipelines ${f(ph.prepare_pipelines)}, warm-up ${f(ph.prepare_warm_up)}, device wait ${f(ph.prepare_wait)}, longest page stall ${f(ph.prepare_stall)}) + first run ${f(ph.first)} ms (${fs?.pipelinesCreated} pipelines created in the first run); warm run ${f(r.pt2web_webgpu_warm)} ms, first/warm ${ratio(ph.first, r.pt2web_webgpu_warm)}; host per warm run ${r.pt2web_webgpu_host === undefined ? '-' : r.pt2web_webgpu_host.toFixed(2)} ms${r.pt2web_webgpu_stats?.replayed ? ' (replayed)' : ''}`);
   const st = r.pt2web_webgpu_stats;
   if (st) console.log(`${''.padEnd(32)}pt2web webgpu per run: ${st.submits} submits, ${st.bufferAllocations} buffer allocations, ${st.pipelinesCreated} pipelines created, ${st.gpuNodes} GPU nodes, ${st.fallbackNodes} CPU fallbacks ${JSON.stringify(st.fallbacks)}`);
   for (const k of ['pt2web_webgpu', 'pt2web_cpu', 'ort_webgpu', 'ort_wasm']) if (r[`${k}_error`]) console.log(`${''.padEnd(32)}${k}: ${r[`${k}_error`]}`);

@@ -70,6 +70,10 @@ export interface PrepareStats {
   /** Of which creating the compute pipelines (WebGPU: until their asynchronous compilation,
    * `createComputePipelineAsync`, is done). */
   pipelinesMs: number;
+  /** Of which the warm-up: the prepared work executed once on placeholder inputs so that
+   * the driver's work at a kernel's first dispatch happens here, not in the first run (0 when
+   * the pass stopped early or the program writes state). */
+  warmUpMs: number;
   /** Of which waiting, at the end, for the GPU to finish what prepare created. */
   waitMs: number;
   /** Steps of the program's Plan (nodes of its graph). */

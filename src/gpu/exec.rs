@@ -210,10 +210,13 @@ impl GpuSession {
     /// the CPU session's Plan (guards checked, meta pass; see [`Session::prepare`]), then a
     /// prepare pass over the GPU steps that creates every compute pipeline and bind group
     /// a run with this signature uses and leaves the buffer pool as that run will find it,
-    /// so the first run creates no pipelines. Nothing is submitted: the pass costs host time
-    /// only. It stops early where a run needs values the GPU computes (a CPU fallback, a
-    /// readback for control flow or a data-dependent size); the rest is created by the
-    /// first run ([`PrepareStats::stopped`] says where).
+    /// so the first run creates no pipelines. The pass itself submits nothing. It stops
+    /// early where a run needs values the GPU computes (a CPU fallback, a readback for
+    /// control flow or a data-dependent size); the rest is created by the first run
+    /// ([`PrepareStats::stopped`] says where). When it reaches the end and the program
+    /// writes no state, the prepared work is then executed once on the placeholders (the
+    /// warm-up, [`PrepareStats::warm_up_ms`]), which nothing reads back and nothing keeps;
+    /// otherwise the run's buffers are cleared once, so their first use is paid here too.
     pub async fn prepare_async(&mut self, inputs: &[crate::meta::MValue]) -> Result<PrepareStats> {
         let start = crate::runtime::profile::now_ms();
         let sig = crate::plan::meta_signature(inputs);
@@ -252,9 +255,35 @@ impl GpuSession {
         let t = crate::runtime::profile::now_ms();
         let created = dev.create_wanted().await;
         let pipelines_ms = crate::runtime::profile::now_ms() - t;
-        // Wait until the device has processed what the pass created: the browser's GPU
-        // process gets to each creation in order, so prepare (not the first run) pays for it.
+        // A warm-up: the prepared work executed once on the placeholders, outputs left on
+        // the GPU. A driver does work at a pipeline's first dispatch (llvmpipe generates
+        // its code then) and at a buffer's first use; this moves both into prepare. Only
+        // when the pass reached the end (no readback, so no data-dependent control flow
+        // to run on zeros) and the program changes no state.
         let t = crate::runtime::profile::now_ms();
+        let mut warm_up_ms = 0.0;
+        let warm_up = created.is_ok() && stopped.is_none() && leaves_state_alone(&self.cpu.program);
+        if warm_up {
+            let placeholders: Vec<GpuInput> =
+                crate::plan::dense_placeholders(&sig, dev.recommended_max_memory())?
+                    .into_iter()
+                    .map(GpuInput::Cpu)
+                    .collect();
+            if let Err(e) = self.run_inner(placeholders, true, false).await {
+                stopped = Some(format!("warm-up: {e}"));
+            }
+            if let Err(e) = dev.synchronize_async().await {
+                stopped = Some(format!("warm-up: {e}"));
+            }
+            warm_up_ms = crate::runtime::profile::now_ms() - t;
+        }
+        // The first touch of the run's buffers (where the warm-up did not run), then wait
+        // until the device has processed what prepare created: the browser's GPU process
+        // gets to each creation in order, so prepare (not the first run) pays for it.
+        let t = crate::runtime::profile::now_ms();
+        if !warm_up {
+            dev.touch_free_buffers();
+        }
         let synced = dev.synchronize_async().await;
         let wait_ms = crate::runtime::profile::now_ms() - t;
         self.cpu.run_state.rng = rng;
@@ -267,6 +296,7 @@ impl GpuSession {
         let stats = PrepareStats {
             prepare_ms: crate::runtime::profile::now_ms() - start,
             pipelines_ms,
+            warm_up_ms,
             wait_ms,
             pipelines_created: dev.pipelines_created() - pipes_before,
             bind_groups_created: dev.bind_groups_created() - groups_before,
@@ -441,12 +471,6 @@ impl GpuSession {
         let (reads_before, nodes_before) =
             (super::tape::host_reads(), self.cpu.run_state.nodes_run);
         let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state).await?;
-        if dry {
-            // The prepare pass walked the whole graph: what is left (reading outputs back,
-            // writing mutations to the state) creates no pipelines.
-            return Ok(Vec::new());
-        }
-        let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
         // Outputs and mutations come back together: one copy each, one submit, one wait.
         let wanted: Vec<Slot> = p
             .outputs
@@ -455,6 +479,14 @@ impl GpuSession {
             .filter(|(spec, _)| read_back(&spec.kind) && !(keep && spec.kind == OutputKind::User))
             .map(|(_, s)| s.clone())
             .collect();
+        if dry {
+            // The prepare pass walked the whole graph: what is left (reading outputs back,
+            // writing mutations to the state) creates no pipelines, only the staging
+            // buffers, which the pool keeps for the first run.
+            r.reserve_readbacks(&wanted)?;
+            return Ok(Vec::new());
+        }
+        let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
         let mut values = r.slots_to_rvalues(&wanted).await?.into_iter();
         let mut result = Vec::new();
         for (spec, out) in p.outputs.iter().zip(&outs) {
@@ -570,4 +602,22 @@ impl GpuSession {
         }
         Ok(result)
     }
+}
+
+/// Whether running `p` changes nothing outside its outputs: no mutation in its signature and
+/// no in-place op (`aten.add_`, `aten.copy_`) in its graph. Such a program can be executed
+/// on placeholders (prepare's warm-up) without touching the session's state.
+fn leaves_state_alone(p: &crate::program::Program) -> bool {
+    !super::tape::writes_state(p)
+        && !p.graph.nodes.iter().any(|n| {
+            let op = n
+                .target
+                .rsplit_once('.')
+                .map_or(n.target.as_str(), |(o, _)| o);
+            let name = op.rsplit('.').next().unwrap_or(op);
+            match name.strip_prefix("__") {
+                Some(dunder) => dunder.starts_with('i'), // `__iand__`; `__and__` is not
+                None => name.ends_with('_'),
+            }
+        })
 }

@@ -258,6 +258,27 @@ impl<'d> Runner<'d> {
         }
     }
 
+    /// What [`Runner::slots_to_rvalues`] would allocate to read `slots` back: one staging
+    /// buffer per distinct store, taken from the pool and returned to it (a prepare pass).
+    pub(super) fn reserve_readbacks(&mut self, slots: &[Slot]) -> Result<()> {
+        let mut ts = Vec::new();
+        slots.iter().for_each(|s| Self::slot_tensors(s, &mut ts));
+        let mut seen: Vec<&Cell> = Vec::new();
+        let mut staging = Vec::new();
+        for t in ts {
+            if seen.iter().any(|c| Arc::ptr_eq(c, &t.cell)) {
+                continue;
+            }
+            seen.push(&t.cell);
+            let (len, dtype) = {
+                let s = lock(&t.cell);
+                (s.len, s.dtype)
+            };
+            staging.push(self.dev.alloc_readback(gpu_bytes(dtype, len))?);
+        }
+        Ok(())
+    }
+
     /// Slots as CPU values; every tensor among them read back in one submit.
     pub(super) async fn slots_to_rvalues(&mut self, slots: &[Slot]) -> Result<Vec<RValue>> {
         let mut ts = Vec::new();

@@ -78,6 +78,10 @@ pub struct PrepareStats {
     /// Of which creating the pipelines the pass dispatches (natively on several threads; in
     /// the browser until their asynchronous compilation is done).
     pub pipelines_ms: f64,
+    /// Of which the warm-up: the prepared work executed once on placeholder inputs, so the
+    /// driver's work at a kernel's first dispatch and a buffer's first use is done before
+    /// the first run (0 when the pass stopped early or the program writes state).
+    pub warm_up_ms: f64,
     /// Of which waiting, at the end, for the device to finish what prepare created.
     pub wait_ms: f64,
     /// Compute pipelines and bind groups it created.
