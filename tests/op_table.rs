@@ -167,3 +167,35 @@ fn every_gpu_registration_names_a_known_op() {
         bad.join("\n")
     );
 }
+
+/// Each target is declared once: an entry with a CPU kernel carries its shape rule
+/// ([`OpTable::define`]), so no kernel relies on a rule registered somewhere else. Entries
+/// with a rule alone are shape rules ahead of their kernels (`pt2web check` sizes programs
+/// that use them); none of them resolves to a CPU kernel through another entry.
+#[test]
+fn every_cpu_kernel_is_declared_with_its_shape_rule() {
+    let table = pt2web::ops::table();
+    let mut bad = Vec::new();
+    for d in table.defs() {
+        // A name that resolves as the entry does (an op-wide entry: any of its overloads).
+        let probe = match d.any_overload {
+            true => format!("{}.some_overload", d.name),
+            false => d.name.clone(),
+        };
+        if d.cpu.is_some() && d.rule.is_none() {
+            bad.push(format!("{}: a CPU kernel without its shape rule", d.name));
+        }
+        if d.cpu.is_none() && table.cpu_kernel(&probe).is_some() {
+            bad.push(format!(
+                "{}: a shape rule apart from its CPU kernel",
+                d.name
+            ));
+        }
+    }
+    let alone = table.defs().iter().filter(|d| d.cpu.is_none()).count();
+    eprintln!(
+        "{} entries, {alone} with a shape rule alone",
+        table.defs().len()
+    );
+    assert!(bad.is_empty(), "split declarations:\n{}", bad.join("\n"));
+}

@@ -143,7 +143,11 @@ fn gpu_prepare_creates_the_pipelines_of_the_first_run() {
         // The warm-up executed the prepared work where the program leaves its state alone
         // (mutate_buffer updates running statistics in place, so it has none), and the
         // first run found the pool and the bind groups as a warm run does.
-        assert_eq!(st.warm_up_ms > 0.0, stem != "mutate_buffer", "{stem}: {st:?}");
+        assert_eq!(
+            st.warm_up_ms > 0.0,
+            stem != "mutate_buffer",
+            "{stem}: {st:?}"
+        );
         assert_eq!(
             (first.buffer_allocations, first.bind_groups_created),
             (0, 0),

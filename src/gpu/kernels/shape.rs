@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{gpu_dtype, GTensor};
-use crate::ops::Scalar;
+use crate::ops::shape::pad::{PadMode, PadParams};
 use bytemuck::{Pod, Zeroable};
 
 pub const MAP: Variant = Variant::new(Shader::Shape, "map");
@@ -130,71 +130,25 @@ pub(super) fn zero_pad_last(
     }))
 }
 
-/// pad.default, constant_pad_nd, _pad_enum, _pad_circular, reflection_pad*d,
-/// replication_pad*d.
+/// The ten padding targets, with the op table's [`PadParams`] (parsed and checked as the
+/// CPU kernel and the shape rule do).
 pub(super) fn pad(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let op = k.target().split('.').nth(1).unwrap_or("").to_string();
-    let pads = if op.starts_with("reflection_pad") || op.starts_with("replication_pad") {
-        k.op.ints("padding")?
-    } else {
-        k.op.ints("pad")?
+    let p = PadParams::parse(&k.op)?;
+    let mode = match p.mode {
+        PadMode::Constant => CONSTANT,
+        PadMode::Reflect => REFLECT,
+        PadMode::Replicate => REPLICATE,
+        PadMode::Circular => CIRCULAR,
     };
-    let mode = if op.starts_with("reflection_pad") {
-        REFLECT
-    } else if op.starts_with("replication_pad") {
-        REPLICATE
-    } else if op == "_pad_circular" {
-        CIRCULAR
-    } else if op == "_pad_enum" {
-        match k.op.int("mode")? {
-            0 => CONSTANT,
-            1 => REFLECT,
-            2 => REPLICATE,
-            3 => CIRCULAR,
-            _ => return Ok(None),
-        }
-    } else if op == "pad" {
-        match k.op.opt_str("mode")?.as_deref().unwrap_or("constant") {
-            "constant" => CONSTANT,
-            "reflect" => REFLECT,
-            "replicate" => REPLICATE,
-            "circular" => CIRCULAR,
-            _ => return Ok(None),
-        }
-    } else {
-        CONSTANT
-    };
-    let value = match k.op.opt_scalar("value")? {
-        Some(v) if mode != CONSTANT && v.as_f64() != 0.0 => return Ok(None),
-        Some(v) => v,
-        None => Scalar::Int(0),
-    };
-    let Some(w) = word(x.dtype, value) else {
+    let Some(w) = word(x.dtype, p.value) else {
         return Ok(None);
     };
-    let r = x.rank();
-    if pads.len() % 2 != 0 || pads.len() / 2 > r {
-        return Ok(None);
-    }
     let mut dims = identity(&x);
-    for i in 0..pads.len() / 2 {
-        let d = r - 1 - i;
-        let (lo, hi, n) = (pads[2 * i], pads[2 * i + 1], x.sizes[d] as i64);
-        let out_n = n + lo + hi;
-        let bad = out_n < 0
-            || match mode {
-                CONSTANT => false,
-                REFLECT => lo >= n || hi >= n || lo < 0 || hi < 0,
-                CIRCULAR => lo > n || hi > n || lo < 0 || hi < 0,
-                _ => n == 0 || lo < 0 || hi < 0,
-            };
-        if bad {
-            return Ok(None);
-        }
-        dims[d] = (out_n as usize, mode, lo);
+    for d in p.dims(&k.op, &x.sizes)? {
+        dims[d.dim] = (d.size, mode, d.lo);
     }
     encode_map(k, &x, &dims, w)
 }

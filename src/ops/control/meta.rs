@@ -283,15 +283,15 @@ pub(super) fn assert_async(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(assert_result(ctx))
 }
 
-fn constrain_range(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn constrain_range(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(assert_result(ctx))
 }
 
-fn dep_token(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn dep_token(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Opaque])
 }
 
-fn assert_tensor_metadata(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn assert_tensor_metadata(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("a")?;
     if let Some(d) = ctx.opt_dtype("dtype")? {
         if d != t.dtype {
@@ -363,16 +363,6 @@ fn sym_op(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    for t in [
-        "aten.sym_constrain_range.default",
-        "aten.sym_constrain_range_for_size.default",
-        "aten._functional_sym_constrain_range.default",
-        "aten._functional_sym_constrain_range_for_size.default",
-    ] {
-        r.rule(t, constrain_range);
-    }
-    r.rule("aten._make_dep_token.default", dep_token);
-    r.rule_op("aten._assert_tensor_metadata", assert_tensor_metadata);
     for op in [
         "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "neg", "pos", "abs", "eq", "ne",
         "lt", "le", "gt", "ge", "and_", "or_", "xor", "not_", "lshift", "rshift", "truth",

@@ -55,22 +55,20 @@ pub(crate) fn register(r: &mut OpTable) {
         assert_async,
         meta::assert_async,
     );
-    r.cpu("aten.sym_constrain_range.default", constrain_range);
-    r.cpu("aten.sym_constrain_range_for_size.default", constrain_range);
-    r.cpu(
+    for t in [
+        "aten.sym_constrain_range.default",
+        "aten.sym_constrain_range_for_size.default",
         "aten._functional_sym_constrain_range.default",
-        constrain_range,
-    );
-    r.cpu(
         "aten._functional_sym_constrain_range_for_size.default",
-        constrain_range,
-    );
-    r.cpu("aten._make_dep_token.default", dep_token);
-    r.cpu(
+    ] {
+        r.define(t, constrain_range, meta::constrain_range);
+    }
+    r.define("aten._make_dep_token.default", dep_token, meta::dep_token);
+    r.define(
         "aten._assert_tensor_metadata.default",
         assert_tensor_metadata,
+        meta::assert_tensor_metadata,
     );
-    r.cpu("aten.scalar_tensor.default", scalar_tensor);
     sym::register(r);
 }
 
@@ -427,6 +425,8 @@ fn dep_token(_ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(vec![token()])
 }
 
+/// `_assert_tensor_metadata` (emitted next to `.to()` in the training IR): checks the dtype
+/// and sizes torch traced.
 fn assert_tensor_metadata(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("a")?;
     if let Some(d) = ctx.opt_dtype("dtype")? {
@@ -448,11 +448,4 @@ fn assert_tensor_metadata(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     // Strides are not checked: the CPU backend may lay a value out differently from torch
     // (e.g. contiguous instead of channels-last) without changing any result.
     Ok(vec![])
-}
-
-fn scalar_tensor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let s = ctx.scalar("s")?;
-    // torch.scalar_tensor uses the default dtype (float32) unless told otherwise.
-    let dtype = ctx.opt_dtype("dtype")?.unwrap_or(DType::F32);
-    Ok(vec![RValue::Tensor(Tensor::full(dtype, &[], s.as_f64())?)])
 }

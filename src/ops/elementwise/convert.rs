@@ -14,23 +14,20 @@ use crate::program::Arg;
 use crate::runtime::RValue;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu_op("aten.clone", clone);
-    r.cpu_op("aten.lift_fresh_copy", clone);
-    r.cpu_op("aten.contiguous", contiguous);
-    for op in [
-        "alias",
-        "detach",
-        "detach_",
-        "positive",
-        "lift_fresh",
-        "resolve_conj",
-        "resolve_neg",
-    ] {
+    use super::meta::same;
+    r.define_op("aten.clone", clone, same);
+    r.define_op("aten.lift_fresh_copy", clone, same);
+    r.define_op("aten.contiguous", contiguous, same);
+    for op in ["alias", "detach", "detach_", "lift_fresh"] {
+        r.define_op(&format!("aten.{op}"), alias, same);
+    }
+    // Their rules are the dtype-keeping unary rule (`meta.rs`).
+    for op in ["positive", "resolve_conj", "resolve_neg"] {
         r.cpu_op(&format!("aten.{op}"), alias);
     }
     r.define("aten.copy.default", copy, super::meta::copy);
-    r.cpu("aten.copy_.default", copy_);
-    r.cpu("aten.copy_.Tensor", copy_);
+    r.define("aten.copy_.default", copy_, super::meta::copy);
+    r.define("aten.copy_.Tensor", copy_, super::meta::copy);
     r.define_op("aten.to", to, super::meta::to_copy);
     r.define_op("aten._to_copy", to_copy, super::meta::to_copy);
     r.define_op("aten.type_as", type_as, super::meta::to_copy);
@@ -38,7 +35,6 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu_op("aten.fill_", fill);
     r.cpu_op("aten.zero", fill);
     r.cpu_op("aten.zero_", fill);
-    r.cpu_op("aten._assert_tensor_metadata", assert_metadata);
 }
 
 /// Export schema `MemoryFormat` values.
@@ -217,27 +213,4 @@ fn fill(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return one(t);
     }
     one(materialize(&value, t.dtype, preserved_strides(&t))?)
-}
-
-/// `_assert_tensor_metadata` (emitted next to `.to()` in the training IR): checks the dtype
-/// and sizes torch traced; strides are not checked, as CPU kernels may pick other layouts.
-fn assert_metadata(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("a")?;
-    if let Some(d) = ctx.opt_dtype("dtype")? {
-        if d != t.dtype {
-            return Err(ctx.err(format!(
-                "tensor has dtype {}, the program expects {d}",
-                t.dtype
-            )));
-        }
-    }
-    if let Some(s) = ctx.opt_ints("size")? {
-        if s.len() != t.rank() || s.iter().zip(&t.sizes).any(|(&a, &b)| a != b as i64) {
-            return Err(ctx.err(format!(
-                "tensor has shape {:?}, the program expects {s:?}",
-                t.sizes
-            )));
-        }
-    }
-    Ok(vec![])
 }

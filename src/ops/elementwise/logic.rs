@@ -45,7 +45,7 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu_op("aten.__xor__", bitwise_xor);
     // `where(condition)` (one argument) is nonzero's job; these are the selecting overloads.
     for o in ["self", "ScalarSelf", "ScalarOther", "Scalar"] {
-        r.cpu(&format!("aten.where.{o}"), where_);
+        r.define(&format!("aten.where.{o}"), where_, super::meta::where_);
     }
     both(r, "masked_fill", masked_fill);
     r.define_op(

@@ -173,7 +173,7 @@ fn masked_fill(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `where(condition, self, other)`: broadcast of the three, promotion of self and other.
-fn where_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn where_(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     if !ctx.has("self") {
         // `where(condition)` is `nonzero(condition, as_tuple=True)`: data-dependent.
         return Err("where(condition) has a data-dependent shape".into());
@@ -420,9 +420,11 @@ pub(crate) fn register(r: &mut OpTable) {
         r.rule_aten(&[n], inplace);
     }
     r.rule_aten(&["clamp", "clamp_min", "clamp_max", "clip"], clamp);
-    r.rule_aten(&["where"], where_);
+    // `where(condition)`: a clear error (a data-dependent shape) for a target the
+    // selecting kernels do not cover.
+    r.rule("aten.where.default", where_);
     r.rule_aten(&["masked_fill"], masked_fill);
     r.rule_aten(&["_to_dim_order_copy", "to_dense"], to_copy);
-    r.rule_aten(&["copy_", "_copy_from"], copy);
+    r.rule_aten(&["_copy_from"], copy);
     r.rule_aten(&["_print", "record_stream"], nothing);
 }

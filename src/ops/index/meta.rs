@@ -176,17 +176,6 @@ pub(super) fn masked_index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(
-        &[
-            "index_put_",
-            "_index_put_impl_",
-            "scatter_add_",
-            "scatter_reduce_",
-            "index_add_",
-            "index_copy_",
-            "masked_scatter",
-            "masked_scatter_",
-        ],
-        same,
-    );
+    // A shape rule ahead of its kernel: `pt2web check` sizes programs that use it.
+    r.rule_aten(&["masked_scatter", "masked_scatter_"], same);
 }

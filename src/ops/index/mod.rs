@@ -34,8 +34,16 @@ pub(crate) fn register(r: &mut OpTable) {
         index_put,
         crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.index_put_.default", index_put_);
-    r.cpu("aten._index_put_impl_.default", index_put_);
+    r.define(
+        "aten.index_put_.default",
+        index_put_,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten._index_put_impl_.default",
+        index_put_,
+        crate::ops::elementwise::meta::same,
+    );
     r.define(
         "aten._unsafe_index_put.default",
         index_put,

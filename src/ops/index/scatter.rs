@@ -25,25 +25,41 @@ pub(super) fn register(r: &mut OpTable) {
         scatter,
         crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.scatter_add_.default", scatter_);
+    r.define(
+        "aten.scatter_add_.default",
+        scatter_,
+        crate::ops::elementwise::meta::same,
+    );
     r.define(
         "aten.scatter_reduce.two",
         scatter,
         crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.scatter_reduce_.two", scatter_);
+    r.define(
+        "aten.scatter_reduce_.two",
+        scatter_,
+        crate::ops::elementwise::meta::same,
+    );
     r.define(
         "aten.index_add.default",
         index_add,
         crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.index_add_.default", index_add_);
+    r.define(
+        "aten.index_add_.default",
+        index_add_,
+        crate::ops::elementwise::meta::same,
+    );
     r.define(
         "aten.index_copy.default",
         index_copy,
         crate::ops::elementwise::meta::same,
     );
-    r.cpu("aten.index_copy_.default", index_copy_);
+    r.define(
+        "aten.index_copy_.default",
+        index_copy_,
+        crate::ops::elementwise::meta::same,
+    );
     r.define_op(
         "aten.index_fill",
         index_fill,

@@ -7,7 +7,6 @@ use crate::cpu::promote::promote_types;
 use crate::dtype::DType;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::{broadcast, one};
-use crate::ops::OpTable;
 
 fn dtype_of(ts: &[&MetaTensor]) -> DType {
     ts.iter()
@@ -415,9 +414,4 @@ pub(super) fn einsum(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     }
     let refs: Vec<&MetaTensor> = ts.iter().collect();
     one(MetaTensor::new(dtype_of(&refs), out))
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["addmm_", "baddbmm_", "addbmm_", "addmv_"], product);
-    r.rule_aten(&["addr_"], outer);
 }

@@ -13,87 +13,54 @@ use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
+/// Each target once, with its CPU kernel and its shape rule (`meta_copy.rs`).
 pub(super) fn register(r: &mut OpTable) {
-    r.cpu("aten.cat.default", cat);
-    r.cpu("aten.concat.default", cat);
-    r.cpu("aten.concatenate.default", cat);
-    r.cpu("aten.stack.default", stack);
-    r.cpu("aten.hstack.default", hstack);
-    r.cpu("aten.vstack.default", vstack);
+    use super::meta_copy as mc;
+    use crate::ops::elementwise::meta::same;
+    r.define("aten.cat.default", cat, mc::cat);
+    r.define("aten.concat.default", cat, mc::cat);
+    r.define("aten.concatenate.default", cat, mc::cat);
+    r.define("aten.stack.default", stack, mc::stack);
+    r.define("aten.hstack.default", hstack, mc::hstack);
+    r.define("aten.vstack.default", vstack, mc::vstack);
+    r.define("aten.slice_scatter.default", slice_scatter, same);
+    r.define("aten.select_scatter.default", select_scatter, same);
+    r.define("aten.diagonal_scatter.default", diagonal_scatter, same);
+    r.define("aten.as_strided_scatter.default", as_strided_scatter, same);
+    r.define("aten.roll.default", roll, same);
+    r.define("aten.flip.default", flip, same);
+    r.define("aten.fliplr.default", fliplr, same);
+    r.define("aten.flipud.default", flipud, same);
+    r.define("aten.repeat.default", repeat, mc::repeat);
+    r.define("aten.tile.default", tile, mc::repeat);
+    r.define_op(
+        "aten.repeat_interleave",
+        repeat_interleave,
+        mc::repeat_interleave,
+    );
+    r.define("aten.tril.default", tril, same);
+    r.define("aten.triu.default", triu, same);
+    r.define("aten.tril_.default", tril_, same);
+    r.define("aten.triu_.default", triu_, same);
     r.define(
-        "aten.slice_scatter.default",
-        slice_scatter,
-        crate::ops::elementwise::meta::same,
+        "aten.pixel_shuffle.default",
+        pixel_shuffle,
+        mc::pixel_shuffle,
     );
     r.define(
-        "aten.select_scatter.default",
-        select_scatter,
-        crate::ops::elementwise::meta::same,
+        "aten.pixel_unshuffle.default",
+        pixel_unshuffle,
+        mc::pixel_shuffle,
     );
-    r.define(
-        "aten.diagonal_scatter.default",
-        diagonal_scatter,
-        crate::ops::elementwise::meta::same,
-    );
-    r.define(
-        "aten.as_strided_scatter.default",
-        as_strided_scatter,
-        crate::ops::elementwise::meta::same,
-    );
-    r.cpu("aten.constant_pad_nd.default", constant_pad_nd);
-    r.cpu("aten.pad.default", pad);
-    r.cpu("aten._pad_enum.default", pad_enum);
-    r.cpu("aten._pad_circular.default", pad_circular);
-    for k in ["1d", "2d", "3d"] {
-        r.cpu(&format!("aten.reflection_pad{k}.default"), reflection_pad);
-        r.cpu(&format!("aten.replication_pad{k}.default"), replication_pad);
-    }
-    r.define(
-        "aten.roll.default",
-        roll,
-        crate::ops::elementwise::meta::same,
-    );
-    r.define(
-        "aten.flip.default",
-        flip,
-        crate::ops::elementwise::meta::same,
-    );
-    r.define(
-        "aten.fliplr.default",
-        fliplr,
-        crate::ops::elementwise::meta::same,
-    );
-    r.define(
-        "aten.flipud.default",
-        flipud,
-        crate::ops::elementwise::meta::same,
-    );
-    r.cpu("aten.repeat.default", repeat);
-    r.cpu("aten.tile.default", tile);
-    r.cpu_op("aten.repeat_interleave", repeat_interleave);
-    r.define(
-        "aten.tril.default",
-        tril,
-        crate::ops::elementwise::meta::same,
-    );
-    r.define(
-        "aten.triu.default",
-        triu,
-        crate::ops::elementwise::meta::same,
-    );
-    r.cpu("aten.tril_.default", tril_);
-    r.cpu("aten.triu_.default", triu_);
-    r.cpu("aten.pixel_shuffle.default", pixel_shuffle);
-    r.cpu("aten.pixel_unshuffle.default", pixel_unshuffle);
-    r.cpu("aten.rot90.default", rot90);
+    r.define("aten.rot90.default", rot90, mc::rot90);
 }
 
 /// For each output dimension, where each output index reads from in the source dimension
 /// (`None` = the fill value): flip, roll, pad, repeat are all such per-dimension maps.
-type DimMap = Vec<Option<usize>>;
+pub(super) type DimMap = Vec<Option<usize>>;
 
 /// A new tensor whose element at `[i0, i1, ...]` is `src[map0[i0], map1[i1], ...]`.
-fn gather_dims(src: &Tensor, maps: &[DimMap], fill: f64) -> Result<Tensor> {
+pub(super) fn gather_dims(src: &Tensor, maps: &[DimMap], fill: f64) -> Result<Tensor> {
     debug_assert_eq!(maps.len(), src.rank());
     let sizes: Vec<usize> = maps.iter().map(Vec::len).collect();
     // Stride contribution of every output index, per dimension.
@@ -113,7 +80,7 @@ fn gather_dims(src: &Tensor, maps: &[DimMap], fill: f64) -> Result<Tensor> {
     gather_storage(src, &offs, fill, &sizes)
 }
 
-fn identity(n: usize) -> DimMap {
+pub(super) fn identity(n: usize) -> DimMap {
     (0..n).map(Some).collect()
 }
 
@@ -261,147 +228,6 @@ fn as_strided_scatter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let off = ctx.opt_int("storage_offset")?.unwrap_or(0);
     let v = strided_view(ctx, &out, &ctx.ints("size")?, &ctx.ints("stride")?, off)?;
     scatter_into(ctx, out, v, &src)
-}
-
-// ---------------------------------------------------------------------------------------
-// Padding.
-
-#[derive(Clone, Copy, PartialEq, Debug)]
-enum PadMode {
-    Constant,
-    Reflect,
-    Replicate,
-    Circular,
-}
-
-/// Pad the last `pad.len() / 2` dims (`pad` = [last_lo, last_hi, prev_lo, prev_hi, ...];
-/// negative values crop).
-fn pad_t(ctx: &OpCtx, t: &Tensor, pad: &[i64], mode: PadMode, value: f64) -> Result<Tensor> {
-    let r = t.rank();
-    if pad.len() % 2 != 0 || pad.len() / 2 > r {
-        return Err(ctx.err(format!(
-            "padding length {} must be even and at most twice the rank {r} of the input",
-            pad.len()
-        )));
-    }
-    let mut maps: Vec<DimMap> = t.sizes.iter().map(|&n| identity(n)).collect();
-    for k in 0..pad.len() / 2 {
-        let d = r - 1 - k;
-        let (lo, hi, n) = (pad[2 * k], pad[2 * k + 1], t.sizes[d] as i64);
-        let out_n = n + lo + hi;
-        if out_n < 0 {
-            return Err(ctx.err(format!("the input size {n} at dimension {d}, plus negative padding {lo} and {hi}, resulted in a negative output size")));
-        }
-        let bad = match mode {
-            PadMode::Constant => false,
-            PadMode::Reflect => lo >= n || hi >= n,
-            PadMode::Circular => lo > n || hi > n,
-            PadMode::Replicate => n == 0,
-        };
-        if bad {
-            return Err(ctx.err(format!("padding ({lo}, {hi}) at dimension {d} is too large for an input of size {n} in {mode:?} mode (input shape {:?})", t.sizes)));
-        }
-        maps[d] = (0..out_n)
-            .map(|o| {
-                let i = o - lo;
-                let j = match mode {
-                    PadMode::Constant => i,
-                    PadMode::Reflect => {
-                        let j = if i < 0 { -i } else { i };
-                        if j >= n {
-                            2 * (n - 1) - j
-                        } else {
-                            j
-                        }
-                    }
-                    PadMode::Replicate => i.clamp(0, n - 1),
-                    PadMode::Circular => i.rem_euclid(n.max(1)),
-                };
-                (0..n).contains(&j).then_some(j as usize)
-            })
-            .collect();
-    }
-    gather_dims(t, &maps, value)
-}
-
-fn constant_pad_nd(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    one(pad_t(
-        ctx,
-        &t,
-        &ctx.ints("pad")?,
-        PadMode::Constant,
-        ctx.float_or("value", 0.0)?,
-    )?)
-}
-
-fn pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    let mode = match ctx.opt_str("mode")?.as_deref().unwrap_or("constant") {
-        "constant" => PadMode::Constant,
-        "reflect" => PadMode::Reflect,
-        "replicate" => PadMode::Replicate,
-        "circular" => PadMode::Circular,
-        other => return Err(ctx.err(format!("unsupported padding mode '{other}' (expected constant, reflect, replicate or circular)"))),
-    };
-    if mode != PadMode::Constant && ctx.opt_float("value")?.is_some_and(|v| v != 0.0) {
-        return Err(ctx.err(format!(
-            "padding mode {mode:?} doesn't take in value argument"
-        )));
-    }
-    one(pad_t(
-        ctx,
-        &t,
-        &ctx.ints("pad")?,
-        mode,
-        ctx.float_or("value", 0.0)?,
-    )?)
-}
-
-fn pad_enum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    // at::padding_mode: 0 constant, 1 reflect, 2 replicate, 3 circular.
-    let mode = match ctx.int("mode")? {
-        0 => PadMode::Constant,
-        1 => PadMode::Reflect,
-        2 => PadMode::Replicate,
-        3 => PadMode::Circular,
-        m => return Err(ctx.err(format!("unknown padding mode {m}"))),
-    };
-    one(pad_t(
-        ctx,
-        &t,
-        &ctx.ints("pad")?,
-        mode,
-        ctx.float_or("value", 0.0)?,
-    )?)
-}
-
-fn pad_circular(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    one(pad_t(ctx, &t, &ctx.ints("pad")?, PadMode::Circular, 0.0)?)
-}
-
-fn reflection_pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    one(pad_t(
-        ctx,
-        &t,
-        &ctx.ints("padding")?,
-        PadMode::Reflect,
-        0.0,
-    )?)
-}
-
-fn replication_pad(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    one(pad_t(
-        ctx,
-        &t,
-        &ctx.ints("padding")?,
-        PadMode::Replicate,
-        0.0,
-    )?)
 }
 
 // ---------------------------------------------------------------------------------------

@@ -4,9 +4,8 @@
 //! geometry; `infer_size` and `split_pieces` are the CPU family's own.
 
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
-use crate::ops::elementwise::meta::{one, same};
+use crate::ops::elementwise::meta::one;
 use crate::ops::shape::geometry::{infer_size, split_pieces};
-use crate::ops::OpTable;
 
 fn tensors(v: Vec<MetaTensor>) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Tensors(v)])
@@ -552,24 +551,4 @@ pub(super) fn unfold(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     s[d] = ((n - size) / step + 1) as usize;
     s.push(size as usize);
     one(t.with_sizes(s))
-}
-
-pub(crate) fn register(r: &mut OpTable) {
-    r.rule_aten(&["narrow_copy"], narrow);
-
-    r.rule_aten(
-        &[
-            "alias",
-            "detach",
-            "detach_",
-            "contiguous",
-            "clone",
-            "lift_fresh_copy",
-            "lift_fresh",
-            "tril_",
-            "triu_",
-        ],
-        same,
-    );
-    super::meta_copy::register(r);
 }

@@ -1,11 +1,10 @@
-//! Rules of the shape family's copies: `cat` / `stack` / `hstack` / `vstack`, the paddings,
+//! Rules of the shape family's copies: `cat` / `stack` / `hstack` / `vstack`,
 //! `repeat` / `tile`, `repeat_interleave`, `pixel_shuffle` / `pixel_unshuffle` and `rot90`
-//! (the views are in `meta.rs`).
+//! (the views are in `meta.rs`). `copy.rs` registers each with its kernel.
 
 use super::meta::swap;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::one;
-use crate::ops::OpTable;
 
 fn cat_of(ctx: &MetaCtx, ts: &[MetaTensor], dim: i64) -> RuleResult<MetaTensor> {
     // torch skips legacy empty 1-d tensors ([0]) in cat.
@@ -42,12 +41,12 @@ fn cat_of(ctx: &MetaCtx, ts: &[MetaTensor], dim: i64) -> RuleResult<MetaTensor> 
     Ok(MetaTensor::new(dtype, s))
 }
 
-fn cat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn cat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts = ctx.tensors("tensors")?;
     one(cat_of(ctx, &ts, ctx.int_or("dim", 0)?)?)
 }
 
-fn stack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn stack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts = ctx.tensors("tensors")?;
     let first = ts
         .first()
@@ -81,7 +80,7 @@ fn at_least(t: &MetaTensor, rank: usize) -> MetaTensor {
     t.with_sizes(s)
 }
 
-fn hstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn hstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts: Vec<MetaTensor> = ctx
         .tensors("tensors")?
         .iter()
@@ -95,7 +94,7 @@ fn hstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(cat_of(ctx, &ts, dim)?)
 }
 
-fn vstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn vstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let ts: Vec<MetaTensor> = ctx
         .tensors("tensors")?
         .iter()
@@ -104,39 +103,7 @@ fn vstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(cat_of(ctx, &ts, 0)?)
 }
 
-/// `pad` lists (before, after) pairs starting from the last dim.
-fn padded(t: &MetaTensor, pad: &[i64]) -> RuleResult<MetaTensor> {
-    if pad.len() % 2 != 0 || pad.len() / 2 > t.rank() {
-        return Err(format!(
-            "padding {pad:?} must have an even length of at most twice the rank of {:?}",
-            t.sizes
-        ));
-    }
-    let mut s = t.sizes.clone();
-    for (i, p) in pad.chunks(2).enumerate() {
-        let d = t.rank() - 1 - i;
-        let v = s[d] as i64 + p[0] + p[1];
-        if v < 0 {
-            return Err(format!(
-                "the padding {pad:?} makes dim {d} of {:?} negative",
-                t.sizes
-            ));
-        }
-        s[d] = v as usize;
-    }
-    Ok(t.with_sizes(s))
-}
-
-fn pad(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
-    let t = ctx.first()?;
-    let p = match ctx.arg("pad").or_else(|| ctx.arg("padding")) {
-        Some(a) => ctx.ints_of(a, "pad")?,
-        None => return Err("missing argument 'pad'".into()),
-    };
-    one(padded(&t, &p)?)
-}
-
-fn repeat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn repeat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let tile = ctx.target().starts_with("aten.tile");
     let mut reps = ctx.ints(if tile { "dims" } else { "repeats" })?;
@@ -163,7 +130,7 @@ fn repeat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn repeat_interleave(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn repeat_interleave(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let out_size = ctx.opt_int("output_size")?;
     if !ctx.has("self") {
         let r = ctx.tensor("repeats")?;
@@ -198,7 +165,7 @@ fn repeat_interleave(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     if t.rank() < 3 {
         return Err(format!(
@@ -234,7 +201,7 @@ fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_sizes(s))
 }
 
-fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
     let k = ctx.int_or("k", 1)?;
     let dims = ctx.opt_ints("dims")?.unwrap_or(vec![0, 1]);
@@ -249,28 +216,4 @@ fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     } else {
         one(t)
     }
-}
-
-pub(super) fn register(r: &mut OpTable) {
-    r.rule_aten(&["cat", "concat", "concatenate"], cat);
-    r.rule_aten(&["stack"], stack);
-    r.rule_aten(&["hstack"], hstack);
-    r.rule_aten(&["vstack"], vstack);
-    r.rule_aten(
-        &["constant_pad_nd", "pad", "_pad_enum", "_pad_circular"],
-        pad,
-    );
-    for k in ["1d", "2d", "3d"] {
-        r.rule_aten(
-            &[
-                &format!("reflection_pad{k}"),
-                &format!("replication_pad{k}"),
-            ],
-            pad,
-        );
-    }
-    r.rule_aten(&["repeat", "tile"], repeat);
-    r.rule_aten(&["repeat_interleave"], repeat_interleave);
-    r.rule_aten(&["pixel_shuffle", "pixel_unshuffle"], pixel_shuffle);
-    r.rule_aten(&["rot90"], rot90);
 }

@@ -3,7 +3,8 @@
 //! write through; copies (`cat`, `pad`, `flip`, `repeat`...) build fresh contiguous tensors.
 //!
 //! `geometry.rs` computes view sizes/strides as torch does; `view.rs` holds the view kernels
-//! and the ops that split a tensor into views; `copy.rs` the ops that build new tensors; the
+//! and the ops that split a tensor into views; `copy.rs` the ops that build new tensors
+//! (`pad.rs` the paddings, with the one [`pad::PadParams`] every backend reads); the
 //! helpers here gather elements by storage offset and are shared with the index family.
 
 /// Shape and dtype rules (the meta device) of this family's targets.
@@ -12,6 +13,7 @@ mod meta_copy;
 
 pub(crate) mod copy;
 pub(crate) mod geometry;
+pub(crate) mod pad;
 mod view;
 
 pub(super) use copy::cat_t;
@@ -24,9 +26,9 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
     view::register(r);
     copy::register(r);
+    pad::register(r);
 }
 
 pub(super) fn one(t: Tensor) -> Result<Vec<RValue>> {

@@ -72,10 +72,6 @@ pub(super) fn register(r: &mut OpTable) {
     r.define_op("aten.tensor_split", tensor_split, super::meta::tensor_split);
     r.define("aten.diagonal.default", diagonal, super::meta::diagonal);
     r.define("aten.unfold.default", unfold, super::meta::unfold);
-    r.cpu("aten.alias.default", alias);
-    r.cpu("aten.detach.default", alias);
-    r.cpu("aten.detach_.default", alias);
-    r.cpu("aten.contiguous.default", contiguous);
     // Functionalized graphs (edge dialects) name copying variants of the views.
     r.define("aten.view_copy.default", view_copy, super::meta::view);
     r.define(
@@ -124,6 +120,7 @@ pub(super) fn register(r: &mut OpTable) {
         super::meta::diagonal,
     );
     r.define("aten.unfold_copy.default", unfold_copy, super::meta::unfold);
+    r.define_op("aten.narrow_copy", narrow_copy, super::meta::narrow);
     r.define("aten.unbind_copy.int", unbind_copy, super::meta::unbind);
     r.define("aten.split_copy.Tensor", split_copy, super::meta::split);
     r.define(
@@ -495,12 +492,6 @@ fn alias(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     one(ctx.tensor("self")?)
 }
 
-fn contiguous(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    // A contiguous input is returned as is (same storage), as torch does.
-    one(if t.is_contiguous() { t } else { fresh(&t)? })
-}
-
 // `_copy` variants: the view, materialized.
 macro_rules! copy_variant {
     ($name:ident, $view:ident) => {
@@ -534,6 +525,7 @@ copy_variant!(alias_copy, alias);
 copy_variant!(as_strided_copy, as_strided);
 copy_variant!(diagonal_copy, diagonal);
 copy_variant!(unfold_copy, unfold);
+copy_variant!(narrow_copy, narrow);
 copy_variant!(unbind_copy, unbind);
 copy_variant!(split_copy, split);
 copy_variant!(split_with_sizes_copy, split_with_sizes);
