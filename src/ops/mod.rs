@@ -10,7 +10,7 @@ mod table;
 pub mod util;
 
 // One file per op family; each registers its targets.
-mod activation;
+pub(crate) mod activation;
 mod attention;
 pub(crate) mod control;
 pub(crate) mod conv;

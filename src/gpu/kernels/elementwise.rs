@@ -2,6 +2,7 @@
 //! type-promoted, f16 forms) and their in-place forms.
 
 use super::*;
+use crate::ops::activation as act;
 
 /// relu_, add_, hardswish_...: the elementwise kernels write into `self` directly (their
 /// `_ip` entries read and write each element through the output binding); otherwise the
@@ -488,10 +489,9 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
     let d = x.dtype;
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, alpha, beta) = match op.as_str() {
-        "aten.gelu" => match k.op.opt_str("approximate")?.as_deref() {
-            None | Some("none") => (UnaryOp::Gelu, 1.0, 0.0),
-            Some("tanh") => (UnaryOp::GeluTanh, 1.0, 0.0),
-            Some(_) => return Ok(None),
+        "aten.gelu" => match act::params::gelu_tanh(&k.op)? {
+            false => (UnaryOp::Gelu, 1.0, 0.0),
+            true => (UnaryOp::GeluTanh, 1.0, 0.0),
         },
         "aten.clamp" if !is_float(x.dtype) => return ints::clamp(k),
         "aten.clamp" => {
@@ -504,21 +504,17 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
                 f(k.op.opt_scalar("max")?, f64::INFINITY),
             )
         }
-        "aten.hardtanh" => (
-            UnaryOp::Clamp,
-            f(k.op.opt_scalar("min_val")?, -1.0),
-            f(k.op.opt_scalar("max_val")?, 1.0),
-        ),
-        "aten.relu6" => (UnaryOp::Clamp, 0.0, 6.0),
+        "aten.hardtanh" | "aten.relu6" => {
+            let b = act::Bounds::parse(&k.op)?;
+            (UnaryOp::Clamp, b.lo.as_f64() as f32, b.hi.as_f64() as f32)
+        }
         "aten.leaky_relu" => (
             UnaryOp::LeakyRelu,
-            f(k.op.opt_scalar("negative_slope")?, 0.01),
+            act::LeakyRelu::parse(&k.op)?.slope as f32,
             0.0,
         ),
         "aten.elu" => {
-            let scale = f(k.op.opt_scalar("scale")?, 1.0);
-            let input_scale = f(k.op.opt_scalar("input_scale")?, 1.0);
-            let alpha = f(k.op.opt_scalar("alpha")?, 1.0);
+            let p = elu_params(&act::Elu::parse(&k.op)?);
             return one(elementwise_p(
                 k,
                 UnaryOp::Elu.variant(),
@@ -526,18 +522,27 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
                 &x,
                 None,
                 None,
-                [alpha * scale, input_scale, scale],
+                p,
                 0,
             ));
         }
-        "aten.softplus" => (
-            UnaryOp::Softplus,
-            f(k.op.opt_scalar("beta")?, 1.0),
-            f(k.op.opt_scalar("threshold")?, 20.0),
-        ),
+        "aten.softplus" => {
+            let s = act::Softplus::parse(&k.op)?;
+            (UnaryOp::Softplus, s.beta as f32, s.threshold as f32)
+        }
         _ => return Ok(None),
     };
     one(elementwise(k, u.variant(), d, &x, None, None, alpha, beta))
+}
+
+/// The shader parameters of the elu formula (elu, selu, celu): `alpha * scale`,
+/// `input_scale`, `scale`.
+pub(super) fn elu_params(e: &act::Elu) -> [f32; 3] {
+    [
+        (e.alpha * e.scale) as f32,
+        e.input_scale as f32,
+        e.scale as f32,
+    ]
 }
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).

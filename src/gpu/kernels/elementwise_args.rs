@@ -14,6 +14,7 @@ use super::{
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::gpu_dtype;
+use crate::ops::activation as act;
 use crate::ops::Scalar;
 
 /// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in elementwise.rs.
@@ -118,29 +119,19 @@ pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
                 0.0,
             ],
         ),
-        "aten.hardshrink" => (
-            UnaryOp::Hardshrink,
-            [f(k.op.opt_scalar("lambd")?, 0.5), 0.0, 0.0],
-        ),
+        "aten.hardshrink" => {
+            let l = act::Hardshrink::parse(&k.op)?.lambd as f32;
+            (UnaryOp::Hardshrink, [l, 0.0, 0.0])
+        }
         "aten.softshrink" => {
-            let l = f(k.op.opt_scalar("lambd")?, 0.5);
-            if l < 0.0 {
-                return Ok(None);
-            }
+            let l = act::Softshrink::parse(&k.op)?.lambd as f32;
             (UnaryOp::Softshrink, [l, 0.0, 0.0])
         }
-        // elu: x <= 0 ? expm1(x * input_scale) * alpha * scale : x * scale.
-        "aten.celu" => {
-            let a = f(k.op.opt_scalar("alpha")?, 1.0);
-            if a == 0.0 {
-                return Ok(None);
-            }
-            (UnaryOp::Elu, [a, 1.0 / a, 1.0])
-        }
-        "aten.selu" => {
-            let (alpha, scale) = (1.673_263_242_354_377_2_f64, 1.050_700_987_355_480_5_f64);
-            (UnaryOp::Elu, [(alpha * scale) as f32, 1.0, scale as f32])
-        }
+        // The elu formula with celu's and selu's parameters.
+        "aten.celu" | "aten.selu" => (
+            UnaryOp::Elu,
+            super::elementwise::elu_params(&act::Elu::parse(&k.op)?),
+        ),
         "aten.clamp_min" | "aten.clamp_max" => {
             if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
                 return Ok(None);

@@ -7,6 +7,8 @@
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
+/// The activations' parameters, parsed once for every backend.
+pub(crate) mod params;
 
 use super::elementwise::engine::{output, run_unary, zip_map, UnaryOp};
 use super::elementwise::real::Real;
@@ -17,6 +19,7 @@ use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
+pub(crate) use params::Bounds;
 
 /// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`): the
 /// activations keep their input's shape and dtype, and each has an in-place form `op_`.
@@ -27,12 +30,12 @@ pub(crate) fn register(r: &mut OpTable) {
         r.define_op(&format!("aten.{name}_"), k, same);
     };
     both(r, "relu", relu);
-    both(r, "relu6", relu6);
-    both(r, "hardtanh", hardtanh);
+    both(r, "relu6", bounded);
+    both(r, "hardtanh", bounded);
     both(r, "leaky_relu", leaky_relu);
     both(r, "elu", elu);
-    both(r, "selu", selu);
-    both(r, "celu", celu);
+    both(r, "selu", elu);
+    both(r, "celu", elu);
     both(r, "gelu", gelu);
     both(r, "silu", silu);
     both(r, "mish", mish);
@@ -63,11 +66,13 @@ fn act<O: UnaryOp>(ctx: &mut OpCtx, op: &O, ints: bool) -> Result<Vec<RValue>> {
     output(ctx, &t, r)
 }
 
-/// One zero-sized op per formula; `$p` are parameters read once per node.
+/// One op per formula; `$p` are its parameters, parsed once from the node (`params.rs`)
+/// and read by the GPU kernels too.
 macro_rules! unary_op {
     ($st:ident { $($p:ident),* } |$s:ident, $x:ident| $e:expr, |$i:ident| $ie:expr) => {
-        struct $st {
-            $($p: f64,)*
+        #[derive(Debug, Clone, Copy, PartialEq)]
+        pub(crate) struct $st {
+            $(pub $p: f64,)*
         }
         impl UnaryOp for $st {
             #[inline]
@@ -193,62 +198,27 @@ fn clamp_act(ctx: &mut OpCtx, lo: Scalar, hi: Scalar) -> Result<Vec<RValue>> {
     output(ctx, &t, r)
 }
 
-fn relu6(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    clamp_act(ctx, Scalar::Int(0), Scalar::Int(6))
-}
-
-fn hardtanh(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let lo = ctx.opt_scalar("min_val")?.unwrap_or(Scalar::Int(-1));
-    let hi = ctx.opt_scalar("max_val")?.unwrap_or(Scalar::Int(1));
-    clamp_act(ctx, lo, hi)
+/// relu6 and hardtanh: a clamp to [`Bounds`].
+fn bounded(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let b = Bounds::parse(ctx)?;
+    clamp_act(ctx, b.lo, b.hi)
 }
 
 fn leaky_relu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let slope = ctx.float_or("negative_slope", 0.01)?;
-    act(ctx, &LeakyRelu { slope }, false)
+    let op = LeakyRelu::parse(ctx)?;
+    act(ctx, &op, false)
 }
 
+/// elu, selu and celu: one formula, [`Elu::parse`] reads which.
 fn elu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let op = Elu {
-        alpha: ctx.float_or("alpha", 1.0)?,
-        scale: ctx.float_or("scale", 1.0)?,
-        input_scale: ctx.float_or("input_scale", 1.0)?,
-    };
+    let op = Elu::parse(ctx)?;
     act(ctx, &op, false)
-}
-
-fn selu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let op = Elu {
-        alpha: 1.6732632423543772848170429916717,
-        scale: 1.0507009873554804934193349852946,
-        input_scale: 1.0,
-    };
-    act(ctx, &op, false)
-}
-
-fn celu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let alpha = ctx.float_or("alpha", 1.0)?;
-    if alpha == 0.0 {
-        return Err(ctx.err("ZeroDivisionError: celu's alpha must not be 0"));
-    }
-    act(
-        ctx,
-        &Elu {
-            alpha,
-            scale: 1.0,
-            input_scale: 1.0 / alpha,
-        },
-        false,
-    )
 }
 
 fn gelu(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    match ctx.opt_str("approximate")?.as_deref() {
-        None | Some("none") => act(ctx, &GeluErf {}, false),
-        Some("tanh") => act(ctx, &GeluTanh {}, false),
-        Some(other) => Err(ctx.err(format!(
-            "approximate must be 'none' or 'tanh', got '{other}'"
-        ))),
+    match params::gelu_tanh(ctx)? {
+        false => act(ctx, &GeluErf {}, false),
+        true => act(ctx, &GeluTanh {}, false),
     }
 }
 
@@ -269,10 +239,7 @@ fn hardsigmoid(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn softplus(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let op = Softplus {
-        beta: ctx.float_or("beta", 1.0)?,
-        threshold: ctx.float_or("threshold", 20.0)?,
-    };
+    let op = Softplus::parse(ctx)?;
     act(ctx, &op, false)
 }
 
@@ -303,18 +270,13 @@ fn threshold(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn hardshrink(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let lambd = ctx.float_or("lambd", 0.5)?;
-    act(ctx, &Hardshrink { lambd }, false)
+    let op = Hardshrink::parse(ctx)?;
+    act(ctx, &op, false)
 }
 
 fn softshrink(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let lambd = ctx.float_or("lambd", 0.5)?;
-    if lambd < 0.0 {
-        return Err(ctx.err(format!(
-            "lambda must be greater or equal to 0, but found to be {lambd}"
-        )));
-    }
-    act(ctx, &Softshrink { lambd }, false)
+    let op = Softshrink::parse(ctx)?;
+    act(ctx, &op, false)
 }
 
 /// log_sigmoid, and log_sigmoid_forward (whose second output, a backward buffer, is empty).
