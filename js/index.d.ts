@@ -70,10 +70,12 @@ export interface PrepareStats {
   /** Of which creating the compute pipelines (WebGPU: until their asynchronous compilation,
    * `createComputePipelineAsync`, is done). */
   pipelinesMs: number;
-  /** Of which the warm-up: the prepared work executed once on placeholder inputs so that
-   * the driver's work at a kernel's first dispatch happens here, not in the first run (0 when
-   * the pass stopped early or the program writes state). */
+  /** Of which the warm-up: the run's buffers cleared once and each new pipeline dispatched
+   * once (one workgroup), so that the driver's work at a buffer's first use and a kernel's
+   * first dispatch happens here, not in the first run. */
   warmUpMs: number;
+  /** Pipelines the warm-up dispatched once (0 for a program with in-place ops). */
+  firstDispatches: number;
   /** Of which waiting, at the end, for the GPU to finish what prepare created. */
   waitMs: number;
   /** Steps of the program's Plan (nodes of its graph). */

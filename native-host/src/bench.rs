@@ -239,6 +239,7 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
                     "prepare": r.prepare.as_ref().map(|p| serde_json::json!({
                         "pipelines_created": p.pipelines_created,
                         "pipelines_ms": p.pipelines_ms, "warm_up_ms": p.warm_up_ms,
+                        "first_dispatches": p.first_dispatches,
                         "wait_ms": p.wait_ms,
                         "bind_groups_created": p.bind_groups_created,
                         "plan_steps": p.plan_steps, "stopped": p.stopped,
@@ -270,12 +271,13 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
         );
         if let Some(p) = &r.prepare {
             println!(
-                "    prepare: {} pipelines ({:.1} ms), {} bind groups created, {} plan steps, warm-up {:.1} ms, {:.1} ms waiting for the device{}",
+                "    prepare: {} pipelines ({:.1} ms), {} bind groups created, {} plan steps, warm-up {:.1} ms ({} first dispatches), {:.1} ms waiting for the device{}",
                 p.pipelines_created,
                 p.pipelines_ms,
                 p.bind_groups_created,
                 p.plan_steps,
                 p.warm_up_ms,
+                p.first_dispatches,
                 p.wait_ms,
                 p.stopped
                     .as_ref()

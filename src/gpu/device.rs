@@ -74,6 +74,8 @@ struct Pool {
     stats: MemoryStats,
     /// Peak of `stats.allocated` since [`GpuDevice::start_peak_window`].
     window_peak: u64,
+    /// Buffers handed out so far (created or reused).
+    handed_out: u64,
     limit: Option<u64>,
 }
 
@@ -322,6 +324,7 @@ impl GpuDevice {
             }
         };
         p.stats.allocated += size;
+        p.handed_out += 1;
         p.stats.peak = p.stats.peak.max(p.stats.allocated);
         p.window_peak = p.window_peak.max(p.stats.allocated);
         if kind == Kind::Storage && crate::backends::deterministic() {
@@ -499,6 +502,12 @@ impl GpuDevice {
         for (k, mut bufs) in pending {
             p.free.entry(k).or_default().append(&mut bufs);
         }
+    }
+
+    /// Buffers the pool has handed out so far: unchanged between two calls when nothing
+    /// took a buffer in between (another session, in the browser, while a prepare awaits).
+    pub(crate) fn buffers_handed_out(&self) -> u64 {
+        self.pool().handed_out
     }
 
     /// Clear every free pooled buffer in one submit. At the end of `prepare` every buffer a

@@ -213,10 +213,11 @@ impl GpuSession {
     /// so the first run creates no pipelines. The pass itself submits nothing. It stops
     /// early where a run needs values the GPU computes (a CPU fallback, a readback for
     /// control flow or a data-dependent size); the rest is created by the first run
-    /// ([`PrepareStats::stopped`] says where). When it reaches the end and the program
-    /// writes no state, the prepared work is then executed once on the placeholders (the
-    /// warm-up, [`PrepareStats::warm_up_ms`]), which nothing reads back and nothing keeps;
-    /// otherwise the run's buffers are cleared once, so their first use is paid here too.
+    /// ([`PrepareStats::stopped`] says where). Then the warm-up
+    /// ([`PrepareStats::warm_up_ms`]): the run's buffers are cleared once and, where the
+    /// program writes no state in place, each new pipeline is dispatched once (one
+    /// workgroup), so the driver's work at a buffer's first use and a pipeline's first
+    /// dispatch is paid here, not by the first run.
     pub async fn prepare_async(&mut self, inputs: &[crate::meta::MValue]) -> Result<PrepareStats> {
         let start = crate::runtime::profile::now_ms();
         let sig = crate::plan::meta_signature(inputs);
@@ -250,42 +251,37 @@ impl GpuSession {
                 break;
             }
         }
+        let handed_out = dev.buffers_handed_out();
         // Every pipeline the pass dispatches, created at once (in parallel natively,
         // asynchronously in the browser: `pipelines.rs`).
         let t = crate::runtime::profile::now_ms();
         let created = dev.create_wanted().await;
         let pipelines_ms = crate::runtime::profile::now_ms() - t;
-        // A warm-up: the prepared work executed once on the placeholders, outputs left on
-        // the GPU. A driver does work at a pipeline's first dispatch (llvmpipe generates
-        // its code then) and at a buffer's first use; this moves both into prepare. Only
-        // when the pass reached the end (no readback, so no data-dependent control flow
-        // to run on zeros) and the program changes no state.
+        // Wait until the device has processed what the pass created: the browser's GPU
+        // process gets to each creation in order, so prepare (not the first run) pays for it.
         let t = crate::runtime::profile::now_ms();
-        let mut warm_up_ms = 0.0;
-        let warm_up = created.is_ok() && stopped.is_none() && leaves_state_alone(&self.cpu.program);
-        if warm_up {
-            let placeholders: Vec<GpuInput> =
-                crate::plan::dense_placeholders(&sig, dev.recommended_max_memory())?
-                    .into_iter()
-                    .map(GpuInput::Cpu)
-                    .collect();
-            if let Err(e) = self.run_inner(placeholders, true, false).await {
-                stopped = Some(format!("warm-up: {e}"));
-            }
-            if let Err(e) = dev.synchronize_async().await {
-                stopped = Some(format!("warm-up: {e}"));
-            }
-            warm_up_ms = crate::runtime::profile::now_ms() - t;
-        }
-        // The first touch of the run's buffers (where the warm-up did not run), then wait
-        // until the device has processed what prepare created: the browser's GPU process
-        // gets to each creation in order, so prepare (not the first run) pays for it.
-        let t = crate::runtime::profile::now_ms();
-        if !warm_up {
-            dev.touch_free_buffers();
-        }
         let synced = dev.synchronize_async().await;
         let wait_ms = crate::runtime::profile::now_ms() - t;
+        // The warm-up: what a driver does at a buffer's first use (wgpu zero-fills it, the
+        // driver backs its memory) and at a pipeline's first dispatch (llvmpipe generates
+        // its code then) happens here, not in the first run: the run's buffers are cleared
+        // and each new pipeline is dispatched once, one workgroup, where the program writes
+        // no state in place (the dispatches write into their nodes' pooled outputs, which
+        // are free unless something took a buffer from the pool since the pass: then the
+        // dispatches are left out).
+        let t = crate::runtime::profile::now_ms();
+        dev.touch_free_buffers();
+        let firsts = match &created {
+            Ok(f)
+                if leaves_state_alone(&self.cpu.program)
+                    && dev.buffers_handed_out() == handed_out =>
+            {
+                dev.first_dispatches(f)
+            }
+            _ => Ok(0),
+        };
+        let warmed = dev.synchronize_async().await;
+        let warm_up_ms = crate::runtime::profile::now_ms() - t;
         self.cpu.run_state.rng = rng;
         self.cpu.run_state.profiler = profiler;
         self.cpu.run_state.nodes_run = nodes_run;
@@ -293,12 +289,15 @@ impl GpuSession {
         self.total_stats = total;
         created?;
         synced?;
+        let first_dispatches = firsts? as u64;
+        warmed?;
         let stats = PrepareStats {
             prepare_ms: crate::runtime::profile::now_ms() - start,
             pipelines_ms,
             warm_up_ms,
             wait_ms,
             pipelines_created: dev.pipelines_created() - pipes_before,
+            first_dispatches,
             bind_groups_created: dev.bind_groups_created() - groups_before,
             plan_steps: self.cpu.program.graph.nodes.len() as u64,
             stopped,
@@ -604,20 +603,19 @@ impl GpuSession {
     }
 }
 
-/// Whether running `p` changes nothing outside its outputs: no mutation in its signature and
-/// no in-place op (`aten.add_`, `aten.copy_`) in its graph. Such a program can be executed
-/// on placeholders (prepare's warm-up) without touching the session's state.
+/// Whether `p`'s graph has no in-place op (`aten.add_`, `aten.copy_`, `__iand__`): its kernels
+/// then write only the outputs they are given from the pool, never a state buffer (declared
+/// mutations are written back after a run), so prepare's warm-up may dispatch them.
 fn leaves_state_alone(p: &crate::program::Program) -> bool {
-    !super::tape::writes_state(p)
-        && !p.graph.nodes.iter().any(|n| {
-            let op = n
-                .target
-                .rsplit_once('.')
-                .map_or(n.target.as_str(), |(o, _)| o);
-            let name = op.rsplit('.').next().unwrap_or(op);
-            match name.strip_prefix("__") {
-                Some(dunder) => dunder.starts_with('i'), // `__iand__`; `__and__` is not
-                None => name.ends_with('_'),
-            }
-        })
+    !p.graph.nodes.iter().any(|n| {
+        let op = n
+            .target
+            .rsplit_once('.')
+            .map_or(n.target.as_str(), |(o, _)| o);
+        let name = op.rsplit('.').next().unwrap_or(op);
+        match name.strip_prefix("__") {
+            Some(dunder) => dunder.starts_with('i'), // `__iand__`; `__and__` is not
+            None => name.ends_with('_'),
+        }
+    })
 }

@@ -97,8 +97,9 @@ pub(crate) struct Pipelines {
     declared: Mutex<HashMap<Shader, Arc<Bindings>>>,
     layouts: Mutex<HashMap<EntryKey, Arc<Layout>>>,
     cache: Mutex<HashMap<Variant, wgpu::ComputePipeline>>,
-    /// Variants a prepare pass needs that have no pipeline yet, in first-use order.
-    wanted: Mutex<Vec<Variant>>,
+    /// Variants a prepare pass needs that have no pipeline yet, in first-use order, each
+    /// with the bind group of its first dispatch (for [`GpuDevice::first_dispatches`]).
+    wanted: Mutex<Vec<(Variant, wgpu::BindGroup)>>,
     created: AtomicU64,
 }
 
@@ -123,33 +124,63 @@ impl GpuDevice {
         Ok(p)
     }
 
-    /// Note that a prepare pass dispatches `v`: [`GpuDevice::create_wanted`] creates its
-    /// pipeline unless it exists by then.
-    pub(crate) fn want_pipeline(&self, v: &Variant) -> Result<()> {
+    /// Note that a prepare pass dispatches `v` with bind group `bg`: [`GpuDevice::create_wanted`]
+    /// creates its pipeline unless it exists by then.
+    pub(crate) fn want_pipeline(&self, v: &Variant, bg: &wgpu::BindGroup) -> Result<()> {
         self.check_f16(v)?;
         if lock(&self.pipes.cache).contains_key(v) {
             return Ok(());
         }
         let mut wanted = lock(&self.pipes.wanted);
-        if !wanted.contains(v) {
-            wanted.push(*v);
+        if !wanted.iter().any(|(w, _)| w == v) {
+            wanted.push((*v, bg.clone()));
         }
         Ok(())
     }
 
+    /// Dispatch each pipeline `todo` lists once, one workgroup, on the bind group of its
+    /// first use, in one submit (prepare's warm-up). A driver does work at a pipeline's first
+    /// dispatch (llvmpipe generates its code then); this moves it before the first run. The
+    /// dispatches write into the buffers their nodes write, which a prepare pass took from
+    /// the pool: call it only for a program that writes no state in place.
+    pub(crate) fn first_dispatches(&self, todo: &[(Variant, wgpu::BindGroup)]) -> Result<usize> {
+        if todo.is_empty() {
+            return Ok(0);
+        }
+        let mut enc = self
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("prepare: first dispatches"),
+            });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: None,
+                timestamp_writes: None,
+            });
+            for (v, bg) in todo {
+                pass.set_pipeline(&self.pipeline(v)?);
+                pass.set_bind_group(0, bg, &[]);
+                pass.dispatch_workgroups(1, 1, 1);
+            }
+        }
+        self.queue.submit([enc.finish()]);
+        Ok(todo.len())
+    }
+
     /// Create every pipeline noted by [`GpuDevice::want_pipeline`] that does not exist yet
-    /// (see the module doc for how); returns how many were created.
-    pub(crate) async fn create_wanted(&self) -> Result<u64> {
-        let todo: Vec<Variant> = {
+    /// (see the module doc for how); returns them with the bind group of their first use.
+    pub(crate) async fn create_wanted(&self) -> Result<Vec<(Variant, wgpu::BindGroup)>> {
+        let firsts: Vec<(Variant, wgpu::BindGroup)> = {
             let wanted = std::mem::take(&mut *lock(&self.pipes.wanted));
             let cache = lock(&self.pipes.cache);
             wanted
                 .into_iter()
-                .filter(|v| !cache.contains_key(v))
+                .filter(|(v, _)| !cache.contains_key(v))
                 .collect()
         };
+        let todo: Vec<Variant> = firsts.iter().map(|(v, _)| *v).collect();
         if todo.is_empty() {
-            return Ok(0);
+            return Ok(firsts);
         }
         #[cfg(target_arch = "wasm32")]
         {
@@ -177,7 +208,7 @@ impl GpuDevice {
                 cache.entry(*v).or_insert(p?);
             }
         }
-        Ok(todo.len() as u64)
+        Ok(firsts)
     }
 
     /// The layout of `v` binding `bound` (and the parameters at 0), created at the first

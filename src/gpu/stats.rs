@@ -78,12 +78,15 @@ pub struct PrepareStats {
     /// Of which creating the pipelines the pass dispatches (natively on several threads; in
     /// the browser until their asynchronous compilation is done).
     pub pipelines_ms: f64,
-    /// Of which the warm-up: the prepared work executed once on placeholder inputs, so the
-    /// driver's work at a kernel's first dispatch and a buffer's first use is done before
-    /// the first run (0 when the pass stopped early or the program writes state).
+    /// Of which the warm-up: the run's buffers cleared once and each new pipeline dispatched
+    /// once (one workgroup; not for a program that writes state in place), so the driver's
+    /// work at a buffer's first use and a pipeline's first dispatch is done before the first
+    /// run.
     pub warm_up_ms: f64,
     /// Of which waiting, at the end, for the device to finish what prepare created.
     pub wait_ms: f64,
+    /// Pipelines the warm-up dispatched once (0 for a program with in-place ops).
+    pub first_dispatches: u64,
     /// Compute pipelines and bind groups it created.
     pub pipelines_created: u64,
     pub bind_groups_created: u64,

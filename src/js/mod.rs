@@ -311,7 +311,7 @@ impl WasmModel {
     /// Prepare for user inputs of these dtypes and shapes without running (an array of
     /// `{dtype, shape}` or numbers, flat user-input order): the Plan (guards checked once,
     /// meta pass) and, on WebGPU, every compute pipeline and bind group the run will use, so
-    /// the first run compiles no shader. Resolves to `{prepareMs, pipelinesMs, warmUpMs, waitMs, planSteps,
+    /// the first run compiles no shader. Resolves to `{prepareMs, pipelinesMs, warmUpMs, firstDispatches, waitMs, planSteps,
     /// pipelinesCreated, bindGroupsCreated, stopped}` (`stopped`: where the GPU pass stopped
     /// early, at a readback or a CPU fallback; null when it reached the end).
     #[allow(clippy::await_holding_refcell_ref)]
@@ -326,7 +326,7 @@ impl WasmModel {
             let p = e.prepare_with(&metas).await.map_err(to_js)?;
             let v = serde_json::json!({
                 "prepareMs": p.prepare_ms, "pipelinesMs": p.pipelines_ms,
-                "warmUpMs": p.warm_up_ms, "waitMs": p.wait_ms, "planSteps": p.plan_steps,
+                "warmUpMs": p.warm_up_ms, "firstDispatches": p.first_dispatches, "waitMs": p.wait_ms, "planSteps": p.plan_steps,
                 "pipelinesCreated": p.pipelines_created,
                 "bindGroupsCreated": p.bind_groups_created, "stopped": p.stopped,
             });

@@ -130,8 +130,8 @@ impl KernelCtx<'_, '_, '_> {
         if self.r.dry {
             // A prepare pass: the bind group exists now, the pipeline is created with the
             // others at the end of the pass (`pipelines.rs`); nothing is encoded.
-            self.r.dev.bind_group(v, meta, bound)?;
-            return self.r.dev.want_pipeline(v);
+            let bg = self.r.dev.bind_group(v, meta, bound)?;
+            return self.r.dev.want_pipeline(v, &bg);
         }
         let pipeline = self.r.dev.pipeline(v)?;
         let recorded = self.r.rec.is_some().then(|| bound.clone());
