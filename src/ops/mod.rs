@@ -14,7 +14,7 @@ pub(crate) mod activation;
 mod attention;
 pub(crate) mod control;
 pub(crate) mod conv;
-mod elementwise;
+pub(crate) mod elementwise;
 mod factory;
 pub(crate) use factory::sizes_arg;
 mod index;

@@ -15,6 +15,7 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::gpu_dtype;
 use crate::ops::activation as act;
+use crate::ops::elementwise::unary::NanToNum;
 use crate::ops::Scalar;
 
 /// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in elementwise.rs.
@@ -97,18 +98,11 @@ pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
         "aten.nan_to_num" => {
             // The default bounds are the finite range of the node's own dtype (f16 when an
             // f16 node runs this f32 kernel).
-            let max = if k.f16_as_f32 {
-                half::f16::MAX.to_f64()
-            } else {
-                f32::MAX as f64
-            };
+            let node = if k.f16_as_f32 { DType::F16 } else { DType::F32 };
+            let p = NanToNum::parse(&k.op, node)?;
             (
                 UnaryOp::NanToNum,
-                [
-                    k.op.opt_float("nan")?.unwrap_or(0.0) as f32,
-                    k.op.opt_float("posinf")?.unwrap_or(max) as f32,
-                    k.op.opt_float("neginf")?.unwrap_or(-max) as f32,
-                ],
+                [p.nan as f32, p.pos as f32, p.neg as f32],
             )
         }
         "aten.threshold" => (

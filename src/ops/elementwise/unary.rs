@@ -212,10 +212,26 @@ fn round(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
 }
 
-struct NanToNum {
-    nan: f64,
-    pos: f64,
-    neg: f64,
+/// nan_to_num's replacements, parsed once from the node for every backend (the GPU kernel,
+/// `src/gpu/kernels/elementwise_args.rs`, passes the same values to its shader).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct NanToNum {
+    pub nan: f64,
+    pub pos: f64,
+    pub neg: f64,
+}
+
+impl NanToNum {
+    /// `nan` (0), `posinf` and `neginf`; the infinities default to the finite limits of
+    /// `dtype`, the node's own dtype (65504 for f16), not of f32.
+    pub fn parse(ctx: &OpCtx, dtype: DType) -> Result<NanToNum> {
+        let (max, min) = finfo(dtype);
+        Ok(NanToNum {
+            nan: ctx.opt_float("nan")?.unwrap_or(0.0),
+            pos: ctx.opt_float("posinf")?.unwrap_or(max),
+            neg: ctx.opt_float("neginf")?.unwrap_or(min),
+        })
+    }
 }
 impl UnaryOp for NanToNum {
     #[inline]
@@ -235,13 +251,7 @@ impl UnaryOp for NanToNum {
 
 fn nan_to_num(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    // Defaults are the limits of the tensor's own dtype (65504 for f16), not of f32.
-    let (max, min) = finfo(t.dtype);
-    let op = NanToNum {
-        nan: ctx.opt_float("nan")?.unwrap_or(0.0),
-        pos: ctx.opt_float("posinf")?.unwrap_or(max),
-        neg: ctx.opt_float("neginf")?.unwrap_or(min),
-    };
+    let op = NanToNum::parse(ctx, t.dtype)?;
     let r = if t.dtype.is_float() {
         run_unary(&t, t.dtype, &op)?
     } else {
