@@ -74,8 +74,9 @@ struct Pool {
     stats: MemoryStats,
     /// Peak of `stats.allocated` since [`GpuDevice::start_peak_window`].
     window_peak: u64,
-    /// Buffers handed out so far (created or reused).
-    handed_out: u64,
+    /// Changes to the pool so far: buffers handed out (created or reused) or released to
+    /// the driver.
+    changes: u64,
     limit: Option<u64>,
 }
 
@@ -324,7 +325,7 @@ impl GpuDevice {
             }
         };
         p.stats.allocated += size;
-        p.handed_out += 1;
+        p.changes += 1;
         p.stats.peak = p.stats.peak.max(p.stats.allocated);
         p.window_peak = p.window_peak.max(p.stats.allocated);
         if kind == Kind::Storage && crate::backends::deterministic() {
@@ -504,10 +505,11 @@ impl GpuDevice {
         }
     }
 
-    /// Buffers the pool has handed out so far: unchanged between two calls when nothing
-    /// took a buffer in between (another session, in the browser, while a prepare awaits).
-    pub(crate) fn buffers_handed_out(&self) -> u64 {
-        self.pool().handed_out
+    /// Changes to the pool so far: unchanged between two calls when nothing took a buffer
+    /// or released the cache in between (another session, in the browser, while a prepare
+    /// awaits).
+    pub(crate) fn pool_changes(&self) -> u64 {
+        self.pool().changes
     }
 
     /// Clear every free pooled buffer in one submit. At the end of `prepare` every buffer a
@@ -523,7 +525,11 @@ impl GpuDevice {
                 label: Some("prepare: first touch"),
             });
         let mut bytes = 0;
-        for ((_, size), bufs) in &p.free {
+        // Storage buffers only: a staging buffer is written by a copy before it is read.
+        for ((kind, size), bufs) in &p.free {
+            if *kind != Kind::Storage {
+                continue;
+            }
             for b in bufs {
                 enc.clear_buffer(b, 0, None);
                 bytes += size;
@@ -566,6 +572,7 @@ impl GpuDevice {
         self.clear_bind_groups();
         let mut p = self.pool();
         let mut freed = 0;
+        p.changes += 1;
         for (k, bufs) in p.free.drain() {
             freed += bufs.len() as u64 * k.1;
             bufs.into_iter().for_each(|b| b.destroy());

@@ -251,7 +251,7 @@ impl GpuSession {
                 break;
             }
         }
-        let handed_out = dev.buffers_handed_out();
+        let pool_changes = dev.pool_changes();
         // Every pipeline the pass dispatches, created at once (in parallel natively,
         // asynchronously in the browser: `pipelines.rs`).
         let t = crate::runtime::profile::now_ms();
@@ -267,14 +267,13 @@ impl GpuSession {
         // its code then) happens here, not in the first run: the run's buffers are cleared
         // and each new pipeline is dispatched once, one workgroup, where the program writes
         // no state in place (the dispatches write into their nodes' pooled outputs, which
-        // are free unless something took a buffer from the pool since the pass: then the
-        // dispatches are left out).
+        // are free unless something took a buffer from the pool or released the cache since
+        // the pass: then the dispatches are left out).
         let t = crate::runtime::profile::now_ms();
         dev.touch_free_buffers();
         let firsts = match &created {
             Ok(f)
-                if leaves_state_alone(&self.cpu.program)
-                    && dev.buffers_handed_out() == handed_out =>
+                if leaves_state_alone(&self.cpu.program) && dev.pool_changes() == pool_changes =>
             {
                 dev.first_dispatches(f)
             }
