@@ -17,7 +17,7 @@ pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod factory;
 pub(crate) use factory::sizes_arg;
-mod index;
+pub(crate) mod index;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pool;

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::ops::activation as act;
+use crate::ops::elementwise::ternary::ClampBounds;
 
 /// relu_, add_, hardswish_...: the elementwise kernels write into `self` directly (their
 /// `_ip` entries read and write each element through the output binding); otherwise the
@@ -454,7 +455,11 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
         .map_or("", |(o, _)| o)
         .trim_end_matches('_')
         .replace("aten.clip", "aten.clamp");
-    if op == "aten.clamp" && (k.is_tensor_arg("min") || k.is_tensor_arg("max")) {
+    let bounds = match op.as_str() {
+        "aten.clamp" => Some(ClampBounds::parse(&k.op)?),
+        _ => None,
+    };
+    if bounds == Some(ClampBounds::Tensors) {
         return elementwise_args::clamp_tensor(k);
     }
     // relu6 / hardtanh of ints: a clamp with int bounds.
@@ -463,9 +468,8 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
         match op.as_str() {
             "aten.relu6" => return ints::clamp_to(k, [int(0), int(6)]),
             "aten.hardtanh" => {
-                let lo = k.op.opt_scalar("min_val")?.or(int(-1));
-                let hi = k.op.opt_scalar("max_val")?.or(int(1));
-                return ints::clamp_to(k, [lo, hi]);
+                let b = act::Bounds::parse(&k.op)?;
+                return ints::clamp_to(k, [Some(b.lo), Some(b.hi)]);
             }
             _ => {}
         }
@@ -494,16 +498,14 @@ pub(super) fn unary_with_args(k: &mut KernelCtx) -> Out {
             true => (UnaryOp::GeluTanh, 1.0, 0.0),
         },
         "aten.clamp" if !is_float(x.dtype) => return ints::clamp(k),
-        "aten.clamp" => {
-            if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
-                return Ok(None);
-            }
-            (
+        "aten.clamp" => match bounds {
+            Some(ClampBounds::Numbers { lo, hi }) => (
                 UnaryOp::Clamp,
-                f(k.op.opt_scalar("min")?, f64::NEG_INFINITY),
-                f(k.op.opt_scalar("max")?, f64::INFINITY),
-            )
-        }
+                f(lo, f64::NEG_INFINITY),
+                f(hi, f64::INFINITY),
+            ),
+            _ => return Ok(None),
+        },
         "aten.hardtanh" | "aten.relu6" => {
             let b = act::Bounds::parse(&k.op)?;
             (UnaryOp::Clamp, b.lo.as_f64() as f32, b.hi.as_f64() as f32)

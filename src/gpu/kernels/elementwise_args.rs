@@ -15,7 +15,8 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::gpu_dtype;
 use crate::ops::activation as act;
-use crate::ops::elementwise::unary::NanToNum;
+use crate::ops::elementwise::ternary::ClampBounds;
+use crate::ops::elementwise::unary::{Logit, NanToNum, RoundDecimals};
 use crate::ops::Scalar;
 
 /// Out-of-place ops whose in-place form (`op_`) runs through `inplace` in elementwise.rs.
@@ -61,19 +62,13 @@ pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
         return ints::threshold(k);
     }
     // round of an int tensor is a copy.
-    if ints::is_int(x.dtype)
-        && op == "aten.round"
-        && matches!(k.op.opt_int("decimals")?, None | Some(0))
-    {
+    if ints::is_int(x.dtype) && op == "aten.round" && RoundDecimals::parse(&k.op)?.is_none() {
         return ints::unary_f32_op(k, UnaryOp::Round);
     }
     if ints::is_int(x.dtype) && op == "aten.fmod" {
         return ints::int_binary(k, ints::IntBinaryOp::Fmod, "other");
     }
     if ints::is_int(x.dtype) && matches!(op.as_str(), "aten.clamp_min" | "aten.clamp_max") {
-        if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
-            return Ok(None);
-        }
         return ints::clamp(k);
     }
     if x.dtype != DType::F32 || !k.out_is(DType::F32) {
@@ -81,17 +76,18 @@ pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
     }
     let f = |s: Option<Scalar>, d: f64| s.map_or(d, Scalar::as_f64) as f32;
     let (u, p) = match op.as_str() {
-        "aten.round" => match k.op.opt_int("decimals")? {
-            None | Some(0) => (UnaryOp::Round, [0.0; 3]),
-            Some(d) => {
-                let p = 10f64.powi(d.unsigned_abs().min(400) as i32) as f32;
+        "aten.round" => match RoundDecimals::parse(&k.op)? {
+            None => (UnaryOp::Round, [0.0; 3]),
+            Some(r) => {
+                let (p, divide) = r.scale();
+                let p = p as f32;
                 if !p.is_finite() {
                     return Ok(None);
                 }
-                (UnaryOp::RoundDecimals, [p, (d < 0) as u32 as f32, 0.0])
+                (UnaryOp::RoundDecimals, [p, divide as u32 as f32, 0.0])
             }
         },
-        "aten.logit" => match k.op.opt_float("eps")? {
+        "aten.logit" => match Logit::parse(&k.op)?.eps {
             Some(e) => (UnaryOp::Logit, [e as f32, 1.0, 0.0]),
             None => (UnaryOp::Logit, [0.0; 3]),
         },
@@ -105,14 +101,13 @@ pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
                 [p.nan as f32, p.pos as f32, p.neg as f32],
             )
         }
-        "aten.threshold" => (
-            UnaryOp::Threshold,
-            [
-                k.op.scalar("threshold")?.as_f64() as f32,
-                k.op.scalar("value")?.as_f64() as f32,
-                0.0,
-            ],
-        ),
+        "aten.threshold" => {
+            let p = act::ThresholdParams::parse(&k.op)?;
+            (
+                UnaryOp::Threshold,
+                [p.threshold.as_f64() as f32, p.value.as_f64() as f32, 0.0],
+            )
+        }
         "aten.hardshrink" => {
             let l = act::Hardshrink::parse(&k.op)?.lambd as f32;
             (UnaryOp::Hardshrink, [l, 0.0, 0.0])
@@ -126,14 +121,13 @@ pub(super) fn unary_args(k: &mut KernelCtx) -> Out {
             UnaryOp::Elu,
             super::elementwise::elu_params(&act::Elu::parse(&k.op)?),
         ),
-        "aten.clamp_min" | "aten.clamp_max" => {
-            if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
-                return Ok(None);
-            }
-            let lo = f(k.op.opt_scalar("min")?, f64::NEG_INFINITY);
-            let hi = f(k.op.opt_scalar("max")?, f64::INFINITY);
-            (UnaryOp::Clamp, [lo, hi, 0.0])
-        }
+        "aten.clamp_min" | "aten.clamp_max" => match ClampBounds::parse(&k.op)? {
+            ClampBounds::Numbers { lo, hi } => (
+                UnaryOp::Clamp,
+                [f(lo, f64::NEG_INFINITY), f(hi, f64::INFINITY), 0.0],
+            ),
+            ClampBounds::Tensors => return Ok(None),
+        },
         "aten.fmod" => (
             UnaryOp::FmodScalar,
             [k.op.scalar("other")?.as_f64() as f32, 0.0, 0.0],

@@ -15,6 +15,8 @@ use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{gpu_dtype, GTensor, SmallInt};
+use crate::ops::activation::ThresholdParams;
+use crate::ops::elementwise::ternary::ClampBounds;
 use crate::ops::Scalar;
 use crate::program::Arg;
 
@@ -608,11 +610,10 @@ pub(super) fn to(k: &mut KernelCtx) -> Out {
 
 /// clamp(self, min, max) of an int tensor with integer (or absent) bounds.
 pub(super) fn clamp(k: &mut KernelCtx) -> Out {
-    if k.is_tensor_arg("min") || k.is_tensor_arg("max") {
-        return Ok(None);
+    match ClampBounds::parse(&k.op)? {
+        ClampBounds::Numbers { lo, hi } => clamp_to(k, [lo, hi]),
+        ClampBounds::Tensors => Ok(None),
     }
-    let bounds = [k.op.opt_scalar("min")?, k.op.opt_scalar("max")?];
-    clamp_to(k, bounds)
 }
 
 /// Clamp an int tensor to int number bounds (clamp, relu6, hardtanh of ints).
@@ -692,7 +693,8 @@ pub(super) fn threshold(k: &mut KernelCtx) -> Out {
         (Some(_), _) => SmallInt::fill_word(x.dtype, s),
         (None, _) => int_word(s),
     };
-    let (Some(th), Some(v)) = (num(k.op.scalar("threshold")?), num(k.op.scalar("value")?)) else {
+    let p = ThresholdParams::parse(&k.op)?;
+    let (Some(th), Some(v)) = (num(p.threshold), num(p.value)) else {
         return Ok(None);
     };
     let Some(c) = encode(

@@ -29,6 +29,7 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{contiguous_strides, gpu_dtype, lock, GTensor};
+use crate::ops::index::scatter::{index_put_reduce, Reduce, ScatterParams};
 use crate::ops::Scalar;
 use crate::program::Arg;
 use bytemuck::{Pod, Zeroable};
@@ -221,15 +222,17 @@ fn encode_scatter(
     Ok(Some(vec![Slot::Tensor(out)]))
 }
 
-fn reduce_op(name: &str) -> Option<ScatterOp> {
-    Some(match name {
-        "add" | "sum" => ScatterOp::Add,
-        "multiply" | "prod" => ScatterOp::Mul,
-        "mean" => ScatterOp::Mean,
-        "amax" => ScatterOp::Max,
-        "amin" => ScatterOp::Min,
-        _ => return None,
-    })
+/// The shader's op for a combine of the op table (`AddAlpha` carries its alpha apart).
+fn scatter_op(r: Reduce) -> ScatterOp {
+    match r {
+        Reduce::Assign => ScatterOp::Assign,
+        Reduce::Add => ScatterOp::Add,
+        Reduce::AddAlpha(_) => ScatterOp::AddAlpha,
+        Reduce::Mul => ScatterOp::Mul,
+        Reduce::Mean => ScatterOp::Mean,
+        Reduce::Max => ScatterOp::Max,
+        Reduce::Min => ScatterOp::Min,
+    }
 }
 
 /// scatter (.src / .value / .reduce / .value_reduce), scatter_add, scatter_reduce.two, and
@@ -241,24 +244,18 @@ pub(super) fn scatter(k: &mut KernelCtx) -> Out {
     if overlaps(&x) && k.target().contains("_.") {
         return Ok(None);
     }
-    let Some(d) = norm_dim(k.op.int("dim")?, x.rank().max(1)) else {
+    // An unknown `reduce` is the CPU kernel's error.
+    let Ok(p) = ScatterParams::parse(&k.op) else {
+        return Ok(None);
+    };
+    let Some(d) = norm_dim(p.dim, x.rank().max(1)) else {
         return Ok(None);
     };
     // Both 0-d or 1-d (torch allows mixing those), else the same rank.
     if x.rank() != idx.rank() && !(x.rank() <= 1 && idx.rank() <= 1) {
         return Ok(None);
     }
-    let mut op = match k.op.opt_str("reduce")? {
-        Some(r) => match reduce_op(&r) {
-            Some(op) => op,
-            None => return Ok(None),
-        },
-        None => ScatterOp::Assign,
-    };
-    if k.target().starts_with("aten.scatter_add") {
-        op = ScatterOp::Add;
-    }
-    let include_self = k.op.bool_or("include_self", true)?;
+    let (op, include_self) = (scatter_op(p.reduce), p.include_self);
     let (x1, idx1) = (as1(&x), as1(&idx));
     let (src, value) = if k.is_tensor_arg("src") {
         let Some(s) = k.t("src") else {
@@ -485,12 +482,8 @@ pub(super) fn index_put(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(vals)) = (k.t("self"), k.t("values")) else {
         return Ok(None);
     };
-    let accumulate = k.op.bool_or("accumulate", false)?;
-    let op = if accumulate {
-        ScatterOp::Add
-    } else {
-        ScatterOp::Assign
-    };
+    let op = scatter_op(index_put_reduce(&k.op)?);
+    let accumulate = op == ScatterOp::Add;
     let r = x.rank();
     let Some(kind) = kind(x.dtype, op) else {
         return Ok(None);

@@ -18,6 +18,7 @@ use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{gpu_dtype, GTensor};
 use crate::ops::shape::pad::{PadMode, PadParams};
+use crate::ops::shape::remap::{flip_dims, repeats, Roll, Rot90};
 use bytemuck::{Pod, Zeroable};
 
 pub const MAP: Variant = Variant::new(Shader::Shape, "map");
@@ -158,10 +159,9 @@ pub(super) fn roll(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let shifts = k.op.ints("shifts")?;
-    let dims = k.op.opt_ints("dims")?.unwrap_or_default();
+    let Roll { shifts, dims } = Roll::parse(&k.op)?;
     if dims.is_empty() {
-        if shifts.len() != 1 || !x.is_contiguous() {
+        if !x.is_contiguous() {
             return Ok(None);
         }
         let n = x.numel();
@@ -175,9 +175,6 @@ pub(super) fn roll(k: &mut KernelCtx) -> Out {
         };
         let st = super::contiguous_strides(&x.sizes);
         return Ok(Some(vec![Slot::Tensor(t.view(x.sizes.clone(), st, 0))]));
-    }
-    if shifts.len() != dims.len() {
-        return Ok(None);
     }
     let mut m = identity(&x);
     for (&s, &d) in shifts.iter().zip(&dims) {
@@ -193,32 +190,12 @@ pub(super) fn roll(k: &mut KernelCtx) -> Out {
     encode_map(k, &x, &m, 0)
 }
 
-/// The dims of `dims` (each once), or None.
-fn dim_set(dims: &[i64], rank: usize) -> Option<Vec<usize>> {
-    let mut seen = vec![false; rank.max(1)];
-    let mut v = Vec::new();
-    for &d in dims {
-        let d = norm_dim(d, rank)?;
-        if std::mem::replace(&mut seen[d], true) {
-            return None;
-        }
-        v.push(d);
-    }
-    Some(v)
-}
-
+/// flip, fliplr and flipud.
 pub(super) fn flip(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let dims: Vec<i64> = match k.target().split('.').nth(1) {
-        Some("fliplr") => vec![1],
-        Some("flipud") => vec![0],
-        _ => k.op.ints("dims")?,
-    };
-    let Some(ds) = dim_set(&dims, x.rank()) else {
-        return Ok(None);
-    };
+    let ds = flip_dims(&k.op, x.rank())?;
     let mut m = identity(&x);
     if x.rank() > 0 {
         for d in ds {
@@ -232,15 +209,7 @@ pub(super) fn rot90(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let kk = k.op.int_or("k", 1)?.rem_euclid(4);
-    let dims = k.op.opt_ints("dims")?.unwrap_or_else(|| vec![0, 1]);
-    if dims.len() != 2 || x.rank() < 2 {
-        return Ok(None);
-    }
-    let Some(ds) = dim_set(&dims, x.rank()) else {
-        return Ok(None);
-    };
-    let (a, b) = (ds[0], ds[1]);
+    let Rot90 { k: kk, a, b } = Rot90::parse(&k.op, x.rank())?;
     // k = 1: the transposed view reversed along a; k = 3: along b; k = 2: x reversed
     // along both.
     let mut v = x.clone();
@@ -266,18 +235,8 @@ pub(super) fn repeat(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let tile = k.target().starts_with("aten.tile");
-    let mut reps = if tile {
-        k.op.ints("dims")?
-    } else {
-        k.op.ints("repeats")?
-    };
-    if tile {
-        while reps.len() < x.rank() {
-            reps.insert(0, 1);
-        }
-    }
-    if reps.len() < x.rank() || reps.len() > MAX_RANK || reps.iter().any(|&r| r < 0) {
+    let reps = repeats(&k.op, x.rank())?;
+    if reps.len() > MAX_RANK {
         return Ok(None);
     }
     let lead = reps.len() - x.rank();

@@ -19,7 +19,7 @@ use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
-pub(crate) use params::Bounds;
+pub(crate) use params::{Bounds, ThresholdParams};
 
 /// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`): the
 /// activations keep their input's shape and dtype, and each has an in-place form `op_`.
@@ -244,7 +244,10 @@ fn softplus(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn threshold(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (th, value) = (ctx.scalar("threshold")?, ctx.scalar("value")?);
+    let ThresholdParams {
+        threshold: th,
+        value,
+    } = ThresholdParams::parse(ctx)?;
     let t = ctx.tensor("self")?;
     if t.dtype.is_float() {
         return act(

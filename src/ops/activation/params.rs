@@ -105,6 +105,23 @@ impl Softshrink {
     }
 }
 
+/// threshold's `threshold` and `value` (`x <= threshold ? value : x`), as numbers: an int
+/// tensor compares them exactly and takes `value` in its own dtype.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct ThresholdParams {
+    pub threshold: Scalar,
+    pub value: Scalar,
+}
+
+impl ThresholdParams {
+    pub fn parse(ctx: &OpCtx) -> Result<ThresholdParams> {
+        Ok(ThresholdParams {
+            threshold: ctx.scalar("threshold")?,
+            value: ctx.scalar("value")?,
+        })
+    }
+}
+
 /// gelu's `approximate`: false for 'none' (erf), true for 'tanh'.
 pub(crate) fn gelu_tanh(ctx: &OpCtx) -> Result<bool> {
     match ctx.opt_str("approximate")?.as_deref() {

@@ -9,6 +9,7 @@ use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::{OpCtx, OpTable, Scalar};
+use crate::program::Arg;
 use crate::runtime::RValue;
 
 pub(super) fn register(r: &mut OpTable) {
@@ -87,29 +88,46 @@ pub(crate) fn clamp_scalars(
     finish(r, d)
 }
 
-fn clamp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let x = val(ctx, "self")?;
-    let (lo, hi) = (opt_val(ctx, "min")?, opt_val(ctx, "max")?);
-    if lo.is_none() && hi.is_none() {
-        return Err(ctx.err("At least one of 'min' or 'max' must not be None"));
+/// The bounds of clamp, clip, clamp_min and clamp_max (and their in-place forms), read once
+/// from the node for every backend: numbers (either may be absent, not both), or tensors
+/// when either bound is a tensor.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum ClampBounds {
+    Numbers {
+        lo: Option<Scalar>,
+        hi: Option<Scalar>,
+    },
+    Tensors,
+}
+
+impl ClampBounds {
+    pub fn parse(ctx: &OpCtx) -> Result<ClampBounds> {
+        let tensor = |n: &str| matches!(ctx.arg(n), Some(Arg::Tensor(_) | Arg::OptTensor(Some(_))));
+        if tensor("min") || tensor("max") {
+            return Ok(ClampBounds::Tensors);
+        }
+        let (lo, hi) = (ctx.opt_scalar("min")?, ctx.opt_scalar("max")?);
+        if lo.is_none() && hi.is_none() {
+            return Err(ctx.err("At least one of 'min' or 'max' must not be None"));
+        }
+        Ok(ClampBounds::Numbers { lo, hi })
     }
+}
+
+fn clamp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let bounds = ClampBounds::parse(ctx)?;
+    let x = val(ctx, "self")?;
     let Val::T(t) = &x else {
         return Err(ctx.err("expected a tensor for 'self'"));
     };
+    let (lo, hi) = (opt_val(ctx, "min")?, opt_val(ctx, "max")?);
     let mut all = vec![&x];
     all.extend(lo.iter());
     all.extend(hi.iter());
     let d = promote(&all);
-    let num = |v: &Option<Val>| match v {
-        Some(Val::S(s)) => Ok(Some(*s)),
-        _ => Err(()),
-    };
-    let r = match (
-        lo.as_ref().map_or(Ok(None), |_| num(&lo)),
-        hi.as_ref().map_or(Ok(None), |_| num(&hi)),
-    ) {
-        (Ok(l), Ok(h)) => clamp_scalars(t, d, l, h)?,
-        _ => {
+    let r = match bounds {
+        ClampBounds::Numbers { lo, hi } => clamp_scalars(t, d, lo, hi)?,
+        ClampBounds::Tensors => {
             // Tensor bounds; an absent bound is unbounded.
             let (neg, pos) = match compute_of(d) {
                 Compute::Int => (Tensor::scalar(i64::MIN), Tensor::scalar(i64::MAX)),

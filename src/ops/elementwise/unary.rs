@@ -178,13 +178,37 @@ fn square(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     output(ctx, &t, r)
 }
 
-struct RoundDecimals(i64);
+/// round's `decimals` (an absent or zero count is a plain round), parsed once for every
+/// backend (the GPU kernel, `src/gpu/kernels/elementwise_args.rs`, passes [`Self::scale`] to
+/// its shader).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct RoundDecimals(pub i64);
+
+impl RoundDecimals {
+    /// `None` for a plain round (no `decimals`, or 0).
+    pub fn parse(ctx: &OpCtx) -> Result<Option<RoundDecimals>> {
+        Ok(match ctx.opt_int("decimals")? {
+            None | Some(0) => None,
+            Some(d) => Some(RoundDecimals(d)),
+        })
+    }
+
+    /// torch's scale `10^|decimals|` and whether it divides first (negative decimals).
+    pub fn scale(&self) -> (f64, bool) {
+        (
+            10f64.powi(self.0.unsigned_abs().min(400) as i32),
+            self.0 < 0,
+        )
+    }
+}
+
 impl UnaryOp for RoundDecimals {
     #[inline]
     fn float<R: Real>(&self, x: R) -> R {
         // torch: scale by 10^|d|, round half to even, scale back (division for d > 0).
-        let p = R::c(10f64.powi(self.0.unsigned_abs().min(400) as i32));
-        if self.0 < 0 {
+        let (p, divide) = self.scale();
+        let p = R::c(p);
+        if divide {
             (x / p).round_ties_even() * p
         } else {
             (x * p).round_ties_even() / p
@@ -196,9 +220,9 @@ impl UnaryOp for RoundDecimals {
 }
 
 fn round(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    match ctx.opt_int("decimals")? {
-        None | Some(0) => preserve(ctx, &Round, true),
-        Some(d) => {
+    match RoundDecimals::parse(ctx)? {
+        None => preserve(ctx, &Round, true),
+        Some(op) => {
             let t = ctx.tensor("self")?;
             if !t.dtype.is_float() {
                 return Err(ctx.err(format!(
@@ -206,7 +230,7 @@ fn round(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                     t.dtype
                 )));
             }
-            let r = run_unary(&t, t.dtype, &RoundDecimals(d))?;
+            let r = run_unary(&t, t.dtype, &op)?;
             output(ctx, &t, r)
         }
     }
@@ -260,22 +284,39 @@ fn nan_to_num(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     output(ctx, &t, r)
 }
 
-fn logit(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    let eps = ctx.opt_float("eps")?;
-    let d = float_dtype(t.dtype);
-    let f = |x: f64| -> f64 {
-        let x = match eps {
+/// logit's `eps` (inputs clamped to `[eps, 1 - eps]` when given), parsed once for every
+/// backend.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Logit {
+    pub eps: Option<f64>,
+}
+
+impl Logit {
+    pub fn parse(ctx: &OpCtx) -> Result<Logit> {
+        Ok(Logit {
+            eps: ctx.opt_float("eps")?,
+        })
+    }
+
+    #[inline]
+    fn apply(&self, x: f64) -> f64 {
+        let x = match self.eps {
             // torch clamps with NaN passing through.
             Some(e) if x < e => e,
             Some(e) if x > 1.0 - e => 1.0 - e,
             _ => x,
         };
         (x / (1.0 - x)).ln()
-    };
+    }
+}
+
+fn logit(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let op = Logit::parse(ctx)?;
+    let d = float_dtype(t.dtype);
     let r = match d {
-        DType::F64 => map::<f64, f64>(&t, f),
-        _ => super::engine::finish(map::<f32, f32>(&t, |x| f(x as f64) as f32), d)?,
+        DType::F64 => map::<f64, f64>(&t, |x| op.apply(x)),
+        _ => super::engine::finish(map::<f32, f32>(&t, |x| op.apply(x as f64) as f32), d)?,
     };
     output(ctx, &t, r)
 }

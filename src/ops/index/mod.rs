@@ -6,7 +6,7 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
-mod scatter;
+pub(crate) mod scatter;
 #[cfg(test)]
 mod tests;
 
@@ -297,33 +297,23 @@ pub(super) fn put_at(
     }, else Err(ctx.err(format!("dtype {} is not supported", target.dtype))))
 }
 
-fn index_put_impl(ctx: &OpCtx, target: &Tensor, accumulate: bool) -> Result<()> {
+fn index_put_impl(ctx: &OpCtx, target: &Tensor, op: Reduce) -> Result<()> {
     let idx = ctx.opt_tensors("indices")?;
     let values = ctx.tensor("values")?;
     let p = index_plan(ctx, target, &idx, Bounds::Check)?;
     let v = values_for(ctx, &values, &p.sizes)?;
-    put_at(
-        ctx,
-        target,
-        &p.offs,
-        &v,
-        if accumulate {
-            Reduce::Add
-        } else {
-            Reduce::Assign
-        },
-    )
+    put_at(ctx, target, &p.offs, &v, op)
 }
 
 fn index_put(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let out = fresh(&ctx.tensor("self")?)?;
-    index_put_impl(ctx, &out, ctx.bool_or("accumulate", false)?)?;
+    index_put_impl(ctx, &out, scatter::index_put_reduce(ctx)?)?;
     one(out)
 }
 
 fn index_put_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    index_put_impl(ctx, &t, ctx.bool_or("accumulate", false)?)?;
+    index_put_impl(ctx, &t, scatter::index_put_reduce(ctx)?)?;
     one(t)
 }
 

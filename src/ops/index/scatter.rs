@@ -224,19 +224,54 @@ fn reduce_of(ctx: &OpCtx, name: &str) -> Result<Reduce> {
     })
 }
 
+/// The parameters of every scatter overload (scatter .src / .value / .reduce /
+/// .value_reduce, scatter_add, scatter_reduce.two and their in-place forms), parsed once for
+/// every backend (the GPU kernel is in `src/gpu/kernels/scatter.rs`). `dim` is wrapped by
+/// each kernel against its input's rank.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct ScatterParams {
+    pub dim: i64,
+    pub reduce: Reduce,
+    pub include_self: bool,
+}
+
+impl ScatterParams {
+    pub fn parse(ctx: &OpCtx) -> Result<ScatterParams> {
+        let reduce = if ctx.target().starts_with("aten.scatter_add") {
+            Reduce::Add
+        } else {
+            match ctx.opt_str("reduce")? {
+                Some(r) => reduce_of(ctx, &r)?,
+                None => Reduce::Assign,
+            }
+        };
+        Ok(ScatterParams {
+            dim: ctx.int("dim")?,
+            reduce,
+            include_self: ctx.bool_or("include_self", true)?,
+        })
+    }
+}
+
+/// How index_put combines its values (`accumulate`: added, else assigned), for every backend.
+pub(crate) fn index_put_reduce(ctx: &OpCtx) -> Result<Reduce> {
+    Ok(if ctx.bool_or("accumulate", false)? {
+        Reduce::Add
+    } else {
+        Reduce::Assign
+    })
+}
+
 /// Every scatter overload: `src` tensor or scalar `value`, optional `reduce`, `include_self`.
 fn scatter_into(ctx: &OpCtx, out: &Tensor) -> Result<()> {
+    let ScatterParams {
+        dim,
+        reduce: op,
+        include_self,
+    } = ScatterParams::parse(ctx)?;
     let index = ctx.tensor("index")?;
-    let d = wrap_dim(ctx, ctx.int("dim")?, out.rank())?;
+    let d = wrap_dim(ctx, dim, out.rank())?;
     let src = ctx.opt_tensor("src")?;
-    let mut op = match ctx.opt_str("reduce")? {
-        Some(r) => reduce_of(ctx, &r)?,
-        None => Reduce::Assign,
-    };
-    if ctx.target().starts_with("aten.scatter_add") {
-        op = Reduce::Add;
-    }
-    let include_self = ctx.bool_or("include_self", true)?;
     let vals = check_index(ctx, out, d, &index, src.as_ref())?;
     let offs = addressed(ctx, out, d, &index, &vals)?;
     // Source elements at the index positions, in the output dtype.

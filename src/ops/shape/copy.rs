@@ -4,6 +4,7 @@
 use super::geometry::{
     diagonal_t, permute_t, reshape_t, select_t, slice_t, strided_view, transpose_t, unsqueeze_t,
 };
+use super::remap::{flip_dims, repeats, Roll, Rot90};
 use super::{for_each_index, fresh, gather_storage, one};
 use crate::cpu::promote::promote_types;
 use crate::cpu::Tensor;
@@ -29,10 +30,10 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten.as_strided_scatter.default", as_strided_scatter, same);
     r.define("aten.roll.default", roll, same);
     r.define("aten.flip.default", flip, same);
-    r.define("aten.fliplr.default", fliplr, same);
-    r.define("aten.flipud.default", flipud, same);
+    r.define("aten.fliplr.default", flip, same);
+    r.define("aten.flipud.default", flip, same);
     r.define("aten.repeat.default", repeat, mc::repeat);
-    r.define("aten.tile.default", tile, mc::repeat);
+    r.define("aten.tile.default", repeat, mc::repeat);
     r.define_op(
         "aten.repeat_interleave",
         repeat_interleave,
@@ -235,15 +236,9 @@ fn as_strided_scatter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn roll(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let shifts = ctx.ints("shifts")?;
-    let dims = ctx.opt_ints("dims")?.unwrap_or_default();
+    let Roll { shifts, dims } = Roll::parse(ctx)?;
     if dims.is_empty() {
         // Roll the flattened tensor, then restore the shape.
-        if shifts.len() != 1 {
-            return Err(ctx.err(format!(
-                "shifts {shifts:?} needs dims when it has more than one entry"
-            )));
-        }
         let flat = reshape_t(ctx, &t, &[-1])?;
         let n = flat.numel() as i64;
         let map: DimMap = (0..n)
@@ -252,9 +247,6 @@ fn roll(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         let rolled = gather_dims(&flat, &[map], 0.0)?;
         let shape: Vec<i64> = t.sizes.iter().map(|&s| s as i64).collect();
         return one(reshape_t(ctx, &rolled, &shape)?);
-    }
-    if shifts.len() != dims.len() {
-        return Err(ctx.err(format!("shifts {shifts:?} and dims {dims:?} must align")));
     }
     let mut maps: Vec<DimMap> = t.sizes.iter().map(|&n| identity(n)).collect();
     for (&s, &d) in shifts.iter().zip(&dims) {
@@ -269,52 +261,28 @@ fn roll(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     one(gather_dims(&t, &maps, 0.0)?)
 }
 
+/// flip, fliplr and flipud.
 fn flip(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let dims = ctx.ints("dims")?;
-    one(flip_t(ctx, &t, &dims)?)
+    let dims = flip_dims(ctx, t.rank())?;
+    one(flip_t(&t, &dims)?)
 }
 
-fn fliplr(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    if t.rank() < 2 {
-        return Err(ctx.err("fliplr: input must be >= 2-d"));
-    }
-    one(flip_t(ctx, &t, &[1])?)
-}
-
-fn flipud(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    if t.rank() < 1 {
-        return Err(ctx.err("flipud: input must be >= 1-d"));
-    }
-    one(flip_t(ctx, &t, &[0])?)
-}
-
-fn flip_t(ctx: &OpCtx, t: &Tensor, dims: &[i64]) -> Result<Tensor> {
+/// `t` reversed along `dims` (distinct and in range).
+fn flip_t(t: &Tensor, dims: &[usize]) -> Result<Tensor> {
     let mut maps: Vec<DimMap> = t.sizes.iter().map(|&n| identity(n)).collect();
-    let mut seen = vec![false; t.rank().max(1)];
-    for &d in dims {
-        let d = wrap_dim(ctx, d, t.rank())?;
-        if std::mem::replace(&mut seen[d], true) {
-            return Err(ctx.err(format!(
-                "dim {d} appears multiple times in the list of dims"
-            )));
-        }
-        if t.rank() > 0 {
+    if t.rank() > 0 {
+        for &d in dims {
             maps[d].reverse();
         }
     }
     gather_dims(t, &maps, 0.0)
 }
 
-fn repeat_t(ctx: &OpCtx, t: &Tensor, reps: &[i64]) -> Result<Tensor> {
-    if reps.len() < t.rank() {
-        return Err(ctx.err(format!("number of dimensions of repeat dims {reps:?} can not be smaller than number of dimensions of tensor ({})", t.rank())));
-    }
-    if reps.iter().any(|&r| r < 0) {
-        return Err(ctx.err(format!("repeats {reps:?} cannot be negative")));
-    }
+/// repeat and tile.
+fn repeat(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let reps = repeats(ctx, t.rank())?;
     let lead = reps.len() - t.rank();
     // View the input with leading size-1 dims, then map out index i to i mod size.
     let mut sizes = vec![1; lead];
@@ -324,24 +292,10 @@ fn repeat_t(ctx: &OpCtx, t: &Tensor, reps: &[i64]) -> Result<Tensor> {
     let src = t.view_with(sizes.clone(), strides, t.offset);
     let maps: Vec<DimMap> = sizes
         .iter()
-        .zip(reps)
+        .zip(&reps)
         .map(|(&n, &r)| (0..n * r as usize).map(|i| Some(i % n.max(1))).collect())
         .collect();
-    gather_dims(&src, &maps, 0.0)
-}
-
-fn repeat(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    one(repeat_t(ctx, &t, &ctx.ints("repeats")?)?)
-}
-
-fn tile(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let t = ctx.tensor("self")?;
-    let mut reps = ctx.ints("dims")?;
-    while reps.len() < t.rank() {
-        reps.insert(0, 1);
-    }
-    one(repeat_t(ctx, &t, &reps)?)
+    one(gather_dims(&src, &maps, 0.0)?)
 }
 
 fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -503,24 +457,12 @@ fn pixel_unshuffle(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn rot90(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
-    let k = ctx.int_or("k", 1)?.rem_euclid(4);
-    let dims = ctx.opt_ints("dims")?.unwrap_or_else(|| vec![0, 1]);
-    if dims.len() != 2 || t.rank() < 2 {
-        return Err(ctx.err(format!("expected total rotation dims == 2 and a tensor of rank >= 2, got dims {dims:?}, rank {}", t.rank())));
-    }
-    let (a, b) = (
-        wrap_dim(ctx, dims[0], t.rank())?,
-        wrap_dim(ctx, dims[1], t.rank())?,
-    );
-    if a == b {
-        return Err(ctx.err(format!(
-            "expected rotation dims to be different, got {dims:?}"
-        )));
-    }
+    let Rot90 { k, a, b } = Rot90::parse(ctx, t.rank())?;
+    let (ai, bi) = (a as i64, b as i64);
     one(match k {
-        1 => transpose_t(ctx, &flip_t(ctx, &t, &[b as i64])?, a as i64, b as i64)?,
-        2 => flip_t(ctx, &t, &[a as i64, b as i64])?,
-        3 => transpose_t(ctx, &flip_t(ctx, &t, &[a as i64])?, a as i64, b as i64)?,
+        1 => transpose_t(ctx, &flip_t(&t, &[b])?, ai, bi)?,
+        2 => flip_t(&t, &[a, b])?,
+        3 => transpose_t(ctx, &flip_t(&t, &[a])?, ai, bi)?,
         _ => fresh(&t)?,
     })
 }

@@ -3,6 +3,7 @@
 //! (the views are in `meta.rs`). `copy.rs` registers each with its kernel.
 
 use super::meta::swap;
+use super::remap;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
 use crate::ops::elementwise::meta::one;
 
@@ -105,28 +106,17 @@ pub(super) fn vstack(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 pub(super) fn repeat(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
-    let tile = ctx.target().starts_with("aten.tile");
-    let mut reps = ctx.ints(if tile { "dims" } else { "repeats" })?;
-    if tile && reps.len() < t.rank() {
-        let mut r = vec![1; t.rank() - reps.len()];
-        r.extend(reps);
-        reps = r;
-    }
-    if reps.len() < t.rank() {
-        return Err(format!(
-            "number of repeat dims {reps:?} can not be smaller than the rank of {:?}",
-            t.sizes
-        ));
-    }
+    let reps = ctx.ints(remap::repeats_arg(ctx.target()))?;
+    let reps = ctx.with_op(|c| remap::repeats_of(c, reps, t.rank()))?;
     let lead = reps.len() - t.rank();
-    let mut s = Vec::with_capacity(reps.len());
-    for (i, &r) in reps.iter().enumerate() {
-        if r < 0 {
-            return Err(format!("repeats can not be negative, got {reps:?}"));
-        }
-        let have = if i < lead { 1 } else { t.sizes[i - lead] };
-        s.push(have.saturating_mul(r as usize));
-    }
+    let s = reps
+        .iter()
+        .enumerate()
+        .map(|(i, &r)| {
+            let have = if i < lead { 1 } else { t.sizes[i - lead] };
+            have.saturating_mul(r as usize)
+        })
+        .collect();
     one(t.with_sizes(s))
 }
 
@@ -203,16 +193,9 @@ pub(super) fn pixel_shuffle(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 pub(super) fn rot90(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.first()?;
-    let k = ctx.int_or("k", 1)?;
-    let dims = ctx.opt_ints("dims")?.unwrap_or(vec![0, 1]);
-    if dims.len() != 2 || t.rank() < 2 {
-        return Err(format!(
-            "rot90 expects two dims and a tensor of rank >= 2, got {dims:?} and {:?}",
-            t.sizes
-        ));
-    }
-    if k.rem_euclid(2) == 1 {
-        one(swap(ctx, &t, dims[0], dims[1])?)
+    let r = ctx.with_op(|c| remap::Rot90::parse(c, t.rank()))?;
+    if r.k % 2 == 1 {
+        one(swap(ctx, &t, r.a as i64, r.b as i64)?)
     } else {
         one(t)
     }

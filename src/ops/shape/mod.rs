@@ -14,6 +14,7 @@ mod meta_copy;
 pub(crate) mod copy;
 pub(crate) mod geometry;
 pub(crate) mod pad;
+pub(crate) mod remap;
 mod view;
 
 pub(super) use copy::cat_t;
