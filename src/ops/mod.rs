@@ -11,7 +11,7 @@ pub mod util;
 
 // One file per op family; each registers its targets.
 pub(crate) mod activation;
-mod attention;
+pub(crate) mod attention;
 pub(crate) mod control;
 pub(crate) mod conv;
 pub(crate) mod elementwise;

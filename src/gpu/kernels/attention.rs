@@ -18,6 +18,7 @@ use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::GTensor;
+use crate::ops::attention::SdpaParams;
 
 /// `t` ([batch..., m, n], broadcast to `batch`) as a contiguous [B, m, n] tensor.
 fn batched(k: &mut KernelCtx, t: &GTensor, batch: &[usize]) -> crate::Result<Option<GTensor>> {
@@ -148,11 +149,17 @@ fn sdpa_f32(
     mut v: GTensor,
     mask: Option<GTensor>,
 ) -> Out {
-    let dropout_p = k.op.float_or("dropout_p", 0.0)?;
-    let causal = k.op.bool_or("is_causal", false)?;
-    let gqa = k.op.bool_or("enable_gqa", false)?;
-    if !(0.0..1.0).contains(&dropout_p)
-        || (causal && mask.is_some())
+    // A dropout_p out of range is the CPU kernel's error.
+    let Ok(SdpaParams {
+        dropout_p,
+        causal,
+        gqa,
+        scale,
+    }) = SdpaParams::parse(&k.op)
+    else {
+        return Ok(None);
+    };
+    if (causal && mask.is_some())
         || [&q, &kt, &v]
             .iter()
             .any(|t| t.dtype != DType::F32 || t.rank() < 2)
@@ -191,7 +198,7 @@ fn sdpa_f32(
     {
         return Ok(None);
     }
-    let scale = k.op.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt()) as f32;
+    let scale = SdpaParams::scale_for(scale, e) as f32;
     // The additive mask as a contiguous [B, L, S] f32 tensor.
     let mut full = batch.clone();
     full.extend([l, s]);

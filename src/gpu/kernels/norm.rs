@@ -12,6 +12,7 @@ use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{contiguous_strides, lock, GTensor};
+use crate::ops::norm::NormParams;
 use bytemuck::{Pod, Zeroable};
 
 pub const BATCH_NORM: Variant = Variant::new(Shader::Norm, "batch_norm");
@@ -60,10 +61,11 @@ pub(super) fn batch_norm(k: &mut KernelCtx) -> Out {
     if t.ends_with(".out") {
         return Ok(None);
     }
-    let training = !t.contains("no_training") && k.op.bool_or("training", false)?;
     let Some(x) = k.t("input") else {
         return Ok(None);
     };
+    let p = NormParams::parse(&k.op, x.dtype)?;
+    let training = p.training;
     let stats = if t.ends_with(".no_stats") {
         None
     } else {
@@ -96,7 +98,7 @@ pub(super) fn batch_norm(k: &mut KernelCtx) -> Out {
     {
         return Ok(None);
     }
-    let eps = k.op.float("eps")? as f32;
+    let eps = p.eps as f32;
     let mut cs = Vec::new();
     for p in per_channel.iter().flatten() {
         match flat(k, p, c)? {
@@ -220,8 +222,8 @@ fn batch_norm_train(k: &mut KernelCtx, x: GTensor, training: bool) -> Out {
     {
         return Ok(None);
     }
-    let eps = k.op.float("eps")? as f32;
-    let momentum = k.op.float_or("momentum", 0.1)? as f32;
+    let p = NormParams::parse(&k.op, x.dtype)?;
+    let (eps, momentum) = (p.eps as f32, p.momentum as f32);
     // Mean and biased variance over every dim but 1.
     let red: Vec<bool> = (0..x.rank()).map(|d| d != 1).collect();
     let mut pl = reduce::plan(&x, &red, false);
@@ -337,7 +339,7 @@ pub(super) fn layer_norm(k: &mut KernelCtx) -> Out {
         return Ok(None);
     }
     let axis = norm.axis;
-    let eps = k.op.float_or("eps", 1e-5)? as f32;
+    let eps = NormParams::parse(&k.op, x.dtype)?.eps as f32;
     let (cols, rows) = (norm.len, norm.rows);
     let Some(xc) = contiguous(k, &x)? else {
         return Ok(None);

@@ -11,6 +11,7 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::GTensor;
+use crate::ops::norm::NormParams;
 use crate::ops::reduce::Reduction;
 
 op_enum!(
@@ -539,31 +540,23 @@ pub(super) fn group_norm(k: &mut KernelCtx) -> Out {
         return Ok(None);
     }
     let (n, c) = (x.sizes[0], x.sizes[1]);
+    let p = NormParams::parse(&k.op, x.dtype)?;
     // Normalizing with the running statistics: batch norm in eval mode.
-    if instance && !k.op.bool_or("use_input_stats", true)? {
+    if instance && !p.use_input_stats {
         return super::norm::batch_norm(k);
     }
     let g = if instance {
-        if !k.op.bool_or("use_input_stats", true)?
-            || k.is_tensor_arg("running_mean")
-            || k.is_tensor_arg("running_var")
-        {
+        if k.is_tensor_arg("running_mean") || k.is_tensor_arg("running_var") {
             return Ok(None);
         }
         c
-    } else if native {
-        k.op.int("group")? as usize
     } else {
-        k.op.int("num_groups")? as usize
+        p.groups.max(0) as usize
     };
     if g == 0 || c % g != 0 {
         return Ok(None);
     }
-    let eps = if instance {
-        k.op.float("eps")?
-    } else {
-        k.op.float_or("eps", 1e-5)?
-    } as f32;
+    let eps = p.eps as f32;
     let (Some(w), Some(b)) = (per_channel(k, "weight", c), per_channel(k, "bias", c)) else {
         return Ok(None);
     };
@@ -651,7 +644,7 @@ pub(super) fn rms_norm(k: &mut KernelCtx) -> Out {
     } else {
         None
     };
-    let eps = k.op.opt_float("eps")?.unwrap_or(f32::EPSILON as f64) as f32;
+    let eps = NormParams::parse(&k.op, x.dtype)?.eps as f32;
     let Some(xc) = super::contiguous(k, &x)? else {
         return Ok(None);
     };

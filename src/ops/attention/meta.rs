@@ -29,7 +29,7 @@ pub(super) fn sdpa(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     // Batch dims broadcast across query, key and value; with grouped-query attention the
     // query's heads decide.
     let qb = &q.sizes[..q.rank() - 2];
-    let batch = if ctx.bool_or("enable_gqa", false)? {
+    let batch = if ctx.with_op(super::SdpaParams::parse)?.gqa {
         qb.to_vec()
     } else {
         let kv = broadcast(&k.sizes[..k.rank() - 2], &v.sizes[..v.rank() - 2])?;

@@ -19,6 +19,40 @@ use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 
+/// The parameters of scaled_dot_product_attention and its math / flash forms, parsed once
+/// for every backend (the GPU kernel is `src/gpu/kernels/attention.rs`; the shape rule,
+/// `meta.rs`, reads `gqa`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct SdpaParams {
+    /// In `[0, 1)`.
+    pub dropout_p: f64,
+    pub causal: bool,
+    /// `enable_gqa`: each key/value head serves a group of query heads.
+    pub gqa: bool,
+    /// `None`: `1 / sqrt(embedding size)`.
+    pub scale: Option<f64>,
+}
+
+impl SdpaParams {
+    pub fn parse(ctx: &OpCtx) -> Result<SdpaParams> {
+        let dropout_p = ctx.float_or("dropout_p", 0.0)?;
+        if !(0.0..1.0).contains(&dropout_p) {
+            return Err(ctx.err(format!("dropout_p should be in [0, 1), got {dropout_p}")));
+        }
+        Ok(SdpaParams {
+            dropout_p,
+            causal: ctx.bool_or("is_causal", false)?,
+            gqa: ctx.bool_or("enable_gqa", false)?,
+            scale: ctx.opt_float("scale")?,
+        })
+    }
+
+    /// The softmax scale for an embedding size of `e`.
+    pub fn scale_for(scale: Option<f64>, e: usize) -> f64 {
+        scale.unwrap_or(1.0 / (e as f64).sqrt())
+    }
+}
+
 /// Each target once, with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
     for t in [
@@ -139,9 +173,12 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         Extra::None
     };
     let mask = ctx.opt_tensor("attn_mask")?;
-    let dropout_p = ctx.float_or("dropout_p", 0.0)?;
-    let causal = ctx.bool_or("is_causal", false)?;
-    let gqa = ctx.bool_or("enable_gqa", false)?;
+    let SdpaParams {
+        dropout_p,
+        causal,
+        gqa,
+        scale,
+    } = SdpaParams::parse(ctx)?;
     if q.rank() < 2 || k.rank() < 2 || v.rank() < 2 {
         return Err(ctx.err(format!(
             "query, key and value need at least 2 dims, got {:?}, {:?}, {:?}",
@@ -159,9 +196,6 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     if causal && mask.is_some() {
         return Err(ctx.err("an explicit attn_mask should not be set when is_causal=True"));
-    }
-    if !(0.0..1.0).contains(&dropout_p) {
-        return Err(ctx.err(format!("dropout_p should be in [0, 1), got {dropout_p}")));
     }
     let (l, e) = (q.sizes[q.rank() - 2], q.sizes[q.rank() - 1]);
     let (s, ek) = (k.sizes[k.rank() - 2], k.sizes[k.rank() - 1]);
@@ -192,7 +226,7 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .ok_or_else(bad_batch)?;
     let batch = broadcast_shapes(&batch, &v.sizes[..v.rank() - 2]).ok_or_else(bad_batch)?;
     let nb: usize = batch.iter().product();
-    let scale = ctx.opt_float("scale")?.unwrap_or(1.0 / (e as f64).sqrt());
+    let scale = SdpaParams::scale_for(scale, e);
     // Dropout keeps each weight with probability 1 - p and rescales (random, as in eager),
     // one draw per weight in [batch, L, S] order, kept when below 1 - p (as `dropout`, so the
     // GPU's dropout kernel draws the same mask).

@@ -10,7 +10,10 @@
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
+pub(crate) mod params;
 mod weight_norm;
+
+pub(crate) use params::NormParams;
 
 use super::reduce::{compute_float, typed, with_real, Real};
 use super::{OpCtx, OpTable};
@@ -207,9 +210,12 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             }
         }
     }
-    let training = !t.contains("no_training") && ctx.bool_or("training", false)?;
-    let momentum = ctx.float_or("momentum", 0.1)?;
-    let eps = ctx.float("eps")?;
+    let NormParams {
+        training,
+        momentum,
+        eps,
+        ..
+    } = NormParams::parse(ctx, x.dtype)?;
     let functional = t.contains("functional");
     // Statistics saved for backward are in the compute dtype (f32 for half inputs).
     let stat_dtype = if cf == DType::F64 {
@@ -303,7 +309,8 @@ fn instance_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let b = per_channel(ctx, ctx.opt_tensor("bias")?, c, "bias")?;
     let rm = ctx.opt_tensor("running_mean")?;
     let rv = ctx.opt_tensor("running_var")?;
-    let use_input = ctx.bool_or("use_input_stats", true)?;
+    let p = NormParams::parse(ctx, x.dtype)?;
+    let (use_input, momentum, eps) = (p.use_input_stats, p.momentum, p.eps);
     for r in [&rm, &rv].into_iter().flatten() {
         if r.numel() != c {
             return Err(ctx.err(format!(
@@ -312,8 +319,6 @@ fn instance_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             )));
         }
     }
-    let momentum = ctx.float_or("momentum", 0.1)?;
-    let eps = ctx.float("eps")?;
     if !use_input {
         let (Some(rm), Some(rv)) = (rm, rv) else {
             return Err(ctx.err(
@@ -399,7 +404,7 @@ fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (axis, len) = normalized_tail(ctx, &x, &ctx.ints("normalized_shape")?)?;
     let w = per_channel(ctx, ctx.opt_tensor("weight")?, len, "weight")?;
     let b = per_channel(ctx, ctx.opt_tensor("bias")?, len, "bias")?;
-    let eps = ctx.float_or("eps", 1e-5)?;
+    let eps = NormParams::parse(ctx, x.dtype)?.eps;
     let rows = x.sizes[..axis].iter().product::<usize>();
     let (out, mean, rstd) = with_real!(cf, R => {
         let mut v = x.to_vec::<R>();
@@ -438,11 +443,7 @@ fn group_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input")?;
     float_of(ctx, &x)?;
     let native = ctx.target() == "aten.native_group_norm.default";
-    let groups = if native {
-        ctx.int("group")?
-    } else {
-        ctx.int("num_groups")?
-    };
+    let NormParams { groups, eps, .. } = NormParams::parse(ctx, x.dtype)?;
     if x.rank() < 2 {
         return Err(ctx.err(format!(
             "expected an input of at least 2 dims ([N, C, ...]), got shape {:?}",
@@ -459,7 +460,6 @@ fn group_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let inner: usize = x.sizes.iter().skip(2).product();
     let w = per_channel(ctx, ctx.opt_tensor("weight")?, c, "weight")?;
     let b = per_channel(ctx, ctx.opt_tensor("bias")?, c, "bias")?;
-    let eps = ctx.float_or("eps", 1e-5)?;
     let len = c / g * inner;
     let mom = row_moments(&x.to_vec::<f64>(), n * g, len);
     let mean: Vec<f64> = mom.iter().map(|m| m.0).collect();
@@ -481,24 +481,12 @@ fn group_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(vec![out.into(), mean.into(), rstd.into()])
 }
 
-/// rms_norm's default epsilon: the machine epsilon of the compute type (f32 for f16/bf16/f32,
-/// as torch's `_fused_rms_norm` picks it), not of the input dtype.
-fn default_eps(d: DType) -> f64 {
-    if d == DType::F64 {
-        f64::EPSILON
-    } else {
-        f32::EPSILON as f64
-    }
-}
-
 fn rms_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input")?;
     let cf = float_of(ctx, &x)?;
     let (axis, len) = normalized_tail(ctx, &x, &ctx.ints("normalized_shape")?)?;
     let w = per_channel(ctx, ctx.opt_tensor("weight")?, len, "weight")?;
-    let eps = ctx
-        .opt_float("eps")?
-        .unwrap_or_else(|| default_eps(x.dtype));
+    let eps = NormParams::parse(ctx, x.dtype)?.eps;
     let rows = x.sizes[..axis].iter().product::<usize>();
     let (out, rstd) = with_real!(cf, R => {
         let mut v = x.to_vec::<R>();
