@@ -24,7 +24,7 @@ pub(crate) mod pool;
 pub(crate) mod reduce;
 mod rnn;
 pub(crate) mod shape;
-mod sort;
+pub(crate) mod sort;
 
 pub use ctx::{OpCtx, Scalar};
 pub use table::{OpDef, OpTable};

@@ -15,8 +15,7 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::contiguous_strides;
-use crate::ops::pool::upsample::{taps, Mode};
-use crate::program::Arg;
+use crate::ops::pool::upsample::{taps, Mode, Resize};
 use bytemuck::{Pod, Zeroable};
 
 pub const UPSAMPLE: Variant = Variant::new(Shader::Resample, "upsample");
@@ -94,47 +93,18 @@ pub(super) fn upsample(k: &mut KernelCtx) -> Out {
     if ins.contains(&0) {
         return Ok(None);
     }
-    let mut outs = ins;
-    let mut scales: [Option<f64>; 3] = [None; 3];
-    let out_size = k.op.opt_ints("output_size")?.filter(|v| !v.is_empty());
-    let factors: Option<Vec<f64>> = match k.op.arg("scale_factors") {
-        Some(Arg::Floats(v)) => Some(v.clone()),
-        Some(Arg::None) | None => None,
-        Some(_) => return Ok(None),
+    // Sizes or scales torch rejects are the CPU kernel's error.
+    let Ok(Resize {
+        outs,
+        scales,
+        align_corners: align,
+    }) = Resize::parse(&k.op, nd, ins)
+    else {
+        return Ok(None);
     };
-    match (out_size, factors) {
-        (Some(v), _) => {
-            if v.len() != nd || v.iter().any(|&o| o <= 0) {
-                return Ok(None);
-            }
-            for (i, &o) in v.iter().enumerate() {
-                outs[3 - nd + i] = o as usize;
-            }
-            let names: &[&str] = match nd {
-                1 => &["scales"],
-                2 => &["scales_h", "scales_w"],
-                _ => &["scales_d", "scales_h", "scales_w"],
-            };
-            for (i, n) in names.iter().enumerate() {
-                scales[3 - nd + i] = k.op.opt_float(n)?;
-            }
-        }
-        (None, Some(f)) => {
-            if f.len() != nd {
-                return Ok(None);
-            }
-            for (i, &s) in f.iter().enumerate() {
-                let o = (ins[3 - nd + i] as f64 * s).floor();
-                if o.is_nan() || o < 1.0 || o >= u32::MAX as f64 {
-                    return Ok(None);
-                }
-                outs[3 - nd + i] = o as usize;
-                scales[3 - nd + i] = Some(s);
-            }
-        }
-        (None, None) => return Ok(None),
+    if outs.iter().any(|&o| o >= u32::MAX as usize) {
+        return Ok(None);
     }
-    let align = k.op.bool_or("align_corners", false)?;
     let mut sizes = x.sizes[..r - nd].to_vec();
     sizes.extend_from_slice(&outs[3 - nd..]);
     let numel: usize = sizes.iter().product();

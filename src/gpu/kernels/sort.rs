@@ -16,6 +16,7 @@ use crate::dtype::DType;
 use crate::gpu::exec::Slot;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::GTensor;
+use crate::ops::sort::params::{Search, SortParams, TopK};
 use bytemuck::{Pod, Zeroable};
 
 pub const SORT: Variant = Variant::new(Shader::Sort, "sort");
@@ -161,14 +162,11 @@ pub(super) fn sort(k: &mut KernelCtx) -> Out {
     };
     let t = k.target().to_string();
     let msort = t.starts_with("aten.msort");
-    let Some(dim) = (if msort {
-        norm_dim(0, x.rank().max(1))
-    } else {
-        dim_arg(k, &x, -1)?
-    }) else {
+    let p = SortParams::parse(&k.op)?;
+    let Some(dim) = norm_dim(p.dim, x.rank().max(1)) else {
         return Ok(None);
     };
-    let descending = !msort && k.op.bool_or("descending", false)?;
+    let descending = p.descending;
     let argsort = t.starts_with("aten.argsort");
     if k.out_dtype(0) != Some(if argsort { DType::I64 } else { x.dtype }) {
         return Ok(None);
@@ -190,16 +188,19 @@ pub(super) fn topk(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
         return Ok(None);
     };
-    let Some(dim) = dim_arg(k, &x, -1)? else {
+    let TopK {
+        k: kk,
+        dim,
+        largest,
+    } = TopK::parse(&k.op)?;
+    let Some(dim) = norm_dim(dim, x.rank().max(1)) else {
         return Ok(None);
     };
-    let kk = k.op.int("k")?;
     let n = x.sizes.get(dim).copied().unwrap_or(1);
     if kk < 0 || kk as usize > n || k.out_dtype(0) != Some(x.dtype) {
         return Ok(None);
     }
     let kk = kk as usize;
-    let largest = k.op.bool_or("largest", true)?;
     // Sorted order is also a valid answer for sorted=False (the CPU kernel's as well).
     let sizes = resized(&x, dim, kk);
     let Some((v, i)) = encode_sort(k, &x, dim, largest, Mode::Range(0, kk), &sizes)? else {
@@ -301,16 +302,9 @@ pub(super) fn searchsorted(k: &mut KernelCtx) -> Out {
     if kv != ks || values.dtype == DType::Bool || seq.dtype == DType::Bool {
         return Ok(None);
     }
-    let right = match k.op.opt_str("side")?.as_deref() {
-        Some("right") => true,
-        Some("left") if !k.op.bool_or("right", false)? => false,
-        None => k.op.bool_or("right", false)?,
-        _ => return Ok(None),
-    };
-    let out_dtype = if k.op.bool_or("out_int32", false)? {
-        DType::I32
-    } else {
-        DType::I64
+    // A side torch rejects is the CPU kernel's error.
+    let Ok(Search { right, out_dtype }) = Search::parse(&k.op) else {
+        return Ok(None);
     };
     if k.out_dtype(0) != Some(out_dtype) || seq.rank() == 0 {
         return Ok(None);

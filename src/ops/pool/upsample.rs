@@ -44,10 +44,37 @@ pub(super) fn register(r: &mut OpTable) {
     r.cpu_op("aten.upsample_bicubic2d", |c| upsample(c, 2, Mode::Cubic));
 }
 
+/// The parameters of an upsampling node, parsed once for every backend (the GPU kernel is
+/// `src/gpu/kernels/resample.rs`): the output's spatial sizes and the scales torch computes
+/// source indices with, right-aligned in 3 dims as [`Planes::ins`].
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Resize {
+    pub outs: [usize; 3],
+    /// The user's scale factors (`scale_factors`, or the `.default` overloads' `scales_*`
+    /// next to the sizes); None: in/out.
+    pub scales: [Option<f64>; 3],
+    pub align_corners: bool,
+}
+
+impl Resize {
+    /// For an `nd`-D upsampling of spatial sizes `ins` (right-aligned, leading 1s).
+    pub fn parse(ctx: &OpCtx, nd: usize, ins: [usize; 3]) -> Result<Resize> {
+        let (outs, scales) = sizes_and_scales(ctx, nd, ins)?;
+        Ok(Resize {
+            outs,
+            scales,
+            align_corners: ctx.bool_or("align_corners", false)?,
+        })
+    }
+}
+
 /// Output sizes and the user's scale factors (None when sizes were given).
-fn sizes_and_scales(ctx: &OpCtx, pl: &Planes) -> Result<([usize; 3], [Option<f64>; 3])> {
-    let nd = pl.nd;
-    let mut outs = pl.ins;
+fn sizes_and_scales(
+    ctx: &OpCtx,
+    nd: usize,
+    ins: [usize; 3],
+) -> Result<([usize; 3], [Option<f64>; 3])> {
+    let mut outs = ins;
     let mut scales = [None; 3];
     let out_size = ctx.opt_ints("output_size")?.filter(|v| !v.is_empty());
     let factors: Option<Vec<f64>> = match ctx.arg("scale_factors") {
@@ -93,11 +120,11 @@ fn sizes_and_scales(ctx: &OpCtx, pl: &Planes) -> Result<([usize; 3], [Option<f64
                 return Err(ctx.err(format!("scale_factors must have {nd} values, got {f:?}")));
             }
             for (i, &s) in f.iter().enumerate() {
-                let o = (pl.ins[3 - nd + i] as f64 * s).floor();
+                let o = (ins[3 - nd + i] as f64 * s).floor();
                 if !(o >= 1.0) {
                     return Err(ctx.err(format!(
                         "scale factor {s} gives an empty output for input size {}",
-                        pl.ins[3 - nd + i]
+                        ins[3 - nd + i]
                     )));
                 }
                 outs[3 - nd + i] = o as usize;
@@ -239,8 +266,11 @@ fn upsample(ctx: &mut OpCtx, nd: usize, mode: Mode) -> Result<Vec<RValue>> {
             x.sizes
         )));
     }
-    let (outs, scales) = sizes_and_scales(ctx, &pl)?;
-    let align = ctx.bool_or("align_corners", false)?;
+    let Resize {
+        outs,
+        scales,
+        align_corners: align,
+    } = Resize::parse(ctx, nd, pl.ins)?;
     let sizes = pl.out_sizes(&outs);
     let out = match (mode, x.dtype) {
         (Mode::Nearest | Mode::NearestExact, d) => with_dtype!(d, T => {

@@ -6,12 +6,14 @@
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
+pub(crate) mod params;
+
+use params::{Search, SortParams, TopK};
 
 use super::reduce::split_at_dim;
 use super::util::wrap_dim;
 use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
-use crate::dtype::DType;
 use crate::error::Result;
 use crate::runtime::RValue;
 use crate::with_dtype;
@@ -91,9 +93,8 @@ fn sort(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
     let t = ctx.target();
     let msort = t.starts_with("aten.msort");
-    let dim = if msort { 0 } else { ctx.int_or("dim", -1)? };
+    let SortParams { dim, descending } = SortParams::parse(ctx)?;
     let dim = wrap_dim(ctx, dim, x.rank())?;
-    let descending = !msort && ctx.bool_or("descending", false)?;
     let n = x.sizes.get(dim).copied().unwrap_or(1);
     let (vals, idx) = sort_lanes(&x, dim, descending, n)?;
     Ok(if msort {
@@ -107,9 +108,8 @@ fn sort(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn topk(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let k = ctx.int("k")?;
-    let dim = wrap_dim(ctx, ctx.int_or("dim", -1)?, x.rank())?;
-    let largest = ctx.bool_or("largest", true)?;
+    let TopK { k, dim, largest } = TopK::parse(ctx)?;
+    let dim = wrap_dim(ctx, dim, x.rank())?;
     let n = x.sizes.get(dim).copied().unwrap_or(1);
     if k < 0 || k as usize > n {
         return Err(ctx.err(format!(
@@ -259,32 +259,12 @@ fn searchsorted(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         Some(Ok(t)) => t,
         _ => Tensor::scalar(ctx.scalar("self")?.as_f64()),
     };
-    let side = ctx.opt_str("side")?;
-    let right = match side.as_deref() {
-        Some("right") => true,
-        Some("left") => {
-            if ctx.bool_or("right", false)? {
-                return Err(ctx.err("side and right can't be set to opposites, got side of left while right was True"));
-            }
-            false
-        }
-        Some(other) => {
-            return Err(ctx.err(format!(
-                "side can only be 'left' or 'right' but got '{other}'"
-            )))
-        }
-        None => ctx.bool_or("right", false)?,
-    };
     let sorter = if bucketize {
         None
     } else {
         ctx.opt_tensor("sorter")?
     };
-    let out_dtype = if ctx.bool_or("out_int32", false)? {
-        DType::I32
-    } else {
-        DType::I64
-    };
+    let Search { right, out_dtype } = Search::parse(ctx)?;
     if seq.rank() == 0 {
         return Err(ctx.err("boundaries tensor should have a positive rank, got a 0-d tensor"));
     }
