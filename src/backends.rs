@@ -6,6 +6,7 @@
 //! | [`set_allow_f16_reduced_precision`] | `false` | f16 matrix products on the GPU (`mm`, `bmm`, `matmul`, `addmm`, `linear`) accumulate in f16 instead of f32 (torch's `allow_fp16_reduced_precision_reduction`): faster on GPUs with fast f16 math, about 1e-3 relative error per product instead of 1e-7. Other f16 kernels always compute in f32. Takes effect at the next run |
 //! | [`set_attention`] | [`Attention::Streaming`] | how `scaled_dot_product_attention` (and its `_math` / `_flash_attention_for_cpu` forms) computes: [`Attention::Math`] materializes the whole L×S score matrix per (batch, head); [`Attention::Streaming`] processes query rows in blocks of at most 64 Ki scores, so long sequences never hold a full L×S matrix |
 //! | [`set_conv_algorithm`] | [`ConvAlgorithm::Auto`] | the GPU convolution kernel (cuDNN's algorithm choice, for pt2web): `Auto` takes `im2col` + GEMM on CPU adapters and SwiftShader and the tiled workgroup-memory kernel on GPUs; the others force one (the tests run every one on lavapipe); `PT2WEB_CONV_KERNEL` overrides natively |
+//! | [`set_graph_passes`] | [`PassSet::ALL`] | the graph passes a session applies when it is created (`src/passes/`: dead-code elimination, removal of no-op copies and views); [`PassSet::NONE`] plans the graph exactly as exported. `PT2WEB_PASSES=none\|all\|dce,noop` sets it natively when the program has not set it |
 //! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
 //!
 //! Every pt2web kernel is already deterministic in its arithmetic: there are no atomics in the
@@ -15,7 +16,8 @@
 //! [`is_built`] / [`is_available`] say which backends this build holds and which have an
 //! adapter on this machine.
 
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+pub use crate::passes::{Pass, PassSet};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 
 static ALLOW_F16_REDUCED: AtomicBool = AtomicBool::new(false);
 static ATTENTION: AtomicU8 = AtomicU8::new(Attention::Streaming as u8);
@@ -126,6 +128,35 @@ pub fn deterministic() -> bool {
 /// Turn deterministic mode on or off (`torch.use_deterministic_algorithms`).
 pub fn set_deterministic(on: bool) {
     DETERMINISTIC.store(on, Ordering::Relaxed)
+}
+
+/// [`GRAPH_PASSES`] before [`set_graph_passes`] was called.
+const PASSES_UNSET: u32 = u32::MAX;
+static GRAPH_PASSES: AtomicU32 = AtomicU32::new(PASSES_UNSET);
+
+/// The graph passes new sessions apply: the ones [`set_graph_passes`] chose, else (natively)
+/// `PT2WEB_PASSES`, else all of them.
+pub fn graph_passes() -> PassSet {
+    session_graph_passes().unwrap_or(PassSet::ALL)
+}
+
+/// Choose the graph passes sessions created from now on apply (see the module table).
+pub fn set_graph_passes(p: PassSet) {
+    GRAPH_PASSES.store(p.bits(), Ordering::Relaxed)
+}
+
+/// [`graph_passes`], with a `PT2WEB_PASSES` that names no pass an error (a session refuses
+/// to start rather than plan a graph other than the one asked for).
+pub(crate) fn session_graph_passes() -> Result<PassSet, String> {
+    match GRAPH_PASSES.load(Ordering::Relaxed) {
+        PASSES_UNSET => {}
+        b => return Ok(PassSet::from_bits(b)),
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Ok(v) = std::env::var("PT2WEB_PASSES") {
+        return PassSet::parse(&v).map_err(|e| format!("PT2WEB_PASSES={v}: {e}"));
+    }
+    Ok(PassSet::ALL)
 }
 
 /// A compute backend pt2web can be built with.

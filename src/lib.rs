@@ -20,6 +20,7 @@ pub mod js;
 pub mod limits;
 pub mod meta;
 pub mod ops;
+pub mod passes;
 pub mod pickle;
 pub mod plan;
 pub mod program;

@@ -186,7 +186,9 @@ pub fn check(
     inputs: Option<String>,
 ) -> Result<(), String> {
     check_device(&device)?;
-    let (source, p, _) = load(&model, program.as_deref())?;
+    let (source, mut p, _) = load(&model, program.as_deref())?;
+    // The graph every session runs: after the graph passes.
+    let passes = pt2web::passes::run(&mut p, pt2web::backends::graph_passes());
     let gpu = (device == "gpu").then(|| gpu_report(&p));
     let missing = Session::unsupported_ops(&p);
     let hist = p.graph.op_histogram();
@@ -231,7 +233,7 @@ pub fn check(
             "unsupported": missing.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>(),
             "no_shape_rule": no_rule.iter().map(|m| serde_json::json!({"op": m, "count": hist.get(m)})).collect::<Vec<_>>(),
             "unsupported_dtypes": bad_dtypes.iter().map(|(d, n)| serde_json::json!({"dtype": d.name(), "values": n})).collect::<Vec<_>>(),
-            "custom_objects": custom,
+            "custom_objects": custom, "graph_passes": passes,
             "memory": memory, "memory_error": memory_error, "memory_inputs_from": inputs_from,
             "gpu": gpu.as_ref().map(gpu_json)});
         println!(
@@ -261,6 +263,7 @@ pub fn check(
                 println!("  {m} (x{})", hist.get(m).copied().unwrap_or(0));
             }
         }
+        println!("  {passes}");
         if !no_rule.is_empty() {
             println!(
                 "  {} op(s) have no shape rule (meta device):",

@@ -42,6 +42,10 @@ enum Cmd {
         /// Refuse archives larger than this many uncompressed bytes.
         #[arg(long)]
         max_bytes: Option<u64>,
+        /// Also print each program's graph as sessions plan it: after the graph passes
+        /// (`PT2WEB_PASSES=none` for the graph as exported), one line per node.
+        #[arg(long)]
+        plan: bool,
     },
     /// Run a program: inputs keyed by the user-input names `pt2web info` shows, outputs written
     /// as output_0, output_1, ... in flattened pytree order.
@@ -100,6 +104,7 @@ fn run(cli: Cli) -> Result<(), String> {
             json,
             program,
             max_bytes,
+            plan,
         } => {
             let (source, bytes) = read_model(&model)?;
             let mut limits = Limits::default();
@@ -115,13 +120,38 @@ fn run(cli: Cli) -> Result<(), String> {
             let mut info = pt2web::info::archive_info_filtered(&archive, &opts, program.as_deref())
                 .map_err(|e| e.to_string())?;
             info.source = source;
+            // Each program after the graph passes, for --plan.
+            let mut plans = Vec::new();
+            if plan {
+                for pi in &info.programs {
+                    let mut p = archive
+                        .program(Some(&pi.name), &opts)
+                        .map_err(|e| e.to_string())?;
+                    let report = pt2web::passes::run(&mut p, pt2web::backends::graph_passes());
+                    plans.push((p, report));
+                }
+            }
             if json {
+                let mut v = serde_json::to_value(&info).map_err(|e| e.to_string())?;
+                if plan {
+                    v["plans"] = plans
+                        .iter()
+                        .map(|(p, r)| {
+                            serde_json::json!({"program": p.name, "graph_passes": r,
+                                "graph": pt2web::passes::render_graph(&p.graph).lines().map(str::trim).collect::<Vec<_>>()})
+                        })
+                        .collect();
+                }
                 println!(
                     "{}",
-                    serde_json::to_string_pretty(&info).map_err(|e| e.to_string())?
+                    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
                 );
             } else {
                 print!("{}", pt2web::info::render(&info));
+                for (p, r) in &plans {
+                    println!("\nprogram '{}' as planned ({r}):", p.name);
+                    print!("{}", pt2web::passes::render_graph(&p.graph));
+                }
             }
             Ok(())
         }

@@ -266,13 +266,17 @@ pub struct Session {
     guards: Vec<sym::GuardCode>,
     /// Plans by input signature (bounded; see [`crate::plan`]).
     pub plans: crate::plan::PlanCache,
+    /// What the graph passes did to the program when the session was created.
+    pub passes: crate::passes::PassReport,
 }
 
 /// A user input as given by the caller.
 pub type Inputs = Vec<RValue>;
 
 impl Session {
-    pub fn new(program: Program) -> Result<Session> {
+    pub fn new(mut program: Program) -> Result<Session> {
+        let set = crate::backends::session_graph_passes().map_err(Error::Verify)?;
+        let passes = crate::passes::run(&mut program, set);
         let mut state = BTreeMap::new();
         // Tensors that share a storage in the archive (tied weights, views of a buffer) share
         // one CPU storage too, so an in-place update of one is seen through the others.
@@ -308,6 +312,7 @@ impl Session {
             run_state: RunState::default(),
             guards,
             plans: crate::plan::PlanCache::default(),
+            passes,
         })
     }
 

@@ -1,0 +1,319 @@
+//! Graph passes: rewrites of a [`Program`]'s graph after it is loaded and before it is
+//! planned, so every backend (CPU, GPU, meta) plans and runs the rewritten graph.
+//!
+//! Each pass is a small file here, keeps every result the same, and counts what it changed:
+//! - [`Pass::DeadCode`] (`dce.rs`): nodes whose outputs nothing reads, when running them has
+//!   no other effect (no in-place writes, no random draws, no assertions).
+//! - [`Pass::NoOps`] (`noop.rs`): `alias`, `detach`, `clone`, same-dtype `_to_copy`,
+//!   `contiguous`, and `view` / `reshape` / `expand` to the shape they already have, when
+//!   torch's own metadata says the result has the input's dtype, sizes and strides: uses of
+//!   the result read the input instead.
+//!
+//! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
+//! (natively also `PT2WEB_PASSES=none|all|dce,noop`); a session applies them once when it is
+//! created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
+//! --plan` prints the report and the graph after the passes.
+
+mod dce;
+mod noop;
+
+use crate::program::{Arg, Graph, Program, ValueId};
+use std::fmt;
+
+/// One graph pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pass {
+    /// Dead-code elimination.
+    DeadCode,
+    /// Removal of copies and views that change nothing.
+    NoOps,
+}
+
+impl Pass {
+    /// Every pass, in the order they run.
+    pub const ALL: [Pass; 2] = [Pass::NoOps, Pass::DeadCode];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Pass::DeadCode => "dce",
+            Pass::NoOps => "noop",
+        }
+    }
+
+    /// `dce` / `noop` (also `dead_code`, `no_ops`).
+    pub fn parse(s: &str) -> Option<Pass> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "dce" | "dead_code" | "deadcode" => Some(Pass::DeadCode),
+            "noop" | "noops" | "no_ops" => Some(Pass::NoOps),
+            _ => None,
+        }
+    }
+
+    fn bit(self) -> u32 {
+        1 << (self as u32)
+    }
+}
+
+/// A set of passes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PassSet(u32);
+
+impl PassSet {
+    pub const NONE: PassSet = PassSet(0);
+    pub const ALL: PassSet = PassSet((1 << Pass::ALL.len()) - 1);
+
+    pub fn of(passes: &[Pass]) -> PassSet {
+        PassSet(passes.iter().fold(0, |m, p| m | p.bit()))
+    }
+    pub fn contains(self, p: Pass) -> bool {
+        self.0 & p.bit() != 0
+    }
+    pub fn passes(self) -> Vec<Pass> {
+        Pass::ALL
+            .into_iter()
+            .filter(|p| self.contains(*p))
+            .collect()
+    }
+    /// `none`, `all`, or a comma-separated list of pass names.
+    pub fn parse(s: &str) -> Result<PassSet, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "" | "all" | "default" => return Ok(PassSet::ALL),
+            "none" | "off" | "0" => return Ok(PassSet::NONE),
+            _ => {}
+        }
+        let mut v = Vec::new();
+        for part in s.split(',').filter(|p| !p.trim().is_empty()) {
+            v.push(Pass::parse(part).ok_or_else(|| {
+                format!(
+                    "unknown graph pass '{}' (known: none, all, {})",
+                    part.trim(),
+                    Pass::ALL.map(Pass::name).join(", ")
+                )
+            })?);
+        }
+        Ok(PassSet::of(&v))
+    }
+    pub(crate) fn bits(self) -> u32 {
+        self.0
+    }
+    pub(crate) fn from_bits(b: u32) -> PassSet {
+        PassSet(b & PassSet::ALL.0)
+    }
+}
+
+impl fmt::Display for PassSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = self.passes().into_iter().map(Pass::name).collect();
+        if names.is_empty() {
+            write!(f, "none")
+        } else {
+            write!(f, "{}", names.join(","))
+        }
+    }
+}
+
+/// What the passes did to a program (its subgraphs included).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
+pub struct PassReport {
+    /// The passes that ran, by name.
+    pub passes: Vec<String>,
+    pub nodes_before: usize,
+    pub nodes_after: usize,
+    /// Nodes removed by each pass.
+    pub removed: Vec<(String, usize)>,
+}
+
+impl fmt::Display for PassReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.passes.is_empty() {
+            return write!(f, "graph passes: none ({} nodes)", self.nodes_before);
+        }
+        let parts: Vec<String> = self
+            .removed
+            .iter()
+            .map(|(p, n)| format!("{p} -{n}"))
+            .collect();
+        write!(
+            f,
+            "graph passes: {} nodes -> {} ({})",
+            self.nodes_before,
+            self.nodes_after,
+            parts.join(", ")
+        )
+    }
+}
+
+/// Apply `passes` to the program's graph and its subgraphs.
+pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
+    let mut report = PassReport {
+        passes: passes
+            .passes()
+            .into_iter()
+            .map(|p| p.name().to_string())
+            .collect(),
+        nodes_before: p.graph.node_count(),
+        ..Default::default()
+    };
+    for pass in passes.passes() {
+        let n = on_graphs(&mut p.graph, &mut |g| match pass {
+            Pass::DeadCode => dce::run(g),
+            Pass::NoOps => noop::run(g),
+        });
+        report.removed.push((pass.name().to_string(), n));
+    }
+    report.nodes_after = p.graph.node_count();
+    report
+}
+
+/// `f` on `g` and every subgraph inside it (subgraphs first); the sum of what it returned.
+fn on_graphs(g: &mut Graph, f: &mut dyn FnMut(&mut Graph) -> usize) -> usize {
+    let mut n = 0;
+    for node in &mut g.nodes {
+        for (_, a) in &mut node.inputs {
+            if let Arg::Graph(sub) = a {
+                n += on_graphs(sub, f);
+            }
+        }
+    }
+    n + f(g)
+}
+
+/// The values a graph's nodes define, per node output.
+fn defined(a: &Arg, out: &mut Vec<ValueId>) {
+    match a {
+        Arg::Tensor(v) => out.push(*v),
+        Arg::Tensors(vs) => out.extend(vs),
+        Arg::OptTensors(vs) => out.extend(vs.iter().flatten()),
+        Arg::SymInt(crate::program::IntArg::Sym(v))
+        | Arg::SymFloat(crate::program::FloatArg::Sym(v))
+        | Arg::SymBool(crate::program::BoolArg::Sym(v)) => out.push(*v),
+        other => other.values(out),
+    }
+}
+
+/// How many times each value is read: by a node's inputs or as a graph output.
+fn use_counts(g: &Graph) -> Vec<usize> {
+    let mut uses = vec![0usize; g.values.len()];
+    let mut ids = Vec::new();
+    for n in &g.nodes {
+        for (_, a) in &n.inputs {
+            ids.clear();
+            a.values(&mut ids);
+            for &i in &ids {
+                if let Some(u) = uses.get_mut(i) {
+                    *u += 1;
+                }
+            }
+        }
+    }
+    for a in &g.outputs {
+        ids.clear();
+        a.values(&mut ids);
+        for &i in &ids {
+            if let Some(u) = uses.get_mut(i) {
+                *u += 1;
+            }
+        }
+    }
+    uses
+}
+
+/// One line per node, `outputs = target(args)`, for `pt2web info --plan`.
+pub fn render_graph(g: &Graph) -> String {
+    use std::fmt::Write;
+    let mut s = String::new();
+    render_into(g, 1, &mut s);
+    let outs: Vec<String> = g.outputs.iter().map(|a| arg_str(g, a)).collect();
+    let _ = writeln!(s, "  return ({})", outs.join(", "));
+    s
+}
+
+fn render_into(g: &Graph, depth: usize, s: &mut String) {
+    use std::fmt::Write;
+    let pad = "  ".repeat(depth);
+    for n in &g.nodes {
+        let outs: Vec<String> = n.outputs.iter().map(|a| arg_str(g, a)).collect();
+        let args: Vec<String> = n
+            .inputs
+            .iter()
+            .map(|(k, a)| match a {
+                Arg::Graph(sub) => format!("{k}=<graph of {} nodes>", sub.node_count()),
+                _ => format!("{k}={}", arg_str(g, a)),
+            })
+            .collect();
+        let _ = writeln!(
+            s,
+            "{pad}{} = {}({})",
+            outs.join(", "),
+            n.target,
+            args.join(", ")
+        );
+        for (k, a) in &n.inputs {
+            if let Arg::Graph(sub) = a {
+                let _ = writeln!(s, "{pad}  {k}:");
+                render_into(sub, depth + 2, s);
+            }
+        }
+    }
+}
+
+fn arg_str(g: &Graph, a: &Arg) -> String {
+    let name = |v: &ValueId| {
+        g.values
+            .get(*v)
+            .map_or_else(|| format!("%{v}"), |x| x.name.clone())
+    };
+    let int_str = |i: &crate::program::IntArg| match i {
+        crate::program::IntArg::Int(i) => i.to_string(),
+        crate::program::IntArg::Sym(v) => name(v),
+    };
+    match a {
+        Arg::Tensor(v) => name(v),
+        Arg::Tensors(vs) => format!("[{}]", vs.iter().map(name).collect::<Vec<_>>().join(", ")),
+        Arg::OptTensor(None) => "None".into(),
+        Arg::OptTensor(Some(v)) => name(v),
+        Arg::None => "None".into(),
+        Arg::Int(i) => i.to_string(),
+        Arg::Float(f) => f.to_string(),
+        Arg::Bool(b) => b.to_string(),
+        Arg::Ints(v) => format!("{v:?}"),
+        Arg::Str(s) => format!("'{s}'"),
+        Arg::ScalarType(d) => d.name().to_string(),
+        Arg::SymInt(i) => int_str(i),
+        Arg::SymInts(v) => format!("[{}]", v.iter().map(int_str).collect::<Vec<_>>().join(", ")),
+        other => {
+            let mut ids = Vec::new();
+            other.values(&mut ids);
+            if ids.is_empty() {
+                let s = format!("{other:?}");
+                if s.chars().count() > 60 {
+                    format!("{}...", s.chars().take(57).collect::<String>())
+                } else {
+                    s
+                }
+            } else {
+                format!("[{}]", ids.iter().map(name).collect::<Vec<_>>().join(", "))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pass_sets_parse() {
+        assert_eq!(PassSet::parse("none").unwrap(), PassSet::NONE);
+        assert_eq!(PassSet::parse("all").unwrap(), PassSet::ALL);
+        assert_eq!(
+            PassSet::parse("dce").unwrap(),
+            PassSet::of(&[Pass::DeadCode])
+        );
+        assert_eq!(PassSet::parse("noop, dce").unwrap(), PassSet::ALL);
+        let e = PassSet::parse("dce,fold").unwrap_err();
+        assert!(e.contains("'fold'"), "{e}");
+        assert_eq!(PassSet::ALL.to_string(), "noop,dce");
+        assert_eq!(PassSet::NONE.to_string(), "none");
+    }
+}

@@ -1,0 +1,140 @@
+//! Removal of copies and views that change nothing: `alias`, `detach`, `lift_fresh_copy`,
+//! `clone`, `contiguous`, `_to_copy` / `to`, `view` / `reshape` / `_unsafe_view` and
+//! `expand`, when torch's metadata for the result has the input's dtype, sizes and strides.
+//! Every later read of the result reads the input instead, and the node goes.
+//!
+//! A copy only matters where something writes through one of the two names, so a graph
+//! with an in-place write anywhere (itself or a subgraph) is left alone, and so is a node
+//! whose result is a graph output (the caller may hold it while the input changes) or is
+//! read by `as_strided`, which addresses the storage itself.
+
+use super::dce::{has_effects, writes_an_input};
+use crate::program::{Arg, Graph, ValueId, ValueKind};
+
+const NO_OPS: [&str; 12] = [
+    "aten.alias",
+    "aten.detach",
+    "aten.lift_fresh_copy",
+    "aten.clone",
+    "aten.contiguous",
+    "aten._to_copy",
+    "aten.to",
+    "aten.view",
+    "aten.reshape",
+    "aten._unsafe_view",
+    "aten.expand",
+    "aten.expand_copy",
+];
+
+/// Remove the no-op nodes of `g`; how many went.
+pub(super) fn run(g: &mut Graph) -> usize {
+    if writes_in_place(g) {
+        return 0;
+    }
+    let mut outputs = Vec::new();
+    for a in &g.outputs {
+        a.values(&mut outputs);
+    }
+    let mut removed = 0;
+    let mut i = 0;
+    while i < g.nodes.len() {
+        match no_op(g, i, &outputs) {
+            Some((from, to)) => {
+                g.nodes.remove(i);
+                for n in &mut g.nodes[i..] {
+                    for (_, a) in &mut n.inputs {
+                        rename(a, from, to);
+                    }
+                }
+                removed += 1;
+            }
+            None => i += 1,
+        }
+    }
+    removed
+}
+
+/// `(result, input)` when node `i` of `g` is a no-op to remove.
+fn no_op(g: &Graph, i: usize, graph_outputs: &[ValueId]) -> Option<(ValueId, ValueId)> {
+    let n = &g.nodes[i];
+    let op = n.target.rsplit_once('.').map_or("", |(o, _)| o);
+    if !NO_OPS.contains(&op) {
+        return None;
+    }
+    let [Arg::Tensor(y)] = n.outputs[..] else {
+        return None;
+    };
+    let Some(Arg::Tensor(x)) = n.arg("self") else {
+        return None;
+    };
+    let x = *x;
+    if graph_outputs.contains(&y) || x == y {
+        return None;
+    }
+    let same = match (&g.values.get(x)?.kind, &g.values.get(y)?.kind) {
+        (
+            ValueKind::Tensor {
+                dtype: dx,
+                sizes: sx,
+                strides: tx,
+                ..
+            },
+            ValueKind::Tensor {
+                dtype: dy,
+                sizes: sy,
+                strides: ty,
+                ..
+            },
+        ) => dx == dy && sx == sy && tx == ty && tx.len() == sx.len(),
+        _ => false,
+    };
+    if !same {
+        return None;
+    }
+    let mut ids = Vec::new();
+    let storage_read = g.nodes[i + 1..].iter().any(|m| {
+        m.target.starts_with("aten.as_strided")
+            && m.inputs.iter().any(|(_, a)| {
+                ids.clear();
+                a.values(&mut ids);
+                ids.contains(&y)
+            })
+    });
+    (!storage_read).then_some((y, x))
+}
+
+/// Whether a node of `g` or of a subgraph writes a tensor in place.
+fn writes_in_place(g: &Graph) -> bool {
+    g.nodes.iter().any(|n| {
+        let rest = n.target.strip_prefix("aten.").unwrap_or("");
+        let (op, overload) = rest.split_once('.').unwrap_or((rest, ""));
+        let in_place = writes_an_input(op, overload)
+            || (op.contains("batch_norm") && has_effects(n))
+            || (!n.target.starts_with("aten.")
+                && n.target != "_operator.getitem"
+                && !n.target.starts_with("higher_order."));
+        in_place
+            || n.inputs.iter().any(|(_, a)| match a {
+                Arg::Graph(sub) => writes_in_place(sub),
+                _ => false,
+            })
+    })
+}
+
+/// Every read of `from` in `a` reads `to` instead.
+fn rename(a: &mut Arg, from: ValueId, to: ValueId) {
+    let r = |v: &mut ValueId| {
+        if *v == from {
+            *v = to;
+        }
+    };
+    match a {
+        Arg::Tensor(v) => r(v),
+        Arg::Tensors(vs) => vs.iter_mut().for_each(r),
+        Arg::OptTensor(Some(v)) => r(v),
+        Arg::OptTensors(vs) => vs.iter_mut().flatten().for_each(r),
+        Arg::NestedTensors(vv) => vv.iter_mut().flatten().for_each(r),
+        Arg::StrMap(m) => m.values_mut().for_each(|a| rename(a, from, to)),
+        _ => {}
+    }
+}

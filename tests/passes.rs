@@ -1,0 +1,151 @@
+//! The graph passes (`src/passes/`) on committed fixtures written by `torch.export.save`:
+//! the graph before and after each pass, and the results, with every combination of passes,
+//! still PyTorch's (the expected values come from the fixture generator).
+
+mod common;
+
+use common::*;
+use pt2web::backends::{set_graph_passes, Pass, PassSet};
+use pt2web::passes;
+use pt2web::program::{Arg, Node, Program, Value, ValueKind};
+use pt2web::runtime::{RValue, Session};
+
+fn node_names(p: &Program) -> Vec<String> {
+    p.graph.nodes.iter().map(|n| n.name.clone()).collect()
+}
+
+fn run_matches_torch(
+    p: &Program,
+    ins: &[pt2web::cpu::Tensor],
+    want: &[pt2web::cpu::Tensor],
+    what: &str,
+) -> Session {
+    let mut s = Session::new(p.clone()).unwrap();
+    let got = s
+        .run(ins.iter().cloned().map(RValue::Tensor).collect())
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        let (max, _) = metrics(g.as_tensor().unwrap(), w);
+        assert!(max <= 1e-5, "{what}: max abs error {max} against PyTorch");
+    }
+    s
+}
+
+/// One test, since the pass switch is process-wide.
+#[test]
+fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
+    let (p, ins, want) = first_io_case("tiny_gpt2");
+    let before = node_names(&p);
+    let mut after = p.clone();
+    let report = passes::run(&mut after, PassSet::ALL);
+    assert_eq!(
+        (report.nodes_before, report.nodes_after),
+        (92, 80),
+        "{report}"
+    );
+    assert_eq!(
+        report.removed,
+        vec![("noop".to_string(), 8), ("dce".to_string(), 4)]
+    );
+    let kept = node_names(&after);
+    let mut removed: Vec<&str> = before
+        .iter()
+        .filter(|n| !kept.contains(n))
+        .map(String::as_str)
+        .collect();
+    removed.sort_unstable();
+    assert_eq!(
+        removed,
+        [
+            // No-ops: views and casts to what the value already is, an alias.
+            "alias",
+            "expand_2",
+            "reshape",
+            "to",
+            "to_1",
+            "to_2",
+            "view",
+            "view_12",
+            // Dead: the position ids HF builds and never reads here.
+            "arange_2",
+            "unsqueeze_4",
+            "unsqueeze_5",
+            "unsqueeze_6",
+        ]
+        .iter()
+        .copied()
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect::<Vec<_>>()
+    );
+    // Reads of a removed no-op read its input: the first embedding takes the input ids.
+    let emb = after
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.name == "embedding")
+        .unwrap();
+    let Some(Arg::Tensor(ids)) = emb.arg("indices") else {
+        panic!("embedding indices");
+    };
+    assert_eq!(after.graph.value(*ids).name, "input_ids");
+    // Passes are idempotent.
+    let again = passes::run(&mut after, PassSet::ALL);
+    assert_eq!(again.nodes_after, again.nodes_before);
+
+    for (set, nodes) in [
+        (PassSet::ALL, 80),
+        (PassSet::NONE, 92),
+        (PassSet::of(&[Pass::DeadCode]), 88),
+        (PassSet::of(&[Pass::NoOps]), 84),
+    ] {
+        set_graph_passes(set);
+        let s = run_matches_torch(&p, &ins, &want, &format!("tiny_gpt2 with passes {set}"));
+        assert_eq!(s.program.graph.nodes.len(), nodes, "passes {set}");
+        assert_eq!(s.passes.nodes_after, nodes);
+    }
+    set_graph_passes(PassSet::ALL);
+
+    // A dead pure node goes; a dead in-place one stays, and then no copy is removed from
+    // that graph (something writes through a name).
+    let (mut p, ins, want) = first_io_case("mlp_core");
+    let n0 = p.graph.nodes.len();
+    let Some(Arg::Tensor(x)) = p.graph.inputs.last().cloned() else {
+        panic!("mlp_core input");
+    };
+    let kind = p.graph.value(x).kind.clone();
+    assert!(matches!(kind, ValueKind::Tensor { .. }));
+    let add = |p: &mut Program, name: &str, target: &str, input: usize| {
+        let id = p.graph.values.len();
+        p.graph.values.push(Value {
+            name: name.into(),
+            kind: kind.clone(),
+        });
+        p.graph.by_name.insert(name.into(), id);
+        p.graph.nodes.push(Node {
+            name: name.into(),
+            target: target.into(),
+            inputs: vec![("self".into(), Arg::Tensor(input))],
+            outputs: vec![Arg::Tensor(id)],
+            metadata: Default::default(),
+        });
+        id
+    };
+    let dead = add(&mut p, "dead_relu", "aten.relu.default", x);
+    add(&mut p, "dead_neg", "aten.neg.default", dead);
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::ALL);
+    assert_eq!(q.graph.nodes.len(), n0, "{r}");
+    assert!(!node_names(&q).iter().any(|n| n.starts_with("dead_")));
+    run_matches_torch(&q, &ins, &want, "mlp_core with dead nodes removed");
+
+    let mut q = p.clone();
+    let id = add(&mut q, "clone_in_place", "aten.clone.default", x);
+    add(&mut q, "relu_in_place", "aten.relu_.default", id);
+    let r = passes::run(&mut q, PassSet::ALL);
+    let names = node_names(&q);
+    assert!(names.contains(&"relu_in_place".to_string()), "{r}");
+    assert!(names.contains(&"clone_in_place".to_string()), "{r}");
+    assert_eq!(r.removed, vec![("noop".into(), 0), ("dce".into(), 2)]);
+}
