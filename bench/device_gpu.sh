@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# pt2web on a lent NVIDIA GPU (wgpu over Vulkan) against PyTorch CUDA eager, in one command
+# (issue 13). The machine has no network: everything it needs travels with the working tree.
+#
+# Here, once (the device tool's README has the recipe):
+#   cargo build --release -p pt2web-native            # the binary travels (x86-64)
+#   echo /.gl/ >> .git/info/exclude; mkdir -p .gl /tmp/amd64/partial
+#   o='-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64'
+#   apt-get $o update; (cd .gl && apt-get $o download libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2)
+# Then through the device tool: run with carry [".gl", "target/release/pt2web"] and
+#   bash bench/device_gpu.sh
+# It prints the adapter, then per model pt2web's warm / first run, dispatches and host time,
+# PyTorch's time on the same GPU and the ratio, and leaves $OUT/device_gpu.json (or
+# /tmp/pt2web_device/device_gpu.json). Models: resnet18 b1 and b32, MiniLM seq 128, GPT-2
+# small seq 128, random weights, exported there with torch.export (torchvision and
+# transformers are installed on that machine). Override with MODELS=... REPEAT=...
+#
+# A dry run anywhere: PYTHON=.venv/bin/python TORCH_DEVICE=cpu MODELS=resnet18_b1 REPEAT=3 bash bench/device_gpu.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ -d .gl ] && ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+fi
+if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
+    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+fi
+
+PT2WEB=${PT2WEB:-target/release/pt2web}
+if [ ! -x "$PT2WEB" ]; then
+    echo "no $PT2WEB: build it here first (cargo build --release -p pt2web-native) and carry it" >&2
+    exit 2
+fi
+OUTDIR=${OUT:-/tmp/pt2web_device}
+mkdir -p "$OUTDIR"
+
+command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
+"$PT2WEB" devices
+export PYTHONUNBUFFERED=1
+"${PYTHON:-python3}" bench/device_gpu.py --pt2web "$PT2WEB" \
+    --models "${MODELS:-resnet18_b1,resnet18_b32,minilm_s128,gpt2_s128}" \
+    --repeat "${REPEAT:-20}" --out "$OUTDIR" \
+    ${TORCH_DEVICE:+--torch-device "$TORCH_DEVICE"} \
+    ${BACKEND+--backend "$BACKEND"} 2>&1 | tee "$OUTDIR/device_gpu.log"
