@@ -6,7 +6,7 @@ use pt2web::gpu::kernels::{
     BatchNormMeta, ConvMeta, ElemMeta, GateMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta,
     ResampleMeta, RowMeta, ScatterMeta, SelectMeta, ShapeMeta, SortMeta,
 };
-use pt2web::gpu::shaders::{all_variants, Shader, Variant};
+use pt2web::gpu::shaders::{all_variants, Shader, Variant, MATH};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
 use pt2web::DType;
 
@@ -201,7 +201,9 @@ fn shader_op_codes_come_from_the_rust_enums() {
         for (variant, _) in codes.codes {
             let name = codes.const_name(variant);
             let used = codes.shaders.iter().any(|s| {
-                s.source().lines().any(|l| {
+                // The elementwise module includes the op functions of math.wgsl.
+                let math = if *s == Shader::Elementwise { MATH } else { "" };
+                s.source().lines().chain(math.lines()).any(|l| {
                     l.split("//")
                         .next()
                         .unwrap_or("")
@@ -214,12 +216,12 @@ fn shader_op_codes_come_from_the_rust_enums() {
             }
         }
     }
-    for s in Shader::ALL {
-        let src = s.source();
+    let sources = Shader::ALL.iter().map(|s| (s.name(), s.source()));
+    for (name, src) in sources.chain([("math.wgsl", MATH)]) {
         let mut in_op_switch = false;
         for (i, line) in src.lines().enumerate() {
             let code = line.split("//").next().unwrap_or("");
-            if code.contains("switch OP") {
+            if code.contains("switch OP") || code.contains("switch op ") {
                 in_op_switch = true;
             }
             let bare_case = in_op_switch
@@ -237,7 +239,7 @@ fn shader_op_codes_come_from_the_rust_enums() {
             if bare_case || bare_test {
                 problems.push(format!(
                     "{}:{}: a bare op code: {}",
-                    s.name(),
+                    name,
                     i + 1,
                     line.trim()
                 ));

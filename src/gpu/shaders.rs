@@ -27,6 +27,9 @@ pub enum Shader {
     Rnn,
     Linalg,
     Select,
+    /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
+    /// by its number in [`generated`].
+    Fused(u32),
 }
 
 impl Shader {
@@ -70,9 +73,13 @@ impl Shader {
             Shader::Rnn => "rnn.wgsl",
             Shader::Linalg => "linalg.wgsl",
             Shader::Select => "select.wgsl",
+            Shader::Fused(_) => "fused.wgsl",
         }
     }
     pub fn source(self) -> &'static str {
+        if let Shader::Fused(id) = self {
+            return generated(id);
+        }
         if let Ok(dir) = std::env::var("PT2WEB_SHADER_DIR") {
             use std::collections::HashMap;
             use std::sync::{Mutex, OnceLock};
@@ -96,6 +103,9 @@ impl Shader {
     /// The WGSL module of the file: the constants of every [`OpCodes`] enum the shader
     /// switches on, then the file ([`Shader::source`]). Made once per shader.
     pub fn module(self) -> &'static str {
+        if let Shader::Fused(id) = self {
+            return generated(id);
+        }
         use std::collections::HashMap;
         use std::sync::{Mutex, OnceLock};
         static MODULES: OnceLock<Mutex<HashMap<Shader, &'static str>>> = OnceLock::new();
@@ -107,6 +117,9 @@ impl Shader {
             let mut text = String::new();
             for codes in op_codes().iter().filter(|c| c.shaders.contains(&self)) {
                 text.push_str(&codes.wgsl());
+            }
+            if self == Shader::Elementwise {
+                text.push_str(MATH);
             }
             text.push_str(self.source());
             Box::leak(text.into_boxed_str())
@@ -133,8 +146,59 @@ impl Shader {
             Shader::Rnn => include_str!("../../shaders/rnn.wgsl"),
             Shader::Linalg => include_str!("../../shaders/linalg.wgsl"),
             Shader::Select => include_str!("../../shaders/select.wgsl"),
+            Shader::Fused(id) => generated(id),
         }
     }
+}
+
+/// The scalar math of the elementwise ops by op code (`shaders/math.wgsl`): part of the
+/// elementwise module and of every generated one.
+pub const MATH: &str = include_str!("../../shaders/math.wgsl");
+
+/// Most generated modules a process keeps (each distinct fused pattern is one; past this a
+/// fused node runs its ops one kernel each).
+const MAX_GENERATED: usize = 4096;
+
+fn generated_sources() -> &'static std::sync::Mutex<(
+    Vec<&'static str>,
+    std::collections::HashMap<&'static str, u32>,
+)> {
+    use std::sync::{Mutex, OnceLock};
+    static G: OnceLock<
+        Mutex<(
+            Vec<&'static str>,
+            std::collections::HashMap<&'static str, u32>,
+        )>,
+    > = OnceLock::new();
+    G.get_or_init(Mutex::default)
+}
+
+/// The shader of a generated module's WGSL, the same one for the same text (so its
+/// pipeline, layout and bind groups are cached as a built-in shader's are). None when
+/// [`MAX_GENERATED`] modules exist already.
+pub fn intern_generated(source: &str) -> Option<Shader> {
+    let mut g = generated_sources()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(&id) = g.1.get(source) {
+        return Some(Shader::Fused(id));
+    }
+    if g.0.len() >= MAX_GENERATED {
+        return None;
+    }
+    let s: &'static str = Box::leak(source.to_string().into_boxed_str());
+    let id = g.0.len() as u32;
+    g.0.push(s);
+    g.1.insert(s, id);
+    Some(Shader::Fused(id))
+}
+
+/// The WGSL of generated module `id` (empty for a number never handed out).
+fn generated(id: u32) -> &'static str {
+    let g = generated_sources()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    g.0.get(id as usize).copied().unwrap_or("")
 }
 
 /// The codes of a Rust enum that a shader switches on (`UnaryOp`, `ScatterOp`...): each
