@@ -251,3 +251,58 @@ fn shader_op_codes_come_from_the_rust_enums() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// The kernels generated for fused elementwise chains (src/gpu/kernels/fused.rs): every
+/// chain the fusion pass makes of the fusion cases, and of the other op families, parses and
+/// validates with naga, and its parameter block matches `FusedMeta`.
+#[test]
+fn generated_fused_kernels_validate() {
+    use pt2web::archive::pt2::LoadOptions;
+    use pt2web::program::Pt2Archive;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops");
+    let mut checked = 0;
+    for fam in ["fusion", "activation", "elementwise"] {
+        let file = format!("{fam}.pt2");
+        let archive = Pt2Archive::open(
+            &file,
+            std::fs::read(dir.join(&file)).unwrap(),
+            pt2web::Limits::default(),
+        )
+        .unwrap();
+        for name in archive.program_names().to_vec() {
+            let mut p = archive
+                .program(Some(&name), &LoadOptions::default())
+                .unwrap();
+            pt2web::passes::run(&mut p, pt2web::backends::PassSet::ALL);
+            for n in p
+                .graph
+                .nodes
+                .iter()
+                .filter(|n| n.target.starts_with("pt2web.fused"))
+            {
+                let src = pt2web::gpu::kernels::fused_source(n)
+                    .unwrap_or_else(|| panic!("{fam}/{name}: no kernel for {}", n.name));
+                let module = naga::front::wgsl::parse_str(&src).unwrap_or_else(|e| {
+                    panic!("{fam}/{name} {}: {}\n{src}", n.name, e.emit_to_string(&src))
+                });
+                Validator::new(ValidationFlags::all(), Capabilities::empty())
+                    .validate(&module)
+                    .unwrap_or_else(|e| {
+                        panic!("{fam}/{name} {}: {}", n.name, e.emit_to_string(&src))
+                    });
+                let meta = module
+                    .types
+                    .iter()
+                    .find(|(_, t)| t.name.as_deref() == Some("Meta"))
+                    .map(|(_, t)| t.inner.size(module.to_ctx()))
+                    .unwrap();
+                assert_eq!(
+                    meta as usize,
+                    std::mem::size_of::<pt2web::gpu::kernels::FusedMeta>()
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked > 20, "only {checked} fused kernels");
+}

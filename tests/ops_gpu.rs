@@ -607,3 +607,48 @@ fn out_of_range_host_indices_are_errors() {
         assert!(err.contains(msg), "{file} {program}: {err}");
     }
 }
+
+/// The fusion cases (tests/fixgen/ops/fusion.py) on the GPU: each fused chain is one
+/// dispatch of its generated kernel (the op suite checks the values against PyTorch), also
+/// for a batch size the program was not exported with.
+#[test]
+fn fused_chains_are_one_dispatch_each() {
+    let Some(dev) = device() else { return };
+    let dir = common::fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        "fusion.pt2",
+        std::fs::read(dir.join("fusion.pt2")).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let t = |sizes: &[usize]| {
+        let n: usize = sizes.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        RValue::Tensor(Tensor::from_vec(v, sizes))
+    };
+    for (program, inputs, dispatches) in [
+        ("hardswish_spelled", vec![t(&[2, 8, 5, 5])], 1),
+        ("hardswish_spelled__core", vec![t(&[2, 8, 5, 5])], 1),
+        ("gelu_tanh_spelled__core", vec![t(&[3, 16])], 1),
+        ("bias_act_scale__core", vec![t(&[2, 4, 8]), t(&[8])], 1),
+        ("transposed__core", vec![t(&[5, 3]), t(&[3, 1])], 1),
+        ("wide__core", (0..8).map(|_| t(&[2, 3])).collect(), 2),
+        ("dynamic_batch", vec![t(&[5, 6]), t(&[6])], 1),
+    ] {
+        let p = archive
+            .program(Some(program), &LoadOptions::default())
+            .unwrap();
+        let fused = p.graph.nodes.len();
+        let mut s = GpuSession::new(p, dev.clone()).unwrap();
+        assert!(
+            s.cpu.program.graph.nodes.len() < fused,
+            "{program}: nothing fused ({})",
+            s.cpu.passes
+        );
+        s.run(inputs.clone()).unwrap();
+        s.run(inputs).unwrap();
+        let st = &s.last_stats;
+        assert_eq!(st.dispatches, dispatches, "{program}: {st:?}");
+        assert_eq!(st.fallback_nodes(), 0, "{program}: {st:?}");
+    }
+}

@@ -38,7 +38,8 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     let (p, ins, want) = first_io_case("tiny_gpt2");
     let before = node_names(&p);
     let mut after = p.clone();
-    let report = passes::run(&mut after, PassSet::ALL);
+    let cleanup = PassSet::of(&[Pass::NoOps, Pass::DeadCode]);
+    let report = passes::run(&mut after, cleanup);
     assert_eq!(
         (report.nodes_before, report.nodes_after),
         (92, 80),
@@ -91,14 +92,61 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     };
     assert_eq!(after.graph.value(*ids).name, "input_ids");
     // Passes are idempotent.
-    let again = passes::run(&mut after, PassSet::ALL);
+    let again = passes::run(&mut after, cleanup);
     assert_eq!(again.nodes_after, again.nodes_before);
 
+    // Fusion: GPT-2's tanh GELU (mul, pow, mul, add, mul, tanh, add, mul) is one node whose
+    // body is those eight nodes in order, reading the MLP's first projection.
+    let mut fused = after.clone();
+    let report = passes::run(&mut fused, PassSet::of(&[Pass::Fuse]));
+    assert_eq!(report.removed, vec![("fuse".to_string(), 7)], "{report}");
+    assert_eq!(report.nodes_after, 73);
+    let f: Vec<&Node> = fused
+        .graph
+        .nodes
+        .iter()
+        .filter(|n| n.target == "pt2web.fused_elementwise.default")
+        .collect();
+    assert_eq!(f.len(), 1);
+    let Some(Arg::Graph(body)) = f[0].arg("body") else {
+        panic!("fused body");
+    };
+    let ops: Vec<&str> = body.nodes.iter().map(|n| n.target.as_str()).collect();
+    assert_eq!(
+        ops,
+        [
+            "aten.mul.Tensor",
+            "aten.pow.Tensor_Scalar",
+            "aten.mul.Tensor",
+            "aten.add.Tensor",
+            "aten.mul.Tensor",
+            "aten.tanh.default",
+            "aten.add.Tensor",
+            "aten.mul.Tensor",
+        ]
+    );
+    let Some(Arg::Tensors(ins_f)) = f[0].arg("inputs") else {
+        panic!("fused inputs");
+    };
+    assert_eq!(ins_f.len(), 1);
+    let producer = fused
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.outputs.contains(&Arg::Tensor(ins_f[0])))
+        .unwrap();
+    assert_eq!(producer.target, "aten.view.default", "{}", producer.name);
+    // Fusing again changes nothing.
+    let again = passes::run(&mut fused, PassSet::ALL);
+    assert_eq!(again.nodes_after, again.nodes_before, "{again}");
+
     for (set, nodes) in [
-        (PassSet::ALL, 80),
+        (PassSet::ALL, 73),
+        (cleanup, 80),
         (PassSet::NONE, 92),
         (PassSet::of(&[Pass::DeadCode]), 88),
         (PassSet::of(&[Pass::NoOps]), 84),
+        (PassSet::of(&[Pass::Fuse]), 85),
     ] {
         set_graph_passes(set);
         let s = run_matches_torch(&p, &ins, &want, &format!("tiny_gpt2 with passes {set}"));
@@ -147,5 +195,76 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     let names = node_names(&q);
     assert!(names.contains(&"relu_in_place".to_string()), "{r}");
     assert!(names.contains(&"clone_in_place".to_string()), "{r}");
-    assert_eq!(r.removed, vec![("noop".into(), 0), ("dce".into(), 2)]);
+    assert_eq!(
+        r.removed,
+        vec![("noop".into(), 0), ("dce".into(), 2), ("fuse".into(), 0)]
+    );
+}
+
+/// What the fusion pass makes of the fusion cases (tests/fixgen/ops/fusion.py, core ATen):
+/// the plan steps left, and that every fused node's body is nodes the chain held. A value
+/// read twice or returned ends its chain; eight inputs are more than one chain reads.
+#[test]
+fn fusion_cases_fuse_as_designed() {
+    use pt2web::archive::pt2::LoadOptions;
+    use pt2web::program::Pt2Archive;
+    let dir = fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        "fusion.pt2",
+        std::fs::read(dir.join("fusion.pt2")).unwrap(),
+        pt2web::Limits::default(),
+    )
+    .unwrap();
+    for (case, before, after, fused) in [
+        ("hardswish_spelled", 4, 1, 1),
+        ("gelu_tanh_spelled", 8, 1, 1),
+        ("bias_act_scale", 4, 1, 1),
+        ("masked", 4, 1, 1),
+        // `x > 0` (bool) stays; where, exp, y * y and + 1 fuse.
+        ("mask_made_inside", 5, 2, 1),
+        // The transposes are views: inputs of the chain.
+        ("transposed", 5, 3, 1),
+        ("scalar_tensor", 4, 1, 1),
+        // full_like is a factory, not a chain member.
+        ("specials", 7, 4, 2),
+        ("wide", 9, 2, 2),
+        ("read_twice", 6, 3, 3),
+        ("returned", 4, 2, 2),
+        ("hardtanh_relu6", 6, 1, 1),
+        ("gelu_erf_chain", 7, 1, 1),
+    ] {
+        let name = format!("{case}__core");
+        let mut p = archive
+            .program(Some(&name), &LoadOptions::default())
+            .unwrap();
+        let r = passes::run(&mut p, PassSet::of(&[Pass::Fuse]));
+        assert_eq!(
+            (r.nodes_before, r.nodes_after),
+            (before, after),
+            "{name}: {r}"
+        );
+        let nodes: Vec<&Node> = p
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.target == "pt2web.fused_elementwise.default")
+            .collect();
+        assert_eq!(
+            nodes.len(),
+            fused,
+            "{name}\n{}",
+            passes::render_graph(&p.graph)
+        );
+        for n in nodes {
+            let (Some(Arg::Graph(body)), Some(Arg::Tensors(ins))) =
+                (n.arg("body"), n.arg("inputs"))
+            else {
+                panic!("{name}: fused node args");
+            };
+            assert!(body.nodes.len() >= 2 && body.nodes.len() <= 32, "{name}");
+            assert!(ins.len() <= 6 && ins.len() == body.inputs.len(), "{name}");
+            // The body's last node is the fused node's result.
+            assert_eq!(body.nodes.last().unwrap().name, n.name, "{name}");
+        }
+    }
 }

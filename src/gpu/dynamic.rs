@@ -14,6 +14,9 @@
 //!   ([`super::kernels::select`]), the host reads back only the count, then a second pass
 //!   writes the output of that size.
 //!
+//! - `pt2web.fused_elementwise`: one generated kernel ([`super::kernels::fused_kernel`]), no
+//!   readback; where it declines, its body's nodes one by one.
+//!
 //! These nodes count as GPU nodes; a run with any of them has one more submit per readback
 //! (counted in [`RunStats::submits`](super::exec::RunStats)).
 
@@ -129,6 +132,7 @@ pub(super) enum Dynamic {
     Nonzero,
     IndexMask,
     RepeatInterleave,
+    Fused,
 }
 
 impl Dynamic {
@@ -138,6 +142,7 @@ impl Dynamic {
             "higher_order.cond" => return Some(Dynamic::Cond),
             "higher_order.while_loop" => return Some(Dynamic::WhileLoop),
             "higher_order.map_impl" => return Some(Dynamic::Map),
+            crate::ops::elementwise::fused::TARGET => return Some(Dynamic::Fused),
             _ => {}
         }
         let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
@@ -178,6 +183,7 @@ pub(super) async fn run(
         Dynamic::Nonzero => nonzero(a).await,
         Dynamic::IndexMask => index_mask(a).await,
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
+        Dynamic::Fused => fused(a).await,
     }
 }
 
@@ -243,6 +249,20 @@ fn node_results(node: &Node, outs: Vec<Slot>) -> Vec<Slot> {
         return vec![Slot::Tensors(ts)];
     }
     outs
+}
+
+/// A fused elementwise chain: its generated kernel, or where that declines (a dtype, a
+/// shape it cannot bind) the body's nodes one by one, each with its own kernel.
+async fn fused(a: &mut At<'_, '_>) -> Out {
+    if let Some(outs) = super::kernels::fused_kernel(&mut a.kc())? {
+        return Ok(Some(outs));
+    }
+    let Some(Arg::Graph(body)) = a.node.arg("body") else {
+        return Err(a.err("a fused node needs its body subgraph"));
+    };
+    let inputs = flat_slots(a, 0)?;
+    let outs = a.run_sub(body, inputs, "the fused body").await?;
+    Ok(Some(node_results(a.node, outs)))
 }
 
 async fn cond(a: &mut At<'_, '_>) -> Out {

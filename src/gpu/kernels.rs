@@ -27,6 +27,7 @@ mod conv;
 mod draws;
 mod elementwise_args;
 mod fill;
+mod fused;
 mod index;
 mod ints;
 mod linalg;
@@ -43,6 +44,8 @@ pub mod support;
 pub mod table;
 
 pub use conv::ConvMeta;
+pub(crate) use fused::fused as fused_kernel;
+pub use fused::{fused_source, FusedMeta};
 pub use index::IndexMeta;
 pub use norm::BatchNormMeta;
 pub use pool::PoolMeta;

@@ -159,46 +159,46 @@ pub const MATH: &str = include_str!("../../shaders/math.wgsl");
 /// fused node runs its ops one kernel each).
 const MAX_GENERATED: usize = 4096;
 
-fn generated_sources() -> &'static std::sync::Mutex<(
-    Vec<&'static str>,
-    std::collections::HashMap<&'static str, u32>,
-)> {
+/// The generated modules: their sources by number, and numbers by source.
+#[derive(Default)]
+struct Generated {
+    sources: Vec<&'static str>,
+    ids: std::collections::HashMap<&'static str, u32>,
+}
+
+fn generated_sources() -> std::sync::MutexGuard<'static, Generated> {
     use std::sync::{Mutex, OnceLock};
-    static G: OnceLock<
-        Mutex<(
-            Vec<&'static str>,
-            std::collections::HashMap<&'static str, u32>,
-        )>,
-    > = OnceLock::new();
+    static G: OnceLock<Mutex<Generated>> = OnceLock::new();
     G.get_or_init(Mutex::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
 }
 
 /// The shader of a generated module's WGSL, the same one for the same text (so its
 /// pipeline, layout and bind groups are cached as a built-in shader's are). None when
 /// [`MAX_GENERATED`] modules exist already.
 pub fn intern_generated(source: &str) -> Option<Shader> {
-    let mut g = generated_sources()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    if let Some(&id) = g.1.get(source) {
+    let mut g = generated_sources();
+    if let Some(&id) = g.ids.get(source) {
         return Some(Shader::Fused(id));
     }
-    if g.0.len() >= MAX_GENERATED {
+    if g.sources.len() >= MAX_GENERATED {
         return None;
     }
     let s: &'static str = Box::leak(source.to_string().into_boxed_str());
-    let id = g.0.len() as u32;
-    g.0.push(s);
-    g.1.insert(s, id);
+    let id = g.sources.len() as u32;
+    g.sources.push(s);
+    g.ids.insert(s, id);
     Some(Shader::Fused(id))
 }
 
 /// The WGSL of generated module `id` (empty for a number never handed out).
 fn generated(id: u32) -> &'static str {
-    let g = generated_sources()
-        .lock()
-        .unwrap_or_else(|e| e.into_inner());
-    g.0.get(id as usize).copied().unwrap_or("")
+    generated_sources()
+        .sources
+        .get(id as usize)
+        .copied()
+        .unwrap_or("")
 }
 
 /// The codes of a Rust enum that a shader switches on (`UnaryOp`, `ScatterOp`...): each

@@ -8,13 +8,16 @@
 //!   `contiguous`, and `view` / `reshape` / `expand` to the shape they already have, when
 //!   torch's own metadata says the result has the input's dtype, sizes and strides: uses of
 //!   the result read the input instead.
+//! - [`Pass::Fuse`] (`fuse.rs`): chains of f32 elementwise ops become one
+//!   `pt2web.fused_elementwise` node (one generated GPU kernel; see `src/ops/elementwise/fused.rs`).
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|dce,noop`); a session applies them once when it is
+//! (natively also `PT2WEB_PASSES=none|all|dce,noop,fuse`); a session applies them once when it is
 //! created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
 mod dce;
+mod fuse;
 mod noop;
 
 use crate::program::{Arg, Graph, Program, ValueId};
@@ -27,16 +30,19 @@ pub enum Pass {
     DeadCode,
     /// Removal of copies and views that change nothing.
     NoOps,
+    /// Elementwise chains as one node.
+    Fuse,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 2] = [Pass::NoOps, Pass::DeadCode];
+    pub const ALL: [Pass; 3] = [Pass::NoOps, Pass::DeadCode, Pass::Fuse];
 
     pub fn name(self) -> &'static str {
         match self {
             Pass::DeadCode => "dce",
             Pass::NoOps => "noop",
+            Pass::Fuse => "fuse",
         }
     }
 
@@ -45,6 +51,7 @@ impl Pass {
         match s.trim().to_ascii_lowercase().as_str() {
             "dce" | "dead_code" | "deadcode" => Some(Pass::DeadCode),
             "noop" | "noops" | "no_ops" => Some(Pass::NoOps),
+            "fuse" | "fusion" => Some(Pass::Fuse),
             _ => None,
         }
     }
@@ -151,18 +158,40 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
             .into_iter()
             .map(|p| p.name().to_string())
             .collect(),
-        nodes_before: p.graph.node_count(),
+        nodes_before: steps(&p.graph),
         ..Default::default()
     };
     for pass in passes.passes() {
         let n = on_graphs(&mut p.graph, &mut |g| match pass {
             Pass::DeadCode => dce::run(g),
             Pass::NoOps => noop::run(g),
+            Pass::Fuse => fuse::run(g),
         });
         report.removed.push((pass.name().to_string(), n));
     }
-    report.nodes_after = p.graph.node_count();
+    report.nodes_after = steps(&p.graph);
     report
+}
+
+/// The nodes a backend steps through in `g` and its control-flow subgraphs: a fused node
+/// counts as one (its body runs only where its kernel declines).
+pub fn steps(g: &Graph) -> usize {
+    g.nodes
+        .iter()
+        .map(|n| {
+            1 + if n.target == crate::ops::elementwise::fused::TARGET {
+                0
+            } else {
+                n.inputs
+                    .iter()
+                    .map(|(_, a)| match a {
+                        Arg::Graph(sub) => steps(sub),
+                        _ => 0,
+                    })
+                    .sum::<usize>()
+            }
+        })
+        .sum()
 }
 
 /// `f` on `g` and every subgraph inside it (subgraphs first); the sum of what it returned.
@@ -310,10 +339,10 @@ mod tests {
             PassSet::parse("dce").unwrap(),
             PassSet::of(&[Pass::DeadCode])
         );
-        assert_eq!(PassSet::parse("noop, dce").unwrap(), PassSet::ALL);
+        assert_eq!(PassSet::parse("noop, dce, fuse").unwrap(), PassSet::ALL);
         let e = PassSet::parse("dce,fold").unwrap_err();
         assert!(e.contains("'fold'"), "{e}");
-        assert_eq!(PassSet::ALL.to_string(), "noop,dce");
+        assert_eq!(PassSet::ALL.to_string(), "noop,dce,fuse");
         assert_eq!(PassSet::NONE.to_string(), "none");
     }
 }

@@ -104,15 +104,24 @@ fn no_op(g: &Graph, i: usize, graph_outputs: &[ValueId]) -> Option<(ValueId, Val
 }
 
 /// Whether a node of `g` or of a subgraph writes a tensor in place.
-fn writes_in_place(g: &Graph) -> bool {
+pub(super) fn writes_in_place(g: &Graph) -> bool {
     g.nodes.iter().any(|n| {
         let rest = n.target.strip_prefix("aten.").unwrap_or("");
         let (op, overload) = rest.split_once('.').unwrap_or((rest, ""));
+        // Symbolic arithmetic (`_operator.mul`, `math.ceil`, `torch.sym_max`) and pt2web's
+        // own nodes write nothing; another library's op may.
+        let pure_namespace = [
+            "_operator.",
+            "math.",
+            "torch.sym_",
+            "higher_order.",
+            "pt2web.",
+        ]
+        .iter()
+        .any(|p| n.target.starts_with(p));
         let in_place = writes_an_input(op, overload)
             || (op.contains("batch_norm") && has_effects(n))
-            || (!n.target.starts_with("aten.")
-                && n.target != "_operator.getitem"
-                && !n.target.starts_with("higher_order."));
+            || (!n.target.starts_with("aten.") && !pure_namespace);
         in_place
             || n.inputs.iter().any(|(_, a)| match a {
                 Arg::Graph(sub) => writes_in_place(sub),

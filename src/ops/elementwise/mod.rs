@@ -4,6 +4,7 @@
 //! - `engine`: operands (tensor or number), promotion, broadcasting maps, in-place write-back
 //! - `real`: the float compute trait and erf/erfc/erfinv; `fast`: vectorizable f32 exp/tanh/erf
 //! - `arith`, `unary`, `ternary`, `logic`, `convert`: the kernels
+//! - `fused`: the node the fusion pass makes of a chain of these ops
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
@@ -12,6 +13,7 @@ pub(crate) mod arith;
 pub(crate) mod convert;
 pub(crate) mod engine;
 mod fast;
+pub(crate) mod fused;
 pub(crate) mod logic;
 pub(crate) mod real;
 pub(crate) mod ternary;
@@ -23,6 +25,7 @@ pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
     arith::register(r);
     convert::register(r);
+    fused::register(r);
     logic::register(r);
     ternary::register(r);
     unary::register(r);
