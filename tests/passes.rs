@@ -197,7 +197,12 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     assert!(names.contains(&"clone_in_place".to_string()), "{r}");
     assert_eq!(
         r.removed,
-        vec![("noop".into(), 0), ("dce".into(), 2), ("fuse".into(), 0)]
+        vec![
+            ("noop".into(), 0),
+            ("dce".into(), 2),
+            ("fold_bn".into(), 0),
+            ("fuse".into(), 0)
+        ]
     );
 }
 
@@ -267,4 +272,86 @@ fn fusion_cases_fuse_as_designed() {
             assert_eq!(body.nodes.last().unwrap().name, n.name, "{name}");
         }
     }
+}
+
+/// Batch-norm folding on the committed convnets (core ATen and training IR): the inference
+/// batch norms go, the convolutions read new `pt2web_folded.*` constants, the original
+/// parameters and buffers stay in the state, and the results are still PyTorch's.
+#[test]
+fn batch_norms_fold_into_convolutions() {
+    for (stem, before, after) in [("convnet_core", 10, 8), ("convnet_train", 9, 7)] {
+        let (p, ins, want) = first_io_case(stem);
+        let mut q = p.clone();
+        let r = passes::run(&mut q, PassSet::of(&[Pass::FoldBatchNorm]));
+        assert_eq!(
+            (r.nodes_before, r.nodes_after),
+            (before, after),
+            "{stem}: {r}"
+        );
+        assert!(
+            !q.graph
+                .nodes
+                .iter()
+                .any(|n| n.target.contains("batch_norm")),
+            "{stem}"
+        );
+        let folded: Vec<&String> = q
+            .state
+            .keys()
+            .filter(|k| k.starts_with(passes::FOLDED_PREFIX))
+            .collect();
+        assert_eq!(folded.len(), 4, "{stem}: {folded:?}");
+        assert!(p.state.keys().all(|k| q.state.contains_key(k)), "{stem}");
+        for n in q.graph.nodes.iter().filter(|n| n.target.contains("conv")) {
+            for arg in ["weight", "bias"] {
+                let Some(Arg::Tensor(v) | Arg::OptTensor(Some(v))) = n.arg(arg) else {
+                    panic!("{stem}: {} has no {arg}", n.name)
+                };
+                assert!(
+                    q.graph.value(*v).name.starts_with(passes::FOLDED_PREFIX),
+                    "{stem}: {} reads {}",
+                    n.name,
+                    q.graph.value(*v).name
+                );
+            }
+        }
+        // Every pass set with the folding gives PyTorch's results (checked by the session).
+        let s = Session::new(q.clone()).unwrap();
+        assert_eq!(s.program.graph.nodes.len(), q.graph.nodes.len());
+        let mut s = Session::new(q).unwrap();
+        let got = s
+            .run(ins.iter().cloned().map(RValue::Tensor).collect())
+            .unwrap();
+        for (g, w) in got.iter().zip(&want) {
+            let (max, _) = metrics(g.as_tensor().unwrap(), w);
+            assert!(max <= 1e-5, "{stem}: max abs error {max} against PyTorch");
+        }
+    }
+    // A batch norm whose running variance the program mutates is not folded; the other is.
+    let (mut p, ..) = first_io_case("convnet_core");
+    let var = p
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.target.contains("batch_norm"))
+        .and_then(|n| match n.arg("running_var") {
+            Some(Arg::Tensor(v)) => Some(p.graph.value(*v).name.clone()),
+            _ => None,
+        })
+        .unwrap();
+    let buffer = p
+        .inputs
+        .iter()
+        .find(|s| s.name == var)
+        .and_then(|s| match &s.kind {
+            pt2web::program::InputKind::Buffer { name, .. } => Some(name.clone()),
+            _ => None,
+        })
+        .unwrap();
+    p.outputs.push(pt2web::program::OutputSpec {
+        arg: Arg::None,
+        kind: pt2web::program::OutputKind::BufferMutation { buffer },
+    });
+    let r = passes::run(&mut p, PassSet::of(&[Pass::FoldBatchNorm]));
+    assert_eq!((r.nodes_before, r.nodes_after), (10, 9), "{r}");
 }

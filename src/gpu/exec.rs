@@ -23,7 +23,7 @@ pub use super::stats::{PrepareStats, RunStats};
 use super::store::{lock, GTensor};
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
-use crate::program::{InputKind, OutputKind, Program};
+use crate::program::{Arg, InputKind, OutputKind, Program};
 use crate::runtime::{Inputs, RValue, Session};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Weak};
@@ -126,10 +126,13 @@ impl GpuSession {
             dry: false,
             rec: None,
         };
-        // Weights go up once; tensors sharing a storage share one GPU buffer.
+        // Weights go up once; tensors sharing a storage share one GPU buffer. State the
+        // graph does not read (a weight the passes folded into a new constant) stays on the
+        // CPU until something asks for it.
+        let read = read_state(&s.cpu.program);
         for (fqn, t) in &s.cpu.state {
             let g = r.wrap(t);
-            if g.dtype == crate::DType::F32 {
+            if g.dtype == crate::DType::F32 && read.contains(fqn.as_str()) {
                 r.upload(&g.cell, &format!("parameter '{fqn}'"))?;
             }
             s.state.insert(fqn.clone(), g);
@@ -600,6 +603,38 @@ impl GpuSession {
         }
         Ok(result)
     }
+}
+
+/// The names of the state tensors `p`'s graph reads (its placeholders with a use).
+fn read_state(p: &crate::program::Program) -> std::collections::BTreeSet<&str> {
+    let mut used = vec![false; p.graph.values.len()];
+    let mut ids = Vec::new();
+    for n in &p.graph.nodes {
+        for (_, a) in &n.inputs {
+            a.values(&mut ids);
+        }
+    }
+    for a in &p.graph.outputs {
+        a.values(&mut ids);
+    }
+    for i in ids {
+        if let Some(u) = used.get_mut(i) {
+            *u = true;
+        }
+    }
+    p.inputs
+        .iter()
+        .zip(&p.graph.inputs)
+        .filter_map(|(spec, a)| match (&spec.kind, a) {
+            (
+                InputKind::Parameter { name }
+                | InputKind::Buffer { name, .. }
+                | InputKind::Constant { name },
+                Arg::Tensor(v),
+            ) if used.get(*v).copied().unwrap_or(true) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Whether `p`'s graph has no in-place op (`aten.add_`, `aten.copy_`, `__iand__`): its kernels

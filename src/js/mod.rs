@@ -388,7 +388,8 @@ impl WasmModel {
             .map_err(|_| js_error("BUSY", "the model is running: await run() first"))
     }
 
-    /// State tensor names (parameters, buffers, constants), by FQN.
+    /// State tensor names (parameters, buffers, constants), by FQN: the program's own (the
+    /// constants the graph passes derive, `pt2web_folded.*`, are not listed).
     #[wasm_bindgen(js_name = stateNames)]
     pub fn state_names(&self) -> Result<Array, JsValue> {
         Ok(self
@@ -396,6 +397,7 @@ impl WasmModel {
             .session()
             .state
             .keys()
+            .filter(|k| !k.starts_with(crate::passes::FOLDED_PREFIX))
             .map(|k| JsValue::from_str(k))
             .collect())
     }

@@ -77,7 +77,13 @@ pub(super) fn has_effects(n: &Node) -> bool {
     if writes_an_input(op, overload) {
         return true;
     }
-    if op.contains("batch_norm") && !t.contains("functional") && !t.contains("no_training") {
+    // A batch norm updates its running statistics in training mode (an inference one, with
+    // `training=False` written in the graph, does not).
+    if op.contains("batch_norm")
+        && !t.contains("functional")
+        && !t.contains("no_training")
+        && !matches!(n.arg("training"), Some(Arg::Bool(false)))
+    {
         return true;
     }
     const RANDOM: [&str; 11] = [

@@ -8,16 +8,20 @@
 //!   `contiguous`, and `view` / `reshape` / `expand` to the shape they already have, when
 //!   torch's own metadata says the result has the input's dtype, sizes and strides: uses of
 //!   the result read the input instead.
+//! - [`Pass::FoldBatchNorm`] (`fold_bn.rs`): an inference batch norm after a convolution
+//!   folded into the convolution's weight and bias (new constants, computed at load).
 //! - [`Pass::Fuse`] (`fuse.rs`): chains of f32 elementwise ops become one
 //!   `pt2web.fused_elementwise` node (one generated GPU kernel; see `src/ops/elementwise/fused.rs`).
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|dce,noop,fuse`); a session applies them once when it is
+//! (natively also `PT2WEB_PASSES=none|all|dce,noop,fold_bn,fuse`); a session applies them once when it is
 //! created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
 mod dce;
+mod fold_bn;
 mod fuse;
+pub use fold_bn::FOLDED_PREFIX;
 mod noop;
 
 use crate::program::{Arg, Graph, Program, ValueId};
@@ -32,17 +36,20 @@ pub enum Pass {
     NoOps,
     /// Elementwise chains as one node.
     Fuse,
+    /// Inference batch norms folded into the convolution before them.
+    FoldBatchNorm,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 3] = [Pass::NoOps, Pass::DeadCode, Pass::Fuse];
+    pub const ALL: [Pass; 4] = [Pass::NoOps, Pass::DeadCode, Pass::FoldBatchNorm, Pass::Fuse];
 
     pub fn name(self) -> &'static str {
         match self {
             Pass::DeadCode => "dce",
             Pass::NoOps => "noop",
             Pass::Fuse => "fuse",
+            Pass::FoldBatchNorm => "fold_bn",
         }
     }
 
@@ -52,6 +59,7 @@ impl Pass {
             "dce" | "dead_code" | "deadcode" => Some(Pass::DeadCode),
             "noop" | "noops" | "no_ops" => Some(Pass::NoOps),
             "fuse" | "fusion" => Some(Pass::Fuse),
+            "fold_bn" | "bn" | "foldbn" | "fold_batch_norm" => Some(Pass::FoldBatchNorm),
             _ => None,
         }
     }
@@ -162,11 +170,16 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
         ..Default::default()
     };
     for pass in passes.passes() {
-        let n = on_graphs(&mut p.graph, &mut |g| match pass {
-            Pass::DeadCode => dce::run(g),
-            Pass::NoOps => noop::run(g),
-            Pass::Fuse => fuse::run(g),
-        });
+        let n = match pass {
+            // Reads and adds program state: the top-level graph only.
+            Pass::FoldBatchNorm => fold_bn::run(p),
+            _ => on_graphs(&mut p.graph, &mut |g| match pass {
+                Pass::DeadCode => dce::run(g),
+                Pass::NoOps => noop::run(g),
+                Pass::Fuse => fuse::run(g),
+                Pass::FoldBatchNorm => 0,
+            }),
+        };
         report.removed.push((pass.name().to_string(), n));
     }
     report.nodes_after = steps(&p.graph);
@@ -339,10 +352,13 @@ mod tests {
             PassSet::parse("dce").unwrap(),
             PassSet::of(&[Pass::DeadCode])
         );
-        assert_eq!(PassSet::parse("noop, dce, fuse").unwrap(), PassSet::ALL);
+        assert_eq!(
+            PassSet::parse("noop, dce, fuse, fold_bn").unwrap(),
+            PassSet::ALL
+        );
         let e = PassSet::parse("dce,fold").unwrap_err();
         assert!(e.contains("'fold'"), "{e}");
-        assert_eq!(PassSet::ALL.to_string(), "noop,dce,fuse");
+        assert_eq!(PassSet::ALL.to_string(), "noop,dce,fold_bn,fuse");
         assert_eq!(PassSet::NONE.to_string(), "none");
     }
 }

@@ -131,7 +131,7 @@ pub(super) fn writes_in_place(g: &Graph) -> bool {
 }
 
 /// Every read of `from` in `a` reads `to` instead.
-fn rename(a: &mut Arg, from: ValueId, to: ValueId) {
+pub(super) fn rename(a: &mut Arg, from: ValueId, to: ValueId) {
     let r = |v: &mut ValueId| {
         if *v == from {
             *v = to;

@@ -1,0 +1,268 @@
+//! Batch-norm folding: an inference batch norm (`_native_batch_norm_legit_no_training`, or
+//! `batch_norm` with `training=False`) right after a convolution whose weights are state is
+//! folded into that convolution's weight and bias, computed once when the session is made:
+//!
+//! ```text
+//! s  = gamma / sqrt(running_var + eps)          (per output channel)
+//! W' = W * s                                    b' = (b - running_mean) * s + beta
+//! ```
+//!
+//! (`torch.nn.utils.fusion.fuse_conv_bn_weights`' formula, in f64 then rounded to f32). The
+//! folded tensors are new constants of the program (`pt2web_folded.<conv node>.weight` /
+//! `.bias`); the original parameters and buffers stay in its state, unread by the graph.
+//!
+//! It folds only what it can prove the same: f32 state tensors the program never mutates, a
+//! convolution (not transposed) read by nothing but the batch norm, whose other outputs
+//! nothing reads, and whose result is not itself a graph output. The result differs from the
+//! unfolded graph by float rounding only.
+
+use super::use_counts;
+use crate::dtype::DType;
+use crate::program::{
+    Arg, InputKind, InputSpec, OutputKind, Program, StateEntry, StateKind, Value, ValueId,
+    ValueKind,
+};
+use crate::tensor::HostTensor;
+use std::collections::{BTreeSet, HashMap};
+
+/// The prefix of the constants this pass adds.
+pub const FOLDED_PREFIX: &str = "pt2web_folded.";
+
+/// Fold the batch norms of `p`'s graph; how many nodes went.
+pub(super) fn run(p: &mut Program) -> usize {
+    if super::noop::writes_in_place(&p.graph) {
+        return 0;
+    }
+    // Placeholders bound to state: value -> state name.
+    let mut state_of: HashMap<ValueId, String> = HashMap::new();
+    for (spec, a) in p.inputs.iter().zip(&p.graph.inputs) {
+        let name = match &spec.kind {
+            InputKind::Parameter { name }
+            | InputKind::Buffer { name, .. }
+            | InputKind::Constant { name } => name,
+            _ => continue,
+        };
+        if let Arg::Tensor(v) = a {
+            state_of.insert(*v, name.clone());
+        }
+    }
+    let mutated: BTreeSet<String> = p
+        .outputs
+        .iter()
+        .filter_map(|o| match &o.kind {
+            OutputKind::BufferMutation { buffer } => Some(buffer.clone()),
+            OutputKind::ParameterMutation { parameter } => Some(parameter.clone()),
+            _ => None,
+        })
+        .collect();
+    let mut graph_outputs = Vec::new();
+    for a in &p.graph.outputs {
+        a.values(&mut graph_outputs);
+    }
+    let uses = use_counts(&p.graph);
+    let mut folded = 0;
+    let mut i = 0;
+    while i < p.graph.nodes.len() {
+        match fold_at(p, i, &state_of, &mutated, &graph_outputs, &uses) {
+            Some(()) => folded += 1,
+            None => i += 1,
+        }
+    }
+    folded
+}
+
+/// The state tensor a placeholder argument names, as f32 values (None: not f32 state the
+/// program leaves alone).
+fn state_f32(
+    p: &Program,
+    a: Option<&Arg>,
+    state_of: &HashMap<ValueId, String>,
+    mutated: &BTreeSet<String>,
+) -> Option<(String, HostTensor, Vec<f32>)> {
+    let Some(Arg::Tensor(v)) = a else {
+        return None;
+    };
+    let name = state_of.get(v)?;
+    if mutated.contains(name) {
+        return None;
+    }
+    let e = p.state.get(name)?;
+    if e.tensor.dtype != DType::F32 {
+        return None;
+    }
+    let t = crate::cpu::Tensor::from_host(&e.tensor).ok()?;
+    Some((
+        name.clone(),
+        e.tensor.clone(),
+        t.contiguous().to_vec::<f32>(),
+    ))
+}
+
+/// Fold the batch norm at node `i` into the convolution before it, if it is one to fold.
+fn fold_at(
+    p: &mut Program,
+    i: usize,
+    state_of: &HashMap<ValueId, String>,
+    mutated: &BTreeSet<String>,
+    graph_outputs: &[ValueId],
+    uses: &[usize],
+) -> Option<()> {
+    let g = &p.graph;
+    let bn = &g.nodes[i];
+    let (eps, train) = match bn.target.as_str() {
+        "aten._native_batch_norm_legit_no_training.default" => (number(bn.arg("eps")?)?, false),
+        "aten.batch_norm.default" => (
+            number(bn.arg("eps")?)?,
+            !matches!(bn.arg("training"), Some(Arg::Bool(false))),
+        ),
+        _ => return None,
+    };
+    if train {
+        return None;
+    }
+    let Some(Arg::Tensor(x)) = bn.arg("input") else {
+        return None;
+    };
+    let x = *x;
+    // The batch norm's other results (mean, rstd) must be unread.
+    let Some(Arg::Tensor(y)) = bn.outputs.first() else {
+        return None;
+    };
+    let y = *y;
+    for o in &bn.outputs[1..] {
+        let mut ids = Vec::new();
+        o.values(&mut ids);
+        if ids
+            .iter()
+            .any(|&v| uses.get(v).copied().unwrap_or(0) > 0 || graph_outputs.contains(&v))
+        {
+            return None;
+        }
+    }
+    if uses.get(x) != Some(&1) || graph_outputs.contains(&x) || graph_outputs.contains(&y) {
+        return None;
+    }
+    let c = g.nodes[..i]
+        .iter()
+        .rposition(|n| n.outputs.first() == Some(&Arg::Tensor(x)))?;
+    let conv = &g.nodes[c];
+    // (A convolution always has the argument; an absent bias is `None`.)
+    conv.arg("bias")?;
+    match conv.target.as_str() {
+        "aten.convolution.default" => {
+            if !matches!(conv.arg("transposed"), Some(Arg::Bool(false))) {
+                return None;
+            }
+        }
+        "aten.conv1d.default" | "aten.conv2d.default" | "aten.conv3d.default" => {}
+        _ => return None,
+    }
+    let (_, w_host, w) = state_f32(p, conv.arg("weight"), state_of, mutated)?;
+    let out_ch = *w_host.sizes.first()?;
+    if out_ch == 0 || w.len() % out_ch != 0 {
+        return None;
+    }
+    let per = |a: Option<&Arg>| -> Option<Vec<f32>> {
+        let (_, h, v) = state_f32(p, a, state_of, mutated)?;
+        (h.sizes == [out_ch]).then_some(v)
+    };
+    let (gamma, beta, mean, var) = (
+        per(bn.arg("weight"))?,
+        per(bn.arg("bias"))?,
+        per(bn.arg("running_mean"))?,
+        per(bn.arg("running_var"))?,
+    );
+    let bias = match conv.arg("bias") {
+        None | Some(Arg::None) | Some(Arg::OptTensor(None)) => vec![0.0; out_ch],
+        a => per(a)?,
+    };
+    // The folded tensors, in f64 then f32.
+    let scale: Vec<f64> = (0..out_ch)
+        .map(|o| gamma[o] as f64 / (var[o] as f64 + eps).sqrt())
+        .collect();
+    let k = w.len() / out_ch;
+    let w2: Vec<f32> = w
+        .iter()
+        .enumerate()
+        .map(|(j, &v)| (v as f64 * scale[j / k]) as f32)
+        .collect();
+    let b2: Vec<f32> = (0..out_ch)
+        .map(|o| ((bias[o] as f64 - mean[o] as f64) * scale[o] + beta[o] as f64) as f32)
+        .collect();
+    let base = format!("{FOLDED_PREFIX}{}", conv.name);
+    let w_name = format!("{base}.weight");
+    let b_name = format!("{base}.bias");
+    if p.state.contains_key(&w_name) || p.state.contains_key(&b_name) {
+        return None;
+    }
+    let host = |name: &str, sizes: Vec<usize>, v: &[f32]| -> Option<HostTensor> {
+        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
+        HostTensor::from_bytes(name, DType::F32, sizes, bytes).ok()
+    };
+    let w_t = host(&w_name, w_host.sizes.clone(), &w2)?;
+    let b_t = host(&b_name, vec![out_ch], &b2)?;
+    // New placeholders for the folded constants (appended: user inputs keep their order).
+    let placeholder = |p: &mut Program, name: &str, t: HostTensor| -> ValueId {
+        let id = p.graph.values.len();
+        p.graph.values.push(Value {
+            name: name.to_string(),
+            kind: ValueKind::Tensor {
+                dtype: DType::F32,
+                sizes: t
+                    .sizes
+                    .iter()
+                    .map(|&s| crate::program::Dim::Static(s as i64))
+                    .collect(),
+                strides: t
+                    .strides
+                    .iter()
+                    .map(|&s| crate::program::Dim::Static(s as i64))
+                    .collect(),
+                requires_grad: false,
+            },
+        });
+        p.graph.by_name.insert(name.to_string(), id);
+        p.graph.inputs.push(Arg::Tensor(id));
+        p.inputs.push(InputSpec {
+            name: name.to_string(),
+            kind: InputKind::Constant {
+                name: name.to_string(),
+            },
+        });
+        p.state.insert(
+            name.to_string(),
+            StateEntry {
+                kind: StateKind::Constant,
+                tensor: t,
+                path_name: String::new(),
+            },
+        );
+        id
+    };
+    let wv = placeholder(p, &w_name, w_t);
+    let bv = placeholder(p, &b_name, b_t);
+    let conv = &mut p.graph.nodes[c];
+    for (n, a) in &mut conv.inputs {
+        match n.as_str() {
+            "weight" => *a = Arg::Tensor(wv),
+            "bias" => *a = Arg::OptTensor(Some(bv)),
+            _ => {}
+        }
+    }
+    // Reads of the batch norm's result read the convolution's.
+    p.graph.nodes.remove(i);
+    for n in &mut p.graph.nodes[i..] {
+        for (_, a) in &mut n.inputs {
+            super::noop::rename(a, y, x);
+        }
+    }
+    Some(())
+}
+
+fn number(a: &Arg) -> Option<f64> {
+    match a {
+        Arg::Float(f) => Some(*f),
+        Arg::Int(i) => Some(*i as f64),
+        _ => None,
+    }
+}
