@@ -172,7 +172,8 @@ fn mib(b: u64) -> String {
 fn memory_json(m: &MemoryEstimate) -> serde_json::Value {
     serde_json::json!({
         "parameter_bytes": m.parameter_bytes, "buffer_bytes": m.buffer_bytes,
-        "constant_bytes": m.constant_bytes, "input_bytes": m.input_bytes,
+        "constant_bytes": m.constant_bytes, "derived_bytes": m.derived_bytes,
+        "input_bytes": m.input_bytes,
         "peak_activation_bytes": m.peak_activation_bytes, "peak_node": m.peak_node,
         "total_bytes": m.total_bytes, "data_dependent": m.data_dependent,
     })
@@ -286,10 +287,15 @@ pub fn check(
             Ok((m, origin)) => {
                 println!("  memory estimate for {origin}:");
                 println!(
-                    "    parameters {}, buffers {}, constants {}",
+                    "    parameters {}, buffers {}, constants {}{}",
                     mib(m.parameter_bytes),
                     mib(m.buffer_bytes),
-                    mib(m.constant_bytes)
+                    mib(m.constant_bytes),
+                    if m.derived_bytes > 0 {
+                        format!(", folded by the graph passes {}", mib(m.derived_bytes))
+                    } else {
+                        String::new()
+                    }
                 );
                 println!(
                     "    peak activations {} (inputs {}){}{}",

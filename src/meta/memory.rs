@@ -14,13 +14,16 @@ pub struct MemoryEstimate {
     pub parameter_bytes: u64,
     pub buffer_bytes: u64,
     pub constant_bytes: u64,
+    /// Constants the graph passes derived from the state (folded batch norms,
+    /// `pt2web_folded.*`): not in the program's state as torch saved it.
+    pub derived_bytes: u64,
     /// User inputs (live until their last use).
     pub input_bytes: u64,
     /// The most bytes of inputs and intermediate values alive at once.
     pub peak_activation_bytes: u64,
     /// The node at which the peak is reached (its FX name).
     pub peak_node: Option<String>,
-    /// State plus peak activations.
+    /// State, derived constants and peak activations.
     pub total_bytes: u64,
     /// Whether some sizes depend on tensor data (their upper bound was counted).
     pub data_dependent: bool,
@@ -41,16 +44,17 @@ fn bytes_of(v: &MValue) -> (u64, bool) {
 
 /// Estimate from a finished meta pass over `program`'s top-level graph.
 pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
-    let mut state = [0u64; 3];
+    let mut state = [0u64; 4];
     // Tensors sharing one storage (tied weights, views of a buffer) are counted once, with
     // the storage's full size.
     let mut seen = std::collections::BTreeSet::new();
-    for e in program.state.values() {
+    for (fqn, e) in &program.state {
         if !seen.insert(e.tensor.storage.id()) {
             continue;
         }
         let b = e.tensor.storage.len() as u64;
         let slot = match e.kind {
+            _ if fqn.starts_with(crate::passes::FOLDED_PREFIX) => 3,
             StateKind::Parameter => 0,
             StateKind::Buffer { .. } => 1,
             StateKind::Constant => 2,
@@ -171,6 +175,7 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
         parameter_bytes: state[0],
         buffer_bytes: state[1],
         constant_bytes: state[2],
+        derived_bytes: state[3],
         input_bytes,
         peak_activation_bytes: peak,
         peak_node,

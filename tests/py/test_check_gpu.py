@@ -13,9 +13,12 @@ FIX = ROOT / "tests" / "fixtures"
 BIN = os.environ.get("PT2WEB_BIN", str(ROOT / "target" / "release" / "pt2web"))
 
 
-def check(name, *args):
+def check(name, *args, passes=None):
+    env = dict(os.environ)
+    if passes is not None:
+        env["PT2WEB_PASSES"] = passes
     r = subprocess.run([BIN, "check", str(FIX / f"{name}.pt2"), *args],
-                       capture_output=True, text=True)
+                       capture_output=True, text=True, env=env)
     return r
 
 
@@ -26,7 +29,8 @@ def op_counts(name):
 
 
 def test_convnet_runs_entirely_on_the_gpu():
-    r = check("convnet_core", "--device", "gpu", "--json")
+    # The graph as exported (the passes fold its batch norms away: see the next test).
+    r = check("convnet_core", "--device", "gpu", "--json", passes="none")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     g = out["gpu"]
@@ -39,6 +43,18 @@ def test_convnet_runs_entirely_on_the_gpu():
     assert ops["aten.view.default"]["view"] == counts["aten.view.default"]
     assert g["fallback_nodes"] == 0
     assert g["gpu_nodes"] + g["view_nodes"] == sum(o["gpu"] + o["view"] for o in g["ops"])
+
+
+def test_check_shows_the_graph_after_the_passes():
+    r = check("convnet_core", "--device", "gpu", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    ops = {o["op"]: o for o in out["gpu"]["ops"]}
+    counts = op_counts("convnet_core")
+    assert "aten._native_batch_norm_legit_no_training.default" not in ops, ops
+    assert ops["aten.convolution.default"]["gpu"] == counts["aten.convolution.default"]
+    assert out["gpu"]["fallback_nodes"] == 0
+    assert out["memory"]["derived_bytes"] > 0
 
 
 def test_fallbacks_name_their_reason():
