@@ -228,12 +228,19 @@ pub fn fused_source(node: &crate::program::Node) -> Option<String> {
     let Some(Arg::Graph(body)) = node.arg("body") else {
         return None;
     };
-    let bools = body
+    chain(body).map(|(_, src, _)| src)
+}
+
+/// A fused body's declared input dtypes (f32 or bool), its kernel's WGSL and numbers.
+fn chain(body: &Graph) -> Option<(Vec<DType>, String, Numbers)> {
+    let dtypes = body
         .inputs
         .iter()
         .map(|a| match a {
-            Arg::Tensor(v) => match &body.value(*v).kind {
-                ValueKind::Tensor { dtype, .. } => Some(*dtype == DType::Bool),
+            Arg::Tensor(v) => match &body.values.get(*v)?.kind {
+                ValueKind::Tensor { dtype, .. } if matches!(dtype, DType::F32 | DType::Bool) => {
+                    Some(*dtype)
+                }
                 _ => None,
             },
             _ => None,
@@ -244,7 +251,9 @@ pub fn fused_source(node: &crate::program::Node) -> Option<String> {
         .iter()
         .map(|n| ElemStep::parse(n, body))
         .collect::<Option<Vec<_>>>()?;
-    chain_source(body, &steps, &bools).map(|(s, _)| s)
+    let bools: Vec<bool> = dtypes.iter().map(|&d| d == DType::Bool).collect();
+    let (src, nums) = chain_source(body, &steps, &bools)?;
+    Some((dtypes, src, nums))
 }
 
 /// The fused node's kernel (None: run its body instead).
@@ -264,33 +273,16 @@ pub(crate) fn fused(k: &mut KernelCtx) -> Out {
     if n == 0 || n > MAX_INPUTS || n + 1 > limit || body.inputs.len() != n {
         return Ok(None);
     }
-    let mut xs = Vec::with_capacity(n);
-    let mut bools = Vec::with_capacity(n);
-    for (j, id) in ids.iter().enumerate() {
-        let Some(t) = k.env_t.get(*id).cloned().flatten() else {
-            return Ok(None);
-        };
-        let Arg::Tensor(local) = body.inputs[j] else {
-            return Ok(None);
-        };
-        let declared = match &body.value(local).kind {
-            ValueKind::Tensor { dtype, .. } => *dtype,
-            _ => return Ok(None),
-        };
-        if t.dtype != declared || !matches!(t.dtype, DType::F32 | DType::Bool) {
-            return Ok(None);
-        }
-        bools.push(t.dtype == DType::Bool);
-        xs.push(t);
-    }
-    let Some(steps) = body
-        .nodes
-        .iter()
-        .map(|n| ElemStep::parse(n, body))
-        .collect::<Option<Vec<_>>>()
-    else {
+    let Some((declared, src, nums)) = chain(body) else {
         return Ok(None);
     };
+    let mut xs = Vec::with_capacity(n);
+    for (id, &d) in ids.iter().zip(&declared) {
+        match k.env_t.get(*id).cloned().flatten() {
+            Some(t) if t.dtype == d => xs.push(t),
+            _ => return Ok(None),
+        }
+    }
     let mut shape = xs[0].sizes.clone();
     for x in &xs[1..] {
         let Some(s) = broadcast_shapes(&shape, &x.sizes) else {
@@ -312,9 +304,6 @@ pub(crate) fn fused(k: &mut KernelCtx) -> Out {
     if numel >= u32::MAX as usize || xs.iter().any(|x| !k.fits(x)) {
         return Ok(None);
     }
-    let Some((src, nums)) = chain_source(body, &steps, &bools) else {
-        return Ok(None);
-    };
     let Some(shader) = crate::gpu::shaders::intern_generated(&src) else {
         return Ok(None);
     };
