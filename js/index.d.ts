@@ -175,6 +175,9 @@ export interface RunStats {
   pipelinesCreated: number;
   bindGroupsCreated: number;
   dispatches: number;
+  /** Bytes of the storage buffers the dispatches bind, summed over dispatches: an upper
+   * bound of what the kernels read and write. */
+  boundBytes: number;
   /** Most bytes of pt2web's GPU buffers in use at once (weights included). */
   peakBytes: number;
   /** The largest kernel scratch buffer (a convolution's im2col columns). */

@@ -583,7 +583,7 @@ export class Model {
   }
 
   /** Counters of the last run on WebGPU (`{submits, bufferAllocations, pipelinesCreated,
-   * bindGroupsCreated, dispatches, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
+   * bindGroupsCreated, dispatches, boundBytes, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
    * fallbackNodes, fallbacks, uploads, downloads}`), null on the CPU. */
   lastRunStats() {
     try { return this.#live().lastRunStats(); } catch (e) { throw wrapError(e); }

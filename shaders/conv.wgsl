@@ -61,6 +61,12 @@ fn to_out(v: f32) -> TOut {
 @group(0) @binding(3) var<storage, read> w: array<TIn>;
 @group(0) @binding(4) var<storage, read> bias: array<TIn>;
 
+// The ops of a fused epilogue on a result before it is stored, `i` its flat index in the
+// output (src/gpu/kernels/epilogue.rs replaces this function; by default the result as is).
+fn epilogue(v: f32, i: u32) -> f32 {
+    return v;
+}
+
 // `conv_tiled`: 64 (output channels) x 64 (pixels) per workgroup, each thread 4 x 4 of it,
 // with the weight and input tiles staged in workgroup memory (two barriers per K step). The
 // better choice where barriers are cheap (GPUs, lavapipe); `conv` (below) avoids them.
@@ -184,7 +190,8 @@ fn conv_tiled(
         for (var j = 0u; j < 4u; j = j + 1u) {
             let p = p0 + lid.x + 16u * j;
             if p < plane_out {
-                out[(img * params.o + oc) * plane_out + p] = to_out(acc[i * 4u + j] + bv);
+                let oi = (img * params.o + oc) * plane_out + p;
+                out[oi] = to_out(epilogue(acc[i * 4u + j] + bv, oi));
             }
         }
     }
@@ -270,7 +277,8 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
         for (var j = 0u; j < 4u; j = j + 1u) {
             let p = p0 + j;
             if p < plane_out {
-                out[(img * params.o + oc) * plane_out + p] = to_out(accs[i][j] + bv);
+                let oi = (img * params.o + oc) * plane_out + p;
+                out[oi] = to_out(epilogue(accs[i][j] + bv, oi));
             }
         }
     }
@@ -388,7 +396,7 @@ fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (params.flags & 1u) != 0u {
         acc = acc + f32(bias[oc]);
     }
-    out[i] = to_out(acc);
+    out[i] = to_out(epilogue(acc, i));
 }
 
 // `conv_transpose`: a transposed convolution (the gradient of `conv` w.r.t. its input), one

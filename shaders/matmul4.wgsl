@@ -147,6 +147,12 @@ fn bias_term(row: u32, col: u32, batch: u32) -> f32 {
     return select(params.beta * cv, 0.0, params.beta == 0.0);
 }
 
+// The ops of a fused epilogue on a result before it is stored, `i` its flat index in the
+// output (src/gpu/kernels/epilogue.rs replaces this function; by default the result as is).
+fn epilogue(v: f32, i: u32) -> f32 {
+    return v;
+}
+
 // `FORM` 0: B contiguous along K (`block_kk`); 1: along N (`block_kn`). Bit 0 of `flags`
 // adds beta * C; without C the host binds A in its place (never read).
 override FORM: u32 = 0u;
@@ -178,7 +184,8 @@ fn mm4(@builtin(global_invocation_id) gid: vec3<u32>) {
                 if with_bias {
                     v = v + bias_term(row, col, gid.z);
                 }
-                out[(gid.z * params.m + row) * params.n + col] = v;
+                let o = (gid.z * params.m + row) * params.n + col;
+                out[o] = epilogue(v, o);
             }
         }
     }

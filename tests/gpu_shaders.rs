@@ -278,7 +278,7 @@ fn generated_fused_kernels_validate() {
                 .graph
                 .nodes
                 .iter()
-                .filter(|n| n.target.starts_with("pt2web.fused"))
+                .filter(|n| n.target == "pt2web.fused_elementwise.default")
             {
                 let src = pt2web::gpu::kernels::fused_source(n)
                     .unwrap_or_else(|| panic!("{fam}/{name}: no kernel for {}", n.name));
@@ -305,4 +305,70 @@ fn generated_fused_kernels_validate() {
         }
     }
     assert!(checked > 20, "only {checked} fused kernels");
+}
+
+/// The producer kernels with a fused epilogue (src/gpu/kernels/epilogue.rs): for every
+/// epilogue the pass makes of the epilogue cases, each producer variant's module with it
+/// parses and validates with naga, and its `Meta` is the producer's own followed by
+/// `EpilogueMeta`.
+#[test]
+fn generated_epilogue_kernels_validate() {
+    use pt2web::archive::pt2::LoadOptions;
+    use pt2web::program::Pt2Archive;
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops");
+    let meta_size = |src: &str| {
+        let module = naga::front::wgsl::parse_str(src).unwrap();
+        let size = module
+            .types
+            .iter()
+            .find(|(_, t)| t.name.as_deref() == Some("Meta"))
+            .map(|(_, t)| t.inner.size(module.to_ctx()))
+            .unwrap();
+        size as usize
+    };
+    let archive = Pt2Archive::open(
+        "epilogue.pt2",
+        std::fs::read(dir.join("epilogue.pt2")).unwrap(),
+        pt2web::Limits::default(),
+    )
+    .unwrap();
+    let mut checked = 0;
+    for name in archive.program_names().to_vec() {
+        let mut p = archive
+            .program(Some(&name), &LoadOptions::default())
+            .unwrap();
+        pt2web::passes::run(&mut p, pt2web::backends::PassSet::ALL);
+        for n in p
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.target == "pt2web.fused_epilogue.default")
+        {
+            let sources = pt2web::gpu::kernels::epilogue_sources(n);
+            assert_eq!(
+                sources.len(),
+                pt2web::gpu::kernels::producer_variants().len(),
+                "{name}: no epilogue kernels for {}",
+                n.name
+            );
+            for ((label, src), v) in sources
+                .iter()
+                .zip(pt2web::gpu::kernels::producer_variants())
+            {
+                let module = naga::front::wgsl::parse_str(src)
+                    .unwrap_or_else(|e| panic!("{name} {label}: {}\n{src}", e.emit_to_string(src)));
+                Validator::new(ValidationFlags::all(), Capabilities::empty())
+                    .validate(&module)
+                    .unwrap_or_else(|e| panic!("{name} {label}: {}", e.emit_to_string(src)));
+                assert_eq!(
+                    meta_size(src),
+                    meta_size(&v.source())
+                        + std::mem::size_of::<pt2web::gpu::kernels::EpilogueMeta>(),
+                    "{name} {label}"
+                );
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 7 * 15, "only {checked} epilogue kernels");
 }

@@ -254,8 +254,9 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
 /// Held by the tests that set the process-wide conv algorithm or read the op suite's stats.
 static SWITCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// Every GPU convolution kernel on the conv family: `Auto` picks one per adapter (the GEMM on
-/// lavapipe, the tiled kernel on GPUs), so each is forced here to test them all.
+/// Every GPU convolution kernel on the conv family and on the fused epilogues of the
+/// epilogue family (each kernel applies them in its own store): `Auto` picks one per adapter
+/// (the GEMM on lavapipe, the tiled kernel on GPUs), so each is forced here to test them all.
 #[test]
 fn conv_algorithms_match_pytorch() {
     use pt2web::backends::{self, ConvAlgorithm};
@@ -268,16 +269,18 @@ fn conv_algorithms_match_pytorch() {
         ConvAlgorithm::Gemm,
     ] {
         backends::set_conv_algorithm(alg);
-        let rep = run_family(&dev, "conv");
-        eprintln!(
-            "conv with {:<8} {} passed, {} failed, {} gpu nodes, {} fallbacks",
-            alg.name(),
-            rep.passed,
-            rep.failures.len(),
-            rep.stats.gpu_nodes,
-            rep.stats.fallback_nodes()
-        );
-        failures.extend(rep.failures.iter().map(|f| format!("{}: {f}", alg.name())));
+        for fam in ["conv", "epilogue"] {
+            let rep = run_family(&dev, fam);
+            eprintln!(
+                "{fam} with {:<8} {} passed, {} failed, {} gpu nodes, {} fallbacks",
+                alg.name(),
+                rep.passed,
+                rep.failures.len(),
+                rep.stats.gpu_nodes,
+                rep.stats.fallback_nodes()
+            );
+            failures.extend(rep.failures.iter().map(|f| format!("{}: {f}", alg.name())));
+        }
     }
     backends::set_conv_algorithm(ConvAlgorithm::Auto);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
@@ -651,4 +654,147 @@ fn fused_chains_are_one_dispatch_each() {
         assert_eq!(st.dispatches, dispatches, "{program}: {st:?}");
         assert_eq!(st.fallback_nodes(), 0, "{program}: {st:?}");
     }
+}
+
+/// The epilogue cases (tests/fixgen/ops/epilogue.py) on the GPU with every convolution
+/// kernel: each fused epilogue saves exactly one dispatch against the same program without
+/// the epilogue pass (the producer's kernel stores the epilogue's result), except where the
+/// producer's kernel takes none (a transposed convolution): there the epilogue runs after it,
+/// as without the pass. The op suite checks the values against PyTorch.
+#[test]
+fn fused_epilogues_save_a_dispatch_each() {
+    use pt2web::backends::{self, ConvAlgorithm, Pass, PassSet};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = common::fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        "epilogue.pt2",
+        std::fs::read(dir.join("epilogue.pt2")).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let t = |sizes: &[usize]| {
+        let n: usize = sizes.iter().product();
+        let v: Vec<f32> = (0..n).map(|i| (i as f32 * 0.37).sin() * 3.0).collect();
+        RValue::Tensor(Tensor::from_vec(v, sizes))
+    };
+    let without: Vec<Pass> = Pass::ALL
+        .into_iter()
+        .filter(|p| *p != Pass::Epilogue)
+        .collect();
+    let dispatches = |program: &str, inputs: &[RValue], passes: PassSet| {
+        backends::set_graph_passes(passes);
+        let p = archive
+            .program(Some(program), &LoadOptions::default())
+            .unwrap();
+        let mut s = GpuSession::new(p, dev.clone()).unwrap();
+        s.run(inputs.to_vec()).unwrap();
+        s.run(inputs.to_vec()).unwrap();
+        let st = s.last_stats.clone();
+        assert_eq!(st.fallback_nodes(), 0, "{program}: {st:?}");
+        let fused = s
+            .cpu
+            .program
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.target == "pt2web.fused_epilogue.default")
+            .count();
+        (st.dispatches, fused)
+    };
+    let mut failures = Vec::new();
+    for alg in [
+        ConvAlgorithm::Tiled,
+        ConvAlgorithm::Blocked,
+        ConvAlgorithm::Gemm,
+    ] {
+        backends::set_conv_algorithm(alg);
+        for (program, inputs, saved) in [
+            (
+                "conv_relu__core",
+                vec![t(&[2, 3, 9, 8]), t(&[8, 3, 3, 3]), t(&[8])],
+                1,
+            ),
+            (
+                "conv_residual_relu",
+                vec![
+                    t(&[1, 4, 8, 8]),
+                    t(&[4, 4, 3, 3]),
+                    t(&[4]),
+                    t(&[1, 4, 8, 8]),
+                ],
+                1,
+            ),
+            (
+                "conv_hardswish__core",
+                vec![t(&[1, 3, 11, 10]), t(&[6, 3, 3, 3])],
+                1,
+            ),
+            (
+                "depthwise_relu6__core",
+                vec![t(&[1, 5, 7, 7]), t(&[5, 1, 3, 3]), t(&[5])],
+                1,
+            ),
+            (
+                "pointwise_silu__core",
+                vec![t(&[2, 8, 4, 4]), t(&[12, 8, 1, 1]), t(&[12])],
+                1,
+            ),
+            (
+                "conv_bias_channel__core",
+                vec![t(&[2, 3, 10]), t(&[4, 3, 5]), t(&[4, 1])],
+                1,
+            ),
+            ("linear_gelu", vec![t(&[5, 12]), t(&[16, 12]), t(&[16])], 1),
+            (
+                "linear_gelu__core",
+                vec![t(&[5, 12]), t(&[16, 12]), t(&[16])],
+                1,
+            ),
+            (
+                "linear_gelu_tanh_3d",
+                vec![t(&[2, 3, 8]), t(&[20, 8]), t(&[20])],
+                1,
+            ),
+            (
+                "linear_gelu_tanh_3d__core",
+                vec![t(&[2, 3, 8]), t(&[20, 8]), t(&[20])],
+                1,
+            ),
+            (
+                "bmm_scale_mask__core",
+                vec![t(&[4, 7, 16]), t(&[4, 7, 16]), t(&[1, 7, 7])],
+                1,
+            ),
+            (
+                "addmm_residual_strided__core",
+                vec![t(&[6, 8]), t(&[8, 5]), t(&[5]), t(&[5, 6])],
+                1,
+            ),
+            ("specials__core", vec![t(&[2, 4]), t(&[4, 4])], 1),
+            (
+                "dynamic_batch",
+                vec![t(&[7, 12]), t(&[16, 12]), t(&[16])],
+                1,
+            ),
+            (
+                "conv_transpose_relu__core",
+                vec![t(&[1, 4, 5, 5]), t(&[4, 3, 3, 3]), t(&[3])],
+                0,
+            ),
+        ] {
+            let (plain, none) = dispatches(program, &inputs, PassSet::of(&without));
+            let (fused, n) = dispatches(program, &inputs, PassSet::ALL);
+            if none != 0 || n != 1 || fused + saved != plain {
+                failures.push(format!(
+                    "{} {program}: {plain} dispatches without the epilogue pass, {fused} with \
+                     ({n} fused epilogue nodes), expected {saved} fewer",
+                    alg.name()
+                ));
+            }
+        }
+    }
+    backends::set_conv_algorithm(ConvAlgorithm::Auto);
+    backends::set_graph_passes(PassSet::ALL);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

@@ -355,3 +355,100 @@ fn batch_norms_fold_into_convolutions() {
     let r = passes::run(&mut p, PassSet::of(&[Pass::FoldBatchNorm]));
     assert_eq!((r.nodes_before, r.nodes_after), (10, 9), "{r}");
 }
+
+/// What the epilogue pass makes of the epilogue cases (tests/fixgen/ops/epilogue.py) after
+/// the passes before it: how many `pt2web.fused_epilogue` nodes each program has, and that
+/// each holds its producer and its epilogue (one op or one fused chain) over the node's
+/// inputs. A result read twice, a chain that broadcasts the result to a larger shape, and a
+/// producer the pass does not know (`conv_transpose2d`) stay apart.
+#[test]
+fn epilogue_cases_fuse_as_designed() {
+    use pt2web::archive::pt2::LoadOptions;
+    use pt2web::program::Pt2Archive;
+    let dir = fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        "epilogue.pt2",
+        std::fs::read(dir.join("epilogue.pt2")).unwrap(),
+        pt2web::Limits::default(),
+    )
+    .unwrap();
+    // (program, epilogue nodes, nodes after all passes)
+    for (name, fused, after) in [
+        ("conv_relu", 1, 1),
+        ("conv_relu__core", 1, 1),
+        ("conv_residual_relu", 1, 1),
+        ("conv_residual_relu__core", 1, 1),
+        ("conv_hardswish__core", 1, 1),
+        ("depthwise_relu6__core", 1, 1),
+        ("pointwise_silu__core", 1, 1),
+        ("conv_bias_channel__core", 1, 1),
+        ("linear_gelu", 1, 1),
+        // permute(weight) stays a view before addmm.
+        ("linear_gelu__core", 1, 2),
+        ("linear_gelu_tanh_3d", 1, 1),
+        // view(x), permute(weight), then addmm and the view of its result with the gelu.
+        ("linear_gelu_tanh_3d__core", 1, 3),
+        ("bmm_scale_mask", 1, 2),
+        ("bmm_scale_mask__core", 1, 2),
+        ("addmm_residual_strided__core", 1, 2),
+        ("specials__core", 1, 1),
+        ("dynamic_batch", 1, 1),
+        ("conv_read_twice__core", 0, 2),
+        ("conv_transpose_relu", 0, 2),
+        ("conv_transpose_relu__core", 1, 1),
+        ("broadcast_up", 0, 2),
+        ("broadcast_up__core", 0, 3),
+    ] {
+        let mut p = archive
+            .program(Some(name), &LoadOptions::default())
+            .unwrap();
+        let r = passes::run(&mut p, PassSet::ALL);
+        let shown = passes::render_graph(&p.graph);
+        assert_eq!(r.nodes_after, after, "{name}: {r}\n{shown}");
+        let nodes: Vec<&Node> = p
+            .graph
+            .nodes
+            .iter()
+            .filter(|n| n.target == "pt2web.fused_epilogue.default")
+            .collect();
+        assert_eq!(nodes.len(), fused, "{name}\n{shown}");
+        for n in nodes {
+            let (Some(Arg::Tensors(ins)), Some(Arg::Graph(prod)), Some(Arg::Graph(epi))) =
+                (n.arg("inputs"), n.arg("producer"), n.arg("epilogue"))
+            else {
+                panic!("{name}: fused epilogue args");
+            };
+            // The producer, and the reshapes of its result core ATen writes after it.
+            assert!(!prod.nodes.is_empty(), "{name}");
+            assert!(
+                prod.nodes[1..]
+                    .iter()
+                    .all(|n| n.target == "aten.view.default"),
+                "{name}"
+            );
+            assert_eq!(epi.nodes.len(), 1, "{name}");
+            let Some(Arg::SymInts(sizes)) = n.arg("sizes") else {
+                panic!("{name}: fused epilogue sizes");
+            };
+            assert_eq!(
+                ins.len() + 1 + sizes.len(),
+                prod.inputs.len() + epi.inputs.len(),
+                "{name}"
+            );
+            // The epilogue's first input is the producer's result.
+            assert_eq!(
+                prod.value(match prod.outputs[..] {
+                    [Arg::Tensor(v)] => v,
+                    _ => panic!("{name}: producer output"),
+                })
+                .name,
+                epi.value(match epi.inputs[0] {
+                    Arg::Tensor(v) => v,
+                    _ => panic!("{name}: epilogue input"),
+                })
+                .name,
+                "{name}"
+            );
+        }
+    }
+}

@@ -182,6 +182,7 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
         "submits": s.submits, "buffer_allocations": s.buffer_allocations,
         "pipelines_created": s.pipelines_created,
         "bind_groups_created": s.bind_groups_created, "dispatches": s.dispatches,
+        "bound_bytes": s.bound_bytes,
         "peak_bytes": s.peak_bytes, "workspace_bytes": s.workspace_bytes,
         "gpu_nodes": s.gpu_nodes,
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
@@ -193,12 +194,13 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
 
 fn stats_line(s: &pt2web::gpu::RunStats) -> String {
     format!(
-        "{}{} plan steps, host {:.2} ms, {} submits, {} dispatches, {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
+        "{}{} plan steps, host {:.2} ms, {} submits, {} dispatches ({:.1} MB bound), {} buffer allocations, {} pipelines created, {} bind groups created, peak {:.1} MB, {} gpu nodes (+{} views), {} fallbacks",
         if s.replayed { "replayed, " } else { "" },
         s.plan_steps,
         s.host_us as f64 / 1e3,
         s.submits,
         s.dispatches,
+        s.bound_bytes as f64 / 1e6,
         s.buffer_allocations,
         s.pipelines_created,
         s.bind_groups_created,

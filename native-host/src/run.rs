@@ -115,6 +115,7 @@ fn gpu_json(b: &dyn Backend) -> serde_json::Value {
         "pipelines_created": st.pipelines_created,
         "bind_groups_created": st.bind_groups_created,
         "dispatches": st.dispatches,
+        "bound_bytes": st.bound_bytes,
         "peak_bytes": st.peak_bytes,
         "gpu_nodes": st.gpu_nodes,
         "view_nodes": st.view_nodes,

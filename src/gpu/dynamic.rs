@@ -16,6 +16,9 @@
 //!
 //! - `pt2web.fused_elementwise`: one generated kernel ([`super::kernels::fused_kernel`]), no
 //!   readback; where it declines, its body's nodes one by one.
+//! - `pt2web.fused_epilogue`: the producer's kernel with the epilogue applied
+//!   ([`super::kernels::epilogue`]), no readback; where it cannot apply it, the epilogue's
+//!   graph after the producer's result.
 //!
 //! These nodes count as GPU nodes; a run with any of them has one more submit per readback
 //! (counted in [`RunStats::submits`](super::exec::RunStats)).
@@ -133,6 +136,7 @@ pub(super) enum Dynamic {
     IndexMask,
     RepeatInterleave,
     Fused,
+    Epilogue,
 }
 
 impl Dynamic {
@@ -143,6 +147,7 @@ impl Dynamic {
             "higher_order.while_loop" => return Some(Dynamic::WhileLoop),
             "higher_order.map_impl" => return Some(Dynamic::Map),
             crate::ops::elementwise::fused::TARGET => return Some(Dynamic::Fused),
+            crate::ops::elementwise::epilogue::TARGET => return Some(Dynamic::Epilogue),
             _ => {}
         }
         let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
@@ -184,6 +189,7 @@ pub(super) async fn run(
         Dynamic::IndexMask => index_mask(a).await,
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
         Dynamic::Fused => fused(a).await,
+        Dynamic::Epilogue => epilogue(a).await,
     }
 }
 
@@ -263,6 +269,57 @@ async fn fused(a: &mut At<'_, '_>) -> Out {
     let inputs = flat_slots(a, 0)?;
     let outs = a.run_sub(body, inputs, "the fused body").await?;
     Ok(Some(node_results(a.node, outs)))
+}
+
+/// A matrix product or convolution with its epilogue: the producer's kernel applying it,
+/// or the producer's result then the epilogue's graph (one fused kernel or op), or where
+/// the producer has no GPU kernel both graphs node by node.
+async fn epilogue(a: &mut At<'_, '_>) -> Out {
+    use crate::ops::elementwise::epilogue::Parts;
+    let node = a.node;
+    let parts = Parts::of(node).map_err(|e| a.err(e))?;
+    let ins = flat_slots(a, 0)?;
+    let sizes = flat_slots(a, 1)?;
+    let (pins, extras) = ins.split_at(parts.producer_inputs().len());
+    let tensors = |s: &[Slot]| {
+        s.iter()
+            .map(|s| match s {
+                Slot::Tensor(t) => Some(t.clone()),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()
+    };
+    let ints = sizes
+        .iter()
+        .map(|s| match s {
+            Slot::Value(RValue::Int(i)) => Some(*i),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>();
+    let fused = match (tensors(pins), ints, tensors(extras)) {
+        (Some(p), Some(i), Some(e)) => {
+            super::kernels::epilogue::run_producer(a.r, a.st, &parts, &p, &i, &e).map_err(|e| {
+                match e {
+                    e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
+                    e => Error::op(&parts.producer.nodes[0].target, e),
+                }
+            })?
+        }
+        _ => None,
+    };
+    let produced = match fused {
+        Some((outs, true)) => return Ok(Some(node_results(node, outs))),
+        Some((outs, false)) => outs,
+        None => {
+            let mut pins = pins.to_vec();
+            pins.extend(sizes);
+            a.run_sub(parts.producer, pins, "the producer").await?
+        }
+    };
+    let mut eins: Vec<Slot> = produced.into_iter().take(1).collect();
+    eins.extend(extras.iter().cloned());
+    let outs = a.run_sub(parts.epilogue, eins, "the epilogue").await?;
+    Ok(Some(node_results(node, outs)))
 }
 
 async fn cond(a: &mut At<'_, '_>) -> Out {

@@ -339,6 +339,11 @@ impl GpuSession {
             submits: 1,
             buffer_allocations: dev.memory_stats().buffers_created - before,
             dispatches: tape.dispatches.len() as u64,
+            bound_bytes: tape
+                .dispatches
+                .iter()
+                .flat_map(|d| d.bufs.iter().map(|b| b.2))
+                .sum(),
             peak_bytes: tape.peak_bytes,
             workspace_bytes: tape.workspace_bytes,
             gpu_nodes: tape.gpu_nodes,

@@ -26,6 +26,7 @@ mod contract;
 mod conv;
 mod draws;
 mod elementwise_args;
+pub(crate) mod epilogue;
 mod fill;
 mod fused;
 mod index;
@@ -44,6 +45,7 @@ pub mod support;
 pub mod table;
 
 pub use conv::ConvMeta;
+pub use epilogue::{epilogue_sources, producer_variants, EpilogueMeta};
 pub(crate) use fused::fused as fused_kernel;
 pub use fused::{fused_source, FusedMeta};
 pub use index::IndexMeta;

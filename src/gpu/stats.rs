@@ -15,6 +15,11 @@ pub struct RunStats {
     pub bind_groups_created: u64,
     /// Dispatches encoded.
     pub dispatches: u64,
+    /// Bytes of the storage buffers the run's dispatches bind, summed over dispatches: what
+    /// the kernels may read and write (an upper bound: a kernel reading part of a buffer, a
+    /// view's slice, counts the whole buffer). Fusion lowers it by the intermediates it
+    /// keeps in registers.
+    pub bound_bytes: u64,
     /// Most bytes of pt2web's buffers in use at once during the run (weights included). A
     /// replayed run reports its recording's: the same buffers hold the same tensors at the
     /// same points (the device's own peak, `max_memory_allocated`, counts every buffer of
@@ -55,6 +60,7 @@ impl RunStats {
         self.pipelines_created += o.pipelines_created;
         self.bind_groups_created += o.bind_groups_created;
         self.dispatches += o.dispatches;
+        self.bound_bytes += o.bound_bytes;
         self.peak_bytes = self.peak_bytes.max(o.peak_bytes);
         self.workspace_bytes = self.workspace_bytes.max(o.workspace_bytes);
         self.gpu_nodes += o.gpu_nodes;

@@ -335,7 +335,7 @@ impl WasmModel {
     }
 
     /// Counters of the last run on WebGPU: `{submits, bufferAllocations, pipelinesCreated,
-    /// bindGroupsCreated, dispatches, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
+    /// bindGroupsCreated, dispatches, boundBytes, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
     /// fallbackNodes, fallbacks, uploads, downloads}` (`hostMs`: host time outside GPU
     /// waits); `null` on the CPU.
     #[wasm_bindgen(js_name = lastRunStats)]
@@ -348,6 +348,7 @@ impl WasmModel {
             "submits": st.submits, "bufferAllocations": st.buffer_allocations,
             "pipelinesCreated": st.pipelines_created,
             "bindGroupsCreated": st.bind_groups_created, "dispatches": st.dispatches,
+            "boundBytes": st.bound_bytes,
             "peakBytes": st.peak_bytes, "workspaceBytes": st.workspace_bytes,
             "gpuNodes": st.gpu_nodes,
             "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),

@@ -12,13 +12,17 @@
 //!   folded into the convolution's weight and bias (new constants, computed at load).
 //! - [`Pass::Fuse`] (`fuse.rs`): chains of f32 elementwise ops become one
 //!   `pt2web.fused_elementwise` node (one generated GPU kernel; see `src/ops/elementwise/fused.rs`).
+//! - [`Pass::Epilogue`] (`epilogue.rs`): a matrix product or convolution and the elementwise
+//!   op or fused chain that reads its result become one `pt2web.fused_epilogue` node (the
+//!   GPU applies the ops in the producer's kernel; see `src/ops/elementwise/epilogue.rs`).
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|dce,noop,fold_bn,fuse`); a session applies them once when it is
+//! (natively also `PT2WEB_PASSES=none|all|dce,noop,fold_bn,fuse,epilogue`); a session applies them once when it is
 //! created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
 mod dce;
+mod epilogue;
 mod fold_bn;
 mod fuse;
 pub use fold_bn::FOLDED_PREFIX;
@@ -38,11 +42,19 @@ pub enum Pass {
     Fuse,
     /// Inference batch norms folded into the convolution before them.
     FoldBatchNorm,
+    /// Elementwise ops applied in the kernel of the product or convolution before them.
+    Epilogue,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 4] = [Pass::NoOps, Pass::DeadCode, Pass::FoldBatchNorm, Pass::Fuse];
+    pub const ALL: [Pass; 5] = [
+        Pass::NoOps,
+        Pass::DeadCode,
+        Pass::FoldBatchNorm,
+        Pass::Fuse,
+        Pass::Epilogue,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -50,6 +62,7 @@ impl Pass {
             Pass::NoOps => "noop",
             Pass::Fuse => "fuse",
             Pass::FoldBatchNorm => "fold_bn",
+            Pass::Epilogue => "epilogue",
         }
     }
 
@@ -60,6 +73,7 @@ impl Pass {
             "noop" | "noops" | "no_ops" => Some(Pass::NoOps),
             "fuse" | "fusion" => Some(Pass::Fuse),
             "fold_bn" | "bn" | "foldbn" | "fold_batch_norm" => Some(Pass::FoldBatchNorm),
+            "epilogue" | "epilogues" => Some(Pass::Epilogue),
             _ => None,
         }
     }
@@ -177,6 +191,7 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
                 Pass::DeadCode => dce::run(g),
                 Pass::NoOps => noop::run(g),
                 Pass::Fuse => fuse::run(g),
+                Pass::Epilogue => epilogue::run(g),
                 Pass::FoldBatchNorm => 0,
             }),
         };
@@ -192,7 +207,9 @@ pub fn steps(g: &Graph) -> usize {
     g.nodes
         .iter()
         .map(|n| {
-            1 + if n.target == crate::ops::elementwise::fused::TARGET {
+            1 + if n.target == crate::ops::elementwise::fused::TARGET
+                || n.target == crate::ops::elementwise::epilogue::TARGET
+            {
                 0
             } else {
                 n.inputs
@@ -353,12 +370,12 @@ mod tests {
             PassSet::of(&[Pass::DeadCode])
         );
         assert_eq!(
-            PassSet::parse("noop, dce, fuse, fold_bn").unwrap(),
+            PassSet::parse("noop, dce, fuse, fold_bn, epilogue").unwrap(),
             PassSet::ALL
         );
         let e = PassSet::parse("dce,fold").unwrap_err();
         assert!(e.contains("'fold'"), "{e}");
-        assert_eq!(PassSet::ALL.to_string(), "noop,dce,fold_bn,fuse");
+        assert_eq!(PassSet::ALL.to_string(), "noop,dce,fold_bn,fuse,epilogue");
         assert_eq!(PassSet::NONE.to_string(), "none");
     }
 }

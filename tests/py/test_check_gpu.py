@@ -46,7 +46,8 @@ def test_convnet_runs_entirely_on_the_gpu():
 
 
 def test_check_shows_the_graph_after_the_passes():
-    r = check("convnet_core", "--device", "gpu", "--json")
+    # Up to fusion: the batch norms are folded into the convolutions.
+    r = check("convnet_core", "--device", "gpu", "--json", passes="noop,dce,fold_bn,fuse")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     ops = {o["op"]: o for o in out["gpu"]["ops"]}
@@ -55,6 +56,14 @@ def test_check_shows_the_graph_after_the_passes():
     assert ops["aten.convolution.default"]["gpu"] == counts["aten.convolution.default"]
     assert out["gpu"]["fallback_nodes"] == 0
     assert out["memory"]["derived_bytes"] > 0
+    # Every pass: each convolution and its relu are one fused epilogue node, on the GPU.
+    r = check("convnet_core", "--device", "gpu", "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    ops = {o["op"]: o for o in out["gpu"]["ops"]}
+    assert "aten.convolution.default" not in ops, ops
+    assert ops["pt2web.fused_epilogue.default"]["gpu"] >= counts["aten.convolution.default"], ops
+    assert out["gpu"]["fallback_nodes"] == 0
 
 
 def test_fallbacks_name_their_reason():

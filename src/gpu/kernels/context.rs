@@ -15,6 +15,10 @@ pub struct KernelCtx<'k, 'd, 'a> {
     /// Set by [`inplace`]: an elementwise kernel whose `self` is this tensor writes into it
     /// (the `_ip` entries) instead of a new output, where its other operands allow.
     pub into: Option<GTensor>,
+    /// A fused epilogue for this producer's storing dispatch ([`KernelCtx::dispatch_out`],
+    /// `epilogue.rs`), and whether that dispatch applied it.
+    pub(crate) epilogue: Option<super::epilogue::Pending>,
+    pub(crate) epilogue_applied: bool,
 }
 
 pub(crate) type Out = Result<Option<Vec<Slot>>>;
@@ -27,6 +31,8 @@ impl<'k, 'd, 'a> KernelCtx<'k, 'd, 'a> {
             op,
             f16_as_f32: false,
             into: None,
+            epilogue: None,
+            epilogue_applied: false,
         }
     }
 }
@@ -116,6 +122,7 @@ impl KernelCtx<'_, '_, '_> {
         groups: (u32, u32, u32),
     ) -> Result<()> {
         let mut bound: Vec<(u32, wgpu::Buffer, u64)> = Vec::with_capacity(bufs.len());
+
         let mut classes = Vec::new();
         for (b, t) in bufs {
             let s = lock(&t.cell);
@@ -127,6 +134,7 @@ impl KernelCtx<'_, '_, '_> {
                 classes.push((buf.buffer().clone(), buf.size()));
             }
         }
+        let bound_bytes: u64 = bound.iter().map(|b| b.2).sum();
         if self.r.dry {
             // A prepare pass: the bind group exists now, the pipeline is created with the
             // others at the end of the pass (`pipelines.rs`); nothing is encoded.
@@ -171,6 +179,7 @@ impl KernelCtx<'_, '_, '_> {
             pass.dispatch_workgroups(groups.0, groups.1, groups.2);
         }
         self.r.stats.dispatches += 1;
+        self.r.stats.bound_bytes += bound_bytes;
         Ok(())
     }
 }

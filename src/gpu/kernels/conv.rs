@@ -327,6 +327,11 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
         return Ok(None);
     };
     let sizes = ops.conv.out_sizes();
+    // A fused epilogue indexes the convolution's result by its shape ([N, O, spatial...]),
+    // which the GEMM form's [N, O, pixels] output holds in the same order.
+    if let Some(ep) = k.epilogue.as_mut() {
+        ep.shape = Some(sizes.clone());
+    }
     let mut meta = ConvMeta {
         kdim: (cg * taps) as u32,
         flags: bc.is_some() as u32,
@@ -353,7 +358,7 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
     if depthwise {
         let (gx, gy, row) = grid(n * o * plane_out, 64);
         meta.row = row;
-        k.dispatch(
+        k.dispatch_out(
             &DEPTHWISE.typed(elems),
             bytemuck::bytes_of(&meta),
             &bufs,
@@ -367,7 +372,7 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
                 og.div_ceil(64) as u32,
                 (n * groups) as u32,
             );
-            k.dispatch(
+            k.dispatch_out(
                 &CONV_TILED.typed(elems),
                 bytemuck::bytes_of(&meta),
                 &bufs,
@@ -380,7 +385,7 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
                 og.div_ceil(32) as u32,
                 (n * groups) as u32,
             );
-            k.dispatch(
+            k.dispatch_out(
                 &CONV.typed(elems),
                 bytemuck::bytes_of(&meta),
                 &bufs,

@@ -51,15 +51,24 @@ fn code_name(codes: &crate::gpu::shaders::OpCodes, code: u32) -> Option<String> 
 
 /// The chain's numbers: each is read from the kernel's parameters, never written into the
 /// WGSL as a literal, where a driver's fast-math would fold `x * 0` to 0 for a NaN `x`.
-#[derive(Default)]
-pub(crate) struct Numbers(pub Vec<f32>);
+pub(crate) struct Numbers {
+    pub values: Vec<f32>,
+    /// The uniform struct that holds them (`params`, or `params.ep` in an epilogue).
+    at: &'static str,
+}
 
 impl Numbers {
+    pub(crate) fn at(at: &'static str) -> Self {
+        Numbers {
+            values: Vec::new(),
+            at,
+        }
+    }
     /// The WGSL that reads number `v` (the f32 the elementwise kernels would pass).
     fn read(&mut self, v: f64) -> String {
-        let i = self.0.len();
-        self.0.push(v as f32);
-        format!("params.numbers[{}][{}]", i / 4, i % 4)
+        let i = self.values.len();
+        self.values.push(v as f32);
+        format!("{}.numbers[{}][{}]", self.at, i / 4, i % 4)
     }
 }
 
@@ -86,6 +95,114 @@ pub(crate) fn binary_code(op: &str) -> Option<BinaryOp> {
     })
 }
 
+/// The op codes and scalar math every generated kernel calls (`shaders/math.wgsl`).
+pub(crate) fn math_prelude() -> String {
+    let mut s = String::new();
+    for codes in [UnaryOp::CODES, BinaryOp::CODES, CompareOp::CODES] {
+        s.push_str(&codes.wgsl());
+    }
+    s.push_str(crate::gpu::shaders::MATH);
+    s
+}
+
+/// WGSL that sets `o{j}` to input j's element offset for the flat index `rem` (a `var`,
+/// consumed), from `p`'s `rank`, `shape`, `offsets` and `strides` (8 per input).
+pub(crate) fn offsets_wgsl(n: usize, p: &str) -> String {
+    let mut s = String::new();
+    for j in 0..n {
+        let _ = writeln!(s, "    var o{j} = {p}.offsets[{}][{}];", j / 4, j % 4);
+    }
+    let _ = writeln!(
+        s,
+        "    var d = {p}.rank;\n    loop {{\n        if d <= 1u {{\n            break;\n        }}\n        \
+         d = d - 1u;\n        let n = {p}.shape[d / 4u][d % 4u];\n        let q = rem % n;\n        \
+         rem = rem / n;"
+    );
+    for j in 0..n {
+        let _ = writeln!(
+            s,
+            "        o{j} = o{j} + q * {p}.strides[{}u + d / 4u][d % 4u];",
+            j * 2
+        );
+    }
+    s.push_str("    }\n    if d == 1u {\n");
+    for j in 0..n {
+        let _ = writeln!(s, "        o{j} = o{j} + rem * {p}.strides[{}][0];", j * 2);
+    }
+    s.push_str("    }\n");
+    s
+}
+
+/// WGSL lines computing a chain's ops (`let v<id> = ...;`) from the values `names` gives
+/// (the body's inputs), and the name of its result. None where an op has no code here.
+pub(crate) fn ops_wgsl(
+    body: &Graph,
+    steps: &[ElemStep],
+    names: &mut HashMap<usize, String>,
+    nums: &mut Numbers,
+) -> Option<(String, String)> {
+    let mut s = String::new();
+    let operand =
+        |names: &HashMap<usize, String>, nums: &mut Numbers, o: &Operand| -> Option<String> {
+            match o {
+                Operand::Value(v) => names.get(v).cloned(),
+                Operand::Number(f) => Some(nums.read(*f)),
+            }
+        };
+    for st in steps {
+        let a = operand(names, nums, st.operands.first()?)?;
+        // Plain unary ops read neither parameter (the elementwise kernels pass 1 and 0).
+        let unary = |nums: &mut Numbers, u: UnaryOp, p: Option<(f64, f64)>| -> Option<String> {
+            let (alpha, beta) = match p {
+                Some((x, y)) => (nums.read(x), nums.read(y)),
+                None => ("1.0".into(), "0.0".into()),
+            };
+            Some(format!(
+                "unary_value_k({}, {a}, {alpha}, {beta}, 0.0)",
+                code_name(&UnaryOp::CODES, u as u32)?
+            ))
+        };
+        let e = match &st.op {
+            Elem::Unary(name) => unary(nums, unary_code(name)?, None)?,
+            Elem::Gelu { tanh } => unary(
+                nums,
+                if *tanh {
+                    UnaryOp::GeluTanh
+                } else {
+                    UnaryOp::Gelu
+                },
+                None,
+            )?,
+            Elem::LeakyRelu { slope } => unary(nums, UnaryOp::LeakyRelu, Some((*slope, 0.0)))?,
+            Elem::Clamp { lo, hi } => unary(nums, UnaryOp::Clamp, Some((*lo, *hi)))?,
+            Elem::Binary { op, alpha } => {
+                let b = operand(names, nums, st.operands.get(1)?)?;
+                let alpha = if *alpha == 1.0 {
+                    "1.0".to_string()
+                } else {
+                    nums.read(*alpha)
+                };
+                format!(
+                    "binary_k({}, {a}, {b}, {alpha})",
+                    code_name(&BinaryOp::CODES, binary_code(op)? as u32)?
+                )
+            }
+            Elem::Where => format!(
+                "select({}, {}, {a})",
+                operand(names, nums, st.operands.get(2)?)?,
+                operand(names, nums, st.operands.get(1)?)?
+            ),
+        };
+        let name = format!("v{}", st.out);
+        let _ = writeln!(s, "    let {name} = {e};");
+        names.insert(st.out, name);
+    }
+    let [Arg::Tensor(root)] = body.outputs[..] else {
+        return None;
+    };
+    Some((s, names.get(&root)?.clone()))
+}
+
 /// The WGSL of a chain over inputs of `bools[j]` (a bool input, else f32), and the numbers
 /// it reads. None where an op has no code here.
 pub(crate) fn chain_source(
@@ -94,12 +211,8 @@ pub(crate) fn chain_source(
     bools: &[bool],
 ) -> Option<(String, Numbers)> {
     let n = bools.len();
-    let mut nums = Numbers::default();
-    let mut s = String::new();
-    for codes in [UnaryOp::CODES, BinaryOp::CODES, CompareOp::CODES] {
-        s.push_str(&codes.wgsl());
-    }
-    s.push_str(crate::gpu::shaders::MATH);
+    let mut nums = Numbers::at("params");
+    let mut s = math_prelude();
     let _ = writeln!(
         s,
         "\nstruct Meta {{\n    numel: u32,\n    rank: u32,\n    row: u32,\n    pad: u32,\n    \
@@ -124,30 +237,7 @@ pub(crate) fn chain_source(
          let i = gid.x + gid.y * params.row;\n    if i >= params.numel {\n        return;\n    }\n    \
          var rem = i;\n",
     );
-    for j in 0..n {
-        let _ = writeln!(s, "    var o{j} = params.offsets[{}][{}];", j / 4, j % 4);
-    }
-    s.push_str(
-        "    var d = params.rank;\n    loop {\n        if d <= 1u {\n            break;\n        }\n        \
-         d = d - 1u;\n        let n = params.shape[d / 4u][d % 4u];\n        let q = rem % n;\n        \
-         rem = rem / n;\n",
-    );
-    for j in 0..n {
-        let _ = writeln!(
-            s,
-            "        o{j} = o{j} + q * params.strides[{}u + d / 4u][d % 4u];",
-            j * 2
-        );
-    }
-    s.push_str("    }\n    if d == 1u {\n");
-    for j in 0..n {
-        let _ = writeln!(
-            s,
-            "        o{j} = o{j} + rem * params.strides[{}][0];",
-            j * 2
-        );
-    }
-    s.push_str("    }\n");
+    s.push_str(&offsets_wgsl(n, "params"));
     // Body value -> WGSL name: inputs x0.., node results v<id>.
     let mut names: HashMap<usize, String> = HashMap::new();
     for (j, a) in body.inputs.iter().enumerate() {
@@ -160,66 +250,10 @@ pub(crate) fn chain_source(
         };
         let _ = writeln!(s, "    let x{j} = {load};");
     }
-    let operand =
-        |names: &HashMap<usize, String>, nums: &mut Numbers, o: &Operand| -> Option<String> {
-            match o {
-                Operand::Value(v) => names.get(v).cloned(),
-                Operand::Number(f) => Some(nums.read(*f)),
-            }
-        };
-    for st in steps {
-        let a = operand(&names, &mut nums, st.operands.first()?)?;
-        // Plain unary ops read neither parameter (the elementwise kernels pass 1 and 0).
-        let unary = |nums: &mut Numbers, u: UnaryOp, p: Option<(f64, f64)>| -> Option<String> {
-            let (alpha, beta) = match p {
-                Some((x, y)) => (nums.read(x), nums.read(y)),
-                None => ("1.0".into(), "0.0".into()),
-            };
-            Some(format!(
-                "unary_value_k({}, {a}, {alpha}, {beta}, 0.0)",
-                code_name(&UnaryOp::CODES, u as u32)?
-            ))
-        };
-        let e = match &st.op {
-            Elem::Unary(name) => unary(&mut nums, unary_code(name)?, None)?,
-            Elem::Gelu { tanh } => unary(
-                &mut nums,
-                if *tanh {
-                    UnaryOp::GeluTanh
-                } else {
-                    UnaryOp::Gelu
-                },
-                None,
-            )?,
-            Elem::LeakyRelu { slope } => unary(&mut nums, UnaryOp::LeakyRelu, Some((*slope, 0.0)))?,
-            Elem::Clamp { lo, hi } => unary(&mut nums, UnaryOp::Clamp, Some((*lo, *hi)))?,
-            Elem::Binary { op, alpha } => {
-                let b = operand(&names, &mut nums, st.operands.get(1)?)?;
-                let alpha = if *alpha == 1.0 {
-                    "1.0".to_string()
-                } else {
-                    nums.read(*alpha)
-                };
-                format!(
-                    "binary_k({}, {a}, {b}, {alpha})",
-                    code_name(&BinaryOp::CODES, binary_code(op)? as u32)?
-                )
-            }
-            Elem::Where => format!(
-                "select({}, {}, {a})",
-                operand(&names, &mut nums, st.operands.get(2)?)?,
-                operand(&names, &mut nums, st.operands.get(1)?)?
-            ),
-        };
-        let name = format!("v{}", st.out);
-        let _ = writeln!(s, "    let {name} = {e};");
-        names.insert(st.out, name);
-    }
-    let [Arg::Tensor(root)] = body.outputs[..] else {
-        return None;
-    };
-    let _ = writeln!(s, "    out[i] = {};\n}}", names.get(&root)?);
-    (nums.0.len() <= MAX_NUMBERS).then_some((s, nums))
+    let (ops, root) = ops_wgsl(body, steps, &mut names, &mut nums)?;
+    s.push_str(&ops);
+    let _ = writeln!(s, "    out[i] = {root};\n}}");
+    (nums.values.len() <= MAX_NUMBERS).then_some((s, nums))
 }
 
 /// The WGSL module a fused node's kernel runs (None where it runs its body instead), for
@@ -326,7 +360,7 @@ pub(crate) fn fused(k: &mut KernelCtx) -> Out {
     for (d, &s) in cshape.iter().enumerate() {
         m.shape[d] = s as u32;
     }
-    m.numbers[..nums.0.len()].copy_from_slice(&nums.0);
+    m.numbers[..nums.values.len()].copy_from_slice(&nums.values);
     for (j, x) in xs.iter().enumerate() {
         m.offsets[j] = x.offset as u32;
         for (d, &s) in cstrides[j].iter().enumerate() {

@@ -112,20 +112,20 @@ pub(super) fn encode_matmul(
                 batch as u32,
             );
             let bufs = [(1, &out), (2, a), (3, bm), (4, c.unwrap_or(a))];
-            k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, groups)?;
+            k.dispatch_out(&v, bytemuck::bytes_of(&meta), &bufs, groups)?;
             return Ok(Some(out));
         }
     }
     // 8x8 invocations of 4x4 outputs each (shaders/matmul.wgsl).
     let groups = (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32);
     match c {
-        Some(c) => k.dispatch(
+        Some(c) => k.dispatch_out(
             &MATMUL_BIAS.typed(elems),
             bytemuck::bytes_of(&meta),
             &[(1, &out), (2, a), (3, bm), (4, c)],
             groups,
         )?,
-        None => k.dispatch(
+        None => k.dispatch_out(
             &MATMUL.typed(elems),
             bytemuck::bytes_of(&meta),
             &[(1, &out), (2, a), (3, bm)],
@@ -230,6 +230,12 @@ pub(super) fn linear(k: &mut KernelCtx) -> Out {
     }
     let lead: Vec<usize> = x.sizes[..x.rank() - 1].to_vec();
     let m: usize = lead.iter().product();
+    // The result is a view of the [M, N] product: a fused epilogue indexes it by its shape.
+    if let Some(ep) = k.epilogue.as_mut() {
+        let mut shape = lead.clone();
+        shape.push(n);
+        ep.shape = Some(shape);
+    }
     let Some(xc) = contiguous(k, &x)? else {
         return Ok(None);
     };

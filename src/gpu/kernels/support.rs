@@ -98,6 +98,8 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
         "higher_order.cond" | "higher_order.while_loop" => return Some(true),
         // One generated kernel, or its body's nodes (which answer for themselves).
         crate::ops::elementwise::fused::TARGET => return Some(true),
+        // The producer's kernel, or its subgraphs' nodes (which answer for themselves).
+        crate::ops::elementwise::epilogue::TARGET => return Some(true),
         // The results are stacked by the GPU copy.
         "higher_order.map_impl" => return Some(all(outputs, gpu_dtype)),
         _ => {}

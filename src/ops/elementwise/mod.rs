@@ -5,6 +5,8 @@
 //! - `real`: the float compute trait and erf/erfc/erfinv; `fast`: vectorizable f32 exp/tanh/erf
 //! - `arith`, `unary`, `ternary`, `logic`, `convert`: the kernels
 //! - `fused`: the node the fusion pass makes of a chain of these ops
+//! - `epilogue`: the node the epilogue pass makes of a matrix product or convolution and the
+//!   chain that reads its result
 
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
@@ -12,6 +14,7 @@ pub(crate) mod meta;
 pub(crate) mod arith;
 pub(crate) mod convert;
 pub(crate) mod engine;
+pub(crate) mod epilogue;
 mod fast;
 pub(crate) mod fused;
 pub(crate) mod logic;
@@ -25,6 +28,7 @@ pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
     arith::register(r);
     convert::register(r);
+    epilogue::register(r);
     fused::register(r);
     logic::register(r);
     ternary::register(r);

@@ -1,0 +1,333 @@
+//! Epilogue fusion: a matrix product or convolution whose result is read by nothing but one
+//! elementwise op, or one fused chain (`pt2web.fused_elementwise`, made by `fuse.rs`), becomes
+//! one `pt2web.fused_epilogue` node with the two as subgraphs (see
+//! `src/ops/elementwise/epilogue.rs`). The GPU applies the ops to each result in the
+//! producer's kernel before it is stored: `relu(conv(x))`, `relu(conv(x) + residual)`,
+//! `gelu(linear(x))` and `bmm(q, k) * scale + mask` are one dispatch each.
+//!
+//! What may fuse:
+//! - the producer is one of [`PRODUCERS`] with one f32 result, and reads only tensors (no
+//!   symbolic arguments: its subgraph is closed over its tensors), optionally followed by
+//!   reshapes of that result ([`RESHAPES`], each the only reader of the value before it, as
+//!   core ATen writes `linear` over a batch: `view`, `addmm`, `view`); a reshape of a
+//!   kernel's fresh contiguous result keeps each element's flat index, so the epilogue
+//!   still sees element `i` of the output as result `i`. The symbolic sizes the reshapes
+//!   read become inputs of the producer's subgraph (the node's `sizes`);
+//! - the consumer is the only reader of that result (read once or more), which is not a
+//!   graph output, and its own f32 result has the producer's sizes (the ops map each result
+//!   element to one output element; other operands broadcast onto it);
+//! - the consumer reads at most [`MAX_EXTRA`] other tensors (a WebGPU shader binds 8 storage
+//!   buffers: the producer's four and these).
+//!
+//! The fused node stands at the consumer's place. Graphs with an in-place write are left
+//! alone, as the fusion pass leaves them.
+
+use super::noop::writes_in_place;
+use super::use_counts;
+use crate::dtype::DType;
+use crate::ops::elementwise::epilogue::{PRODUCERS, TARGET};
+use crate::ops::elementwise::fused::{self, ElemStep};
+use crate::program::{Arg, Graph, IntArg, Node, ValueId, ValueKind};
+use std::collections::HashMap;
+
+/// Most tensors from outside an epilogue reads (besides the producer's result).
+pub const MAX_EXTRA: usize = 4;
+
+/// Reshapes that may follow a producer in its subgraph.
+pub const RESHAPES: &[&str] = &[
+    "aten.view.default",
+    "aten._unsafe_view.default",
+    "aten.reshape.default",
+];
+
+/// Fuse the epilogues of `g`; how many nodes fewer the graph has.
+pub(super) fn run(g: &mut Graph) -> usize {
+    if writes_in_place(g) {
+        return 0;
+    }
+    let uses = use_counts(g);
+    let mut graph_outputs = Vec::new();
+    for a in &g.outputs {
+        a.values(&mut graph_outputs);
+    }
+    // The nodes reading each value.
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mut ids = Vec::new();
+        n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        for v in distinct(ids.into_iter()) {
+            readers.entry(v).or_default().push(i);
+        }
+    }
+    // Producers (and the reshapes after them) by the value they end with.
+    let mut producer: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let Some(mut v) = producer_result(n, g) else {
+            continue;
+        };
+        let mut chain = vec![i];
+        while uses.get(v) == Some(&1) && !graph_outputs.contains(&v) {
+            let Some(&[r]) = readers.get(&v).map(Vec::as_slice) else {
+                break;
+            };
+            match reshape_result(&g.nodes[r], v, g) {
+                Some(o) => {
+                    chain.push(r);
+                    v = o;
+                }
+                None => break,
+            }
+        }
+        producer.insert(v, chain);
+    }
+    let mut gone = vec![false; g.nodes.len()];
+    let mut fused_at: HashMap<usize, Node> = HashMap::new();
+    for (c, node) in g.nodes.iter().enumerate() {
+        let Some(reads) = consumer_reads(node, g) else {
+            continue;
+        };
+        let Some(out) = single_tensor(node) else {
+            continue;
+        };
+        let chosen = reads.iter().find_map(|&v| {
+            let chain = producer.get(&v)?;
+            let n_reads = reads.iter().filter(|&&r| r == v).count();
+            let extra = distinct(reads.iter().copied().filter(|&r| r != v));
+            (chain.iter().all(|&p| !gone[p] && p < c)
+                && uses.get(v) == Some(&n_reads)
+                && !graph_outputs.contains(&v)
+                && same_sizes(g, v, out)
+                && extra.len() <= MAX_EXTRA)
+                .then_some((chain, v, extra))
+        });
+        let Some((chain, v, extra)) = chosen else {
+            continue;
+        };
+        chain.iter().for_each(|&p| gone[p] = true);
+        let nodes: Vec<&Node> = chain.iter().map(|&p| &g.nodes[p]).collect();
+        fused_at.insert(c, fused_node(g, &nodes, v, node, &extra));
+    }
+    let removed = gone.iter().filter(|&&x| x).count();
+    if removed == 0 {
+        return 0;
+    }
+    let old = std::mem::take(&mut g.nodes);
+    g.nodes = old
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !gone[*i])
+        .map(|(i, n)| fused_at.remove(&i).unwrap_or(n))
+        .collect();
+    removed
+}
+
+fn dtype_of(g: &Graph, v: ValueId) -> Option<DType> {
+    match &g.values.get(v)?.kind {
+        ValueKind::Tensor { dtype, .. } => Some(*dtype),
+        _ => None,
+    }
+}
+
+fn single_tensor(n: &Node) -> Option<ValueId> {
+    match n.outputs[..] {
+        [Arg::Tensor(v)] => Some(v),
+        _ => None,
+    }
+}
+
+/// The f32 result of a producer node whose arguments are tensors and literals.
+fn producer_result(n: &Node, g: &Graph) -> Option<ValueId> {
+    let (op, overload) = n.target.strip_prefix("aten.")?.rsplit_once('.')?;
+    if overload != "default" || !PRODUCERS.contains(&op) {
+        return None;
+    }
+    let v = single_tensor(n)?;
+    let closed = n.inputs.iter().all(|(_, a)| match a {
+        Arg::Tensor(_) | Arg::OptTensor(_) => true,
+        a => {
+            let mut ids = Vec::new();
+            a.values(&mut ids);
+            ids.is_empty() && !matches!(a, Arg::Graph(_))
+        }
+    });
+    (closed && dtype_of(g, v) == Some(DType::F32)).then_some(v)
+}
+
+/// The result of `n` where it is a reshape of `v` (and nothing else) to f32.
+fn reshape_result(n: &Node, v: ValueId, g: &Graph) -> Option<ValueId> {
+    if !RESHAPES.contains(&n.target.as_str()) || n.arg("self") != Some(&Arg::Tensor(v)) {
+        return None;
+    }
+    let sizes_only = n
+        .inputs
+        .iter()
+        .all(|(k, a)| k == "self" || matches!(a, Arg::Ints(_) | Arg::SymInts(_) | Arg::SymInt(_)));
+    let o = single_tensor(n)?;
+    (sizes_only && dtype_of(g, o) == Some(DType::F32)).then_some(o)
+}
+
+/// The tensors an epilogue candidate reads, each read once per listing (None: the node is
+/// not one elementwise op or fused chain with an f32 result).
+fn consumer_reads(n: &Node, g: &Graph) -> Option<Vec<ValueId>> {
+    if n.target == fused::TARGET {
+        let out = single_tensor(n)?;
+        return match n.arg("inputs") {
+            Some(Arg::Tensors(ids)) if dtype_of(g, out) == Some(DType::F32) => Some(ids.clone()),
+            _ => None,
+        };
+    }
+    let step = ElemStep::parse(n, g)?;
+    Some(
+        step.operands
+            .iter()
+            .filter_map(|o| match o {
+                fused::Operand::Value(v) => Some(*v),
+                fused::Operand::Number(_) => None,
+            })
+            .collect(),
+    )
+}
+
+fn distinct(it: impl Iterator<Item = ValueId>) -> Vec<ValueId> {
+    let mut v = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+/// Whether two tensor values have the same sizes (static or the same symbolic expressions).
+fn same_sizes(g: &Graph, a: ValueId, b: ValueId) -> bool {
+    let sizes = |v: ValueId| match &g.values.get(v)?.kind {
+        ValueKind::Tensor { sizes, .. } => Some(sizes),
+        _ => None,
+    };
+    matches!((sizes(a), sizes(b)), (Some(x), Some(y)) if x == y)
+}
+
+/// A subgraph over copies of `g`'s values.
+struct Sub<'g> {
+    g: &'g Graph,
+    graph: Graph,
+    local: HashMap<ValueId, ValueId>,
+}
+
+impl<'g> Sub<'g> {
+    fn new(g: &'g Graph) -> Self {
+        Sub {
+            g,
+            graph: Graph::default(),
+            local: HashMap::new(),
+        }
+    }
+    fn value(&mut self, v: ValueId) -> ValueId {
+        *self.local.entry(v).or_insert_with(|| {
+            let val = self.g.value(v).clone();
+            self.graph.values.push(val.clone());
+            let id = self.graph.values.len() - 1;
+            self.graph.by_name.insert(val.name, id);
+            id
+        })
+    }
+    fn input(&mut self, v: ValueId) {
+        let id = self.value(v);
+        self.graph.inputs.push(Arg::Tensor(id));
+    }
+    fn sym_input(&mut self, v: ValueId) {
+        let id = self.value(v);
+        self.graph.inputs.push(Arg::SymInt(IntArg::Sym(id)));
+    }
+    /// `n` with its tensor arguments and results renamed into the subgraph.
+    fn node(&mut self, n: &Node) {
+        let mut n = n.clone();
+        for (_, a) in &mut n.inputs {
+            match a {
+                Arg::Tensor(v) | Arg::OptTensor(Some(v)) => *v = self.value(*v),
+                Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.value(*v)),
+                Arg::SymInt(IntArg::Sym(v)) => *v = self.value(*v),
+                Arg::SymInts(is) => {
+                    for i in is {
+                        if let IntArg::Sym(v) = i {
+                            *v = self.value(*v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for a in &mut n.outputs {
+            if let Arg::Tensor(v) = a {
+                *v = self.value(*v);
+            }
+        }
+        self.graph.nodes.push(n);
+    }
+    fn output(mut self, v: ValueId) -> Graph {
+        let id = self.value(v);
+        self.graph.outputs = vec![Arg::Tensor(id)];
+        self.graph
+    }
+}
+
+/// The fused node of the producer `nodes` (a producer and its reshapes; result `v`) and the
+/// consumer `c` reading `extra` besides.
+fn fused_node(g: &Graph, nodes: &[&Node], v: ValueId, c: &Node, extra: &[ValueId]) -> Node {
+    let mut pins = Vec::new();
+    for (_, a) in &nodes[0].inputs {
+        if let Arg::Tensor(t) | Arg::OptTensor(Some(t)) = a {
+            if !pins.contains(t) {
+                pins.push(*t);
+            }
+        }
+    }
+    // The symbolic sizes the reshapes read.
+    let mut syms = Vec::new();
+    for n in &nodes[1..] {
+        for (_, a) in &n.inputs {
+            let ints: &[IntArg] = match a {
+                Arg::SymInts(is) => is,
+                Arg::SymInt(i) => std::slice::from_ref(i),
+                _ => &[],
+            };
+            for i in ints {
+                if let IntArg::Sym(s) = i {
+                    if !syms.contains(s) {
+                        syms.push(*s);
+                    }
+                }
+            }
+        }
+    }
+    let mut prod = Sub::new(g);
+    pins.iter().for_each(|&t| prod.input(t));
+    syms.iter().for_each(|&s| prod.sym_input(s));
+    nodes.iter().for_each(|n| prod.node(n));
+    let producer = prod.output(v);
+
+    let mut epi = Sub::new(g);
+    epi.input(v);
+    extra.iter().for_each(|&t| epi.input(t));
+    epi.node(c);
+    let out = single_tensor(c).expect("a consumer has one result");
+    let epilogue = epi.output(out);
+
+    let mut inputs = pins;
+    inputs.extend(extra);
+    Node {
+        name: c.name.clone(),
+        target: TARGET.to_string(),
+        inputs: vec![
+            ("inputs".to_string(), Arg::Tensors(inputs)),
+            (
+                "sizes".to_string(),
+                Arg::SymInts(syms.into_iter().map(IntArg::Sym).collect()),
+            ),
+            ("producer".to_string(), Arg::Graph(Box::new(producer))),
+            ("epilogue".to_string(), Arg::Graph(Box::new(epilogue))),
+        ],
+        outputs: c.outputs.clone(),
+        metadata: c.metadata.clone(),
+    }
+}
