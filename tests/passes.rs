@@ -571,3 +571,32 @@ fn constants_fold_at_load() {
         folded(&["clone", "permute_1", "permute_2", "add_5"])
     );
 }
+
+/// A node the CPU kernel refuses, or whose result disagrees with torch's metadata, is left
+/// in the graph with what reads it, and what it reads is folded instead; nothing fails.
+#[test]
+fn constant_folding_leaves_what_it_cannot_compute() {
+    let (mut p, ..) = first_io_case("const_fold_core");
+    let cat = p.graph.nodes.iter_mut().find(|n| n.name == "cat").unwrap();
+    cat.inputs.retain(|(k, _)| k != "dim");
+    cat.inputs.push(("dim".into(), Arg::Int(7)));
+    let add_5 = p.graph.by_name["add_5"];
+    if let ValueKind::Tensor { dtype, .. } = &mut p.graph.values[add_5].kind {
+        *dtype = pt2web::DType::F16;
+    }
+    let r = passes::run(&mut p, PassSet::of(&[Pass::ConstFold]));
+    assert_eq!((r.nodes_before, r.nodes_after), (28, 18), "{r}");
+    let names = node_names(&p);
+    for n in ["cat", "permute_2", "add_5"] {
+        assert!(names.contains(&n.to_string()), "{n} went");
+    }
+    // `add_5` stays and reads `k * 2` folded.
+    assert_eq!(
+        arg_value(&p, "add_5", "self"),
+        format!("{}mul_1", passes::FOLDED_PREFIX)
+    );
+    assert_eq!(
+        folded_names(&p),
+        ["clone", "clone_1", "mul_1", "permute_1"].map(|n| format!("{}{n}", passes::FOLDED_PREFIX))
+    );
+}

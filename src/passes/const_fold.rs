@@ -12,7 +12,7 @@
 //!   node's result, and its other arguments are written in the graph (nothing symbolic);
 //! - its results are no graph output, have static sizes, at most 64 MiB each, and the CPU
 //!   kernel accepts it and agrees with torch's dtype and sizes (otherwise the node is left
-//!   as it was; a load never fails here).
+//!   as it was, and after 16 such nodes the whole graph: a load never fails here).
 //!
 //! An assertion that reads a constant node's result (`_assert_tensor_metadata` after a
 //! weight's `.half()`) is checked once, here, and goes when it holds.
@@ -47,6 +47,9 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 const MAX_BYTES: u64 = 64 << 20;
 /// A stored result holds at most this many times the bytes of the state it comes from.
 const MAX_GROWTH: u64 = 2;
+/// Nodes refused by their kernel before the pass gives up on the graph (each refusal runs
+/// the evaluation again).
+const MAX_REFUSALS: usize = 16;
 
 /// Ops whose result is a view of their input (free at run time: never stored on their own).
 const VIEWS: [&str; 29] = [
@@ -137,6 +140,7 @@ pub(super) fn run(p: &mut Program) -> usize {
         let plan = analyze(p, &state_of, &failed);
         match evaluate(&p.graph, &plan, &state_of, p, &mut cache) {
             Ok(env) => break (plan, env),
+            Err(_) if failed.len() >= MAX_REFUSALS => return 0,
             Err(i) => {
                 failed.insert(i);
             }
@@ -208,10 +212,11 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
     let g = &p.graph;
     let nv = g.values.len();
     let reg = table();
-    let mut graph_outputs = Vec::new();
+    let mut ids = Vec::new();
     for a in &g.outputs {
-        a.values(&mut graph_outputs);
+        a.values(&mut ids);
     }
+    let graph_outputs: HashSet<ValueId> = ids.into_iter().collect();
     // Which nodes are constant, in graph order.
     let mut konst = vec![false; nv];
     let mut computed = vec![false; nv];
