@@ -298,8 +298,9 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
                 from.extend(r.iter().copied());
             }
         }
-        let computes = !VIEWS.contains(&op_of(&n.target))
-            && !(COPIES.contains(&op_of(&n.target)) && keeps_layout(g, n));
+        let op = op_of(&n.target);
+        let view_like = VIEWS.contains(&op) || (COPIES.contains(&op) && keeps_layout(g, n));
+        let computes = !view_like;
         let fresh_in = ins.iter().any(|&v| fresh[v]);
         let state_bytes: u64 = from
             .iter()
