@@ -153,6 +153,24 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
         assert_eq!(s.program.graph.nodes.len(), nodes, "passes {set}");
         assert_eq!(s.passes.nodes_after, nodes);
     }
+    // Constant folding through the session: folded or not, PyTorch's results.
+    for stem in [
+        "const_fold_core",
+        "const_fold_train",
+        "const_fold_mutbuf_core",
+    ] {
+        let (p, ins, want) = first_io_case(stem);
+        for set in [PassSet::ALL, PassSet::NONE, PassSet::of(&[Pass::ConstFold])] {
+            set_graph_passes(set);
+            let s = run_matches_torch(&p, &ins, &want, &format!("{stem} with passes {set}"));
+            let folds = s
+                .program
+                .state
+                .keys()
+                .any(|k| k.starts_with(passes::FOLDED_PREFIX));
+            assert_eq!(folds, set != PassSet::NONE, "{stem} with passes {set}");
+        }
+    }
     set_graph_passes(PassSet::ALL);
 
     // A dead pure node goes; a dead in-place one stays, and then no copy is removed from
@@ -200,8 +218,10 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
         vec![
             ("noop".into(), 0),
             ("dce".into(), 2),
+            ("const_fold".into(), 0),
             ("fold_bn".into(), 0),
-            ("fuse".into(), 0)
+            ("fuse".into(), 0),
+            ("epilogue".into(), 0)
         ]
     );
 }
@@ -451,4 +471,230 @@ fn epilogue_cases_fuse_as_designed() {
             );
         }
     }
+}
+
+/// The nodes of `p` that are gone from `q`, sorted.
+fn removed_nodes(p: &Program, q: &Program) -> Vec<String> {
+    let kept = node_names(q);
+    let mut v: Vec<String> = node_names(p)
+        .into_iter()
+        .filter(|n| !kept.contains(n))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The constants the passes added to `q`, sorted.
+fn folded_names(q: &Program) -> Vec<String> {
+    q.state
+        .keys()
+        .filter(|k| k.starts_with(passes::FOLDED_PREFIX))
+        .cloned()
+        .collect()
+}
+
+/// The value the argument `arg` of node `node` reads.
+fn arg_value<'a>(q: &'a Program, node: &str, arg: &str) -> &'a str {
+    let n = q
+        .graph
+        .nodes
+        .iter()
+        .find(|n| n.name == node)
+        .unwrap_or_else(|| panic!("no node {node}"));
+    match n.arg(arg) {
+        Some(Arg::Tensor(v) | Arg::OptTensor(Some(v))) => &q.graph.value(*v).name,
+        other => panic!("{node}.{arg}: {other:?}"),
+    }
+}
+
+/// Constant folding on the committed ConstFold fixtures (tests/fixgen/gen_fixtures.py):
+/// weights prepared in `forward` (a transposed copy, an f16 round trip times 2, a `cat` of two
+/// parameters, a permuted buffer copied, arithmetic on a tensor constant) become
+/// `pt2web_folded.*` constants read by the matmuls; chains of views (the linear layer's
+/// transposed weight) and a result 4x the bytes of its buffer (`c.expand(4, 8).contiguous()`)
+/// stay; the assertion on the f16 intermediate is checked and goes, the one on the
+/// parameter stays. The results are still PyTorch's.
+#[test]
+fn constants_fold_at_load() {
+    let folded = |names: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = names
+            .iter()
+            .map(|n| format!("{}{n}", passes::FOLDED_PREFIX))
+            .collect();
+        v.sort();
+        v
+    };
+    let sorted = |names: &[&str]| -> Vec<String> {
+        let mut v: Vec<String> = names.iter().map(|s| s.to_string()).collect();
+        v.sort();
+        v
+    };
+    for (stem, before, after, gone, new, kept, reads) in [
+        (
+            "const_fold_core",
+            28,
+            15,
+            sorted(&[
+                "permute",
+                "clone",
+                "_to_copy",
+                "_assert_tensor_metadata_1",
+                "_to_copy_1",
+                "mul",
+                "permute_1",
+                "cat",
+                "permute_2",
+                "permute_3",
+                "clone_1",
+                "mul_1",
+                "add_5",
+            ]),
+            folded(&["clone", "permute_1", "permute_2", "clone_1", "add_5"]),
+            ["permute_4", "expand", "clone_2", "_assert_tensor_metadata"],
+            [
+                ("mm", "mat2", "clone"),
+                ("mm_1", "mat2", "permute_1"),
+                ("mm_2", "mat2", "permute_2"),
+                ("mm_3", "mat2", "clone_1"),
+                ("mul_2", "other", "add_5"),
+            ],
+        ),
+        (
+            "const_fold_train",
+            27,
+            14,
+            sorted(&[
+                "t",
+                "contiguous",
+                "to",
+                "_assert_tensor_metadata_default_1",
+                "to_1",
+                "mul",
+                "t_1",
+                "cat",
+                "t_2",
+                "permute",
+                "contiguous_1",
+                "mul_1",
+                "add_5",
+            ]),
+            folded(&["contiguous", "t_1", "t_2", "contiguous_1", "add_5"]),
+            [
+                "linear",
+                "expand",
+                "contiguous_2",
+                "_assert_tensor_metadata_default",
+            ],
+            [
+                ("matmul", "other", "contiguous"),
+                ("matmul_1", "other", "t_1"),
+                ("matmul_2", "other", "t_2"),
+                ("matmul_3", "other", "contiguous_1"),
+                ("mul_2", "other", "add_5"),
+            ],
+        ),
+    ] {
+        let (p, ins, want) = first_io_case(stem);
+        let mut q = p.clone();
+        let r = passes::run(&mut q, PassSet::of(&[Pass::ConstFold]));
+        assert_eq!(
+            (r.nodes_before, r.nodes_after),
+            (before, after),
+            "{stem}: {r}\n{}",
+            passes::render_graph(&q.graph)
+        );
+        assert_eq!(r.removed, vec![("const_fold".to_string(), before - after)]);
+        assert_eq!(removed_nodes(&p, &q), gone, "{stem}");
+        assert_eq!(folded_names(&q), new, "{stem}");
+        let names = node_names(&q);
+        for k in kept {
+            assert!(names.contains(&k.to_string()), "{stem}: {k} went");
+        }
+        for (node, arg, constant) in reads {
+            assert_eq!(
+                arg_value(&q, node, arg),
+                format!("{}{constant}", passes::FOLDED_PREFIX),
+                "{stem}: {node}.{arg}"
+            );
+        }
+        // The view of the linear weight reads the parameter itself; the originals stay.
+        let fc = if stem.ends_with("core") {
+            arg_value(&q, "permute_4", "self")
+        } else {
+            arg_value(&q, "linear", "weight")
+        };
+        assert_eq!(fc, "p_fc_weight", "{stem}");
+        assert!(p.state.keys().all(|k| q.state.contains_key(k)), "{stem}");
+        // Stored contiguous, in the kernel's dtype: (w.half().float() * 2).t() is [16, 8] f32.
+        let t = &q.state[&new[3]].tensor;
+        assert_eq!(
+            (t.dtype, t.sizes.as_slice()),
+            (pt2web::DType::F32, &[16, 8][..])
+        );
+        assert!(t.is_contiguous(), "{stem}");
+        // Folding again changes nothing.
+        let again = passes::run(&mut q.clone(), PassSet::of(&[Pass::ConstFold]));
+        assert_eq!(again.nodes_after, again.nodes_before, "{stem}: {again}");
+        // The folded graph gives PyTorch's results (and so does every pass set the process
+        // uses: the session applies them on top).
+        run_matches_torch(&q, &ins, &want, &format!("{stem} folded"));
+        run_matches_torch(&p, &ins, &want, &format!("{stem} as exported"));
+    }
+
+    // A buffer the program mutates is not folded: `scale.exp()` stays, `(w * 2).t()` goes.
+    let (p, ins, want) = first_io_case("const_fold_mutbuf_core");
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::of(&[Pass::ConstFold]));
+    assert_eq!((r.nodes_before, r.nodes_after), (6, 4), "{r}");
+    assert_eq!(removed_nodes(&p, &q), ["mul", "permute"]);
+    assert_eq!(folded_names(&q), folded(&["permute"]));
+    assert_eq!(arg_value(&q, "exp", "self"), "b_scale");
+    run_matches_torch(&q, &ins, &want, "const_fold_mutbuf_core folded");
+
+    // The same with a mutation of the permuted buffer added to const_fold_core's signature:
+    // its copy is no longer folded.
+    let (mut p, ..) = first_io_case("const_fold_core");
+    p.outputs.push(pt2web::program::OutputSpec {
+        arg: Arg::None,
+        kind: pt2web::program::OutputKind::BufferMutation {
+            buffer: "perm".into(),
+        },
+    });
+    let r = passes::run(&mut p, PassSet::of(&[Pass::ConstFold]));
+    assert_eq!((r.nodes_before, r.nodes_after), (28, 17), "{r}");
+    let names = node_names(&p);
+    assert!(names.contains(&"permute_3".to_string()) && names.contains(&"clone_1".to_string()));
+    assert_eq!(
+        folded_names(&p),
+        folded(&["clone", "permute_1", "permute_2", "add_5"])
+    );
+}
+
+/// A node the CPU kernel refuses, or whose result disagrees with torch's metadata, is left
+/// in the graph with what reads it, and what it reads is folded instead; nothing fails.
+#[test]
+fn constant_folding_leaves_what_it_cannot_compute() {
+    let (mut p, ..) = first_io_case("const_fold_core");
+    let cat = p.graph.nodes.iter_mut().find(|n| n.name == "cat").unwrap();
+    cat.inputs.retain(|(k, _)| k != "dim");
+    cat.inputs.push(("dim".into(), Arg::Int(7)));
+    let add_5 = p.graph.by_name["add_5"];
+    if let ValueKind::Tensor { dtype, .. } = &mut p.graph.values[add_5].kind {
+        *dtype = pt2web::DType::F16;
+    }
+    let r = passes::run(&mut p, PassSet::of(&[Pass::ConstFold]));
+    assert_eq!((r.nodes_before, r.nodes_after), (28, 18), "{r}");
+    let names = node_names(&p);
+    for n in ["cat", "permute_2", "add_5"] {
+        assert!(names.contains(&n.to_string()), "{n} went");
+    }
+    // `add_5` stays and reads `k * 2` folded.
+    assert_eq!(
+        arg_value(&p, "add_5", "self"),
+        format!("{}mul_1", passes::FOLDED_PREFIX)
+    );
+    assert_eq!(
+        folded_names(&p),
+        ["clone", "clone_1", "mul_1", "permute_1"].map(|n| format!("{}{n}", passes::FOLDED_PREFIX))
+    );
 }

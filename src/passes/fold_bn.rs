@@ -16,17 +16,11 @@
 //! nothing reads, and whose result is not itself a graph output. The result differs from the
 //! unfolded graph by float rounding only.
 
-use super::use_counts;
+use super::{use_counts, FOLDED_PREFIX};
 use crate::dtype::DType;
-use crate::program::{
-    Arg, InputKind, InputSpec, OutputKind, Program, StateEntry, StateKind, Value, ValueId,
-    ValueKind,
-};
+use crate::program::{Arg, InputKind, OutputKind, Program, ValueId};
 use crate::tensor::HostTensor;
 use std::collections::{BTreeSet, HashMap};
-
-/// The prefix of the constants this pass adds.
-pub const FOLDED_PREFIX: &str = "pt2web_folded.";
 
 /// Fold the batch norms of `p`'s graph; how many nodes went.
 pub(super) fn run(p: &mut Program) -> usize {
@@ -201,46 +195,9 @@ fn fold_at(
     };
     let w_t = host(&w_name, w_host.sizes.clone(), &w2)?;
     let b_t = host(&b_name, vec![out_ch], &b2)?;
-    // New placeholders for the folded constants (appended: user inputs keep their order).
-    let placeholder = |p: &mut Program, name: &str, t: HostTensor| -> ValueId {
-        let id = p.graph.values.len();
-        p.graph.values.push(Value {
-            name: name.to_string(),
-            kind: ValueKind::Tensor {
-                dtype: DType::F32,
-                sizes: t
-                    .sizes
-                    .iter()
-                    .map(|&s| crate::program::Dim::Static(s as i64))
-                    .collect(),
-                strides: t
-                    .strides
-                    .iter()
-                    .map(|&s| crate::program::Dim::Static(s as i64))
-                    .collect(),
-                requires_grad: false,
-            },
-        });
-        p.graph.by_name.insert(name.to_string(), id);
-        p.graph.inputs.push(Arg::Tensor(id));
-        p.inputs.push(InputSpec {
-            name: name.to_string(),
-            kind: InputKind::Constant {
-                name: name.to_string(),
-            },
-        });
-        p.state.insert(
-            name.to_string(),
-            StateEntry {
-                kind: StateKind::Constant,
-                tensor: t,
-                path_name: String::new(),
-            },
-        );
-        id
-    };
-    let wv = placeholder(p, &w_name, w_t);
-    let bv = placeholder(p, &b_name, b_t);
+    // New placeholders for the folded constants.
+    let wv = super::add_constant(p, &w_name, w_t);
+    let bv = super::add_constant(p, &b_name, b_t);
     let conv = &mut p.graph.nodes[c];
     for (n, a) in &mut conv.inputs {
         match n.as_str() {

@@ -8,6 +8,10 @@
 //!   `contiguous`, and `view` / `reshape` / `expand` to the shape they already have, when
 //!   torch's own metadata says the result has the input's dtype, sizes and strides: uses of
 //!   the result read the input instead.
+//! - [`Pass::ConstFold`] (`const_fold.rs`): what depends only on parameters, buffers the
+//!   program never mutates and constants (dtype casts, arithmetic, copies and concatenations
+//!   of weights) computed once at load by the CPU kernels; each result the rest of the graph
+//!   reads becomes a new constant (`pt2web_folded.<node>`). Chains of views alone stay.
 //! - [`Pass::FoldBatchNorm`] (`fold_bn.rs`): an inference batch norm after a convolution
 //!   folded into the convolution's weight and bias (new constants, computed at load).
 //! - [`Pass::Fuse`] (`fuse.rs`): chains of f32 elementwise ops become one
@@ -17,19 +21,23 @@
 //!   GPU applies the ops in the producer's kernel; see `src/ops/elementwise/epilogue.rs`).
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|dce,noop,fold_bn,fuse,epilogue`); a session applies them once when it is
+//! (natively also `PT2WEB_PASSES=none|all|noop,dce,const_fold,fold_bn,fuse,epilogue`); a session applies them once when it is
 //! created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
+mod const_fold;
 mod dce;
 mod epilogue;
 mod fold_bn;
 mod fuse;
-pub use fold_bn::FOLDED_PREFIX;
 mod noop;
 
 use crate::program::{Arg, Graph, Program, ValueId};
 use std::fmt;
+
+/// The prefix of the constants the passes add (computed at load from the program's state;
+/// `pt2web check` counts them as derived bytes).
+pub const FOLDED_PREFIX: &str = "pt2web_folded.";
 
 /// One graph pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,15 +50,18 @@ pub enum Pass {
     Fuse,
     /// Inference batch norms folded into the convolution before them.
     FoldBatchNorm,
+    /// What depends only on the program's state, computed once at load.
+    ConstFold,
     /// Elementwise ops applied in the kernel of the product or convolution before them.
     Epilogue,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 5] = [
+    pub const ALL: [Pass; 6] = [
         Pass::NoOps,
         Pass::DeadCode,
+        Pass::ConstFold,
         Pass::FoldBatchNorm,
         Pass::Fuse,
         Pass::Epilogue,
@@ -62,17 +73,20 @@ impl Pass {
             Pass::NoOps => "noop",
             Pass::Fuse => "fuse",
             Pass::FoldBatchNorm => "fold_bn",
+            Pass::ConstFold => "const_fold",
             Pass::Epilogue => "epilogue",
         }
     }
 
-    /// `dce` / `noop` (also `dead_code`, `no_ops`).
+    /// A pass by [`Pass::name`] or an alias (`dead_code`, `no_ops`, `fusion`, `bn`,
+    /// `constfold`, `fold_constants`...).
     pub fn parse(s: &str) -> Option<Pass> {
         match s.trim().to_ascii_lowercase().as_str() {
             "dce" | "dead_code" | "deadcode" => Some(Pass::DeadCode),
             "noop" | "noops" | "no_ops" => Some(Pass::NoOps),
             "fuse" | "fusion" => Some(Pass::Fuse),
             "fold_bn" | "bn" | "foldbn" | "fold_batch_norm" => Some(Pass::FoldBatchNorm),
+            "const_fold" | "constfold" | "fold_constants" => Some(Pass::ConstFold),
             "epilogue" | "epilogues" => Some(Pass::Epilogue),
             _ => None,
         }
@@ -185,20 +199,56 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
     };
     for pass in passes.passes() {
         let n = match pass {
-            // Reads and adds program state: the top-level graph only.
+            // Read and add program state: the top-level graph only.
             Pass::FoldBatchNorm => fold_bn::run(p),
+            Pass::ConstFold => const_fold::run(p),
             _ => on_graphs(&mut p.graph, &mut |g| match pass {
                 Pass::DeadCode => dce::run(g),
                 Pass::NoOps => noop::run(g),
                 Pass::Fuse => fuse::run(g),
                 Pass::Epilogue => epilogue::run(g),
-                Pass::FoldBatchNorm => 0,
+                Pass::FoldBatchNorm | Pass::ConstFold => 0,
             }),
         };
         report.removed.push((pass.name().to_string(), n));
     }
     report.nodes_after = steps(&p.graph);
     report
+}
+
+/// Add `t` to the program as a new tensor constant `name` (state, input spec and
+/// placeholder, appended after the other inputs so user inputs keep their order); its
+/// placeholder value.
+fn add_constant(p: &mut Program, name: &str, t: crate::tensor::HostTensor) -> ValueId {
+    use crate::program::{Dim, InputKind, InputSpec, StateEntry, StateKind, Value, ValueKind};
+    let dims = |v: &[usize]| v.iter().map(|&s| Dim::Static(s as i64)).collect();
+    let id = p.graph.values.len();
+    p.graph.values.push(Value {
+        name: name.to_string(),
+        kind: ValueKind::Tensor {
+            dtype: t.dtype,
+            sizes: dims(&t.sizes),
+            strides: dims(&t.strides),
+            requires_grad: false,
+        },
+    });
+    p.graph.by_name.insert(name.to_string(), id);
+    p.graph.inputs.push(Arg::Tensor(id));
+    p.inputs.push(InputSpec {
+        name: name.to_string(),
+        kind: InputKind::Constant {
+            name: name.to_string(),
+        },
+    });
+    p.state.insert(
+        name.to_string(),
+        StateEntry {
+            kind: StateKind::Constant,
+            tensor: t,
+            path_name: String::new(),
+        },
+    );
+    id
 }
 
 /// The nodes a backend steps through in `g` and its control-flow subgraphs: a fused node
@@ -370,12 +420,21 @@ mod tests {
             PassSet::of(&[Pass::DeadCode])
         );
         assert_eq!(
-            PassSet::parse("noop, dce, fuse, fold_bn, epilogue").unwrap(),
+            PassSet::parse("noop, dce, fuse, fold_bn, const_fold, epilogue").unwrap(),
             PassSet::ALL
         );
+        for alias in ["constfold", "fold_constants", "CONST_FOLD"] {
+            assert_eq!(
+                PassSet::parse(alias).unwrap(),
+                PassSet::of(&[Pass::ConstFold])
+            );
+        }
         let e = PassSet::parse("dce,fold").unwrap_err();
         assert!(e.contains("'fold'"), "{e}");
-        assert_eq!(PassSet::ALL.to_string(), "noop,dce,fold_bn,fuse,epilogue");
+        assert_eq!(
+            PassSet::ALL.to_string(),
+            "noop,dce,const_fold,fold_bn,fuse,epilogue"
+        );
         assert_eq!(PassSet::NONE.to_string(), "none");
     }
 }

@@ -196,7 +196,8 @@ fn resolve_output(graph: &Graph, env: &[Option<RValue>], a: &Arg) -> Result<RVal
     })
 }
 
-fn bind(graph: &Graph, env: &mut [Option<RValue>], a: &Arg, v: RValue) -> Result<()> {
+/// Bind a node output or graph input `a` to the value `v` in `env`.
+pub(crate) fn bind(graph: &Graph, env: &mut [Option<RValue>], a: &Arg, v: RValue) -> Result<()> {
     match (a, v) {
         (Arg::None, _) => {}
         (Arg::Tensor(id), v @ RValue::Tensor(_)) => env[*id] = Some(v),

@@ -191,6 +191,71 @@ def _f():
     return _convnet("convnet_core", True)
 
 
+# ---- weights prepared in forward (pt2web's constant folding) ------------------------
+
+
+class ConstFold(nn.Module):
+    """Work in forward that reads only parameters, buffers and constants."""
+
+    def __init__(self):
+        super().__init__()
+        # Small weights keep the sums within a few units (errors compared in absolute terms).
+        self.w = nn.Parameter(0.1 * torch.randn(8, 16))
+        self.a = nn.Parameter(0.1 * torch.randn(3, 16))
+        self.b = nn.Parameter(0.1 * torch.randn(5, 16))
+        self.fc = nn.Linear(16, 8)
+        self.register_buffer("perm", 0.1 * torch.randn(8, 16))
+        self.register_buffer("c", torch.randn(1, 8))
+        self.k = torch.linspace(-1.0, 1.0, 8)  # a plain tensor attribute: a lifted constant
+
+    def forward(self, x):  # x: [4, 16]
+        y = x @ self.w.t().contiguous()  # copy of a transposed weight
+        y = y + x @ (self.w.half().float() * 2).t()  # casts and arithmetic, then a view
+        y = y + x @ torch.cat([self.a, self.b]).t()  # cat of two parameters
+        y = y + x @ self.perm.permute(1, 0).contiguous()  # permuted buffer, copied
+        y = y + self.fc(x)  # the weight's transpose is a view only
+        y = y + self.c.expand(4, 8).contiguous()  # 4x the bytes it reads
+        return y * (self.k * 2 + 1)  # arithmetic on a tensor constant
+
+
+def _const_fold(name, core):
+    seeded(11)
+    m = ConstFold().eval()
+    return single(name, "weights prepared in forward (transpose copies, f16 round trip, cat, permuted "
+                  "buffer, expand copy, arithmetic on a tensor constant) for constant folding; "
+                  + ("core ATen" if core else "training IR"), m, (rnd(4, 16),), core=core)
+
+
+@fixture("const_fold_train")
+def _f():
+    return _const_fold("const_fold_train", False)
+
+
+@fixture("const_fold_core")
+def _f():
+    return _const_fold("const_fold_core", True)
+
+
+class ConstFoldMutBuf(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(0.1 * torch.randn(8, 16))
+        self.register_buffer("scale", torch.rand(8) + 0.5)
+
+    def forward(self, x):
+        y = x @ (self.w * 2).t()  # constant
+        y = y * self.scale.exp()  # reads a buffer the call mutates: not constant
+        self.scale.mul_(0.5)
+        return y
+
+
+@fixture("const_fold_mutbuf_core")
+def _f():
+    seeded(12)
+    return single("const_fold_mutbuf_core", "constant folding next to a mutated buffer "
+                  "(BUFFER_MUTATION output), core ATen", ConstFoldMutBuf().eval(), (rnd(4, 16),), core=True)
+
+
 # ---- dynamic shapes -----------------------------------------------------------------
 
 
