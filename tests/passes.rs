@@ -137,11 +137,12 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
         .unwrap();
     assert_eq!(producer.target, "aten.view.default", "{}", producer.name);
     // Fusing again changes nothing.
-    let again = passes::run(&mut fused, PassSet::ALL);
+    let again = passes::run(&mut fused, PassSet::of(&[Pass::Fuse]));
     assert_eq!(again.nodes_after, again.nodes_before, "{again}");
 
     for (set, nodes) in [
-        (PassSet::ALL, 73),
+        // The epilogue pass joins two addmm to the chains after them (GELU, the residual).
+        (PassSet::ALL, 71),
         (cleanup, 80),
         (PassSet::NONE, 92),
         (PassSet::of(&[Pass::DeadCode]), 88),
@@ -202,7 +203,8 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     add(&mut p, "dead_neg", "aten.neg.default", dead);
     let mut q = p.clone();
     let r = passes::run(&mut q, PassSet::ALL);
-    assert_eq!(q.graph.nodes.len(), n0, "{r}");
+    // The dead nodes go; the epilogue pass joins the hidden layer's addmm and relu.
+    assert_eq!(q.graph.nodes.len(), n0 - 1, "{r}");
     assert!(!node_names(&q).iter().any(|n| n.starts_with("dead_")));
     run_matches_torch(&q, &ins, &want, "mlp_core with dead nodes removed");
 
@@ -337,7 +339,9 @@ fn batch_norms_fold_into_convolutions() {
         }
         // Every pass set with the folding gives PyTorch's results (checked by the session).
         let s = Session::new(q.clone()).unwrap();
-        assert_eq!(s.program.graph.nodes.len(), q.graph.nodes.len());
+        let mut all = q.clone();
+        passes::run(&mut all, PassSet::ALL);
+        assert_eq!(s.program.graph.nodes.len(), all.graph.nodes.len());
         let mut s = Session::new(q).unwrap();
         let got = s
             .run(ins.iter().cloned().map(RValue::Tensor).collect())
