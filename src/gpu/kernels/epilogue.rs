@@ -224,6 +224,9 @@ fn infer_size(v: &[i64], numel: usize) -> Option<Vec<usize>> {
         .collect()
 }
 
+/// The storing dispatch with an epilogue: its variant, uniform bytes and extra tensors.
+type Applied = (Variant, Vec<u8>, Vec<GTensor>);
+
 impl Pending {
     /// The epilogue of `e` over the tensors `extras` (None: it cannot be generated, or a
     /// tensor is not of the dtype the graph declares).
@@ -256,7 +259,7 @@ impl Pending {
         meta: &[u8],
         out: &GTensor,
         bound: usize,
-    ) -> Result<Option<(Variant, Vec<u8>, Vec<GTensor>)>> {
+    ) -> Result<Option<Applied>> {
         let shape = match &self.view_size {
             Some(v) => match infer_size(v, out.numel()) {
                 Some(s) => s,
