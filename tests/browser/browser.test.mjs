@@ -493,7 +493,9 @@ test('demo page: open any .pt2 runs a fixture', async () => {
   await page.waitForSelector('#runStatus[data-done="1"]', { timeout: 60000 });
   assert.match(await page.textContent('#outputs'), /float32\[/);
   const chart = await page.evaluate(() => ({ h: document.getElementById('ops').height, trace: window.pt2webDemo.lastTrace.traceEvents.length }));
-  assert.ok(chart.h >= 50 && chart.trace >= 3, JSON.stringify(chart));
+  // One chart row per target of the run, one trace event per step: the graph passes make
+  // each linear + relu one fused epilogue (two steps of one target).
+  assert.ok(chart.h >= 22 + 10 && chart.trace >= 2, JSON.stringify(chart));
   assert.deepEqual(errors, []);
 });
 
