@@ -105,19 +105,13 @@ pub(super) fn run(g: &mut Graph) -> usize {
         };
         chain.iter().for_each(|&p| gone[p] = true);
         let nodes: Vec<&Node> = chain.iter().map(|&p| &g.nodes[p]).collect();
-        fused_at.insert(c, fused_node(g, &nodes, v, node, &extra));
+        fused_at.insert(c, fused_node(g, &nodes, v, node, out, &extra));
     }
     let removed = gone.iter().filter(|&&x| x).count();
     if removed == 0 {
         return 0;
     }
-    let old = std::mem::take(&mut g.nodes);
-    g.nodes = old
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !gone[*i])
-        .map(|(i, n)| fused_at.remove(&i).unwrap_or(n))
-        .collect();
+    super::replace_nodes(g, &gone, fused_at);
     removed
 }
 
@@ -272,8 +266,15 @@ impl<'g> Sub<'g> {
 }
 
 /// The fused node of the producer `nodes` (a producer and its reshapes; result `v`) and the
-/// consumer `c` reading `extra` besides.
-fn fused_node(g: &Graph, nodes: &[&Node], v: ValueId, c: &Node, extra: &[ValueId]) -> Node {
+/// consumer `c` (result `out`) reading `extra` besides.
+fn fused_node(
+    g: &Graph,
+    nodes: &[&Node],
+    v: ValueId,
+    c: &Node,
+    out: ValueId,
+    extra: &[ValueId],
+) -> Node {
     let mut pins = Vec::new();
     for (_, a) in &nodes[0].inputs {
         if let Arg::Tensor(t) | Arg::OptTensor(Some(t)) = a {
@@ -310,7 +311,6 @@ fn fused_node(g: &Graph, nodes: &[&Node], v: ValueId, c: &Node, extra: &[ValueId
     epi.input(v);
     extra.iter().for_each(|&t| epi.input(t));
     epi.node(c);
-    let out = single_tensor(c).expect("a consumer has one result");
     let epilogue = epi.output(out);
 
     let mut inputs = pins;

@@ -93,13 +93,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
     if removed == 0 {
         return 0;
     }
-    let old = std::mem::take(&mut g.nodes);
-    g.nodes = old
-        .into_iter()
-        .enumerate()
-        .filter(|(i, _)| !gone[*i])
-        .map(|(i, n)| fused.remove(&i).unwrap_or(n))
-        .collect();
+    super::replace_nodes(g, &gone, fused);
     removed
 }
 

@@ -287,6 +287,22 @@ fn on_graphs(g: &mut Graph, f: &mut dyn FnMut(&mut Graph) -> usize) -> usize {
     n + f(g)
 }
 
+/// `g`'s nodes without those marked `gone`, each node at an index of `replacements`
+/// replaced by the node given there (a fused node at its chain's place).
+fn replace_nodes(
+    g: &mut Graph,
+    gone: &[bool],
+    mut replacements: std::collections::HashMap<usize, crate::program::Node>,
+) {
+    let old = std::mem::take(&mut g.nodes);
+    g.nodes = old
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !gone[*i])
+        .map(|(i, n)| replacements.remove(&i).unwrap_or(n))
+        .collect();
+}
+
 /// The values a graph's nodes define, per node output.
 fn defined(a: &Arg, out: &mut Vec<ValueId>) {
     match a {
