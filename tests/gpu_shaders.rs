@@ -3,8 +3,8 @@
 
 use pt2web::cpu::Data;
 use pt2web::gpu::kernels::{
-    BatchNormMeta, ConvMeta, ElemMeta, GateMeta, IndexMeta, MatmulMeta, PoolMeta, ReduceMeta,
-    ResampleMeta, RowMeta, ScatterMeta, SelectMeta, ShapeMeta, SortMeta,
+    AttentionMeta, BatchNormMeta, ConvMeta, ElemMeta, GateMeta, IndexMeta, MatmulMeta, PoolMeta,
+    ReduceMeta, ResampleMeta, RowMeta, ScatterMeta, SelectMeta, ShapeMeta, SortMeta,
 };
 use pt2web::gpu::shaders::{all_variants, Shader, Variant, MATH};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
@@ -114,6 +114,7 @@ fn uniform_layouts_match() {
         (Shader::Rnn, std::mem::size_of::<GateMeta>()),
         (Shader::Linalg, std::mem::size_of::<MatmulMeta>()),
         (Shader::Select, std::mem::size_of::<SelectMeta>()),
+        (Shader::Attention, std::mem::size_of::<AttentionMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.module()).unwrap();
         let mut layouter = naga::proc::Layouter::default();

@@ -290,6 +290,31 @@ fn conv_algorithms_match_pytorch() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Both GPU attention implementations on the attention family: the streaming kernel (one
+/// dispatch, `shaders/attention.wgsl`, the default) and the math form (matmul, softmax,
+/// matmul), each against PyTorch.
+#[test]
+fn attention_kernels_match_pytorch() {
+    use pt2web::backends::{self, Attention};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let mut failures = Vec::new();
+    for a in [Attention::Math, Attention::Streaming] {
+        backends::set_attention(a);
+        let rep = run_family(&dev, "attention");
+        eprintln!(
+            "attention {a:?}: {} passed, {} failed, {} gpu nodes, {} fallbacks",
+            rep.passed,
+            rep.failures.len(),
+            rep.stats.gpu_nodes,
+            rep.stats.fallback_nodes()
+        );
+        failures.extend(rep.failures.iter().map(|f| format!("{a:?}: {f}")));
+    }
+    backends::set_attention(Attention::Streaming);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Every family of tests/fixtures/ops on the GPU (PT2WEB_OP_FAMILY=name runs one).
 #[test]
 fn op_suite_gpu() {

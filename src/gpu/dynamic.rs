@@ -20,6 +20,9 @@
 //!   ([`super::kernels::epilogue`]), no readback; where it cannot apply it, the epilogue's
 //!   graph after the producer's result.
 //!
+//! - `pt2web.fused_attention`: the streaming attention kernel
+//!   ([`super::kernels::fused_attention`]), no readback; where it declines, the body's nodes.
+//!
 //! These nodes count as GPU nodes; a run with any of them has one more submit per readback
 //! (counted in [`RunStats::submits`](super::exec::RunStats)).
 
@@ -137,6 +140,7 @@ pub(super) enum Dynamic {
     RepeatInterleave,
     Fused,
     Epilogue,
+    Attention,
 }
 
 impl Dynamic {
@@ -148,6 +152,7 @@ impl Dynamic {
             "higher_order.map_impl" => return Some(Dynamic::Map),
             crate::ops::elementwise::fused::TARGET => return Some(Dynamic::Fused),
             crate::ops::elementwise::epilogue::TARGET => return Some(Dynamic::Epilogue),
+            crate::ops::attention::fused::TARGET => return Some(Dynamic::Attention),
             _ => {}
         }
         let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
@@ -190,6 +195,7 @@ pub(super) async fn run(
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
         Dynamic::Fused => fused(a).await,
         Dynamic::Epilogue => epilogue(a).await,
+        Dynamic::Attention => attention(a).await,
     }
 }
 
@@ -319,6 +325,32 @@ async fn epilogue(a: &mut At<'_, '_>) -> Out {
     let mut eins: Vec<Slot> = produced.into_iter().take(1).collect();
     eins.extend(extras.iter().cloned());
     let outs = a.run_sub(parts.epilogue, eins, "the epilogue").await?;
+    Ok(Some(node_results(node, outs)))
+}
+
+/// Core ATen's attention made one node: the streaming kernel on q, k, v and the mask, or
+/// where it declines (a dtype, an embedding too large, `Attention::Math`) the body's nodes.
+async fn attention(a: &mut At<'_, '_>) -> Out {
+    use crate::ops::attention::fused::Parts;
+    let node = a.node;
+    let parts = Parts::of(node).map_err(|e| a.err(e))?;
+    let mut ins = flat_slots(a, 0)?;
+    let tensors = ins
+        .iter()
+        .map(|s| match s {
+            Slot::Tensor(t) => Some(t.clone()),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>();
+    if let Some(ts) = tensors {
+        if let Some(out) =
+            super::kernels::fused_attention(&mut a.kc(), &ts, parts.scale, parts.safe)?
+        {
+            return Ok(Some(vec![Slot::Tensor(out)]));
+        }
+    }
+    ins.extend(flat_slots(a, 1)?);
+    let outs = a.run_sub(parts.body, ins, "the attention body").await?;
     Ok(Some(node_results(node, outs)))
 }
 

@@ -204,6 +204,7 @@ pub async fn run_graph(
                 env: &env.v,
                 state: st,
             };
+            let dispatched = r.stats.dispatches;
             let mut k = KernelCtx::new(r, &env.t, op_ctx);
             outs = kernels::run(&mut k, op).map_err(|e| match e {
                 e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
@@ -211,7 +212,9 @@ pub async fn run_graph(
             })?;
             if outs.is_some() {
                 on_gpu = true;
-                if is_view {
+                // A view that had to copy (a reshape of strides it cannot view) is a
+                // kernel like any other.
+                if is_view && r.stats.dispatches == dispatched {
                     r.stats.view_nodes += 1;
                 } else {
                     r.stats.gpu_nodes += 1;

@@ -27,13 +27,14 @@ pub enum Shader {
     Rnn,
     Linalg,
     Select,
+    Attention,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 18] = [
+    pub const ALL: [Shader; 19] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -52,6 +53,7 @@ impl Shader {
         Shader::Rnn,
         Shader::Linalg,
         Shader::Select,
+        Shader::Attention,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -73,6 +75,7 @@ impl Shader {
             Shader::Rnn => "rnn.wgsl",
             Shader::Linalg => "linalg.wgsl",
             Shader::Select => "select.wgsl",
+            Shader::Attention => "attention.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -146,6 +149,7 @@ impl Shader {
             Shader::Rnn => include_str!("../../shaders/rnn.wgsl"),
             Shader::Linalg => include_str!("../../shaders/linalg.wgsl"),
             Shader::Select => include_str!("../../shaders/select.wgsl"),
+            Shader::Attention => include_str!("../../shaders/attention.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }
@@ -393,6 +397,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::SOFTMAX);
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::SAFE_SOFTMAX);
+    v.push(super::kernels::ATTENTION_ROW);
     for base in [
         super::kernels::SOFTMAX,
         super::kernels::LOG_SOFTMAX,

@@ -23,7 +23,7 @@
 //! alone, as the fusion pass leaves them.
 
 use super::noop::writes_in_place;
-use super::use_counts;
+use super::{use_counts, Sub};
 use crate::dtype::DType;
 use crate::ops::elementwise::epilogue::{PRODUCERS, TARGET};
 use crate::ops::elementwise::fused::{self, ElemStep};
@@ -199,70 +199,6 @@ fn same_sizes(g: &Graph, a: ValueId, b: ValueId) -> bool {
         _ => None,
     };
     matches!((sizes(a), sizes(b)), (Some(x), Some(y)) if x == y)
-}
-
-/// A subgraph over copies of `g`'s values.
-struct Sub<'g> {
-    g: &'g Graph,
-    graph: Graph,
-    local: HashMap<ValueId, ValueId>,
-}
-
-impl<'g> Sub<'g> {
-    fn new(g: &'g Graph) -> Self {
-        Sub {
-            g,
-            graph: Graph::default(),
-            local: HashMap::new(),
-        }
-    }
-    fn value(&mut self, v: ValueId) -> ValueId {
-        *self.local.entry(v).or_insert_with(|| {
-            let val = self.g.value(v).clone();
-            self.graph.values.push(val.clone());
-            let id = self.graph.values.len() - 1;
-            self.graph.by_name.insert(val.name, id);
-            id
-        })
-    }
-    fn input(&mut self, v: ValueId) {
-        let id = self.value(v);
-        self.graph.inputs.push(Arg::Tensor(id));
-    }
-    fn sym_input(&mut self, v: ValueId) {
-        let id = self.value(v);
-        self.graph.inputs.push(Arg::SymInt(IntArg::Sym(id)));
-    }
-    /// `n` with its tensor arguments and results renamed into the subgraph.
-    fn node(&mut self, n: &Node) {
-        let mut n = n.clone();
-        for (_, a) in &mut n.inputs {
-            match a {
-                Arg::Tensor(v) | Arg::OptTensor(Some(v)) => *v = self.value(*v),
-                Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.value(*v)),
-                Arg::SymInt(IntArg::Sym(v)) => *v = self.value(*v),
-                Arg::SymInts(is) => {
-                    for i in is {
-                        if let IntArg::Sym(v) = i {
-                            *v = self.value(*v);
-                        }
-                    }
-                }
-                _ => {}
-            }
-        }
-        for a in &mut n.outputs {
-            if let Arg::Tensor(v) = a {
-                *v = self.value(*v);
-            }
-        }
-        self.graph.nodes.push(n);
-    }
-    fn output(mut self, v: ValueId) -> Graph {
-        let id = self.value(v);
-        self.graph.outputs = vec![Arg::Tensor(id)];
-        self.graph
-    }
 }
 
 /// The fused node of the producer `nodes` (a producer and its reshapes; result `v`) and the

@@ -2,6 +2,8 @@
 //! planned, so every backend (CPU, GPU, meta) plans and runs the rewritten graph.
 //!
 //! Each pass is a small file here, keeps every result the same, and counts what it changed:
+//! - [`Pass::Functionalize`] (`functionalize.rs`): in-place ops on intermediates (the
+//!   training IR's `relu_`, `silu_`, `add_`) made functional, so the passes below apply.
 //! - [`Pass::DeadCode`] (`dce.rs`): nodes whose outputs nothing reads, when running them has
 //!   no other effect (no in-place writes, no random draws, no assertions).
 //! - [`Pass::NoOps`] (`noop.rs`): `alias`, `detach`, `clone`, same-dtype `_to_copy`,
@@ -14,6 +16,10 @@
 //!   reads becomes a new constant (`pt2web_folded.<node>`). Chains of views alone stay.
 //! - [`Pass::FoldBatchNorm`] (`fold_bn.rs`): an inference batch norm after a convolution
 //!   folded into the convolution's weight and bias (new constants, computed at load).
+//! - [`Pass::Attention`] (`attention.rs`): attention as core ATen writes it (`bmm`, scale,
+//!   mask add, softmax, `bmm`, with the views and copies between) becomes one
+//!   `pt2web.fused_attention` node (the GPU runs one streaming kernel; see
+//!   `src/ops/attention/fused.rs`).
 //! - [`Pass::Fuse`] (`fuse.rs`): chains of f32 elementwise ops become one
 //!   `pt2web.fused_elementwise` node (one generated GPU kernel; see `src/ops/elementwise/fused.rs`).
 //! - [`Pass::Epilogue`] (`epilogue.rs`): a matrix product or convolution and the elementwise
@@ -21,18 +27,21 @@
 //!   GPU applies the ops in the producer's kernel; see `src/ops/elementwise/epilogue.rs`).
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|noop,dce,const_fold,fold_bn,fuse,epilogue`); a session applies them once when it is
-//! created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
+//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue`); a
+//! session applies them once when it is created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
+mod attention;
 mod const_fold;
 mod dce;
 mod epilogue;
 mod fold_bn;
+mod functionalize;
 mod fuse;
 mod noop;
 
-use crate::program::{Arg, Graph, Program, ValueId};
+use crate::program::{Arg, Graph, IntArg, Node, Program, ValueId};
+use std::collections::HashMap;
 use std::fmt;
 
 /// The prefix of the constants the passes add (computed at load from the program's state;
@@ -54,15 +63,21 @@ pub enum Pass {
     ConstFold,
     /// Elementwise ops applied in the kernel of the product or convolution before them.
     Epilogue,
+    /// Core ATen's attention (bmm, scale, mask, softmax, bmm) as one node.
+    Attention,
+    /// In-place ops on intermediates made functional (training IR).
+    Functionalize,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 6] = [
+    pub const ALL: [Pass; 8] = [
+        Pass::Functionalize,
         Pass::NoOps,
         Pass::DeadCode,
         Pass::ConstFold,
         Pass::FoldBatchNorm,
+        Pass::Attention,
         Pass::Fuse,
         Pass::Epilogue,
     ];
@@ -75,6 +90,8 @@ impl Pass {
             Pass::FoldBatchNorm => "fold_bn",
             Pass::ConstFold => "const_fold",
             Pass::Epilogue => "epilogue",
+            Pass::Attention => "attention",
+            Pass::Functionalize => "functionalize",
         }
     }
 
@@ -88,6 +105,8 @@ impl Pass {
             "fold_bn" | "bn" | "foldbn" | "fold_batch_norm" => Some(Pass::FoldBatchNorm),
             "const_fold" | "constfold" | "fold_constants" => Some(Pass::ConstFold),
             "epilogue" | "epilogues" => Some(Pass::Epilogue),
+            "attention" | "sdpa" => Some(Pass::Attention),
+            "functionalize" | "functionalization" => Some(Pass::Functionalize),
             _ => None,
         }
     }
@@ -207,6 +226,8 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
                 Pass::NoOps => noop::run(g),
                 Pass::Fuse => fuse::run(g),
                 Pass::Epilogue => epilogue::run(g),
+                Pass::Attention => attention::run(g),
+                Pass::Functionalize => functionalize::run(g),
                 Pass::FoldBatchNorm | Pass::ConstFold => 0,
             }),
         };
@@ -259,6 +280,7 @@ pub fn steps(g: &Graph) -> usize {
         .map(|n| {
             1 + if n.target == crate::ops::elementwise::fused::TARGET
                 || n.target == crate::ops::elementwise::epilogue::TARGET
+                || n.target == crate::ops::attention::fused::TARGET
             {
                 0
             } else {
@@ -301,6 +323,70 @@ fn replace_nodes(
         .filter(|(i, _)| !gone[*i])
         .map(|(i, n)| replacements.remove(&i).unwrap_or(n))
         .collect();
+}
+
+/// A subgraph over copies of `g`'s values.
+pub(super) struct Sub<'g> {
+    g: &'g Graph,
+    graph: Graph,
+    local: HashMap<ValueId, ValueId>,
+}
+
+impl<'g> Sub<'g> {
+    pub(super) fn new(g: &'g Graph) -> Self {
+        Sub {
+            g,
+            graph: Graph::default(),
+            local: HashMap::new(),
+        }
+    }
+    pub(super) fn value(&mut self, v: ValueId) -> ValueId {
+        *self.local.entry(v).or_insert_with(|| {
+            let val = self.g.value(v).clone();
+            self.graph.values.push(val.clone());
+            let id = self.graph.values.len() - 1;
+            self.graph.by_name.insert(val.name, id);
+            id
+        })
+    }
+    pub(super) fn input(&mut self, v: ValueId) {
+        let id = self.value(v);
+        self.graph.inputs.push(Arg::Tensor(id));
+    }
+    pub(super) fn sym_input(&mut self, v: ValueId) {
+        let id = self.value(v);
+        self.graph.inputs.push(Arg::SymInt(IntArg::Sym(id)));
+    }
+    /// `n` with its tensor arguments and results renamed into the subgraph.
+    pub(super) fn node(&mut self, n: &Node) {
+        let mut n = n.clone();
+        for (_, a) in &mut n.inputs {
+            match a {
+                Arg::Tensor(v) | Arg::OptTensor(Some(v)) => *v = self.value(*v),
+                Arg::Tensors(vs) => vs.iter_mut().for_each(|v| *v = self.value(*v)),
+                Arg::SymInt(IntArg::Sym(v)) => *v = self.value(*v),
+                Arg::SymInts(is) => {
+                    for i in is {
+                        if let IntArg::Sym(v) = i {
+                            *v = self.value(*v);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        for a in &mut n.outputs {
+            if let Arg::Tensor(v) = a {
+                *v = self.value(*v);
+            }
+        }
+        self.graph.nodes.push(n);
+    }
+    pub(super) fn output(mut self, v: ValueId) -> Graph {
+        let id = self.value(v);
+        self.graph.outputs = vec![Arg::Tensor(id)];
+        self.graph
+    }
 }
 
 /// The values a graph's nodes define, per node output.
@@ -436,7 +522,10 @@ mod tests {
             PassSet::of(&[Pass::DeadCode])
         );
         assert_eq!(
-            PassSet::parse("noop, dce, fuse, fold_bn, const_fold, epilogue").unwrap(),
+            PassSet::parse(
+                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize"
+            )
+            .unwrap(),
             PassSet::ALL
         );
         for alias in ["constfold", "fold_constants", "CONST_FOLD"] {
@@ -449,7 +538,7 @@ mod tests {
         assert!(e.contains("'fold'"), "{e}");
         assert_eq!(
             PassSet::ALL.to_string(),
-            "noop,dce,const_fold,fold_bn,fuse,epilogue"
+            "functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue"
         );
         assert_eq!(PassSet::NONE.to_string(), "none");
     }

@@ -1,6 +1,6 @@
 //! Removal of copies and views that change nothing: `alias`, `detach`, `lift_fresh_copy`,
-//! `clone`, `contiguous`, `_to_copy` / `to`, `view` / `reshape` / `_unsafe_view` and
-//! `expand`, when torch's metadata for the result has the input's dtype, sizes and strides.
+//! `clone`, `contiguous`, `_to_copy` / `to`, `view` / `reshape` / `_unsafe_view`,
+//! `expand`, and dropouts with `train=False`, when torch's metadata for the result has the input's dtype, sizes and strides.
 //! Every later read of the result reads the input instead, and the node goes.
 //!
 //! A copy only matters where something writes through one of the two names, so a graph
@@ -24,6 +24,14 @@ const NO_OPS: [&str; 12] = [
     "aten._unsafe_view",
     "aten.expand",
     "aten.expand_copy",
+];
+
+/// Dropouts, which change nothing with `train=False` (inference).
+const DROPOUTS: [&str; 4] = [
+    "aten.dropout",
+    "aten.feature_dropout",
+    "aten.alpha_dropout",
+    "aten.feature_alpha_dropout",
 ];
 
 /// Remove the no-op nodes of `g`; how many went.
@@ -58,13 +66,14 @@ pub(super) fn run(g: &mut Graph) -> usize {
 fn no_op(g: &Graph, i: usize, graph_outputs: &[ValueId]) -> Option<(ValueId, ValueId)> {
     let n = &g.nodes[i];
     let op = n.target.rsplit_once('.').map_or("", |(o, _)| o);
-    if !NO_OPS.contains(&op) {
+    let eval_dropout = DROPOUTS.contains(&op) && matches!(n.arg("train"), Some(Arg::Bool(false)));
+    if !NO_OPS.contains(&op) && !eval_dropout {
         return None;
     }
     let [Arg::Tensor(y)] = n.outputs[..] else {
         return None;
     };
-    let Some(Arg::Tensor(x)) = n.arg("self") else {
+    let Some(Arg::Tensor(x)) = n.arg("self").or(n.arg("input")) else {
         return None;
     };
     let x = *x;

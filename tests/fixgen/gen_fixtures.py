@@ -191,6 +191,44 @@ def _f():
     return _convnet("convnet_core", True)
 
 
+# ---- in-place ops in the training IR (pt2web's functionalization) --------------------
+
+
+class InPlace(nn.Module):
+    """A residual block written with in-place ops, as torchvision writes them: relu_,
+    add_ and hardswish_ on fresh results (functionalized), and an inference dropout_ on a
+    view (removed)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(4, 4, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(4)
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.drop = nn.Dropout(0.3, inplace=True)
+        with torch.no_grad():
+            self.bn1.running_mean.uniform_(-0.5, 0.5)
+            self.bn1.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        y = self.bn1(self.conv1(x))
+        y = F.relu(y, inplace=True)
+        z = self.conv2(y)
+        z += x
+        z = F.hardswish(z, inplace=True)
+        w = torch.flatten(z, 1)
+        w = self.drop(w)
+        return w * 2.0
+
+
+@fixture("inplace_train")
+def _f():
+    seeded(4)
+    m = InPlace().eval()
+    x = rnd(2, 4, 6, 6)
+    return single("inplace_train", "in-place relu_, add_, hardswish_ and an inference dropout_, "
+                  "training IR", m, (x,), core=False)
+
+
 # ---- weights prepared in forward (pt2web's constant folding) ------------------------
 
 

@@ -17,6 +17,7 @@ use super::{
 use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
+use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::GTensor;
 use crate::ops::attention::SdpaParams;
 
@@ -199,6 +200,17 @@ fn sdpa_f32(
         return Ok(None);
     }
     let scale = SdpaParams::scale_for(scale, e) as f32;
+    if !math && !flash && dropout_p == 0.0 && streaming_chosen() {
+        let p = Streaming {
+            batch: &batch,
+            causal,
+            scale,
+            safe: true,
+        };
+        if let Some(out) = streaming(k, &q, &kt, &v, mask.as_ref(), &p)? {
+            return Ok(Some(vec![Slot::Tensor(out)]));
+        }
+    }
     // The additive mask as a contiguous [B, L, S] f32 tensor.
     let mut full = batch.clone();
     full.extend([l, s]);
@@ -335,6 +347,204 @@ fn sdpa_f32(
         res.push(Slot::Tensor(t));
     }
     Ok(Some(res))
+}
+
+/// A `pt2web.fused_attention` node's streaming kernel on q, k, v [B, H, ., .] and the
+/// additive mask (`ts`), or None (the node runs its body): the math form is chosen
+/// (`backends::set_attention`), or the kernel does not apply.
+pub(crate) fn fused_attention(
+    k: &mut KernelCtx,
+    ts: &[GTensor],
+    scale: f64,
+    safe: bool,
+) -> crate::Result<Option<GTensor>> {
+    let [q, kt, v, mask @ ..] = ts else {
+        return Ok(None);
+    };
+    if !streaming_chosen()
+        || !k.out_is(DType::F32)
+        || mask.len() > 1
+        || [q, kt, v].iter().any(|t| t.rank() != 4)
+    {
+        return Ok(None);
+    }
+    let Some(batch) = broadcast_shapes(&q.sizes[..2], &kt.sizes[..2])
+        .and_then(|b| broadcast_shapes(&b, &v.sizes[..2]))
+    else {
+        return Ok(None);
+    };
+    let p = Streaming {
+        batch: &batch,
+        causal: false,
+        scale: scale as f32,
+        safe,
+    };
+    streaming(k, q, kt, v, mask.first(), &p)
+}
+
+/// Whether attention runs the streaming kernel (`backends::set_attention`; natively
+/// `PT2WEB_ATTENTION=math|streaming` overrides it).
+fn streaming_chosen() -> bool {
+    use crate::backends::{attention, Attention};
+    #[cfg(not(target_arch = "wasm32"))]
+    if let Some(a) = std::env::var("PT2WEB_ATTENTION")
+        .ok()
+        .and_then(|s| Attention::parse(&s))
+    {
+        return a == Attention::Streaming;
+    }
+    attention() == Attention::Streaming
+}
+
+/// The uniform block of `shaders/attention.wgsl`.
+#[repr(C)]
+#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, Default)]
+pub struct AttentionMeta {
+    pub rows: u32,
+    pub row: u32,
+    pub heads: u32,
+    pub len: u32,
+    pub keys: u32,
+    pub e: u32,
+    pub ev: u32,
+    pub flags: u32,
+    pub scale: f32,
+    pub _p: [f32; 3],
+    /// (batch, head, row, column) element strides of q, k, v and the mask.
+    pub q: [u32; 4],
+    pub k: [u32; 4],
+    pub v: [u32; 4],
+    pub m: [u32; 4],
+    /// Element offsets of q, k, v and the mask.
+    pub offsets: [u32; 4],
+}
+
+/// The streaming kernel: one invocation per query row.
+pub const ATTENTION_ROW: Variant = Variant::new(Shader::Attention, "attention_row");
+/// Largest embedding (q / k and v) the streaming kernel holds in registers (`MAX_E`).
+const STREAMING_MAX_E: usize = 128;
+
+/// What the streaming kernel computes besides q, k, v and the mask.
+pub(super) struct Streaming<'a> {
+    /// The broadcast batch dims of q, k and v.
+    pub batch: &'a [usize],
+    pub causal: bool,
+    pub scale: f32,
+    /// A fully masked row gives zeros (attention), not NaN (`_softmax`).
+    pub safe: bool,
+}
+
+/// `softmax(scale * q kᵀ + mask) v` in one dispatch of the streaming kernel
+/// (`shaders/attention.wgsl`), reading q [batch.., L, E], k [batch.., S, E], v [batch.., S, Ev]
+/// and the mask (f32 added, or bool: false masks) where they lie, broadcast and strided. The
+/// output is contiguous [batch.., L, Ev]. None where it does not apply (more than two batch
+/// dims, an embedding over [`STREAMING_MAX_E`], a dtype other than f32): the caller composes
+/// the math form instead.
+pub(super) fn streaming(
+    k: &mut KernelCtx,
+    q: &GTensor,
+    kt: &GTensor,
+    v: &GTensor,
+    mask: Option<&GTensor>,
+    p: &Streaming,
+) -> crate::Result<Option<GTensor>> {
+    let (l, e) = (q.sizes[q.rank() - 2], q.sizes[q.rank() - 1]);
+    let s = kt.sizes[kt.rank() - 2];
+    let ev = v.sizes[v.rank() - 1];
+    let nb: usize = p.batch.iter().product();
+    if p.batch.len() > 2
+        || e > STREAMING_MAX_E
+        || ev > STREAMING_MAX_E
+        || nb * l >= u32::MAX as usize
+        || [q, kt, v]
+            .iter()
+            .any(|t| t.dtype != DType::F32 || !k.fits(t))
+        || mask.is_some_and(|m| !matches!(m.dtype, DType::F32 | DType::Bool) || !k.fits(m))
+    {
+        return Ok(None);
+    }
+    // Each operand as [B, H, rows, cols] strides (0 where it broadcasts).
+    let as4 = |t: &GTensor, rows: usize, cols: usize| -> Option<([u32; 4], u32)> {
+        let mut full = p.batch.to_vec();
+        full.extend([rows, cols]);
+        let x = t.expand_to(&full)?;
+        let mut st = [0u32; 4];
+        let r = x.rank();
+        for d in 0..r {
+            st[4 - r + d] = u32::try_from(x.strides[d]).ok()?;
+        }
+        Some((st, u32::try_from(x.offset).ok()?))
+    };
+    let (Some((qs, qo)), Some((ks, ko)), Some((vs, vo))) =
+        (as4(q, l, e), as4(kt, s, e), as4(v, s, ev))
+    else {
+        return Ok(None);
+    };
+    // A bool mask becomes 0 / -inf (one elementwise dispatch); a float one is read as is.
+    let mask = match mask {
+        Some(m) if m.dtype == DType::Bool => {
+            let zero = k.r.wrap(&Tensor::from_vec(vec![0f32], &[]));
+            let add = elementwise(
+                k,
+                WHERE,
+                DType::F32,
+                &zero,
+                Some(&Operand::S(f32::NEG_INFINITY)),
+                Some(m),
+                1.0,
+                0.0,
+            )?;
+            match add {
+                Some(a) => Some(a),
+                None => return Ok(None),
+            }
+        }
+        m => m.cloned(),
+    };
+    let ms = match &mask {
+        Some(m) => match as4(m, l, s) {
+            Some(x) => Some(x),
+            None => return Ok(None),
+        },
+        None => None,
+    };
+    for t in [q, kt, v].into_iter().chain(mask.as_ref()) {
+        k.ensure(t)?;
+    }
+    let mut sizes = p.batch.to_vec();
+    sizes.extend([l, ev]);
+    let out = k.new_out(DType::F32, &sizes)?;
+    let rows = nb * l;
+    if rows * ev == 0 {
+        return Ok(Some(out));
+    }
+    let (gx, gy, row) = super::grid(rows, 64);
+    let (ms, mo) = ms.unwrap_or(([0; 4], 0));
+    let meta = AttentionMeta {
+        rows: rows as u32,
+        row,
+        heads: p.batch.last().copied().unwrap_or(1) as u32,
+        len: l as u32,
+        keys: s as u32,
+        e: e as u32,
+        ev: ev as u32,
+        flags: mask.is_some() as u32 | (p.causal as u32) << 1 | (p.safe as u32) << 2,
+        scale: p.scale,
+        q: qs,
+        k: ks,
+        v: vs,
+        m: ms,
+        offsets: [qo, ko, vo, mo],
+        ..Default::default()
+    };
+    let m = mask.as_ref().unwrap_or(q);
+    k.dispatch(
+        &ATTENTION_ROW,
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, q), (3, kt), (4, v), (5, m)],
+        (gx, gy, 1),
+    )?;
+    Ok(Some(out))
 }
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).

@@ -100,6 +100,8 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
         crate::ops::elementwise::fused::TARGET => return Some(true),
         // The producer's kernel, or its subgraphs' nodes (which answer for themselves).
         crate::ops::elementwise::epilogue::TARGET => return Some(true),
+        // The streaming attention kernel, or its body's nodes.
+        crate::ops::attention::fused::TARGET => return Some(true),
         // The results are stacked by the GPU copy.
         "higher_order.map_impl" => return Some(all(outputs, gpu_dtype)),
         _ => {}

@@ -8,6 +8,8 @@
 //! and the `_safe_softmax` decomposition do), then P V (GEMM). Batch dims broadcast like
 //! matmul; `enable_gqa` repeats each key/value head for its group of query heads.
 
+/// `pt2web.fused_attention`: core ATen's attention made one node by the attention pass.
+pub mod fused;
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
@@ -62,6 +64,7 @@ pub(crate) fn register(r: &mut OpTable) {
     ] {
         r.define(t, sdpa, meta::sdpa);
     }
+    fused::register(r);
 }
 
 /// What the caller wants besides the output.
