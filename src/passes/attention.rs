@@ -417,23 +417,7 @@ fn fused_node(g: &Graph, f: &Found, root: usize) -> Node {
     let mut tensors = vec![f.q, f.k, f.v];
     tensors.extend(f.mask);
     // The symbolic sizes the matched nodes read.
-    let mut syms = Vec::new();
-    for &i in &f.nodes {
-        for (_, a) in &g.nodes[i].inputs {
-            let ints: &[IntArg] = match a {
-                Arg::SymInts(is) => is,
-                Arg::SymInt(i) => std::slice::from_ref(i),
-                _ => &[],
-            };
-            for i in ints {
-                if let IntArg::Sym(s) = i {
-                    if !syms.contains(s) {
-                        syms.push(*s);
-                    }
-                }
-            }
-        }
-    }
+    let syms = super::sym_reads(f.nodes.iter().map(|&i| &g.nodes[i]));
     let mut body = Sub::new(g);
     tensors.iter().for_each(|&t| body.input(t));
     syms.iter().for_each(|&s| body.sym_input(s));

@@ -220,23 +220,7 @@ fn fused_node(
         }
     }
     // The symbolic sizes the reshapes read.
-    let mut syms = Vec::new();
-    for n in &nodes[1..] {
-        for (_, a) in &n.inputs {
-            let ints: &[IntArg] = match a {
-                Arg::SymInts(is) => is,
-                Arg::SymInt(i) => std::slice::from_ref(i),
-                _ => &[],
-            };
-            for i in ints {
-                if let IntArg::Sym(s) = i {
-                    if !syms.contains(s) {
-                        syms.push(*s);
-                    }
-                }
-            }
-        }
-    }
+    let syms = super::sym_reads(nodes[1..].iter().copied());
     let mut prod = Sub::new(g);
     pins.iter().for_each(|&t| prod.input(t));
     syms.iter().for_each(|&s| prod.sym_input(s));

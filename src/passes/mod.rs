@@ -389,6 +389,29 @@ impl<'g> Sub<'g> {
     }
 }
 
+/// The symbolic ints `nodes` read (as `SymInt` / `SymInts` arguments), each once, in
+/// first-read order: the sizes a subgraph of them takes as inputs.
+fn sym_reads<'n>(nodes: impl Iterator<Item = &'n Node>) -> Vec<ValueId> {
+    let mut syms = Vec::new();
+    for n in nodes {
+        for (_, a) in &n.inputs {
+            let ints: &[IntArg] = match a {
+                Arg::SymInts(is) => is,
+                Arg::SymInt(i) => std::slice::from_ref(i),
+                _ => &[],
+            };
+            for i in ints {
+                if let IntArg::Sym(s) = i {
+                    if !syms.contains(s) {
+                        syms.push(*s);
+                    }
+                }
+            }
+        }
+    }
+    syms
+}
+
 /// The values a graph's nodes define, per node output.
 fn defined(a: &Arg, out: &mut Vec<ValueId>) {
     match a {
