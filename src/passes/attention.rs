@@ -33,10 +33,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
         return 0;
     }
     let uses = use_counts(g);
-    let mut graph_outputs = Vec::new();
-    for a in &g.outputs {
-        a.values(&mut graph_outputs);
-    }
+    let graph_outputs = super::output_values(g);
     let mut def: HashMap<ValueId, usize> = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         for a in &n.outputs {

@@ -46,10 +46,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
         return 0;
     }
     let uses = use_counts(g);
-    let mut graph_outputs = Vec::new();
-    for a in &g.outputs {
-        a.values(&mut graph_outputs);
-    }
+    let graph_outputs = super::output_values(g);
     // The nodes reading each value.
     let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {

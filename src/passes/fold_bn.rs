@@ -49,10 +49,7 @@ pub(super) fn run(p: &mut Program) -> usize {
             _ => None,
         })
         .collect();
-    let mut graph_outputs = Vec::new();
-    for a in &p.graph.outputs {
-        a.values(&mut graph_outputs);
-    }
+    let graph_outputs = super::output_values(&p.graph);
     let uses = use_counts(&p.graph);
     let mut folded = 0;
     let mut i = 0;

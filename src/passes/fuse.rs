@@ -28,10 +28,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
         return 0;
     }
     let uses = use_counts(g);
-    let mut graph_outputs = Vec::new();
-    for a in &g.outputs {
-        a.values(&mut graph_outputs);
-    }
+    let graph_outputs = super::output_values(g);
     let steps: Vec<Option<ElemStep>> = g.nodes.iter().map(|n| ElemStep::parse(n, g)).collect();
     let mut producer: HashMap<ValueId, usize> = HashMap::new();
     for (i, s) in steps.iter().enumerate() {

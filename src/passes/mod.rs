@@ -425,6 +425,15 @@ fn defined(a: &Arg, out: &mut Vec<ValueId>) {
     }
 }
 
+/// The values `g` returns.
+fn output_values(g: &Graph) -> Vec<ValueId> {
+    let mut out = Vec::new();
+    for a in &g.outputs {
+        a.values(&mut out);
+    }
+    out
+}
+
 /// How many times each value is read: by a node's inputs or as a graph output.
 fn use_counts(g: &Graph) -> Vec<usize> {
     let mut uses = vec![0usize; g.values.len()];

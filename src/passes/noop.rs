@@ -39,10 +39,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
     if writes_in_place(g) {
         return 0;
     }
-    let mut outputs = Vec::new();
-    for a in &g.outputs {
-        a.values(&mut outputs);
-    }
+    let outputs = super::output_values(g);
     let mut removed = 0;
     let mut i = 0;
     while i < g.nodes.len() {
