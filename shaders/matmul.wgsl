@@ -105,6 +105,36 @@ fn epilogue(v: f32, i: u32) -> f32 {
     return v;
 }
 
+// Store a block (rows row0.., columns col0..) of output `batch`, within the edges.
+fn store(acc: Block, row0: u32, col0: u32, batch: u32) {
+    let rows = array<vec4<f32>, 4>(vec4<f32>(acc.r0), vec4<f32>(acc.r1), vec4<f32>(acc.r2), vec4<f32>(acc.r3));
+    for (var i = 0u; i < BLOCK; i = i + 1u) {
+        let row = row0 + i;
+        for (var j = 0u; j < BLOCK; j = j + 1u) {
+            let col = col0 + j;
+            if row < params.m && col < params.n {
+                let o = (batch * params.m + row) * params.n + col;
+                out[o] = to_out(epilogue(params.alpha * rows[i][j], o));
+            }
+        }
+    }
+}
+
+// `store` plus the bias (a separate function: only the bias entry points bind C).
+fn store_bias(acc: Block, row0: u32, col0: u32, batch: u32) {
+    let rows = array<vec4<f32>, 4>(vec4<f32>(acc.r0), vec4<f32>(acc.r1), vec4<f32>(acc.r2), vec4<f32>(acc.r3));
+    for (var i = 0u; i < BLOCK; i = i + 1u) {
+        let row = row0 + i;
+        for (var j = 0u; j < BLOCK; j = j + 1u) {
+            let col = col0 + j;
+            if row < params.m && col < params.n {
+                let o = (batch * params.m + row) * params.n + col;
+                out[o] = to_out(epilogue(params.alpha * rows[i][j] + bias_term(row, col, batch), o));
+            }
+        }
+    }
+}
+
 @compute @workgroup_size(8, 8)
 fn matmul(@builtin(global_invocation_id) gid: vec3<u32>) {
     let row0 = gid.y * BLOCK;
@@ -112,18 +142,7 @@ fn matmul(@builtin(global_invocation_id) gid: vec3<u32>) {
     if row0 >= params.m || col0 >= params.n {
         return;
     }
-    let acc = block(row0, col0, gid.z);
-    let rows = array<vec4<f32>, 4>(vec4<f32>(acc.r0), vec4<f32>(acc.r1), vec4<f32>(acc.r2), vec4<f32>(acc.r3));
-    for (var i = 0u; i < BLOCK; i = i + 1u) {
-        let row = row0 + i;
-        for (var j = 0u; j < BLOCK; j = j + 1u) {
-            let col = col0 + j;
-            if row < params.m && col < params.n {
-                let o = (gid.z * params.m + row) * params.n + col;
-                out[o] = to_out(epilogue(params.alpha * rows[i][j], o));
-            }
-        }
-    }
+    store(block(row0, col0, gid.z), row0, col0, gid.z);
 }
 
 @compute @workgroup_size(8, 8)
@@ -133,16 +152,90 @@ fn matmul_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
     if row0 >= params.m || col0 >= params.n {
         return;
     }
-    let acc = block(row0, col0, gid.z);
-    let rows = array<vec4<f32>, 4>(vec4<f32>(acc.r0), vec4<f32>(acc.r1), vec4<f32>(acc.r2), vec4<f32>(acc.r3));
-    for (var i = 0u; i < BLOCK; i = i + 1u) {
-        let row = row0 + i;
-        for (var j = 0u; j < BLOCK; j = j + 1u) {
-            let col = col0 + j;
-            if row < params.m && col < params.n {
-                let o = (gid.z * params.m + row) * params.n + col;
-                out[o] = to_out(epilogue(params.alpha * rows[i][j] + bias_term(row, col, gid.z), o));
-            }
+    store_bias(block(row0, col0, gid.z), row0, col0, gid.z);
+}
+
+// `matmul_tiled` / `matmul_tiled_bias`: a 64x64 output tile per 16x16 workgroup, each
+// invocation a 4x4 block of it, with A's and B's tiles staged through workgroup memory 16
+// along K at a time (two barriers per step). Each value loaded from memory is read by 16
+// invocations from workgroup memory, so GPUs (where barriers are cheap and memory bandwidth
+// is the limit) take this form; software adapters keep the barrier-free `matmul` above and
+// the vec4 forms of matmul4.wgsl (src/gpu/kernels/matmul.rs chooses).
+const TILE_M: u32 = 64u;
+const TILE_N: u32 = 64u;
+const TILE_K: u32 = 16u;
+
+// ta[k * 16 + r] holds rows 4r..4r+3 of A's tile at depth k, tb[k * 16 + c] columns
+// 4c..4c+3 of B's: each step of the inner loop reads one vec4 of each.
+var<workgroup> ta: array<vec4<TAcc>, 256>;
+var<workgroup> tb: array<vec4<TAcc>, 256>;
+
+// Stage the tiles at depth k0: 4 elements of each per invocation, consecutive invocations
+// on consecutive addresses of whichever stride of the operand is 1 (coalesced loads for
+// row-major and for transposed operands alike). Past the edges: zeros.
+fn stage(flat: u32, row0: u32, col0: u32, k0: u32, batch: u32) {
+    let ab = params.a.w + batch * params.a.x;
+    let bb = params.b.w + batch * params.b.x;
+    let a_k_major = params.a.z == 1u;
+    let b_k_major = params.b.y == 1u;
+    for (var r = 0u; r < 4u; r = r + 1u) {
+        let e = flat + 256u * r;
+        var row = e % TILE_M;
+        var ka = e / TILE_M;
+        if a_k_major {
+            row = e / TILE_K;
+            ka = e % TILE_K;
         }
+        var av = TAcc(0.0);
+        if row0 + row < params.m && k0 + ka < params.k {
+            av = TAcc(a[ab + (row0 + row) * params.a.y + (k0 + ka) * params.a.z]);
+        }
+        ta[ka * 16u + row / 4u][row % 4u] = av;
+        var col = e % TILE_N;
+        var kb = e / TILE_N;
+        if b_k_major {
+            col = e / TILE_K;
+            kb = e % TILE_K;
+        }
+        var bv = TAcc(0.0);
+        if col0 + col < params.n && k0 + kb < params.k {
+            bv = TAcc(b[bb + (k0 + kb) * params.b.y + (col0 + col) * params.b.z]);
+        }
+        tb[kb * 16u + col / 4u][col % 4u] = bv;
     }
+}
+
+// The invocation's 4x4 block (rows 4 * lid.y.., columns 4 * lid.x.. of the workgroup's tile).
+fn tiled_block(lid: vec3<u32>, wid: vec3<u32>) -> Block {
+    let flat = lid.y * 16u + lid.x;
+    var acc0 = vec4<TAcc>(0.0);
+    var acc1 = vec4<TAcc>(0.0);
+    var acc2 = vec4<TAcc>(0.0);
+    var acc3 = vec4<TAcc>(0.0);
+    for (var k0 = 0u; k0 < params.k; k0 = k0 + TILE_K) {
+        stage(flat, wid.y * TILE_M, wid.x * TILE_N, k0, wid.z);
+        workgroupBarrier();
+        for (var kk = 0u; kk < TILE_K; kk = kk + 1u) {
+            let av = ta[kk * 16u + lid.y];
+            let bv = tb[kk * 16u + lid.x];
+            acc0 = fma(vec4<TAcc>(av.x), bv, acc0);
+            acc1 = fma(vec4<TAcc>(av.y), bv, acc1);
+            acc2 = fma(vec4<TAcc>(av.z), bv, acc2);
+            acc3 = fma(vec4<TAcc>(av.w), bv, acc3);
+        }
+        workgroupBarrier();
+    }
+    return Block(acc0, acc1, acc2, acc3);
+}
+
+@compute @workgroup_size(16, 16)
+fn matmul_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let acc = tiled_block(lid, wid);
+    store(acc, wid.y * TILE_M + lid.y * BLOCK, wid.x * TILE_N + lid.x * BLOCK, wid.z);
+}
+
+@compute @workgroup_size(16, 16)
+fn matmul_tiled_bias(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let acc = tiled_block(lid, wid);
+    store_bias(acc, wid.y * TILE_M + lid.y * BLOCK, wid.x * TILE_N + lid.x * BLOCK, wid.z);
 }

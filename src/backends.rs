@@ -6,7 +6,8 @@
 //! | [`set_allow_f16_reduced_precision`] | `false` | f16 matrix products on the GPU (`mm`, `bmm`, `matmul`, `addmm`, `linear`) accumulate in f16 instead of f32 (torch's `allow_fp16_reduced_precision_reduction`): faster on GPUs with fast f16 math, about 1e-3 relative error per product instead of 1e-7. Other f16 kernels always compute in f32. Takes effect at the next run |
 //! | [`set_attention`] | [`Attention::Streaming`] | how `scaled_dot_product_attention` (and its `_math` / `_flash_attention_for_cpu` forms) computes: [`Attention::Math`] materializes the whole L×S score matrix per (batch, head); [`Attention::Streaming`] processes query rows in blocks of at most 64 Ki scores, so long sequences never hold a full L×S matrix |
 //! | [`set_conv_algorithm`] | [`ConvAlgorithm::Auto`] | the GPU convolution kernel (cuDNN's algorithm choice, for pt2web): `Auto` takes `im2col` + GEMM on CPU adapters and SwiftShader and the tiled workgroup-memory kernel on GPUs; the others force one (the tests run every one on lavapipe); `PT2WEB_CONV_KERNEL` overrides natively |
-//! | [`set_graph_passes`] | [`PassSet::ALL`] | the graph passes a session applies when it is created (`src/passes/`: dead-code elimination, removal of no-op copies and views, functionalization of in-place ops, constant folding, batch-norm folding, attention recognition, elementwise and epilogue fusion); [`PassSet::NONE`] plans the graph exactly as exported. `PT2WEB_PASSES=none\|all\|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue` sets it natively when the program has not set it |
+//! | [`set_matmul_algorithm`] | [`MatmulAlgorithm::Auto`] | the GPU matrix-multiply kernel (`mm`, `bmm`, `matmul`, `addmm`, `linear` and their fused epilogues): `Auto` takes the barrier-free register-blocked and vec4 kernels on CPU adapters and SwiftShader and the workgroup-tiled kernel on GPUs; the others force one (the tests run both on lavapipe); `PT2WEB_MATMUL_KERNEL` overrides natively |
+//! | [`set_graph_passes`] | [`PassSet::ALL`] | the graph passes a session applies when it is created (`src/passes/`: dead-code elimination, removal of no-op copies and views, functionalization of in-place ops, constant folding, batch-norm folding, attention recognition, elementwise and epilogue fusion, reinplacing of buffer updates); [`PassSet::NONE`] plans the graph exactly as exported. `PT2WEB_PASSES=none\|all\|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue,reinplace` sets it natively when the program has not set it |
 //! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
 //!
 //! Every pt2web kernel is already deterministic in its arithmetic: there are no atomics in the
@@ -23,6 +24,7 @@ static ALLOW_F16_REDUCED: AtomicBool = AtomicBool::new(false);
 static ATTENTION: AtomicU8 = AtomicU8::new(Attention::Streaming as u8);
 static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
 static CONV_ALGORITHM: AtomicU8 = AtomicU8::new(ConvAlgorithm::Auto as u8);
+static MATMUL_ALGORITHM: AtomicU8 = AtomicU8::new(MatmulAlgorithm::Auto as u8);
 
 /// Whether f16/bf16 work may use reduced-precision accumulation (see the module table).
 pub fn allow_f16_reduced_precision() -> bool {
@@ -118,6 +120,54 @@ pub fn conv_algorithm() -> ConvAlgorithm {
 /// Choose the GPU convolution kernel for every session (takes effect at the next op).
 pub fn set_conv_algorithm(a: ConvAlgorithm) {
     CONV_ALGORITHM.store(a as u8, Ordering::Relaxed)
+}
+
+/// The GPU matrix-multiply kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum MatmulAlgorithm {
+    /// `Blocked` on CPU adapters and SwiftShader, `Tiled` on GPUs (the default).
+    Auto = 0,
+    /// 64x64 output tiles with the operands staged through workgroup memory.
+    Tiled = 1,
+    /// Register-blocked direct loads (vec4 where the operands allow), no workgroup memory
+    /// and no barriers.
+    Blocked = 2,
+}
+
+impl MatmulAlgorithm {
+    pub const ALL: [MatmulAlgorithm; 3] = [
+        MatmulAlgorithm::Auto,
+        MatmulAlgorithm::Tiled,
+        MatmulAlgorithm::Blocked,
+    ];
+    /// `auto`, `tiled` or `blocked`.
+    pub fn parse(s: &str) -> Option<MatmulAlgorithm> {
+        MatmulAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s.to_ascii_lowercase())
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            MatmulAlgorithm::Auto => "auto",
+            MatmulAlgorithm::Tiled => "tiled",
+            MatmulAlgorithm::Blocked => "blocked",
+        }
+    }
+}
+
+/// The current matrix-multiply algorithm.
+pub fn matmul_algorithm() -> MatmulAlgorithm {
+    let v = MATMUL_ALGORITHM.load(Ordering::Relaxed);
+    MatmulAlgorithm::ALL
+        .into_iter()
+        .find(|a| *a as u8 == v)
+        .unwrap_or(MatmulAlgorithm::Auto)
+}
+
+/// Choose the GPU matrix-multiply kernel for every session (takes effect at the next op).
+pub fn set_matmul_algorithm(a: MatmulAlgorithm) {
+    MATMUL_ALGORITHM.store(a as u8, Ordering::Relaxed)
 }
 
 /// Whether deterministic mode is on (see the module table).

@@ -255,8 +255,36 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
     rep
 }
 
-/// Held by the tests that set the process-wide conv algorithm or read the op suite's stats.
+/// Held by the tests that set a process-wide kernel switch or read the op suite's stats.
 static SWITCHES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The families `fams` run under each value of a process-wide switch (`set` applies one,
+/// `name` labels it), printing each run's counts: the failures, labelled.
+fn under_each<T: Copy>(
+    dev: &Arc<GpuDevice>,
+    values: &[T],
+    name: fn(T) -> String,
+    set: fn(T),
+    fams: &[&str],
+) -> Vec<String> {
+    let mut failures = Vec::new();
+    for &v in values {
+        set(v);
+        for fam in fams {
+            let rep = run_family(dev, fam);
+            eprintln!(
+                "{fam} with {:<9} {} passed, {} failed, {} gpu nodes, {} fallbacks",
+                name(v),
+                rep.passed,
+                rep.failures.len(),
+                rep.stats.gpu_nodes,
+                rep.stats.fallback_nodes()
+            );
+            failures.extend(rep.failures.iter().map(|f| format!("{}: {f}", name(v))));
+        }
+    }
+    failures
+}
 
 /// Every GPU convolution kernel on the conv family and on the fused epilogues of the
 /// epilogue family (each kernel applies them in its own store): `Auto` picks one per adapter
@@ -266,27 +294,37 @@ fn conv_algorithms_match_pytorch() {
     use pt2web::backends::{self, ConvAlgorithm};
     let Some(dev) = device() else { return };
     let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
-    let mut failures = Vec::new();
-    for alg in [
-        ConvAlgorithm::Tiled,
-        ConvAlgorithm::Blocked,
-        ConvAlgorithm::Gemm,
-    ] {
-        backends::set_conv_algorithm(alg);
-        for fam in ["conv", "epilogue"] {
-            let rep = run_family(&dev, fam);
-            eprintln!(
-                "{fam} with {:<8} {} passed, {} failed, {} gpu nodes, {} fallbacks",
-                alg.name(),
-                rep.passed,
-                rep.failures.len(),
-                rep.stats.gpu_nodes,
-                rep.stats.fallback_nodes()
-            );
-            failures.extend(rep.failures.iter().map(|f| format!("{}: {f}", alg.name())));
-        }
-    }
+    let failures = under_each(
+        &dev,
+        &[
+            ConvAlgorithm::Tiled,
+            ConvAlgorithm::Blocked,
+            ConvAlgorithm::Gemm,
+        ],
+        |a| a.name().to_string(),
+        backends::set_conv_algorithm,
+        &["conv", "epilogue"],
+    );
     backends::set_conv_algorithm(ConvAlgorithm::Auto);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Both GPU matrix-multiply kernels on the matmul family and on the fused epilogues of the
+/// epilogue family: `Auto` takes the register-blocked (and vec4) kernels on lavapipe and the
+/// workgroup-tiled one on GPUs, so each is forced here.
+#[test]
+fn matmul_algorithms_match_pytorch() {
+    use pt2web::backends::{self, MatmulAlgorithm};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let failures = under_each(
+        &dev,
+        &[MatmulAlgorithm::Tiled, MatmulAlgorithm::Blocked],
+        |a| a.name().to_string(),
+        backends::set_matmul_algorithm,
+        &["matmul", "epilogue"],
+    );
+    backends::set_matmul_algorithm(MatmulAlgorithm::Auto);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -298,19 +336,13 @@ fn attention_kernels_match_pytorch() {
     use pt2web::backends::{self, Attention};
     let Some(dev) = device() else { return };
     let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
-    let mut failures = Vec::new();
-    for a in [Attention::Math, Attention::Streaming] {
-        backends::set_attention(a);
-        let rep = run_family(&dev, "attention");
-        eprintln!(
-            "attention {a:?}: {} passed, {} failed, {} gpu nodes, {} fallbacks",
-            rep.passed,
-            rep.failures.len(),
-            rep.stats.gpu_nodes,
-            rep.stats.fallback_nodes()
-        );
-        failures.extend(rep.failures.iter().map(|f| format!("{a:?}: {f}")));
-    }
+    let failures = under_each(
+        &dev,
+        &[Attention::Math, Attention::Streaming],
+        |a| format!("{a:?}"),
+        backends::set_attention,
+        &["attention"],
+    );
     backends::set_attention(Attention::Streaming);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

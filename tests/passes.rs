@@ -232,7 +232,8 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
             ("fold_bn".into(), 0),
             ("attention".into(), 0),
             ("fuse".into(), 0),
-            ("epilogue".into(), 0)
+            ("epilogue".into(), 0),
+            ("reinplace".into(), 0)
         ]
     );
 }
@@ -815,4 +816,50 @@ fn attention_cases_become_one_node() {
             "{name}: {r}"
         );
     }
+}
+
+/// Core ATen's buffer updates of a static KV cache (`index_copy_` as `index_put`, a slice
+/// assignment as `slice_scatter`, `index_put`) become in-place writes into the buffers, the
+/// mutation outputs the buffers themselves; the outputs and the buffers after the call match
+/// PyTorch. (On the GPU: tests/plan.rs.)
+#[test]
+fn buffer_updates_are_reinplaced() {
+    let (p, ins, want) = first_io_case("kv_cache_core");
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::of(&[Pass::Reinplace]));
+    assert_eq!(r.removed, vec![("reinplace".to_string(), 3)], "{r}");
+    let targets: Vec<&str> = q.graph.nodes.iter().map(|n| n.target.as_str()).collect();
+    for t in ["aten.index_put.default", "aten.slice_scatter.default"] {
+        assert!(!targets.contains(&t), "{t} left: {targets:?}");
+    }
+    assert_eq!(
+        targets
+            .iter()
+            .filter(|t| **t == "aten.index_put_.default")
+            .count(),
+        2
+    );
+    // slice_scatter(b_v, copy, 1, 2, 4) -> copy_(slice(b_v, 1, 2, 4), copy)
+    let at = targets
+        .iter()
+        .position(|t| *t == "aten.copy_.default")
+        .expect("copy_");
+    assert_eq!(targets[at - 1], "aten.slice.Tensor");
+    for i in 0..3 {
+        assert!(q.mutation_in_place(i), "mutation {i} is not its buffer");
+        assert!(!p.mutation_in_place(i));
+    }
+    let s = run_matches_torch(&q, &ins, &want, "kv_cache_core, reinplaced");
+    for (name, t) in first_io_buffers_after("kv_cache_core") {
+        let (max, _) = metrics(&s.state[&name], &t);
+        assert!(
+            max <= 1e-6,
+            "buffer {name} after the call: {max} from PyTorch"
+        );
+    }
+    // Every pass: the same three rewrites, the same results.
+    let mut all = p.clone();
+    passes::run(&mut all, PassSet::ALL);
+    assert!((0..3).all(|i| all.mutation_in_place(i)));
+    run_matches_torch(&all, &ins, &want, "kv_cache_core, every pass");
 }

@@ -274,3 +274,51 @@ fn state_written_in_place_is_replayed_and_declared_mutations_are_not() {
         }
     }
 }
+
+/// Reinplaced buffer updates (tests/passes.rs `buffer_updates_are_reinplaced`) stay on the
+/// GPU: a run reads back its user output only, warm runs replay, and six runs give the
+/// outputs and buffers of a CPU session with no passes (functional updates written back).
+#[test]
+fn reinplaced_state_stays_on_the_gpu() {
+    use pt2web::backends::PassSet;
+    let Some(dev) = device() else { return };
+    let (p, ins, _) = fixture("kv_cache_core");
+    let mut plain = p.clone();
+    pt2web::passes::run(&mut plain, PassSet::ALL);
+    assert!((0..3).all(|i| plain.mutation_in_place(i)));
+    let mut g = GpuSession::new(plain, dev.clone()).unwrap();
+    let mut cpu = Session::with_passes(p, PassSet::NONE).unwrap();
+    assert!((0..3).all(|i| !cpu.program.mutation_in_place(i)));
+    let mut replayed = 0;
+    for run in 0..6 {
+        let a = g.run(ins.clone()).unwrap();
+        let b = cpu.run(ins.clone()).unwrap();
+        replayed += g.last_stats.replayed as u32;
+        assert_eq!(
+            g.last_stats.downloads, 1,
+            "run {run}: only the user output comes back"
+        );
+        for (x, y) in a.iter().zip(&b) {
+            let (max, _) = metrics(x.as_tensor().unwrap(), y.as_tensor().unwrap());
+            assert!(max < 1e-4, "run {run}: GPU vs CPU {max}");
+        }
+    }
+    assert!(replayed > 0, "no replays");
+    // The tape repeats the index range checks: an out-of-range position is torch's error,
+    // not a replay that writes nowhere, and the session runs on.
+    let mut bad = ins.clone();
+    bad[1] = RValue::Tensor(Tensor::from_vec(vec![9i64, 3], &[2]));
+    let e = g.run(bad.clone()).unwrap_err().to_string();
+    let ec = cpu.run(bad).unwrap_err().to_string();
+    assert!(e.contains("index"), "{e}");
+    eprintln!("out of range: GPU: {e}; CPU: {ec}");
+    let a = g.run(ins.clone()).unwrap();
+    let b = cpu.run(ins.clone()).unwrap();
+    let (max, _) = metrics(a[0].as_tensor().unwrap(), b[0].as_tensor().unwrap());
+    assert!(max < 1e-4, "after the error: GPU vs CPU {max}");
+    for name in ["k", "v", "hits"] {
+        let got = g.state_tensor(name).unwrap();
+        let (max, _) = metrics(&got, &cpu.state[name]);
+        assert!(max < 1e-4, "state '{name}' differs by {max}");
+    }
+}

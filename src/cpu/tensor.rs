@@ -179,6 +179,15 @@ impl Tensor {
 
     /// Copy `src` (broadcast already applied, same numel) into this view, converting dtype.
     pub fn copy_from(&self, src: &Tensor) -> Result<()> {
+        // The same view of the same storage (a buffer updated in place): nothing to copy.
+        if Arc::ptr_eq(&self.data, &src.data)
+            && self.sizes == src.sizes
+            && self.strides == src.strides
+            && self.offset == src.offset
+            && self.dtype == src.dtype
+        {
+            return Ok(());
+        }
         if src.numel() != self.numel() {
             return Err(Error::op(
                 "copy_",

@@ -474,16 +474,24 @@ impl GpuSession {
         } else {
             Vec::new()
         };
-        let (reads_before, nodes_before) =
-            (super::tape::host_reads(), self.cpu.run_state.nodes_run);
+        let (reads_before, checks_before, nodes_before) = (
+            super::tape::host_reads(),
+            super::tape::range_checks(),
+            self.cpu.run_state.nodes_run,
+        );
         let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state).await?;
         // Outputs and mutations come back together: one copy each, one submit, one wait.
+        // State the graph updated in place is current where it lives: nothing to read.
+        let wanted_at = |i: usize, kind: &OutputKind| {
+            read_back(kind) && !(keep && *kind == OutputKind::User) && !p.mutation_in_place(i)
+        };
         let wanted: Vec<Slot> = p
             .outputs
             .iter()
             .zip(&outs)
-            .filter(|(spec, _)| read_back(&spec.kind) && !(keep && spec.kind == OutputKind::User))
-            .map(|(_, s)| s.clone())
+            .enumerate()
+            .filter(|(i, (spec, _))| wanted_at(*i, &spec.kind))
+            .map(|(_, (_, s))| s.clone())
             .collect();
         if dry {
             // The prepare pass walked the whole graph: what is left (reading outputs back,
@@ -495,8 +503,8 @@ impl GpuSession {
         let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
         let mut values = r.slots_to_rvalues(&wanted).await?.into_iter();
         let mut result = Vec::new();
-        for (spec, out) in p.outputs.iter().zip(&outs) {
-            if !read_back(&spec.kind) {
+        for (i, (spec, out)) in p.outputs.iter().zip(&outs).enumerate() {
+            if !read_back(&spec.kind) || p.mutation_in_place(i) {
                 continue;
             }
             if keep && spec.kind == OutputKind::User {
@@ -575,14 +583,17 @@ impl GpuSession {
                 .filter(|(spec, _)| spec.kind == OutputKind::User)
                 .map(|(_, s)| s)
                 .collect();
+            let checks = super::tape::range_checks_since(checks_before);
             let clean = stats.fallbacks.is_empty()
                 && stats.submits == 1
-                && super::tape::host_reads() == reads_before;
+                && super::tape::host_reads() == reads_before
+                && checks.is_some();
             let recorded = clean
                 .then(|| {
                     super::tape::Tape::from_run(
                         sig,
                         rec,
+                        checks.unwrap_or_default(),
                         &held_inputs,
                         &user_outs,
                         &self.state,

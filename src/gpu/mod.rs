@@ -79,3 +79,10 @@ pub fn get_device_properties(index: usize) -> Result<DeviceProperties> {
 pub fn get_device_name(index: usize) -> Result<String> {
     get_device_properties(index).map(|p| p.name)
 }
+
+/// Whether an adapter renders in software (a CPU adapter such as lavapipe, or SwiftShader,
+/// Chrome's software WebGPU, which reports itself by name): such adapters run a workgroup's
+/// invocations as fibers, so barrier-free kernels beat workgroup-tiled ones there.
+pub fn is_software(p: &DeviceProperties) -> bool {
+    p.device_type == "cpu" || p.name.to_ascii_lowercase().contains("swiftshader")
+}

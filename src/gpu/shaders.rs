@@ -393,6 +393,8 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::CLAMP3);
     v.push(super::kernels::MATMUL);
     v.push(super::kernels::MATMUL_BIAS);
+    v.push(super::kernels::MATMUL_TILED);
+    v.push(super::kernels::MATMUL_TILED_BIAS);
     v.extend(super::kernels::MATMUL4);
     v.push(super::kernels::SOFTMAX);
     v.push(super::kernels::LOG_SOFTMAX);

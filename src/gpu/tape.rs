@@ -7,8 +7,10 @@
 //!
 //! A run is recorded only when replaying it can give the same results and errors:
 //! - every node ran on the GPU with one submit (no CPU fallback, no readback for control flow
-//!   or data-dependent sizes) and no kernel looked at tensor data on the host (the range
-//!   checks of the scatter family and of bernoulli's probabilities, [`note_host_read`]);
+//!   or data-dependent sizes) and no kernel looked at tensor data on the host (bernoulli's
+//!   probabilities, [`note_host_read`]), but for the index range checks of the scatter
+//!   family on user inputs or state ([`note_range_check`]), which each replay repeats on
+//!   its own values (a failing check runs the executor, which gives torch's error);
 //! - the program declares no state writes (no buffer or user-input mutation outputs, whose
 //!   write-back goes through the CPU), the outputs come back to the CPU (no `keepOnGpu`),
 //!   every user input is a CPU value, and the run is neither profiled nor in deterministic
@@ -36,6 +38,124 @@ use std::cell::Cell as CountCell;
 
 thread_local! {
     static HOST_READS: CountCell<u64> = const { CountCell::new(0) };
+    /// The latest range checks and the sequence number of the first one kept.
+    static RANGE_CHECKS: std::cell::RefCell<(u64, std::collections::VecDeque<RangeCheck>)> =
+        const { std::cell::RefCell::new((0, std::collections::VecDeque::new())) };
+}
+
+/// Range checks kept per thread (a run that made more is not recorded).
+const KEPT_CHECKS: usize = 4096;
+
+/// A kernel checked on the host that an index tensor's values lie in `lo..hi` (the scatter
+/// family's bounds checks, `host_in_range`). Unlike other host reads this does not stop a
+/// run from being recorded when the index tensor is a user input or state: the tape
+/// repeats the check on each replay's values, and where it fails runs the executor instead
+/// (which gives torch's error).
+#[derive(Clone)]
+pub(crate) struct RangeCheck {
+    /// The index tensor's store (weakly: recording must not keep it alive).
+    pub store: std::sync::Weak<std::sync::Mutex<super::store::Store>>,
+    pub sizes: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub offset: usize,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+/// Note a range check of `t`'s values (see [`RangeCheck`]).
+pub(crate) fn note_range_check(t: &super::store::GTensor, lo: i64, hi: i64) {
+    RANGE_CHECKS.with(|c| {
+        let (first, kept) = &mut *c.borrow_mut();
+        kept.push_back(RangeCheck {
+            store: std::sync::Arc::downgrade(&t.cell),
+            sizes: t.sizes.clone(),
+            strides: t.strides.clone(),
+            offset: t.offset,
+            lo,
+            hi,
+        });
+        if kept.len() > KEPT_CHECKS {
+            kept.pop_front();
+            *first += 1;
+        }
+    });
+}
+
+/// The sequence number the next range check on this thread gets (a run's checks are those
+/// from its start on).
+pub(crate) fn range_checks() -> u64 {
+    RANGE_CHECKS.with(|c| {
+        let (first, kept) = &*c.borrow();
+        first + kept.len() as u64
+    })
+}
+
+/// The range checks noted on this thread since `from` ([`range_checks`] at a run's start;
+/// with sessions interleaved on one thread, another run's too, which only makes the
+/// recording fail). None when some were dropped already.
+pub(crate) fn range_checks_since(from: u64) -> Option<Vec<RangeCheck>> {
+    RANGE_CHECKS.with(|c| {
+        let (first, kept) = &*c.borrow();
+        let skip = usize::try_from(from.checked_sub(*first)?).ok()?;
+        Some(kept.iter().skip(skip).cloned().collect())
+    })
+}
+
+/// Where a tape's range check reads its index values on each replay.
+#[derive(Clone)]
+pub(crate) enum CheckSource {
+    /// User input `i` (the replay's own value).
+    Input(usize),
+    /// A view of a state tensor: checked from its CPU copy while that copy is the current
+    /// one (as the executor does; it does not check a GPU-current store either).
+    State(super::store::GTensor),
+}
+
+/// A range check a replay repeats.
+#[derive(Clone)]
+pub(crate) struct TapeCheck {
+    pub source: CheckSource,
+    pub sizes: Vec<usize>,
+    pub strides: Vec<usize>,
+    pub offset: usize,
+    pub lo: i64,
+    pub hi: i64,
+}
+
+impl TapeCheck {
+    fn same_as(&self, o: &TapeCheck) -> bool {
+        let same_source = match (&self.source, &o.source) {
+            (CheckSource::Input(a), CheckSource::Input(b)) => a == b,
+            (CheckSource::State(a), CheckSource::State(b)) => {
+                std::sync::Arc::ptr_eq(&a.cell, &b.cell)
+            }
+            _ => false,
+        };
+        same_source
+            && (&self.sizes, &self.strides, self.offset, self.lo, self.hi)
+                == (&o.sizes, &o.strides, o.offset, o.lo, o.hi)
+    }
+
+    /// Whether the values the check reads now lie in its range.
+    fn holds(&self, inputs: &[RValue]) -> bool {
+        let in_range = |v: &Tensor| {
+            v.to_vec::<i64>()
+                .iter()
+                .all(|i| (self.lo..self.hi).contains(i))
+        };
+        match &self.source {
+            CheckSource::Input(i) => match inputs.get(*i) {
+                Some(RValue::Tensor(t)) => {
+                    in_range(&t.view_with(self.sizes.clone(), self.strides.clone(), self.offset))
+                }
+                _ => false,
+            },
+            CheckSource::State(g) => match g.cpu_view() {
+                Ok(v) => in_range(&v),
+                Err(_) => true,
+            },
+        }
+    }
 }
 
 /// A kernel decided something from tensor data on the host: runs that do this are not
@@ -158,6 +278,8 @@ pub(crate) struct Tape {
     /// State whose GPU copy was the current one after the recorded run (what in-place ops
     /// of a training-IR program wrote): a replay writes it again, so its CPU copy is stale.
     pub gpu_state: Vec<Cell>,
+    /// The index range checks of the recorded run, repeated before each replay.
+    pub checks: Vec<TapeCheck>,
 }
 
 impl Tape {
@@ -167,6 +289,8 @@ impl Tape {
             && self.dispatches == o.dispatches
             && self.inputs == o.inputs
             && self.consts == o.consts
+            && self.checks.len() == o.checks.len()
+            && self.checks.iter().zip(&o.checks).all(|(a, b)| a.same_as(b))
             && self.outputs.len() == o.outputs.len()
             && self
                 .outputs
@@ -176,7 +300,7 @@ impl Tape {
     }
 
     /// Whether `inputs` can be written as recorded: CPU tensors laid out densely from the
-    /// start of storages of the recorded size.
+    /// start of storages of the recorded size, whose indices pass the recorded range checks.
     pub fn accepts(&self, inputs: &[RValue]) -> bool {
         inputs.len() == self.inputs.len()
             && inputs
@@ -193,6 +317,7 @@ impl Tape {
                     (_, None) => true,
                     _ => false,
                 })
+            && self.checks.iter().all(|c| c.holds(inputs))
     }
 }
 
@@ -316,17 +441,18 @@ pub(crate) async fn replay(
     }))
 }
 
-/// Whether the program writes state or inputs (buffer, parameter or user-input mutations):
-/// such runs are not recorded.
+/// Whether the program writes state or inputs back after its graph (buffer, parameter or
+/// user-input mutations returned as new values): such runs are not recorded. State the graph
+/// updates in place (training IR, reinplaced updates) is replayed like any other kernel.
 pub(crate) fn writes_state(p: &crate::program::Program) -> bool {
     use crate::program::OutputKind;
-    p.outputs.iter().any(|o| {
+    p.outputs.iter().enumerate().any(|(i, o)| {
         matches!(
             o.kind,
             OutputKind::BufferMutation { .. }
                 | OutputKind::ParameterMutation { .. }
                 | OutputKind::UserInputMutation { .. }
-        )
+        ) && !p.mutation_in_place(i)
     })
 }
 
@@ -338,6 +464,7 @@ impl Tape {
     pub(crate) fn from_run(
         signature: Signature,
         rec: Recording,
+        range_checks: Vec<RangeCheck>,
         user_inputs: &[Option<std::sync::Weak<std::sync::Mutex<super::store::Store>>>],
         user_outputs: &[&super::exec::Slot],
         state: &std::collections::BTreeMap<String, super::store::GTensor>,
@@ -379,6 +506,34 @@ impl Tape {
             .filter(|u| !is_input(u))
             .map(|u| (u.buffer.clone(), u.bytes.clone(), u.class))
             .collect();
+        // A range check of anything but a user input or state (an intermediate the CPU
+        // computed) cannot be repeated: no tape.
+        let mut checks = Vec::with_capacity(range_checks.len());
+        for c in range_checks {
+            let input = user_inputs
+                .iter()
+                .position(|w| w.as_ref().is_some_and(|w| w.ptr_eq(&c.store)));
+            let source = match input {
+                Some(i) => CheckSource::Input(i),
+                None => {
+                    let strong = c.store.upgrade()?;
+                    state
+                        .values()
+                        .find(|g| std::sync::Arc::ptr_eq(&g.cell, &strong))
+                        .map(|g| {
+                            CheckSource::State(g.view(c.sizes.clone(), c.strides.clone(), c.offset))
+                        })?
+                }
+            };
+            checks.push(TapeCheck {
+                source,
+                sizes: c.sizes,
+                strides: c.strides,
+                offset: c.offset,
+                lo: c.lo,
+                hi: c.hi,
+            });
+        }
         let mut outputs = Vec::with_capacity(user_outputs.len());
         for slot in user_outputs {
             outputs.push(match slot {
@@ -439,6 +594,7 @@ impl Tape {
                 .filter(|g| !lock(&g.cell).cpu_valid)
                 .map(|g| g.cell.clone())
                 .collect(),
+            checks,
         })
     }
 }

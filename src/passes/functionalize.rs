@@ -75,7 +75,7 @@ fn aten_op(target: &str) -> Option<&str> {
 }
 
 /// Whether a node with this target may alias one of its inputs.
-fn aliases(target: &str) -> bool {
+pub(super) fn aliases(target: &str) -> bool {
     match aten_op(target) {
         Some(op) => ALIASING.contains(&op) || op.ends_with('_'),
         // pt2web's fused nodes and symbolic arithmetic make new values; another library's

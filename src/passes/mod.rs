@@ -25,9 +25,12 @@
 //! - [`Pass::Epilogue`] (`epilogue.rs`): a matrix product or convolution and the elementwise
 //!   op or fused chain that reads its result become one `pt2web.fused_epilogue` node (the
 //!   GPU applies the ops in the producer's kernel; see `src/ops/elementwise/epilogue.rs`).
+//! - [`Pass::Reinplace`] (`reinplace.rs`, last): a functional buffer update returned as the
+//!   buffer's mutation (`index_copy`, `index_put`, `slice_scatter`, `copy`) writes into the
+//!   buffer's storage in place.
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue`); a
+//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue,reinplace`); a
 //! session applies them once when it is created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
@@ -39,6 +42,7 @@ mod fold_bn;
 mod functionalize;
 mod fuse;
 mod noop;
+mod reinplace;
 
 use crate::program::{Arg, Graph, IntArg, Node, Program, ValueId};
 use std::collections::HashMap;
@@ -67,11 +71,13 @@ pub enum Pass {
     Attention,
     /// In-place ops on intermediates made functional (training IR).
     Functionalize,
+    /// Functional buffer updates written back as mutations made in place.
+    Reinplace,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 8] = [
+    pub const ALL: [Pass; 9] = [
         Pass::Functionalize,
         Pass::NoOps,
         Pass::DeadCode,
@@ -80,6 +86,7 @@ impl Pass {
         Pass::Attention,
         Pass::Fuse,
         Pass::Epilogue,
+        Pass::Reinplace,
     ];
 
     pub fn name(self) -> &'static str {
@@ -92,6 +99,7 @@ impl Pass {
             Pass::Epilogue => "epilogue",
             Pass::Attention => "attention",
             Pass::Functionalize => "functionalize",
+            Pass::Reinplace => "reinplace",
         }
     }
 
@@ -107,6 +115,7 @@ impl Pass {
             "epilogue" | "epilogues" => Some(Pass::Epilogue),
             "attention" | "sdpa" => Some(Pass::Attention),
             "functionalize" | "functionalization" => Some(Pass::Functionalize),
+            "reinplace" | "reinplacing" | "inplace" => Some(Pass::Reinplace),
             _ => None,
         }
     }
@@ -221,6 +230,7 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
             // Read and add program state: the top-level graph only.
             Pass::FoldBatchNorm => fold_bn::run(p),
             Pass::ConstFold => const_fold::run(p),
+            Pass::Reinplace => reinplace::run(p),
             _ => on_graphs(&mut p.graph, &mut |g| match pass {
                 Pass::DeadCode => dce::run(g),
                 Pass::NoOps => noop::run(g),
@@ -228,7 +238,7 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
                 Pass::Epilogue => epilogue::run(g),
                 Pass::Attention => attention::run(g),
                 Pass::Functionalize => functionalize::run(g),
-                Pass::FoldBatchNorm | Pass::ConstFold => 0,
+                Pass::FoldBatchNorm | Pass::ConstFold | Pass::Reinplace => 0,
             }),
         };
         report.removed.push((pass.name().to_string(), n));

@@ -299,6 +299,26 @@ impl Program {
         Ok(p)
     }
 
+    /// Whether output `i` is a buffer or parameter mutation whose value is that state's own
+    /// placeholder: the graph wrote the state in place (`passes::reinplace`), so a runtime
+    /// has nothing to write back.
+    pub fn mutation_in_place(&self, i: usize) -> bool {
+        let state = match self.outputs.get(i).map(|o| &o.kind) {
+            Some(OutputKind::BufferMutation { buffer }) => buffer,
+            Some(OutputKind::ParameterMutation { parameter }) => parameter,
+            _ => return false,
+        };
+        let Some(out) = self.graph.outputs.get(i) else {
+            return false;
+        };
+        self.inputs.iter().zip(&self.graph.inputs).any(|(spec, a)| {
+            let name = match &spec.kind {
+                InputKind::Buffer { name, .. } | InputKind::Parameter { name } => name,
+                _ => return false,
+            };
+            name == state && a == out
+        })
+    }
     /// Placeholder names of the user inputs, in flattened pytree order.
     pub fn user_inputs(&self) -> Vec<&InputSpec> {
         self.inputs

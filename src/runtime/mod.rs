@@ -275,8 +275,15 @@ pub struct Session {
 pub type Inputs = Vec<RValue>;
 
 impl Session {
-    pub fn new(mut program: Program) -> Result<Session> {
+    /// A session over `program` after the graph passes of [`crate::backends::graph_passes`].
+    pub fn new(program: Program) -> Result<Session> {
         let set = crate::backends::session_graph_passes().map_err(Error::Verify)?;
+        Session::with_passes(program, set)
+    }
+
+    /// A session over `program` after the graph passes `set` (whatever the process-wide
+    /// choice).
+    pub fn with_passes(mut program: Program, set: crate::passes::PassSet) -> Result<Session> {
         let passes = crate::passes::run(&mut program, set);
         let mut state = BTreeMap::new();
         // Tensors that share a storage in the archive (tied weights, views of a buffer) share

@@ -358,6 +358,28 @@ pub fn run_io_cases(
     Ok(reports)
 }
 
+/// The buffers the first io case of fixture `stem` changed, as PyTorch left them:
+/// (fully qualified name, value).
+pub fn first_io_buffers_after(stem: &str) -> Vec<(String, Tensor)> {
+    let (_, meta) = metas()
+        .into_iter()
+        .find(|(s, _)| s == stem)
+        .expect("fixture");
+    let case = &meta["programs"]["model"]["io_cases"][0];
+    let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    case["buffers_after"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|k| {
+            let key = k.as_str().unwrap();
+            let fqn = key.strip_prefix("buffer_after.").unwrap_or(key);
+            (fqn.to_string(), to_tensor(&io.tensor(key).unwrap()))
+        })
+        .collect()
+}
+
 /// A fixture's `model` program with the inputs and expected outputs (from PyTorch) of its
 /// first io case.
 pub fn first_io_case(stem: &str) -> (Program, Vec<Tensor>, Vec<Tensor>) {

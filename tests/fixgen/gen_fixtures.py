@@ -420,6 +420,43 @@ def _f():
     return _mutbuf("mutate_buffer_core", True)
 
 
+class KvCache(nn.Module):
+    """A decoder step's state as static-cache language models keep it: the new keys written
+    at their positions with index_copy_ (index_put in core ATen), the values through a slice
+    assignment (slice_scatter), a hit count per position through index_put; the output reads
+    the updated caches. Core ATen returns each update as a new value written back to its
+    buffer (what the reinplace pass turns into in-place writes). (A whole-buffer `copy_` is
+    not here: export returns its source as the buffer's new value, with no `copy` node.)"""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(4, 4)
+        self.register_buffer("k", torch.zeros(2, 8, 4))  # [heads, max_len, dim]
+        self.register_buffer("v", torch.zeros(2, 8, 4))
+        self.register_buffer("hits", torch.zeros(8))
+
+    def forward(self, x, pos):
+        # x: [heads, n, dim], pos: [n] positions in the cache.
+        self.k.index_copy_(1, pos, self.proj(x))
+        self.v[:, 2:2 + x.shape[1]] = x * 2.0
+        self.hits[pos] = self.hits[pos] + 1.0
+        att = torch.softmax(self.k @ self.v.transpose(1, 2), dim=-1)
+        return att @ self.v + self.hits[:, None]
+
+
+@fixture("kv_cache_core")
+def _f():
+    seeded(11)
+    m = KvCache().eval()
+    with torch.no_grad():
+        m.k.normal_()
+        m.hits.uniform_(0, 3)
+    pos = torch.tensor([5, 3], dtype=torch.int64)
+    return single("kv_cache_core", "buffer updates as a static KV cache makes them (index_copy_, a slice "
+                  "assignment, index_put), core ATen: functional updates returned as BUFFER_MUTATION "
+                  "outputs, reinplaced by pt2web's reinplace pass", m, (rnd(2, 2, 4), pos), core=True)
+
+
 class MutInput(nn.Module):
     def forward(self, x, y):
         x.add_(1)

@@ -163,7 +163,7 @@ fn conv_kernel(p: &crate::gpu::DeviceProperties) -> ConvKernel {
         ConvAlgorithm::Gemm => return ConvKernel::Gemm,
         ConvAlgorithm::Auto => {}
     }
-    if p.device_type == "cpu" || p.name.to_ascii_lowercase().contains("swiftshader") {
+    if crate::gpu::is_software(p) {
         ConvKernel::Gemm
     } else {
         ConvKernel::Tiled

@@ -476,6 +476,8 @@ pub fn producer_variants() -> Vec<Variant> {
         super::conv::DEPTHWISE,
         MATMUL,
         MATMUL_BIAS,
+        MATMUL_TILED,
+        MATMUL_TILED_BIAS,
         MATMUL4[0],
         MATMUL4[1],
     ]

@@ -2,6 +2,7 @@
 //! (matmul4.wgsl) forms.
 
 use super::*;
+use crate::backends::MatmulAlgorithm;
 
 /// (batch, row, col) strides and offset of a rank-2 or rank-3 view (batch stride 0 for 2-D).
 pub(super) fn mat_strides(t: &GTensor) -> [u32; 4] {
@@ -97,6 +98,15 @@ pub(super) fn encode_matmul(
         beta,
         _p: [0.0; 2],
     };
+    if matmul_kernel(&k.r.dev.properties) == MatmulAlgorithm::Tiled {
+        let groups = (n.div_ceil(64) as u32, m.div_ceil(64) as u32, batch as u32);
+        let (v, bufs) = match c {
+            Some(c) => (MATMUL_TILED_BIAS, vec![(1, &out), (2, a), (3, bm), (4, c)]),
+            None => (MATMUL_TILED, vec![(1, &out), (2, a), (3, bm)]),
+        };
+        k.dispatch_out(&v.typed(elems), bytemuck::bytes_of(&meta), &bufs, groups)?;
+        return Ok(Some(out));
+    }
     // The vec4 forms (matmul4.wgsl): f32, K contiguous in A and in B (`mm_kk`) or N
     // contiguous in B (`mm_kn`), every stride, offset, K (and N for `mm_kn`) a multiple of 4.
     if elems == Elems::F32 && kk % 4 == 0 && meta.a[2] == 1 && matmul4_enabled() {
@@ -133,6 +143,25 @@ pub(super) fn encode_matmul(
         )?,
     }
     Ok(Some(out))
+}
+
+/// The kernel an adapter gets: the barrier-free `Blocked` forms on CPU adapters and
+/// SwiftShader (which switch fibers at every workgroup barrier), `Tiled` on GPUs.
+/// `backends::set_matmul_algorithm` forces one; `PT2WEB_MATMUL_KERNEL=tiled|blocked`
+/// overrides both natively.
+fn matmul_kernel(p: &crate::gpu::DeviceProperties) -> MatmulAlgorithm {
+    #[cfg(not(target_arch = "wasm32"))]
+    let chosen = std::env::var("PT2WEB_MATMUL_KERNEL")
+        .ok()
+        .and_then(|s| MatmulAlgorithm::parse(&s))
+        .unwrap_or_else(crate::backends::matmul_algorithm);
+    #[cfg(target_arch = "wasm32")]
+    let chosen = crate::backends::matmul_algorithm();
+    match chosen {
+        MatmulAlgorithm::Auto if crate::gpu::is_software(p) => MatmulAlgorithm::Blocked,
+        MatmulAlgorithm::Auto => MatmulAlgorithm::Tiled,
+        forced => forced,
+    }
 }
 
 /// All f32, or all f16 (matmul operands; the output has their dtype).

@@ -250,6 +250,9 @@ pub const LERP3: Variant = Variant::new(Shader::Elementwise, "lerp3");
 pub const CLAMP3: Variant = Variant::new(Shader::Elementwise, "clamp3");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
+/// The workgroup-tiled forms (64x64 tiles through workgroup memory; GPUs).
+pub const MATMUL_TILED: Variant = Variant::new(Shader::Matmul, "matmul_tiled");
+pub const MATMUL_TILED_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_tiled_bias");
 /// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`FORM` 0) or along N
 /// (`FORM` 1).
 pub const MATMUL4: [Variant; 2] = [

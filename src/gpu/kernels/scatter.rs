@@ -105,10 +105,10 @@ pub(super) fn host_in_range(t: &GTensor, n: usize, wrap: bool) -> bool {
     let Ok(v) = t.cpu_view() else {
         return true;
     };
-    // A decision from the data: a replayed run would skip it (see gpu::tape).
-    crate::gpu::tape::note_host_read();
     let n = n as i64;
     let lo = if wrap { -n } else { 0 };
+    // A decision from the data: a replayed run repeats it (see gpu::tape).
+    crate::gpu::tape::note_range_check(t, lo, n);
     v.to_vec::<i64>().iter().all(|&i| (lo..n).contains(&i))
 }
 

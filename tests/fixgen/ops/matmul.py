@@ -30,6 +30,11 @@ CASES = [
     Case("mm_transposed", lambda a, b: torch.mm(a.t(), b.t()), [randn(4, 3), randn(5, 4, seed=1)], tol="loose"),
     Case("mm_strided", lambda a, b: torch.mm(a[:, ::2], b[1:, :]), [randn(5, 8), randn(5, 6, seed=1)], tol="loose"),
     Case("mm_large", torch.mm, [randn(37, 70), randn(70, 33, seed=1)], tol="loose"),
+    # Past one 64x64 workgroup tile (the tiled GPU kernel) on every edge, K not a multiple of 16.
+    Case("mm_tiles", torch.mm, [randn(130, 45), randn(45, 70, seed=1)], tol="loose"),
+    Case("bmm_tiles_transposed", lambda a, b: torch.bmm(a, b.transpose(1, 2)), [randn(2, 67, 33), randn(2, 66, 33, seed=1)], tol="loose"),
+    Case("linear_tiles", F.linear, [randn(3, 50, 40), randn(72, 40, seed=1), randn(72, seed=2)], tol="loose"),
+    Case("mm_tiles_f16", torch.mm, [randn(65, 24, dtype=f16), randn(24, 66, seed=1, dtype=f16)], tol="half"),
     Case("mm_f64", torch.mm, [randn(3, 4, dtype=f64), randn(4, 5, seed=1, dtype=f64)], tol="close"),
     Case("mm_f16", torch.mm, [randn(3, 8, dtype=f16), randn(8, 5, seed=1, dtype=f16)], tol="half"),
     Case("mm_bf16", torch.mm, [randn(3, 8, dtype=bf16), randn(8, 5, seed=1, dtype=bf16)], tol="half"),
