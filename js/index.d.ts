@@ -78,6 +78,9 @@ export interface PrepareStats {
   firstDispatches: number;
   /** Of which waiting, at the end, for the GPU to finish what prepare created. */
   waitMs: number;
+  /** Shapes whose kernel forms prepare timed to keep the fastest (autotuning: on hardware
+   * adapters; 0 on software ones and for shapes already tuned on this device). */
+  autotuned: number;
   /** Steps of the program's Plan (nodes of its graph). */
   planSteps: number;
   pipelinesCreated: number;

@@ -515,7 +515,7 @@ export class Model {
    * `shapes`: an object keyed by the names `info.inputs` lists, or an array in that order,
    * of sizes (`[1, 128]`), tensors (their shape and dtype) or numbers (int inputs); omitted,
    * the declared shapes (every dim static). Resolves to `{prepareMs, planSteps,
-   * pipelinesCreated, bindGroupsCreated, stopped}`.
+   * pipelinesCreated, bindGroupsCreated, autotuned, stopped}`.
    */
   async prepare(shapes, options = {}) {
     const wasm = this.#live();

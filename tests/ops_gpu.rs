@@ -328,6 +328,51 @@ fn matmul_algorithms_match_pytorch() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Autotuning forced on lavapipe (by default it runs on hardware adapters only): the matmul
+/// family's shapes are timed once, on the run that meets them, and the results match PyTorch
+/// whichever form won; a second pass over the family times nothing new; the choices are in
+/// the device's cache file, which a new tuner for the adapter reads back.
+#[test]
+fn autotuned_matmuls_match_pytorch() {
+    use pt2web::backends::{self, Autotune};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    backends::set_autotune(Autotune::On);
+    // What an earlier run left in the cache file is not this test's.
+    dev.tuner.forget();
+    let first = run_family(&dev, "matmul");
+    let timed = dev.tuner.timed();
+    let second = run_family(&dev, "matmul");
+    backends::set_autotune(Autotune::Auto);
+    let choices = dev.tuner.choices();
+    eprintln!(
+        "autotune: {timed} shapes timed; {} tiled, {} blocked",
+        choices.iter().filter(|(_, l)| l.contains("tiled")).count(),
+        choices.iter().filter(|(_, l)| !l.contains("tiled")).count()
+    );
+    let failures: Vec<&String> = first.failures.iter().chain(&second.failures).collect();
+    assert!(failures.is_empty(), "{failures:?}");
+    assert!(timed > 0 && !choices.is_empty());
+    assert_eq!(
+        dev.tuner.timed(),
+        timed,
+        "the second pass timed shapes again"
+    );
+    if let Some(file) = dev.tuner.file() {
+        let again = pt2web::gpu::tune::Tuner::with_file(
+            dev.tuner.adapter().to_string(),
+            Some(file.to_path_buf()),
+        );
+        let kept = again.choices();
+        assert!(
+            choices.iter().all(|c| kept.contains(c)),
+            "{} not in {}",
+            choices.len(),
+            file.display()
+        );
+    }
+}
+
 /// Both GPU attention implementations on the attention family: the streaming kernel (one
 /// dispatch, `shaders/attention.wgsl`, the default) and the math form (matmul, softmax,
 /// matmul), each against PyTorch.

@@ -244,7 +244,8 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
                         "first_dispatches": p.first_dispatches,
                         "wait_ms": p.wait_ms,
                         "bind_groups_created": p.bind_groups_created,
-                        "plan_steps": p.plan_steps, "stopped": p.stopped,
+                        "plan_steps": p.plan_steps, "autotuned": p.autotuned,
+                        "stopped": p.stopped,
                     })),
                     "cold_start_ms": r.session_ms + r.prepare_ms + r.first_ms,
                     "first_run_ms": r.first_ms,
@@ -273,11 +274,12 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
         );
         if let Some(p) = &r.prepare {
             println!(
-                "    prepare: {} pipelines ({:.1} ms), {} bind groups created, {} plan steps, warm-up {:.1} ms ({} first dispatches), {:.1} ms waiting for the device{}",
+                "    prepare: {} pipelines ({:.1} ms), {} bind groups created, {} plan steps, {} shapes autotuned, warm-up {:.1} ms ({} first dispatches), {:.1} ms waiting for the device{}",
                 p.pipelines_created,
                 p.pipelines_ms,
                 p.bind_groups_created,
                 p.plan_steps,
+                p.autotuned,
                 p.warm_up_ms,
                 p.first_dispatches,
                 p.wait_ms,

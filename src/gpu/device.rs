@@ -153,6 +153,8 @@ pub struct GpuDevice {
     bind_groups_created: std::sync::atomic::AtomicU64,
     /// Validation errors wgpu reported outside an error scope (checked after each submit).
     errors: Arc<Mutex<Vec<String>>>,
+    /// Kernel choices timed per shape on this adapter (`tune.rs`).
+    pub tuner: super::tune::Tuner,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -225,6 +227,15 @@ impl GpuDevice {
                 .push(e.to_string());
         }));
         let timestamp_period = queue.get_timestamp_period();
+        let tuner = super::tune::Tuner::new(format!(
+            "{} ({} {:04x}:{:04x}, {} {})",
+            properties.name,
+            properties.backend,
+            properties.vendor,
+            properties.device_id,
+            properties.driver,
+            properties.driver_info
+        ));
         Ok(GpuDevice {
             device,
             queue,
@@ -237,6 +248,7 @@ impl GpuDevice {
             bind_groups: Mutex::default(),
             bind_groups_created: Default::default(),
             errors,
+            tuner,
         })
     }
 

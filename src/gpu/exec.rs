@@ -206,7 +206,11 @@ impl GpuSession {
     /// mutations are still written back to the state); otherwise they come back as
     /// `Slot::Value` CPU values.
     pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
-        self.run_inner(inputs, keep, false).await
+        let outs = self.run_inner(inputs, keep, false).await?;
+        // Shapes met for the first time without a prepare are timed now: the next run takes
+        // the tuned kernels.
+        self.device.tuner.run_pending(&self.device).await?;
+        Ok(outs)
     }
 
     /// Prepare the program for user inputs of these dtypes and shapes without running it:
@@ -236,8 +240,11 @@ impl GpuSession {
         let (last, total) = (self.last_stats.clone(), self.total_stats.clone());
         let mut stopped = None;
         // Twice when the first pass had to create buffers: the second starts from the pool a
-        // run will start from, so its bind groups are the ones that run binds.
-        for _ in 0..2 {
+        // run will start from, so its bind groups are the ones that run binds. Kernels that
+        // met a shape to tune (`tune.rs`) are timed after a pass, and a pass follows with
+        // the tuned choices.
+        let mut autotuned = 0;
+        for _ in 0..3 {
             let created = dev.memory_stats().buffers_created;
             let placeholders: Vec<GpuInput> =
                 crate::plan::dense_placeholders(&sig, dev.recommended_max_memory())?
@@ -250,7 +257,9 @@ impl GpuSession {
                 .err()
                 .map(|e| e.to_string());
             dev.recycle();
-            if dev.memory_stats().buffers_created == created {
+            let tuned = dev.tuner.run_pending(&dev).await?;
+            autotuned += tuned as u64;
+            if dev.memory_stats().buffers_created == created && tuned == 0 {
                 break;
             }
         }
@@ -302,6 +311,7 @@ impl GpuSession {
             first_dispatches,
             bind_groups_created: dev.bind_groups_created() - groups_before,
             plan_steps: self.cpu.program.graph.nodes.len() as u64,
+            autotuned,
             stopped,
         };
         self.last_prepare = Some(stats.clone());

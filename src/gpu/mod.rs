@@ -38,6 +38,7 @@ mod stats;
 pub mod store;
 pub(crate) mod tape;
 pub mod timing;
+pub mod tune;
 pub mod user_shader;
 pub mod wait;
 

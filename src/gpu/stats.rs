@@ -98,6 +98,8 @@ pub struct PrepareStats {
     pub bind_groups_created: u64,
     /// Steps of the program's Plan.
     pub plan_steps: u64,
+    /// Shapes whose kernel forms were timed (autotuning, `src/gpu/tune.rs`).
+    pub autotuned: u64,
     /// Where the prepare pass stopped before the end of the graph, if it did.
     pub stopped: Option<String>,
 }

@@ -328,7 +328,8 @@ impl WasmModel {
                 "prepareMs": p.prepare_ms, "pipelinesMs": p.pipelines_ms,
                 "warmUpMs": p.warm_up_ms, "firstDispatches": p.first_dispatches, "waitMs": p.wait_ms, "planSteps": p.plan_steps,
                 "pipelinesCreated": p.pipelines_created,
-                "bindGroupsCreated": p.bind_groups_created, "stopped": p.stopped,
+                "bindGroupsCreated": p.bind_groups_created, "autotuned": p.autotuned,
+                "stopped": p.stopped,
             });
             to_js_value(&v)
         })

@@ -105,12 +105,12 @@ impl KernelCtx<'_, '_, '_> {
     }
     pub(crate) fn fits(&self, t: &GTensor) -> bool {
         let limit = self.r.dev.properties.limits.max_storage_buffer_binding_size;
-        t.rank() <= MAX_RANK
-            && {
-                let s = lock(&t.cell);
-                gpu_bytes(s.dtype, s.len) <= limit
-            }
-            && t.span() < u32::MAX as usize
+        t.rank() <= MAX_RANK && self.bound_bytes(t) <= limit && t.span() < u32::MAX as usize
+    }
+    /// The bytes a dispatch binds for `t` (its whole store).
+    pub(crate) fn bound_bytes(&self, t: &GTensor) -> u64 {
+        let s = lock(&t.cell);
+        gpu_bytes(s.dtype, s.len)
     }
 
     /// Encode one dispatch. `bufs`: (binding, tensor) for every storage binding.

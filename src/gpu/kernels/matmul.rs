@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::backends::MatmulAlgorithm;
+use crate::gpu::tune;
 
 /// (batch, row, col) strides and offset of a rank-2 or rank-3 view (batch stride 0 for 2-D).
 pub(super) fn mat_strides(t: &GTensor) -> [u32; 4] {
@@ -98,58 +99,136 @@ pub(super) fn encode_matmul(
         beta,
         _p: [0.0; 2],
     };
-    if matmul_kernel(&k.r.dev.properties) == MatmulAlgorithm::Tiled {
-        let groups = (n.div_ceil(64) as u32, m.div_ceil(64) as u32, batch as u32);
-        let (v, bufs) = match c {
-            Some(c) => (MATMUL_TILED_BIAS, vec![(1, &out), (2, a), (3, bm), (4, c)]),
-            None => (MATMUL_TILED, vec![(1, &out), (2, a), (3, bm)]),
-        };
-        k.dispatch_out(&v.typed(elems), bytemuck::bytes_of(&meta), &bufs, groups)?;
-        return Ok(Some(out));
-    }
-    // The vec4 forms (matmul4.wgsl): f32, K contiguous in A and in B (`mm_kk`) or N
-    // contiguous in B (`mm_kn`), every stride, offset, K (and N for `mm_kn`) a multiple of 4.
+    // Every binding a form may use (the vec4 forms bind C always: A stands in for it).
+    let bufs: [(u32, &GTensor); 4] = [(1, &out), (2, a), (3, bm), (4, c.unwrap_or(a))];
+    let plain_bindings = if c.is_some() {
+        vec![1, 2, 3, 4]
+    } else {
+        vec![1, 2, 3]
+    };
+    let tiled = tune::Candidate {
+        variant: if c.is_some() {
+            MATMUL_TILED_BIAS
+        } else {
+            MATMUL_TILED
+        }
+        .typed(elems),
+        groups: (n.div_ceil(64) as u32, m.div_ceil(64) as u32, batch as u32),
+        bindings: plain_bindings.clone(),
+    };
+    let blocked = blocked_form(&meta, elems, plain_bindings, batch, m, n, kk);
+    let dev = k.r.dev;
+    let chosen = match matmul_kernel() {
+        MatmulAlgorithm::Tiled => tiled,
+        MatmulAlgorithm::Blocked => blocked,
+        MatmulAlgorithm::Auto => {
+            let heuristic = if crate::gpu::is_software(&dev.properties) {
+                &blocked
+            } else {
+                &tiled
+            };
+            let candidates = [tiled.clone(), blocked.clone()];
+            let tuned = autotune(&dev.properties).then(|| {
+                // Sizes by power-of-two bucket: a sequence that grows one token per run
+                // meets a new bucket only at each doubling.
+                let (batch, m, n, kk) = (
+                    batch.next_power_of_two(),
+                    m.next_power_of_two(),
+                    n.next_power_of_two(),
+                    kk.next_power_of_two(),
+                );
+                let key = format!(
+                    "matmul {elems:?} b{batch} m{m} n{n} k{kk} a{:?} b{:?} bias{}",
+                    [meta.a[1] == 1, meta.a[2] == 1],
+                    [meta.b[1] == 1, meta.b[2] == 1],
+                    c.is_some() as u8
+                );
+                let sizes = bufs
+                    .iter()
+                    .map(|(b, t)| (*b, k.bound_bytes(t)))
+                    .collect::<Vec<_>>();
+                dev.tuner
+                    .choose(&key, &candidates, bytemuck::bytes_of(&meta), &sizes)
+            });
+            match tuned.flatten() {
+                Some(i) => candidates[i].clone(),
+                None => heuristic.clone(),
+            }
+        }
+    };
+    let bound: Vec<(u32, &GTensor)> = bufs
+        .into_iter()
+        .filter(|(b, _)| chosen.bindings.contains(b))
+        .collect();
+    k.dispatch_out(
+        &chosen.variant,
+        bytemuck::bytes_of(&meta),
+        &bound,
+        chosen.groups,
+    )?;
+    Ok(Some(out))
+}
+
+/// The barrier-free form for these operands: a vec4 form of matmul4.wgsl (f32, K contiguous
+/// in A and in B (`mm_kk`) or N contiguous in B (`mm_kn`), every stride, offset, K (and N for
+/// `mm_kn`) a multiple of 4), else the scalar 4x4 blocks of matmul.wgsl.
+fn blocked_form(
+    meta: &MatmulMeta,
+    elems: Elems,
+    plain_bindings: Vec<u32>,
+    batch: usize,
+    m: usize,
+    n: usize,
+    kk: usize,
+) -> tune::Candidate {
     if elems == Elems::F32 && kk % 4 == 0 && meta.a[2] == 1 && matmul4_enabled() {
         let (av, bv) = (meta.a, meta.b);
         let a4 = [av[0], av[1], av[3]].iter().all(|s| s % 4 == 0);
         let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
         let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
         if a4 && (kk_form || kn_form) {
-            let v = MATMUL4[usize::from(!kk_form)];
-            let groups = (
-                n.div_ceil(8 * MM4_COLS) as u32,
-                m.div_ceil(8 * MM4_ROWS) as u32,
-                batch as u32,
-            );
-            let bufs = [(1, &out), (2, a), (3, bm), (4, c.unwrap_or(a))];
-            k.dispatch_out(&v, bytemuck::bytes_of(&meta), &bufs, groups)?;
-            return Ok(Some(out));
+            return tune::Candidate {
+                variant: MATMUL4[usize::from(!kk_form)],
+                groups: (
+                    n.div_ceil(8 * MM4_COLS) as u32,
+                    m.div_ceil(8 * MM4_ROWS) as u32,
+                    batch as u32,
+                ),
+                bindings: vec![1, 2, 3, 4],
+            };
         }
     }
     // 8x8 invocations of 4x4 outputs each (shaders/matmul.wgsl).
-    let groups = (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32);
-    match c {
-        Some(c) => k.dispatch_out(
-            &MATMUL_BIAS.typed(elems),
-            bytemuck::bytes_of(&meta),
-            &[(1, &out), (2, a), (3, bm), (4, c)],
-            groups,
-        )?,
-        None => k.dispatch_out(
-            &MATMUL.typed(elems),
-            bytemuck::bytes_of(&meta),
-            &[(1, &out), (2, a), (3, bm)],
-            groups,
-        )?,
+    let bias = plain_bindings.contains(&4);
+    tune::Candidate {
+        variant: if bias { MATMUL_BIAS } else { MATMUL }.typed(elems),
+        groups: (n.div_ceil(32) as u32, m.div_ceil(32) as u32, batch as u32),
+        bindings: plain_bindings,
     }
-    Ok(Some(out))
 }
 
-/// The kernel an adapter gets: the barrier-free `Blocked` forms on CPU adapters and
-/// SwiftShader (which switch fibers at every workgroup barrier), `Tiled` on GPUs.
-/// `backends::set_matmul_algorithm` forces one; `PT2WEB_MATMUL_KERNEL=tiled|blocked`
-/// overrides both natively.
-fn matmul_kernel(p: &crate::gpu::DeviceProperties) -> MatmulAlgorithm {
+/// Whether kernel forms are timed on this adapter (`backends::set_autotune`;
+/// `PT2WEB_AUTOTUNE=0|1` natively).
+fn autotune(p: &crate::gpu::DeviceProperties) -> bool {
+    use crate::backends::Autotune;
+    #[cfg(not(target_arch = "wasm32"))]
+    match std::env::var("PT2WEB_AUTOTUNE").as_deref() {
+        Ok("1") => return true,
+        Ok("0") => return false,
+        _ => {}
+    }
+    match crate::backends::autotune() {
+        Autotune::On => true,
+        Autotune::Off => false,
+        Autotune::Auto => !crate::gpu::is_software(p),
+    }
+}
+
+/// The kernel asked for: `backends::set_matmul_algorithm`, or natively
+/// `PT2WEB_MATMUL_KERNEL=tiled|blocked|auto`. With `Auto` the tuned choice for the shape,
+/// else the heuristic one: the barrier-free `Blocked` forms on CPU adapters and SwiftShader
+/// (which switch fibers at every workgroup barrier), `Tiled` on GPUs.
+fn matmul_kernel() -> MatmulAlgorithm {
     #[cfg(not(target_arch = "wasm32"))]
     let chosen = std::env::var("PT2WEB_MATMUL_KERNEL")
         .ok()
@@ -157,11 +236,7 @@ fn matmul_kernel(p: &crate::gpu::DeviceProperties) -> MatmulAlgorithm {
         .unwrap_or_else(crate::backends::matmul_algorithm);
     #[cfg(target_arch = "wasm32")]
     let chosen = crate::backends::matmul_algorithm();
-    match chosen {
-        MatmulAlgorithm::Auto if crate::gpu::is_software(p) => MatmulAlgorithm::Blocked,
-        MatmulAlgorithm::Auto => MatmulAlgorithm::Tiled,
-        forced => forced,
-    }
+    chosen
 }
 
 /// All f32, or all f16 (matmul operands; the output has their dtype).
