@@ -228,9 +228,9 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
             ("functionalize".into(), 0),
             ("noop".into(), 0),
             ("dce".into(), 2),
+            ("attention".into(), 0),
             ("const_fold".into(), 0),
             ("fold_bn".into(), 0),
-            ("attention".into(), 0),
             ("fuse".into(), 0),
             ("epilogue".into(), 0),
             ("reinplace".into(), 0)
@@ -862,4 +862,34 @@ fn buffer_updates_are_reinplaced() {
     passes::run(&mut all, PassSet::ALL);
     assert!((0..3).all(|i| all.mutation_in_place(i)));
     run_matches_torch(&all, &ins, &want, "kv_cache_core, every pass");
+}
+
+/// Masks built from an input's shape alone (`full`, `full_like` of a slice, slice
+/// assignments, an `arange` comparison), as torchvision's Swin builds its shifted-window
+/// mask, are computed once at load: `full_like` reads only its input's (static) dtype and
+/// sizes, and a result from no state at all is stored when it is at most 1 MiB.
+#[test]
+fn shape_only_masks_fold_at_load() {
+    let (p, ins, want) = first_io_case("shape_mask_core");
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::of(&[Pass::ConstFold]));
+    let targets: Vec<&str> = q.graph.nodes.iter().map(|n| n.target.as_str()).collect();
+    for t in [
+        "aten.full.default",
+        "aten.full_like.default",
+        "aten.slice_scatter.default",
+        "aten.arange.start_step",
+        "aten.gt.Tensor",
+    ] {
+        assert!(
+            !targets.contains(&t),
+            "{t} left: {r}\n{}",
+            passes::render_graph(&q.graph)
+        );
+    }
+    assert_eq!(
+        folded_names(&q),
+        ["mul", "slice_scatter_2"].map(|n| format!("{}{n}", passes::FOLDED_PREFIX))
+    );
+    run_matches_torch(&q, &ins, &want, "shape_mask_core, folded");
 }

@@ -10,6 +10,9 @@
 //! - every tensor it reads is a parameter, a buffer, a tensor constant (none of them in a
 //!   buffer or parameter mutation output, nor sharing storage with one) or a constant
 //!   node's result, and its other arguments are written in the graph (nothing symbolic);
+//!   the `self` of `full_like`, `zeros_like`, `new_zeros` and the like, which read only its
+//!   dtype and sizes, counts as read when those are static (so factories and masks built
+//!   from an input's shape fold, like torchvision's shifted-window attention masks);
 //! - its results are no graph output, have static sizes, at most 64 MiB each, and the CPU
 //!   kernel accepts it and agrees with torch's dtype and sizes (otherwise the node is left
 //!   as it was, and after 16 such nodes the whole graph: a load never fails here).
@@ -28,7 +31,8 @@
 //!
 //! Memory stays bounded: a result is not stored when it is larger than 64 MiB or more than
 //! twice the bytes of the state it is computed from (`c.expand(4096, 8).contiguous()` of a
-//! small buffer); its nodes stay and run as before. The original parameters and buffers
+//! small buffer), or, computed from no state at all (factories and shapes), larger than
+//! 1 MiB; its nodes stay and run as before. The original parameters and buffers
 //! stay in the state (the GPU uploads only what the graph reads). In a graph that reads
 //! storage through `as_strided`, only results torch lays out contiguously are stored. A
 //! graph with an in-place write is left alone, and only the top-level graph is folded (as
@@ -45,8 +49,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// The largest result computed or stored, in bytes.
 const MAX_BYTES: u64 = 64 << 20;
-/// A stored result holds at most this many times the bytes of the state it comes from.
+/// A stored result holds at most this many times the bytes of the state it comes from; one
+/// that comes from no state (a mask or a table built from factories and shapes alone, such
+/// as a shifted-window attention mask) at most [`SMALL_BYTES`].
 const MAX_GROWTH: u64 = 2;
+const SMALL_BYTES: u64 = 1 << 20;
 /// Nodes refused by their kernel before the pass gives up on the graph (each refusal runs
 /// the evaluation again).
 const MAX_REFUSALS: usize = 16;
@@ -92,6 +99,16 @@ const COPIES: [&str; 6] = [
     "aten._to_copy",
     "aten.to",
     "aten.type_as",
+];
+
+/// Ops that read their `self`'s dtype and sizes only (see [`shape_only_self`]).
+const SHAPE_ONLY: [&str; 6] = [
+    "aten.full_like",
+    "aten.zeros_like",
+    "aten.ones_like",
+    "aten.new_zeros",
+    "aten.new_ones",
+    "aten.new_full",
 ];
 
 /// Factories of uninitialized memory: their values are not the same twice.
@@ -227,7 +244,7 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
     let mut ins = Vec::new();
     let mut outs = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        if failed.contains(&i) || !const_inputs(n, &konst, &mut ins) {
+        if failed.contains(&i) || !const_inputs(g, n, &konst, &mut ins) {
             continue;
         }
         outs.clear();
@@ -291,7 +308,7 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
         if role[i] != Role::Const {
             continue;
         }
-        const_inputs(n, &konst, &mut ins);
+        const_inputs(g, n, &konst, &mut ins);
         let mut from = BTreeSet::new();
         for v in &ins {
             if let Some(r) = roots.get(v) {
@@ -322,7 +339,12 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
             if fresh[v]
                 && live_read[v]
                 && bytes <= MAX_BYTES
-                && bytes <= MAX_GROWTH.saturating_mul(state_bytes)
+                && bytes
+                    <= if from.is_empty() {
+                        SMALL_BYTES
+                    } else {
+                        MAX_GROWTH.saturating_mul(state_bytes)
+                    }
                 && (!strided || contiguous_meta(g, v))
                 && !n.name.is_empty()
                 && !p.state.contains_key(&name)
@@ -352,7 +374,7 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
             Role::Const => outs.iter().any(|&v| need[v]),
         };
         if needed[i] {
-            const_inputs(n, &konst, &mut ins);
+            const_inputs(g, n, &konst, &mut ins);
             for &v in &ins {
                 need[v] = true;
             }
@@ -386,8 +408,14 @@ fn evaluate(
         for (_, a) in &n.inputs {
             a.values(&mut ids);
         }
+        let shape_only = shape_only_self(g, n);
         for &v in &ids {
             if env[v].is_some() {
+                continue;
+            }
+            if shape_only == Some(v) {
+                let (dtype, sizes, _) = static_layout(g, v).ok_or(i)?;
+                env[v] = Some(RValue::Tensor(Tensor::zeros(dtype, &sizes).map_err(|_| i)?));
                 continue;
             }
             let Some(name) = state_of.get(&v) else {
@@ -477,15 +505,33 @@ fn remove_unread(g: &mut Graph, role: &[Role]) -> usize {
 
 /// Whether every value `n` reads is constant (collected into `ins`) and it reads no
 /// subgraph or object.
-fn const_inputs(n: &Node, konst: &[bool], ins: &mut Vec<ValueId>) -> bool {
+fn const_inputs(g: &Graph, n: &Node, konst: &[bool], ins: &mut Vec<ValueId>) -> bool {
     ins.clear();
-    for (_, a) in &n.inputs {
+    let shape_only = shape_only_self(g, n);
+    for (name, a) in &n.inputs {
         if matches!(a, Arg::Graph(_) | Arg::CustomObj(_)) {
             return false;
+        }
+        if name == "self" && shape_only.is_some() {
+            continue;
         }
         a.values(ins);
     }
     ins.iter().all(|&v| konst.get(v).copied().unwrap_or(false))
+}
+
+/// The `self` of an op that reads only its dtype and static sizes, never its values
+/// (`full_like`, `zeros_like`, `new_zeros`...): such a node depends on no tensor at run
+/// time, and is evaluated here on a zero tensor of that layout.
+fn shape_only_self(g: &Graph, n: &Node) -> Option<ValueId> {
+    if !SHAPE_ONLY.contains(&op_of(&n.target)) {
+        return None;
+    }
+    let Some(Arg::Tensor(v)) = n.arg("self") else {
+        return None;
+    };
+    (static_layout(g, *v).is_some() && tensor_bytes(g, *v).is_some_and(|b| b <= MAX_BYTES))
+        .then_some(*v)
 }
 
 /// `aten.add` of `aten.add.Tensor`.

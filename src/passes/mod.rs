@@ -16,7 +16,7 @@
 //!   reads becomes a new constant (`pt2web_folded.<node>`). Chains of views alone stay.
 //! - [`Pass::FoldBatchNorm`] (`fold_bn.rs`): an inference batch norm after a convolution
 //!   folded into the convolution's weight and bias (new constants, computed at load).
-//! - [`Pass::Attention`] (`attention.rs`): attention as core ATen writes it (`bmm`, scale,
+//! - [`Pass::Attention`] (`attention.rs`, before constant folding): attention as core ATen writes it (`bmm`, scale,
 //!   mask add, softmax, `bmm`, with the views and copies between) becomes one
 //!   `pt2web.fused_attention` node (the GPU runs one streaming kernel; see
 //!   `src/ops/attention/fused.rs`).
@@ -30,7 +30,7 @@
 //!   buffer's storage in place.
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue,reinplace`); a
+//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,attention,const_fold,fold_bn,fuse,epilogue,reinplace`); a
 //! session applies them once when it is created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
@@ -81,9 +81,11 @@ impl Pass {
         Pass::Functionalize,
         Pass::NoOps,
         Pass::DeadCode,
+        // Before constant folding, which would fold the safe softmax's `full_like(P, 0)`
+        // (it reads only P's shape) and hide the pattern.
+        Pass::Attention,
         Pass::ConstFold,
         Pass::FoldBatchNorm,
-        Pass::Attention,
         Pass::Fuse,
         Pass::Epilogue,
         Pass::Reinplace,

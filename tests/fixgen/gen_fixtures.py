@@ -457,6 +457,35 @@ def _f():
                   "outputs, reinplaced by pt2web's reinplace pass", m, (rnd(2, 2, 4), pos), core=True)
 
 
+class ShapeMask(nn.Module):
+    """Masks built from the input's shape alone, as torchvision's Swin builds its
+    shifted-window attention mask: `new_zeros` of the sequence length, slice assignments
+    into it, and a causal mask from `arange`; none reads the input's values, so with static
+    shapes the constant-folding pass computes them at load."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x):  # [batch, seq, 8]
+        n = x.shape[1]
+        m = x.new_zeros(n, n)
+        m[:, : n // 2] = -1.0
+        m[n // 2 :, n // 2 :] = -2.0
+        idx = torch.arange(n)
+        causal = (idx[None, :] > idx[:, None]).float() * -1e4
+        scores = x @ x.transpose(1, 2) + m + causal
+        return torch.softmax(scores, dim=-1) @ self.lin(x)
+
+
+@fixture("shape_mask_core")
+def _f():
+    seeded(13)
+    return single("shape_mask_core", "masks from the input's shape only (new_zeros, slice assignments, "
+                  "arange comparisons), core ATen: folded to constants at load", ShapeMask().eval(),
+                  (rnd(2, 6, 8),), core=True)
+
+
 class MutInput(nn.Module):
     def forward(self, x, y):
         x.add_(1)
