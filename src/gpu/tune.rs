@@ -28,8 +28,6 @@ const REPEATS: u32 = 3;
 /// ever-changing shapes must not grow them forever; past that, heuristic choices).
 const MAX_PENDING: usize = 256;
 const MAX_CHOICES: usize = 4096;
-/// The file format's version (part of the file name).
-const FILE: &str = "autotune-v1.json";
 
 /// One form of a kernel: its pipeline, grid and the storage bindings it uses (the same
 /// parameters as the others, and bindings among theirs).
@@ -306,6 +304,8 @@ fn cache_file() -> Option<std::path::PathBuf> {
     return None;
     #[cfg(not(target_arch = "wasm32"))]
     {
+        /// The file format's version is part of the name.
+        const FILE: &str = "autotune-v1.json";
         let dir = std::env::var_os("PT2WEB_CACHE_DIR")
             .map(std::path::PathBuf::from)
             .or_else(|| {
