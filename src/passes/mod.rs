@@ -567,7 +567,7 @@ mod tests {
         );
         assert_eq!(
             PassSet::parse(
-                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize"
+                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize, reinplace"
             )
             .unwrap(),
             PassSet::ALL
