@@ -582,7 +582,7 @@ mod tests {
         assert!(e.contains("'fold'"), "{e}");
         assert_eq!(
             PassSet::ALL.to_string(),
-            "functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue"
+            "functionalize,noop,dce,attention,const_fold,fold_bn,fuse,epilogue,reinplace"
         );
         assert_eq!(PassSet::NONE.to_string(), "none");
     }
