@@ -26,11 +26,7 @@ fn metas_of(inputs: &[RValue]) -> Vec<MValue> {
 }
 
 fn assert_matches_torch(got: &[RValue], want: &[Tensor], what: &str) {
-    assert_eq!(got.len(), want.len(), "{what}");
-    for (g, w) in got.iter().zip(want) {
-        let (max, _) = metrics(g.as_tensor().unwrap(), w);
-        assert!(max < 1e-5, "{what}: max abs error {max}");
-    }
+    assert_matches_torch_within(got, want, 1e-5, what);
 }
 
 #[test]
@@ -272,6 +268,33 @@ fn state_written_in_place_is_replayed_and_declared_mutations_are_not() {
             let (max, _) = metrics(&got, want);
             assert!(max < 1e-5, "{stem}: state '{name}' differs by {max}");
         }
+    }
+}
+
+/// The training IR's shifted-window attention (tests/passes.rs
+/// `swin_training_ir_attention_fuses`) runs on the GPU with every pass: no node falls back,
+/// the attention is one kernel, and the output is PyTorch's.
+#[test]
+fn swin_training_ir_runs_fused_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let (p, ins, want) = fixture("swin_block_train");
+    let mut g = GpuSession::new(p, dev).unwrap();
+    for run in 0..2 {
+        let got = g.run(ins.clone()).unwrap();
+        assert_matches_torch_within(&got, &want, 1e-4, &format!("run {run}"));
+        assert!(
+            g.last_stats.fallbacks.is_empty(),
+            "{:?}",
+            g.last_stats.fallbacks
+        );
+    }
+}
+
+fn assert_matches_torch_within(got: &[RValue], want: &[Tensor], tol: f64, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}");
+    for (g, w) in got.iter().zip(want) {
+        let (max, _) = metrics(g.as_tensor().unwrap(), w);
+        assert!(max < tol, "{what}: max abs error {max}");
     }
 }
 

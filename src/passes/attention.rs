@@ -14,6 +14,12 @@
 //! flat(t) = reshape([clone]([expand to its own sizes](t))), merging t's first two dims
 //! ```
 //!
+//! The training IR writes the products as rank-4 `matmul`s and the softmax as `softmax.int`;
+//! both forms are recognized. torchvision's shifted windows add a second mask through a
+//! rank-5 view (`view(view(X + bias, [b, w, H, L, S]) + shift_mask, [B, H, L, S])`); the two
+//! are first merged into one mask tensor (`merge_masks`; constant folding then computes it
+//! once, as both come from state and shapes).
+//!
 //! q, k and v are rank-4 f32 tensors (any strides: the kernel reads them where they lie), the
 //! mask any f32 tensor the scores broadcast it onto, each `c` a number in the graph (their
 //! product is the node's `scale`). Every value the matched nodes make, but the output, must
@@ -24,7 +30,7 @@ use super::noop::writes_in_place;
 use super::{use_counts, Sub};
 use crate::dtype::DType;
 use crate::ops::attention::fused::TARGET;
-use crate::program::{Arg, Dim, Graph, IntArg, Node, ValueId, ValueKind};
+use crate::program::{Arg, Dim, Graph, IntArg, Node, Value, ValueId, ValueKind};
 use std::collections::HashMap;
 
 /// Recognize the attentions of `g`; how many nodes fewer the graph has.
@@ -32,6 +38,14 @@ pub(super) fn run(g: &mut Graph) -> usize {
     if writes_in_place(g) {
         return 0;
     }
+    let before = g.nodes.len();
+    merge_masks(g);
+    fuse(g);
+    before.saturating_sub(g.nodes.len())
+}
+
+/// Replace each attention by its fused node.
+fn fuse(g: &mut Graph) {
     let uses = use_counts(g);
     let graph_outputs = super::output_values(g);
     let mut def: HashMap<ValueId, usize> = HashMap::new();
@@ -60,11 +74,216 @@ pub(super) fn run(g: &mut Graph) -> usize {
         }
         fused_at.insert(root, fused_node(g, &found, root));
     }
-    let removed = gone.iter().filter(|&&x| x).count();
-    if removed > 0 {
+    if gone.iter().any(|&x| x) {
         super::replace_nodes(g, &gone, fused_at);
     }
-    removed
+}
+
+/// Static sizes of tensor value `v`.
+fn static_sizes(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    match &g.values.get(v)?.kind {
+        ValueKind::Tensor { sizes, .. } => sizes
+            .iter()
+            .map(|d| match d {
+                Dim::Static(s) => Some(*s),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Contiguous strides of `sizes`.
+fn contiguous(sizes: &[i64]) -> Vec<Dim> {
+    let mut strides = vec![Dim::Static(1); sizes.len()];
+    let mut step = 1;
+    for (k, s) in sizes.iter().enumerate().rev() {
+        strides[k] = Dim::Static(step);
+        step *= (*s).max(1);
+    }
+    strides
+}
+
+/// `out = view(add(view(add(y, m1), s5), m2), s4)`, where the views split and merge y's first
+/// dim and s4 is y's sizes, becomes `out = add(y, m)` with
+/// `m = reshape(add(reshape(expand(m1, s4), s5), m2), s4)`: one mask (the scores get the
+/// two in one add rather than two, a rounding apart). f32 and static sizes only; each
+/// intermediate must be read once.
+fn merge_masks(g: &mut Graph) {
+    let uses = use_counts(g);
+    let mut def: HashMap<ValueId, usize> = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mut ids = Vec::new();
+        n.outputs.iter().for_each(|a| super::defined(a, &mut ids));
+        for v in ids {
+            def.insert(v, i);
+        }
+    }
+    let one = |v: ValueId| uses.get(v) == Some(&1);
+    let out_of = |n: &Node| match n.outputs[..] {
+        [Arg::Tensor(v)] => Some(v),
+        _ => None,
+    };
+    let plain_add = |n: &Node| {
+        n.target == "aten.add.Tensor" && n.arg("alpha").is_none_or(|a| matches!(a, Arg::Int(1)))
+    };
+    let tensor = |n: &Node, name: &str| match n.arg(name) {
+        Some(Arg::Tensor(v)) => Some(*v),
+        _ => None,
+    };
+    let f32 = |v: ValueId| {
+        matches!(
+            g.values.get(v).map(|x| &x.kind),
+            Some(ValueKind::Tensor {
+                dtype: DType::F32,
+                ..
+            })
+        )
+    };
+    // (the four nodes, y, m1, m2, s4, s5, out)
+    let mut found = Vec::new();
+    for (l, n4) in g.nodes.iter().enumerate() {
+        let m = (|| {
+            if !RESHAPES.contains(&n4.target.as_str()) {
+                return None;
+            }
+            let out = out_of(n4)?;
+            let b = tensor(n4, "self")?;
+            let &i = def.get(&b)?;
+            let add_b = &g.nodes[i];
+            let (v5, m2) = (tensor(add_b, "self")?, tensor(add_b, "other")?);
+            let &j = def.get(&v5)?;
+            let n5 = &g.nodes[j];
+            let a = tensor(n5, "self")?;
+            let &k = def.get(&a)?;
+            let add_a = &g.nodes[k];
+            let (y, m1) = (tensor(add_a, "self")?, tensor(add_a, "other")?);
+            let (s4, s5) = (static_sizes(g, out)?, static_sizes(g, v5)?);
+            let ok = plain_add(add_b)
+                && RESHAPES.contains(&n5.target.as_str())
+                && plain_add(add_a)
+                && [a, v5, b].into_iter().all(one)
+                && [y, m1, m2, out].into_iter().all(f32)
+                && s4.len() == 4
+                && s5.len() == 5
+                && static_sizes(g, y)? == s4
+                && static_sizes(g, a)? == s4
+                && static_sizes(g, b)? == s5
+                && s5[0] * s5[1] == s4[0]
+                && s5[2..] == s4[1..];
+            ok.then_some(([k, j, i, l], y, m1, m2, s4, s5, out))
+        })();
+        found.extend(m);
+    }
+    if found.is_empty() {
+        return;
+    }
+    let mut gone = vec![false; g.nodes.len()];
+    let mut at: HashMap<usize, Vec<Node>> = HashMap::new();
+    for ([k, j, i, l], y, m1, m2, s4, s5, out) in found {
+        if [k, j, i, l].iter().any(|&x| gone[x]) {
+            continue;
+        }
+        let base = g.nodes[k].name.clone();
+        let names = ["expand", "split", "add", "merge"].map(|s| format!("{base}_mask_{s}"));
+        if names.iter().any(|n| g.by_name.contains_key(n)) {
+            continue;
+        }
+        let meta = g.nodes[l].metadata.clone();
+        // expand(m1, s4): stride 0 along broadcast dims.
+        let (
+            Some(m1_sizes),
+            ValueKind::Tensor {
+                strides: m1_strides,
+                ..
+            },
+        ) = (static_sizes(g, m1), g.value(m1).kind.clone())
+        else {
+            continue;
+        };
+        let off = s4.len() - m1_sizes.len().min(4);
+        let expand_strides = (0..4usize)
+            .map(|d| match d.checked_sub(off) {
+                Some(e) if m1_sizes[e] == s4[d] => m1_strides[e].clone(),
+                _ => Dim::Static(0),
+            })
+            .collect::<Vec<_>>();
+        let kinds = [
+            (s4.clone(), expand_strides),
+            (s5.clone(), contiguous(&s5)),
+            (s5.clone(), contiguous(&s5)),
+            (s4.clone(), contiguous(&s4)),
+        ];
+        let mut ids = [0; 4];
+        for (id, (name, (sizes, strides))) in ids.iter_mut().zip(names.iter().zip(kinds)) {
+            *id = g.values.len();
+            g.values.push(Value {
+                name: name.clone(),
+                kind: ValueKind::Tensor {
+                    dtype: DType::F32,
+                    sizes: sizes.into_iter().map(Dim::Static).collect(),
+                    strides,
+                    requires_grad: false,
+                },
+            });
+            g.by_name.insert(name.clone(), *id);
+        }
+        let node = |name: &str, target: &str, inputs: Vec<(&str, Arg)>, out: ValueId| Node {
+            name: name.to_string(),
+            target: target.to_string(),
+            inputs: inputs
+                .into_iter()
+                .map(|(n, a)| (n.to_string(), a))
+                .collect(),
+            outputs: vec![Arg::Tensor(out)],
+            metadata: meta.clone(),
+        };
+        let add_name = g.nodes[l].name.clone();
+        let nodes = vec![
+            node(
+                &names[0],
+                "aten.expand.default",
+                vec![("self", Arg::Tensor(m1)), ("size", Arg::Ints(s4.clone()))],
+                ids[0],
+            ),
+            node(
+                &names[1],
+                "aten.reshape.default",
+                vec![("self", Arg::Tensor(ids[0])), ("shape", Arg::Ints(s5))],
+                ids[1],
+            ),
+            node(
+                &names[2],
+                "aten.add.Tensor",
+                vec![("self", Arg::Tensor(ids[1])), ("other", Arg::Tensor(m2))],
+                ids[2],
+            ),
+            node(
+                &names[3],
+                "aten.reshape.default",
+                vec![("self", Arg::Tensor(ids[2])), ("shape", Arg::Ints(s4))],
+                ids[3],
+            ),
+            node(
+                &add_name,
+                "aten.add.Tensor",
+                vec![("self", Arg::Tensor(y)), ("other", Arg::Tensor(ids[3]))],
+                out,
+            ),
+        ];
+        for x in [k, j, i] {
+            gone[x] = true;
+        }
+        at.insert(l, nodes);
+    }
+    let old = std::mem::take(&mut g.nodes);
+    for (x, n) in old.into_iter().enumerate() {
+        match at.remove(&x) {
+            Some(new) => g.nodes.extend(new),
+            None if !gone[x] => g.nodes.push(n),
+            None => {}
+        }
+    }
 }
 
 /// One recognized attention.
@@ -205,25 +424,44 @@ impl Matcher<'_> {
         (s3.len() == 3 && s4.len() == 4 && s3[1..] == s4[2..]).then_some((v3, v4))
     }
 
+    /// The rank-4 operands `(a, b)` of the product that node `i` makes: `reshape(bmm(flat(a),
+    /// flat(b)))` (core ATen; node `i` the reshape) or `matmul(a, b)` (the training IR), with
+    /// the same batch and head sizes.
+    fn product(&self, i: usize, nodes: &mut Vec<usize>) -> Option<(ValueId, ValueId)> {
+        let n = &self.g.nodes[i];
+        let (a, b) = if n.target == "aten.matmul.default" {
+            let [Arg::Tensor(out)] = n.outputs[..] else {
+                return None;
+            };
+            if self.rank(out) != Some(4) {
+                return None;
+            }
+            nodes.push(i);
+            (Self::tensor(n, "self")?, Self::tensor(n, "other")?)
+        } else if RESHAPES.contains(&n.target.as_str()) {
+            let (s3, _) = self.split(n)?;
+            nodes.push(i);
+            let (j, bmm) = self.node(s3, &["aten.bmm.default"])?;
+            nodes.push(j);
+            (
+                self.unflatten(Self::tensor(bmm, "self")?, nodes)?,
+                self.unflatten(Self::tensor(bmm, "mat2")?, nodes)?,
+            )
+        } else {
+            return None;
+        };
+        let (sa, sb) = (self.sizes(a)?, self.sizes(b)?);
+        (sa.len() == 4 && sb.len() == 4 && sa[..2] == sb[..2]).then_some((a, b))
+    }
+
     /// The attention whose output node is `root`.
     fn attention(&self, root: usize) -> Option<Found> {
-        let n = &self.g.nodes[root];
-        if !RESHAPES.contains(&n.target.as_str()) {
+        let [Arg::Tensor(out)] = self.g.nodes[root].outputs[..] else {
             return None;
-        }
-        let (o3, out) = self.split(n)?;
-        let mut nodes = vec![root];
-        // out = reshape(bmm(reshape(W), flat(v)))
-        let (i, pv) = self.node(o3, &["aten.bmm.default"])?;
-        nodes.push(i);
-        let v = self.unflatten(Self::tensor(pv, "mat2")?, &mut nodes)?;
-        let (i, rw) = self.node(Self::tensor(pv, "self")?, RESHAPES)?;
-        nodes.push(i);
-        let w = Self::tensor(rw, "self")?;
-        let (s3, s4) = (self.sizes(Self::tensor(pv, "self")?)?, self.sizes(w)?);
-        if s3.len() != 3 || s4.len() != 4 || s3[1..] != s4[2..] {
-            return None;
-        }
+        };
+        let mut nodes = Vec::new();
+        // out = W @ v
+        let (w, v) = self.product(root, &mut nodes)?;
         let (x, safe) = self.softmax(w, &mut nodes)?;
         // X = Y [+ mask]
         let (y, mask) = match self.node(x, &["aten.add.Tensor"]) {
@@ -243,15 +481,9 @@ impl Matcher<'_> {
             _ => (x, None),
         };
         let (z, mut scale) = self.unscale(y, &mut nodes);
-        // Z = reshape(bmm(flat(q), flat(kᵀ)))
-        let (i, rz) = self.node(z, RESHAPES)?;
-        let (s, _) = self.split(rz)?;
-        nodes.push(i);
-        let (i, qk) = self.node(s, &["aten.bmm.default"])?;
-        nodes.push(i);
-        let q = self.unflatten(Self::tensor(qk, "self")?, &mut nodes)?;
+        // Z = q @ kᵀ
+        let (q, kt) = self.product(*self.def.get(&z)?, &mut nodes)?;
         let (q, cq) = self.unscale(q, &mut nodes);
-        let kt = self.unflatten(Self::tensor(qk, "mat2")?, &mut nodes)?;
         let (kt, ck) = self.unscale(kt, &mut nodes);
         let k = self.untranspose(kt, &mut nodes)?;
         let (k, ck2) = self.unscale(k, &mut nodes);
@@ -281,9 +513,7 @@ impl Matcher<'_> {
     fn scores(&self, v: ValueId) -> Option<()> {
         let mut scratch = Vec::new();
         let (z, _) = self.unscale(v, &mut scratch);
-        let (_, rz) = self.node(z, RESHAPES)?;
-        let (s, _) = self.split(rz)?;
-        self.node(s, &["aten.bmm.default"]).map(|_| ())
+        self.product(*self.def.get(&z)?, &mut scratch).map(|_| ())
     }
 
     /// `k` where `kt` is `permute(k, [0, 1, 3, 2])` or `transpose(k, -2, -1)`.
@@ -309,10 +539,11 @@ impl Matcher<'_> {
     /// fully masked rows give zeros (`_safe_softmax`'s decomposition) rather than NaN.
     fn softmax(&self, w: ValueId, nodes: &mut Vec<usize>) -> Option<(ValueId, bool)> {
         let plain = |v: ValueId, nodes: &mut Vec<usize>| -> Option<ValueId> {
-            let (i, n) = self.node(v, &["aten._softmax.default"])?;
+            let (i, n) = self.node(v, &["aten._softmax.default", "aten.softmax.int"])?;
             let x = Self::tensor(n, "self")?;
             let ok = Self::last_dim(Self::int(n, "dim")?, 4)
                 && matches!(n.arg("half_to_float"), Some(Arg::Bool(false)) | None)
+                && matches!(n.arg("dtype"), Some(Arg::None) | None)
                 && self.rank(x) == Some(4);
             ok.then(|| {
                 nodes.push(i);

@@ -29,10 +29,10 @@
 //! `x @ w.half().float().t()` the new constant holds the transposed weight and the matmul
 //! reads it. A view of a stored result stays a view, of the new constant.
 //!
-//! Memory stays bounded: a result is not stored when it is larger than 64 MiB or more than
-//! twice the bytes of the state it is computed from (`c.expand(4096, 8).contiguous()` of a
-//! small buffer), or, computed from no state at all (factories and shapes), larger than
-//! 1 MiB; its nodes stay and run as before. The original parameters and buffers
+//! Memory stays bounded: a result is not stored when it is larger than 64 MiB, or larger
+//! than both 4 MiB and twice the bytes of the state it is computed from
+//! (`c.expand(4096, 8).contiguous()` of a small buffer; a relative-position bias gathered
+//! from its small table is kept); its nodes stay and run as before. The original parameters and buffers
 //! stay in the state (the GPU uploads only what the graph reads). In a graph that reads
 //! storage through `as_strided`, only results torch lays out contiguously are stored. A
 //! graph with an in-place write is left alone, and only the top-level graph is folded (as
@@ -49,11 +49,11 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// The largest result computed or stored, in bytes.
 const MAX_BYTES: u64 = 64 << 20;
-/// A stored result holds at most this many times the bytes of the state it comes from; one
-/// that comes from no state (a mask or a table built from factories and shapes alone, such
-/// as a shifted-window attention mask) at most [`SMALL_BYTES`].
+/// A stored result holds at most this many times the bytes of the state it comes from, or
+/// [`SMALL_BYTES`] when that is more (a mask or a table built from factories and shapes
+/// alone, such as a shifted-window attention mask, or gathered from a small table).
 const MAX_GROWTH: u64 = 2;
-const SMALL_BYTES: u64 = 1 << 20;
+const SMALL_BYTES: u64 = 4 << 20;
 /// Nodes refused by their kernel before the pass gives up on the graph (each refusal runs
 /// the evaluation again).
 const MAX_REFUSALS: usize = 16;
@@ -339,12 +339,7 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
             if fresh[v]
                 && live_read[v]
                 && bytes <= MAX_BYTES
-                && bytes
-                    <= if from.is_empty() {
-                        SMALL_BYTES
-                    } else {
-                        MAX_GROWTH.saturating_mul(state_bytes)
-                    }
+                && bytes <= SMALL_BYTES.max(MAX_GROWTH.saturating_mul(state_bytes))
                 && (!strided || contiguous_meta(g, v))
                 && !n.name.is_empty()
                 && !p.state.contains_key(&name)

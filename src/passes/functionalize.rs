@@ -16,9 +16,17 @@
 //!
 //! An in-place dropout with `train=False` writes nothing, so it is always rewritten (and the
 //! no-op pass then removes it).
+//!
+//! A write through a chain of `slice` / `select` views of such a tensor (the training IR's
+//! `mask[a:b, c:d] = k`, as `fill_` on a slice of a slice of `new_zeros`) becomes the
+//! functional op on the view followed by one `slice_scatter` / `select_scatter` per view,
+//! innermost first, and the nodes after it read the last scatter's result instead of the
+//! base tensor (what torch's functionalization writes for core ATen). Only where each view
+//! of the chain is read by the next link alone, nothing reads the write's result, and every
+//! other view of the base taken before the write is gone by then (so none sees the write).
 
 use super::noop::rename;
-use crate::program::{Arg, Graph, ValueId, ValueKind};
+use crate::program::{Arg, Dim, Graph, Node, Value, ValueId, ValueKind};
 use std::collections::HashMap;
 
 /// Ops whose result may share its input's storage (views, and ops that may return their
@@ -123,7 +131,13 @@ const FUNCTIONAL: &[&str] = &[
     "feature_dropout",
     "alpha_dropout",
     "feature_alpha_dropout",
+    // The result has self's dtype whatever the value's or the source's.
+    "fill",
+    "copy",
 ];
+
+/// Ops whose result has `self`'s dtype whatever the other operands' dtypes.
+const KEEPS_DTYPE: &[&str] = &["aten.fill.Scalar", "aten.fill.Tensor", "aten.copy.default"];
 
 /// The functional target of an in-place one (`aten.relu_.default` -> `aten.relu.default`)
 /// that the op table runs, or None.
@@ -146,8 +160,183 @@ fn dtype(g: &Graph, v: ValueId) -> Option<crate::DType> {
     }
 }
 
+/// Whether the functional op `f` on `x` (reading `operands`) gives `y`'s dtype: every
+/// operand has x's dtype, or `f` keeps self's dtype.
+fn same_dtype(g: &Graph, f: &str, x: ValueId, y: ValueId, operands: &[ValueId]) -> bool {
+    dtype(g, x).is_some_and(|d| {
+        dtype(g, y) == Some(d)
+            && (KEEPS_DTYPE.contains(&f)
+                || operands.iter().all(|&v| dtype(g, v).is_none_or(|o| o == d)))
+    })
+}
+
 /// Rewrite the in-place ops of `g` that may be; how many it rewrote.
 pub(super) fn run(g: &mut Graph) -> usize {
+    let mut rewritten = 0;
+    let mut i = 0;
+    while i < g.nodes.len() {
+        i += 1 + match through_views(g, i) {
+            Some(added) => {
+                rewritten += 1;
+                added
+            }
+            None => 0,
+        };
+    }
+    rewritten + on_fresh(g)
+}
+
+/// The scatter that writes a value back through the view op `target`.
+fn scatter_of(target: &str) -> Option<&'static str> {
+    match target {
+        "aten.slice.Tensor" => Some("aten.slice_scatter.default"),
+        "aten.select.int" => Some("aten.select_scatter.default"),
+        _ => None,
+    }
+}
+
+/// Rewrite the in-place write at node `i` if it goes through `slice`/`select` views of a
+/// fresh tensor (see the module's doc); the number of nodes it added after `i`.
+fn through_views(g: &mut Graph, i: usize) -> Option<usize> {
+    let f = functional(&g.nodes[i].target)?;
+    let (Some(Arg::Tensor(x)), [Arg::Tensor(y)]) =
+        (g.nodes[i].arg("self"), &g.nodes[i].outputs[..])
+    else {
+        return None;
+    };
+    let (x, y) = (*x, *y);
+    let uses = super::use_counts(g);
+    let reads = |v: ValueId| uses.get(v).copied().unwrap_or(0);
+    let made_by = |v: ValueId| {
+        g.nodes[..i].iter().rposition(|n| {
+            let mut outs = Vec::new();
+            n.outputs.iter().for_each(|a| super::defined(a, &mut outs));
+            outs.contains(&v)
+        })
+    };
+    // The chain of views from x to the base tensor, innermost first.
+    let mut links = Vec::new();
+    let mut v = x;
+    loop {
+        let d = made_by(v)?;
+        let n = &g.nodes[d];
+        if scatter_of(&n.target).is_none() {
+            if aliases(&n.target) {
+                return None;
+            }
+            break;
+        }
+        // Each view is read by the next link (or the write) alone.
+        if reads(v) != 1 {
+            return None;
+        }
+        links.push(d);
+        v = match n.arg("self") {
+            Some(Arg::Tensor(s)) => *s,
+            _ => return None,
+        };
+    }
+    let base = v;
+    let mut operands = Vec::new();
+    g.nodes[i]
+        .inputs
+        .iter()
+        .for_each(|(_, a)| a.values(&mut operands));
+    if links.is_empty() || reads(y) != 0 || !same_dtype(g, &f, x, y, &operands) {
+        return None;
+    }
+    // A view of the base taken before the write (other than the chain) could be read after it.
+    let outer = *links.last()?;
+    let early_view = g.nodes[..i].iter().enumerate().any(|(j, n)| {
+        j != outer && aliases(&n.target) && {
+            let mut r = Vec::new();
+            n.inputs.iter().for_each(|(_, a)| a.values(&mut r));
+            r.contains(&base)
+        }
+    });
+    // The results are new contiguous tensors: static sizes only.
+    let contiguous = |g: &Graph, v: ValueId| -> Option<ValueKind> {
+        let ValueKind::Tensor {
+            dtype,
+            sizes,
+            requires_grad,
+            ..
+        } = g.value(v).kind.clone()
+        else {
+            return None;
+        };
+        let mut strides = vec![Dim::Static(1); sizes.len()];
+        let mut step = 1i64;
+        for (k, s) in sizes.iter().enumerate().rev() {
+            let Dim::Static(s) = s else { return None };
+            strides[k] = Dim::Static(step);
+            step *= (*s).max(1);
+        }
+        Some(ValueKind::Tensor {
+            dtype,
+            sizes,
+            strides,
+            requires_grad,
+        })
+    };
+    let y_kind = contiguous(g, y)?;
+    let kinds = links
+        .iter()
+        .map(|&d| match g.nodes[d].arg("self") {
+            Some(Arg::Tensor(p)) => contiguous(g, *p).map(|k| (*p, k)),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()?;
+    let names: Vec<String> = (0..links.len())
+        .map(|k| format!("{}_scatter{k}", g.nodes[i].name))
+        .collect();
+    if early_view || names.iter().any(|n| g.by_name.contains_key(n)) {
+        return None;
+    }
+    g.nodes[i].target = f;
+    g.values[y].kind = y_kind;
+    // One scatter per view, innermost first, each writing the value into the view's parent.
+    let mut src = y;
+    let mut added = Vec::new();
+    for ((&d, (parent, kind)), name) in links.iter().zip(kinds).zip(names) {
+        let out = g.values.len();
+        g.values.push(Value {
+            name: name.clone(),
+            kind,
+        });
+        g.by_name.insert(name.clone(), out);
+        let link = &g.nodes[d];
+        let mut inputs = vec![
+            ("self".to_string(), Arg::Tensor(parent)),
+            ("src".to_string(), Arg::Tensor(src)),
+        ];
+        inputs.extend(link.inputs.iter().filter(|(n, _)| n != "self").cloned());
+        let target = scatter_of(&link.target)?.to_string();
+        added.push(Node {
+            name,
+            target,
+            inputs,
+            outputs: vec![Arg::Tensor(out)],
+            metadata: g.nodes[i].metadata.clone(),
+        });
+        src = out;
+    }
+    let n_added = added.len();
+    g.nodes.splice(i + 1..i + 1, added);
+    // The nodes after the write read the base's new value.
+    for n in &mut g.nodes[i + 1 + n_added..] {
+        for (_, a) in &mut n.inputs {
+            rename(a, base, src);
+        }
+    }
+    for a in &mut g.outputs {
+        rename(a, base, src);
+    }
+    Some(n_added)
+}
+
+/// Rewrite the in-place ops of `g` on fresh tensors; how many it rewrote.
+fn on_fresh(g: &mut Graph) -> usize {
     // The node making each value.
     let mut made_by: HashMap<ValueId, usize> = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
@@ -187,9 +376,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
             .inputs
             .iter()
             .for_each(|(_, a)| a.values(&mut operands));
-        let same_dtype = dtype(g, x).is_some_and(|d| {
-            dtype(g, y) == Some(d) && operands.iter().all(|&v| dtype(g, v).is_none_or(|o| o == d))
-        });
+        let same_dtype = same_dtype(g, &f, x, y, &operands);
         if writes && (!fresh || other_aliasing) || !same_dtype || x == y {
             continue;
         }

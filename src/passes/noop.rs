@@ -1,6 +1,7 @@
 //! Removal of copies and views that change nothing: `alias`, `detach`, `lift_fresh_copy`,
 //! `clone`, `contiguous`, `_to_copy` / `to`, `view` / `reshape` / `_unsafe_view`,
-//! `expand`, and dropouts with `train=False`, when torch's metadata for the result has the input's dtype, sizes and strides.
+//! `expand`, `pad` / `constant_pad_nd` by zero on every side, and dropouts with
+//! `train=False`, when torch's metadata for the result has the input's dtype, sizes and strides.
 //! Every later read of the result reads the input instead, and the node goes.
 //!
 //! A copy only matters where something writes through one of the two names, so a graph
@@ -64,7 +65,10 @@ fn no_op(g: &Graph, i: usize, graph_outputs: &[ValueId]) -> Option<(ValueId, Val
     let n = &g.nodes[i];
     let op = n.target.rsplit_once('.').map_or("", |(o, _)| o);
     let eval_dropout = DROPOUTS.contains(&op) && matches!(n.arg("train"), Some(Arg::Bool(false)));
-    if !NO_OPS.contains(&op) && !eval_dropout {
+    // torchvision's swin pads windows by zero when the size divides.
+    let zero_pad = matches!(op, "aten.pad" | "aten.constant_pad_nd")
+        && matches!(n.arg("pad"), Some(Arg::Ints(p)) if p.iter().all(|&k| k == 0));
+    if !NO_OPS.contains(&op) && !eval_dropout && !zero_pad {
         return None;
     }
     let [Arg::Tensor(y)] = n.outputs[..] else {

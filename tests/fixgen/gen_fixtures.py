@@ -486,6 +486,31 @@ def _f():
                   (rnd(2, 6, 8),), core=True)
 
 
+class SwinBlock(nn.Module):
+    """torchvision's shifted-window attention with a pre-norm, small: the training IR writes
+    its shift mask with `fill_` through slices of `new_zeros`, pads by zero, adds the
+    relative-position bias and the shift mask through a rank-5 view, and attends with
+    `matmul` / `softmax.int`."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.swin_transformer import ShiftedWindowAttention
+
+        self.norm = nn.LayerNorm(16)
+        self.attn = ShiftedWindowAttention(16, [4, 4], [2, 2], num_heads=2)
+
+    def forward(self, x):  # [batch, h, w, 16]
+        return x + self.attn(self.norm(x))
+
+
+@fixture("swin_block_train")
+def _f():
+    seeded(14)
+    return single("swin_block_train", "torchvision ShiftedWindowAttention (dim 16, window 4, shift 2, "
+                  "2 heads) after a LayerNorm, training IR: fill_ through slices, zero pad, "
+                  "two masks, matmul attention", SwinBlock().eval(), (rnd(1, 8, 8, 16),))
+
+
 class MutInput(nn.Module):
     def forward(self, x, y):
         x.add_(1)

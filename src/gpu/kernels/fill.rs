@@ -137,6 +137,21 @@ pub(super) fn fill_(k: &mut KernelCtx) -> Out {
     Ok(Some(vec![Slot::Tensor(x)]))
 }
 
+/// fill.Scalar(self, value): a new tensor of self's sizes and dtype holding `value` (the
+/// functional fill that functionalization writes for a `fill_` through views).
+pub(super) fn fill(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    if !gpu_dtype(x.dtype) {
+        return Ok(None);
+    }
+    let Some(w) = word(x.dtype, k.op.scalar("value")?) else {
+        return Ok(None);
+    };
+    encode_fill(k, x.dtype, &x.sizes, 0, [w, 0])
+}
+
 /// copy_(self, src): `src` broadcast and converted to `self`'s dtype, copied into `self`.
 pub(super) fn copy_(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(src)) = (k.t("self"), k.t("src")) else {
@@ -197,6 +212,7 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     )
     .f16(F16::Native);
     t.kernel(&["aten.fill_"], On::Only(&["Scalar"]), fill_, gpu_dtypes);
+    t.kernel(&["aten.fill"], On::Only(&["Scalar"]), fill, gpu_dtypes);
     t.kernel(&["aten.zero_"], On::Only(&["default"]), fill_, gpu_dtypes);
     t.kernel(&["aten.copy_"], On::Only(&["default"]), copy_, gpu_dtypes);
 }
