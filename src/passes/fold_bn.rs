@@ -137,8 +137,8 @@ fn fold_at(
         .iter()
         .rposition(|n| n.outputs.first() == Some(&Arg::Tensor(x)))?;
     let conv = &g.nodes[c];
-    // (A convolution always has the argument; an absent bias is `None`.)
-    conv.arg("bias")?;
+    // (`convolution` always has the argument; the training IR's `conv2d` leaves out a bias
+    // that is `None`.)
     match conv.target.as_str() {
         "aten.convolution.default" => {
             if !matches!(conv.arg("transposed"), Some(Arg::Bool(false))) {
@@ -196,6 +196,11 @@ fn fold_at(
     let wv = super::add_constant(p, &w_name, w_t);
     let bv = super::add_constant(p, &b_name, b_t);
     let conv = &mut p.graph.nodes[c];
+    if conv.arg("bias").is_none() {
+        let at = conv.inputs.iter().position(|(n, _)| n == "weight")? + 1;
+        conv.inputs
+            .insert(at, ("bias".to_string(), Arg::OptTensor(Some(bv))));
+    }
     for (n, a) in &mut conv.inputs {
         match n.as_str() {
             "weight" => *a = Arg::Tensor(wv),

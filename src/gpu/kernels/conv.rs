@@ -398,7 +398,8 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
 
 /// `ConvKernel::Gemm` (groups = 1): out[img] = W [O, K] x cols[img] (+ bias per row) with
 /// the vec4 matrix multiply. The columns are the input itself, [K, P], for a 1x1
-/// convolution with stride 1 and no padding (K and P multiples of 4: `mm_kn`), else
+/// convolution with stride 1 and no padding (`mm_kn` where K and P are multiples of 4,
+/// else the scalar form: one dispatch either way), else
 /// `im2col`'s pixel-major [P, K4] copy (`mm_kk`, any P), K4 = K rounded up to a multiple
 /// of 4 with zero columns, the weights zero-padded to [O, K4] to match (a first layer's
 /// 3 x 7 x 7 = 147 taps). None where the columns are too large.
@@ -426,8 +427,13 @@ fn conv_gemm(
         && meta.stride[..3] == [1, 1, 1]
         && meta.pad[..3] == [0, 0, 0]
         && meta.ins == meta.outs;
-    let cols = if pointwise && kpad == kdim && plane % 4 == 0 && x.offset % 4 == 0 {
-        x.view(vec![n, kdim, plane], vec![kdim * plane, plane, 1], x.offset)
+    let (cols, kk) = if pointwise {
+        // The input is the columns; the matrix multiply picks its vec4 form where the
+        // sizes and offset align (an SE block's 1x1 plane, a 7x7 plane take the scalar one).
+        (
+            x.view(vec![n, kdim, plane], vec![kdim * plane, plane, 1], x.offset),
+            kdim,
+        )
     } else {
         let col = k.new_out(DType::F32, &[n, plane, kpad])?;
         let ws = &mut k.r.stats.workspace_bytes;
@@ -445,10 +451,13 @@ fn conv_gemm(
             (gx, gy, 1),
         )?;
         // [K4, P] as a view of the pixel-major copy.
-        col.view(vec![n, kpad, plane], vec![kpad * plane, 1, kpad], 0)
+        (
+            col.view(vec![n, kpad, plane], vec![kpad * plane, 1, kpad], 0),
+            kpad,
+        )
     };
     // The weights as [O, K4]: zero columns past K (a small copy per run).
-    let w = if kpad == kdim && w.offset % 4 == 0 {
+    let w = if kk == kdim {
         w.clone()
     } else {
         let wk = w.view(vec![o, kdim], vec![kdim, 1], w.offset);
@@ -457,9 +466,9 @@ fn conv_gemm(
             None => return Ok(None),
         }
     };
-    let wv = w.view(vec![n, o, kpad], vec![0, kpad, 1], w.offset);
+    let wv = w.view(vec![n, o, kk], vec![0, kk, 1], w.offset);
     let bv = bias.map(|b| b.view(vec![n, o, plane], vec![0, 1, 0], b.offset));
-    super::encode_matmul(k, &wv, &cols, bv.as_ref(), n, o, plane, kpad, 1.0, 1.0)
+    super::encode_matmul(k, &wv, &cols, bv.as_ref(), n, o, plane, kk, 1.0, 1.0)
 }
 
 /// Transposed convolution: `convolution(transposed=True)` and `conv_transpose1d/2d/3d`
