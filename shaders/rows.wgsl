@@ -10,9 +10,19 @@ struct Meta {
     // layer norm: bit 0 weight present, bit 1 bias present.
     flags: u32,
     eps: f32,
-    _p0: f32,
-    _p1: f32,
+    // Norms: 0 for a layer norm (weight and bias along the row), else a group norm's row is
+    // its group's channels of `inner` elements each, and weight and bias are per channel.
+    inner: u32,
+    groups: u32,
     _p2: f32,
+}
+
+// The weight / bias element of row r, column j.
+fn affine_index(r: u32, j: u32) -> u32 {
+    if params.inner == 0u {
+        return j;
+    }
+    return (r % params.groups) * (params.cols / params.inner) + j / params.inner;
 }
 
 // softmax: 0 = softmax, 1 = log_softmax, 2 = attention's safe softmax (a row that is all
@@ -194,10 +204,10 @@ fn layer_norm(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_i
     for (var j = l; j < params.cols; j = j + 64u) {
         var y = (f32(x[base + j]) - mean) * rstd;
         if (params.flags & 1u) != 0u {
-            y = y * f32(weight[j]);
+            y = y * f32(weight[affine_index(r, j)]);
         }
         if (params.flags & 2u) != 0u {
-            y = y + f32(bias[j]);
+            y = y + f32(bias[affine_index(r, j)]);
         }
         out[base + j] = to_out(y);
     }
@@ -231,10 +241,10 @@ fn layer_norm_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var j = 0u; j < params.cols; j = j + 1u) {
         var y = (f32(x[base + j]) - mean) * rstd;
         if (params.flags & 1u) != 0u {
-            y = y * f32(weight[j]);
+            y = y * f32(weight[affine_index(r, j)]);
         }
         if (params.flags & 2u) != 0u {
-            y = y + f32(bias[j]);
+            y = y + f32(bias[affine_index(r, j)]);
         }
         out[base + j] = to_out(y);
     }

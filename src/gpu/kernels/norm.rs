@@ -313,6 +313,63 @@ fn batch_norm_train(k: &mut KernelCtx, x: GTensor, training: bool) -> Out {
 }
 
 /// layer_norm / native_layer_norm over the trailing `normalized_shape` dims.
+/// The rows a row norm normalizes (see [`RowMeta`]'s `inner` / `groups`).
+pub(super) struct RowNorm {
+    pub rows: usize,
+    pub cols: usize,
+    pub eps: f32,
+    pub inner: usize,
+    pub groups: usize,
+}
+
+/// One dispatch normalizing each row of contiguous `x` into `out` ([out, x]), with the weight
+/// and bias if given, writing each row's mean and 1/std into `stats`.
+pub(super) fn encode_row_norm(
+    k: &mut KernelCtx,
+    r: &RowNorm,
+    elems: crate::gpu::shaders::Elems,
+    [out, xc]: [&GTensor; 2],
+    wc: Option<&GTensor>,
+    bc: Option<&GTensor>,
+    [mean, rstd]: [&GTensor; 2],
+) -> Result<()> {
+    if r.rows * r.cols == 0 {
+        return Ok(());
+    }
+    // One invocation per short row (no barriers), else a 64-thread group per row.
+    let (v, (gx, gy, row)) = if r.cols <= SHORT_ROW {
+        (LAYER_NORM_ROW, grid(r.rows, 64))
+    } else {
+        let (gx, gy, _) = grid(r.rows, 1);
+        (LAYER_NORM, (gx, gy, gx))
+    };
+    let meta = RowMeta {
+        rows: r.rows as u32,
+        cols: r.cols as u32,
+        row,
+        flags: wc.is_some() as u32 | ((bc.is_some() as u32) << 1),
+        eps: r.eps,
+        inner: r.inner as u32,
+        groups: r.groups as u32,
+        _p: 0.0,
+    };
+    let wref = wc.unwrap_or(xc);
+    let bref = bc.unwrap_or(xc);
+    k.dispatch(
+        &v.typed(elems),
+        bytemuck::bytes_of(&meta),
+        &[
+            (1, out),
+            (2, xc),
+            (3, wref),
+            (4, bref),
+            (5, mean),
+            (6, rstd),
+        ],
+        (gx, gy, 1),
+    )
+}
+
 pub(super) fn layer_norm(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("input") else {
         return Ok(None);
@@ -363,38 +420,22 @@ pub(super) fn layer_norm(k: &mut KernelCtx) -> Out {
     stat_sizes.extend(std::iter::repeat_n(1, ns.len()));
     let mean = k.new_out(d, &stat_sizes)?;
     let rstd = k.new_out(d, &stat_sizes)?;
-    if rows * cols > 0 {
-        // One invocation per short row (no barriers), else a 64-thread group per row.
-        let (v, (gx, gy, row)) = if cols <= SHORT_ROW {
-            (LAYER_NORM_ROW, grid(rows, 64))
-        } else {
-            let (gx, gy, _) = grid(rows, 1);
-            (LAYER_NORM, (gx, gy, gx))
-        };
-        let meta = RowMeta {
-            rows: rows as u32,
-            cols: cols as u32,
-            row,
-            flags: wc.is_some() as u32 | ((bc.is_some() as u32) << 1),
-            eps,
-            _p: [0.0; 3],
-        };
-        let wref = wc.as_ref().unwrap_or(&xc);
-        let bref = bc.as_ref().unwrap_or(&xc);
-        k.dispatch(
-            &v.typed(elems),
-            bytemuck::bytes_of(&meta),
-            &[
-                (1, &out),
-                (2, &xc),
-                (3, wref),
-                (4, bref),
-                (5, &mean),
-                (6, &rstd),
-            ],
-            (gx, gy, 1),
-        )?;
-    }
+    let rows_of = RowNorm {
+        rows,
+        cols,
+        eps,
+        inner: 0,
+        groups: 0,
+    };
+    encode_row_norm(
+        k,
+        &rows_of,
+        elems,
+        [&out, &xc],
+        wc.as_ref(),
+        bc.as_ref(),
+        [&mean, &rstd],
+    )?;
     if stats {
         Ok(Some(vec![
             Slot::Tensor(out),

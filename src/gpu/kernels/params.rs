@@ -46,7 +46,12 @@ pub struct RowMeta {
     pub row: u32,
     pub flags: u32,
     pub eps: f32,
-    pub _p: [f32; 3],
+    /// Norms: 0 when the weight and bias run along the row (layer norm); else the row is
+    /// `groups`' share of channels times `inner` elements each, and the weight and bias are
+    /// per channel (group norm).
+    pub inner: u32,
+    pub groups: u32,
+    pub _p: f32,
 }
 
 #[repr(C)]

@@ -529,7 +529,6 @@ fn per_channel(k: &KernelCtx, name: &str, c: usize) -> Option<Option<GTensor>> {
 /// group_norm / native_group_norm, and instance_norm with input statistics (no running
 /// statistics to update): statistics per (sample, group), then the channel affine.
 pub(super) fn group_norm(k: &mut KernelCtx) -> Out {
-    use super::{BinaryOp, UnaryOp};
     let Some(x) = k.t("input") else {
         return Ok(None);
     };
@@ -568,50 +567,44 @@ pub(super) fn group_norm(k: &mut KernelCtx) -> Out {
     let Some(xc) = super::contiguous(k, &x)? else {
         return Ok(None);
     };
-    let xg = reshape(&xc, &[n, g, len]);
-    let mut pl = plan(&xg, &[false, false, true], true);
-    let mean = encode_stats(k, &xg, &pl, StatsOp::Mean)?;
-    pl.meta.scale = 1.0 / len as f32;
-    let var = encode_stats(k, &xg, &pl, StatsOp::Var)?;
-    let Some(ve) = ew(k, UnaryOp::Affine.variant(), &var, None, 1.0, eps)? else {
-        return Ok(None);
+    // per_channel's [c, 1] views: the [c] vectors themselves, contiguous.
+    let mut affine = [None, None];
+    for (slot, t) in affine.iter_mut().zip([w, b]) {
+        if let Some(t) = t {
+            let v = t.view(vec![c], vec![t.strides[0]], t.offset);
+            match super::contiguous(k, &v)? {
+                Some(t) => *slot = Some(t),
+                None => return Ok(None),
+            }
+        }
+    }
+    let [wc, bc] = affine;
+    // One row per (sample, group): a layer norm over the group's channels, with the affine
+    // per channel.
+    let out = k.new_out(DType::F32, &x.sizes)?;
+    let mean = k.new_out(DType::F32, &[n, g])?;
+    let rstd = k.new_out(DType::F32, &[n, g])?;
+    let rows = super::norm::RowNorm {
+        rows: n * g,
+        cols: len,
+        eps,
+        inner,
+        groups: g,
     };
-    let Some(rstd) = ew(k, UnaryOp::Rsqrt.variant(), &ve, None, 1.0, 0.0)? else {
-        return Ok(None);
-    };
-    let Some(d) = ew(
+    super::norm::encode_row_norm(
         k,
-        BinaryOp::Sub.variant(),
-        &xg,
-        Some(mean.clone()),
-        1.0,
-        0.0,
-    )?
-    else {
-        return Ok(None);
-    };
-    let Some(mut y) = ew(k, BinaryOp::Mul.variant(), &d, Some(rstd.clone()), 1.0, 0.0)? else {
-        return Ok(None);
-    };
-    y = reshape(&y, &[n, c, inner]);
-    if let Some(w) = w {
-        match ew(k, BinaryOp::Mul.variant(), &y, Some(w), 1.0, 0.0)? {
-            Some(t) => y = t,
-            None => return Ok(None),
-        }
-    }
-    if let Some(b) = b {
-        match ew(k, BinaryOp::Add.variant(), &y, Some(b), 1.0, 0.0)? {
-            Some(t) => y = t,
-            None => return Ok(None),
-        }
-    }
-    let out = reshape(&y, &x.sizes);
+        &rows,
+        crate::gpu::shaders::Elems::F32,
+        [&out, &xc],
+        wc.as_ref(),
+        bc.as_ref(),
+        [&mean, &rstd],
+    )?;
     if native {
         return Ok(Some(vec![
             Slot::Tensor(out),
-            Slot::Tensor(reshape(&mean, &[n, g])),
-            Slot::Tensor(reshape(&rstd, &[n, g])),
+            Slot::Tensor(mean),
+            Slot::Tensor(rstd),
         ]));
     }
     Ok(Some(vec![Slot::Tensor(out)]))

@@ -70,6 +70,8 @@ CASES = [
     Case("group_norm", seeded(nn.GroupNorm(2, 6)), [randn(2, 6, 3, 3)]),
     Case("group_norm_one_group", nn.GroupNorm(1, 4, affine=False), [randn(3, 4, 5)]),
     Case("group_norm_2d_input", seeded(nn.GroupNorm(3, 6)), [randn(4, 6)]),
+    # Rows of 2 x 1600 elements: the GPU's workgroup-per-row form (rows past 1024).
+    Case("group_norm_long_rows", seeded(nn.GroupNorm(2, 4)), [randn(1, 4, 40, 40)]),
     Case("native_group_norm", lambda x, w, b: A.native_group_norm.default(x, w, b, 2, 4, 6, 2, 1e-5), [randn(2, 4, 2, 3), randn(4, seed=1), randn(4, seed=2)], core=False),
     Case("instance_norm", seeded(nn.InstanceNorm2d(3, affine=True)), [randn(2, 3, 4, 4)]),
     Case("instance_norm_1d", nn.InstanceNorm1d(3), [randn(2, 3, 7)]),
