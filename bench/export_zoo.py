@@ -1,11 +1,12 @@
 """Export more model families for pt2web dispatch-count benchmarks (random weights, batch 1):
-    .venv/bin/python bench/export_zoo.py [--models efficientnet_b0,swin_t,unet2d] [--out .cache/bench] [--force]
+    .venv/bin/python bench/export_zoo.py [--models efficientnet_b0,resnet18_f16,swin_t,unet2d] [--out .cache/bench] [--force]
 Writes OUT/NAME.pt2 (training IR: torch.export.export, strict=False) and OUT/NAME.core.pt2
 (core ATen: ep.run_decompositions()) with torch.export.save, which also stores the example
 inputs in the archive (data/sample_inputs/), so `pt2web bench OUT/NAME.pt2` needs no --inputs:
     PT2WEB_PASSES=none target/release/pt2web bench OUT/NAME.pt2 --device gpu --repeat 3 --warmup 1
 Models:
   efficientnet_b0  torchvision efficientnet_b0(weights=None), x [1,3,224,224]
+  resnet18_f16     torchvision resnet18(weights=None).half(), x [1,3,224,224] f16
   swin_t           torchvision swin_t(weights=None), x [1,3,224,224]
   unet2d           small diffusers UNet2DConditionModel (sample_size 32, block_out_channels (32,64),
                    1 layer per block, cross-attention dim 32, head dim 8), sample [1,4,32,32],
@@ -68,8 +69,15 @@ def build_unet2d():
     return UNetSample(unet).eval(), args, {}
 
 
+def build_resnet18_f16():
+    """resnet18 in half precision (weights and input f16), as `model.half()` exports it."""
+    m, (x,), kw = _vision("resnet18")
+    return m.half(), (x.half(),), kw
+
+
 MODELS = {
     "efficientnet_b0": lambda: _vision("efficientnet_b0"),
+    "resnet18_f16": build_resnet18_f16,
     "swin_t": lambda: _vision("swin_t"),
     "unet2d": build_unet2d,
 }

@@ -42,12 +42,12 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     let report = passes::run(&mut after, cleanup);
     assert_eq!(
         (report.nodes_before, report.nodes_after),
-        (92, 77),
+        (92, 74),
         "{report}"
     );
     assert_eq!(
         report.removed,
-        vec![("noop".to_string(), 11), ("dce".to_string(), 4)]
+        vec![("noop".to_string(), 14), ("dce".to_string(), 4)]
     );
     let kept = node_names(&after);
     let mut removed: Vec<&str> = before
@@ -60,7 +60,10 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
         removed,
         [
             // No-ops: views and casts to what the value already is, an alias, the
-            // inference dropouts.
+            // inference dropouts, the integer `arange(seq) + 0`s.
+            "add",
+            "add_2",
+            "add_3",
             "alias",
             "dropout",
             "dropout_1",
@@ -104,7 +107,7 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     let mut fused = after.clone();
     let report = passes::run(&mut fused, PassSet::of(&[Pass::Fuse]));
     assert_eq!(report.removed, vec![("fuse".to_string(), 7)], "{report}");
-    assert_eq!(report.nodes_after, 70);
+    assert_eq!(report.nodes_after, 67);
     let f: Vec<&Node> = fused
         .graph
         .nodes
@@ -147,11 +150,11 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
     for (set, nodes) in [
         // The epilogue pass joins the addmm to the ops after them (GELU, the residual adds,
         // which the inference dropouts no longer separate once the no-op pass removes them).
-        (PassSet::ALL, 64),
-        (cleanup, 77),
+        (PassSet::ALL, 55),
+        (cleanup, 74),
         (PassSet::NONE, 92),
         (PassSet::of(&[Pass::DeadCode]), 88),
-        (PassSet::of(&[Pass::NoOps]), 81),
+        (PassSet::of(&[Pass::NoOps]), 78),
         (PassSet::of(&[Pass::Fuse]), 85),
     ] {
         set_graph_passes(set);
@@ -229,6 +232,7 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
             ("noop".into(), 0),
             ("dce".into(), 2),
             ("attention".into(), 0),
+            ("cse".into(), 0),
             ("const_fold".into(), 0),
             ("fold_bn".into(), 0),
             ("fuse".into(), 0),
@@ -954,4 +958,60 @@ fn swin_training_ir_attention_fuses() {
     assert!(mask.starts_with(passes::FOLDED_PREFIX), "{mask}\n{shown}");
     assert!(r.nodes_after <= 22, "{r}\n{shown}");
     run_matches_torch(&all, &ins, &want, "swin_block_train, every pass");
+}
+
+/// Repeated work merges: tiny GPT-2 (core ATen) builds `arange(0, seq) + 0` three times for
+/// its attention mask; common-subexpression elimination keeps one of each, and the no-op
+/// pass then drops the integer `+ 0`. The results are still PyTorch's (the other io cases,
+/// other batch and sequence sizes, run with every pass in tests/run_fixtures.rs).
+#[test]
+fn repeated_work_is_merged() {
+    let (p, ins, want) = first_io_case("tiny_gpt2_core");
+    let count = |q: &Program, t: &str| q.graph.nodes.iter().filter(|n| n.target == t).count();
+    let adds_of_zero = |q: &Program| {
+        q.graph
+            .nodes
+            .iter()
+            .filter(|n| n.target == "aten.add.Tensor" && n.arg("other") == Some(&Arg::Int(0)))
+            .count()
+    };
+    let aranges = count(&p, "aten.arange.start_step");
+    assert_eq!(adds_of_zero(&p), 3);
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::of(&[Pass::Cse]));
+    assert_eq!(r.removed, vec![("cse".to_string(), 8)], "{r}");
+    assert_eq!(count(&q, "aten.arange.start_step"), aranges - 2, "{r}");
+    assert_eq!(adds_of_zero(&q), 1);
+    run_matches_torch(&q, &ins, &want, "tiny_gpt2_core, cse");
+    let r = passes::run(&mut q, PassSet::of(&[Pass::NoOps]));
+    assert_eq!(adds_of_zero(&q), 0, "{r}");
+    run_matches_torch(&q, &ins, &want, "tiny_gpt2_core, cse and noop");
+}
+
+/// An f16 model's inference batch norms fold into its convolutions as f16 constants
+/// (computed in f64 and rounded once); the results stay within f16 rounding of PyTorch's.
+#[test]
+fn f16_batch_norms_fold() {
+    let (p, ins, want) = first_io_case("conv_bn_f16_core");
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::of(&[Pass::FoldBatchNorm]));
+    assert_eq!(r.removed, vec![("fold_bn".to_string(), 2)], "{r}");
+    let folded: Vec<_> = q
+        .state
+        .iter()
+        .filter(|(n, _)| n.starts_with(passes::FOLDED_PREFIX))
+        .collect();
+    assert_eq!(folded.len(), 4, "two weights and two biases");
+    assert!(folded
+        .iter()
+        .all(|(_, e)| e.tensor.dtype == pt2web::DType::F16));
+    for (program, what) in [(&p, "as exported"), (&q, "folded")] {
+        let mut s = Session::with_passes(program.clone(), PassSet::NONE).unwrap();
+        let got = s
+            .run(ins.iter().cloned().map(RValue::Tensor).collect())
+            .unwrap();
+        let (max, _) = metrics(got[0].as_tensor().unwrap(), &want[0]);
+        assert!(max <= 2e-2, "{what}: max abs error {max} against PyTorch");
+        eprintln!("conv_bn_f16_core {what}: max abs error {max}");
+    }
 }

@@ -7,13 +7,15 @@
 //! W' = W * s                                    b' = (b - running_mean) * s + beta
 //! ```
 //!
-//! (`torch.nn.utils.fusion.fuse_conv_bn_weights`' formula, in f64 then rounded to f32). The
+//! (`torch.nn.utils.fusion.fuse_conv_bn_weights`' formula, in f64 then rounded once to the
+//! weight's dtype, f32 or f16: an f16 model's convolutions and batch norms fold too). The
 //! folded tensors are new constants of the program (`pt2web_folded.<conv node>.weight` /
 //! `.bias`); the original parameters and buffers stay in its state, unread by the graph.
 //!
-//! It folds only what it can prove the same: f32 state tensors the program never mutates, a
+//! It folds only what it can prove the same: f32 (or all f16) state tensors the program
+//! never mutates, a
 //! convolution (not transposed) read by nothing but the batch norm, whose other outputs
-//! nothing reads, and whose result is not itself a graph output. The result differs from the
+//! nothing reads (its result may be the graph's output: the convolution's then is). The result differs from the
 //! unfolded graph by float rounding only.
 
 use super::{use_counts, FOLDED_PREFIX};
@@ -62,9 +64,9 @@ pub(super) fn run(p: &mut Program) -> usize {
     folded
 }
 
-/// The state tensor a placeholder argument names, as f32 values (None: not f32 state the
-/// program leaves alone).
-fn state_f32(
+/// The state tensor a placeholder argument names, with its values as f32 (None: not f32 or
+/// f16 state the program leaves alone).
+fn state_values(
     p: &Program,
     a: Option<&Arg>,
     state_of: &HashMap<ValueId, String>,
@@ -78,7 +80,7 @@ fn state_f32(
         return None;
     }
     let e = p.state.get(name)?;
-    if e.tensor.dtype != DType::F32 {
+    if !matches!(e.tensor.dtype, DType::F32 | DType::F16) {
         return None;
     }
     let t = crate::cpu::Tensor::from_host(&e.tensor).ok()?;
@@ -130,7 +132,7 @@ fn fold_at(
             return None;
         }
     }
-    if uses.get(x) != Some(&1) || graph_outputs.contains(&x) || graph_outputs.contains(&y) {
+    if uses.get(x) != Some(&1) || graph_outputs.contains(&x) {
         return None;
     }
     let c = g.nodes[..i]
@@ -148,14 +150,16 @@ fn fold_at(
         "aten.conv1d.default" | "aten.conv2d.default" | "aten.conv3d.default" => {}
         _ => return None,
     }
-    let (_, w_host, w) = state_f32(p, conv.arg("weight"), state_of, mutated)?;
+    let (_, w_host, w) = state_values(p, conv.arg("weight"), state_of, mutated)?;
+    // Every tensor in the weight's dtype (an f16 model folds into f16 tensors).
+    let dtype = w_host.dtype;
     let out_ch = *w_host.sizes.first()?;
     if out_ch == 0 || w.len() % out_ch != 0 {
         return None;
     }
     let per = |a: Option<&Arg>| -> Option<Vec<f32>> {
-        let (_, h, v) = state_f32(p, a, state_of, mutated)?;
-        (h.sizes == [out_ch]).then_some(v)
+        let (_, h, v) = state_values(p, a, state_of, mutated)?;
+        (h.sizes == [out_ch] && h.dtype == dtype).then_some(v)
     };
     let (gamma, beta, mean, var) = (
         per(bn.arg("weight"))?,
@@ -167,18 +171,18 @@ fn fold_at(
         None | Some(Arg::None) | Some(Arg::OptTensor(None)) => vec![0.0; out_ch],
         a => per(a)?,
     };
-    // The folded tensors, in f64 then f32.
+    // The folded tensors, in f64 then rounded once to the weight's dtype.
     let scale: Vec<f64> = (0..out_ch)
         .map(|o| gamma[o] as f64 / (var[o] as f64 + eps).sqrt())
         .collect();
     let k = w.len() / out_ch;
-    let w2: Vec<f32> = w
+    let w2: Vec<f64> = w
         .iter()
         .enumerate()
-        .map(|(j, &v)| (v as f64 * scale[j / k]) as f32)
+        .map(|(j, &v)| v as f64 * scale[j / k])
         .collect();
-    let b2: Vec<f32> = (0..out_ch)
-        .map(|o| ((bias[o] as f64 - mean[o] as f64) * scale[o] + beta[o] as f64) as f32)
+    let b2: Vec<f64> = (0..out_ch)
+        .map(|o| (bias[o] as f64 - mean[o] as f64) * scale[o] + beta[o] as f64)
         .collect();
     let base = format!("{FOLDED_PREFIX}{}", conv.name);
     let w_name = format!("{base}.weight");
@@ -186,9 +190,15 @@ fn fold_at(
     if p.state.contains_key(&w_name) || p.state.contains_key(&b_name) {
         return None;
     }
-    let host = |name: &str, sizes: Vec<usize>, v: &[f32]| -> Option<HostTensor> {
-        let bytes: Vec<u8> = v.iter().flat_map(|x| x.to_le_bytes()).collect();
-        HostTensor::from_bytes(name, DType::F32, sizes, bytes).ok()
+    let host = |name: &str, sizes: Vec<usize>, v: &[f64]| -> Option<HostTensor> {
+        let bytes: Vec<u8> = match dtype {
+            DType::F16 => v
+                .iter()
+                .flat_map(|&x| half::f16::from_f64(x).to_le_bytes())
+                .collect(),
+            _ => v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
+        };
+        HostTensor::from_bytes(name, dtype, sizes, bytes).ok()
     };
     let w_t = host(&w_name, w_host.sizes.clone(), &w2)?;
     let b_t = host(&b_name, vec![out_ch], &b2)?;
@@ -208,12 +218,16 @@ fn fold_at(
             _ => {}
         }
     }
-    // Reads of the batch norm's result read the convolution's.
+    // Reads of the batch norm's result (and the graph's output, if it is one) read the
+    // convolution's.
     p.graph.nodes.remove(i);
     for n in &mut p.graph.nodes[i..] {
         for (_, a) in &mut n.inputs {
             super::noop::rename(a, y, x);
         }
+    }
+    for a in &mut p.graph.outputs {
+        super::noop::rename(a, y, x);
     }
     Some(())
 }

@@ -10,6 +10,8 @@
 //!   `contiguous`, and `view` / `reshape` / `expand` to the shape they already have, when
 //!   torch's own metadata says the result has the input's dtype, sizes and strides: uses of
 //!   the result read the input instead.
+//! - [`Pass::Cse`] (`cse.rs`, after attention recognition): a node computing what an earlier
+//!   one computed (same target, same arguments) goes; its readers read the earlier results.
 //! - [`Pass::ConstFold`] (`const_fold.rs`): what depends only on parameters, buffers the
 //!   program never mutates and constants (dtype casts, arithmetic, copies and concatenations
 //!   of weights) computed once at load by the CPU kernels; each result the rest of the graph
@@ -30,12 +32,13 @@
 //!   buffer's storage in place.
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,attention,const_fold,fold_bn,fuse,epilogue,reinplace`); a
+//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,attention,cse,const_fold,fold_bn,fuse,epilogue,reinplace`); a
 //! session applies them once when it is created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
 mod attention;
 mod const_fold;
+mod cse;
 mod dce;
 mod epilogue;
 mod fold_bn;
@@ -73,17 +76,21 @@ pub enum Pass {
     Functionalize,
     /// Functional buffer updates written back as mutations made in place.
     Reinplace,
+    /// Repeated computations merged.
+    Cse,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 9] = [
+    pub const ALL: [Pass; 10] = [
         Pass::Functionalize,
         Pass::NoOps,
         Pass::DeadCode,
         // Before constant folding, which would fold the safe softmax's `full_like(P, 0)`
         // (it reads only P's shape) and hide the pattern.
         Pass::Attention,
+        // After attention recognition, whose patterns want each intermediate read once.
+        Pass::Cse,
         Pass::ConstFold,
         Pass::FoldBatchNorm,
         Pass::Fuse,
@@ -102,6 +109,7 @@ impl Pass {
             Pass::Attention => "attention",
             Pass::Functionalize => "functionalize",
             Pass::Reinplace => "reinplace",
+            Pass::Cse => "cse",
         }
     }
 
@@ -118,6 +126,7 @@ impl Pass {
             "attention" | "sdpa" => Some(Pass::Attention),
             "functionalize" | "functionalization" => Some(Pass::Functionalize),
             "reinplace" | "reinplacing" | "inplace" => Some(Pass::Reinplace),
+            "cse" | "common_subexpressions" => Some(Pass::Cse),
             _ => None,
         }
     }
@@ -240,6 +249,7 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
                 Pass::Epilogue => epilogue::run(g),
                 Pass::Attention => attention::run(g),
                 Pass::Functionalize => functionalize::run(g),
+                Pass::Cse => cse::run(g),
                 Pass::FoldBatchNorm | Pass::ConstFold | Pass::Reinplace => 0,
             }),
         };
@@ -567,7 +577,7 @@ mod tests {
         );
         assert_eq!(
             PassSet::parse(
-                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize, reinplace"
+                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize, reinplace, cse"
             )
             .unwrap(),
             PassSet::ALL
@@ -582,7 +592,7 @@ mod tests {
         assert!(e.contains("'fold'"), "{e}");
         assert_eq!(
             PassSet::ALL.to_string(),
-            "functionalize,noop,dce,attention,const_fold,fold_bn,fuse,epilogue,reinplace"
+            "functionalize,noop,dce,attention,cse,const_fold,fold_bn,fuse,epilogue,reinplace"
         );
         assert_eq!(PassSet::NONE.to_string(), "none");
     }

@@ -1,6 +1,7 @@
 //! Removal of copies and views that change nothing: `alias`, `detach`, `lift_fresh_copy`,
 //! `clone`, `contiguous`, `_to_copy` / `to`, `view` / `reshape` / `_unsafe_view`,
-//! `expand`, `pad` / `constant_pad_nd` by zero on every side, and dropouts with
+//! `expand`, `pad` / `constant_pad_nd` by zero on every side, an integer `x + 0` / `x - 0`,
+//! and dropouts with
 //! `train=False`, when torch's metadata for the result has the input's dtype, sizes and strides.
 //! Every later read of the result reads the input instead, and the node goes.
 //!
@@ -68,7 +69,12 @@ fn no_op(g: &Graph, i: usize, graph_outputs: &[ValueId]) -> Option<(ValueId, Val
     // torchvision's swin pads windows by zero when the size divides.
     let zero_pad = matches!(op, "aten.pad" | "aten.constant_pad_nd")
         && matches!(n.arg("pad"), Some(Arg::Ints(p)) if p.iter().all(|&k| k == 0));
-    if !NO_OPS.contains(&op) && !eval_dropout && !zero_pad {
+    // `x + 0` / `x - 0` on integers (GPT-2's `arange(seq) + past_length`); on floats
+    // -0.0 + 0 is +0.0, so those stay.
+    let add_zero = matches!(n.target.as_str(), "aten.add.Tensor" | "aten.sub.Tensor")
+        && matches!(n.arg("other"), Some(Arg::Int(0)))
+        && n.arg("alpha").is_none_or(|a| matches!(a, Arg::Int(1)));
+    if !NO_OPS.contains(&op) && !eval_dropout && !zero_pad && !add_zero {
         return None;
     }
     let [Arg::Tensor(y)] = n.outputs[..] else {
@@ -95,7 +101,13 @@ fn no_op(g: &Graph, i: usize, graph_outputs: &[ValueId]) -> Option<(ValueId, Val
                 strides: ty,
                 ..
             },
-        ) => dx == dy && sx == sy && tx == ty && tx.len() == sx.len(),
+        ) => {
+            dx == dy
+                && sx == sy
+                && tx == ty
+                && tx.len() == sx.len()
+                && !(add_zero && (dx.is_float() || dx.is_complex()))
+        }
         _ => false,
     };
     if !same {

@@ -486,6 +486,35 @@ def _f():
                   (rnd(2, 6, 8),), core=True)
 
 
+class ConvBnF16(nn.Module):
+    """Convolutions with batch norms, in half precision (`model.half()`): for folding the
+    batch norms into f16 weights."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 4, 1)
+        self.bn2 = nn.BatchNorm2d(4)
+        with torch.no_grad():
+            for bn in (self.bn, self.bn2):
+                bn.running_mean.uniform_(-0.5, 0.5)
+                bn.running_var.uniform_(0.5, 2.0)
+                bn.weight.uniform_(0.5, 1.5)
+                bn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return self.bn2(self.conv2(torch.relu(self.bn(self.conv(x)))))
+
+
+@fixture("conv_bn_f16_core")
+def _f():
+    seeded(15)
+    return single("conv_bn_f16_core", "conv (no bias) + batch norm + relu, conv + batch norm, all f16 "
+                  "(model.half()), core ATen: batch norms fold into f16 weights",
+                  ConvBnF16().half().eval(), (rnd(1, 3, 8, 8).half(),), core=True)
+
+
 class SwinBlock(nn.Module):
     """torchvision's shifted-window attention with a pre-norm, small: the training IR writes
     its shift mask with `fill_` through slices of `new_zeros`, pads by zero, adds the
