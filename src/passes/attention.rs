@@ -99,7 +99,7 @@ fn contiguous(sizes: &[i64]) -> Vec<Dim> {
     let mut step = 1;
     for (k, s) in sizes.iter().enumerate().rev() {
         strides[k] = Dim::Static(step);
-        step *= (*s).max(1);
+        step = step.saturating_mul((*s).max(1));
     }
     strides
 }
@@ -169,7 +169,7 @@ fn merge_masks(g: &mut Graph) {
                 && static_sizes(g, y)? == s4
                 && static_sizes(g, a)? == s4
                 && static_sizes(g, b)? == s5
-                && s5[0] * s5[1] == s4[0]
+                && s5[0].checked_mul(s5[1]) == Some(s4[0])
                 && s5[2..] == s4[1..];
             ok.then_some(([k, j, i, l], y, m1, m2, s4, s5, out))
         })();
@@ -204,7 +204,9 @@ fn merge_masks(g: &mut Graph) {
         let off = s4.len() - m1_sizes.len().min(4);
         let expand_strides = (0..4usize)
             .map(|d| match d.checked_sub(off) {
-                Some(e) if m1_sizes[e] == s4[d] => m1_strides[e].clone(),
+                Some(e) if m1_sizes.get(e) == Some(&s4[d]) => {
+                    m1_strides.get(e).cloned().unwrap_or(Dim::Static(0))
+                }
                 _ => Dim::Static(0),
             })
             .collect::<Vec<_>>();

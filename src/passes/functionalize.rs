@@ -270,7 +270,7 @@ fn through_views(g: &mut Graph, i: usize) -> Option<usize> {
         for (k, s) in sizes.iter().enumerate().rev() {
             let Dim::Static(s) = s else { return None };
             strides[k] = Dim::Static(step);
-            step *= (*s).max(1);
+            step = step.saturating_mul((*s).max(1));
         }
         Some(ValueKind::Tensor {
             dtype,
