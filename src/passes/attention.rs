@@ -48,16 +48,7 @@ pub(super) fn run(g: &mut Graph) -> usize {
 fn fuse(g: &mut Graph) {
     let uses = use_counts(g);
     let graph_outputs = super::output_values(g);
-    let mut def: HashMap<ValueId, usize> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for a in &n.outputs {
-            let mut ids = Vec::new();
-            super::defined(a, &mut ids);
-            for v in ids {
-                def.insert(v, i);
-            }
-        }
-    }
+    let def = super::definers(g);
     let m = Matcher { g, def: &def };
     let mut gone = vec![false; g.nodes.len()];
     let mut fused_at: HashMap<usize, Node> = HashMap::new();
@@ -111,14 +102,7 @@ fn contiguous(sizes: &[i64]) -> Vec<Dim> {
 /// intermediate must be read once.
 fn merge_masks(g: &mut Graph) {
     let uses = use_counts(g);
-    let mut def: HashMap<ValueId, usize> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        let mut ids = Vec::new();
-        n.outputs.iter().for_each(|a| super::defined(a, &mut ids));
-        for v in ids {
-            def.insert(v, i);
-        }
-    }
+    let def = super::definers(g);
     let one = |v: ValueId| uses.get(v) == Some(&1);
     let out_of = |n: &Node| match n.outputs[..] {
         [Arg::Tensor(v)] => Some(v),

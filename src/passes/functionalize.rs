@@ -27,7 +27,6 @@
 
 use super::noop::rename;
 use crate::program::{Arg, Dim, Graph, Node, Value, ValueId, ValueKind};
-use std::collections::HashMap;
 
 /// Ops whose result may share its input's storage (views, and ops that may return their
 /// input as is). A tensor made by one of these, or read by one, is not rewritten.
@@ -338,14 +337,7 @@ fn through_views(g: &mut Graph, i: usize) -> Option<usize> {
 /// Rewrite the in-place ops of `g` on fresh tensors; how many it rewrote.
 fn on_fresh(g: &mut Graph) -> usize {
     // The node making each value.
-    let mut made_by: HashMap<ValueId, usize> = HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        let mut outs = Vec::new();
-        n.outputs.iter().for_each(|a| super::defined(a, &mut outs));
-        for v in outs {
-            made_by.insert(v, i);
-        }
-    }
+    let mut made_by = super::definers(g);
     let mut rewritten = 0;
     for i in 0..g.nodes.len() {
         let Some(f) = functional(&g.nodes[i].target) else {

@@ -447,6 +447,19 @@ fn defined(a: &Arg, out: &mut Vec<ValueId>) {
     }
 }
 
+/// The node defining each value of `g` (by index; the last one if several do).
+fn definers(g: &Graph) -> HashMap<ValueId, usize> {
+    let mut def = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mut ids = Vec::new();
+        n.outputs.iter().for_each(|a| defined(a, &mut ids));
+        for v in ids {
+            def.insert(v, i);
+        }
+    }
+    def
+}
+
 /// The values `g` returns.
 fn output_values(g: &Graph) -> Vec<ValueId> {
     let mut out = Vec::new();
