@@ -70,31 +70,6 @@ fn fuse(g: &mut Graph) {
     }
 }
 
-/// Static sizes of tensor value `v`.
-fn static_sizes(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
-    match &g.values.get(v)?.kind {
-        ValueKind::Tensor { sizes, .. } => sizes
-            .iter()
-            .map(|d| match d {
-                Dim::Static(s) => Some(*s),
-                _ => None,
-            })
-            .collect(),
-        _ => None,
-    }
-}
-
-/// Contiguous strides of `sizes`.
-fn contiguous(sizes: &[i64]) -> Vec<Dim> {
-    let mut strides = vec![Dim::Static(1); sizes.len()];
-    let mut step = 1;
-    for (k, s) in sizes.iter().enumerate().rev() {
-        strides[k] = Dim::Static(step);
-        step = step.saturating_mul((*s).max(1));
-    }
-    strides
-}
-
 /// `out = view(add(view(add(y, m1), s5), m2), s4)`, where the views split and merge y's first
 /// dim and s4 is y's sizes, becomes `out = add(y, m)` with
 /// `m = reshape(add(reshape(expand(m1, s4), s5), m2), s4)`: one mask (the scores get the
@@ -142,7 +117,7 @@ fn merge_masks(g: &mut Graph) {
             let &k = def.get(&a)?;
             let add_a = &g.nodes[k];
             let (y, m1) = (tensor(add_a, "self")?, tensor(add_a, "other")?);
-            let (s4, s5) = (static_sizes(g, out)?, static_sizes(g, v5)?);
+            let (s4, s5) = (super::static_sizes(g, out)?, super::static_sizes(g, v5)?);
             let ok = plain_add(add_b)
                 && RESHAPES.contains(&n5.target.as_str())
                 && plain_add(add_a)
@@ -150,9 +125,9 @@ fn merge_masks(g: &mut Graph) {
                 && [y, m1, m2, out].into_iter().all(f32)
                 && s4.len() == 4
                 && s5.len() == 5
-                && static_sizes(g, y)? == s4
-                && static_sizes(g, a)? == s4
-                && static_sizes(g, b)? == s5
+                && super::static_sizes(g, y)? == s4
+                && super::static_sizes(g, a)? == s4
+                && super::static_sizes(g, b)? == s5
                 && s5[0].checked_mul(s5[1]) == Some(s4[0])
                 && s5[2..] == s4[1..];
             ok.then_some(([k, j, i, l], y, m1, m2, s4, s5, out))
@@ -181,7 +156,7 @@ fn merge_masks(g: &mut Graph) {
                 strides: m1_strides,
                 ..
             },
-        ) = (static_sizes(g, m1), g.value(m1).kind.clone())
+        ) = (super::static_sizes(g, m1), g.value(m1).kind.clone())
         else {
             continue;
         };
@@ -196,9 +171,9 @@ fn merge_masks(g: &mut Graph) {
             .collect::<Vec<_>>();
         let kinds = [
             (s4.clone(), expand_strides),
-            (s5.clone(), contiguous(&s5)),
-            (s5.clone(), contiguous(&s5)),
-            (s4.clone(), contiguous(&s4)),
+            (s5.clone(), super::contiguous(&s5)),
+            (s5.clone(), super::contiguous(&s5)),
+            (s4.clone(), super::contiguous(&s4)),
         ];
         let mut ids = [0; 4];
         for (id, (name, (sizes, strides))) in ids.iter_mut().zip(names.iter().zip(kinds)) {

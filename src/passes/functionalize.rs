@@ -255,26 +255,19 @@ fn through_views(g: &mut Graph, i: usize) -> Option<usize> {
     });
     // The results are new contiguous tensors: static sizes only.
     let contiguous = |g: &Graph, v: ValueId| -> Option<ValueKind> {
+        let sizes = super::static_sizes(g, v)?;
         let ValueKind::Tensor {
             dtype,
-            sizes,
             requires_grad,
             ..
         } = g.value(v).kind.clone()
         else {
             return None;
         };
-        let mut strides = vec![Dim::Static(1); sizes.len()];
-        let mut step = 1i64;
-        for (k, s) in sizes.iter().enumerate().rev() {
-            let Dim::Static(s) = s else { return None };
-            strides[k] = Dim::Static(step);
-            step = step.saturating_mul((*s).max(1));
-        }
         Some(ValueKind::Tensor {
             dtype,
-            sizes,
-            strides,
+            strides: super::contiguous(&sizes),
+            sizes: sizes.into_iter().map(Dim::Static).collect(),
             requires_grad,
         })
     };

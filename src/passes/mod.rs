@@ -447,6 +447,32 @@ fn defined(a: &Arg, out: &mut Vec<ValueId>) {
     }
 }
 
+/// Static sizes of tensor value `v`.
+pub(super) fn static_sizes(g: &Graph, v: ValueId) -> Option<Vec<i64>> {
+    match &g.values.get(v)?.kind {
+        crate::program::ValueKind::Tensor { sizes, .. } => sizes
+            .iter()
+            .map(|d| match d {
+                crate::program::Dim::Static(s) => Some(*s),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
+}
+
+/// Contiguous strides of `sizes`.
+pub(super) fn contiguous(sizes: &[i64]) -> Vec<crate::program::Dim> {
+    use crate::program::Dim;
+    let mut strides = vec![Dim::Static(1); sizes.len()];
+    let mut step = 1i64;
+    for (k, s) in sizes.iter().enumerate().rev() {
+        strides[k] = Dim::Static(step);
+        step = step.saturating_mul((*s).max(1));
+    }
+    strides
+}
+
 /// The node defining each value of `g` (by index; the last one if several do).
 fn definers(g: &Graph) -> HashMap<ValueId, usize> {
     let mut def = HashMap::new();
