@@ -63,6 +63,9 @@ fn to_out(v: f32) -> TOut {
 @group(0) @binding(5) var<storage, read_write> mean_out: array<TOut>;
 @group(0) @binding(6) var<storage, read_write> rstd_out: array<TOut>;
 
+// <group reductions>: the sum / max of `v` over the 64 invocations of the workgroup (`l` the
+// local index), the same value returned to every one. rows_subgroup.wgsl replaces this
+// block with the subgroup form (`Shader::RowsSubgroup`).
 var<workgroup> part: array<f32, 64>;
 
 fn reduce_max(v: f32, l: u32) -> f32 {
@@ -92,6 +95,7 @@ fn reduce_sum(v: f32, l: u32) -> f32 {
     workgroupBarrier();
     return r;
 }
+// </group reductions>
 
 @compute @workgroup_size(64)
 fn softmax(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {

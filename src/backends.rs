@@ -7,6 +7,7 @@
 //! | [`set_attention`] | [`Attention::Streaming`] | how `scaled_dot_product_attention` (and its `_math` / `_flash_attention_for_cpu` forms) computes: [`Attention::Math`] materializes the whole L×S score matrix per (batch, head); [`Attention::Streaming`] processes query rows in blocks of at most 64 Ki scores, so long sequences never hold a full L×S matrix |
 //! | [`set_conv_algorithm`] | [`ConvAlgorithm::Auto`] | the GPU convolution kernel (cuDNN's algorithm choice, for pt2web): `Auto` takes `im2col` + GEMM on CPU adapters and SwiftShader and the tiled workgroup-memory kernel on GPUs; the others force one (the tests run every one on lavapipe); `PT2WEB_CONV_KERNEL` overrides natively |
 //! | [`set_matmul_algorithm`] | [`MatmulAlgorithm::Auto`] | the GPU matrix-multiply kernel (`mm`, `bmm`, `matmul`, `addmm`, `linear` and their fused epilogues): `Auto` takes the barrier-free register-blocked and vec4 kernels on CPU adapters and SwiftShader and the workgroup-tiled kernel on GPUs; the others force one (the tests run both on lavapipe); `PT2WEB_MATMUL_KERNEL` overrides natively |
+//! | [`set_row_algorithm`] | [`RowAlgorithm::Auto`] | the GPU kernel of row reductions (softmax, log_softmax, layer norm, group norm): `Auto` takes one invocation per row for rows up to 1024 long and a 64-invocation workgroup per longer row on CPU adapters and SwiftShader, and on GPUs a workgroup per row whose reductions use subgroup operations where the device has `subgroups` (natively; wgpu's browser backend does not pass the feature through), else workgroup memory; the others force one (`Subgroup` without the feature takes `Workgroup`; the tests run each on lavapipe); `PT2WEB_ROW_KERNEL=thread\|workgroup\|subgroup\|auto` overrides natively |
 //! | [`set_autotune`] | [`Autotune::Auto`] | whether GPU kernels with several forms (the matrix multiply's tiled and blocked kernels, where [`set_matmul_algorithm`] leaves the choice to `Auto`) time them per shape and keep the fastest (`src/gpu/tune.rs`; cached per adapter in memory and natively in `autotune-v1.json` under `PT2WEB_CACHE_DIR` or `~/.cache/pt2web`): `Auto` tunes on hardware adapters only, `On` everywhere, `Off` nowhere (the heuristic choice); `PT2WEB_AUTOTUNE=0\|1` overrides natively |
 //! | [`set_graph_passes`] | [`PassSet::ALL`] | the graph passes a session applies when it is created (`src/passes/`: dead-code elimination, removal of no-op copies and views, functionalization of in-place ops, constant folding, batch-norm folding, attention recognition, elementwise and epilogue fusion, reinplacing of buffer updates); [`PassSet::NONE`] plans the graph exactly as exported. `PT2WEB_PASSES=none\|all\|functionalize,noop,dce,const_fold,fold_bn,attention,fuse,epilogue,reinplace` sets it natively when the program has not set it |
 //! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
@@ -26,6 +27,7 @@ static ATTENTION: AtomicU8 = AtomicU8::new(Attention::Streaming as u8);
 static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
 static CONV_ALGORITHM: AtomicU8 = AtomicU8::new(ConvAlgorithm::Auto as u8);
 static MATMUL_ALGORITHM: AtomicU8 = AtomicU8::new(MatmulAlgorithm::Auto as u8);
+static ROW_ALGORITHM: AtomicU8 = AtomicU8::new(RowAlgorithm::Auto as u8);
 static AUTOTUNE: AtomicU8 = AtomicU8::new(Autotune::Auto as u8);
 
 /// Whether f16/bf16 work may use reduced-precision accumulation (see the module table).
@@ -170,6 +172,58 @@ pub fn matmul_algorithm() -> MatmulAlgorithm {
 /// Choose the GPU matrix-multiply kernel for every session (takes effect at the next op).
 pub fn set_matmul_algorithm(a: MatmulAlgorithm) {
     MATMUL_ALGORITHM.store(a as u8, Ordering::Relaxed)
+}
+
+/// The GPU kernel of row reductions (see the module table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum RowAlgorithm {
+    /// By adapter and row length (the default).
+    Auto = 0,
+    /// One invocation per row: no workgroup memory, no barriers.
+    Thread = 1,
+    /// A 64-invocation workgroup per row, partial results combined in workgroup memory.
+    Workgroup = 2,
+    /// A workgroup per row combining partial results with subgroup operations (devices
+    /// with `subgroups`; elsewhere `Workgroup`).
+    Subgroup = 3,
+}
+
+impl RowAlgorithm {
+    pub const ALL: [RowAlgorithm; 4] = [
+        RowAlgorithm::Auto,
+        RowAlgorithm::Thread,
+        RowAlgorithm::Workgroup,
+        RowAlgorithm::Subgroup,
+    ];
+    /// `auto`, `thread`, `workgroup` or `subgroup`.
+    pub fn parse(s: &str) -> Option<RowAlgorithm> {
+        RowAlgorithm::ALL
+            .into_iter()
+            .find(|a| a.name() == s.to_ascii_lowercase())
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            RowAlgorithm::Auto => "auto",
+            RowAlgorithm::Thread => "thread",
+            RowAlgorithm::Workgroup => "workgroup",
+            RowAlgorithm::Subgroup => "subgroup",
+        }
+    }
+}
+
+/// The current row-reduction algorithm.
+pub fn row_algorithm() -> RowAlgorithm {
+    let v = ROW_ALGORITHM.load(Ordering::Relaxed);
+    RowAlgorithm::ALL
+        .into_iter()
+        .find(|a| *a as u8 == v)
+        .unwrap_or(RowAlgorithm::Auto)
+}
+
+/// Choose the GPU row-reduction kernel for every session (takes effect at the next op).
+pub fn set_row_algorithm(a: RowAlgorithm) {
+    ROW_ALGORITHM.store(a as u8, Ordering::Relaxed)
 }
 
 /// Whether GPU kernel forms are timed per shape (see the module table).

@@ -12,13 +12,17 @@ use pt2web::DType;
 
 use naga::valid::{Capabilities, ValidationFlags, Validator};
 
-/// What a device gives a variant: `shader-f16` for the f16 forms, nothing else.
+/// What a device gives a variant: `shader-f16` for the f16 forms, `subgroups` for the
+/// subgroup forms, nothing else.
 fn caps(v: &Variant) -> Capabilities {
+    let mut c = Capabilities::empty();
     if v.elems.uses_f16() {
-        Capabilities::SHADER_FLOAT16
-    } else {
-        Capabilities::empty()
+        c |= Capabilities::SHADER_FLOAT16;
     }
+    if v.shader.uses_subgroups() {
+        c |= Capabilities::SUBGROUP;
+    }
+    c
 }
 
 fn validate(v: &Variant) -> Result<(), String> {
@@ -97,6 +101,7 @@ fn uniform_layouts_match() {
         (Shader::Matmul, std::mem::size_of::<MatmulMeta>()),
         (Shader::Matmul4, std::mem::size_of::<MatmulMeta>()),
         (Shader::Rows, std::mem::size_of::<RowMeta>()),
+        (Shader::RowsSubgroup, std::mem::size_of::<RowMeta>()),
         (Shader::Reduce, std::mem::size_of::<ReduceMeta>()),
         (
             Shader::Random,
@@ -116,7 +121,8 @@ fn uniform_layouts_match() {
         (Shader::Select, std::mem::size_of::<SelectMeta>()),
         (Shader::Attention, std::mem::size_of::<AttentionMeta>()),
     ] {
-        let module = naga::front::wgsl::parse_str(s.module()).unwrap();
+        let module = naga::front::wgsl::parse_str(s.module())
+            .unwrap_or_else(|e| panic!("{}: {}", s.name(), e.emit_to_string(s.module())));
         let mut layouter = naga::proc::Layouter::default();
         layouter.update(module.to_ctx()).unwrap();
         let (h, _) = module

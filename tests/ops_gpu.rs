@@ -328,6 +328,35 @@ fn matmul_algorithms_match_pytorch() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Every row-reduction kernel form (softmax, log_softmax, the attention's safe softmax,
+/// layer, group and instance norm) on the families that use them: `Auto` takes one
+/// invocation per short row on lavapipe and a workgroup per row with subgroup reductions on
+/// GPUs, so each is forced here. lavapipe offers `subgroups`, so the subgroup form runs.
+#[test]
+fn row_algorithms_match_pytorch() {
+    use pt2web::backends::{self, RowAlgorithm};
+    let Some(dev) = device() else { return };
+    assert_eq!(
+        dev.subgroups_enabled(),
+        dev.properties.features.iter().any(|f| f == "subgroups"),
+        "the device is opened with subgroups exactly where the adapter offers them"
+    );
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let failures = under_each(
+        &dev,
+        &[
+            RowAlgorithm::Thread,
+            RowAlgorithm::Workgroup,
+            RowAlgorithm::Subgroup,
+        ],
+        |a| a.name().to_string(),
+        backends::set_row_algorithm,
+        &["norm", "reduce", "attention"],
+    );
+    backends::set_row_algorithm(RowAlgorithm::Auto);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Autotuning forced on lavapipe (by default it runs on hardware adapters only): the matmul
 /// family's shapes are timed once, on the run that meets them, and the results match PyTorch
 /// whichever form won; a second pass over the family times nothing new; the choices are in

@@ -144,6 +144,8 @@ pub struct GpuDevice {
     timestamps: bool,
     /// Whether the device was opened with `shader-f16`.
     f16: bool,
+    /// Whether the device was opened with `subgroups` (the subgroup kernel forms).
+    subgroups: bool,
     /// Nanoseconds per timestamp tick.
     timestamp_period: f32,
     pool: Arc<Mutex<Pool>>,
@@ -203,9 +205,10 @@ impl GpuDevice {
     /// Open a device on `adapter` with every limit it offers.
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuDevice> {
         let properties = properties_of(&adapter);
-        // Timestamps for events and the profiler, and shader-f16 for the f16 kernels,
-        // whenever the adapter has them.
-        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
+        // Timestamps for events and the profiler, shader-f16 for the f16 kernels and
+        // subgroups for the subgroup reductions, whenever the adapter has them.
+        let wanted =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
         let features = adapter.features() & wanted;
         let desc = wgpu::DeviceDescriptor {
             label: Some("pt2web"),
@@ -242,6 +245,7 @@ impl GpuDevice {
             properties,
             timestamps: features.contains(wgpu::Features::TIMESTAMP_QUERY),
             f16: features.contains(wgpu::Features::SHADER_F16),
+            subgroups: features.contains(wgpu::Features::SUBGROUP),
             timestamp_period,
             pool: Arc::new(Mutex::new(Pool::default())),
             pipes: Default::default(),
@@ -261,6 +265,12 @@ impl GpuDevice {
     /// GPU and the f16 kernels run.
     pub fn f16_enabled(&self) -> bool {
         self.f16
+    }
+
+    /// Whether `subgroups` is enabled (natively, where the adapter offers it; wgpu's browser
+    /// backend does not pass the feature through): the subgroup kernel forms run.
+    pub fn subgroups_enabled(&self) -> bool {
+        self.subgroups
     }
 
     /// Nanoseconds per GPU timestamp tick (`Queue::get_timestamp_period`).

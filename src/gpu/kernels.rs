@@ -132,7 +132,12 @@ pub const OP_CODES: &[crate::gpu::shaders::OpCodes] = &[
 pub fn has_f16_variants(v: &Variant) -> bool {
     matches!(
         v.shader,
-        Shader::Elementwise | Shader::Matmul | Shader::Rows | Shader::Resample | Shader::Conv
+        Shader::Elementwise
+            | Shader::Matmul
+            | Shader::Rows
+            | Shader::RowsSubgroup
+            | Shader::Resample
+            | Shader::Conv
     ) || (v.shader == Shader::Reduce && v.entry == "reduce")
 }
 

@@ -328,7 +328,12 @@ impl GpuDevice {
         }
         let what = format!("internal: shader {}", v.label());
         let mut out = Vec::new();
-        for e in super::user_shader::reflect(&v.source(), v.elems.uses_f16(), &what)? {
+        for e in super::user_shader::reflect(
+            &v.source(),
+            v.elems.uses_f16(),
+            v.shader.uses_subgroups(),
+            &what,
+        )? {
             let mut bindings = Vec::with_capacity(e.bindings.len());
             for b in &e.bindings {
                 match (b.group, BindingKind::of(&b.access)) {
@@ -352,6 +357,12 @@ impl GpuDevice {
         if v.elems.uses_f16() && !self.f16_enabled() {
             return Err(Error::Gpu(format!(
                 "pipeline {}: the device was opened without shader-f16",
+                v.label()
+            )));
+        }
+        if v.shader.uses_subgroups() && !self.subgroups_enabled() {
+            return Err(Error::Gpu(format!(
+                "pipeline {}: the device was opened without subgroups",
                 v.label()
             )));
         }
@@ -622,7 +633,7 @@ mod tests {
             }
             let declared = scan_bindings(v.shader.module()).unwrap();
             let what = v.label();
-            for e in crate::gpu::user_shader::reflect(&v.source(), true, &what).unwrap() {
+            for e in crate::gpu::user_shader::reflect(&v.source(), true, true, &what).unwrap() {
                 for b in &e.bindings {
                     let kind = BindingKind::of(&b.access);
                     assert_eq!(b.group, 0, "{what}:{} binding {}", e.name, b.binding);

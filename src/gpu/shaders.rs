@@ -28,13 +28,16 @@ pub enum Shader {
     Linalg,
     Select,
     Attention,
+    /// rows.wgsl with its group reductions in subgroup operations (`rows_subgroup.wgsl`;
+    /// devices with `subgroups` only).
+    RowsSubgroup,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 19] = [
+    pub const ALL: [Shader; 20] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -54,6 +57,7 @@ impl Shader {
         Shader::Linalg,
         Shader::Select,
         Shader::Attention,
+        Shader::RowsSubgroup,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -76,6 +80,7 @@ impl Shader {
             Shader::Linalg => "linalg.wgsl",
             Shader::Select => "select.wgsl",
             Shader::Attention => "attention.wgsl",
+            Shader::RowsSubgroup => "rows_subgroup.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -124,7 +129,11 @@ impl Shader {
             if self == Shader::Elementwise {
                 text.push_str(MATH);
             }
-            text.push_str(self.source());
+            if self == Shader::RowsSubgroup {
+                text.push_str(&with_group_reductions(Shader::Rows.source(), self.source()));
+            } else {
+                text.push_str(self.source());
+            }
             Box::leak(text.into_boxed_str())
         })
     }
@@ -150,8 +159,30 @@ impl Shader {
             Shader::Linalg => include_str!("../../shaders/linalg.wgsl"),
             Shader::Select => include_str!("../../shaders/select.wgsl"),
             Shader::Attention => include_str!("../../shaders/attention.wgsl"),
+            Shader::RowsSubgroup => include_str!("../../shaders/rows_subgroup.wgsl"),
             Shader::Fused(id) => generated(id),
         }
+    }
+}
+
+/// `rows`'s text with its `<group reductions>` block (the lines from the one holding
+/// `// <group reductions>` through the one holding `// </group reductions>`) replaced by
+/// `reductions` (`rows_subgroup.wgsl`); `rows` itself where it has no such block.
+fn with_group_reductions(rows: &str, reductions: &str) -> String {
+    let (Some(a), Some(b)) = (
+        rows.find("// <group reductions>"),
+        rows.find("// </group reductions>"),
+    ) else {
+        return rows.to_string();
+    };
+    let end = rows[b..].find('\n').map_or(rows.len(), |e| b + e + 1);
+    format!("{}{reductions}{}", &rows[..a], &rows[end..])
+}
+
+impl Shader {
+    /// Whether the shader's module calls subgroup operations (the device needs `subgroups`).
+    pub fn uses_subgroups(self) -> bool {
+        self == Shader::RowsSubgroup
     }
 }
 
@@ -359,7 +390,7 @@ impl Variant {
     }
     /// Whether the shader file can be specialized (declares the type aliases).
     pub fn has_elem_aliases(shader: Shader) -> bool {
-        let s = shader.source();
+        let s = shader.module();
         s.contains("alias TIn = f32;")
             && s.contains("alias TOut = f32;")
             && s.contains("const OUT_F16: bool = false;")
@@ -407,6 +438,18 @@ pub fn all_variants() -> Vec<Variant> {
     ] {
         v.push(Variant {
             entry: "softmax_row",
+            ..base
+        });
+    }
+    // The subgroup forms of the workgroup-per-row kernels.
+    for base in [
+        super::kernels::SOFTMAX,
+        super::kernels::LOG_SOFTMAX,
+        super::kernels::SAFE_SOFTMAX,
+        super::kernels::LAYER_NORM,
+    ] {
+        v.push(Variant {
+            shader: Shader::RowsSubgroup,
             ..base
         });
     }

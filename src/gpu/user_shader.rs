@@ -119,13 +119,23 @@ impl GpuDevice {
 
     /// Parse and validate `src` with naga (no device needed): its compute entry points.
     pub fn validate_shader(&self, src: &str) -> Result<Vec<ShaderEntry>> {
-        reflect(src, self.f16_enabled(), "compile_shader")
+        reflect(
+            src,
+            self.f16_enabled(),
+            self.subgroups_enabled(),
+            "compile_shader",
+        )
     }
 
     /// [`GpuDevice::compile_shader`] as a future (the WebGPU backend reports the driver's
     /// verdict asynchronously).
     pub async fn compile_shader_async(&self, src: &str) -> Result<UserShader> {
-        let entries = reflect(src, self.f16_enabled(), "compile_shader")?;
+        let entries = reflect(
+            src,
+            self.f16_enabled(),
+            self.subgroups_enabled(),
+            "compile_shader",
+        )?;
         let scope = self.device.push_error_scope(wgpu::ErrorFilter::Validation);
         let wmodule = self
             .device
@@ -147,7 +157,12 @@ impl GpuDevice {
 
 /// naga's parse and validation of `src`; the compute entry points with the bindings each
 /// uses (what a pipeline layout needs). `what` names the caller in errors.
-pub(crate) fn reflect(src: &str, f16: bool, what: &str) -> Result<Vec<ShaderEntry>> {
+pub(crate) fn reflect(
+    src: &str,
+    f16: bool,
+    subgroups: bool,
+    what: &str,
+) -> Result<Vec<ShaderEntry>> {
     let module = naga::front::wgsl::parse_str(src).map_err(|e| {
         let at = e
             .location(src)
@@ -161,6 +176,9 @@ pub(crate) fn reflect(src: &str, f16: bool, what: &str) -> Result<Vec<ShaderEntr
     let mut caps = naga::valid::Capabilities::empty();
     if f16 {
         caps |= naga::valid::Capabilities::SHADER_FLOAT16;
+    }
+    if subgroups {
+        caps |= naga::valid::Capabilities::SUBGROUP;
     }
     let info = naga::valid::Validator::new(naga::valid::ValidationFlags::all(), caps)
         .validate(&module)

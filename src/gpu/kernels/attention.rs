@@ -295,7 +295,7 @@ fn sdpa_f32(
     // Softmax over S, row by row (a fully masked row gives zeros, as torch's attention).
     let weights = k.new_out(DType::F32, &[nb, l, s])?;
     let rows = nb * l;
-    let (v, (gx, gy, row)) = softmax_dispatch(SAFE_SOFTMAX, rows, s);
+    let (v, (gx, gy, row)) = softmax_dispatch(k.r.dev, SAFE_SOFTMAX, rows, s);
     let meta = RowMeta {
         rows: rows as u32,
         cols: s as u32,

@@ -6,7 +6,7 @@
 
 use super::index::copy_into;
 use super::{contiguous, elementwise, grid, reduce, BinaryOp, KernelCtx, Operand, Out, UnaryOp};
-use super::{RowMeta, LAYER_NORM, LAYER_NORM_ROW, SHORT_ROW};
+use super::{RowForm, RowMeta, LAYER_NORM, LAYER_NORM_ROW};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -336,13 +336,8 @@ pub(super) fn encode_row_norm(
     if r.rows * r.cols == 0 {
         return Ok(());
     }
-    // One invocation per short row (no barriers), else a 64-thread group per row.
-    let (v, (gx, gy, row)) = if r.cols <= SHORT_ROW {
-        (LAYER_NORM_ROW, grid(r.rows, 64))
-    } else {
-        let (gx, gy, _) = grid(r.rows, 1);
-        (LAYER_NORM, (gx, gy, gx))
-    };
+    let (v, (gx, gy, row)) =
+        RowForm::of(k.r.dev, r.cols).variant(LAYER_NORM, LAYER_NORM_ROW.entry, r.rows);
     let meta = RowMeta {
         rows: r.rows as u32,
         cols: r.cols as u32,

@@ -284,22 +284,97 @@ pub const SAFE_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 
 /// Rows up to this long run one invocation per row (`softmax_row`, no barriers).
 pub const SHORT_ROW: usize = 1024;
 
-/// The softmax variant for rows of `cols` (`v` is one of the `softmax` variants) and its
-/// grid: a 64-thread workgroup per row for long rows, one invocation per row for short.
-pub(crate) fn softmax_dispatch(v: Variant, rows: usize, cols: usize) -> (Variant, (u32, u32, u32)) {
-    if cols <= SHORT_ROW {
-        let (gx, gy, row) = grid(rows, 64);
-        (
-            Variant {
-                entry: "softmax_row",
-                ..v
-            },
-            (gx, gy, row),
-        )
-    } else {
-        let (gx, gy, _) = grid(rows, 1);
-        (v, (gx, gy, gx))
+/// How a row kernel (softmax, log_softmax, layer and group norm) covers its rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RowForm {
+    /// One invocation per row (the `*_row` entries): no workgroup memory, no barriers.
+    Thread,
+    /// A 64-invocation workgroup per row, reducing through workgroup memory.
+    Workgroup,
+    /// A workgroup per row, reducing with subgroup operations (`Shader::RowsSubgroup`).
+    Subgroup,
+}
+
+impl RowForm {
+    /// The form for rows of `cols` on `dev` ([`crate::backends::set_row_algorithm`], or
+    /// natively `PT2WEB_ROW_KERNEL`): with `Auto`, on CPU adapters and SwiftShader (which
+    /// switch fibers at every barrier) a thread per row up to [`SHORT_ROW`] and a workgroup
+    /// past it; on GPUs a workgroup per row (subgroup reductions where the device has them)
+    /// unless rows are shorter than half a workgroup.
+    pub(crate) fn of(dev: &crate::gpu::GpuDevice, cols: usize) -> RowForm {
+        use crate::backends::RowAlgorithm;
+        #[cfg(not(target_arch = "wasm32"))]
+        let chosen = std::env::var("PT2WEB_ROW_KERNEL")
+            .ok()
+            .and_then(|s| RowAlgorithm::parse(&s))
+            .unwrap_or_else(crate::backends::row_algorithm);
+        #[cfg(target_arch = "wasm32")]
+        let chosen = crate::backends::row_algorithm();
+        let group = if dev.subgroups_enabled() {
+            RowForm::Subgroup
+        } else {
+            RowForm::Workgroup
+        };
+        match chosen {
+            RowAlgorithm::Thread => RowForm::Thread,
+            RowAlgorithm::Workgroup => RowForm::Workgroup,
+            RowAlgorithm::Subgroup => group,
+            RowAlgorithm::Auto if crate::gpu::is_software(&dev.properties) => {
+                if cols <= SHORT_ROW {
+                    RowForm::Thread
+                } else {
+                    RowForm::Workgroup
+                }
+            }
+            RowAlgorithm::Auto => {
+                if cols <= 32 {
+                    RowForm::Thread
+                } else {
+                    group
+                }
+            }
+        }
     }
+
+    /// `v` (a workgroup-per-row entry of rows.wgsl, `thread_entry` its one-invocation-per-row
+    /// twin) in this form, and the grid over `rows` (its third number is the workgroups per
+    /// row of the grid, `RowMeta::row`).
+    pub(crate) fn variant(
+        self,
+        v: Variant,
+        thread_entry: &'static str,
+        rows: usize,
+    ) -> (Variant, (u32, u32, u32)) {
+        match self {
+            RowForm::Thread => (
+                Variant {
+                    entry: thread_entry,
+                    ..v
+                },
+                grid(rows, 64),
+            ),
+            RowForm::Workgroup | RowForm::Subgroup => {
+                let (gx, gy, _) = grid(rows, 1);
+                let shader = if self == RowForm::Subgroup {
+                    Shader::RowsSubgroup
+                } else {
+                    v.shader
+                };
+                (Variant { shader, ..v }, (gx, gy, gx))
+            }
+        }
+    }
+}
+
+/// The softmax variant for rows of `cols` on `dev` (`v` is one of the `softmax` variants)
+/// and its grid ([`RowForm::of`]).
+pub(crate) fn softmax_dispatch(
+    dev: &crate::gpu::GpuDevice,
+    v: Variant,
+    rows: usize,
+    cols: usize,
+) -> (Variant, (u32, u32, u32)) {
+    RowForm::of(dev, cols).variant(v, "softmax_row", rows)
 }
 pub const LAYER_NORM: Variant = Variant::new(Shader::Rows, "layer_norm");
 /// Layer norm with one invocation per row (rows up to [`SHORT_ROW`] long).

@@ -55,7 +55,7 @@ pub(super) fn softmax(k: &mut KernelCtx) -> Out {
             SOFTMAX
         }
         .typed(elems);
-        let (v, (gx, gy, row)) = softmax_dispatch(base, rows, cols);
+        let (v, (gx, gy, row)) = softmax_dispatch(k.r.dev, base, rows, cols);
         let meta = RowMeta {
             rows: rows as u32,
             cols: cols as u32,
