@@ -130,3 +130,123 @@ fn attention_row(@builtin(global_invocation_id) gid: vec3<u32>) {
         out[base + i] = acc[i] * inv;
     }
 }
+
+// The streaming kernel for GPUs with workgroup memory (flash-attention style): a workgroup of
+// 64 invocations takes 64 query rows of one (b, h), one row each as `attention_row`, and
+// stages the keys and values through workgroup memory TILE keys at a time, so each key and
+// value row is read from memory once per 64 query rows instead of once per row. Each row's
+// arithmetic is `attention_row`'s, in the same order. Every invocation of the group takes
+// part in the loads and barriers (rows past L only load).
+const TILE: u32 = 16u;
+var<workgroup> k_tile: array<f32, 2048>;
+var<workgroup> v_tile: array<f32, 2048>;
+
+@compute @workgroup_size(64)
+fn attention_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    // wid.x: the block of 64 query rows; wid.y + wid.z * 65535: the (b, h) problem.
+    let bh = wid.y + wid.z * 65535u;
+    if bh * params.len >= params.rows {
+        return;
+    }
+    let t = lid.x;
+    let l = wid.x * 64u + t;
+    let live = l < params.len;
+    let h = bh % params.heads;
+    let b = bh / params.heads;
+    let e = params.e;
+    let ev = params.ev;
+    var qr: array<f32, MAX_E>;
+    var acc: array<f32, MAX_E>;
+    let qo = params.offsets.x + b * params.q.x + h * params.q.y + l * params.q.z;
+    if live {
+        for (var i = 0u; i < e; i = i + 1u) {
+            qr[i] = q[qo + i * params.q.w];
+        }
+    }
+    for (var i = 0u; i < ev; i = i + 1u) {
+        acc[i] = 0.0;
+    }
+    let neg_inf = -bitcast<f32>(INF_BITS);
+    var mx = neg_inf;
+    var sum = 0.0;
+    var bad = false;
+    let ko = params.offsets.y + b * params.k.x + h * params.k.y;
+    let vo = params.offsets.z + b * params.v.x + h * params.v.y;
+    let mo = params.offsets.w + b * params.m.x + h * params.m.y + l * params.m.z;
+    let has_mask = (params.flags & 1u) != 0u;
+    let causal = (params.flags & 2u) != 0u;
+    // The keys this row reads, and (uniform over the group) the keys any of its rows reads.
+    var keys = params.keys;
+    var group_keys = params.keys;
+    if causal {
+        keys = min(keys, l + 1u);
+        group_keys = min(group_keys, min(params.len, wid.x * 64u + 64u));
+    }
+    for (var s0 = 0u; s0 < group_keys; s0 = s0 + TILE) {
+        let n = min(TILE, group_keys - s0);
+        workgroupBarrier();
+        for (var i = t; i < n * e; i = i + 64u) {
+            let s = s0 + i / e;
+            k_tile[i] = k[ko + s * params.k.z + (i % e) * params.k.w];
+        }
+        for (var i = t; i < n * ev; i = i + 64u) {
+            let s = s0 + i / ev;
+            v_tile[i] = v[vo + s * params.v.z + (i % ev) * params.v.w];
+        }
+        workgroupBarrier();
+        // (Not a `continue`: the barriers above stay in uniform control flow.)
+        if live && !bad {
+            for (var j = 0u; j < n; j = j + 1u) {
+                let s = s0 + j;
+                if s >= keys {
+                    break;
+                }
+                var dot = 0.0;
+                for (var i = 0u; i < e; i = i + 1u) {
+                    dot = dot + qr[i] * k_tile[j * e + i];
+                }
+                var x = dot * params.scale;
+                if has_mask {
+                    x = x + mask[mo + s * params.m.w];
+                }
+                let u = bitcast<u32>(x);
+                if (u & 0x7fffffffu) >= 0x7f800000u && u != (INF_BITS | 0x80000000u) {
+                    bad = true;
+                    break;
+                }
+                if x == neg_inf {
+                    continue;
+                }
+                if x > mx {
+                    let c = exp(mx - x);
+                    mx = x;
+                    sum = sum * c + 1.0;
+                    for (var i = 0u; i < ev; i = i + 1u) {
+                        acc[i] = acc[i] * c + v_tile[j * ev + i];
+                    }
+                } else {
+                    let p = exp(x - mx);
+                    sum = sum + p;
+                    for (var i = 0u; i < ev; i = i + 1u) {
+                        acc[i] = acc[i] + p * v_tile[j * ev + i];
+                    }
+                }
+            }
+        }
+    }
+    if !live {
+        return;
+    }
+    let base = (bh * params.len + l) * ev;
+    if bad || sum == 0.0 {
+        let fill = select(bitcast<f32>(NAN_BITS), 0.0, !bad && (params.flags & 4u) != 0u);
+        for (var i = 0u; i < ev; i = i + 1u) {
+            out[base + i] = fill;
+        }
+        return;
+    }
+    let inv = 1.0 / sum;
+    for (var i = 0u; i < ev; i = i + 1u) {
+        out[base + i] = acc[i] * inv;
+    }
+}

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | [`set_allow_f16_reduced_precision`] | `false` | f16 matrix products on the GPU (`mm`, `bmm`, `matmul`, `addmm`, `linear`) accumulate in f16 instead of f32 (torch's `allow_fp16_reduced_precision_reduction`): faster on GPUs with fast f16 math, about 1e-3 relative error per product instead of 1e-7. Other f16 kernels always compute in f32. Takes effect at the next run |
 //! | [`set_attention`] | [`Attention::Streaming`] | how `scaled_dot_product_attention` (and its `_math` / `_flash_attention_for_cpu` forms) computes: [`Attention::Math`] materializes the whole L×S score matrix per (batch, head); [`Attention::Streaming`] processes query rows in blocks of at most 64 Ki scores, so long sequences never hold a full L×S matrix |
+//! | [`set_attention_kernel`] | [`AttentionKernel::Auto`] | the streaming attention kernel's form: [`AttentionKernel::Row`] one invocation per query row reading keys and values from memory (no workgroup memory, no barriers), [`AttentionKernel::Tiled`] 64 query rows per workgroup sharing each tile of keys and values through workgroup memory (flash-attention style); `Auto` takes `Row` on CPU adapters and SwiftShader and `Tiled` on GPUs (the tests run both on lavapipe); `PT2WEB_ATTENTION_KERNEL=row\|tiled\|auto` overrides natively |
 //! | [`set_conv_algorithm`] | [`ConvAlgorithm::Auto`] | the GPU convolution kernel (cuDNN's algorithm choice, for pt2web): `Auto` takes `im2col` + GEMM on CPU adapters and SwiftShader and the tiled workgroup-memory kernel on GPUs; the others force one (the tests run every one on lavapipe); `PT2WEB_CONV_KERNEL` overrides natively |
 //! | [`set_matmul_algorithm`] | [`MatmulAlgorithm::Auto`] | the GPU matrix-multiply kernel (`mm`, `bmm`, `matmul`, `addmm`, `linear` and their fused epilogues): `Auto` takes the barrier-free register-blocked and vec4 kernels on CPU adapters and SwiftShader and the workgroup-tiled kernel on GPUs; the others force one (the tests run both on lavapipe); `PT2WEB_MATMUL_KERNEL` overrides natively |
 //! | [`set_row_algorithm`] | [`RowAlgorithm::Auto`] | the GPU kernel of row reductions (softmax, log_softmax, layer norm, group norm): `Auto` takes one invocation per row for rows up to 1024 long and a 64-invocation workgroup per longer row on CPU adapters and SwiftShader, and on GPUs a workgroup per row whose reductions use subgroup operations where the device has `subgroups` (natively; wgpu's browser backend does not pass the feature through), else workgroup memory; the others force one (`Subgroup` without the feature takes `Workgroup`; the tests run each on lavapipe); `PT2WEB_ROW_KERNEL=thread\|workgroup\|subgroup\|auto` overrides natively |
@@ -27,6 +28,7 @@ static ATTENTION: AtomicU8 = AtomicU8::new(Attention::Streaming as u8);
 static DETERMINISTIC: AtomicBool = AtomicBool::new(false);
 static CONV_ALGORITHM: AtomicU8 = AtomicU8::new(ConvAlgorithm::Auto as u8);
 static MATMUL_ALGORITHM: AtomicU8 = AtomicU8::new(MatmulAlgorithm::Auto as u8);
+static ATTENTION_KERNEL: AtomicU8 = AtomicU8::new(AttentionKernel::Auto as u8);
 static ROW_ALGORITHM: AtomicU8 = AtomicU8::new(RowAlgorithm::Auto as u8);
 static AUTOTUNE: AtomicU8 = AtomicU8::new(Autotune::Auto as u8);
 
@@ -72,6 +74,54 @@ pub fn attention() -> Attention {
 /// Choose the attention implementation for every session.
 pub fn set_attention(a: Attention) {
     ATTENTION.store(a as u8, Ordering::Relaxed)
+}
+
+/// The form of the GPU's streaming attention kernel (see the module table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AttentionKernel {
+    /// `Row` on CPU adapters and SwiftShader, `Tiled` on GPUs (the default).
+    Auto = 0,
+    /// One invocation per query row, no workgroup memory.
+    Row = 1,
+    /// Query rows in workgroups of 64 sharing key / value tiles in workgroup memory.
+    Tiled = 2,
+}
+
+impl AttentionKernel {
+    pub const ALL: [AttentionKernel; 3] = [
+        AttentionKernel::Auto,
+        AttentionKernel::Row,
+        AttentionKernel::Tiled,
+    ];
+    /// `auto`, `row` or `tiled`.
+    pub fn parse(s: &str) -> Option<AttentionKernel> {
+        AttentionKernel::ALL
+            .into_iter()
+            .find(|a| a.name() == s.to_ascii_lowercase())
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            AttentionKernel::Auto => "auto",
+            AttentionKernel::Row => "row",
+            AttentionKernel::Tiled => "tiled",
+        }
+    }
+}
+
+/// The current streaming attention kernel form.
+pub fn attention_kernel() -> AttentionKernel {
+    let v = ATTENTION_KERNEL.load(Ordering::Relaxed);
+    AttentionKernel::ALL
+        .into_iter()
+        .find(|a| *a as u8 == v)
+        .unwrap_or(AttentionKernel::Auto)
+}
+
+/// Choose the streaming attention kernel's form for every session (takes effect at the
+/// next op).
+pub fn set_attention_kernel(a: AttentionKernel) {
+    ATTENTION_KERNEL.store(a as u8, Ordering::Relaxed)
 }
 
 /// The GPU convolution kernel (non-grouped, non-depthwise convolutions).

@@ -357,6 +357,25 @@ fn row_algorithms_match_pytorch() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Both forms of the streaming attention kernel on the attention family (scaled dot-product
+/// attention with and without masks, causal, broadcast and strided operands): `Auto` takes
+/// the row kernel on lavapipe and the workgroup-tiled one on GPUs, so each is forced here.
+#[test]
+fn streaming_attention_forms_match_pytorch() {
+    use pt2web::backends::{self, AttentionKernel};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let failures = under_each(
+        &dev,
+        &[AttentionKernel::Row, AttentionKernel::Tiled],
+        |a| a.name().to_string(),
+        backends::set_attention_kernel,
+        &["attention"],
+    );
+    backends::set_attention_kernel(AttentionKernel::Auto);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Autotuning forced on lavapipe (by default it runs on hardware adapters only): the matmul
 /// family's shapes are timed once, on the run that meets them, and the results match PyTorch
 /// whichever form won; a second pass over the family times nothing new; the choices are in

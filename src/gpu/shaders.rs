@@ -431,6 +431,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::SAFE_SOFTMAX);
     v.push(super::kernels::ATTENTION_ROW);
+    v.push(super::kernels::ATTENTION_TILED);
     for base in [
         super::kernels::SOFTMAX,
         super::kernels::LOG_SOFTMAX,

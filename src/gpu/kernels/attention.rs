@@ -421,6 +421,27 @@ pub struct AttentionMeta {
 
 /// The streaming kernel: one invocation per query row.
 pub const ATTENTION_ROW: Variant = Variant::new(Shader::Attention, "attention_row");
+/// The streaming kernel for GPUs: 64 query rows per workgroup sharing key / value tiles.
+pub const ATTENTION_TILED: Variant = Variant::new(Shader::Attention, "attention_tiled");
+
+/// Whether the streaming kernel takes its workgroup-tiled form on this device
+/// (`backends::set_attention_kernel`, natively `PT2WEB_ATTENTION_KERNEL`): with `Auto`, on
+/// GPUs, not on CPU adapters and SwiftShader (which run barriers as fiber switches).
+fn attention_tiled(p: &crate::gpu::DeviceProperties) -> bool {
+    use crate::backends::AttentionKernel;
+    #[cfg(not(target_arch = "wasm32"))]
+    let chosen = std::env::var("PT2WEB_ATTENTION_KERNEL")
+        .ok()
+        .and_then(|s| AttentionKernel::parse(&s))
+        .unwrap_or_else(crate::backends::attention_kernel);
+    #[cfg(target_arch = "wasm32")]
+    let chosen = crate::backends::attention_kernel();
+    match chosen {
+        AttentionKernel::Row => false,
+        AttentionKernel::Tiled => true,
+        AttentionKernel::Auto => !crate::gpu::is_software(p),
+    }
+}
 /// Largest embedding (q / k and v) the streaming kernel holds in registers (`MAX_E`).
 const STREAMING_MAX_E: usize = 128;
 
@@ -518,12 +539,31 @@ pub(super) fn streaming(
     if rows * ev == 0 {
         return Ok(Some(out));
     }
-    let (gx, gy, row) = super::grid(rows, 64);
+    let heads = p.batch.last().copied().unwrap_or(1);
+    let maxg =
+        k.r.dev
+            .properties
+            .limits
+            .max_compute_workgroups_per_dimension as usize;
+    // Tiled: x the blocks of 64 query rows, y + 65535 z the (batch, head) problems; by
+    // row: one invocation per row over a 2-D grid (`row` workgroups per grid row).
+    let tiled = attention_tiled(&k.r.dev.properties) && l.div_ceil(64) <= maxg && maxg >= 65535;
+    let (variant, groups, row) = if tiled {
+        let g = (
+            l.div_ceil(64) as u32,
+            nb.min(65535) as u32,
+            nb.div_ceil(65535) as u32,
+        );
+        (ATTENTION_TILED, g, 0)
+    } else {
+        let (gx, gy, row) = super::grid(rows, 64);
+        (ATTENTION_ROW, (gx, gy, 1), row)
+    };
     let (ms, mo) = ms.unwrap_or(([0; 4], 0));
     let meta = AttentionMeta {
         rows: rows as u32,
         row,
-        heads: p.batch.last().copied().unwrap_or(1) as u32,
+        heads: heads as u32,
         len: l as u32,
         keys: s as u32,
         e: e as u32,
@@ -539,10 +579,10 @@ pub(super) fn streaming(
     };
     let m = mask.as_ref().unwrap_or(q);
     k.dispatch(
-        &ATTENTION_ROW,
+        &variant,
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, q), (3, kt), (4, v), (5, m)],
-        (gx, gy, 1),
+        groups,
     )?;
     Ok(Some(out))
 }
