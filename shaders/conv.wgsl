@@ -285,25 +285,75 @@ fn conv(@builtin(global_invocation_id) gid: vec3<u32>) {
 }
 
 // `im2col`: the implicit GEMM's columns written out, pixel-major: col[img, p, k] for output
-// pixel p and k = (input channel, tap) (zero in the padding), one invocation per element
-// (groups = 1). A matrix multiply (matmul4.wgsl, `mm_kk`: K contiguous on both sides) then
-// computes out[img] = W [O, K] x col[img]^T.
+// pixel p and k = (input channel, tap) (zero in the padding, and in the kdim..kpad tail),
+// groups = 1. A matrix multiply (matmul4.wgsl, `mm_kk`: K contiguous on both sides) then
+// computes out[img] = W [O, K] x col[img]^T. One invocation per (image, pixel, channel)
+// writes that channel's taps: software adapters pay per invocation and per loop step
+// (SwiftShader: 3x fewer invocations' time than one per element), so 3x3 windows at
+// dilation 1 take an unrolled row of three.
 @compute @workgroup_size(64)
 fn im2col(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = gid.x + gid.y * params.row;
     let plane_out = params.outs.w;
-    let kp = params.kpad;
-    if i >= params.n * kp * plane_out {
+    if i >= params.n * plane_out * params.c {
         return;
     }
-    let k = i % kp;
-    let p = (i / kp) % plane_out;
-    let img = i / (plane_out * kp);
-    if k >= params.kdim {
-        out[i] = to_out(0.0);
-        return;
+    let c = i % params.c;
+    let p = (i / params.c) % plane_out;
+    let img = i / (params.c * plane_out);
+    let ohw = params.outs.y * params.outs.z;
+    let oz = i32((p / ohw) * params.stride.x) - i32(params.pad.x);
+    let oy = i32(((p / params.outs.z) % params.outs.y) * params.stride.y) - i32(params.pad.y);
+    let ox = i32((p % params.outs.z) * params.stride.z) - i32(params.pad.z);
+    let base = (img * params.c + c) * params.ins.w;
+    let row0 = (img * plane_out + p) * params.kpad;
+    var o = row0 + c * params.ks.w;
+    let id = i32(params.ins.x);
+    let ih = i32(params.ins.y);
+    let iw = i32(params.ins.z);
+    if params.ks.x == 1u && params.ks.y == 3u && params.ks.z == 3u && params.dil.y == 1u
+        && params.dil.z == 1u {
+        let zok = oz >= 0 && oz < id;
+        let plane = base + u32(clamp(oz, 0, id - 1) * ih * iw);
+        for (var ky = 0; ky < 3; ky = ky + 1) {
+            let iy = oy + ky;
+            let yok = zok && iy >= 0 && iy < ih;
+            let row = plane + u32(clamp(iy, 0, ih - 1) * iw);
+            out[o] = to_out(input_at(row, ox, iw, yok));
+            out[o + 1u] = to_out(input_at(row, ox + 1, iw, yok));
+            out[o + 2u] = to_out(input_at(row, ox + 2, iw, yok));
+            o = o + 3u;
+        }
+    } else {
+        for (var kz = 0u; kz < params.ks.x; kz = kz + 1u) {
+            let iz = oz + i32(kz * params.dil.x);
+            let zok = iz >= 0 && iz < id;
+            let plane = base + u32(clamp(iz, 0, id - 1) * ih * iw);
+            for (var ky = 0u; ky < params.ks.y; ky = ky + 1u) {
+                let iy = oy + i32(ky * params.dil.y);
+                let yok = zok && iy >= 0 && iy < ih;
+                let row = plane + u32(clamp(iy, 0, ih - 1) * iw);
+                for (var kx = 0u; kx < params.ks.z; kx = kx + 1u) {
+                    out[o] = to_out(input_at(row, ox + i32(kx * params.dil.z), iw, yok));
+                    o = o + 1u;
+                }
+            }
+        }
     }
-    out[i] = to_out(column_value(img, k, p));
+    // The last channel also zeroes the row's kdim..kpad tail.
+    if c + 1u == params.c {
+        for (var k = params.kdim; k < params.kpad; k = k + 1u) {
+            out[row0 + k] = to_out(0.0);
+        }
+    }
+}
+
+// Input `ix` of the row starting at `row` (width `iw`; `ok`: the row is inside the image),
+// zero outside the image. The read is clamped into the row and the zero chosen by
+// `select`: no divergent branch around the load.
+fn input_at(row: u32, ix: i32, iw: i32, ok: bool) -> f32 {
+    let v = f32(x[row + u32(clamp(ix, 0, iw - 1))]);
+    return select(0.0, v, ok && ix >= 0 && ix < iw);
 }
 
 // `aten.im2col` (F.unfold): out[img, k, p] with k = (input channel, tap) over c * taps
@@ -397,6 +447,81 @@ fn depthwise(@builtin(global_invocation_id) gid: vec3<u32>) {
         acc = acc + f32(bias[oc]);
     }
     out[i] = to_out(epilogue(acc, i));
+}
+
+// `depthwise2d`: a 2-D depthwise convolution (one input channel per group, no depth), one
+// thread per four consecutive output pixels of a row. Each tap's weight is read once for
+// the four; at stride 1 and dilation 1 the four inputs a tap reads slide along the row,
+// one new load per tap. Reads in the padding are clamped into the row and replaced by zero
+// with `select` (no divergent branch around the loads: software adapters run those masked).
+@compute @workgroup_size(64)
+fn depthwise2d(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    let ow = params.outs.z;
+    let blocks = (ow + 3u) / 4u;
+    let oh = params.outs.y;
+    if i >= params.n * params.o * oh * blocks {
+        return;
+    }
+    let ox0 = (i % blocks) * 4u;
+    let oy = (i / blocks) % oh;
+    let plane = i / (blocks * oh);
+    let oc = plane % params.o;
+    let img = plane / params.o;
+    let ci = oc / params.og;
+    let x_base = (img * params.c + ci) * params.ins.w;
+    let w_base = oc * params.ks.w;
+    let ih = i32(params.ins.y);
+    let iw = i32(params.ins.z);
+    let sx = i32(params.stride.z);
+    let dx = i32(params.dil.z);
+    let oy0 = i32(oy * params.stride.y) - i32(params.pad.y);
+    let ix0 = i32(ox0) * sx - i32(params.pad.z);
+    let sliding = sx == 1 && dx == 1;
+    var acc = vec4<f32>(0.0);
+    var t = 0u;
+    for (var ky = 0u; ky < params.ks.y; ky = ky + 1u) {
+        let iy = oy0 + i32(ky * params.dil.y);
+        let yok = iy >= 0 && iy < ih;
+        let row = x_base + u32(clamp(iy, 0, ih - 1) * iw);
+        if sliding {
+            // Inputs ix0 + kx + q: the window moves one element per tap.
+            var v = vec4<f32>(
+                input_at(row, ix0, iw, yok),
+                input_at(row, ix0 + 1, iw, yok),
+                input_at(row, ix0 + 2, iw, yok),
+                input_at(row, ix0 + 3, iw, yok),
+            );
+            for (var kx = 0u; kx < params.ks.z; kx = kx + 1u) {
+                if kx > 0u {
+                    v = vec4<f32>(v.yzw, input_at(row, ix0 + i32(kx) + 3, iw, yok));
+                }
+                acc = acc + v * f32(w[w_base + t]);
+                t = t + 1u;
+            }
+        } else {
+            for (var kx = 0u; kx < params.ks.z; kx = kx + 1u) {
+                let ix = ix0 + i32(kx) * dx;
+                let v = vec4<f32>(
+                    input_at(row, ix, iw, yok),
+                    input_at(row, ix + sx, iw, yok),
+                    input_at(row, ix + 2 * sx, iw, yok),
+                    input_at(row, ix + 3 * sx, iw, yok),
+                );
+                acc = acc + v * f32(w[w_base + t]);
+                t = t + 1u;
+            }
+        }
+    }
+    if (params.flags & 1u) != 0u {
+        acc = acc + f32(bias[oc]);
+    }
+    let o0 = (plane * oh + oy) * ow + ox0;
+    for (var q = 0u; q < 4u; q = q + 1u) {
+        if ox0 + q < ow {
+            out[o0 + q] = to_out(epilogue(acc[q], o0 + q));
+        }
+    }
 }
 
 // `conv_transpose`: a transposed convolution (the gradient of `conv` w.r.t. its input), one

@@ -1,7 +1,9 @@
 //! Convolutions on the GPU (shaders/conv.wgsl): `convolution`, `_convolution` and
 //! `conv1d/2d/3d`, f32 (and f16 storage computed in f32), any stride, padding (explicit,
-//! 'valid', 'same' at stride 1), dilation and groups. A layer with one input channel per group (depthwise) runs the direct
-//! kernel, every other one the implicit GEMM. Transposed convolutions (`transposed=True`,
+//! 'valid', 'same' at stride 1), dilation and groups. A layer with one input channel per
+//! group (depthwise) runs a direct kernel (`depthwise2d`, four output pixels of a row per
+//! thread, for 2-D layers; `depthwise` otherwise), every other one the implicit GEMM or
+//! `im2col` + matmul. Transposed convolutions (`transposed=True`,
 //! `conv_transpose1d/2d/3d`) run a direct gather kernel (`conv_transpose`); `im2col`
 //! (`F.unfold`) writes torch's column layout (`unfold`), `col2im` (`F.fold`) reads it back
 //! (`fold`).
@@ -37,6 +39,7 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         UNFOLD,
         FOLD,
         DEPTHWISE,
+        DEPTHWISE2D,
         CONV_TRANSPOSE,
     ]);
     t.kernel(
@@ -173,6 +176,8 @@ fn conv_kernel(p: &crate::gpu::DeviceProperties) -> ConvKernel {
 /// Columns past this many bytes take the direct kernel instead of `im2col` + GEMM.
 const MAX_COL_BYTES: usize = 256 << 20;
 pub const DEPTHWISE: Variant = Variant::new(Shader::Conv, "depthwise");
+/// A depthwise convolution without depth: four output pixels of a row per thread.
+pub const DEPTHWISE2D: Variant = Variant::new(Shader::Conv, "depthwise2d");
 pub const CONV_TRANSPOSE: Variant = Variant::new(Shader::Conv, "conv_transpose");
 
 #[repr(C)]
@@ -355,7 +360,16 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
     }
     let bref = bc.as_ref().unwrap_or(&wc);
     let bufs = [(1, &out), (2, &xc), (3, &wc), (4, bref)];
-    if depthwise {
+    if depthwise && geo.ks[0] == 1 && geo.ins[0] == 1 && geo.outs[0] == 1 {
+        let (gx, gy, row) = grid(n * o * geo.outs[1] * geo.outs[2].div_ceil(4), 64);
+        meta.row = row;
+        k.dispatch_out(
+            &DEPTHWISE2D.typed(elems),
+            bytemuck::bytes_of(&meta),
+            &bufs,
+            (gx, gy, 1),
+        )?;
+    } else if depthwise {
         let (gx, gy, row) = grid(n * o * plane_out, 64);
         meta.row = row;
         k.dispatch_out(
@@ -438,7 +452,8 @@ fn conv_gemm(
         let col = k.new_out(DType::F32, &[n, plane, kpad])?;
         let ws = &mut k.r.stats.workspace_bytes;
         *ws = (*ws).max(col_bytes as u64);
-        let (gx, gy, row) = grid(n * kpad * plane, 64);
+        // One invocation per (image, pixel, input channel).
+        let (gx, gy, row) = grid(n * plane * meta.c as usize, 64);
         let m = ConvMeta {
             row,
             kpad: kpad as u32,

@@ -474,6 +474,7 @@ pub fn producer_variants() -> Vec<Variant> {
         super::conv::CONV,
         super::conv::CONV_TILED,
         super::conv::DEPTHWISE,
+        super::conv::DEPTHWISE2D,
         MATMUL,
         MATMUL_BIAS,
         MATMUL_TILED,
