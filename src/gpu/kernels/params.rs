@@ -276,7 +276,7 @@ pub(super) fn matmul4_enabled() -> bool {
 
 /// Rows and columns of one invocation's block in matmul4.wgsl (an 8x8 workgroup).
 pub(super) const MM4_ROWS: usize = 8;
-pub(super) const MM4_COLS: usize = 4;
+pub(super) const MM4_COLS: usize = 8;
 pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
 pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
 /// Softmax whose fully masked (all -inf) rows are zeros (attention).
