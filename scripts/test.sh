@@ -11,6 +11,9 @@ step() { printf '\n== %s\n' "$*"; }
 step "cargo fmt --check"
 cargo fmt --all --check
 
+step "generated shaders up to date"
+python3 scripts/gen_matmul4.py --check
+
 step "cargo clippy (native)"
 cargo clippy --workspace --all-targets -- -D warnings
 

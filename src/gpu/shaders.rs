@@ -427,6 +427,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::MATMUL_TILED);
     v.push(super::kernels::MATMUL_TILED_BIAS);
     v.extend(super::kernels::MATMUL4);
+    v.extend(super::kernels::MATMUL4_16);
     v.push(super::kernels::SOFTMAX);
     v.push(super::kernels::LOG_SOFTMAX);
     v.push(super::kernels::SAFE_SOFTMAX);

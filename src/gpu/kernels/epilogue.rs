@@ -481,6 +481,8 @@ pub fn producer_variants() -> Vec<Variant> {
         MATMUL_TILED_BIAS,
         MATMUL4[0],
         MATMUL4[1],
+        MATMUL4_16[0],
+        MATMUL4_16[1],
     ]
 }
 

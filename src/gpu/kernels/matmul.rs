@@ -187,11 +187,12 @@ fn blocked_form(
         let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
         let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
         if a4 && (kk_form || kn_form) {
+            let (block, variants) = matmul4_block(m, n);
             return tune::Candidate {
-                variant: MATMUL4[usize::from(!kk_form)],
+                variant: variants[usize::from(!kk_form)],
                 groups: (
-                    n.div_ceil(8 * MM4_COLS) as u32,
-                    m.div_ceil(8 * MM4_ROWS) as u32,
+                    n.div_ceil(8 * block) as u32,
+                    m.div_ceil(8 * block) as u32,
                     batch as u32,
                 ),
                 bindings: vec![1, 2, 3, 4],

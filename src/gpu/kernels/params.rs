@@ -258,11 +258,16 @@ pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
 /// The workgroup-tiled forms (64x64 tiles through workgroup memory; GPUs).
 pub const MATMUL_TILED: Variant = Variant::new(Shader::Matmul, "matmul_tiled");
 pub const MATMUL_TILED_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_tiled_bias");
-/// shaders/matmul4.wgsl (f32 with vec4 loads): B contiguous along K (`FORM` 0) or along N
-/// (`FORM` 1).
+/// shaders/matmul4.wgsl (f32 with vec4 loads, written by scripts/gen_matmul4.py): B
+/// contiguous along K (`FORM` 0) or along N (`FORM` 1); 8x8 outputs per invocation.
 pub const MATMUL4: [Variant; 2] = [
     Variant::with(Shader::Matmul4, "mm4", "FORM", 0),
     Variant::with(Shader::Matmul4, "mm4", "FORM", 1),
+];
+/// The same with 16x16 outputs per invocation (large M and N).
+pub const MATMUL4_16: [Variant; 2] = [
+    Variant::with(Shader::Matmul4, "mm4_16", "FORM", 0),
+    Variant::with(Shader::Matmul4, "mm4_16", "FORM", 1),
 ];
 /// Whether the vec4 matmul forms are used (`PT2WEB_MATMUL4=0` turns them off natively, to
 /// compare).
@@ -274,9 +279,17 @@ pub(super) fn matmul4_enabled() -> bool {
     true
 }
 
-/// Rows and columns of one invocation's block in matmul4.wgsl (an 8x8 workgroup).
-pub(super) const MM4_ROWS: usize = 8;
-pub(super) const MM4_COLS: usize = 8;
+/// The square block (rows = columns) one invocation of a matmul4.wgsl variant computes, in an
+/// 8x8 workgroup, and the block for an M x N product: `mm4_16` where M >= 16 and N >= 64
+/// (smaller ones would load rows past M for nothing or leave SIMD lanes idle on software
+/// adapters), `mm4` otherwise.
+pub(super) fn matmul4_block(m: usize, n: usize) -> (usize, [Variant; 2]) {
+    if m >= 16 && n >= 64 {
+        (16, MATMUL4_16)
+    } else {
+        (8, MATMUL4)
+    }
+}
 pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
 pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
 /// Softmax whose fully masked (all -inf) rows are zeros (attention).
