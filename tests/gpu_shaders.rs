@@ -100,6 +100,7 @@ fn uniform_layouts_match() {
         (Shader::Elementwise, std::mem::size_of::<ElemMeta>()),
         (Shader::Matmul, std::mem::size_of::<MatmulMeta>()),
         (Shader::Matmul4, std::mem::size_of::<MatmulMeta>()),
+        (Shader::Matmul4x16, std::mem::size_of::<MatmulMeta>()),
         (Shader::Rows, std::mem::size_of::<RowMeta>()),
         (Shader::RowsSubgroup, std::mem::size_of::<RowMeta>()),
         (Shader::Reduce, std::mem::size_of::<ReduceMeta>()),

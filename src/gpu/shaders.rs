@@ -12,6 +12,7 @@ pub enum Shader {
     Elementwise,
     Matmul,
     Matmul4,
+    Matmul4x16,
     Rows,
     Reduce,
     Random,
@@ -37,10 +38,11 @@ pub enum Shader {
 }
 
 impl Shader {
-    pub const ALL: [Shader; 20] = [
+    pub const ALL: [Shader; 21] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
+        Shader::Matmul4x16,
         Shader::Rows,
         Shader::Reduce,
         Shader::Random,
@@ -64,6 +66,7 @@ impl Shader {
             Shader::Elementwise => "elementwise.wgsl",
             Shader::Matmul => "matmul.wgsl",
             Shader::Matmul4 => "matmul4.wgsl",
+            Shader::Matmul4x16 => "matmul4_16.wgsl",
             Shader::Rows => "rows.wgsl",
             Shader::Reduce => "reduce.wgsl",
             Shader::Random => "random.wgsl",
@@ -143,6 +146,7 @@ impl Shader {
             Shader::Elementwise => include_str!("../../shaders/elementwise.wgsl"),
             Shader::Matmul => include_str!("../../shaders/matmul.wgsl"),
             Shader::Matmul4 => include_str!("../../shaders/matmul4.wgsl"),
+            Shader::Matmul4x16 => include_str!("../../shaders/matmul4_16.wgsl"),
             Shader::Rows => include_str!("../../shaders/rows.wgsl"),
             Shader::Reduce => include_str!("../../shaders/reduce.wgsl"),
             Shader::Random => include_str!("../../shaders/random.wgsl"),

@@ -116,8 +116,9 @@ pub(super) fn encode_matmul(
         groups: (n.div_ceil(64) as u32, m.div_ceil(64) as u32, batch as u32),
         bindings: plain_bindings.clone(),
     };
-    let blocked = blocked_form(&meta, elems, plain_bindings, batch, m, n, kk);
     let dev = k.r.dev;
+    let big_blocks = matmul4_big_blocks(&dev.properties);
+    let blocked = blocked_form(&meta, elems, plain_bindings, batch, m, n, kk, big_blocks);
     let chosen = match matmul_kernel() {
         MatmulAlgorithm::Tiled => tiled,
         MatmulAlgorithm::Blocked => blocked,
@@ -170,8 +171,10 @@ pub(super) fn encode_matmul(
 }
 
 /// The barrier-free form for these operands: a vec4 form of matmul4.wgsl (f32, K contiguous
-/// in A and in B (`mm_kk`) or N contiguous in B (`mm_kn`), every stride, offset, K (and N for
-/// `mm_kn`) a multiple of 4), else the scalar 4x4 blocks of matmul.wgsl.
+/// in A and in B (`*_kk`) or N contiguous in B (`*_kn`), every stride, offset, K (and N for
+/// `*_kn`) a multiple of 4; an 8x8 or, with `big_blocks`, 16x16 block per invocation, see
+/// `matmul4_block`), else the scalar 4x4 blocks of matmul.wgsl.
+#[allow(clippy::too_many_arguments)]
 fn blocked_form(
     meta: &MatmulMeta,
     elems: Elems,
@@ -180,6 +183,7 @@ fn blocked_form(
     m: usize,
     n: usize,
     kk: usize,
+    big_blocks: bool,
 ) -> tune::Candidate {
     if elems == Elems::F32 && kk % 4 == 0 && meta.a[2] == 1 && matmul4_enabled() {
         let (av, bv) = (meta.a, meta.b);
@@ -187,7 +191,7 @@ fn blocked_form(
         let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
         let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
         if a4 && (kk_form || kn_form) {
-            let (block, variants) = matmul4_block(m, n);
+            let (block, variants) = matmul4_block(m, n, kk, big_blocks);
             return tune::Candidate {
                 variant: variants[usize::from(!kk_form)],
                 groups: (

@@ -259,15 +259,15 @@ pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
 pub const MATMUL_TILED: Variant = Variant::new(Shader::Matmul, "matmul_tiled");
 pub const MATMUL_TILED_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_tiled_bias");
 /// shaders/matmul4.wgsl (f32 with vec4 loads, written by scripts/gen_matmul4.py): B
-/// contiguous along K (`FORM` 0) or along N (`FORM` 1); 8x8 outputs per invocation.
+/// contiguous along K (`_kk`) or along N (`_kn`); 8x8 outputs per invocation.
 pub const MATMUL4: [Variant; 2] = [
-    Variant::with(Shader::Matmul4, "mm4", "FORM", 0),
-    Variant::with(Shader::Matmul4, "mm4", "FORM", 1),
+    Variant::new(Shader::Matmul4, "mm4_kk"),
+    Variant::new(Shader::Matmul4, "mm4_kn"),
 ];
-/// The same with 16x16 outputs per invocation (large M and N).
+/// The same with 16x16 outputs per invocation (large products; shaders/matmul4_16.wgsl).
 pub const MATMUL4_16: [Variant; 2] = [
-    Variant::with(Shader::Matmul4, "mm4_16", "FORM", 0),
-    Variant::with(Shader::Matmul4, "mm4_16", "FORM", 1),
+    Variant::new(Shader::Matmul4x16, "mm4_16_kk"),
+    Variant::new(Shader::Matmul4x16, "mm4_16_kn"),
 ];
 /// Whether the vec4 matmul forms are used (`PT2WEB_MATMUL4=0` turns them off natively, to
 /// compare).
@@ -280,16 +280,30 @@ pub(super) fn matmul4_enabled() -> bool {
 }
 
 /// The square block (rows = columns) one invocation of a matmul4.wgsl variant computes, in an
-/// 8x8 workgroup, and the block for an M x N product: `mm4_16` where M >= 16 and N >= 64
-/// (smaller ones would load rows past M for nothing or leave SIMD lanes idle on software
-/// adapters), `mm4` otherwise.
-pub(super) fn matmul4_block(m: usize, n: usize) -> (usize, [Variant; 2]) {
-    if m >= 16 && n >= 64 {
+/// 8x8 workgroup, for an M x N x K product: 16x16 where `big` allows it and it pays
+/// (bench/shader_micro.mjs on SwiftShader: M >= 16 without many padded rows, N >= 64 so no
+/// SIMD lane idles, K >= 32 so the loads saved outweigh the rows loaded for nothing), else 8x8.
+pub(super) fn matmul4_block(m: usize, n: usize, k: usize, big: bool) -> (usize, [Variant; 2]) {
+    if big && (m % 16 == 0 || m >= 64) && m >= 16 && n >= 64 && k >= 32 {
         (16, MATMUL4_16)
     } else {
         (8, MATMUL4)
     }
 }
+
+/// Whether matmul4's 16x16 block may run on this device: in the browser, whose software
+/// adapter (SwiftShader) gathers every load lane by lane and compiles the block in its fast
+/// JIT; not natively, where lavapipe's LLVM spends minutes on it (the MiniLM GPU test: 5 s
+/// with the 8x8 block, 130 s with 16x16 and no shader cache). `PT2WEB_MATMUL4=16` allows it
+/// natively (to test it on lavapipe).
+pub(super) fn matmul4_big_blocks(p: &crate::gpu::DeviceProperties) -> bool {
+    #[cfg(not(target_arch = "wasm32"))]
+    if std::env::var("PT2WEB_MATMUL4").as_deref() == Ok("16") {
+        return true;
+    }
+    p.backend == "webgpu"
+}
+
 pub const SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 0);
 pub const LOG_SOFTMAX: Variant = Variant::with(Shader::Rows, "softmax", "LOG", 1);
 /// Softmax whose fully masked (all -inf) rows are zeros (attention).
