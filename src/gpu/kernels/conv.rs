@@ -360,20 +360,17 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
     }
     let bref = bc.as_ref().unwrap_or(&wc);
     let bufs = [(1, &out), (2, &xc), (3, &wc), (4, bref)];
-    if depthwise && geo.ks[0] == 1 && geo.ins[0] == 1 && geo.outs[0] == 1 {
-        let (gx, gy, row) = grid(n * o * geo.outs[1] * geo.outs[2].div_ceil(4), 64);
+    if depthwise {
+        // 2-D layers: four output pixels of a row per invocation; otherwise one per pixel.
+        let (variant, threads) = if geo.ks[0] == 1 && geo.ins[0] == 1 && geo.outs[0] == 1 {
+            (DEPTHWISE2D, n * o * geo.outs[1] * geo.outs[2].div_ceil(4))
+        } else {
+            (DEPTHWISE, n * o * plane_out)
+        };
+        let (gx, gy, row) = grid(threads, 64);
         meta.row = row;
         k.dispatch_out(
-            &DEPTHWISE2D.typed(elems),
-            bytemuck::bytes_of(&meta),
-            &bufs,
-            (gx, gy, 1),
-        )?;
-    } else if depthwise {
-        let (gx, gy, row) = grid(n * o * plane_out, 64);
-        meta.row = row;
-        k.dispatch_out(
-            &DEPTHWISE.typed(elems),
+            &variant.typed(elems),
             bytemuck::bytes_of(&meta),
             &bufs,
             (gx, gy, 1),
