@@ -2,7 +2,8 @@
 //   node bench/shader_micro.mjs kernels.json
 // kernels.json is a list of {name, wgsl, entry, params: [u32 words], floats: [indices of
 // params that are f32], bufs: {binding: element count}, grid: [x, y, z], constants, reps};
-// each kernel is dispatched `reps` times after a warm-up and its mean time printed. Used to
+// each kernel is dispatched `reps` times after a warm-up and its mean time printed, with the time
+// its pipeline took to compile (createComputePipelineAsync). Used to
 // pick kernel shapes for SwiftShader (see the header of shaders/matmul4.wgsl).
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
@@ -24,6 +25,7 @@ const r = await page.evaluate(async (kernels) => {
     const mod = dev.createShaderModule({ code: k.wgsl });
     const info = await mod.getCompilationInfo();
     if (info.messages.some((m) => m.type === 'error')) { res.push({ name: k.name, err: info.messages.map((m) => m.message).join(';') }); continue; }
+    const tc = performance.now();
     const pipe = await dev.createComputePipelineAsync({ layout: 'auto', compute: { module: mod, entryPoint: k.entry ?? 'main', constants: k.constants ?? {} } });
     const pbuf = dev.createBuffer({ size: Math.max(256, k.params.length * 4), usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
     const words = new Uint32Array(Math.max(64, k.params.length)); const fv = new Float32Array(words.buffer);
@@ -43,10 +45,11 @@ const r = await page.evaluate(async (kernels) => {
       dev.queue.submit([e.finish()]);
       await dev.queue.onSubmittedWorkDone();
     };
+    const compileMs = performance.now() - tc;
     await run(1);
     const reps = k.reps ?? 5;
     const t = performance.now(); await run(reps); const ms = (performance.now() - t) / reps;
-    res.push({ name: k.name, ms: +ms.toFixed(2), extra: k.work ? +(k.work / ms / 1e6).toFixed(3) : undefined });
+    res.push({ name: k.name, ms: +ms.toFixed(2), compile_ms: +compileMs.toFixed(1), extra: k.work ? +(k.work / ms / 1e6).toFixed(3) : undefined });
     } catch (e) { res.push({ name: k.name, err: String(e) }); }
   }
   return res;

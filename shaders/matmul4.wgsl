@@ -233,22 +233,18 @@ fn mm4_kk(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let acc = block_kk8x8(row0, col0, gid.z);
-    // A row per step, its columns unrolled (software adapters pay per loop step).
+    // An output per step, the entry point's one call of `store`: a fused epilogue is then
+    // compiled once, not once per column (unrolled, SwiftShader took 2.4-2.9 s instead of
+    // 0.5 s to compile mobilenet's residual-add 16x16 pipeline, and it ran slower: 46-56
+    // against 35 ms; plain blocks ran as fast either way, bench/shader_micro.mjs).
     for (var i = 0u; i < 8u; i = i + 1u) {
         let row = row0 + i;
         if row >= params.m {
             break;
         }
-        let v0 = acc.v[i * 2u + 0u];
-        let v1 = acc.v[i * 2u + 1u];
-        store(row, col0 + 0u, gid.z, v0.x);
-        store(row, col0 + 1u, gid.z, v0.y);
-        store(row, col0 + 2u, gid.z, v0.z);
-        store(row, col0 + 3u, gid.z, v0.w);
-        store(row, col0 + 4u, gid.z, v1.x);
-        store(row, col0 + 5u, gid.z, v1.y);
-        store(row, col0 + 6u, gid.z, v1.z);
-        store(row, col0 + 7u, gid.z, v1.w);
+        for (var j = 0u; j < 8u; j = j + 1u) {
+            store(row, col0 + j, gid.z, acc.v[i * 2u + j / 4u][j % 4u]);
+        }
     }
 }
 
@@ -260,21 +256,17 @@ fn mm4_kn(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let acc = block_kn8x8(row0, col0, gid.z);
-    // A row per step, its columns unrolled (software adapters pay per loop step).
+    // An output per step, the entry point's one call of `store`: a fused epilogue is then
+    // compiled once, not once per column (unrolled, SwiftShader took 2.4-2.9 s instead of
+    // 0.5 s to compile mobilenet's residual-add 16x16 pipeline, and it ran slower: 46-56
+    // against 35 ms; plain blocks ran as fast either way, bench/shader_micro.mjs).
     for (var i = 0u; i < 8u; i = i + 1u) {
         let row = row0 + i;
         if row >= params.m {
             break;
         }
-        let v0 = acc.v[i * 2u + 0u];
-        let v1 = acc.v[i * 2u + 1u];
-        store(row, col0 + 0u, gid.z, v0.x);
-        store(row, col0 + 1u, gid.z, v0.y);
-        store(row, col0 + 2u, gid.z, v0.z);
-        store(row, col0 + 3u, gid.z, v0.w);
-        store(row, col0 + 4u, gid.z, v1.x);
-        store(row, col0 + 5u, gid.z, v1.y);
-        store(row, col0 + 6u, gid.z, v1.z);
-        store(row, col0 + 7u, gid.z, v1.w);
+        for (var j = 0u; j < 8u; j = j + 1u) {
+            store(row, col0 + j, gid.z, acc.v[i * 2u + j / 4u][j % 4u]);
+        }
     }
 }

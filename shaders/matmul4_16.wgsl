@@ -497,32 +497,18 @@ fn mm4_16_kk(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let acc = block_kk16x16(row0, col0, gid.z);
-    // A row per step, its columns unrolled (software adapters pay per loop step).
+    // An output per step, the entry point's one call of `store`: a fused epilogue is then
+    // compiled once, not once per column (unrolled, SwiftShader took 2.4-2.9 s instead of
+    // 0.5 s to compile mobilenet's residual-add 16x16 pipeline, and it ran slower: 46-56
+    // against 35 ms; plain blocks ran as fast either way, bench/shader_micro.mjs).
     for (var i = 0u; i < 16u; i = i + 1u) {
         let row = row0 + i;
         if row >= params.m {
             break;
         }
-        let v0 = acc.v[i * 4u + 0u];
-        let v1 = acc.v[i * 4u + 1u];
-        let v2 = acc.v[i * 4u + 2u];
-        let v3 = acc.v[i * 4u + 3u];
-        store(row, col0 + 0u, gid.z, v0.x);
-        store(row, col0 + 1u, gid.z, v0.y);
-        store(row, col0 + 2u, gid.z, v0.z);
-        store(row, col0 + 3u, gid.z, v0.w);
-        store(row, col0 + 4u, gid.z, v1.x);
-        store(row, col0 + 5u, gid.z, v1.y);
-        store(row, col0 + 6u, gid.z, v1.z);
-        store(row, col0 + 7u, gid.z, v1.w);
-        store(row, col0 + 8u, gid.z, v2.x);
-        store(row, col0 + 9u, gid.z, v2.y);
-        store(row, col0 + 10u, gid.z, v2.z);
-        store(row, col0 + 11u, gid.z, v2.w);
-        store(row, col0 + 12u, gid.z, v3.x);
-        store(row, col0 + 13u, gid.z, v3.y);
-        store(row, col0 + 14u, gid.z, v3.z);
-        store(row, col0 + 15u, gid.z, v3.w);
+        for (var j = 0u; j < 16u; j = j + 1u) {
+            store(row, col0 + j, gid.z, acc.v[i * 4u + j / 4u][j % 4u]);
+        }
     }
 }
 
@@ -534,31 +520,17 @@ fn mm4_16_kn(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let acc = block_kn16x16(row0, col0, gid.z);
-    // A row per step, its columns unrolled (software adapters pay per loop step).
+    // An output per step, the entry point's one call of `store`: a fused epilogue is then
+    // compiled once, not once per column (unrolled, SwiftShader took 2.4-2.9 s instead of
+    // 0.5 s to compile mobilenet's residual-add 16x16 pipeline, and it ran slower: 46-56
+    // against 35 ms; plain blocks ran as fast either way, bench/shader_micro.mjs).
     for (var i = 0u; i < 16u; i = i + 1u) {
         let row = row0 + i;
         if row >= params.m {
             break;
         }
-        let v0 = acc.v[i * 4u + 0u];
-        let v1 = acc.v[i * 4u + 1u];
-        let v2 = acc.v[i * 4u + 2u];
-        let v3 = acc.v[i * 4u + 3u];
-        store(row, col0 + 0u, gid.z, v0.x);
-        store(row, col0 + 1u, gid.z, v0.y);
-        store(row, col0 + 2u, gid.z, v0.z);
-        store(row, col0 + 3u, gid.z, v0.w);
-        store(row, col0 + 4u, gid.z, v1.x);
-        store(row, col0 + 5u, gid.z, v1.y);
-        store(row, col0 + 6u, gid.z, v1.z);
-        store(row, col0 + 7u, gid.z, v1.w);
-        store(row, col0 + 8u, gid.z, v2.x);
-        store(row, col0 + 9u, gid.z, v2.y);
-        store(row, col0 + 10u, gid.z, v2.z);
-        store(row, col0 + 11u, gid.z, v2.w);
-        store(row, col0 + 12u, gid.z, v3.x);
-        store(row, col0 + 13u, gid.z, v3.y);
-        store(row, col0 + 14u, gid.z, v3.z);
-        store(row, col0 + 15u, gid.z, v3.w);
+        for (var j = 0u; j < 16u; j = j + 1u) {
+            store(row, col0 + j, gid.z, acc.v[i * 4u + j / 4u][j % 4u]);
+        }
     }
 }

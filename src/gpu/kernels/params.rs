@@ -293,9 +293,10 @@ pub(super) fn matmul4_block(m: usize, n: usize, k: usize, big: bool) -> (usize, 
 
 /// Whether matmul4's 16x16 block may run on this device: in the browser, whose software
 /// adapter (SwiftShader) gathers every load lane by lane and compiles the block in its fast
-/// JIT; not natively, where lavapipe's LLVM spends minutes on it (the MiniLM GPU test: 5 s
-/// with the 8x8 block, 130 s with 16x16 and no shader cache). `PT2WEB_MATMUL4=16` allows it
-/// natively (to test it on lavapipe).
+/// JIT; not natively, where lavapipe runs it slower (warm resnet18 1.40 -> 1.95 s, MiniLM
+/// 1.10 -> 1.88 s) and its LLVM compiles it slowly (the MiniLM GPU test with no shader
+/// cache: 7 s with the 8x8 block, 24 s with 16x16). `PT2WEB_MATMUL4=16` allows it natively
+/// (to test it on lavapipe).
 pub(super) fn matmul4_big_blocks(p: &crate::gpu::DeviceProperties) -> bool {
     #[cfg(not(target_arch = "wasm32"))]
     if std::env::var("PT2WEB_MATMUL4").as_deref() == Ok("16") {
