@@ -492,7 +492,7 @@ impl<'a> Machine<'a> {
     }
 
     fn pairs(&self, items: Vec<Id>) -> Result<Vec<(Id, Id)>> {
-        if items.len() % 2 != 0 {
+        if !items.len().is_multiple_of(2) {
             return Err(self.err(format!("odd number of items ({}) for a dict", items.len())));
         }
         Ok(items.chunks_exact(2).map(|c| (c[0], c[1])).collect())

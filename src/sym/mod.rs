@@ -215,7 +215,7 @@ impl Built {
                 args.len()
             )));
         }
-        if op == Op::IsNonOverlappingAndDense && args.len() % 2 != 0 {
+        if op == Op::IsNonOverlappingAndDense && !args.len().is_multiple_of(2) {
             return Err(sym_err("IsNonOverlappingAndDenseIndicator needs sizes and strides (an even number of arguments)"));
         }
         let depth = 1 + args.iter().map(|a| a.depth).max().unwrap_or(0);

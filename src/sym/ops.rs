@@ -243,7 +243,7 @@ impl Op {
     /// Whether `n` arguments fit (arity, and sizes+strides pairs for the dense indicator).
     pub fn accepts(self, n: usize) -> bool {
         let (lo, hi) = self.arity();
-        (lo..=hi).contains(&n) && (self != Op::IsNonOverlappingAndDense || n % 2 == 0)
+        (lo..=hi).contains(&n) && (self != Op::IsNonOverlappingAndDense || n.is_multiple_of(2))
     }
 
     /// True for ops whose value is a boolean (relations and logic).

@@ -170,7 +170,7 @@ fn sdpa_f32(
     if gqa && q.rank() >= 3 && kt.rank() >= 3 && v.rank() >= 3 {
         let hq = q.sizes[q.rank() - 3];
         let (hk, hv) = (kt.sizes[kt.rank() - 3], v.sizes[v.rank() - 3]);
-        if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
+        if hk == 0 || hv == 0 || !hq.is_multiple_of(hk) || !hq.is_multiple_of(hv) {
             return Ok(None);
         }
         let (Some(kr), Some(vr)) = (

@@ -278,7 +278,7 @@ impl Pending {
             || numel != out.numel()
             || shape.len() > MAX_RANK
             || bound + self.extras.len() > limit
-            || meta.len() % 16 != 0
+            || !meta.len().is_multiple_of(16)
         {
             return Ok(None);
         }

@@ -185,11 +185,11 @@ fn blocked_form(
     kk: usize,
     big_blocks: bool,
 ) -> tune::Candidate {
-    if elems == Elems::F32 && kk % 4 == 0 && meta.a[2] == 1 && matmul4_enabled() {
+    if elems == Elems::F32 && kk.is_multiple_of(4) && meta.a[2] == 1 && matmul4_enabled() {
         let (av, bv) = (meta.a, meta.b);
         let a4 = [av[0], av[1], av[3]].iter().all(|s| s % 4 == 0);
         let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
-        let kn_form = bv[2] == 1 && n % 4 == 0 && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
+        let kn_form = bv[2] == 1 && n.is_multiple_of(4) && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
         if a4 && (kk_form || kn_form) {
             let (block, variants) = matmul4_block(m, n, kk, big_blocks);
             return tune::Candidate {

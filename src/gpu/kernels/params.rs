@@ -284,7 +284,7 @@ pub(super) fn matmul4_enabled() -> bool {
 /// (bench/shader_micro.mjs on SwiftShader: M >= 16 without many padded rows, N >= 64 so no
 /// SIMD lane idles, K >= 32 so the loads saved outweigh the rows loaded for nothing), else 8x8.
 pub(super) fn matmul4_block(m: usize, n: usize, k: usize, big: bool) -> (usize, [Variant; 2]) {
-    if big && (m % 16 == 0 || m >= 64) && m >= 16 && n >= 64 && k >= 32 {
+    if big && (m.is_multiple_of(16) || m >= 64) && m >= 16 && n >= 64 && k >= 32 {
         (16, MATMUL4_16)
     } else {
         (8, MATMUL4)

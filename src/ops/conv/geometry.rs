@@ -229,7 +229,7 @@ impl ConvParams {
             }
             (w[0], outs)
         };
-        if c % groups != 0 || o % groups != 0 {
+        if !c.is_multiple_of(groups) || o % groups != 0 {
             return Err(format!("{c} input channels and {o} output channels must both be divisible by groups = {groups}"));
         }
         if let Some(b) = bias {

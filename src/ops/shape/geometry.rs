@@ -34,7 +34,7 @@ pub(crate) fn infer_size(ctx: &OpCtx, shape: &[i64], numel: usize) -> Result<Vec
     match infer {
         Some(i) => {
             // torch refuses to infer against zero known elements (the -1 would be arbitrary).
-            if known == 0 || numel % known != 0 {
+            if known == 0 || !numel.is_multiple_of(known) {
                 return Err(bad());
             }
             out[i] = numel / known;
