@@ -1,12 +1,26 @@
-"""CPU benchmark: pt2web vs PyTorch eager on the same archives and inputs, in the same run.
+"""CPU benchmark: pt2web against PyTorch eager, ONNX Runtime CPU and ExecuTorch XNNPACK, on the
+same archives, weights and inputs, in one run.
 
-    .venv/bin/python bench/cpu_bench.py [--models resnet18,mobilenet_v3_small,minilm] [--runs 10]
+    .venv/bin/python bench/cpu_bench.py [--models resnet18,mobilenet_v3_small,minilm]
+                                        [--batches 1,8] [--runs 10] [--json out.json]
 
-Needs the real-model cache (scripts/build_models.sh) and a release build of the CLI
-(cargo build --release -p pt2web-native). For each model: PyTorch runs `torch.export.load(pt2)
-.module()` on the stored example inputs (MiniLM at seq 128); pt2web runs `pt2web run --repeat`.
-Both report the median of warm runs; the ratio pt2web/PyTorch is the number to watch
-(target: <= 2.0 on this 2-core machine).
+Needs the real-model cache (scripts/build_models.sh), a release build of the CLI (cargo build
+--release -p pt2web-native), and for the peers:
+- ONNX Runtime: `onnxruntime` in .venv and the ONNX files of bench/export_onnx.py (exported from
+  the same .pt2 archives; dynamic batch);
+- ExecuTorch: a Python with `executorch` (PyPI), by default .cache/venv-et/bin/python (made by
+  `scripts/setup.sh --bench`), which runs bench/executorch_bench.py: it re-exports the archive's
+  module at the batch's static shape and lowers it to XNNPACK (cached in .cache/models).
+A peer that is missing prints `-` and the reason, and the rest still runs.
+
+Inputs: the archive's first stored example (batch 2; MiniLM at seq 128) with its rows repeated
+to the batch. Every engine runs with the same thread count (torch.get_num_threads(), the
+machine's cores unless OMP_NUM_THREADS says otherwise) and reports the median of --runs warm
+runs after two untimed ones. pt2web's GFLOP/s is the model's floating-point work (counted by
+PyTorch's FlopCounterMode: 2 per multiply-add of matmuls and convolutions) over its median time,
+against the machine's FMA peak: cores x clock x FLOP per cycle of the widest ISA found in
+/proc/cpuinfo (AVX-512: 64, two FMA units assumed; AVX2+FMA: 32; otherwise 8).
+Targets (issue 14): batch 1, pt2web <= 1.0x PyTorch eager and <= 1.5x ONNX Runtime.
 """
 import argparse
 import json
@@ -25,56 +39,157 @@ from safetensors.torch import load_file, save_file
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / ".cache" / "models"
 BIN = os.environ.get("PT2WEB_BIN", str(ROOT / "target" / "release" / "pt2web"))
+ET_PYTHON = os.environ.get("EXECUTORCH_PYTHON", str(ROOT / ".cache" / "venv-et" / "bin" / "python"))
 
 
-def torch_median(ep, args, kwargs, runs):
-    m = ep.module()
-    with torch.no_grad():
-        for _ in range(2):
-            m(*args, **kwargs)
-        times = []
-        for _ in range(runs):
-            t = time.perf_counter()
-            m(*args, **kwargs)
-            times.append((time.perf_counter() - t) * 1e3)
+def median_ms(fn, runs):
+    for _ in range(2):
+        fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
     return statistics.median(times)
+
+
+def batched(flat, batch):
+    """The stored example's rows repeated to `batch` rows (dim 0)."""
+    out = []
+    for t in flat:
+        idx = torch.arange(batch) % t.shape[0]
+        out.append(t.index_select(0, idx).contiguous())
+    return out
+
+
+def machine_peak():
+    """(GFLOP/s, how it was computed) of the machine's FP32 FMA peak, from /proc/cpuinfo."""
+    try:
+        info = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None, "no /proc/cpuinfo"
+    flags = set()
+    mhz = 0.0
+    for line in info.splitlines():
+        if line.startswith("flags"):
+            flags |= set(line.split(":", 1)[1].split())
+        elif line.startswith("cpu MHz"):
+            mhz = max(mhz, float(line.split(":", 1)[1]))
+    if "avx512f" in flags:
+        isa, per_cycle = "AVX-512", 64
+    elif "avx2" in flags and "fma" in flags:
+        isa, per_cycle = "AVX2+FMA", 32
+    else:
+        isa, per_cycle = "SSE", 8
+    cores = torch.get_num_threads()
+    peak = cores * mhz * 1e-3 * per_cycle
+    return peak, f"{cores} cores x {mhz / 1e3:.2f} GHz x {per_cycle} FLOP/cycle ({isa})"
+
+
+def count_flops(module, args, kwargs):
+    from torch.utils.flop_counter import FlopCounterMode
+    with torch.no_grad(), FlopCounterMode(display=False) as fc:
+        module(*args, **kwargs)
+    return fc.get_total_flops()
+
+
+def ort_median(name, prog, flat, runs, threads):
+    path = CACHE / f"{name}.onnx"
+    if not path.exists():
+        return None, f"no {path.name} (run bench/export_onnx.py)"
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None, "onnxruntime not installed (pip install -r bench/requirements.txt)"
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = threads
+    so.inter_op_num_threads = 1
+    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    s = ort.InferenceSession(str(path), so, providers=["CPUExecutionProvider"])
+    names = [i.name for i in s.get_inputs()]
+    feed = {n: t.numpy() for n, t in zip(prog["input_names"], flat) if n in names}
+    return median_ms(lambda: s.run(None, feed), runs), None
+
+
+def et_median(name, batch, runs, threads):
+    if not Path(ET_PYTHON).exists():
+        return None, f"no {ET_PYTHON} (scripts/setup.sh --bench makes it)"
+    r = subprocess.run([ET_PYTHON, str(ROOT / "bench" / "executorch_bench.py"), "--model", name,
+                        "--batch", str(batch), "--runs", str(runs), "--threads", str(threads)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        last = (r.stderr.strip().splitlines() or ["failed"])[-1]
+        return None, f"executorch: {last[:160]}"
+    return json.loads(r.stdout.strip().splitlines()[-1])["median_ms"], None
+
+
+def pt2web_median(archive, prog, flat, runs):
+    with tempfile.TemporaryDirectory() as d:
+        inp = Path(d) / "in.safetensors"
+        save_file({n: t.contiguous() for n, t in zip(prog["input_names"], flat)}, str(inp))
+        r = subprocess.run([BIN, "run", str(archive), "--inputs", str(inp), "--repeat", str(runs + 2), "--json"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            return None, f"pt2web: {r.stderr.strip()[:160]}"
+        return json.loads(r.stdout)["timings_ms"]["median_run"], None
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="resnet18,mobilenet_v3_small,minilm")
+    ap.add_argument("--batches", default="1,8")
     ap.add_argument("--runs", type=int, default=10)
+    ap.add_argument("--no-executorch", action="store_true")
+    ap.add_argument("--json", help="also write the rows here")
     a = ap.parse_args()
-    rows = []
+    threads = torch.get_num_threads()
+    peak, peak_how = machine_peak()
+    rows, notes = [], []
     for name in a.models.split(","):
         meta = json.loads((CACHE / f"{name}.meta.json").read_text())
         prog = meta["programs"]["model"]
         case = prog["io_cases"][0]
         io = load_file(str(CACHE / case["file"]))
-        flat = [io[i["key"]] for i in case["inputs"]]
+        stored = [io[i["key"]] for i in case["inputs"]]
         ep = torch.export.load(CACHE / meta["archive"])
-        args, kwargs = torch.utils._pytree.tree_unflatten(flat, ep.call_spec.in_spec)
-        t_torch = torch_median(ep, args, kwargs, a.runs)
-        with tempfile.TemporaryDirectory() as d:
-            inp = Path(d) / "in.safetensors"
-            save_file({n: t.contiguous() for n, t in zip(prog["input_names"], flat)}, str(inp))
-            r = subprocess.run([BIN, "run", str(CACHE / meta["archive"]), "--inputs", str(inp), "--repeat", str(a.runs + 1), "--json"],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                print(f"{name}: pt2web failed: {r.stderr.strip()}", file=sys.stderr)
-                rows.append((name, t_torch, None, None))
-                continue
-            s = json.loads(r.stdout)
-            t_ours = s["timings_ms"]["median_run"]
-            rows.append((name, t_torch, t_ours, s["timings_ms"]["first_run"]))
-    print(f"\n{'model':<22}{'inputs':<22}{'PyTorch CPU ms':>16}{'pt2web CPU ms':>16}{'ratio':>8}   (torch {torch.__version__}, {torch.get_num_threads()} threads)")
-    for name, tt, to, first in rows:
-        meta = json.loads((CACHE / f"{name}.meta.json").read_text())
-        shapes = "x".join(str(s) for s in meta["programs"]["model"]["io_cases"][0]["inputs"][0]["shape"])
-        if to is None:
-            print(f"{name:<22}{shapes:<22}{tt:>16.1f}{'failed':>16}{'-':>8}")
-        else:
-            print(f"{name:<22}{shapes:<22}{tt:>16.1f}{to:>16.1f}{to / tt:>8.2f}")
+        module = ep.module()
+        for batch in [int(b) for b in a.batches.split(",")]:
+            flat = batched(stored, batch)
+            args, kwargs = torch.utils._pytree.tree_unflatten(flat, ep.call_spec.in_spec)
+            row = {"model": name, "input": "x".join(map(str, flat[0].shape)), "batch": batch}
+            with torch.no_grad():
+                row["torch"] = median_ms(lambda: module(*args, **kwargs), a.runs)
+            row["flops"] = count_flops(module, args, kwargs)
+            row["ort"], why = ort_median(name, prog, flat, a.runs, threads)
+            if why:
+                notes.append(f"{name} b{batch} ONNX Runtime: {why}")
+            row["et"], why = (None, "skipped (--no-executorch)") if a.no_executorch else et_median(name, batch, a.runs, threads)
+            if why:
+                notes.append(f"{name} b{batch} ExecuTorch: {why}")
+            row["pt2web"], why = pt2web_median(CACHE / meta["archive"], prog, flat, a.runs)
+            if why:
+                notes.append(f"{name} b{batch} {why}")
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr)
+
+    def f(x):
+        return "-" if x is None else f"{x:.1f}"
+
+    def r(x, y):
+        return "-" if x is None or y is None else f"{x / y:.2f}"
+
+    print(f"\nCPU, median warm run in ms, {threads} threads (torch {torch.__version__}); ratio = pt2web / peer (below 1: pt2web is faster)")
+    print(f"peak FP32 FMA: {'-' if peak is None else f'{peak:.0f} GFLOP/s'} = {peak_how}")
+    print(f"{'model':<20}{'input':<14}{'PyTorch':>9}{'ORT':>9}{'ET-XNN':>9}{'pt2web':>9}{'/PyTorch':>10}{'/ORT':>7}{'/ET':>7}{'GFLOP/s':>9}{'%peak':>7}")
+    for x in rows:
+        gf = None if x["pt2web"] is None else x["flops"] / x["pt2web"] / 1e6
+        pct = "-" if gf is None or peak is None else f"{100 * gf / peak:.0f}%"
+        print(f"{x['model']:<20}{x['input']:<14}{f(x['torch']):>9}{f(x['ort']):>9}{f(x['et']):>9}{f(x['pt2web']):>9}"
+              f"{r(x['pt2web'], x['torch']):>10}{r(x['pt2web'], x['ort']):>7}{r(x['pt2web'], x['et']):>7}{f(gf):>9}{pct:>7}")
+    for n in notes:
+        print(f"  note: {n}")
+    if a.json:
+        Path(a.json).write_text(json.dumps({"threads": threads, "peak_gflops": peak, "peak": peak_how, "rows": rows}, indent=1))
 
 
 if __name__ == "__main__":

@@ -39,3 +39,18 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
 fi
 npm ci --no-audit --no-fund
+
+# Benchmark peers (`scripts/setup.sh --bench`; the tests do not need them): ONNX export and
+# ONNX Runtime in .venv (bench/requirements.txt), and ExecuTorch in a venv of its own
+# (.cache/venv-et) that reuses .venv's torch through a .pth file, so its dependencies never
+# change the test venv (bench/cpu_bench.py runs bench/executorch_bench.py in it).
+if [ "${1:-}" = "--bench" ]; then
+  .venv/bin/pip install -q --disable-pip-version-check -r bench/requirements.txt
+  if [ ! -x .cache/venv-et/bin/python ]; then
+    python3 -m venv .cache/venv-et
+  fi
+  main_sp=$(.venv/bin/python -c 'import site; print(site.getsitepackages()[0])')
+  et_sp=$(.cache/venv-et/bin/python -c 'import site; print(site.getsitepackages()[0])')
+  echo "$main_sp" > "$et_sp/main-venv.pth"
+  .cache/venv-et/bin/pip install -q --disable-pip-version-check executorch
+fi

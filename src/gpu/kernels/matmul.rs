@@ -189,7 +189,8 @@ fn blocked_form(
         let (av, bv) = (meta.a, meta.b);
         let a4 = [av[0], av[1], av[3]].iter().all(|s| s % 4 == 0);
         let kk_form = bv[1] == 1 && [bv[0], bv[2], bv[3]].iter().all(|s| s % 4 == 0);
-        let kn_form = bv[2] == 1 && n.is_multiple_of(4) && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
+        let kn_form =
+            bv[2] == 1 && n.is_multiple_of(4) && [bv[0], bv[1], bv[3]].iter().all(|s| s % 4 == 0);
         if a4 && (kk_form || kn_form) {
             let (block, variants) = matmul4_block(m, n, kk, big_blocks);
             return tune::Candidate {

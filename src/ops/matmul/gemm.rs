@@ -17,6 +17,9 @@ pub(crate) trait Float:
 {
     const ZERO: Self;
     const ONE: Self;
+    /// Whether this is f32 (the AVX-512 GEMM's type; x86-64 only).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    const IS_F32: bool;
     fn of(v: f64) -> Self;
     fn floor(self) -> Self;
     fn abs(self) -> Self;
@@ -28,6 +31,7 @@ pub(crate) trait Float:
 impl Float for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
+    const IS_F32: bool = true;
     fn of(v: f64) -> f32 {
         v as f32
     }
@@ -49,6 +53,7 @@ impl Float for f32 {
 impl Float for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
+    const IS_F32: bool = false;
     fn of(v: f64) -> f64 {
         v
     }
@@ -124,6 +129,11 @@ pub(crate) fn num_threads() -> usize {
     }
 }
 
+/// From this many multiply-adds on, an f32 GEMM takes the AVX-512 kernel where the CPU has it
+/// (below, the `gemm` crate's unpacked small-matrix paths).
+#[cfg(target_arch = "x86_64")]
+const FAST_GEMM_WORK: usize = 1 << 14;
+
 /// Below this many multiply-adds a GEMM runs on one thread: spawning costs more than it saves.
 const PAR_GEMM_WORK: usize = 1 << 18;
 
@@ -175,6 +185,46 @@ pub(crate) fn gemm<T: Float>(
     }
     if !fits(b.data.len(), b.off, k, n, b.rs, b.cs) {
         return Err(oob("right"));
+    }
+    #[cfg(target_arch = "x86_64")]
+    if T::IS_F32
+        && (c_cs == 1 || c_rs == 1)
+        && m.saturating_mul(n).saturating_mul(k) >= FAST_GEMM_WORK
+        && super::avx512::available()
+    {
+        let threads = match parallelism(m, n, k, threads) {
+            gemm::Parallelism::Rayon(t) => t,
+            _ => 1,
+        };
+        // T is f32 (IS_F32), so these casts only rename the type.
+        let pa = super::avx512::Strided {
+            p: a.data.as_ptr().wrapping_add(a.off) as *const f32,
+            rs: a.rs,
+            cs: a.cs,
+        };
+        let pb = super::avx512::Strided {
+            p: b.data.as_ptr().wrapping_add(b.off) as *const f32,
+            rs: b.rs,
+            cs: b.cs,
+        };
+        let (alpha, beta) = (alpha.to_f64() as f32, beta.to_f64() as f32);
+        let pc = c.as_mut_ptr().wrapping_add(c_off) as *mut f32;
+        // SAFETY: every element the kernel touches was checked to lie inside its slice above;
+        // `c` is borrowed mutably, so it cannot alias `a` or `b`; AVX-512F was detected.
+        unsafe {
+            if c_cs == 1 {
+                super::avx512::sgemm(m, n, k, pa, pb, pc, c_rs, alpha, beta, threads);
+            } else {
+                // C column-major: C^T = B^T A^T is row-major.
+                let t = |x: super::avx512::Strided| super::avx512::Strided {
+                    rs: x.cs,
+                    cs: x.rs,
+                    ..x
+                };
+                super::avx512::sgemm(n, m, k, t(pb), t(pa), pc, c_cs, alpha, beta, threads);
+            }
+        }
+        return Ok(());
     }
     let read_dst = beta != T::ZERO;
     // SAFETY: every element the kernel touches was checked to lie inside its slice above; `c`

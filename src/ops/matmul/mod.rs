@@ -9,6 +9,8 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx512;
 pub(crate) mod einsum;
 pub(crate) mod gemm;
 
