@@ -183,29 +183,13 @@ unsafe fn serial(
             let mut pc = 0;
             while pc < k {
                 let kc = KC.min(k - pc);
-                pack_b(
-                    kc,
-                    nc,
-                    Strided {
-                        p: b.p.add(pc * b.rs + jc * b.cs),
-                        ..b
-                    },
-                    pb,
-                );
+                pack::<NR>(nc, kc, b.p.add(pc * b.rs + jc * b.cs), b.cs, b.rs, pb);
                 // The first K block applies beta; later ones add to what it wrote.
                 let (first, beta_here) = if pc == 0 { (true, beta) } else { (false, 1.0) };
                 let mut ic = 0;
                 while ic < m {
                     let mc = MC.min(m - ic);
-                    pack_a(
-                        mc,
-                        kc,
-                        Strided {
-                            p: a.p.add(ic * a.rs + pc * a.cs),
-                            ..a
-                        },
-                        pa,
-                    );
+                    pack::<MR>(mc, kc, a.p.add(ic * a.rs + pc * a.cs), a.rs, a.cs, pa);
                     let mut jr = 0;
                     while jr < nc {
                         let nr = NR.min(nc - jr);
@@ -240,61 +224,40 @@ unsafe fn serial(
     });
 }
 
-/// Pack `mc` rows x `kc` of A into panels of MR rows: panel p holds, for each k, the MR
-/// values a[p*MR + i, k] (zeros past `mc`).
-unsafe fn pack_a(mc: usize, kc: usize, a: Strided, dst: &mut [f32]) {
+/// Pack `len` lines x `kc` steps of a matrix into panels of `W` lines, k-major: panel p
+/// holds, for each k, the `W` values at line p*W + i (zeros past `len`). Line i, step k is
+/// at `p + i * along + k * step`. A packs its rows (`along` = rs, `step` = cs), B its columns
+/// (`along` = cs, `step` = rs); lines next to each other in memory are copied whole.
+unsafe fn pack<const W: usize>(
+    len: usize,
+    kc: usize,
+    p: *const f32,
+    along: usize,
+    step: usize,
+    dst: &mut [f32],
+) {
     let mut o = 0;
-    let mut i0 = 0;
-    while i0 < mc {
-        let rows = MR.min(mc - i0);
-        if a.cs == 1 && rows == MR {
+    let mut l0 = 0;
+    while l0 < len {
+        let lines = W.min(len - l0);
+        if along == 1 && lines == W {
             for kk in 0..kc {
-                for i in 0..MR {
-                    *dst.get_unchecked_mut(o + i) = *a.p.add((i0 + i) * a.rs + kk);
-                }
-                o += MR;
+                std::ptr::copy_nonoverlapping(p.add(kk * step + l0), dst.as_mut_ptr().add(o), W);
+                o += W;
             }
         } else {
             for kk in 0..kc {
-                for i in 0..MR {
-                    *dst.get_unchecked_mut(o + i) = if i < rows {
-                        *a.p.add((i0 + i) * a.rs + kk * a.cs)
+                for i in 0..W {
+                    *dst.get_unchecked_mut(o + i) = if i < lines {
+                        *p.add((l0 + i) * along + kk * step)
                     } else {
                         0.0
                     };
                 }
-                o += MR;
+                o += W;
             }
         }
-        i0 += MR;
-    }
-}
-
-/// Pack `kc` x `nc` of B into panels of NR columns: panel p holds, for each k, the NR values
-/// b[k, p*NR + j] (zeros past `nc`).
-unsafe fn pack_b(kc: usize, nc: usize, b: Strided, dst: &mut [f32]) {
-    let mut o = 0;
-    let mut j0 = 0;
-    while j0 < nc {
-        let cols = NR.min(nc - j0);
-        if b.cs == 1 && cols == NR {
-            for kk in 0..kc {
-                std::ptr::copy_nonoverlapping(b.p.add(kk * b.rs + j0), dst.as_mut_ptr().add(o), NR);
-                o += NR;
-            }
-        } else {
-            for kk in 0..kc {
-                for j in 0..NR {
-                    *dst.get_unchecked_mut(o + j) = if j < cols {
-                        *b.p.add(kk * b.rs + (j0 + j) * b.cs)
-                    } else {
-                        0.0
-                    };
-                }
-                o += NR;
-            }
-        }
-        j0 += NR;
+        l0 += W;
     }
 }
 
