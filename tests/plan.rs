@@ -345,3 +345,49 @@ fn reinplaced_state_stays_on_the_gpu() {
         assert!(max < 1e-4, "state '{name}' differs by {max}");
     }
 }
+
+/// Weights in the form the CPU kernels read them (packed GEMM panels) are derived on the
+/// first run and reused by the next; a state tensor replaced between runs is derived again,
+/// so the run computes with the new weights (as a fresh session given them does).
+#[test]
+fn prepared_weights_are_made_once_and_follow_a_replaced_state_tensor() {
+    let (p, ins, want) = fixture("convnet_core");
+    let mut s = Session::new(p.clone()).unwrap();
+    let first = s.run(ins.clone()).unwrap();
+    assert_matches_torch(&first, &want, "first run");
+    let made = s.run_state.prepared.made;
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert!(made > 0, "the convolutions' weights were packed");
+    }
+    let again = s.run(ins.clone()).unwrap();
+    assert_eq!(bits(&again), bits(&first));
+    assert_eq!(
+        s.run_state.prepared.made, made,
+        "a second run derives nothing"
+    );
+
+    // Replace every 4-d weight (new storages) with other values.
+    let names: Vec<String> = s
+        .state
+        .iter()
+        .filter(|(_, t)| t.sizes.len() == 4)
+        .map(|(n, _)| n.clone())
+        .collect();
+    assert!(!names.is_empty(), "convnet_core has convolution weights");
+    let mut fresh = Session::new(p).unwrap();
+    for n in &names {
+        let RValue::Tensor(t) = other_values(&RValue::Tensor(s.state[n].clone()), 0.5) else {
+            unreachable!()
+        };
+        s.state.insert(n.clone(), t.clone());
+        fresh.state.insert(n.clone(), t);
+    }
+    let replaced = s.run(ins.clone()).unwrap();
+    assert_ne!(
+        bits(&replaced),
+        bits(&first),
+        "the new weights changed the result"
+    );
+    assert_eq!(bits(&replaced), bits(&fresh.run(ins).unwrap()));
+}

@@ -89,6 +89,22 @@ impl<'a> OpCtx<'a> {
         let a = self.need(name)?;
         self.tensor_of(a, name)
     }
+    /// The derived form of argument `name` (the tensor `weight`) that `derive` makes, kept
+    /// by the session when the argument is a frozen weight (see [`crate::plan::Prepared`]);
+    /// `None` otherwise, and the kernel derives it for this run.
+    pub fn prepared<T: std::any::Any + Send + Sync>(
+        &mut self,
+        name: &str,
+        weight: &Tensor,
+        derive: impl FnOnce() -> Result<(T, usize)>,
+    ) -> Result<Option<std::sync::Arc<T>>> {
+        let Some(Arg::Tensor(id)) = self.node.arg(name) else {
+            return Ok(None);
+        };
+        self.state
+            .prepared
+            .get_or_derive(self.graph, self.node, *id, weight, derive)
+    }
     pub fn opt_tensor(&self, name: &str) -> Result<Option<Tensor>> {
         match self.node.arg(name) {
             None | Some(Arg::None) | Some(Arg::OptTensor(None)) => Ok(None),

@@ -17,7 +17,9 @@
 //! signature that passed them once passes them again.
 
 mod bind;
+mod prepared;
 pub use bind::bind_signature;
+pub use prepared::Prepared;
 
 use crate::dtype::DType;
 use crate::meta::{Inferred, MValue, MemoryEstimate};

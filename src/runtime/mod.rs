@@ -33,6 +33,8 @@ pub struct RunState {
     /// The [`GraphPlan`](crate::plan::GraphPlan)s of the graphs run so far (the program's
     /// and its subgraphs'): kernels bound and liveness computed once per graph.
     pub graph_plans: crate::plan::GraphPlans,
+    /// Weights in the form kernels read them (packed GEMM panels), derived on first use.
+    pub prepared: crate::plan::Prepared,
 }
 
 /// A small, seedable generator (SplitMix64); streams are reproducible for a seed.
@@ -314,10 +316,12 @@ impl Session {
                     .map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
+        let mut run_state = RunState::default();
+        run_state.prepared.freeze(&program, &state);
         Ok(Session {
             program: Arc::new(program),
             state,
-            run_state: RunState::default(),
+            run_state,
             guards,
             plans: crate::plan::PlanCache::default(),
             passes,

@@ -38,7 +38,13 @@ impl Geometry {
 }
 
 /// The `i` in `0..count` for which `i * s + off - plo` lies in `0..len`, as a range.
-fn valid_range(count: usize, s: usize, off: usize, plo: usize, len: usize) -> (usize, usize) {
+pub(super) fn valid_range(
+    count: usize,
+    s: usize,
+    off: usize,
+    plo: usize,
+    len: usize,
+) -> (usize, usize) {
     let lo = if plo > off {
         (plo - off).div_ceil(s)
     } else {
@@ -54,7 +60,7 @@ fn valid_range(count: usize, s: usize, off: usize, plo: usize, len: usize) -> (u
 
 /// `i * s + off - plo` when it lies in `0..len`.
 #[inline]
-fn source(i: usize, s: usize, off: usize, plo: usize, len: usize) -> Option<usize> {
+pub(super) fn source(i: usize, s: usize, off: usize, plo: usize, len: usize) -> Option<usize> {
     (i * s + off).checked_sub(plo).filter(|&v| v < len)
 }
 

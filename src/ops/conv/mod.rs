@@ -13,6 +13,7 @@ pub(crate) mod meta;
 mod depthwise;
 pub(crate) mod geometry;
 mod kernels;
+mod packed;
 pub(crate) mod unfold;
 
 use super::matmul::gemm::{with_contiguous, Float};
@@ -65,6 +66,24 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let g = &conv.geo;
     let out = match x.dtype {
+        #[cfg(target_arch = "x86_64")]
+        DType::F32 | DType::F16 | DType::BF16 if !conv.transposed && packed::applies(g) => {
+            // The weights packed once per session (per run when they are not frozen state).
+            let isa = super::matmul::sgemm::isa().ok_or_else(|| ctx.err("no packed GEMM"))?;
+            let derive = || {
+                Ok(with_contiguous::<f32, _>(&w, |wv| {
+                    packed::pack_weights(isa, g, wv)
+                }))
+            };
+            let pw = match ctx.prepared("weight", &w, derive)? {
+                Some(pw) => pw,
+                None => std::sync::Arc::new(derive()?.0),
+            };
+            let bv = bias.as_ref().map(|b| b.to_vec::<f32>());
+            let out =
+                with_contiguous::<f32, _>(&x, |xv| packed::forward(g, xv, &pw, bv.as_deref()));
+            <f32 as crate::cpu::Elem>::wrap(out)
+        }
         DType::F32 | DType::F16 | DType::BF16 => {
             compute::<f32>(g, &x, &w, bias.as_ref(), conv.transposed)?
         }

@@ -132,10 +132,19 @@ pub(crate) fn num_threads() -> usize {
 /// From this many multiply-adds on, an f32 GEMM takes the AVX-512 kernel where the CPU has it
 /// (below, the `gemm` crate's unpacked small-matrix paths).
 #[cfg(target_arch = "x86_64")]
-const FAST_GEMM_WORK: usize = 1 << 14;
+pub(crate) const FAST_GEMM_WORK: usize = 1 << 14;
 
 /// Below this many multiply-adds a GEMM runs on one thread: spawning costs more than it saves.
 const PAR_GEMM_WORK: usize = 1 << 18;
+
+/// Threads a GEMM of this size may use (1: run it on the calling thread).
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn gemm_threads(m: usize, n: usize, k: usize, threads: bool) -> usize {
+    match parallelism(m, n, k, threads) {
+        gemm::Parallelism::Rayon(t) => t,
+        _ => 1,
+    }
+}
 
 fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
     #[cfg(not(target_arch = "wasm32"))]
@@ -190,19 +199,16 @@ pub(crate) fn gemm<T: Float>(
     if T::IS_F32
         && (c_cs == 1 || c_rs == 1)
         && m.saturating_mul(n).saturating_mul(k) >= FAST_GEMM_WORK
-        && super::avx512::available()
+        && super::sgemm::available()
     {
-        let threads = match parallelism(m, n, k, threads) {
-            gemm::Parallelism::Rayon(t) => t,
-            _ => 1,
-        };
+        let threads = gemm_threads(m, n, k, threads);
         // T is f32 (IS_F32), so these casts only rename the type.
-        let pa = super::avx512::Strided {
+        let pa = super::sgemm::Strided {
             p: a.data.as_ptr().wrapping_add(a.off) as *const f32,
             rs: a.rs,
             cs: a.cs,
         };
-        let pb = super::avx512::Strided {
+        let pb = super::sgemm::Strided {
             p: b.data.as_ptr().wrapping_add(b.off) as *const f32,
             rs: b.rs,
             cs: b.cs,
@@ -213,15 +219,15 @@ pub(crate) fn gemm<T: Float>(
         // `c` is borrowed mutably, so it cannot alias `a` or `b`; AVX-512F was detected.
         unsafe {
             if c_cs == 1 {
-                super::avx512::sgemm(m, n, k, pa, pb, pc, c_rs, alpha, beta, threads);
+                super::sgemm::sgemm(m, n, k, pa, pb, pc, c_rs, alpha, beta, threads);
             } else {
                 // C column-major: C^T = B^T A^T is row-major.
-                let t = |x: super::avx512::Strided| super::avx512::Strided {
+                let t = |x: super::sgemm::Strided| super::sgemm::Strided {
                     rs: x.cs,
                     cs: x.rs,
                     ..x
                 };
-                super::avx512::sgemm(n, m, k, t(pb), t(pa), pc, c_cs, alpha, beta, threads);
+                super::sgemm::sgemm(n, m, k, t(pb), t(pa), pc, c_cs, alpha, beta, threads);
             }
         }
         return Ok(());

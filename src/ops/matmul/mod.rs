@@ -9,10 +9,10 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
-#[cfg(target_arch = "x86_64")]
-pub(crate) mod avx512;
 pub(crate) mod einsum;
 pub(crate) mod gemm;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod sgemm;
 
 use super::{OpCtx, OpTable};
 use crate::cpu::promote::promote_types;
