@@ -58,7 +58,7 @@ pub(crate) fn isa() -> Option<Isa> {
         let order: &[Isa] = match choice.as_str() {
             "crate" => &[],
             "avx2" => &[Isa::Avx2],
-            _ => &[Isa::Avx512],
+            _ => &[Isa::Avx512, Isa::Avx2],
         };
         order.iter().copied().find(|i| i.supported())
     })
@@ -242,7 +242,10 @@ impl Panels for Packed {
         _buf: &mut [f32],
     ) -> *const f32 {
         assert!(
-            w == self.w && k0.is_multiple_of(self.kb) && l0 + len <= self.lines && k0 + kc <= self.k,
+            w == self.w
+                && k0.is_multiple_of(self.kb)
+                && l0 + len <= self.lines
+                && k0 + kc <= self.k,
             "packed operand read outside its layout"
         );
         let pad = self.lines.div_ceil(w) * w;
