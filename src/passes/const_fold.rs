@@ -42,7 +42,7 @@ use super::dce::has_effects;
 use super::{add_constant, defined, use_counts, FOLDED_PREFIX};
 use crate::cpu::Tensor;
 use crate::ops::{table, OpCtx};
-use crate::program::{Arg, Dim, Graph, InputKind, Node, OutputKind, Program, ValueId, ValueKind};
+use crate::program::{Arg, Dim, Graph, InputKind, Node, Program, ValueId, ValueKind};
 use crate::runtime::{RValue, RunState};
 use crate::tensor::contiguous_strides;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -192,19 +192,11 @@ pub(super) fn run(p: &mut Program) -> usize {
 
 /// Placeholders bound to state the program never mutates: value -> state name.
 fn unmutated_state(p: &Program) -> HashMap<ValueId, String> {
-    let mutated: BTreeSet<&str> = p
-        .outputs
-        .iter()
-        .filter_map(|o| match &o.kind {
-            OutputKind::BufferMutation { buffer } => Some(buffer.as_str()),
-            OutputKind::ParameterMutation { parameter } => Some(parameter.as_str()),
-            _ => None,
-        })
-        .collect();
+    let mutated = p.mutated_state();
     // Tensors sharing storage with a mutated one change with it.
     let mutated_storage: BTreeSet<usize> = mutated
         .iter()
-        .filter_map(|n| p.state.get(*n))
+        .filter_map(|n| p.state.get(n))
         .map(|e| e.tensor.storage.id())
         .collect();
     let mut out = HashMap::new();

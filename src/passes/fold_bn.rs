@@ -20,7 +20,7 @@
 
 use super::{use_counts, FOLDED_PREFIX};
 use crate::dtype::DType;
-use crate::program::{Arg, InputKind, OutputKind, Program, ValueId};
+use crate::program::{Arg, InputKind, Program, ValueId};
 use crate::tensor::HostTensor;
 use std::collections::{BTreeSet, HashMap};
 
@@ -42,15 +42,7 @@ pub(super) fn run(p: &mut Program) -> usize {
             state_of.insert(*v, name.clone());
         }
     }
-    let mutated: BTreeSet<String> = p
-        .outputs
-        .iter()
-        .filter_map(|o| match &o.kind {
-            OutputKind::BufferMutation { buffer } => Some(buffer.clone()),
-            OutputKind::ParameterMutation { parameter } => Some(parameter.clone()),
-            _ => None,
-        })
-        .collect();
+    let mutated = p.mutated_state();
     let graph_outputs = super::output_values(&p.graph);
     let uses = use_counts(&p.graph);
     let mut folded = 0;

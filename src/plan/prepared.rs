@@ -10,7 +10,7 @@
 //! of an exported inference program; mutated ones are never frozen).
 
 use crate::cpu::Tensor;
-use crate::program::{Graph, InputKind, OutputKind, Program};
+use crate::program::{Graph, InputKind, Program};
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -47,19 +47,11 @@ impl Prepared {
     /// Mark the frozen values of `program`'s graph, whose state tensors are `state`.
     pub fn freeze(&mut self, program: &Program, state: &BTreeMap<String, Tensor>) {
         let graph = &program.graph;
-        let mutated: HashSet<&str> = program
-            .outputs
-            .iter()
-            .filter_map(|o| match &o.kind {
-                OutputKind::BufferMutation { buffer } => Some(buffer.as_str()),
-                OutputKind::ParameterMutation { parameter } => Some(parameter.as_str()),
-                _ => None,
-            })
-            .collect();
+        let mutated = program.mutated_state();
         let storage = |t: &Tensor| Arc::as_ptr(&t.data) as *const () as usize;
         let mutated_storage: HashSet<usize> = mutated
             .iter()
-            .filter_map(|n| state.get(*n).map(storage))
+            .filter_map(|n| state.get(n).map(storage))
             .collect();
         let mut frozen = vec![false; graph.values.len()];
         for (spec, arg) in program.inputs.iter().zip(&graph.inputs) {

@@ -149,6 +149,19 @@ pub struct Program {
 }
 
 impl Program {
+    /// The state (parameters and buffers, by name) that outputs of the graph signature
+    /// mutate.
+    pub fn mutated_state(&self) -> std::collections::BTreeSet<String> {
+        self.outputs
+            .iter()
+            .filter_map(|o| match &o.kind {
+                OutputKind::BufferMutation { buffer } => Some(buffer.clone()),
+                OutputKind::ParameterMutation { parameter } => Some(parameter.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Validate a raw program into the IR.
     pub fn from_raw(raw: RawProgram, style: ExprStyle, limits: &crate::Limits) -> Result<Program> {
         let serialized = Arc::new(raw.ep.clone());
