@@ -368,14 +368,9 @@ pub(crate) fn par_chunks<T: Send>(
     #[cfg(not(target_arch = "wasm32"))]
     {
         let per = n.div_ceil(threads);
-        let f = &f;
-        std::thread::scope(|s| {
-            for (t, group) in out.chunks_mut(per * chunk).enumerate() {
-                s.spawn(move || {
-                    for (i, c) in group.chunks_mut(chunk).enumerate() {
-                        f(t * per + i, c);
-                    }
-                });
+        fork_each(out.chunks_mut(per * chunk), |t, group| {
+            for (i, c) in group.chunks_mut(chunk).enumerate() {
+                f(t * per + i, c);
             }
         });
     }
@@ -410,25 +405,52 @@ pub(crate) fn par_chunks2<A: Send, B: Send>(
     #[cfg(not(target_arch = "wasm32"))]
     {
         let per = n.div_ceil(threads);
-        let f = &f;
-        std::thread::scope(|s| {
-            for (t, (ga, gb)) in a
-                .chunks_mut(per * chunk_a)
-                .zip(b.chunks_mut(per * chunk_b))
+        let groups = a.chunks_mut(per * chunk_a).zip(b.chunks_mut(per * chunk_b));
+        fork_each(groups, |t, (ga, gb)| {
+            for (i, (x, y)) in ga
+                .chunks_mut(chunk_a)
+                .zip(gb.chunks_mut(chunk_b))
                 .enumerate()
             {
-                s.spawn(move || {
-                    for (i, (x, y)) in ga
-                        .chunks_mut(chunk_a)
-                        .zip(gb.chunks_mut(chunk_b))
-                        .enumerate()
-                    {
-                        f(t * per + i, x, y);
-                    }
-                });
+                f(t * per + i, x, y);
             }
         });
     }
+}
+
+/// Run `f` on a thread of rayon's pool and return its result (on wasm32, or with one thread,
+/// on the calling thread). A whole run goes through here, so that the ops' [`fork_each`]
+/// splits start from a pool thread: the other threads steal the parts from it, and the
+/// calling thread sleeps instead of spinning next to them for a core.
+pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    #[cfg(not(target_arch = "wasm32"))]
+    if num_threads() > 1 && rayon::current_thread_index().is_none() {
+        return rayon::scope(|_| f());
+    }
+    f()
+}
+
+/// `f(t, item)` for each item, the first on the calling thread and the others on rayon's
+/// pool, returning when all are done (a panic in any is resumed here). The pool's threads
+/// persist and spin a while between tasks, where spawning threads per call cost tens of
+/// microseconds each, more than many of the ops it split; and the calling thread takes a
+/// share instead of waiting while a pool thread wakes for it (as `rayon::scope` would).
+#[cfg(not(target_arch = "wasm32"))]
+pub(crate) fn fork_each<I: Send>(items: impl Iterator<Item = I>, f: impl Fn(usize, I) + Sync) {
+    let f = &f;
+    rayon::in_place_scope(|s| {
+        let mut first = None;
+        for (t, item) in items.enumerate() {
+            if t == 0 {
+                first = Some(item);
+            } else {
+                s.spawn(move |_| f(t, item));
+            }
+        }
+        if let Some(item) = first {
+            f(0, item);
+        }
+    });
 }
 
 /// Call `f` with the elements of `t` in row-major order as `T`: the storage itself when `t`

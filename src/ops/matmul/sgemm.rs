@@ -375,14 +375,7 @@ unsafe fn threaded<M: Micro, A: Panels, B: Panels>(
         // bounds; A and B are only read.
         unsafe { serial::<M, A, B>(rows, cols, k, a, b, out, alpha, beta) }
     };
-    // rayon's pool (the `gemm` crate's too): its threads persist, where spawning per call
-    // cost more than a small product.
-    rayon::scope(|s| {
-        for t in 1..parts {
-            s.spawn(move |_| part(t));
-        }
-        part(0);
-    });
+    super::gemm::fork_each(0..parts, |t, _| part(t));
 }
 
 thread_local! {
