@@ -1,11 +1,12 @@
 //! Depthwise convolution (one input channel per group: mobilenet's 3×3 and 5×5 layers),
 //! computed directly. Each input plane is copied once into a zero-padded buffer split into
 //! `stride` column phases, so every kernel tap reads contiguous runs even for strided
-//! convolutions; output rows are then produced eight at a time in register accumulators
-//! over all taps. On x86-64 the kernel is also compiled for AVX2 and picked at run time.
+//! convolutions. The outputs are then computed in runs of eight (a vector) along each row,
+//! four runs at a time so that four independent accumulators hide the add latency, over
+//! all taps. On x86-64 the kernel is also compiled for AVX2 and picked at run time.
 
 use super::kernels::Geometry;
-use crate::ops::matmul::gemm::{par_chunks, Float};
+use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
 
 const LANES: usize = 8;
 
@@ -38,40 +39,55 @@ impl Padded {
         }
     }
 
-    /// Fill `buf` (stride[2] × phase_len) from the input plane `xc`.
+    /// Fill `buf` (stride[2] × phase_len) from the input plane `xc`, writing each element
+    /// once (the padding with zeros).
     fn fill<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T]) {
         let [id, ih, iw] = g.ins;
         let [pd, ph, pw] = g.pad_lo;
         let sw = g.stride[2];
         let xp = self.wq * sw;
-        buf.fill(T::ZERO);
+        // Padded column c = ix + pw, inside the read extent.
+        let last = iw.min(xp.saturating_sub(pw));
         for z in 0..self.zp {
-            let Some(iz) = z.checked_sub(pd).filter(|&v| v < id) else {
-                continue;
-            };
+            let iz = z.checked_sub(pd).filter(|&v| v < id);
             for y in 0..self.yp {
-                let Some(iy) = y.checked_sub(ph).filter(|&v| v < ih) else {
+                let iy = y.checked_sub(ph).filter(|&v| v < ih);
+                let row = (z * self.yp + y) * self.wq;
+                let (Some(iz), Some(iy)) = (iz, iy) else {
+                    for f in 0..sw {
+                        let at = f * self.phase_len + row;
+                        buf[at..at + self.wq].fill(T::ZERO);
+                    }
                     continue;
                 };
                 let src = &xc[(iz * ih + iy) * iw..(iz * ih + iy + 1) * iw];
-                let row = (z * self.yp + y) * self.wq;
-                // Padded column c = ix + pw, inside the read extent.
-                let last = iw.min(xp.saturating_sub(pw));
                 if sw == 1 {
-                    buf[row + pw..row + pw + last].copy_from_slice(&src[..last]);
+                    let dst = &mut buf[row..row + self.wq];
+                    let (lead, rest) = dst.split_at_mut(pw.min(self.wq));
+                    lead.fill(T::ZERO);
+                    let (data, tail) = rest.split_at_mut(last.min(rest.len()));
+                    data.copy_from_slice(&src[..data.len()]);
+                    tail.fill(T::ZERO);
                 } else {
                     // Phase f holds padded columns q * sw + f, i.e. inputs q * sw + f - pw.
                     for f in 0..sw {
                         let dst =
                             &mut buf[f * self.phase_len + row..f * self.phase_len + row + self.wq];
-                        let q0 = if pw > f { (pw - f).div_ceil(sw) } else { 0 };
-                        let mut ix = q0 * sw + f - pw;
-                        for d in dst.iter_mut().skip(q0) {
-                            if ix >= last {
-                                break;
+                        // Columns q with 0 <= q * sw + f - pw < last hold inputs.
+                        let q0 = pw.saturating_sub(f).div_ceil(sw).min(self.wq);
+                        let q1 = (last + pw)
+                            .saturating_sub(f)
+                            .div_ceil(sw)
+                            .clamp(q0, self.wq);
+                        dst[..q0].fill(T::ZERO);
+                        dst[q1..].fill(T::ZERO);
+                        if q0 < q1 {
+                            let from = q0 * sw + f - pw;
+                            for (d, &v) in
+                                dst[q0..q1].iter_mut().zip(src[from..].iter().step_by(sw))
+                            {
+                                *d = v;
                             }
-                            *d = src[ix];
-                            ix += sw;
                         }
                     }
                 }
@@ -80,50 +96,93 @@ impl Padded {
     }
 }
 
-/// One output plane from its padded input plane; `taps` holds each kernel tap's offset in
-/// the buffer (relative to the output position's origin) and its weight.
-#[inline(always)]
-fn plane<T: Float>(g: &Geometry, p: &Padded, buf: &[T], taps: &[(usize, T)], b: T, dst: &mut [T]) {
+/// A run of up to [`LANES`] outputs along one output row: where its first output's taps
+/// start in the padded buffer, where it goes in the output plane, and how many outputs it
+/// has (the last run of a row is shorter; the extra lanes are computed and dropped).
+#[derive(Clone, Copy)]
+struct Run {
+    src: usize,
+    dst: usize,
+    n: usize,
+}
+
+/// Every run of the output plane, in order.
+fn runs(g: &Geometry, p: &Padded) -> Vec<Run> {
     let [od, oh, ow] = g.outs;
     let [sd, sh, _] = g.stride;
+    let mut out = Vec::with_capacity(od * oh * ow.div_ceil(LANES));
     for oz in 0..od {
         for oy in 0..oh {
             let origin = (oz * sd * p.yp + oy * sh) * p.wq;
-            let drow = &mut dst[(oz * oh + oy) * ow..(oz * oh + oy + 1) * ow];
-            let mut ox = 0;
-            while ox < ow {
-                let mut acc = [b; LANES];
-                for &(off, wv) in taps {
-                    let at = origin + off + ox;
-                    let s: &[T; LANES] = buf[at..at + LANES].try_into().expect("LANES elements");
-                    for j in 0..LANES {
-                        acc[j] = acc[j] + wv * s[j];
-                    }
-                }
-                let n = LANES.min(ow - ox);
-                drow[ox..ox + n].copy_from_slice(&acc[..n]);
-                ox += LANES;
+            for ox in (0..ow).step_by(LANES) {
+                out.push(Run {
+                    src: origin + ox,
+                    dst: (oz * oh + oy) * ow + ox,
+                    n: LANES.min(ow - ox),
+                });
             }
         }
+    }
+    out
+}
+
+/// One output plane from its padded input plane; `taps` holds each kernel tap's offset in
+/// the buffer (relative to a run's `src`) and its weight. Every output is `b` plus the taps'
+/// products in tap order, as before the runs were interleaved.
+///
+/// # Safety
+/// Every `run.src + tap offset + LANES` is at most `buf.len()` and every `run.dst + run.n`
+/// at most `dst.len()`.
+#[inline(always)]
+unsafe fn plane<T: Float>(runs: &[Run], buf: &[T], taps: &[(usize, T)], b: T, dst: &mut [T]) {
+    let load = |at: usize| -> &[T; LANES] {
+        // SAFETY: in bounds as the caller promised.
+        unsafe { &*(buf.as_ptr().add(at) as *const [T; LANES]) }
+    };
+    let mut store = |r: &Run, acc: &[T; LANES]| {
+        // SAFETY: in bounds as the caller promised.
+        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), dst.as_mut_ptr().add(r.dst), r.n) }
+    };
+    let mut quads = runs.chunks_exact(4);
+    for q in &mut quads {
+        let mut acc = [[b; LANES]; 4];
+        for &(off, wv) in taps {
+            for (a, r) in acc.iter_mut().zip(q) {
+                let s = load(r.src + off);
+                for j in 0..LANES {
+                    a[j] = a[j] + wv * s[j];
+                }
+            }
+        }
+        for (a, r) in acc.iter().zip(q) {
+            store(r, a);
+        }
+    }
+    for r in quads.remainder() {
+        let mut a = [b; LANES];
+        for &(off, wv) in taps {
+            let s = load(r.src + off);
+            for j in 0..LANES {
+                a[j] = a[j] + wv * s[j];
+            }
+        }
+        store(r, &a);
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn plane_avx2<T: Float>(
-    g: &Geometry,
-    p: &Padded,
-    buf: &[T],
-    taps: &[(usize, T)],
-    b: T,
-    dst: &mut [T],
-) {
-    plane(g, p, buf, taps, b, dst)
+unsafe fn plane_avx2<T: Float>(runs: &[Run], buf: &[T], taps: &[(usize, T)], b: T, dst: &mut [T]) {
+    // SAFETY: as the caller promised.
+    unsafe { plane(runs, buf, taps, b, dst) }
 }
 
-fn plane_dispatch<T: Float>(
-    g: &Geometry,
-    p: &Padded,
+/// [`plane`], compiled for AVX2 where the CPU has it.
+///
+/// # Safety
+/// As [`plane`].
+unsafe fn plane_dispatch<T: Float>(
+    runs: &[Run],
     buf: &[T],
     taps: &[(usize, T)],
     b: T,
@@ -131,10 +190,11 @@ fn plane_dispatch<T: Float>(
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { plane_avx2(g, p, buf, taps, b, dst) };
+        // SAFETY: the CPU supports AVX2 (checked just above); bounds as the caller promised.
+        return unsafe { plane_avx2(runs, buf, taps, b, dst) };
     }
-    plane(g, p, buf, taps, b, dst)
+    // SAFETY: as the caller promised.
+    unsafe { plane(runs, buf, taps, b, dst) }
 }
 
 /// Depthwise convolution: `x` [N, C, D, H, W], `w` [O, 1, kd, kh, kw] with O a multiple of
@@ -160,17 +220,36 @@ pub(super) fn depthwise<T: Float>(
             (off % sw) * p.phase_len + (kz * dd * p.yp + ky * dh) * p.wq + off / sw
         })
         .collect();
-    par_chunks(out, op, op * ntaps, |plane_idx, dst| {
-        let (n, o) = (plane_idx / g.o, plane_idx % g.o);
-        let c = o / mult;
-        let mut buf = vec![T::ZERO; sw * p.phase_len];
-        p.fill(g, &x[(n * g.c + c) * ip..(n * g.c + c + 1) * ip], &mut buf);
-        let taps: Vec<(usize, T)> = offsets
-            .iter()
-            .copied()
-            .zip(w[o * ntaps..(o + 1) * ntaps].iter().copied())
-            .collect();
-        let b = bias.map_or(T::ZERO, |b| b[o]);
-        plane_dispatch(g, &p, &buf, &taps, b, dst);
+    let runs = runs(g, &p);
+    let len = sw * p.phase_len;
+    // Every run's reads end inside the buffer, every write inside its plane (`plane`'s
+    // contract), checked once here rather than per load.
+    let reach = runs.iter().map(|r| r.src).max().unwrap_or(0)
+        + offsets.iter().copied().max().unwrap_or(0)
+        + LANES;
+    assert!(reach <= len, "depthwise runs read past the padded plane");
+    assert!(runs.iter().all(|r| r.dst + r.n <= op));
+    // Planes in one contiguous group per thread, sharing one padded buffer.
+    let planes = out.len() / op.max(1);
+    let per = planes.div_ceil(num_threads()).max(1);
+    par_chunks(out, op * per, op * per * ntaps, |gi, group| {
+        let mut buf = vec![T::ZERO; len];
+        let mut taps = Vec::with_capacity(ntaps);
+        for (pi, dst) in group.chunks_mut(op).enumerate() {
+            let plane_idx = gi * per + pi;
+            let (n, o) = (plane_idx / g.o, plane_idx % g.o);
+            let c = o / mult;
+            p.fill(g, &x[(n * g.c + c) * ip..(n * g.c + c + 1) * ip], &mut buf);
+            taps.clear();
+            taps.extend(
+                offsets
+                    .iter()
+                    .copied()
+                    .zip(w[o * ntaps..(o + 1) * ntaps].iter().copied()),
+            );
+            let b = bias.map_or(T::ZERO, |b| b[o]);
+            // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole plane).
+            unsafe { plane_dispatch(&runs, &buf, &taps, b, dst) };
+        }
     });
 }
