@@ -53,9 +53,6 @@ pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> (PackedWeights,
     (PackedWeights(per_group), bytes)
 }
 
-/// One (image, group) input unfolded on the fly: B's column j is output position j, its
-/// step r the tap (c, kz, ky, kx) = r in row-major order, its value the input under that tap
-/// (zero in the padding).
 /// `d = s` for the short runs of a panel (16 or 32 columns): 8-wide copies the compiler
 /// inlines as vector moves, where `copy_from_slice` calls memcpy.
 #[inline(always)]
@@ -82,21 +79,73 @@ fn zero(d: &mut [f32]) {
 
 /// One step (kernel tap) of an unfolded input, see [`Unfold`].
 struct Tap {
+    /// Where the tap's channel and column phase start in [`Unfold::x`].
     plane: usize,
     dz: usize,
     dy: usize,
+    /// The output columns whose input column lies inside the input: `x0..x1`.
     x0: usize,
     x1: usize,
-    dx: usize,
+    /// Output column `ox` reads source column `ox + shift` of its phase.
+    shift: isize,
 }
 
 /// The widest B panel of any instruction set.
 const MAX_W: usize = 64;
 
+/// One (image, group) input unfolded on the fly: B's column j is output position j, its
+/// step r the tap (c, kz, ky, kx) = r in row-major order, its value the input under that tap
+/// (zero in the padding).
+///
+/// With a column stride `sw` > 1 the input is first split into `sw` column phases
+/// ([`split_phases`]): input column `ix` goes to phase `ix % sw`, column `ix / sw`. Output
+/// column `ox` of tap `kx` reads input column `ox * sw + kx * dw - pw`, which is column
+/// `ox + shift` of one phase, so every tap reads contiguous runs as in a stride-1
+/// convolution.
 struct Unfold<'a> {
     g: &'a Geometry,
-    /// The group's Cg input planes of one image.
+    /// The group's Cg input planes of one image, phase-split when `sw` > 1.
     x: &'a [f32],
+}
+
+/// The input planes `x` (`planes` planes of `rows` rows of `iw` columns) split into `sw`
+/// column phases: plane c's phase f holds the columns f, f + sw, f + 2 sw, ... of each row,
+/// rows `iw.div_ceil(sw)` long (zero past the end), at `(c * sw + f) * rows * iwq`.
+fn split_phases(x: &[f32], planes: usize, rows: usize, iw: usize, sw: usize) -> Vec<f32> {
+    let iwq = iw.div_ceil(sw);
+    let mut out = vec![0.0f32; planes * sw * rows * iwq];
+    for (c, src_plane) in x.chunks_exact(rows * iw).take(planes).enumerate() {
+        for (r, src) in src_plane.chunks_exact(iw).enumerate() {
+            if sw == 2 {
+                // Both phases in one pass over the row (vector shuffles).
+                let (at0, at1) = ((2 * c * rows + r) * iwq, ((2 * c + 1) * rows + r) * iwq);
+                let (lo, hi) = out.split_at_mut(at1);
+                let (d0, d1) = (&mut lo[at0..at0 + iwq], &mut hi[..iwq]);
+                for ((a, b), p) in d0.iter_mut().zip(d1.iter_mut()).zip(src.chunks_exact(2)) {
+                    *a = p[0];
+                    *b = p[1];
+                }
+                if iw % 2 == 1 {
+                    d0[iw / 2] = src[iw - 1];
+                }
+                continue;
+            }
+            for f in 0..sw {
+                let dst = &mut out[((c * sw + f) * rows + r) * iwq..][..iwq];
+                for (d, &v) in dst.iter_mut().zip(src[f.min(iw)..].iter().step_by(sw)) {
+                    *d = v;
+                }
+            }
+        }
+    }
+    out
+}
+
+impl Unfold<'_> {
+    /// Source row length: the input's, or a phase's.
+    fn pitch(&self) -> usize {
+        self.g.ins[2].div_ceil(self.g.stride[2])
+    }
 }
 
 impl Panels for Unfold<'_> {
@@ -117,22 +166,27 @@ impl Panels for Unfold<'_> {
         let [sd, sh, sw] = g.stride;
         let [dd, dh, dw] = g.dil;
         let [pd, ph, pw] = g.pad_lo;
-        let plane = id * ih * iw;
-        // Per step of the block: its tap's plane offset, z and y offsets, and the output
-        // columns whose x lands inside the input with the input column of the first.
+        let pitch = self.pitch();
+        let phase = id * ih * pitch;
+        // Per step of the block: its tap's channel and phase offset, z and y offsets, and
+        // the output columns whose x lands inside the input with their shift.
         let taps: Vec<Tap> = (k0..k0 + kc)
             .map(|r| {
                 let kx = r % kw;
                 let ky = (r / kw) % kh;
                 let kz = (r / (kw * kh)) % kd;
                 let (x0, x1) = valid_range(ow, sw, kx * dw, pw, iw);
+                // Input column ox * sw + t, t = kx * dw - pw: phase t mod sw, column
+                // ox + floor(t / sw).
+                let t = (kx * dw) as isize - pw as isize;
+                let f = t.rem_euclid(sw as isize) as usize;
                 Tap {
-                    plane: r / (kw * kh * kd) * plane,
+                    plane: (r / (kw * kh * kd) * sw + f) * phase,
                     dz: kz * dd,
                     dy: ky * dh,
                     x0,
                     x1,
-                    dx: kx * dw,
+                    shift: t.div_euclid(sw as isize),
                 }
             })
             .collect();
@@ -169,16 +223,11 @@ impl Panels for Unfold<'_> {
                     zero(&mut d[..lo - ox0]);
                     zero(&mut d[hi - ox0..]);
                     if lo < hi {
-                        let src = &self.x[t.plane + (iz * ih + iy) * iw..][..iw];
-                        let s0 = lo * sw + t.dx - pw;
+                        let src = &self.x[t.plane + (iz * ih + iy) * pitch..][..pitch];
+                        // `lo >= x0`: the column is inside the input, so the sum is >= 0.
+                        let s0 = (lo as isize + t.shift) as usize;
                         let d = &mut d[lo - ox0..hi - ox0];
-                        if sw == 1 {
-                            copy(d, &src[s0..s0 + d.len()]);
-                        } else {
-                            for (v, &x) in d.iter_mut().zip(src[s0..].iter().step_by(sw)) {
-                                *v = x;
-                            }
-                        }
+                        copy(d, &src[s0..s0 + d.len()]);
                     }
                 }
             }
@@ -233,6 +282,11 @@ pub(super) fn forward(
                     rs: ip,
                     cs: 1,
                 });
+                sgemm::sgemm_panels(isa, og, op, kf, &w.0[gi], &b, c, op, 1.0, beta, threads);
+            } else if g.stride[2] > 1 {
+                let [id, ih, iw] = g.ins;
+                let xs = split_phases(xg, cg, id * ih, iw, g.stride[2]);
+                let b = Unfold { g, x: &xs };
                 sgemm::sgemm_panels(isa, og, op, kf, &w.0[gi], &b, c, op, 1.0, beta, threads);
             } else {
                 let b = Unfold { g, x: xg };
