@@ -348,6 +348,23 @@ fn suffix_repeat(small: &Tensor, shape: &[usize]) -> Option<usize> {
         .then(|| s.iter().product())
 }
 
+/// When `small` (contiguous) broadcasts to `shape` by repeating each of its elements over
+/// `shape`'s trailing dims and the whole over its leading dims (a per-channel operand,
+/// [1, C, 1, 1] against [N, C, H, W]): its element count and the run each element covers.
+fn channel_repeat(small: &Tensor, shape: &[usize]) -> Option<(usize, usize)> {
+    let s = &small.sizes;
+    if s.len() > shape.len() || !small.is_contiguous() {
+        return None;
+    }
+    let at = shape.len() - s.len();
+    let lead = s.iter().take_while(|&&d| d == 1).count();
+    let trail = s[lead..].iter().rev().take_while(|&&d| d == 1).count();
+    let mid = &s[lead..s.len() - trail];
+    let inner: usize = shape[shape.len() - trail..].iter().product();
+    (!mid.is_empty() && mid == &shape[at + lead..shape.len() - trail] && inner > 0)
+        .then(|| (mid.iter().product(), inner))
+}
+
 /// Broadcast two tensors and apply `f` in compute type `C`, producing `O`.
 pub(crate) fn zip_map<C: Elem, O: Elem>(
     ctx: &OpCtx,
@@ -396,6 +413,22 @@ pub(crate) fn zip_map<C: Elem, O: Elem>(
             let mut out = Vec::with_capacity(y.len());
             for row in y.chunks_exact(m) {
                 out.extend(x.iter().zip(row).map(|(&p, &q)| f(p, q)));
+            }
+            out
+        })
+    } else if let (true, Some((c, inner))) = (a.sizes == shape, channel_repeat(b, &shape)) {
+        with_slices(a, b, |x: &[C], y: &[C]| {
+            let mut out = Vec::with_capacity(x.len());
+            for (run, &q) in x.chunks_exact(inner).zip(y[..c].iter().cycle()) {
+                out.extend(run.iter().map(|&p| f(p, q)));
+            }
+            out
+        })
+    } else if let (true, Some((c, inner))) = (b.sizes == shape, channel_repeat(a, &shape)) {
+        with_slices(a, b, |x: &[C], y: &[C]| {
+            let mut out = Vec::with_capacity(y.len());
+            for (run, &p) in y.chunks_exact(inner).zip(x[..c].iter().cycle()) {
+                out.extend(run.iter().map(|&q| f(p, q)));
             }
             out
         })
