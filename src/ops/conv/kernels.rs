@@ -313,6 +313,48 @@ fn col2im<T: Float>(g: &Geometry, col: &[T], plane: &mut [T]) {
 }
 
 #[cfg(test)]
+/// Direct convolution in f64 (the reference of the kernels' tests).
+pub(super) fn naive(g: &Geometry, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f64> {
+    let (cg, og) = (g.c / g.groups, g.o / g.groups);
+    let [od, oh, ow] = g.outs;
+    let [id, ih, iw] = g.ins;
+    let [kd, kh, kw] = g.ks;
+    let mut out = vec![0.0; g.n * g.o * od * oh * ow];
+    for n in 0..g.n {
+        for o in 0..g.o {
+            let gi = o / og;
+            for (p, v) in out[(n * g.o + o) * od * oh * ow..][..od * oh * ow]
+                .iter_mut()
+                .enumerate()
+            {
+                let (oz, oy, ox) = (p / (oh * ow), (p / ow) % oh, p % ow);
+                let mut s = b.map_or(0.0, |b| b[o] as f64);
+                for c in 0..cg {
+                    for kz in 0..kd {
+                        for ky in 0..kh {
+                            for kx in 0..kw {
+                                let (Some(iz), Some(iy), Some(ix)) = (
+                                    source(oz, g.stride[0], kz * g.dil[0], g.pad_lo[0], id),
+                                    source(oy, g.stride[1], ky * g.dil[1], g.pad_lo[1], ih),
+                                    source(ox, g.stride[2], kx * g.dil[2], g.pad_lo[2], iw),
+                                ) else {
+                                    continue;
+                                };
+                                let xi = (((n * g.c + gi * cg + c) * id + iz) * ih + iy) * iw + ix;
+                                let wi = (((o * cg + c) * kd + kz) * kh + ky) * kw + kx;
+                                s += x[xi] as f64 * w[wi] as f64;
+                            }
+                        }
+                    }
+                }
+                *v = s;
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

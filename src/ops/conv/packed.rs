@@ -5,8 +5,6 @@
 
 #![cfg(target_arch = "x86_64")]
 
-#[cfg(test)]
-use super::kernels::source;
 use super::kernels::{valid_range, Geometry};
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Strided};
@@ -308,49 +306,8 @@ pub(super) fn forward(
 
 #[cfg(test)]
 mod tests {
+    use super::super::kernels::naive;
     use super::*;
-
-    /// Direct convolution in f64.
-    fn naive(g: &Geometry, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Vec<f64> {
-        let (cg, og) = (g.c / g.groups, g.o / g.groups);
-        let [od, oh, ow] = g.outs;
-        let [id, ih, iw] = g.ins;
-        let [kd, kh, kw] = g.ks;
-        let mut out = vec![0.0; g.n * g.o * od * oh * ow];
-        for n in 0..g.n {
-            for o in 0..g.o {
-                let gi = o / og;
-                for (p, v) in out[(n * g.o + o) * od * oh * ow..][..od * oh * ow]
-                    .iter_mut()
-                    .enumerate()
-                {
-                    let (oz, oy, ox) = (p / (oh * ow), (p / ow) % oh, p % ow);
-                    let mut s = b.map_or(0.0, |b| b[o] as f64);
-                    for c in 0..cg {
-                        for kz in 0..kd {
-                            for ky in 0..kh {
-                                for kx in 0..kw {
-                                    let (Some(iz), Some(iy), Some(ix)) = (
-                                        source(oz, g.stride[0], kz * g.dil[0], g.pad_lo[0], id),
-                                        source(oy, g.stride[1], ky * g.dil[1], g.pad_lo[1], ih),
-                                        source(ox, g.stride[2], kx * g.dil[2], g.pad_lo[2], iw),
-                                    ) else {
-                                        continue;
-                                    };
-                                    let xi =
-                                        (((n * g.c + gi * cg + c) * id + iz) * ih + iy) * iw + ix;
-                                    let wi = (((o * cg + c) * kd + kz) * kh + ky) * kw + kx;
-                                    s += x[xi] as f64 * w[wi] as f64;
-                                }
-                            }
-                        }
-                    }
-                    *v = s;
-                }
-            }
-        }
-        out
-    }
 
     /// Padding on every side, strides, dilation, groups, 3-D, pointwise, output rows shorter
     /// and longer than a panel, K past one block, one image and several (both thread
