@@ -10,7 +10,9 @@ pub(crate) mod scatter;
 #[cfg(test)]
 mod tests;
 
-use super::shape::{bounded_index, fresh, gather_storage, index_values, reshape_t, wrap_index};
+use super::shape::{
+    bounded_index, fresh, gather_runs, gather_storage, index_values, reshape_t, wrap_index,
+};
 use super::util::wrap_dim;
 use super::{OpCtx, OpTable};
 use crate::cpu::{broadcast_shapes, Elem, Tensor};
@@ -371,6 +373,18 @@ pub(super) fn index_select_t(ctx: &OpCtx, t: &Tensor, dim: i64, index: &Tensor) 
         .collect::<Result<Vec<_>>>()?;
     let mut sizes = t.sizes.clone();
     sizes[d] = rows.len();
+    if t.is_contiguous() {
+        // Whole rows of the dims after `d` (an embedding table's rows), copied as runs.
+        let inner: usize = t.sizes[d + 1..].iter().product();
+        let outer: usize = t.sizes[..d].iter().product();
+        let starts: Vec<usize> = (0..outer)
+            .flat_map(|o| {
+                rows.iter()
+                    .map(move |&r| t.offset + (o * t.sizes[d] + r) * inner)
+            })
+            .collect();
+        return gather_runs(t, &starts, inner, &sizes);
+    }
     let mut offs = Vec::with_capacity(sizes.iter().product());
     super::shape::for_each_index(&sizes, |idx| {
         let off: usize = idx

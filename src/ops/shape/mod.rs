@@ -86,6 +86,29 @@ pub(super) fn gather_storage(
     }, else Err(crate::error::Error::op("cpu", format!("dtype {} is not supported", src.dtype))))
 }
 
+/// A tensor of `sizes` made of `run` consecutive storage elements of `src` from each of
+/// `starts` in turn ([`gather_storage`] for rows that are contiguous, copied whole).
+pub(super) fn gather_runs(
+    src: &Tensor,
+    starts: &[usize],
+    run: usize,
+    sizes: &[usize],
+) -> Result<Tensor> {
+    let d = src.read();
+    let len = d.len();
+    with_dtype!(src.dtype, T => {
+        let s = T::slice(&d).ok_or_else(|| crate::error::Error::op("cpu", "storage dtype differs from the tensor's"))?;
+        let mut out = Vec::with_capacity(starts.len() * run);
+        for &o in starts {
+            match s.get(o..o.saturating_add(run)) {
+                Some(r) => out.extend_from_slice(r),
+                None => return Err(crate::error::Error::op("cpu", format!("storage run {o}+{run} is outside a storage of {len} elements"))),
+            }
+        }
+        Ok(Tensor::from_vec(out, sizes))
+    }, else Err(crate::error::Error::op("cpu", format!("dtype {} is not supported", src.dtype))))
+}
+
 /// A fresh contiguous copy (never shares storage with `t`).
 pub(super) fn fresh(t: &Tensor) -> Result<Tensor> {
     t.to_dtype(t.dtype)
