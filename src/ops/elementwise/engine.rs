@@ -314,15 +314,43 @@ pub(crate) fn gather<C: Elem>(t: &Tensor, shape: &[usize]) -> Result<Vec<C>> {
     }
 }
 
+/// `f` over `x`, compiled for AVX2 too and picked at run time on x86-64: the loop (and the
+/// op's math, inlined into it) runs eight f32 lanes wide where the baseline build runs four.
+/// Same operations per element, so the same values.
+fn map_slice<C: Copy, O>(x: &[C], f: &impl Fn(C) -> O) -> Vec<O> {
+    #[inline(always)]
+    fn each<C: Copy, O>(x: &[C], f: &impl Fn(C) -> O) -> Vec<O> {
+        let mut out = Vec::with_capacity(x.len());
+        for (d, &v) in out.spare_capacity_mut().iter_mut().zip(x) {
+            d.write(f(v));
+        }
+        // SAFETY: the loop above initialized all x.len() elements.
+        unsafe { out.set_len(x.len()) };
+        out
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2<C: Copy, O>(x: &[C], f: &impl Fn(C) -> O) -> Vec<O> {
+            each(x, f)
+        }
+        if std::is_x86_feature_detected!("avx2") {
+            // SAFETY: the CPU has AVX2 (checked just above).
+            return unsafe { avx2(x, f) };
+        }
+    }
+    each(x, f)
+}
+
 /// Apply `f` elementwise in compute type `C`, producing `O`. Dense inputs are walked in
 /// memory order and the result keeps their strides.
 pub(crate) fn map<C: Elem, O: Elem>(t: &Tensor, f: impl Fn(C) -> O) -> Tensor {
     if t.is_contiguous() {
-        let out: Vec<O> = with_storage(t, |x: &[C]| x.iter().map(|&v| f(v)).collect());
+        let out: Vec<O> = with_storage(t, |x: &[C]| map_slice(x, &f));
         return Tensor::from_vec(out, &t.sizes);
     }
     if let Some(strides) = dense_strides(t) {
-        let out: Vec<O> = with_storage(t, |x: &[C]| x.iter().map(|&v| f(v)).collect());
+        let out: Vec<O> = with_storage(t, |x: &[C]| map_slice(x, &f));
         return with_layout(out, &t.sizes, strides);
     }
     let out: Vec<O> = read_vec::<C>(t).into_iter().map(f).collect();
