@@ -143,7 +143,36 @@ impl Tensor {
                     s.iter().map(|&x| cast::<S, T>(x)).collect()
                 }
             } else {
-                self.offsets().into_iter().map(|o| cast::<S, T>(src[o])).collect()
+                // Row by row of the innermost dim: whole slices when it is contiguous.
+                let rank = self.sizes.len();
+                let (inner, is) = (self.sizes[rank - 1], self.strides[rank - 1]);
+                let mut out: Vec<T> = Vec::with_capacity(n);
+                let mut idx = vec![0usize; rank - 1];
+                let mut base = self.offset;
+                for _ in 0..n / inner.max(1) {
+                    if is == 1 {
+                        let row = &src[base..base + inner];
+                        if S::DTYPE == T::DTYPE {
+                            // SAFETY: S and T are the same type (same dtype).
+                            out.extend_from_slice(unsafe { std::slice::from_raw_parts(row.as_ptr() as *const T, inner) });
+                        } else {
+                            out.extend(row.iter().map(|&x| cast::<S, T>(x)));
+                        }
+                    } else {
+                        out.extend((0..inner).map(|j| cast::<S, T>(src[base + j * is])));
+                    }
+                    // The next row's start: odometer over the outer dims.
+                    for d in (0..rank - 1).rev() {
+                        idx[d] += 1;
+                        base += self.strides[d];
+                        if idx[d] < self.sizes[d] {
+                            break;
+                        }
+                        base -= self.strides[d] * self.sizes[d];
+                        idx[d] = 0;
+                    }
+                }
+                out
             }
         }, else Vec::new())
     }
