@@ -112,6 +112,10 @@ struct Unfold<'a> {
 fn split_phases(x: &[f32], planes: usize, rows: usize, iw: usize, sw: usize) -> Vec<f32> {
     let iwq = iw.div_ceil(sw);
     let mut out = vec![0.0f32; planes * sw * rows * iwq];
+    if rows * iw == 0 {
+        // An empty input (only padding is read): nothing to split.
+        return out;
+    }
     for (c, src_plane) in x.chunks_exact(rows * iw).take(planes).enumerate() {
         for (r, src) in src_plane.chunks_exact(iw).enumerate() {
             if sw == 2 {
