@@ -286,7 +286,7 @@ pub(super) fn depthwise<T: Float>(
 
 #[cfg(test)]
 mod tests {
-    use super::super::kernels::naive;
+    use super::super::kernels::{case_data, lcg, naive};
     use super::*;
 
     /// Strides 1, 2 and 3 with even and odd padding (each of the fill's paths), dilation,
@@ -294,13 +294,9 @@ mod tests {
     /// against a float64 direct convolution.
     #[test]
     fn matches_a_direct_convolution() {
-        let mut seed = 11u32;
-        let mut rnd = move || {
-            seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        };
+        let mut rnd = lcg(11);
         // (n, c, mult, ins, ks, stride, pad, dil)
-        type Case = (
+        type Dw = (
             usize,
             usize,
             usize,
@@ -310,7 +306,7 @@ mod tests {
             [usize; 3],
             [usize; 3],
         );
-        let cases: &[Case] = &[
+        let cases: &[Dw] = &[
             (
                 1,
                 5,
@@ -393,24 +389,7 @@ mod tests {
             ),
         ];
         for &(n, c, mult, ins, ks, stride, pad, dil) in cases {
-            let outs: [usize; 3] = std::array::from_fn(|i| {
-                (ins[i] + 2 * pad[i] - dil[i] * (ks[i] - 1) - 1) / stride[i] + 1
-            });
-            let g = Geometry {
-                n,
-                c,
-                o: c * mult,
-                groups: c,
-                ins,
-                ks,
-                outs,
-                stride,
-                pad_lo: pad,
-                dil,
-            };
-            let x: Vec<f32> = (0..n * c * g.in_plane()).map(|_| rnd()).collect();
-            let w: Vec<f32> = (0..g.o * g.taps()).map(|_| rnd()).collect();
-            let b: Vec<f32> = (0..g.o).map(|_| rnd()).collect();
+            let (g, x, w, b) = case_data((n, c, c * mult, c, ins, ks, stride, pad, dil), &mut rnd);
             for bias in [None, Some(&b[..])] {
                 let want = naive(&g, &x, &w, bias);
                 let mut got = vec![f32::NAN; want.len()];

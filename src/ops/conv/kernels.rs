@@ -354,6 +354,56 @@ pub(super) fn naive(g: &Geometry, x: &[f32], w: &[f32], b: Option<&[f32]>) -> Ve
     out
 }
 
+/// A kernel test's case: (n, c, o, groups, ins, ks, stride, pad, dil).
+#[cfg(test)]
+pub(super) type Case = (
+    usize,
+    usize,
+    usize,
+    usize,
+    [usize; 3],
+    [usize; 3],
+    [usize; 3],
+    [usize; 3],
+    [usize; 3],
+);
+
+/// A seeded generator of values in [-0.5, 0.5) for the kernels' tests.
+#[cfg(test)]
+pub(super) fn lcg(mut seed: u32) -> impl FnMut() -> f32 {
+    move || {
+        seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
+        (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
+    }
+}
+
+/// A case's geometry, input, weight and bias (drawn from `rnd` in that order).
+#[cfg(test)]
+pub(super) fn case_data(
+    case: Case,
+    rnd: &mut impl FnMut() -> f32,
+) -> (Geometry, Vec<f32>, Vec<f32>, Vec<f32>) {
+    let (n, c, o, groups, ins, ks, stride, pad, dil) = case;
+    let outs: [usize; 3] =
+        std::array::from_fn(|i| (ins[i] + 2 * pad[i] - dil[i] * (ks[i] - 1) - 1) / stride[i] + 1);
+    let g = Geometry {
+        n,
+        c,
+        o,
+        groups,
+        ins,
+        ks,
+        outs,
+        stride,
+        pad_lo: pad,
+        dil,
+    };
+    let x: Vec<f32> = (0..n * c * g.in_plane()).map(|_| rnd()).collect();
+    let w: Vec<f32> = (0..o * c / groups * g.taps()).map(|_| rnd()).collect();
+    let b: Vec<f32> = (0..o).map(|_| rnd()).collect();
+    (g, x, w, b)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -310,7 +310,7 @@ pub(super) fn forward(
 
 #[cfg(test)]
 mod tests {
-    use super::super::kernels::naive;
+    use super::super::kernels::{case_data, lcg, naive, Case};
     use super::*;
 
     /// Padding on every side, strides, dilation, groups, 3-D, pointwise, output rows shorter
@@ -323,23 +323,7 @@ mod tests {
             .into_iter()
             .filter(|i| i.supported())
             .collect();
-        let mut seed = 7u32;
-        let mut rnd = move || {
-            seed = seed.wrapping_mul(1664525).wrapping_add(1013904223);
-            (seed >> 8) as f32 / (1u32 << 24) as f32 - 0.5
-        };
-        // (n, c, o, groups, ins, ks, stride, pad, dil)
-        type Case = (
-            usize,
-            usize,
-            usize,
-            usize,
-            [usize; 3],
-            [usize; 3],
-            [usize; 3],
-            [usize; 3],
-            [usize; 3],
-        );
+        let mut rnd = lcg(7);
         let cases: &[Case] = &[
             (
                 1,
@@ -430,31 +414,14 @@ mod tests {
                 [1, 1, 1],
             ),
         ];
-        for &(n, c, o, groups, ins, ks, stride, pad, dil) in cases {
-            let outs: [usize; 3] = std::array::from_fn(|i| {
-                (ins[i] + 2 * pad[i] - dil[i] * (ks[i] - 1) - 1) / stride[i] + 1
-            });
-            let g = Geometry {
-                n,
-                c,
-                o,
-                groups,
-                ins,
-                ks,
-                outs,
-                stride,
-                pad_lo: pad,
-                dil,
-            };
-            let x: Vec<f32> = (0..n * c * g.in_plane()).map(|_| rnd()).collect();
-            let w: Vec<f32> = (0..o * c / groups * g.taps()).map(|_| rnd()).collect();
-            let b: Vec<f32> = (0..o).map(|_| rnd()).collect();
+        for &case in cases {
+            let (g, x, w, b) = case_data(case, &mut rnd);
             for (isa, bias) in isas.iter().flat_map(|&i| [(i, None), (i, Some(&b[..]))]) {
                 let (pw, _) = pack_weights(isa, &g, &w);
                 let want = naive(&g, &x, &w, bias);
                 let got = forward(&g, &x, &pw, bias);
                 assert_eq!(got.len(), want.len());
-                let tol = 1e-5 * ((c / groups * g.taps()) as f64).sqrt() * 4.0;
+                let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
                 for (i, (a, e)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         (*a as f64 - e).abs() <= tol,
