@@ -11,6 +11,7 @@
 pub(crate) mod meta;
 
 mod depthwise;
+mod direct;
 pub(crate) mod geometry;
 mod kernels;
 mod packed;

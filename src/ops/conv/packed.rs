@@ -11,11 +11,31 @@ use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Strided};
 
 /// A convolution's weights as A panels, one matrix per group: rows are the group's output
 /// channels, steps its (c, kz, ky, kx) taps.
-pub(crate) struct PackedWeights(Vec<Packed>);
+/// With `direct`, they are B panels of output channels for [`super::direct`] instead.
+pub(crate) struct PackedWeights {
+    groups: Vec<Packed>,
+    direct: bool,
+}
 
 impl PackedWeights {
     fn isa(&self) -> Isa {
-        self.0.first().map_or(Isa::Avx2, |p| p.isa())
+        self.groups.first().map_or(Isa::Avx2, |p| p.isa())
+    }
+}
+
+/// Whether convolutions run on the direct kernel ([`super::direct`]) on `isa`: by default
+/// where the GEMM would use its AVX2 kernel (the AVX-512 GEMM keeps its 12 x 32 kernel);
+/// `PT2WEB_CPU_CONV=gemm` keeps every convolution on the GEMM, `=direct` puts all but the
+/// pointwise ones on the direct kernel.
+fn direct(isa: Isa) -> bool {
+    static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    match CHOICE
+        .get_or_init(|| std::env::var("PT2WEB_CPU_CONV").unwrap_or_default())
+        .as_str()
+    {
+        "gemm" => false,
+        "direct" => true,
+        _ => isa == Isa::Avx2,
     }
 }
 
@@ -34,6 +54,23 @@ pub(super) fn applies(g: &Geometry) -> bool {
 /// Pack `w` ([O, C/groups, kd, kh, kw], contiguous) for [`forward`] on `isa`; also returns
 /// the bytes held.
 pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> (PackedWeights, usize) {
+    // Pointwise convolutions read their input as B rows (copies of whole rows, no
+    // unfolding) and store C's rows without a transpose: the GEMM suits them better.
+    pack_weights_for(isa, direct(isa) && !pointwise(g), g, w)
+}
+
+/// Whether the convolution is a product with the input as it lies (1x1, stride 1, no
+/// padding).
+fn pointwise(g: &Geometry) -> bool {
+    g.taps() == 1 && g.stride == [1, 1, 1] && g.pad_lo == [0, 0, 0] && g.outs == g.ins
+}
+
+fn pack_weights_for(isa: Isa, direct: bool, g: &Geometry, w: &[f32]) -> (PackedWeights, usize) {
+    if direct {
+        let groups = super::direct::pack_weights(g, w);
+        let bytes = groups.iter().map(|p| p.bytes()).sum();
+        return (PackedWeights { groups, direct }, bytes);
+    }
     let (og, kf) = (g.o / g.groups, g.c / g.groups * g.taps());
     assert!(w.len() >= g.o * kf, "weight smaller than its geometry");
     let per_group = (0..g.groups)
@@ -48,7 +85,13 @@ pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> (PackedWeights,
         })
         .collect::<Vec<_>>();
     let bytes = per_group.iter().map(|p| p.bytes()).sum();
-    (PackedWeights(per_group), bytes)
+    (
+        PackedWeights {
+            groups: per_group,
+            direct,
+        },
+        bytes,
+    )
 }
 
 /// `d = s` for the short runs of a panel (16 or 32 columns): 8-wide copies the compiler
@@ -255,14 +298,19 @@ pub(super) fn forward(
         return out;
     }
     assert!(x.len() >= g.n * g.c * ip, "input smaller than its geometry");
-    let pointwise =
-        g.taps() == 1 && g.stride == [1, 1, 1] && g.pad_lo == [0, 0, 0] && g.outs == g.ins;
+    let pointwise = pointwise(g);
     let isa = w.isa();
     let tasks = g.n * g.groups;
     let across = tasks >= num_threads() && num_threads() > 1;
     let task = |t: usize, dst: &mut [f32], threads: bool| {
         let (n, gi) = (t / g.groups, t % g.groups);
         let xg = &x[(n * g.c + gi * cg) * ip..(n * g.c + (gi + 1) * cg) * ip];
+        if w.direct {
+            let threads = gemm_threads(og, op, kf, threads);
+            let b = bias.map(|b| &b[gi * og..(gi + 1) * og]);
+            super::direct::forward_group(g, xg, &w.groups[gi], b, dst, threads);
+            return;
+        }
         let beta = match bias {
             Some(b) => {
                 for (o, plane) in dst.chunks_mut(op).enumerate() {
@@ -284,15 +332,51 @@ pub(super) fn forward(
                     rs: ip,
                     cs: 1,
                 });
-                sgemm::sgemm_panels(isa, og, op, kf, &w.0[gi], &b, c, op, 1.0, beta, threads);
+                sgemm::sgemm_panels(
+                    isa,
+                    og,
+                    op,
+                    kf,
+                    &w.groups[gi],
+                    &b,
+                    c,
+                    op,
+                    1.0,
+                    beta,
+                    threads,
+                );
             } else if g.stride[2] > 1 {
                 let [id, ih, iw] = g.ins;
                 let xs = split_phases(xg, cg, id * ih, iw, g.stride[2]);
                 let b = Unfold { g, x: &xs };
-                sgemm::sgemm_panels(isa, og, op, kf, &w.0[gi], &b, c, op, 1.0, beta, threads);
+                sgemm::sgemm_panels(
+                    isa,
+                    og,
+                    op,
+                    kf,
+                    &w.groups[gi],
+                    &b,
+                    c,
+                    op,
+                    1.0,
+                    beta,
+                    threads,
+                );
             } else {
                 let b = Unfold { g, x: xg };
-                sgemm::sgemm_panels(isa, og, op, kf, &w.0[gi], &b, c, op, 1.0, beta, threads);
+                sgemm::sgemm_panels(
+                    isa,
+                    og,
+                    op,
+                    kf,
+                    &w.groups[gi],
+                    &b,
+                    c,
+                    op,
+                    1.0,
+                    beta,
+                    threads,
+                );
             }
         }
     };
@@ -417,15 +501,27 @@ mod tests {
         for &case in cases {
             let (g, x, w, b) = case_data(case, &mut rnd);
             for (isa, bias) in isas.iter().flat_map(|&i| [(i, None), (i, Some(&b[..]))]) {
-                let (pw, _) = pack_weights(isa, &g, &w);
                 let want = naive(&g, &x, &w, bias);
-                let got = forward(&g, &x, &pw, bias);
-                assert_eq!(got.len(), want.len());
-                let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
-                for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                let mut results = vec![];
+                for direct in [false, true] {
+                    let (pw, _) = pack_weights_for(isa, direct, &g, &w);
+                    let got = forward(&g, &x, &pw, bias);
+                    assert_eq!(got.len(), want.len());
+                    let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
+                    for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (*a as f64 - e).abs() <= tol,
+                            "{isa:?} direct {direct} {g:?} bias {}: [{i}] {a} vs {e}",
+                            bias.is_some()
+                        );
+                    }
+                    results.push(got);
+                }
+                // The direct kernel sums in the AVX2 GEMM's order: the same values.
+                if isa == Isa::Avx2 {
                     assert!(
-                        (*a as f64 - e).abs() <= tol,
-                        "{isa:?} {g:?} bias {}: [{i}] {a} vs {e}",
+                        results[0] == results[1],
+                        "{g:?} bias {}: the direct and GEMM paths differ",
                         bias.is_some()
                     );
                 }

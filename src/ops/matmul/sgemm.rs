@@ -203,6 +203,16 @@ impl Packed {
         Packed::new(isa, mr, kb, src, lines, k)
     }
 
+    /// Pack `lines` x `k` of `src` as the right operand (B) of a product on `isa`: panels
+    /// of NR lines (a direct convolution's output channels, `conv/direct.rs`).
+    ///
+    /// # Safety
+    /// Every line and step must lie inside the matrix `src` describes.
+    pub(crate) unsafe fn b(isa: Isa, src: &Lines, lines: usize, k: usize) -> Packed {
+        let (_, nr, kb) = isa.shape();
+        Packed::new(isa, nr, kb, src, lines, k)
+    }
+
     unsafe fn new(isa: Isa, w: usize, kb: usize, src: &Lines, lines: usize, k: usize) -> Packed {
         let pad = lines.div_ceil(w) * w;
         let mut data = vec![0.0f32; pad * k];
