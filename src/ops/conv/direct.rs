@@ -108,6 +108,13 @@ struct Out(*mut f32);
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
+impl Out {
+    /// The element at `i` (a method, so closures capture the whole Send wrapper).
+    fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
 /// One (image, group): `dst` (og x op) = the convolution of `xg` (the group's input planes)
 /// with the group's packed weights `w`, plus `bias` (the group's og values), on up to
 /// `threads` threads.
@@ -161,7 +168,6 @@ pub(super) fn forward_group(
     let (panels, tiles) = (og.div_ceil(OC), op.div_ceil(POS));
     let out = Out(dst.as_mut_ptr());
     let run = |pr: std::ops::Range<usize>, tr: std::ops::Range<usize>| {
-        let out = out;
         for pi in pr {
             let (o0, on) = (pi * OC, OC.min(og - pi * OC));
             let mut b = [0.0f32; OC];
@@ -194,7 +200,7 @@ pub(super) fn forward_group(
                 }
                 // SAFETY: outputs (o0 + i, p0 + j), i < on, j < pn, lie inside dst
                 // (og x op); tiles are disjoint between the threads' ranges.
-                unsafe { store_avx2(&tile, out.0.add(o0 * op + p0), op, on, pn) };
+                unsafe { store_avx2(&tile, out.at(o0 * op + p0), op, on, pn) };
             }
         }
     };
