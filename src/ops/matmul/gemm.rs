@@ -195,6 +195,32 @@ pub(crate) fn gemm<T: Float>(
     if !fits(b.data.len(), b.off, k, n, b.rs, b.cs) {
         return Err(oob("right"));
     }
+    // One row against a B whose columns are contiguous (a linear layer at batch 1): dot
+    // products streaming the weights, no packing.
+    #[cfg(target_arch = "x86_64")]
+    if T::IS_F32
+        && m == 1
+        && a.cs == 1
+        && b.rs == 1
+        && n.saturating_mul(k) >= FAST_GEMM_WORK
+        && super::gemv::available()
+    {
+        // T is f32 (IS_F32): the casts only rename the type. The slices start at the
+        // checked offsets and hold what the product reads.
+        let f = |s: &[T], off: usize| {
+            // SAFETY: T is f32, same size and alignment; `off` <= len was checked (fits).
+            unsafe { std::slice::from_raw_parts(s.as_ptr().add(off) as *const f32, s.len() - off) }
+        };
+        let (x, w) = (f(a.data, a.off), f(b.data, b.off));
+        // SAFETY: as above, for the mutable output.
+        let cv = unsafe {
+            std::slice::from_raw_parts_mut(c.as_mut_ptr().add(c_off) as *mut f32, c.len() - c_off)
+        };
+        let t = gemm_threads(m, n, k, threads);
+        let (alpha, beta) = (alpha.to_f64() as f32, beta.to_f64() as f32);
+        super::gemv::gemv(n, k, x, w, b.cs, cv, c_cs, alpha, beta, t);
+        return Ok(());
+    }
     #[cfg(target_arch = "x86_64")]
     if T::IS_F32
         && (c_cs == 1 || c_rs == 1)

@@ -12,6 +12,8 @@ pub(crate) mod meta;
 pub(crate) mod einsum;
 pub(crate) mod gemm;
 #[cfg(target_arch = "x86_64")]
+pub(crate) mod gemv;
+#[cfg(target_arch = "x86_64")]
 pub(crate) mod sgemm;
 
 use super::{OpCtx, OpTable};
