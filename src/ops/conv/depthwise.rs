@@ -5,7 +5,7 @@
 //! four runs at a time so that four independent accumulators hide the add latency, over
 //! all taps. On x86-64 the kernel is also compiled for AVX2 and picked at run time.
 
-use super::kernels::Geometry;
+use super::kernels::{fill_zero, Geometry};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
 
 const LANES: usize = 8;
@@ -56,7 +56,7 @@ impl Padded {
                 let (Some(iz), Some(iy)) = (iz, iy) else {
                     for f in 0..sw {
                         let at = f * self.phase_len + row;
-                        buf[at..at + self.wq].fill(T::ZERO);
+                        fill_zero(&mut buf[at..at + self.wq]);
                     }
                     continue;
                 };
@@ -64,10 +64,10 @@ impl Padded {
                 if sw == 1 {
                     let dst = &mut buf[row..row + self.wq];
                     let (lead, rest) = dst.split_at_mut(pw.min(self.wq));
-                    lead.fill(T::ZERO);
+                    fill_zero(lead);
                     let (data, tail) = rest.split_at_mut(last.min(rest.len()));
                     data.copy_from_slice(&src[..data.len()]);
-                    tail.fill(T::ZERO);
+                    fill_zero(tail);
                 } else if sw == 2 {
                     // Both phases in one pass over the row: input column 2i is padded
                     // column 2i + pw (phase pw % 2, column i + pw / 2), input 2i + 1 the
@@ -79,10 +79,10 @@ impl Padded {
                     let (lo, hi) = buf.split_at_mut(at);
                     let (p0, p1) = (&mut lo[row..row + wq], &mut hi[..wq]);
                     let (ev, od) = if pw % 2 == 0 { (p0, p1) } else { (p1, p0) };
-                    ev[..qe].fill(T::ZERO);
-                    ev[qe + ne..].fill(T::ZERO);
-                    od[..qo].fill(T::ZERO);
-                    od[qo + no..].fill(T::ZERO);
+                    fill_zero(&mut ev[..qe]);
+                    fill_zero(&mut ev[qe + ne..]);
+                    fill_zero(&mut od[..qo]);
+                    fill_zero(&mut od[qo + no..]);
                     let pairs = ne.min(no);
                     for ((e, o), p) in ev[qe..qe + pairs]
                         .iter_mut()
@@ -109,8 +109,8 @@ impl Padded {
                             .saturating_sub(f)
                             .div_ceil(sw)
                             .clamp(q0, self.wq);
-                        dst[..q0].fill(T::ZERO);
-                        dst[q1..].fill(T::ZERO);
+                        fill_zero(&mut dst[..q0]);
+                        fill_zero(&mut dst[q1..]);
                         if q0 < q1 {
                             let from = q0 * sw + f - pw;
                             for (d, &v) in

@@ -37,6 +37,21 @@ impl Geometry {
     }
 }
 
+/// `d = 0` for the short runs of padding around rows: 8-wide stores inlined, where
+/// `slice::fill` calls memset, whose call costs more than the few elements it writes.
+#[inline(always)]
+pub(super) fn fill_zero<T: Float>(d: &mut [T]) {
+    let mut dc = d.chunks_exact_mut(8);
+    for d8 in &mut dc {
+        d8.copy_from_slice(&[T::ZERO; 8]);
+    }
+    for v in dc.into_remainder() {
+        // Volatile, so that the loop is not turned back into a memset call.
+        // SAFETY: `v` is a valid, exclusive reference.
+        unsafe { std::ptr::write_volatile(v, T::ZERO) };
+    }
+}
+
 /// The `i` in `0..count` for which `i * s + off - plo` lies in `0..len`, as a range.
 pub(super) fn valid_range(
     count: usize,

@@ -5,7 +5,7 @@
 
 #![cfg(target_arch = "x86_64")]
 
-use super::kernels::{valid_range, Geometry};
+use super::kernels::{fill_zero, valid_range, Geometry};
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Strided};
 
@@ -106,16 +106,6 @@ fn copy(d: &mut [f32], s: &[f32]) {
     for (v, &x) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
         *v = x;
     }
-}
-
-/// `d = 0` as [`copy`] does it.
-#[inline(always)]
-fn zero(d: &mut [f32]) {
-    let mut dc = d.chunks_exact_mut(8);
-    for d8 in &mut dc {
-        d8.copy_from_slice(&[0.0; 8]);
-    }
-    dc.into_remainder().iter_mut().for_each(|v| *v = 0.0);
 }
 
 /// One step (kernel tap) of an unfolded input, see [`Unfold`].
@@ -254,19 +244,19 @@ impl Panels for Unfold<'_> {
                 j += n;
             }
             for (dst, t) in panel.chunks_exact_mut(w).zip(&taps) {
-                zero(&mut dst[lines..]);
+                fill_zero(&mut dst[lines..]);
                 for &(col, z, y, ox0, n) in &segs[..ns] {
                     let d = &mut dst[col..col + n];
                     let iz = (z + t.dz).wrapping_sub(pd);
                     let iy = (y + t.dy).wrapping_sub(ph);
                     if iz >= id || iy >= ih {
-                        zero(d);
+                        fill_zero(d);
                         continue;
                     }
                     let lo = t.x0.clamp(ox0, ox0 + n);
                     let hi = t.x1.clamp(lo, ox0 + n);
-                    zero(&mut d[..lo - ox0]);
-                    zero(&mut d[hi - ox0..]);
+                    fill_zero(&mut d[..lo - ox0]);
+                    fill_zero(&mut d[hi - ox0..]);
                     if lo < hi {
                         let src = &self.x[t.plane + (iz * ih + iy) * pitch..][..pitch];
                         // `lo >= x0`: the column is inside the input, so the sum is >= 0.

@@ -423,8 +423,16 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
         let mut bufs = bufs.borrow_mut();
         let (pa, pb) = &mut *bufs;
         let kc_max = k.min(M::KC);
-        pa.resize(M::MC.min((i1 - i0).div_ceil(M::MR) * M::MR) * kc_max, 0.0);
-        pb.resize(M::NC.min((j1 - j0).div_ceil(M::NR) * M::NR) * kc_max, 0.0);
+        // Grown, never shrunk: a shrink and regrow would zero the same memory again on
+        // every call of alternating sizes (the panels are always written before read).
+        let need_a = M::MC.min((i1 - i0).div_ceil(M::MR) * M::MR) * kc_max;
+        let need_b = M::NC.min((j1 - j0).div_ceil(M::NR) * M::NR) * kc_max;
+        if pa.len() < need_a {
+            pa.resize(need_a, 0.0);
+        }
+        if pb.len() < need_b {
+            pb.resize(need_b, 0.0);
+        }
         let mut jc = j0;
         while jc < j1 {
             let nc = M::NC.min(j1 - jc);
