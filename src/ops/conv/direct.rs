@@ -21,7 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::kernels::Geometry;
-use crate::ops::matmul::gemm::fork_each;
+use crate::ops::matmul::gemm::{fork_each, SharedOut};
 use crate::ops::matmul::sgemm::{Isa, Lines, Packed, Panels, Strided};
 
 /// Output channels per panel (two 8-lane vectors).
@@ -101,20 +101,6 @@ impl Source {
     }
 }
 
-/// C's storage as the threads share it.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: the threads write disjoint tiles of the output.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// The element at `i` (a method, so closures capture the whole Send wrapper).
-    fn at(self, i: usize) -> *mut f32 {
-        self.0.wrapping_add(i)
-    }
-}
-
 /// One (image, group): `dst` (og x op) = the convolution of `xg` (the group's input planes)
 /// with the group's packed weights `w`, plus `bias` (the group's og values), on up to
 /// `threads` threads.
@@ -166,7 +152,7 @@ pub(super) fn forward_group(
     let last = tap.iter().max().copied().unwrap_or(0) + pos.iter().max().copied().unwrap_or(0);
     assert!(last < x.len(), "a window reads past the input");
     let (panels, tiles) = (og.div_ceil(OC), op.div_ceil(POS));
-    let out = Out(dst.as_mut_ptr());
+    let out = SharedOut(dst.as_mut_ptr());
     let run = |pr: std::ops::Range<usize>, tr: std::ops::Range<usize>| {
         for pi in pr {
             let (o0, on) = (pi * OC, OC.min(og - pi * OC));

@@ -312,6 +312,7 @@ pub(super) fn forward(
         };
         let threads = gemm_threads(og, op, kf, threads);
         let c = dst.as_mut_ptr();
+        let a = &w.groups[gi];
         // SAFETY: A is the group's packed og x kf weights; B reads the group's input planes
         // (`xg`, kf = cg * taps steps of op positions, every tap inside the planes or in the
         // padding); C is `dst`, og x op, borrowed mutably; `isa` was detected (`applies`).
@@ -322,51 +323,15 @@ pub(super) fn forward(
                     rs: ip,
                     cs: 1,
                 });
-                sgemm::sgemm_panels(
-                    isa,
-                    og,
-                    op,
-                    kf,
-                    &w.groups[gi],
-                    &b,
-                    c,
-                    op,
-                    1.0,
-                    beta,
-                    threads,
-                );
+                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads);
             } else if g.stride[2] > 1 {
                 let [id, ih, iw] = g.ins;
                 let xs = split_phases(xg, cg, id * ih, iw, g.stride[2]);
                 let b = Unfold { g, x: &xs };
-                sgemm::sgemm_panels(
-                    isa,
-                    og,
-                    op,
-                    kf,
-                    &w.groups[gi],
-                    &b,
-                    c,
-                    op,
-                    1.0,
-                    beta,
-                    threads,
-                );
+                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads);
             } else {
                 let b = Unfold { g, x: xg };
-                sgemm::sgemm_panels(
-                    isa,
-                    og,
-                    op,
-                    kf,
-                    &w.groups[gi],
-                    &b,
-                    c,
-                    op,
-                    1.0,
-                    beta,
-                    threads,
-                );
+                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads);
             }
         }
     };

@@ -479,6 +479,25 @@ pub(crate) fn fork_each<I: Send>(items: impl Iterator<Item = I>, f: impl Fn(usiz
     });
 }
 
+/// An output pointer shared by threads that write disjoint elements of it (the x86-64
+/// kernels: `conv/direct.rs`, `gemv.rs`).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOut(pub(crate) *mut f32);
+// SAFETY: users only write disjoint elements from different threads.
+#[cfg(target_arch = "x86_64")]
+unsafe impl Send for SharedOut {}
+#[cfg(target_arch = "x86_64")]
+unsafe impl Sync for SharedOut {}
+
+#[cfg(target_arch = "x86_64")]
+impl SharedOut {
+    /// The element at `i` (a method, so closures capture the whole Send wrapper).
+    pub(crate) fn at(self, i: usize) -> *mut f32 {
+        self.0.wrapping_add(i)
+    }
+}
+
 /// Call `f` with the elements of `t` in row-major order as `T`: the storage itself when `t`
 /// is contiguous and already of type `T` (no copy of weights on every run), else a converted copy.
 pub(crate) fn with_contiguous<T: Elem, R>(t: &Tensor, f: impl FnOnce(&[T]) -> R) -> R {

@@ -16,6 +16,8 @@
 
 use std::arch::x86_64::*;
 
+use super::gemm::SharedOut;
+
 /// Rows of B per pass (each with two accumulators).
 const ROWS: usize = 4;
 
@@ -59,7 +61,7 @@ pub(crate) fn gemv(
         (n - 1).checked_mul(c_cs).is_some_and(|v| v < c.len()),
         "gemv: output shorter than n"
     );
-    let out = Out(c.as_mut_ptr());
+    let out = SharedOut(c.as_mut_ptr());
     let rows = |j0: usize, j1: usize| {
         let mut j = j0;
         while j < j1 {
@@ -93,20 +95,6 @@ pub(crate) fn gemv(
     super::gemm::fork_each(0..parts, |t, _| {
         rows((t * per).min(n), ((t + 1) * per).min(n))
     });
-}
-
-/// C's storage as the threads share it.
-#[derive(Clone, Copy)]
-struct Out(*mut f32);
-// SAFETY: the threads write disjoint outputs.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
-
-impl Out {
-    /// The element at `i` (a method, so closures capture the whole Send wrapper).
-    fn at(self, i: usize) -> *mut f32 {
-        self.0.wrapping_add(i)
-    }
 }
 
 /// `d[i] = dot(x[..k], w[i * w_rs..][..k])` for i < r (r <= ROWS; rows past r are not read).
