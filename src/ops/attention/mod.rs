@@ -14,6 +14,7 @@ pub mod fused;
 pub(crate) mod meta;
 
 use super::matmul::gemm::{gemm, par_chunks, Mat};
+use super::reduce::softmax::exp_shifted;
 use super::reduce::{compute_float, typed, with_real, Real};
 use super::{OpCtx, OpTable};
 use crate::cpu::{broadcast_shapes, Elem, Tensor};
@@ -441,11 +442,7 @@ fn softmax_row<R: Real>(row: &mut [R]) -> R {
         row.iter_mut().for_each(|x| *x = R::ZERO);
         return R::NEG_INF;
     }
-    let mut sum = R::ZERO;
-    for x in row.iter_mut() {
-        *x = (*x - m).exp();
-        sum += *x;
-    }
+    let sum = exp_shifted(row, m);
     let inv = R::ONE / sum;
     row.iter_mut().for_each(|x| *x *= inv);
     m + sum.ln()

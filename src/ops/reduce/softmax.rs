@@ -48,6 +48,18 @@ impl SoftmaxParams {
     }
 }
 
+/// `x = exp(x - m)` in place, returning the sum of the results, added in order. The
+/// exponentials are a loop of their own so that LLVM vectorizes them (a running sum in the
+/// same loop keeps it scalar).
+pub(crate) fn exp_shifted<R: Real>(x: &mut [R], m: R) -> R {
+    x.iter_mut().for_each(|v| *v = (*v - m).exp());
+    let mut sum = R::ZERO;
+    for &v in x.iter() {
+        sum += v;
+    }
+    sum
+}
+
 /// Softmax (or log-softmax) of one lane in place, numerically stable (max subtracted).
 /// `safe`: a lane whose max is -inf (every element masked) becomes all zeros.
 fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
@@ -78,10 +90,7 @@ fn softmax_lanes<R: Real>(lane: &mut [R], log: bool, safe: bool) {
         let lse = m + sum.ln();
         lane.iter_mut().for_each(|v| *v = *v - lse);
     } else {
-        for v in lane.iter_mut() {
-            *v = (*v - m).exp();
-            sum += *v;
-        }
+        sum = exp_shifted(lane, m);
         let inv = R::ONE / sum;
         lane.iter_mut().for_each(|v| *v *= inv);
     }
