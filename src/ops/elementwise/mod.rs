@@ -15,7 +15,7 @@ pub(crate) mod arith;
 pub(crate) mod convert;
 pub(crate) mod engine;
 pub(crate) mod epilogue;
-mod fast;
+pub(crate) mod fast;
 pub(crate) mod fused;
 pub(crate) mod logic;
 pub(crate) mod real;

@@ -236,14 +236,14 @@ pub(crate) trait Real:
 }
 
 macro_rules! real_impl {
-    ($t:ty) => {
+    ($t:ty, exp: $exp:path) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
             const NEG_INF: Self = <$t>::NEG_INFINITY;
             #[inline]
             fn exp(self) -> Self {
-                <$t>::exp(self)
+                $exp(self)
             }
             #[inline]
             fn ln(self) -> Self {
@@ -260,8 +260,10 @@ macro_rules! real_impl {
         }
     };
 }
-real_impl!(f32);
-real_impl!(f64);
+// f32 exp is the vectorizable Cephes form (about 1 ulp, as torch's SLEEF-based softmax);
+// f64 uses libm.
+real_impl!(f32, exp: crate::ops::elementwise::fast::exp_f32);
+real_impl!(f64, exp: f64::exp);
 
 /// Run `$body` with `$R` bound to the compute float type of `$dtype` (f64 or f32).
 macro_rules! with_real {
