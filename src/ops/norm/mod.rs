@@ -15,6 +15,7 @@ mod weight_norm;
 
 pub(crate) use params::NormParams;
 
+use super::matmul::gemm::par_chunks2;
 use super::reduce::{compute_float, typed, with_real, Real};
 use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
@@ -101,13 +102,15 @@ fn row_moments<R: Real>(x: &[R], rows: usize, len: usize) -> Vec<(f64, f64)> {
     if len == 0 {
         return vec![(f64::NAN, f64::NAN); rows];
     }
-    x.chunks_exact(len)
-        .map(|r| {
-            let mean = r.iter().map(|v| v.to_f64()).sum::<f64>() / len as f64;
-            let var = r.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / len as f64;
-            (mean, var)
-        })
-        .collect()
+    x.chunks_exact(len).map(moments).collect()
+}
+
+/// Mean and biased variance of one non-empty row, summed in order in f64.
+fn moments<R: Real>(r: &[R]) -> (f64, f64) {
+    let len = r.len() as f64;
+    let mean = r.iter().map(|v| v.to_f64()).sum::<f64>() / len;
+    let var = r.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / len;
+    (mean, var)
 }
 
 /// `out[n, c, s] = x[n, c, s] * scale[n, c] + shift[n, c]` over a contiguous [N, C, inner].
@@ -408,12 +411,15 @@ fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let rows = x.sizes[..axis].iter().product::<usize>();
     let (out, mean, rstd) = with_real!(cf, R => {
         let mut v = x.to_vec::<R>();
-        let mom = row_moments(&v, rows, len);
         let to_r = |p: &Option<Vec<f64>>| p.as_ref().map(|p| p.iter().map(|&a| R::from_f64(a)).collect::<Vec<R>>());
         let (wr, br) = (to_r(&w), to_r(&b));
-        let means: Vec<f64> = mom.iter().map(|m| m.0).collect();
-        let rstds: Vec<f64> = mom.iter().map(|m| 1.0 / (m.1 + eps).sqrt()).collect();
-        for ((r, &m), &rstd) in v.chunks_exact_mut(len.max(1)).zip(&means).zip(&rstds) {
+        // Rows are independent: threads take whole rows (each summed in order, as on one).
+        // An empty row keeps NaN statistics (torch's 0/0).
+        let mut stats = vec![(f64::NAN, f64::NAN); rows];
+        par_chunks2(&mut v, &mut stats, len.max(1), 1, 8 * len, |_, r, st| {
+            let (m, var) = moments(r);
+            let rstd = 1.0 / (var + eps).sqrt();
+            st[0] = (m, rstd);
             let (mr, sr) = (R::from_f64(m), R::from_f64(rstd));
             match (&wr, &br) {
                 (None, None) => r.iter_mut().for_each(|a| *a = (*a - mr) * sr),
@@ -425,7 +431,8 @@ fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                     }
                 }
             }
-        }
+        });
+        let (means, rstds): (Vec<f64>, Vec<f64>) = stats.into_iter().unzip();
         (typed(v, &x.sizes, x.dtype)?, means, rstds)
     });
     if ctx.target() == "aten.layer_norm.default" {
