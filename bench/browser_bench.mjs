@@ -6,7 +6,10 @@
 // Prints cold start (load + prepare + first run) and the median warm run, and the ratio pt2web / ORT;
 // for pt2web on WebGPU also load / prepare / first-run times, the first run's pipeline count and the
 // host time per warm run (`lastRunStats().hostMs`: outside GPU waits).
-// Both run single-threaded on WASM (the page is not cross-origin isolated).
+// WASM threads: `--threads 1` (the default) runs both single-threaded on a page that is not
+// cross-origin isolated; `--threads N` serves the page with COOP/COEP, starts pt2web's
+// multi-threaded build with N workers (`init({ threads: N })`) and sets ORT Web's
+// `numThreads` to N. `--cpu-only` skips both WebGPU columns.
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -20,9 +23,12 @@ const MODELS = arg('models', 'mobilenet_v3_small,resnet18,minilm').split(',');
 const GPU_RUNS = Number(arg('gpu-runs', 2));
 const PT2WEB_ONLY = process.argv.includes('--pt2web-only');
 const NO_PREPARE = process.argv.includes('--no-prepare');
+const THREADS = Number(arg('threads', 1));
+const CPU_ONLY = process.argv.includes('--cpu-only');
 
-async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare }) {
-  const { load } = await import('/js/index.js');
+async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare, threads, cpuOnly }) {
+  const { load, init, cpuThreading } = await import('/js/index.js');
+  await init({ threads });
   const st = await import('/tests/js/st.mjs');
   const get = async (f) => new Uint8Array(await (await fetch(`/models/${f}`)).arrayBuffer());
   const c = meta.programs.model.io_cases[0];
@@ -30,10 +36,10 @@ async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare })
   const leaves = c.inputs.map((i) => io[i.key]);
   const names = meta.programs.model.input_names;
   const median = (a) => a.slice().sort((x, y) => x - y)[a.length >> 1];
-  const out = { name, shape: leaves[0].shape.join('x') };
+  const out = { name, shape: leaves[0].shape.join('x'), threading: cpuThreading() };
 
   // pt2web on both kernel sets: WebGPU (SwiftShader here) and the CPU backend (WASM SIMD).
-  for (const device of ['webgpu', 'cpu']) {
+  for (const device of cpuOnly ? ['cpu'] : ['webgpu', 'cpu']) {
     try {
       const t0 = performance.now();
       const model = await load(`/models/${meta.archive}`, { device });
@@ -85,9 +91,9 @@ async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare })
   // ONNX Runtime Web: wasm and webgpu execution providers.
   const ort = await import('/bench/node_modules/onnxruntime-web/dist/ort.all.bundle.min.mjs');
   ort.env.wasm.wasmPaths = '/bench/node_modules/onnxruntime-web/dist/';
-  ort.env.wasm.numThreads = 1;
+  ort.env.wasm.numThreads = threads;
   const onnx = await get(`${name}.onnx`);
-  for (const ep of ['wasm', 'webgpu']) {
+  for (const ep of cpuOnly ? ['wasm'] : ['wasm', 'webgpu']) {
     try {
       const t0 = performance.now();
       const s = await ort.InferenceSession.create(onnx, { executionProviders: [ep] });
@@ -109,7 +115,7 @@ async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare })
   return out;
 }
 
-const server = await serve(0);
+const server = await serve(0, { isolated: THREADS > 1 });
 const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
   executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium', headless: true,
@@ -122,7 +128,7 @@ try {
     const page = await browser.newPage();
     await page.goto(`${origin}/www/blank.html`);
     const meta = JSON.parse(readFileSync(path.join(ROOT, '.cache', 'models', `${name}.meta.json`), 'utf8'));
-    const r = await page.evaluate(benchInPage, { name, meta, runs: RUNS, gpuRuns: GPU_RUNS, pt2webOnly: PT2WEB_ONLY, noPrepare: NO_PREPARE });
+    const r = await page.evaluate(benchInPage, { name, meta, runs: RUNS, gpuRuns: GPU_RUNS, pt2webOnly: PT2WEB_ONLY, noPrepare: NO_PREPARE, threads: THREADS, cpuOnly: CPU_ONLY });
     console.error(JSON.stringify(r));
     rows.push(r);
     await page.close();
@@ -147,4 +153,5 @@ for (const r of rows) {
   for (const k of ['pt2web_webgpu', 'pt2web_cpu', 'ort_webgpu', 'ort_wasm']) if (r[`${k}_error`]) console.log(`${''.padEnd(32)}${k}: ${r[`${k}_error`]}`);
 }
 console.log('\ncold = load + first run, warm = median of later runs (ms); ratio = pt2web / ORT Web (below 1: pt2web is faster).');
-console.log('Same headless Chromium, same adapter (SwiftShader WebGPU), same weights and inputs; WASM single-threaded.');
+const th = rows[0]?.threading;
+console.log(`Same headless Chromium, same adapter (SwiftShader WebGPU), same weights and inputs; WASM: ORT Web numThreads ${THREADS}, pt2web ${th ? `${th.threads} thread(s), ${th.build} build (${th.reason})` : '-'}.`);

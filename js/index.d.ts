@@ -43,6 +43,9 @@ export interface ModelInfo {
   /** The device the model runs on, and why it was chosen. */
   device: 'webgpu' | 'cpu';
   deviceNote: string;
+  /** The CPU backend's threads (1 unless the page is cross-origin isolated), and why. */
+  threads: number;
+  threadsNote: string;
   specs: { inSpec: unknown; outSpec: unknown };
 }
 
@@ -298,7 +301,14 @@ export const gpu: {
   synchronize(): Promise<void>;
 };
 
-export function init(): Promise<void>;
+/**
+ * Load the WebAssembly module (`load` does it on first use). `threads`: the CPU backend's
+ * threads, 'auto' (default: `navigator.hardwareConcurrency` on cross-origin isolated pages,
+ * else 1) or a number; only the first call's options count.
+ */
+export function init(options?: { threads?: 'auto' | number }): Promise<void>;
+/** How the CPU backend got its threads: the multi-threaded build (`'threads'`) or not, and why. */
+export function cpuThreading(): { threads: number; build: 'threads' | 'single'; reason: string };
 export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;
 export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
 export function isPt2Package(bytes: ArrayBuffer | Uint8Array): Promise<boolean>;

@@ -2,11 +2,19 @@
 // The Rust core (compiled to WebAssembly by wasm-bindgen into ../pkg) works on flat lists of
 // tensors; this wrapper loads archives (with progress), flattens and unflattens the pytree
 // structures torch recorded, maps typed arrays to dtypes, and turns errors into Pt2WebError.
-import initWasm, {
-  WasmModel, WasmGpuTensor, isPt2Package as wasmIsPt2, programNames as wasmProgramNames,
-  gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache,
-  gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent,
-} from '../pkg/pt2web.js';
+// The wasm-bindgen glue is imported when `init` runs: the multi-threaded build
+// (pkg/threads/) on cross-origin isolated pages, the single-threaded one (pkg/) otherwise.
+let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDeviceProperties,
+  gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize,
+  gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads;
+function bindGlue(m) {
+  ({
+    default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
+    programNames: wasmProgramNames, gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction,
+    gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen,
+    gpuCompileShader, WasmEvent, cpuThreads,
+  } = m);
+}
 
 /** An error from pt2web: `code` is machine-readable (INPUT, GUARD, OP, ARCHIVE, ...). */
 export class Pt2WebError extends Error {
@@ -28,10 +36,46 @@ const isNode = typeof globalThis.process !== 'undefined' && !!globalThis.process
 let ready = null;
 let wasmReady = false;
 
-/** Load the WebAssembly module once (done by `load` on first use). */
-export function init() {
+// How the CPU backend got its threads: { threads, build, reason }.
+let threading = { threads: 1, build: 'single', reason: 'not initialized' };
+
+/**
+ * Load the WebAssembly module once (done by `load` on first use; call it first to choose the
+ * threads). `options.threads`: the CPU backend's threads, `'auto'` (the default:
+ * `navigator.hardwareConcurrency` where the page is cross-origin isolated, else 1) or a
+ * number (1: the single-threaded build). Several threads need the multi-threaded build
+ * (pkg/threads/, Web Workers over a SharedArrayBuffer memory), which browsers allow only on
+ * cross-origin isolated pages (served with `Cross-Origin-Opener-Policy: same-origin` and
+ * `Cross-Origin-Embedder-Policy: require-corp`); elsewhere, and in Node, it runs on one.
+ */
+export function init(options = {}) {
   if (!ready) {
     ready = (async () => {
+      const want = options.threads ?? 'auto';
+      if (!(want === 'auto' || (Number.isInteger(want) && want >= 1))) {
+        throw new Pt2WebError(`init: threads should be 'auto' or a positive integer, got ${want}`, 'INPUT');
+      }
+      const hw = globalThis.navigator?.hardwareConcurrency ?? 1;
+      const n = want === 'auto' ? hw : want;
+      let reason;
+      if (n <= 1) reason = want === 'auto' ? 'one hardware thread' : 'threads: 1 asked';
+      else if (isNode) reason = 'Node runs the single-threaded build';
+      else if (!globalThis.crossOriginIsolated) reason = 'the page is not cross-origin isolated (COOP/COEP headers)';
+      if (!reason) {
+        try {
+          const m = await import('../pkg/threads/pt2web.js');
+          bindGlue(m);
+          await initWasm({ module_or_path: new URL('../pkg/threads/pt2web_bg.wasm', import.meta.url) });
+          await m.initThreadPool(n);
+          m.setThreads(n);
+          threading = { threads: n, build: 'threads', reason: 'cross-origin isolated page' };
+          wasmReady = true;
+          return;
+        } catch (e) {
+          reason = `the multi-threaded build did not start (${e?.message ?? e})`;
+        }
+      }
+      bindGlue(await import('../pkg/pt2web.js'));
       const url = new URL('../pkg/pt2web_bg.wasm', import.meta.url);
       if (isNode && url.protocol === 'file:') {
         const { readFile } = await import('node:fs/promises');
@@ -39,10 +83,16 @@ export function init() {
       } else {
         await initWasm({ module_or_path: url });
       }
+      threading = { threads: 1, build: 'single', reason };
       wasmReady = true;
     })();
   }
   return ready;
+}
+
+/** The CPU backend's threads: `{ threads, build: 'threads' | 'single', reason }`. */
+export function cpuThreading() {
+  return { ...threading };
 }
 
 // dtype <-> typed array.
@@ -443,7 +493,10 @@ export class Model {
   constructor(wasm, deviceChoice) {
     this.#wasm = wasm;
     const info = wasm.info;
-    this.#info = { ...info, device: deviceChoice.device, deviceNote: deviceChoice.reason };
+    this.#info = {
+      ...info, device: deviceChoice.device, deviceNote: deviceChoice.reason,
+      threads: threading.threads, threadsNote: threading.reason,
+    };
     this.device = deviceChoice.device;
     this.deviceNote = deviceChoice.reason;
     this.state = new StateView({ model: () => this.#live() });

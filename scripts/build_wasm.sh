@@ -16,6 +16,25 @@ cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
 rm -rf pkg
 wasm-bindgen --target web --out-dir pkg --out-name pt2web \
   "target/wasm32-unknown-unknown/$profile/pt2web.wasm"
+
+# The multi-threaded build (pkg/threads/, feature `threads`): rayon's pool on Web Workers
+# over a shared memory, which needs std rebuilt with atomics (the pinned nightly of
+# scripts/wasm-threads-toolchain, with rust-src: scripts/setup.sh installs it). Its own
+# target dir, so the two builds do not invalidate each other. Profile `release`: opt-level 3
+# for speed. PT2WEB_WASM_THREADS=0 skips it (js/index.js then always runs single-threaded).
+if [ "${PT2WEB_WASM_THREADS:-1}" != "0" ]; then
+  nightly=$(cat scripts/wasm-threads-toolchain)
+  RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 \
+    -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
+    -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size \
+    -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base" \
+    CARGO_TARGET_DIR=target/wasm-threads \
+    cargo "+$nightly" build -p pt2web --target wasm32-unknown-unknown --release \
+    --features threads -Z build-std=panic_abort,std
+  wasm-bindgen --target web --out-dir pkg/threads --out-name pt2web \
+    target/wasm-threads/wasm32-unknown-unknown/release/pt2web.wasm
+  echo "pkg/threads/pt2web_bg.wasm: $(stat -c %s pkg/threads/pt2web_bg.wasm) bytes raw"
+fi
 # wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while
 # iterating on the release profile.
 wasm_opt=""

@@ -30,7 +30,10 @@ export function route(url) {
   return null;
 }
 
-export function serve(port = Number(process.env.PORT ?? 8080)) {
+// `isolated`: send the two headers that make the page cross-origin isolated
+// (`Cross-Origin-Opener-Policy: same-origin`, `Cross-Origin-Embedder-Policy: require-corp`):
+// browsers then allow SharedArrayBuffer, and the package runs its multi-threaded build.
+export function serve(port = Number(process.env.PORT ?? 8080), { isolated = false } = {}) {
   const server = createServer((req, res) => {
     if (req.url === '/' || req.url === '/www') {
       res.writeHead(302, { location: '/www/' });
@@ -47,6 +50,10 @@ export function serve(port = Number(process.env.PORT ?? 8080)) {
       'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
       'content-length': statSync(file).size,
       'cache-control': 'no-cache',
+      ...(isolated ? {
+        'cross-origin-opener-policy': 'same-origin',
+        'cross-origin-embedder-policy': 'require-corp',
+      } : {}),
     });
     createReadStream(file).pipe(res);
   });
@@ -58,6 +65,7 @@ if (process.argv[1] === fileURLToPath(import.meta.url)) {
     const { execSync } = await import('node:child_process');
     execSync('bash scripts/build_wasm.sh', { cwd: ROOT, stdio: 'inherit' });
   }
-  const s = await serve();
+  // The demo is cross-origin isolated (multi-threaded CPU backend) unless PT2WEB_ISOLATED=0.
+  const s = await serve(undefined, { isolated: process.env.PT2WEB_ISOLATED !== '0' });
   console.log(`pt2web demo: http://127.0.0.1:${s.address().port}/`);
 }

@@ -19,6 +19,9 @@ fi
 
 rustup target add wasm32-unknown-unknown
 rustup component add clippy rustfmt
+# The multi-threaded WebAssembly build (scripts/build_wasm.sh) rebuilds std with atomics: a
+# pinned nightly with its rust-src component.
+rustup toolchain install "$(cat scripts/wasm-threads-toolchain)" --profile minimal --component rust-src
 
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv

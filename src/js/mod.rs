@@ -27,6 +27,32 @@ use wasm_bindgen::prelude::*;
 
 mod device_api;
 
+/// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
+/// module's memory as rayon's pool; `js/index.js` calls it on cross-origin isolated pages,
+/// then [`set_threads`].
+#[cfg(feature = "threads")]
+pub use wasm_bindgen_rayon::init_thread_pool;
+
+/// Whether this build can run kernels on several threads (the `threads` build).
+#[wasm_bindgen(js_name = threadsBuilt)]
+pub fn threads_built() -> bool {
+    cfg!(feature = "threads")
+}
+
+/// Kernels split their work over `n` threads from now on (after `initThreadPool(n)`
+/// resolved).
+#[cfg(feature = "threads")]
+#[wasm_bindgen(js_name = setThreads)]
+pub fn set_threads(n: usize) {
+    crate::ops::matmul::gemm::set_wasm_threads(n)
+}
+
+/// The threads CPU kernels use now (1 until a pool is started).
+#[wasm_bindgen(js_name = cpuThreads)]
+pub fn cpu_threads() -> usize {
+    crate::ops::matmul::gemm::num_threads()
+}
+
 fn js_error(code: &str, msg: &str) -> JsValue {
     let e = js_sys::Error::new(msg);
     e.set_name("Pt2WebError");

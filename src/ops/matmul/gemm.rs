@@ -106,11 +106,14 @@ fn oob(what: &str) -> Error {
     )
 }
 
-/// Threads available to kernels (1 on wasm32, where there are none).
+/// Threads available to kernels: on wasm32, those of the Web Worker pool started by the
+/// multi-threaded build ([`set_wasm_threads`]), else 1.
 pub(crate) fn num_threads() -> usize {
     #[cfg(target_arch = "wasm32")]
     {
-        1
+        WASM_THREADS
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1)
     }
     #[cfg(not(target_arch = "wasm32"))]
     {
@@ -127,6 +130,17 @@ pub(crate) fn num_threads() -> usize {
                 .unwrap_or(avail)
         })
     }
+}
+
+/// The size of rayon's pool once the page has started it (0: none, run on one thread).
+#[cfg(target_arch = "wasm32")]
+static WASM_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Record that rayon's global pool now runs `n` threads (the multi-threaded wasm build, after
+/// `initThreadPool`): kernels split their work from then on.
+#[cfg(all(target_arch = "wasm32", feature = "threads"))]
+pub(crate) fn set_wasm_threads(n: usize) {
+    WASM_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
 }
 
 /// From this many multiply-adds on, an f32 GEMM takes the AVX-512 kernel where the CPU has it
@@ -147,7 +161,7 @@ pub(crate) fn gemm_threads(m: usize, n: usize, k: usize, threads: bool) -> usize
 }
 
 fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
     if threads && num_threads() > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_GEMM_WORK {
         return gemm::Parallelism::Rayon(num_threads());
     }
@@ -369,7 +383,8 @@ pub(crate) fn igemm(
 
 /// Run `f(index, chunk)` over `out.chunks_mut(chunk)`, spread over threads on native when the
 /// total work (`work` ≈ operations per chunk) is worth it; in order on one thread otherwise.
-// On wasm32 the threaded tail is compiled out, leaving the early `return` last.
+// Without threads (wasm32's single-threaded build) the threaded tail is compiled out,
+// leaving the early `return` last.
 #[allow(clippy::needless_return)]
 pub(crate) fn par_chunks<T: Send>(
     out: &mut [T],
@@ -391,7 +406,7 @@ pub(crate) fn par_chunks<T: Send>(
         }
         return;
     }
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
     {
         let per = n.div_ceil(threads);
         fork_each(out.chunks_mut(per * chunk), |t, group| {
@@ -404,7 +419,8 @@ pub(crate) fn par_chunks<T: Send>(
 
 /// [`par_chunks`] over two outputs split alike (`chunk_a` and `chunk_b` elements per task),
 /// e.g. pooled values and their indices.
-// On wasm32 the threaded tail is compiled out, leaving the early `return` last.
+// Without threads (wasm32's single-threaded build) the threaded tail is compiled out,
+// leaving the early `return` last.
 #[allow(clippy::needless_return)]
 pub(crate) fn par_chunks2<A: Send, B: Send>(
     a: &mut [A],
@@ -428,7 +444,7 @@ pub(crate) fn par_chunks2<A: Send, B: Send>(
         }
         return;
     }
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
     {
         let per = n.div_ceil(threads);
         let groups = a.chunks_mut(per * chunk_a).zip(b.chunks_mut(per * chunk_b));
@@ -449,7 +465,7 @@ pub(crate) fn par_chunks2<A: Send, B: Send>(
 /// splits start from a pool thread: the other threads steal the parts from it, and the
 /// calling thread sleeps instead of spinning next to them for a core.
 pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    #[cfg(not(target_arch = "wasm32"))]
+    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
     if num_threads() > 1 && rayon::current_thread_index().is_none() {
         return rayon::scope(|_| f());
     }
@@ -461,7 +477,7 @@ pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
 /// persist and spin a while between tasks, where spawning threads per call cost tens of
 /// microseconds each, more than many of the ops it split; and the calling thread takes a
 /// share instead of waiting while a pool thread wakes for it (as `rayon::scope` would).
-#[cfg(not(target_arch = "wasm32"))]
+#[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
 pub(crate) fn fork_each<I: Send>(items: impl Iterator<Item = I>, f: impl Fn(usize, I) + Sync) {
     let f = &f;
     rayon::in_place_scope(|s| {

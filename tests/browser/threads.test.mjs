@@ -1,0 +1,86 @@
+// The multi-threaded WebAssembly build (pkg/threads/) in Chromium: on a cross-origin isolated
+// page `init` starts its Web Worker pool and the CPU backend splits its kernels over it; the
+// fixture suite must still match PyTorch. On a page without the COOP/COEP headers the package
+// falls back to the single-threaded build and says why.
+import { test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+import { ROOT, metas } from '../js/helpers.mjs';
+
+const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+const ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update',
+  '--no-first-run', '--disable-sync', '--disable-quic'];
+const BUILT = existsSync(path.join(ROOT, 'pkg', 'threads', 'pt2web_bg.wasm'));
+let isolated;
+let plain;
+let browser;
+
+before(async () => {
+  isolated = await serve(0, { isolated: true });
+  plain = await serve(0);
+  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
+});
+after(async () => {
+  await browser?.close();
+  isolated?.close();
+  plain?.close();
+});
+
+async function open(server) {
+  const page = await (await browser.newContext()).newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e.message));
+  await page.goto(`http://127.0.0.1:${server.address().port}/www/blank.html`);
+  return { page, errors };
+}
+
+test('on a cross-origin isolated page the CPU backend runs on 2 threads and matches PyTorch', { skip: !BUILT && 'pkg/threads not built (scripts/build_wasm.sh)' }, async () => {
+  const { page, errors } = await open(isolated);
+  const threading = await page.evaluate(async () => {
+    const { init, cpuThreading } = await import('/js/index.js');
+    await init({ threads: 2 });
+    return { isolated: globalThis.crossOriginIsolated, ...cpuThreading() };
+  });
+  assert.deepEqual(threading, { isolated: true, threads: 2, build: 'threads', reason: 'cross-origin isolated page' });
+  let cases = 0;
+  for (const [stem, meta] of metas()) {
+    cases += await page.evaluate(async ({ stem, archive, programs }) => {
+      const { load } = await import('/js/index.js');
+      const st = await import('/tests/js/st.mjs');
+      const bytes = new Uint8Array(await (await fetch(`/fixtures/${archive}`)).arrayBuffer());
+      let n = 0;
+      for (const [pname, pm] of Object.entries(programs)) {
+        for (const c of pm.io_cases ?? []) {
+          const io = st.parseSafetensors(new Uint8Array(await (await fetch(`/fixtures/${c.file}`)).arrayBuffer()));
+          const model = await load(bytes, { program: pname, device: 'cpu' });
+          try {
+            if (model.info.threads !== 2) throw new Error(`info.threads ${model.info.threads}`);
+            const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
+            const got = st.flattenOut(await model.run({ args, kwargs }));
+            c.outputs.forEach((o, i) => st.assertClose(`${stem}/${pname} ${c.label} ${o.key}`, got[i], io[o.key]));
+            n++;
+          } finally {
+            model.dispose();
+          }
+        }
+      }
+      return n;
+    }, { stem, archive: meta.archive, programs: meta.programs });
+  }
+  assert.ok(cases > 30, `${cases} cases`);
+  assert.deepEqual(errors, []);
+});
+
+test('without COOP/COEP the package runs single-threaded and says why', async () => {
+  const { page, errors } = await open(plain);
+  const threading = await page.evaluate(async () => {
+    const { init, cpuThreading } = await import('/js/index.js');
+    await init({ threads: 2 });
+    return cpuThreading();
+  });
+  assert.deepEqual(threading, { threads: 1, build: 'single', reason: 'the page is not cross-origin isolated (COOP/COEP headers)' });
+  assert.deepEqual(errors, []);
+});
