@@ -8,6 +8,7 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
 import { ROOT, metas } from '../js/helpers.mjs';
+import { runFixtureInPage } from './fixture_page.mjs';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
@@ -34,30 +35,6 @@ async function newPage(init) {
   page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(`${origin}/www/blank.html`);
   return { page, ctx, errors };
-}
-
-// Runs in the page: every io case of one fixture through the package API.
-async function runFixtureInPage({ stem, archive, programs, device }) {
-  const { load } = await import('/js/index.js');
-  const st = await import('/tests/js/st.mjs');
-  const bytes = new Uint8Array(await (await fetch(`/fixtures/${archive}`)).arrayBuffer());
-  let n = 0;
-  for (const [pname, pm] of Object.entries(programs)) {
-    for (const c of pm.io_cases ?? []) {
-      const io = st.parseSafetensors(new Uint8Array(await (await fetch(`/fixtures/${c.file}`)).arrayBuffer()));
-      const model = await load(bytes, { program: pname, device });
-      try {
-        const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
-        const got = st.flattenOut(await model.run({ args, kwargs }));
-        if (got.length !== c.outputs.length) throw new Error(`${got.length} outputs, torch gave ${c.outputs.length}`);
-        c.outputs.forEach((o, i) => st.assertClose(`${stem}/${pname} ${c.label} ${o.key}`, got[i], io[o.key]));
-        n++;
-      } finally {
-        model.dispose();
-      }
-    }
-  }
-  return n;
 }
 
 for (const device of ['webgpu', 'cpu']) {

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
 import { ROOT, metas } from '../js/helpers.mjs';
+import { runFixtureInPage } from './fixture_page.mjs';
 
 const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update',
@@ -45,30 +46,17 @@ test('on a cross-origin isolated page the CPU backend runs on 2 threads and matc
     return { isolated: globalThis.crossOriginIsolated, ...cpuThreading() };
   });
   assert.deepEqual(threading, { isolated: true, threads: 2, build: 'threads', reason: 'cross-origin isolated page' });
+  const info = await page.evaluate(async () => {
+    const { load } = await import('/js/index.js');
+    const model = await load(new Uint8Array(await (await fetch('/fixtures/dyn_batch.pt2')).arrayBuffer()), { device: 'cpu' });
+    const { threads, threadsNote } = model.info;
+    model.dispose();
+    return { threads, threadsNote };
+  });
+  assert.deepEqual(info, { threads: 2, threadsNote: 'cross-origin isolated page' });
   let cases = 0;
   for (const [stem, meta] of metas()) {
-    cases += await page.evaluate(async ({ stem, archive, programs }) => {
-      const { load } = await import('/js/index.js');
-      const st = await import('/tests/js/st.mjs');
-      const bytes = new Uint8Array(await (await fetch(`/fixtures/${archive}`)).arrayBuffer());
-      let n = 0;
-      for (const [pname, pm] of Object.entries(programs)) {
-        for (const c of pm.io_cases ?? []) {
-          const io = st.parseSafetensors(new Uint8Array(await (await fetch(`/fixtures/${c.file}`)).arrayBuffer()));
-          const model = await load(bytes, { program: pname, device: 'cpu' });
-          try {
-            if (model.info.threads !== 2) throw new Error(`info.threads ${model.info.threads}`);
-            const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, c.inputs.map((i) => io[i.key]));
-            const got = st.flattenOut(await model.run({ args, kwargs }));
-            c.outputs.forEach((o, i) => st.assertClose(`${stem}/${pname} ${c.label} ${o.key}`, got[i], io[o.key]));
-            n++;
-          } finally {
-            model.dispose();
-          }
-        }
-      }
-      return n;
-    }, { stem, archive: meta.archive, programs: meta.programs });
+    cases += await page.evaluate(runFixtureInPage, { stem, archive: meta.archive, programs: meta.programs, device: 'cpu' });
   }
   assert.ok(cases > 30, `${cases} cases`);
   assert.deepEqual(errors, []);
