@@ -68,7 +68,8 @@ export function init(options = {}) {
           await initWasm({ module_or_path: new URL('../pkg/threads/pt2web_bg.wasm', import.meta.url) });
           await m.initThreadPool(n);
           m.setThreads(n);
-          threading = { threads: n, build: 'threads', reason: 'cross-origin isolated page' };
+          // The count the core's kernels now split over (cpuThreads), not just the one asked.
+          threading = { threads: cpuThreads(), build: 'threads', reason: 'cross-origin isolated page' };
           wasmReady = true;
           return;
         } catch (e) {
