@@ -67,7 +67,7 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let g = &conv.geo;
     let out = match x.dtype {
-        #[cfg(target_arch = "x86_64")]
+        #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
         DType::F32 | DType::F16 | DType::BF16 if !conv.transposed && packed::applies(g) => {
             // The weights packed once per session (per run when they are not frozen state).
             let isa = super::matmul::sgemm::isa().ok_or_else(|| ctx.err("no packed GEMM"))?;

@@ -1,9 +1,10 @@
-//! Convolutions on pt2web's packed GEMM (x86-64 with AVX-512 or AVX2+FMA): the weights packed once into the
+//! Convolutions on pt2web's packed GEMM (x86-64 with AVX-512 or AVX2+FMA, WebAssembly with
+//! simd128): the weights packed once into the
 //! GEMM's A panels (per group; kept by the session, see [`crate::plan::Prepared`]) and the
 //! input unfolded straight into B panels as the GEMM packs them (implicit GEMM: no im2col
 //! buffer, no zeroing pass, no second copy). Pointwise convolutions read the input as B.
 
-#![cfg(target_arch = "x86_64")]
+#![cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 
 use super::kernels::{fill_zero, valid_range, Geometry};
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
@@ -14,19 +15,16 @@ use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Strided};
 /// With `direct`, they are B panels of output channels for [`super::direct`] instead.
 pub(crate) struct PackedWeights {
     groups: Vec<Packed>,
+    #[cfg(target_arch = "x86_64")]
     direct: bool,
-}
-
-impl PackedWeights {
-    fn isa(&self) -> Isa {
-        self.groups.first().map_or(Isa::Avx2, |p| p.isa())
-    }
+    isa: Isa,
 }
 
 /// Whether convolutions run on the direct kernel ([`super::direct`]) on `isa`: by default
 /// where the GEMM would use its AVX2 kernel (the AVX-512 GEMM keeps its 12 x 32 kernel);
 /// `PT2WEB_CPU_CONV=gemm` keeps every convolution on the GEMM, `=direct` puts all but the
-/// pointwise ones on the direct kernel.
+/// pointwise ones on the direct kernel. x86-64 only.
+#[cfg(target_arch = "x86_64")]
 fn direct(isa: Isa) -> bool {
     static CHOICE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     match CHOICE
@@ -56,7 +54,11 @@ pub(super) fn applies(g: &Geometry) -> bool {
 pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> (PackedWeights, usize) {
     // Pointwise convolutions read their input as B rows (copies of whole rows, no
     // unfolding) and store C's rows without a transpose: the GEMM suits them better.
-    pack_weights_for(isa, direct(isa) && !pointwise(g), g, w)
+    #[cfg(target_arch = "x86_64")]
+    let direct = direct(isa) && !pointwise(g);
+    #[cfg(not(target_arch = "x86_64"))]
+    let direct = false;
+    pack_weights_for(isa, direct, g, w)
 }
 
 /// Whether the convolution is a product with the input as it lies (1x1, stride 1, no
@@ -66,10 +68,21 @@ fn pointwise(g: &Geometry) -> bool {
 }
 
 fn pack_weights_for(isa: Isa, direct: bool, g: &Geometry, w: &[f32]) -> (PackedWeights, usize) {
+    // The direct kernel is x86-64's.
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = direct;
+    #[cfg(target_arch = "x86_64")]
     if direct {
         let groups = super::direct::pack_weights(g, w);
         let bytes = groups.iter().map(|p| p.bytes()).sum();
-        return (PackedWeights { groups, direct }, bytes);
+        return (
+            PackedWeights {
+                groups,
+                direct,
+                isa,
+            },
+            bytes,
+        );
     }
     let (og, kf) = (g.o / g.groups, g.c / g.groups * g.taps());
     assert!(w.len() >= g.o * kf, "weight smaller than its geometry");
@@ -88,7 +101,9 @@ fn pack_weights_for(isa: Isa, direct: bool, g: &Geometry, w: &[f32]) -> (PackedW
     (
         PackedWeights {
             groups: per_group,
+            #[cfg(target_arch = "x86_64")]
             direct,
+            isa,
         },
         bytes,
     )
@@ -289,12 +304,13 @@ pub(super) fn forward(
     }
     assert!(x.len() >= g.n * g.c * ip, "input smaller than its geometry");
     let pointwise = pointwise(g);
-    let isa = w.isa();
+    let isa = w.isa;
     let tasks = g.n * g.groups;
     let across = tasks >= num_threads() && num_threads() > 1;
     let task = |t: usize, dst: &mut [f32], threads: bool| {
         let (n, gi) = (t / g.groups, t % g.groups);
         let xg = &x[(n * g.c + gi * cg) * ip..(n * g.c + (gi + 1) * cg) * ip];
+        #[cfg(target_arch = "x86_64")]
         if w.direct {
             let threads = gemm_threads(og, op, kf, threads);
             let b = bias.map(|b| &b[gi * og..(gi + 1) * og]);
@@ -358,10 +374,7 @@ mod tests {
     /// instruction set this CPU has.
     #[test]
     fn matches_a_direct_convolution() {
-        let isas: Vec<Isa> = [Isa::Avx512, Isa::Avx2]
-            .into_iter()
-            .filter(|i| i.supported())
-            .collect();
+        let isas: Vec<Isa> = Isa::ALL.iter().copied().filter(|i| i.supported()).collect();
         let mut rnd = lcg(7);
         let cases: &[Case] = &[
             (

@@ -17,8 +17,11 @@ pub(crate) trait Float:
 {
     const ZERO: Self;
     const ONE: Self;
-    /// Whether this is f32 (the AVX-512 GEMM's type; x86-64 only).
-    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    /// Whether this is f32 (the type of pt2web's own GEMM, `sgemm.rs`).
+    #[cfg_attr(
+        not(any(target_arch = "x86_64", target_arch = "wasm32")),
+        allow(dead_code)
+    )]
     const IS_F32: bool;
     fn of(v: f64) -> Self;
     fn floor(self) -> Self;
@@ -143,30 +146,45 @@ pub(crate) fn set_wasm_threads(n: usize) {
     WASM_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
 }
 
-/// From this many multiply-adds on, an f32 GEMM takes the AVX-512 kernel where the CPU has it
+/// From this many multiply-adds on, an f32 GEMM takes pt2web's packed kernel where it runs
 /// (below, the `gemm` crate's unpacked small-matrix paths).
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 pub(crate) const FAST_GEMM_WORK: usize = 1 << 14;
 
 /// Below this many multiply-adds a GEMM runs on one thread: spawning costs more than it saves.
 const PAR_GEMM_WORK: usize = 1 << 18;
 
 /// Threads a GEMM of this size may use (1: run it on the calling thread).
-#[cfg(target_arch = "x86_64")]
 pub(crate) fn gemm_threads(m: usize, n: usize, k: usize, threads: bool) -> usize {
-    match parallelism(m, n, k, threads) {
-        gemm::Parallelism::Rayon(t) => t,
-        _ => 1,
+    if threads && num_threads() > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_GEMM_WORK {
+        num_threads()
+    } else {
+        1
     }
 }
 
 fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
     #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
-    if threads && num_threads() > 1 && m.saturating_mul(n).saturating_mul(k) >= PAR_GEMM_WORK {
+    if gemm_threads(m, n, k, threads) > 1 {
         return gemm::Parallelism::Rayon(num_threads());
     }
     let _ = (m, n, k, threads);
     gemm::Parallelism::None
+}
+
+/// Whether products of two plain matrices take pt2web's GEMM ([`super::sgemm`]): on AVX-512
+/// and simd128. On AVX2 the crate is as fast on them (measured at MiniLM's and 1024^3
+/// shapes); pt2web's GEMM wins there only with packed weights (convolutions).
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
+fn own_plain_gemm() -> bool {
+    use super::sgemm::Isa;
+    match super::sgemm::isa() {
+        #[cfg(target_arch = "x86_64")]
+        Some(Isa::Avx512) => true,
+        #[cfg(target_arch = "wasm32")]
+        Some(Isa::Simd128) => true,
+        _ => false,
+    }
 }
 
 /// `c = beta * c + alpha * (a @ b)` for an m×k `a`, a k×n `b` and an m×n `c` whose element
@@ -235,13 +253,11 @@ pub(crate) fn gemm<T: Float>(
         super::gemv::gemv(n, k, x, w, b.cs, cv, c_cs, alpha, beta, t);
         return Ok(());
     }
-    #[cfg(target_arch = "x86_64")]
+    #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
     if T::IS_F32
         && (c_cs == 1 || c_rs == 1)
         && m.saturating_mul(n).saturating_mul(k) >= FAST_GEMM_WORK
-        // On AVX2 the crate is as fast on plain products (measured at MiniLM's and 1024^3
-        // shapes); pt2web's GEMM wins there only with packed weights (convolutions).
-        && super::sgemm::isa() == Some(super::sgemm::Isa::Avx512)
+        && own_plain_gemm()
     {
         let threads = gemm_threads(m, n, k, threads);
         // T is f32 (IS_F32), so these casts only rename the type.
@@ -493,6 +509,14 @@ pub(crate) fn fork_each<I: Send>(items: impl Iterator<Item = I>, f: impl Fn(usiz
             f(0, item);
         }
     });
+}
+
+/// [`fork_each`] without threads (wasm32's single-threaded build): the items in order.
+#[cfg(all(target_arch = "wasm32", not(feature = "threads")))]
+pub(crate) fn fork_each<I: Send>(items: impl Iterator<Item = I>, f: impl Fn(usize, I) + Sync) {
+    for (t, item) in items.enumerate() {
+        f(t, item);
+    }
 }
 
 /// An output pointer shared by threads that write disjoint elements of it (the x86-64

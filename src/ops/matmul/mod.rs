@@ -13,7 +13,7 @@ pub(crate) mod einsum;
 pub(crate) mod gemm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemv;
-#[cfg(target_arch = "x86_64")]
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 pub(crate) mod sgemm;
 
 use super::{OpCtx, OpTable};
