@@ -66,7 +66,8 @@ export function init(options = {}) {
           const m = await import('../pkg/threads/pt2web.js');
           bindGlue(m);
           await initWasm({ module_or_path: new URL('../pkg/threads/pt2web_bg.wasm', import.meta.url) });
-          await m.initThreadPool(n);
+          // n − 1 workers: the calling thread takes a share of every split itself.
+          await m.initThreadPool(n - 1);
           m.setThreads(n);
           // The count the core's kernels now split over (cpuThreads), not just the one asked.
           threading = { threads: cpuThreads(), build: 'threads', reason: 'cross-origin isolated page' };

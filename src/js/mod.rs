@@ -28,8 +28,9 @@ use wasm_bindgen::prelude::*;
 mod device_api;
 
 /// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
-/// module's memory as rayon's pool; `js/index.js` calls it on cross-origin isolated pages,
-/// then [`set_threads`].
+/// module's memory as rayon's pool; `js/index.js` calls it on cross-origin isolated pages
+/// with one worker fewer than the threads wanted (the calling thread is the last), then
+/// [`set_threads`].
 #[cfg(feature = "threads")]
 pub use wasm_bindgen_rayon::init_thread_pool;
 
@@ -39,8 +40,8 @@ pub fn threads_built() -> bool {
     cfg!(feature = "threads")
 }
 
-/// Kernels split their work over `n` threads from now on (after `initThreadPool(n)`
-/// resolved).
+/// Kernels split their work over `n` threads from now on: the calling thread and the
+/// `n − 1` workers of `initThreadPool(n - 1)`, once it resolved.
 #[cfg(feature = "threads")]
 #[wasm_bindgen(js_name = setThreads)]
 pub fn set_threads(n: usize) {

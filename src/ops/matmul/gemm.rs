@@ -109,8 +109,8 @@ fn oob(what: &str) -> Error {
     )
 }
 
-/// Threads available to kernels: on wasm32, those of the Web Worker pool started by the
-/// multi-threaded build ([`set_wasm_threads`]), else 1.
+/// Threads available to kernels: on wasm32, the calling thread and the Web Workers started by
+/// the multi-threaded build ([`set_wasm_threads`]), else 1.
 pub(crate) fn num_threads() -> usize {
     #[cfg(target_arch = "wasm32")]
     {
@@ -135,12 +135,13 @@ pub(crate) fn num_threads() -> usize {
     }
 }
 
-/// The size of rayon's pool once the page has started it (0: none, run on one thread).
+/// The threads kernels split over once the page has started rayon's pool (0: none, run on one
+/// thread).
 #[cfg(target_arch = "wasm32")]
 static WASM_THREADS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
-/// Record that rayon's global pool now runs `n` threads (the multi-threaded wasm build, after
-/// `initThreadPool`): kernels split their work from then on.
+/// Record that kernels now split over `n` threads: the calling thread and the `n − 1` of rayon's
+/// pool (the multi-threaded wasm build, after `initThreadPool`).
 #[cfg(all(target_arch = "wasm32", feature = "threads"))]
 pub(crate) fn set_wasm_threads(n: usize) {
     WASM_THREADS.store(n, std::sync::atomic::Ordering::Relaxed);
@@ -163,8 +164,11 @@ pub(crate) fn gemm_threads(m: usize, n: usize, k: usize, threads: bool) -> usize
     }
 }
 
+/// The `gemm` crate's threads for a product: none on wasm32, where its rayon split would
+/// park the calling thread (the page's main thread, which can only spin) next to the workers;
+/// f32 products there run on [`super::sgemm`], which splits with [`fork_each`].
 fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
-    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
+    #[cfg(not(target_arch = "wasm32"))]
     if gemm_threads(m, n, k, threads) > 1 {
         return gemm::Parallelism::Rayon(num_threads());
     }
@@ -481,7 +485,9 @@ pub(crate) fn par_chunks2<A: Send, B: Send>(
 /// splits start from a pool thread: the other threads steal the parts from it, and the
 /// calling thread sleeps instead of spinning next to them for a core.
 pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
+    // Not on wasm32: the calling thread (a page's main thread cannot sleep, only spin) takes
+    // a share of each split itself, next to a pool of one worker fewer (`js/index.js`).
+    #[cfg(not(target_arch = "wasm32"))]
     if num_threads() > 1 && rayon::current_thread_index().is_none() {
         return rayon::scope(|_| f());
     }
