@@ -511,6 +511,49 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
     });
 }
 
+/// Write the transpose of the 4 x 4 block at `src` (rows `src_rs` apart) to `dst` (rows
+/// `dst_rs` apart).
+///
+/// # Safety
+/// Both blocks lie inside live allocations.
+#[inline(always)]
+unsafe fn transpose4(src: *const f32, src_rs: usize, dst: *mut f32, dst_rs: usize) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        // SSE is part of x86-64's baseline.
+        let (a, b) = (_mm_loadu_ps(src), _mm_loadu_ps(src.add(src_rs)));
+        let (c, d) = (
+            _mm_loadu_ps(src.add(2 * src_rs)),
+            _mm_loadu_ps(src.add(3 * src_rs)),
+        );
+        let (t0, t1) = (_mm_unpacklo_ps(a, b), _mm_unpacklo_ps(c, d));
+        let (t2, t3) = (_mm_unpackhi_ps(a, b), _mm_unpackhi_ps(c, d));
+        _mm_storeu_ps(dst, _mm_movelh_ps(t0, t1));
+        _mm_storeu_ps(dst.add(dst_rs), _mm_movehl_ps(t1, t0));
+        _mm_storeu_ps(dst.add(2 * dst_rs), _mm_movelh_ps(t2, t3));
+        _mm_storeu_ps(dst.add(3 * dst_rs), _mm_movehl_ps(t3, t2));
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        use std::arch::wasm32::*;
+        let ld = |r: usize| v128_load(src.add(r * src_rs) as *const v128);
+        let (a, b, c, d) = (ld(0), ld(1), ld(2), ld(3));
+        let (t0, t1) = (
+            i32x4_shuffle::<0, 4, 1, 5>(a, b),
+            i32x4_shuffle::<0, 4, 1, 5>(c, d),
+        );
+        let (t2, t3) = (
+            i32x4_shuffle::<2, 6, 3, 7>(a, b),
+            i32x4_shuffle::<2, 6, 3, 7>(c, d),
+        );
+        let st = |r: usize, v: v128| v128_store(dst.add(r * dst_rs) as *mut v128, v);
+        st(0, i32x4_shuffle::<0, 1, 4, 5>(t0, t1));
+        st(1, i32x4_shuffle::<2, 3, 6, 7>(t0, t1));
+        st(2, i32x4_shuffle::<0, 1, 4, 5>(t2, t3));
+        st(3, i32x4_shuffle::<2, 3, 6, 7>(t2, t3));
+    }
+}
+
 /// Pack `len` lines x `kc` steps of a matrix into panels of `w` lines, k-major: panel p
 /// holds, for each k, the `w` values at line p*w + i (zeros past `len`). Line i, step k is
 /// at `p + i * along + k * step`. A packs its rows (`along` = rs, `step` = cs), B its columns
@@ -533,6 +576,23 @@ unsafe fn pack(
                 std::ptr::copy_nonoverlapping(p.add(kk * step + l0), dst.as_mut_ptr().add(o), w);
                 o += w;
             }
+        } else if step == 1 && lines == w && w.is_multiple_of(4) {
+            // Each line is contiguous along k (B's columns of a transposed weight, A's rows
+            // of a row-major matrix): a transpose, by 4 x 4 tiles.
+            let d = dst.as_mut_ptr().add(o);
+            let full = kc / 4 * 4;
+            for k0 in (0..full).step_by(4) {
+                for i0 in (0..w).step_by(4) {
+                    let src = p.add((l0 + i0) * along + k0);
+                    transpose4(src, along, d.add(k0 * w + i0), w);
+                }
+            }
+            for kk in full..kc {
+                for i in 0..w {
+                    *d.add(kk * w + i) = *p.add((l0 + i) * along + kk);
+                }
+            }
+            o += kc * w;
         } else {
             for kk in 0..kc {
                 for i in 0..w {
@@ -880,19 +940,33 @@ mod tests {
                     naive(m, n, k, &a, &b, &mut want, alpha, beta);
                     // A given transposed (column-major storage), to cover the strided packing.
                     let at: Vec<f32> = (0..k * m).map(|x| a[(x % m) * k + x / m]).collect();
-                    for (ap, rs, cs, prepacked) in
-                        [(&a, k, 1, false), (&at, 1, m, false), (&a, k, 1, true)]
-                    {
+                    // B given transposed too (a linear layer's weight): lines contiguous
+                    // along k, packed by transposes.
+                    let bt: Vec<f32> = (0..n * k).map(|x| b[(x % k) * n + x / k]).collect();
+                    for (ap, rs, cs, prepacked, b_t) in [
+                        (&a, k, 1, false, false),
+                        (&at, 1, m, false, false),
+                        (&a, k, 1, true, false),
+                        (&a, k, 1, false, true),
+                    ] {
                         let mut got = c0.clone();
                         let a = Lines::rows(Strided {
                             p: ap.as_ptr(),
                             rs,
                             cs,
                         });
-                        let b = Lines::cols(Strided {
-                            p: b.as_ptr(),
-                            rs: n,
-                            cs: 1,
+                        let b = Lines::cols(if b_t {
+                            Strided {
+                                p: bt.as_ptr(),
+                                rs: 1,
+                                cs: k,
+                            }
+                        } else {
+                            Strided {
+                                p: b.as_ptr(),
+                                rs: n,
+                                cs: 1,
+                            }
                         });
                         let (c, c_rs) = (got.as_mut_ptr(), n);
                         unsafe {
@@ -905,7 +979,7 @@ mod tests {
                         }
                         for (x, (g, w)) in got.iter().zip(&want).enumerate() {
                             let tol = 1e-5 * (k as f32).sqrt() * 4.0 + 1e-6;
-                            assert!((g - w).abs() <= tol, "{isa:?} m{m} n{n} k{k} alpha {alpha} beta {beta} threads {threads} rs {rs} packed {prepacked}: [{x}] {g} vs {w}");
+                            assert!((g - w).abs() <= tol, "{isa:?} m{m} n{n} k{k} alpha {alpha} beta {beta} threads {threads} rs {rs} packed {prepacked} b^T {b_t}: [{x}] {g} vs {w}");
                         }
                     }
                 }
