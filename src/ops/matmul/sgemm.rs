@@ -125,6 +125,34 @@ trait Micro {
     );
 }
 
+/// `impl Micro` for an instruction set: its block sizes (MR, NR, KC, MC, NC) and the free
+/// function that computes a block (free, so that it can carry `#[target_feature]`).
+macro_rules! micro {
+    ($isa:ident, $mr:expr, $nr:expr, $kc:expr, $mc:expr, $nc:expr, $kernel:ident) => {
+        impl Micro for $isa {
+            const MR: usize = $mr;
+            const NR: usize = $nr;
+            const KC: usize = $kc;
+            const MC: usize = $mc;
+            const NC: usize = $nc;
+            unsafe fn kernel(
+                kc: usize,
+                ap: *const f32,
+                bp: *const f32,
+                c: *mut f32,
+                c_rs: usize,
+                mr: usize,
+                nr: usize,
+                alpha: f32,
+                beta: f32,
+                skip_c: bool,
+            ) {
+                $kernel(kc, ap, bp, c, c_rs, mr, nr, alpha, beta, skip_c)
+            }
+        }
+    };
+}
+
 #[cfg(target_arch = "x86_64")]
 struct Avx512;
 #[cfg(target_arch = "x86_64")]
@@ -610,27 +638,7 @@ unsafe fn pack(
 }
 
 #[cfg(target_arch = "x86_64")]
-impl Micro for Avx512 {
-    const MR: usize = 12;
-    const NR: usize = 32;
-    const KC: usize = 384;
-    const MC: usize = 240;
-    const NC: usize = 3072;
-    unsafe fn kernel(
-        kc: usize,
-        ap: *const f32,
-        bp: *const f32,
-        c: *mut f32,
-        c_rs: usize,
-        mr: usize,
-        nr: usize,
-        alpha: f32,
-        beta: f32,
-        skip_c: bool,
-    ) {
-        kernel_avx512(kc, ap, bp, c, c_rs, mr, nr, alpha, beta, skip_c)
-    }
-}
+micro!(Avx512, 12, 32, 384, 240, 3072, kernel_avx512);
 
 #[cfg(target_arch = "x86_64")]
 #[allow(clippy::too_many_arguments)]
@@ -690,27 +698,7 @@ unsafe fn kernel_avx512(
 }
 
 #[cfg(target_arch = "x86_64")]
-impl Micro for Avx2 {
-    const MR: usize = 6;
-    const NR: usize = 16;
-    const KC: usize = 256;
-    const MC: usize = 144;
-    const NC: usize = 4080 / 16 * 16;
-    unsafe fn kernel(
-        kc: usize,
-        ap: *const f32,
-        bp: *const f32,
-        c: *mut f32,
-        c_rs: usize,
-        mr: usize,
-        nr: usize,
-        alpha: f32,
-        beta: f32,
-        skip_c: bool,
-    ) {
-        kernel_avx2(kc, ap, bp, c, c_rs, mr, nr, alpha, beta, skip_c)
-    }
-}
+micro!(Avx2, 6, 16, 256, 144, 4080 / 16 * 16, kernel_avx2);
 
 /// A lane mask of the first `n` (0..=8) of 8 lanes, for `_mm256_mask{load,store}_ps`.
 #[cfg(target_arch = "x86_64")]
@@ -781,27 +769,7 @@ unsafe fn kernel_avx2(
 }
 
 #[cfg(target_arch = "wasm32")]
-impl Micro for Simd128 {
-    const MR: usize = 4;
-    const NR: usize = 8;
-    const KC: usize = 256;
-    const MC: usize = 72;
-    const NC: usize = 4096;
-    unsafe fn kernel(
-        kc: usize,
-        ap: *const f32,
-        bp: *const f32,
-        c: *mut f32,
-        c_rs: usize,
-        mr: usize,
-        nr: usize,
-        alpha: f32,
-        beta: f32,
-        skip_c: bool,
-    ) {
-        kernel_simd128(kc, ap, bp, c, c_rs, mr, nr, alpha, beta, skip_c)
-    }
-}
+micro!(Simd128, 4, 8, 256, 72, 4096, kernel_simd128);
 
 /// The 4 x 8 block: per k, two loads of B and four splats of A into 8 accumulators, a
 /// multiply then an add each (the `gemm` crate's simd128 kernel rounds alike).
