@@ -791,8 +791,8 @@ unsafe fn kernel_simd128(
     use std::arch::wasm32::*;
     const MR: usize = Simd128::MR;
     const NR: usize = Simd128::NR;
-    // The accumulators are named, not an array indexed in a loop: the size-optimized wasm
-    // build does not unroll loops, and an array would live in memory.
+    // The accumulators are named, not an array indexed in a loop: a build that does not
+    // unroll loops (opt-level "z") would keep an array in memory.
     let z = f32x4_splat(0.0);
     let (mut c00, mut c01, mut c10, mut c11) = (z, z, z, z);
     let (mut c20, mut c21, mut c30, mut c31) = (z, z, z, z);
