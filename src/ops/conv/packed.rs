@@ -38,9 +38,15 @@ fn direct(isa: Isa) -> bool {
 }
 
 /// Whether convolutions of this geometry run here (depthwise ones have their own kernel;
-/// tiny products stay on the portable GEMM).
+/// tiny products stay on the portable GEMM; on x86-64 a single output position, as in a
+/// squeeze-excite block's 1x1 convolutions, is a matrix-vector product that streams the
+/// weights as they lie, see `gemv`).
 pub(super) fn applies(g: &Geometry) -> bool {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
+    #[cfg(target_arch = "x86_64")]
+    if g.out_plane() == 1 && crate::ops::matmul::gemv::available() {
+        return false;
+    }
     sgemm::available()
         && !(cg == 1 && g.groups == g.c)
         && og

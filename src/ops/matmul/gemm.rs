@@ -257,6 +257,32 @@ pub(crate) fn gemm<T: Float>(
         super::gemv::gemv(n, k, x, w, b.cs, cv, c_cs, alpha, beta, t);
         return Ok(());
     }
+    // One column from A's contiguous rows (a 1x1 convolution on a 1x1 plane, as in a
+    // squeeze-excite block): C's column is the same dot products, A as the weights.
+    #[cfg(target_arch = "x86_64")]
+    if T::IS_F32
+        && n == 1
+        && a.cs == 1
+        && b.rs == 1
+        && m.saturating_mul(k) >= FAST_GEMM_WORK
+        && super::gemv::available()
+    {
+        // As in the m == 1 case above, with the roles of A and B swapped: x is B's column,
+        // the weight rows are A's.
+        let f = |s: &[T], off: usize| {
+            // SAFETY: T is f32, same size and alignment; `off` <= len was checked (fits).
+            unsafe { std::slice::from_raw_parts(s.as_ptr().add(off) as *const f32, s.len() - off) }
+        };
+        let (x, w) = (f(b.data, b.off), f(a.data, a.off));
+        // SAFETY: as above, for the mutable output.
+        let cv = unsafe {
+            std::slice::from_raw_parts_mut(c.as_mut_ptr().add(c_off) as *mut f32, c.len() - c_off)
+        };
+        let t = gemm_threads(m, n, k, threads);
+        let (alpha, beta) = (alpha.to_f64() as f32, beta.to_f64() as f32);
+        super::gemv::gemv(m, k, x, w, a.rs, cv, c_rs, alpha, beta, t);
+        return Ok(());
+    }
     #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
     if T::IS_F32
         && (c_cs == 1 || c_rs == 1)
@@ -800,6 +826,9 @@ mod tests {
             (64, 1, 9),
             (1, 70, 130),
             (128, 96, 40),
+            // Single row / single column products large enough for the dot-product path.
+            (1, 200, 130),
+            (200, 1, 130),
         ] {
             let a: Vec<f32> = (0..m * k)
                 .map(|i| ((i * 7 % 13) as f32 - 6.0) / 5.0)
