@@ -352,12 +352,34 @@ fn adaptive_avg(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
     let pl = planes(ctx, &x, nd, false)?;
     let outs = adaptive_outs(ctx, &pl)?;
     let sizes = pl.out_sizes(&outs);
+    let op = outs.iter().product::<usize>();
+    // f32 (every float model) read in place and written as f32; other dtypes through f64.
+    // Both sum each window in f64 and round once.
+    if x.dtype == DType::F32 {
+        let mut out = vec![0f32; pl.count * op];
+        with_contiguous::<f32, _>(&x, |xv| adaptive_avg_planes(&pl, outs, xv, &mut out));
+        return Ok(vec![RValue::Tensor(Tensor::from_vec(out, &sizes))]);
+    }
+    let xv = x.to_vec::<f64>();
+    let mut out = vec![0f64; pl.count * op];
+    adaptive_avg_planes(&pl, outs, &xv, &mut out);
+    Ok(vec![RValue::Tensor(
+        Tensor::from_vec(out, &sizes).to_dtype(x.dtype)?,
+    )])
+}
+
+/// Adaptive average pooling of the planes `xv` into `out` (`outs` per plane), each window
+/// summed in f64.
+fn adaptive_avg_planes<T: Elem>(
+    pl: &Planes,
+    outs: [usize; 3],
+    xv: &[T],
+    out: &mut [T],
+) {
     let [od, oh, ow] = outs;
     let [id, ih, iw] = pl.ins;
     let (ip, op) = (pl.in_plane(), od * oh * ow);
-    let xv = x.to_vec::<f64>();
-    let mut out = vec![0f64; pl.count * op];
-    par_chunks(&mut out, op, ip.max(op), |plane, dst| {
+    par_chunks(out, op, ip.max(op), |plane, dst| {
         let xp = &xv[plane * ip..(plane + 1) * ip];
         let mut i = 0;
         for oz in 0..od {
@@ -370,18 +392,18 @@ fn adaptive_avg(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
                     for z in z0..z1 {
                         for y in y0..y1 {
                             let row = (z * ih + y) * iw;
-                            sum += xp[row + x0..row + x1].iter().sum::<f64>();
+                            sum += xp[row + x0..row + x1]
+                                .iter()
+                                .map(|&v| v.to_f64())
+                                .sum::<f64>();
                         }
                     }
-                    dst[i] = sum / ((z1 - z0) * (y1 - y0) * (x1 - x0)) as f64;
+                    dst[i] = T::from_f64(sum / ((z1 - z0) * (y1 - y0) * (x1 - x0)) as f64);
                     i += 1;
                 }
             }
         }
     });
-    Ok(vec![RValue::Tensor(
-        Tensor::from_vec(out, &sizes).to_dtype(x.dtype)?,
-    )])
 }
 
 fn adaptive_max(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
