@@ -1,7 +1,9 @@
-//! The CPU backend's data structures: typed storage, strided tensors, type promotion.
+//! The CPU backend's data structures: typed storage, strided tensors, type promotion; and
+//! (native) its thread pool.
 //! Kernels live with their op families in `crate::ops`.
 
 pub mod elem;
+pub(crate) mod pool;
 pub mod promote;
 pub mod tensor;
 

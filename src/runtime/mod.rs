@@ -464,8 +464,8 @@ impl Session {
             });
         }
         let run_state = &mut self.run_state;
-        let outs =
-            crate::ops::matmul::gemm::in_pool(|| run_graph(&p.graph, graph_inputs, run_state))?;
+        // On the calling thread, which takes a share of each op's split (`fork_each`).
+        let outs = run_graph(&p.graph, graph_inputs, run_state)?;
         let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
         let mut result = Vec::new();
         for (spec, v) in p.outputs.iter().zip(outs) {

@@ -506,27 +506,20 @@ pub(crate) fn par_chunks2<A: Send, B: Send>(
     }
 }
 
-/// Run `f` on a thread of rayon's pool and return its result (on wasm32, or with one thread,
-/// on the calling thread). A whole run goes through here, so that the ops' [`fork_each`]
-/// splits start from a pool thread: the other threads steal the parts from it, and the
-/// calling thread sleeps instead of spinning next to them for a core.
-pub(crate) fn in_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    // Not on wasm32: the calling thread (a page's main thread cannot sleep, only spin) takes
-    // a share of each split itself, next to a pool of one worker fewer (`js/index.js`).
-    #[cfg(not(target_arch = "wasm32"))]
-    if num_threads() > 1 && rayon::current_thread_index().is_none() {
-        return rayon::scope(|_| f());
-    }
-    f()
-}
-
-/// `f(t, item)` for each item, the first on the calling thread and the others on rayon's
-/// pool, returning when all are done (a panic in any is resumed here). The pool's threads
-/// persist and spin a while between tasks, where spawning threads per call cost tens of
-/// microseconds each, more than many of the ops it split; and the calling thread takes a
-/// share instead of waiting while a pool thread wakes for it (as `rayon::scope` would).
+/// `f(t, item)` for each item, the first on the calling thread and the others on the
+/// workers, returning when all are done (a panic in any is resumed here). Natively the
+/// workers are [`crate::cpu::pool`]'s, which spin a while between splits; when that pool is
+/// taken (a nested split, or another session running at once) and on wasm32's threaded
+/// build, rayon's: its threads persist and spin a little between tasks, and the calling
+/// thread takes a share instead of waiting while a pool thread wakes for it (as
+/// `rayon::scope` would).
 #[cfg(any(not(target_arch = "wasm32"), feature = "threads"))]
 pub(crate) fn fork_each<I: Send>(items: impl Iterator<Item = I>, f: impl Fn(usize, I) + Sync) {
+    #[cfg(not(target_arch = "wasm32"))]
+    let items = match crate::cpu::pool::fork_each(items.collect(), &f) {
+        Ok(()) => return,
+        Err(items) => items.into_iter(),
+    };
     let f = &f;
     rayon::in_place_scope(|s| {
         let mut first = None;
