@@ -35,6 +35,9 @@ pub struct RunState {
     pub graph_plans: crate::plan::GraphPlans,
     /// Weights in the form kernels read them (packed GEMM panels), derived on first use.
     pub prepared: crate::plan::Prepared,
+    /// An activation the CPU's fused-epilogue kernel offers the convolution it runs next,
+    /// which takes it when it applies it to its result's tiles.
+    pub(crate) tile_act: Option<crate::ops::elementwise::epilogue::TileAct>,
 }
 
 /// A small, seedable generator (SplitMix64); streams are reproducible for a seed.

@@ -81,8 +81,23 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 None => std::sync::Arc::new(derive()?.0),
             };
             let bv = bias.as_ref().map(|b| b.to_vec::<f32>());
-            let out =
-                with_contiguous::<f32, _>(&x, |xv| packed::forward(g, xv, &pw, bv.as_deref()));
+            // A fused activation (an f32 result's, as the unfused op would compute it),
+            // applied to each tile as the GEMM finishes it.
+            let act = if x.dtype == DType::F32 && packed::takes_post(&pw) {
+                ctx.state.tile_act.take()
+            } else {
+                None
+            };
+            let post = act.map(|a| {
+                // SAFETY: the GEMM hands each finished tile of its output to this once.
+                move |p: *mut f32, rs: usize, rows: usize, cols: usize| unsafe {
+                    a.apply(p, rs, rows, cols)
+                }
+            });
+            let post = post.as_ref().map(|f| f as &(dyn Fn(*mut f32, usize, usize, usize) + Sync));
+            let out = with_contiguous::<f32, _>(&x, |xv| {
+                packed::forward(g, xv, &pw, bv.as_deref(), post)
+            });
             <f32 as crate::cpu::Elem>::wrap(out)
         }
         DType::F32 | DType::F16 | DType::BF16 => {

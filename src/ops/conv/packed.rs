@@ -8,7 +8,7 @@
 
 use super::kernels::{fill_zero, valid_range, Geometry};
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
-use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Strided};
+use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Post, Strided};
 
 /// A convolution's weights as A panels, one matrix per group: rows are the group's output
 /// channels, steps its (c, kz, ky, kx) taps.
@@ -65,6 +65,18 @@ pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> (PackedWeights,
     #[cfg(not(target_arch = "x86_64"))]
     let direct = false;
     pack_weights_for(isa, direct, g, w)
+}
+
+/// Whether [`forward`] applies a `post` epilogue with these weights (the GEMM does, the
+/// direct kernel does not).
+pub(super) fn takes_post(w: &PackedWeights) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    return !w.direct;
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = w;
+        true
+    }
 }
 
 /// Whether the convolution is a product with the input as it lies (1x1, stride 1, no
@@ -296,11 +308,15 @@ impl Panels for Unfold<'_> {
 /// Forward convolution of `x` ([N, C, D, H, W], contiguous) with packed weights: returns
 /// [N, O, OD, OH, OW]. Threads as the portable kernel: across (image, group) products when
 /// there are enough of them, inside the GEMM otherwise.
+///
+/// `post` is applied to each finished tile of the result (a fused activation); the direct
+/// kernel takes none (see [`takes_post`]).
 pub(super) fn forward(
     g: &Geometry,
     x: &[f32],
     w: &PackedWeights,
     bias: Option<&[f32]>,
+    post: Post,
 ) -> Vec<f32> {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
     let (ip, op, kf) = (g.in_plane(), g.out_plane(), cg * g.taps());
@@ -345,15 +361,15 @@ pub(super) fn forward(
                     rs: ip,
                     cs: 1,
                 });
-                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads);
+                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads, post);
             } else if g.stride[2] > 1 {
                 let [id, ih, iw] = g.ins;
                 let xs = split_phases(xg, cg, id * ih, iw, g.stride[2]);
                 let b = Unfold { g, x: &xs };
-                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads);
+                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads, post);
             } else {
                 let b = Unfold { g, x: xg };
-                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads);
+                sgemm::sgemm_panels(isa, og, op, kf, a, &b, c, op, 1.0, beta, threads, post);
             }
         }
     };
@@ -479,7 +495,7 @@ mod tests {
                 let mut results = vec![];
                 for direct in [false, true] {
                     let (pw, _) = pack_weights_for(isa, direct, &g, &w);
-                    let got = forward(&g, &x, &pw, bias);
+                    let got = forward(&g, &x, &pw, bias, None);
                     assert_eq!(got.len(), want.len());
                     let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
                     for (i, (a, e)) in got.iter().zip(&want).enumerate() {

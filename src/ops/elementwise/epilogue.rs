@@ -100,7 +100,10 @@ pub(super) fn register(r: &mut OpTable) {
     r.define(TARGET, run, rule);
 }
 
-/// The CPU kernel: the producer, then the epilogue.
+/// The CPU kernel: the producer, then the epilogue. When the producer is a convolution and
+/// the epilogue one activation of its result ([`TileAct::of`]), the convolution may apply the
+/// activation to each tile of its result as it finishes it (it takes the request from
+/// [`RunState::tile_act`](crate::runtime::RunState)); the epilogue then does not run.
 fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let parts = Parts::of(ctx.node).map_err(|e| ctx.err(e))?;
     let resolve = |ctx: &OpCtx, ids: &[ValueId]| {
@@ -112,8 +115,16 @@ fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     for i in parts.sizes {
         pins.push(ctx.resolve(&Arg::SymInt(i.clone()))?);
     }
-    let mut eins = run_graph(parts.producer, pins, ctx.state)
-        .map_err(|e| ctx.err(format!("in the producer: {e}")))?;
+    let act = TileAct::of(&parts);
+    ctx.state.tile_act = act;
+    let produced = run_graph(parts.producer, pins, ctx.state);
+    // Taken by the producer: applied.
+    let applied = act.is_some() && ctx.state.tile_act.take().is_none();
+    let mut eins = produced.map_err(|e| ctx.err(format!("in the producer: {e}")))?;
+    if applied {
+        eins.truncate(1);
+        return Ok(eins);
+    }
     eins.truncate(1);
     eins.extend(resolve(ctx, parts.extra_inputs())?);
     run_graph(parts.epilogue, eins, ctx.state).map_err(|e| ctx.err(format!("in the epilogue: {e}")))
@@ -138,4 +149,92 @@ fn rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     eins.extend(resolve(ctx, parts.extra_inputs())?);
     ctx.run_subgraph(parts.epilogue, eins)
         .map_err(|e| format!("in the epilogue: {e}"))
+}
+
+/// An activation a CPU convolution applies to each finished tile of its f32 result (the
+/// formulas of the activation ops themselves, so the values are the unfused ones).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum TileAct {
+    Relu,
+    Hardswish,
+    Hardsigmoid,
+    Silu,
+    Gelu,
+    GeluTanh,
+}
+
+impl TileAct {
+    /// The activation of a fused node whose producer is one convolution and whose epilogue
+    /// is one of these activations of its result alone.
+    fn of(parts: &Parts) -> Option<TileAct> {
+        let [conv] = &parts.producer.nodes[..] else {
+            return None;
+        };
+        let conv_op = conv
+            .target
+            .strip_prefix("aten.")
+            .and_then(|t| t.split('.').next());
+        if !conv_op.is_some_and(|t| t.starts_with("conv") && !t.starts_with("conv_transpose"))
+            && conv_op != Some("convolution")
+        {
+            return None;
+        }
+        let [node] = &parts.epilogue.nodes[..] else {
+            return None;
+        };
+        if !parts.extra_inputs().is_empty() {
+            return None;
+        }
+        let (Some(Arg::Tensor(x)), [Arg::Tensor(out)], [Arg::Tensor(res)]) = (
+            node.arg("self"),
+            &parts.epilogue.outputs[..],
+            &node.outputs[..],
+        ) else {
+            return None;
+        };
+        if parts.epilogue.inputs.first() != Some(&Arg::Tensor(*x)) || out != res {
+            return None;
+        }
+        let name = node.target.strip_prefix("aten.")?.split('.').next()?;
+        Some(match name.trim_end_matches('_') {
+            "relu" => TileAct::Relu,
+            "hardswish" => TileAct::Hardswish,
+            "hardsigmoid" => TileAct::Hardsigmoid,
+            "silu" => TileAct::Silu,
+            "gelu" => match node.arg("approximate") {
+                None | Some(Arg::None) => TileAct::Gelu,
+                Some(Arg::Str(a)) if a == "none" => TileAct::Gelu,
+                Some(Arg::Str(a)) if a == "tanh" => TileAct::GeluTanh,
+                _ => return None,
+            },
+            _ => return None,
+        })
+    }
+
+    /// Apply to the `rows` x `cols` floats at `p`, rows `rs` apart.
+    ///
+    /// # Safety
+    /// Those floats must be valid and exclusively this call's.
+    pub(crate) unsafe fn apply(self, p: *mut f32, rs: usize, rows: usize, cols: usize) {
+        use crate::ops::activation::{GeluErf, GeluTanh, Hardsigmoid, Hardswish, Relu, Silu};
+        use crate::ops::elementwise::engine::UnaryOp;
+        #[inline(always)]
+        unsafe fn each(op: &impl UnaryOp, p: *mut f32, rs: usize, rows: usize, cols: usize) {
+            for r in 0..rows {
+                // SAFETY: as the caller promised.
+                let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * rs), cols) };
+                for v in row {
+                    *v = op.float(*v);
+                }
+            }
+        }
+        match self {
+            TileAct::Relu => each(&Relu {}, p, rs, rows, cols),
+            TileAct::Hardswish => each(&Hardswish {}, p, rs, rows, cols),
+            TileAct::Hardsigmoid => each(&Hardsigmoid {}, p, rs, rows, cols),
+            TileAct::Silu => each(&Silu {}, p, rs, rows, cols),
+            TileAct::Gelu => each(&GeluErf {}, p, rs, rows, cols),
+            TileAct::GeluTanh => each(&GeluTanh {}, p, rs, rows, cols),
+        }
+    }
 }

@@ -366,11 +366,17 @@ pub(crate) unsafe fn sgemm(
         alpha,
         beta,
         threads,
+        None,
     )
 }
 
+/// An elementwise epilogue applied to each finished tile of C, right after its last K block
+/// (while the tile is in cache): called with the tile's first element, C's row stride and
+/// the tile's rows and columns.
+pub(crate) type Post<'a> = Option<&'a (dyn Fn(*mut f32, usize, usize, usize) + Sync)>;
+
 /// [`sgemm`] on `isa` over any panel sources: weights packed for `isa`, an image unfolded
-/// as it is packed.
+/// as it is packed; `post` is applied to each finished tile of C.
 ///
 /// # Safety
 /// As [`sgemm`]: `a` must hold m lines and `b` n lines of k steps; `isa` must be supported.
@@ -387,14 +393,17 @@ pub(crate) unsafe fn sgemm_panels<A: Panels, B: Panels>(
     alpha: f32,
     beta: f32,
     threads: usize,
+    post: Post,
 ) {
+    let c = Out { p: c, rs: c_rs };
+    let ab = [alpha, beta];
     match isa {
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx512 => threaded::<Avx512, A, B>(m, n, k, a, b, c, c_rs, alpha, beta, threads),
+        Isa::Avx512 => threaded::<Avx512, A, B>(m, n, k, a, b, c, ab, threads, post),
         #[cfg(target_arch = "x86_64")]
-        Isa::Avx2 => threaded::<Avx2, A, B>(m, n, k, a, b, c, c_rs, alpha, beta, threads),
+        Isa::Avx2 => threaded::<Avx2, A, B>(m, n, k, a, b, c, ab, threads, post),
         #[cfg(target_arch = "wasm32")]
-        Isa::Simd128 => threaded::<Simd128, A, B>(m, n, k, a, b, c, c_rs, alpha, beta, threads),
+        Isa::Simd128 => threaded::<Simd128, A, B>(m, n, k, a, b, c, ab, threads, post),
     }
 }
 
@@ -405,22 +414,20 @@ unsafe fn threaded<M: Micro, A: Panels, B: Panels>(
     k: usize,
     a: &A,
     b: &B,
-    c: *mut f32,
-    c_rs: usize,
-    alpha: f32,
-    beta: f32,
+    out: Out,
+    [alpha, beta]: [f32; 2],
     threads: usize,
+    post: Post,
 ) {
     if m == 0 || n == 0 {
         return;
     }
-    let out = Out { p: c, rs: c_rs };
     let threads = threads.max(1);
     let n_panels = n.div_ceil(M::NR);
     let m_panels = m.div_ceil(M::MR);
     if threads == 1 || (n_panels < 2 && m_panels < 2) {
         // SAFETY: as the caller promised.
-        unsafe { serial::<M, A, B>([0, m], [0, n], k, a, b, out, alpha, beta) };
+        unsafe { serial::<M, A, B>([0, m], [0, n], k, a, b, out, alpha, beta, post) };
         return;
     }
     // Split the dimension with more panels into `parts` contiguous ranges of whole panels.
@@ -442,7 +449,7 @@ unsafe fn threaded<M: Micro, A: Panels, B: Panels>(
         };
         // SAFETY: each part is a disjoint block of C's rows or columns inside the checked
         // bounds; A and B are only read.
-        unsafe { serial::<M, A, B>(rows, cols, k, a, b, out, alpha, beta) }
+        unsafe { serial::<M, A, B>(rows, cols, k, a, b, out, alpha, beta, post) }
     };
     super::gemm::fork_each(0..parts, |t, _| part(t));
 }
@@ -464,6 +471,7 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
     c: Out,
     alpha: f32,
     beta: f32,
+    post: Post,
 ) {
     let [i0, i1] = rows;
     let [j0, j1] = cols;
@@ -475,6 +483,9 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
                 let x = row.add(j);
                 *x = if beta == 0.0 { 0.0 } else { beta * *x };
             }
+        }
+        if let Some(post) = post {
+            post(c.p.add(i0 * c.rs + j0), c.rs, i1 - i0, j1 - j0);
         }
         return;
     }
@@ -526,6 +537,9 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
                                 beta_here,
                                 first && beta == 0.0,
                             );
+                            if let (Some(post), true) = (post, pc + kc == k) {
+                                post(cp, c.rs, mr, nr);
+                            }
                             ir += M::MR;
                         }
                         jr += M::NR;
@@ -939,13 +953,23 @@ mod tests {
                         let (c, c_rs) = (got.as_mut_ptr(), n);
                         unsafe {
                             if prepacked {
+                                // With an epilogue that negates each finished tile: every
+                                // element must be negated exactly once.
                                 let a = Packed::a(isa, &a, m, k);
-                                sgemm_panels(isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads);
+                                let neg = |p: *mut f32, rs: usize, rows: usize, cols: usize| {
+                                    for r in 0..rows {
+                                        for j in 0..cols {
+                                            *p.add(r * rs + j) = -*p.add(r * rs + j);
+                                        }
+                                    }
+                                };
+                                sgemm_panels(isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads, Some(&neg));
                             } else {
-                                sgemm_panels(isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads);
+                                sgemm_panels(isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads, None);
                             }
                         }
                         for (x, (g, w)) in got.iter().zip(&want).enumerate() {
+                            let w = if prepacked { -*w } else { *w };
                             let tol = 1e-5 * (k as f32).sqrt() * 4.0 + 1e-6;
                             assert!((g - w).abs() <= tol, "{isa:?} m{m} n{n} k{k} alpha {alpha} beta {beta} threads {threads} rs {rs} packed {prepacked} b^T {b_t}: [{x}] {g} vs {w}");
                         }
