@@ -123,7 +123,7 @@ fn worker(pool: &'static Pool) {
             continue;
         }
         spins = spins.wrapping_add(1);
-        if spins % 64 != 0 || idle_since.elapsed() < pool.spin {
+        if !spins.is_multiple_of(64) || idle_since.elapsed() < pool.spin {
             std::hint::spin_loop();
             continue;
         }
@@ -195,7 +195,7 @@ pub(crate) fn fork_each<I: Send, F: Fn(usize, I) + Sync>(items: Vec<I>, f: &F) -
     let mut spins = 0u32;
     while job.done.load(SeqCst) < n {
         spins = spins.wrapping_add(1);
-        if spins % 1024 == 0 {
+        if spins.is_multiple_of(1024) {
             std::thread::yield_now();
         } else {
             std::hint::spin_loop();
