@@ -13,8 +13,8 @@
 //! - each 16 x 6 tile goes to the output (channels-first) through a small transposing buffer.
 //!
 //! Each output's sum is the packed GEMM's, in the same order: the taps in order within K
-//! blocks of [`KC`], each block summed from zero, the bias (when there is one) plus the
-//! first block, then the later blocks added in order. The two paths give the same values.
+//! blocks of [`KC`], each block summed from zero, the later blocks added in order to the
+//! first, then the bias (when there is one). The two paths give the same values.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -175,14 +175,18 @@ pub(super) fn forward_group(
                     // k0 + kc <= kf); every read x[at[j] + tap[k]] is below `last`.
                     unsafe {
                         let wp = w.panels(OC, o0, on, k0, kc, &mut []);
-                        let init = match (k0, bias) {
-                            (0, None) => Init::Zero,
-                            (0, Some(_)) => Init::Add(&b),
-                            _ => Init::Tile,
-                        };
+                        let init = if k0 == 0 { Init::Zero } else { Init::Tile };
                         tile_avx2(kc, wp, x.as_ptr(), &at, tap[k0..].as_ptr(), init, &mut tile);
                     }
                     k0 += KC;
+                }
+                // The bias after the sums, as the GEMM's tile epilogue adds it.
+                if bias.is_some() {
+                    for row in tile.iter_mut() {
+                        for (v, &bv) in row.iter_mut().zip(&b) {
+                            *v += bv;
+                        }
+                    }
                 }
                 // SAFETY: outputs (o0 + i, p0 + j), i < on, j < pn, lie inside dst
                 // (og x op); tiles are disjoint between the threads' ranges.
@@ -207,11 +211,9 @@ pub(super) fn forward_group(
 }
 
 /// What a K block's sums start from in the tile.
-enum Init<'a> {
-    /// The first block, no bias: the tile is the block's sums.
+enum Init {
+    /// The first block: the tile is the block's sums.
     Zero,
-    /// The first block: the tile is the bias plus the block's sums.
-    Add(&'a [f32; OC]),
     /// A later block: the block's sums are added to the tile.
     Tile,
 }
@@ -252,7 +254,6 @@ unsafe fn tile_avx2(
         for (h, &v) in a.iter().enumerate() {
             let r = match init {
                 Init::Zero => v,
-                Init::Add(b) => _mm256_add_ps(_mm256_loadu_ps(b.as_ptr().add(8 * h)), v),
                 Init::Tile => _mm256_add_ps(_mm256_loadu_ps(p.add(8 * h)), v),
             };
             _mm256_storeu_ps(p.add(8 * h), r);

@@ -88,15 +88,8 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             } else {
                 None
             };
-            let post = act.map(|a| {
-                // SAFETY: the GEMM hands each finished tile of its output to this once.
-                move |p: *mut f32, rs: usize, rows: usize, cols: usize| unsafe {
-                    a.apply(p, rs, rows, cols)
-                }
-            });
-            let post = post.as_ref().map(|f| f as &(dyn Fn(*mut f32, usize, usize, usize) + Sync));
             let out = with_contiguous::<f32, _>(&x, |xv| {
-                packed::forward(g, xv, &pw, bv.as_deref(), post)
+                packed::forward(g, xv, &pw, bv.as_deref(), act)
             });
             <f32 as crate::cpu::Elem>::wrap(out)
         }

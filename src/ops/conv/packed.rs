@@ -8,6 +8,7 @@
 
 use super::kernels::{fill_zero, valid_range, Geometry};
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
+use crate::ops::elementwise::epilogue::TileAct;
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Post, Strided};
 
 /// A convolution's weights as A panels, one matrix per group: rows are the group's output
@@ -309,14 +310,15 @@ impl Panels for Unfold<'_> {
 /// [N, O, OD, OH, OW]. Threads as the portable kernel: across (image, group) products when
 /// there are enough of them, inside the GEMM otherwise.
 ///
-/// `post` is applied to each finished tile of the result (a fused activation); the direct
-/// kernel takes none (see [`takes_post`]).
+/// On the GEMM the bias and `act` (a fused activation) are added to and applied to each tile
+/// of the result as the GEMM finishes it; the direct kernel takes no activation (see
+/// [`takes_post`]).
 pub(super) fn forward(
     g: &Geometry,
     x: &[f32],
     w: &PackedWeights,
     bias: Option<&[f32]>,
-    post: Post,
+    act: Option<TileAct>,
 ) -> Vec<f32> {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
     let (ip, op, kf) = (g.in_plane(), g.out_plane(), cg * g.taps());
@@ -339,15 +341,14 @@ pub(super) fn forward(
             super::direct::forward_group(g, xg, &w.groups[gi], b, dst, threads);
             return;
         }
-        let beta = match bias {
-            Some(b) => {
-                for (o, plane) in dst.chunks_mut(op).enumerate() {
-                    plane.fill(b[gi * og + o]);
-                }
-                1.0
-            }
-            None => 0.0,
+        let bias = bias.map(|b| &b[gi * og..(gi + 1) * og]);
+        let tile = |p: *mut f32, rs: usize, [i, _]: [usize; 2], size: [usize; 2]| {
+            // SAFETY: the GEMM hands each finished tile of its output (rows i.. of this
+            // group's og) to this once.
+            unsafe { TileAct::bias_then(act, bias.map(|b| &b[i..]), p, rs, size) }
         };
+        let post: Post = (bias.is_some() || act.is_some()).then_some(&tile);
+        let beta = 0.0;
         let threads = gemm_threads(og, op, kf, threads);
         let c = dst.as_mut_ptr();
         let a = &w.groups[gi];
@@ -506,6 +507,19 @@ mod tests {
                         );
                     }
                     results.push(got);
+                }
+                // A fused activation on the GEMM: hardswish of each value.
+                let (pw, _) = pack_weights_for(isa, false, &g, &w);
+                let got = forward(&g, &x, &pw, bias, Some(TileAct::Hardswish));
+                let hs = |v: f64| v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
+                let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
+                for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (*a as f64 - hs(*e)).abs() <= tol,
+                        "{isa:?} hardswish {g:?} bias {}: [{i}] {a} vs {}",
+                        bias.is_some(),
+                        hs(*e)
+                    );
                 }
                 // The direct kernel sums in the AVX2 GEMM's order: the same values.
                 if isa == Isa::Avx2 {

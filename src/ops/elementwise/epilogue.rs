@@ -211,30 +211,64 @@ impl TileAct {
         })
     }
 
-    /// Apply to the `rows` x `cols` floats at `p`, rows `rs` apart.
+    /// Add `bias[r]` to row `r` (when given), then apply the activation (when given), over
+    /// the `rows` x `cols` floats at `p`, rows `rs` apart.
     ///
     /// # Safety
     /// Those floats must be valid and exclusively this call's.
-    pub(crate) unsafe fn apply(self, p: *mut f32, rs: usize, rows: usize, cols: usize) {
+    pub(crate) unsafe fn bias_then(
+        act: Option<TileAct>,
+        bias: Option<&[f32]>,
+        p: *mut f32,
+        rs: usize,
+        [rows, cols]: [usize; 2],
+    ) {
         use crate::ops::activation::{GeluErf, GeluTanh, Hardsigmoid, Hardswish, Relu, Silu};
         use crate::ops::elementwise::engine::UnaryOp;
+        struct Identity;
+        impl UnaryOp for Identity {
+            fn float<R: crate::ops::elementwise::real::Real>(&self, x: R) -> R {
+                x
+            }
+            fn int(&self, i: i64) -> i64 {
+                i
+            }
+        }
         #[inline(always)]
-        unsafe fn each(op: &impl UnaryOp, p: *mut f32, rs: usize, rows: usize, cols: usize) {
+        unsafe fn each(
+            op: &impl UnaryOp,
+            bias: Option<&[f32]>,
+            p: *mut f32,
+            rs: usize,
+            rows: usize,
+            cols: usize,
+        ) {
             for r in 0..rows {
                 // SAFETY: as the caller promised.
                 let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * rs), cols) };
-                for v in row {
-                    *v = op.float(*v);
+                match bias {
+                    Some(b) => {
+                        let b = b[r];
+                        for v in row {
+                            *v = op.float(*v + b);
+                        }
+                    }
+                    None => {
+                        for v in row {
+                            *v = op.float(*v);
+                        }
+                    }
                 }
             }
         }
-        match self {
-            TileAct::Relu => each(&Relu {}, p, rs, rows, cols),
-            TileAct::Hardswish => each(&Hardswish {}, p, rs, rows, cols),
-            TileAct::Hardsigmoid => each(&Hardsigmoid {}, p, rs, rows, cols),
-            TileAct::Silu => each(&Silu {}, p, rs, rows, cols),
-            TileAct::Gelu => each(&GeluErf {}, p, rs, rows, cols),
-            TileAct::GeluTanh => each(&GeluTanh {}, p, rs, rows, cols),
+        match act {
+            None => each(&Identity, bias, p, rs, rows, cols),
+            Some(TileAct::Relu) => each(&Relu {}, bias, p, rs, rows, cols),
+            Some(TileAct::Hardswish) => each(&Hardswish {}, bias, p, rs, rows, cols),
+            Some(TileAct::Hardsigmoid) => each(&Hardsigmoid {}, bias, p, rs, rows, cols),
+            Some(TileAct::Silu) => each(&Silu {}, bias, p, rs, rows, cols),
+            Some(TileAct::Gelu) => each(&GeluErf {}, bias, p, rs, rows, cols),
+            Some(TileAct::GeluTanh) => each(&GeluTanh {}, bias, p, rs, rows, cols),
         }
     }
 }

@@ -371,9 +371,9 @@ pub(crate) unsafe fn sgemm(
 }
 
 /// An elementwise epilogue applied to each finished tile of C, right after its last K block
-/// (while the tile is in cache): called with the tile's first element, C's row stride and
-/// the tile's rows and columns.
-pub(crate) type Post<'a> = Option<&'a (dyn Fn(*mut f32, usize, usize, usize) + Sync)>;
+/// (while the tile is in cache): called with the tile's first element, C's row stride, the
+/// tile's first row and column in C, and its rows and columns.
+pub(crate) type Post<'a> = Option<&'a (dyn Fn(*mut f32, usize, [usize; 2], [usize; 2]) + Sync + 'a)>;
 
 /// [`sgemm`] on `isa` over any panel sources: weights packed for `isa`, an image unfolded
 /// as it is packed; `post` is applied to each finished tile of C.
@@ -485,7 +485,7 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
             }
         }
         if let Some(post) = post {
-            post(c.p.add(i0 * c.rs + j0), c.rs, i1 - i0, j1 - j0);
+            post(c.p.add(i0 * c.rs + j0), c.rs, [i0, j0], [i1 - i0, j1 - j0]);
         }
         return;
     }
@@ -538,7 +538,7 @@ unsafe fn serial<M: Micro, A: Panels, B: Panels>(
                                 first && beta == 0.0,
                             );
                             if let (Some(post), true) = (post, pc + kc == k) {
-                                post(cp, c.rs, mr, nr);
+                                post(cp, c.rs, [ic + ir, jc + jr], [mr, nr]);
                             }
                             ir += M::MR;
                         }
@@ -956,7 +956,10 @@ mod tests {
                                 // With an epilogue that negates each finished tile: every
                                 // element must be negated exactly once.
                                 let a = Packed::a(isa, &a, m, k);
-                                let neg = |p: *mut f32, rs: usize, rows: usize, cols: usize| {
+                                let origin = c as usize;
+                                let neg = |p: *mut f32, rs: usize, at: [usize; 2], [rows, cols]: [usize; 2]| {
+                                    let want = origin + (at[0] * c_rs + at[1]) * 4;
+                                    assert_eq!(p as usize, want, "tile origin");
                                     for r in 0..rows {
                                         for j in 0..cols {
                                             *p.add(r * rs + j) = -*p.add(r * rs + j);
