@@ -157,7 +157,10 @@ unsafe impl<I: Send> Sync for Slots<I> {}
 /// `f(t, item)` for each item, spread over the pool's workers and the calling thread;
 /// returns when all are done (a panic in any is resumed here). `Err(items)` when the pool is
 /// taken or there is none: the caller runs them some other way.
-pub(crate) fn fork_each<I: Send, F: Fn(usize, I) + Sync>(items: Vec<I>, f: &F) -> Result<(), Vec<I>> {
+pub(crate) fn fork_each<I: Send, F: Fn(usize, I) + Sync>(
+    items: Vec<I>,
+    f: &F,
+) -> Result<(), Vec<I>> {
     let Some(pool) = pool() else {
         return Err(items);
     };
@@ -169,7 +172,12 @@ pub(crate) fn fork_each<I: Send, F: Fn(usize, I) + Sync>(items: Vec<I>, f: &F) -
         return Err(items);
     }
     let n = items.len();
-    let slots = Slots(items.into_iter().map(|i| UnsafeCell::new(Some(i))).collect());
+    let slots = Slots(
+        items
+            .into_iter()
+            .map(|i| UnsafeCell::new(Some(i)))
+            .collect(),
+    );
     // A reference to the whole wrapper: the closure would otherwise capture its field.
     let slots = &slots;
     let run = |t: usize| {

@@ -5,7 +5,7 @@
 //! four runs at a time so that four independent accumulators hide the add latency, over
 //! all taps. On x86-64 the kernel is also compiled for AVX2 and picked at run time.
 
-use super::kernels::{fill_zero, Geometry};
+use super::kernels::{fill_zero, Geometry, PlanePost};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
 
 const LANES: usize = 8;
@@ -228,13 +228,15 @@ unsafe fn plane_dispatch<T: Float>(
 }
 
 /// Depthwise convolution: `x` [N, C, D, H, W], `w` [O, 1, kd, kh, kw] with O a multiple of
-/// C; writes [N, O, OD, OH, OW] into `out`.
+/// C; writes [N, O, OD, OH, OW] into `out`, applying `post` (a fused activation) to each
+/// output plane as it is finished.
 pub(super) fn depthwise<T: Float>(
     g: &Geometry,
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
     out: &mut [T],
+    post: PlanePost<T>,
 ) {
     let [_, kh, kw] = g.ks;
     let [dd, dh, dw] = g.dil;
@@ -280,6 +282,9 @@ pub(super) fn depthwise<T: Float>(
             let b = bias.map_or(T::ZERO, |b| b[o]);
             // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole plane).
             unsafe { plane_dispatch(&runs, &buf, &taps, b, dst) };
+            if let Some(post) = post {
+                post(dst);
+            }
         }
     });
 }
@@ -392,14 +397,20 @@ mod tests {
             let (g, x, w, b) = case_data((n, c, c * mult, c, ins, ks, stride, pad, dil), &mut rnd);
             for bias in [None, Some(&b[..])] {
                 let want = naive(&g, &x, &w, bias);
-                let mut got = vec![f32::NAN; want.len()];
-                depthwise(&g, &x, &w, bias, &mut got);
-                for (i, (a, e)) in got.iter().zip(&want).enumerate() {
-                    assert!(
-                        (*a as f64 - e).abs() <= 1e-5,
-                        "{g:?} bias {}: [{i}] {a} vs {e}",
-                        bias.is_some()
-                    );
+                // Plain, and with a post-op (x -> 2x + 1) applied to each finished plane once.
+                for post in [false, true] {
+                    let mut got = vec![f32::NAN; want.len()];
+                    let affine = |s: &mut [f32]| s.iter_mut().for_each(|v| *v = 2.0 * *v + 1.0);
+                    let p = post.then_some(&affine as &(dyn Fn(&mut [f32]) + Sync));
+                    depthwise(&g, &x, &w, bias, &mut got, p);
+                    for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                        let e = if post { 2.0 * e + 1.0 } else { *e };
+                        assert!(
+                            (*a as f64 - e).abs() <= 2e-5,
+                            "{g:?} bias {} post {post}: [{i}] {a} vs {e}",
+                            bias.is_some()
+                        );
+                    }
                 }
             }
         }

@@ -8,6 +8,10 @@ use crate::error::{Error, Result};
 use crate::ops::matmul::gemm::{gemm, num_threads, par_chunks, Float, Mat};
 use std::sync::Mutex;
 
+/// An elementwise epilogue (a fused activation) applied to parts of a convolution's result
+/// as the kernel finishes them.
+pub(super) type PlanePost<'a, T> = Option<&'a (dyn Fn(&mut [T]) + Sync)>;
+
 /// Sizes and parameters of one convolution, spatial arrays in (D, H, W) order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Geometry {
@@ -157,12 +161,14 @@ fn take(err: Mutex<Option<Error>>) -> Result<()> {
 }
 
 /// Forward convolution: `x` [N, C, D, H, W] and `w` [O, C/groups, kd, kh, kw], both
-/// contiguous; returns [N, O, OD, OH, OW].
+/// contiguous; returns [N, O, OD, OH, OW], with `post` (a fused activation) applied to it:
+/// to each plane as it is finished by the depthwise kernel, to the whole result otherwise.
 pub(super) fn conv_forward<T: Float>(
     g: &Geometry,
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
+    post: PlanePost<T>,
 ) -> Result<Vec<T>> {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
     let (ip, op, taps) = (g.in_plane(), g.out_plane(), g.taps());
@@ -171,7 +177,7 @@ pub(super) fn conv_forward<T: Float>(
         return Ok(out);
     }
     if cg == 1 && g.groups == g.c {
-        super::depthwise::depthwise(g, x, w, bias, &mut out);
+        super::depthwise::depthwise(g, x, w, bias, &mut out, post);
         return Ok(out);
     }
     let kf = cg * taps;
@@ -239,6 +245,9 @@ pub(super) fn conv_forward<T: Float>(
         }
     }
     take(err)?;
+    if let Some(post) = post {
+        post(&mut out);
+    }
     Ok(out)
 }
 

@@ -22,9 +22,11 @@ use super::{OpCtx, OpTable};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
+use crate::ops::elementwise::epilogue::TileAct;
 use crate::runtime::RValue;
 pub(crate) use geometry::{Conv, ConvParams};
 pub(crate) use kernels::Geometry;
+use kernels::PlanePost;
 
 /// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
@@ -88,15 +90,27 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             } else {
                 None
             };
-            let out = with_contiguous::<f32, _>(&x, |xv| {
-                packed::forward(g, xv, &pw, bv.as_deref(), act)
-            });
+            let out =
+                with_contiguous::<f32, _>(&x, |xv| packed::forward(g, xv, &pw, bv.as_deref(), act));
             <f32 as crate::cpu::Elem>::wrap(out)
         }
         DType::F32 | DType::F16 | DType::BF16 => {
-            compute::<f32>(g, &x, &w, bias.as_ref(), conv.transposed)?
+            // A fused activation of an f32 result, applied as the kernel finishes each part.
+            let act = if x.dtype == DType::F32 && !conv.transposed {
+                ctx.state.tile_act.take()
+            } else {
+                None
+            };
+            let post = act.map(|a| {
+                move |s: &mut [f32]| {
+                    // SAFETY: `s` is a valid, exclusive slice.
+                    unsafe { TileAct::bias_then(Some(a), None, s.as_mut_ptr(), 0, [1, s.len()]) }
+                }
+            });
+            let post = post.as_ref().map(|f| f as &(dyn Fn(&mut [f32]) + Sync));
+            compute::<f32>(g, &x, &w, bias.as_ref(), conv.transposed, post)?
         }
-        DType::F64 => compute::<f64>(g, &x, &w, bias.as_ref(), conv.transposed)?,
+        DType::F64 => compute::<f64>(g, &x, &w, bias.as_ref(), conv.transposed, None)?,
         d => return Err(ctx.err(format!("convolution is not implemented for dtype {d}"))),
     };
     let t = Tensor::from_data(out, &conv.out_sizes());
@@ -114,6 +128,7 @@ fn compute<T: Float>(
     w: &Tensor,
     bias: Option<&Tensor>,
     transposed: bool,
+    post: PlanePost<T>,
 ) -> Result<crate::cpu::Data> {
     let out = with_contiguous::<T, _>(x, |xv| {
         with_contiguous::<T, _>(w, |wv| {
@@ -121,7 +136,7 @@ fn compute<T: Float>(
             if transposed {
                 kernels::conv_transposed(g, xv, wv, bv.as_deref())
             } else {
-                kernels::conv_forward(g, xv, wv, bv.as_deref())
+                kernels::conv_forward(g, xv, wv, bv.as_deref(), post)
             }
         })
     })?;

@@ -7,8 +7,8 @@
 #![cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 
 use super::kernels::{fill_zero, valid_range, Geometry};
-use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::elementwise::epilogue::TileAct;
+use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Post, Strided};
 
 /// A convolution's weights as A panels, one matrix per group: rows are the group's output

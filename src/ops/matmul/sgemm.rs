@@ -373,7 +373,8 @@ pub(crate) unsafe fn sgemm(
 /// An elementwise epilogue applied to each finished tile of C, right after its last K block
 /// (while the tile is in cache): called with the tile's first element, C's row stride, the
 /// tile's first row and column in C, and its rows and columns.
-pub(crate) type Post<'a> = Option<&'a (dyn Fn(*mut f32, usize, [usize; 2], [usize; 2]) + Sync + 'a)>;
+pub(crate) type Post<'a> =
+    Option<&'a (dyn Fn(*mut f32, usize, [usize; 2], [usize; 2]) + Sync + 'a)>;
 
 /// [`sgemm`] on `isa` over any panel sources: weights packed for `isa`, an image unfolded
 /// as it is packed; `post` is applied to each finished tile of C.
@@ -957,18 +958,37 @@ mod tests {
                                 // element must be negated exactly once.
                                 let a = Packed::a(isa, &a, m, k);
                                 let origin = c as usize;
-                                let neg = |p: *mut f32, rs: usize, at: [usize; 2], [rows, cols]: [usize; 2]| {
-                                    let want = origin + (at[0] * c_rs + at[1]) * 4;
-                                    assert_eq!(p as usize, want, "tile origin");
-                                    for r in 0..rows {
-                                        for j in 0..cols {
-                                            *p.add(r * rs + j) = -*p.add(r * rs + j);
+                                let neg =
+                                    |p: *mut f32,
+                                     rs: usize,
+                                     at: [usize; 2],
+                                     [rows, cols]: [usize; 2]| {
+                                        let want = origin + (at[0] * c_rs + at[1]) * 4;
+                                        assert_eq!(p as usize, want, "tile origin");
+                                        for r in 0..rows {
+                                            for j in 0..cols {
+                                                *p.add(r * rs + j) = -*p.add(r * rs + j);
+                                            }
                                         }
-                                    }
-                                };
-                                sgemm_panels(isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads, Some(&neg));
+                                    };
+                                sgemm_panels(
+                                    isa,
+                                    m,
+                                    n,
+                                    k,
+                                    &a,
+                                    &b,
+                                    c,
+                                    c_rs,
+                                    alpha,
+                                    beta,
+                                    threads,
+                                    Some(&neg),
+                                );
                             } else {
-                                sgemm_panels(isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads, None);
+                                sgemm_panels(
+                                    isa, m, n, k, &a, &b, c, c_rs, alpha, beta, threads, None,
+                                );
                             }
                         }
                         for (x, (g, w)) in got.iter().zip(&want).enumerate() {

@@ -370,12 +370,7 @@ fn adaptive_avg(ctx: &mut OpCtx, nd: usize) -> Result<Vec<RValue>> {
 
 /// Adaptive average pooling of the planes `xv` into `out` (`outs` per plane), each window
 /// summed in f64.
-fn adaptive_avg_planes<T: Elem>(
-    pl: &Planes,
-    outs: [usize; 3],
-    xv: &[T],
-    out: &mut [T],
-) {
+fn adaptive_avg_planes<T: Elem>(pl: &Planes, outs: [usize; 3], xv: &[T], out: &mut [T]) {
     let [od, oh, ow] = outs;
     let [id, ih, iw] = pl.ins;
     let (ip, op) = (pl.in_plane(), od * oh * ow);
