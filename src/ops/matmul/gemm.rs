@@ -231,56 +231,36 @@ pub(crate) fn gemm<T: Float>(
     if !fits(b.data.len(), b.off, k, n, b.rs, b.cs) {
         return Err(oob("right"));
     }
-    // One row against a B whose columns are contiguous (a linear layer at batch 1): dot
-    // products streaming the weights, no packing.
+    // Dot products streaming the weights, no packing: one row of A against B's contiguous
+    // columns (a linear layer at batch 1), or A's contiguous rows against one column of B (a
+    // 1x1 convolution on a 1x1 plane, as in a squeeze-excite block). As (outputs, x, the
+    // weights, their line stride, C's output stride).
     #[cfg(target_arch = "x86_64")]
-    if T::IS_F32
-        && m == 1
-        && a.cs == 1
-        && b.rs == 1
-        && n.saturating_mul(k) >= FAST_GEMM_WORK
-        && super::gemv::available()
-    {
+    let dots = if !T::IS_F32 || a.cs != 1 || b.rs != 1 || !super::gemv::available() {
+        None
+    } else if m == 1 && n.saturating_mul(k) >= FAST_GEMM_WORK {
+        Some((n, a, b, b.cs, c_cs))
+    } else if n == 1 && m.saturating_mul(k) >= FAST_GEMM_WORK {
+        Some((m, b, a, a.rs, c_rs))
+    } else {
+        None
+    };
+    #[cfg(target_arch = "x86_64")]
+    if let Some((outs, xm, wm, w_rs, c_step)) = dots {
         // T is f32 (IS_F32): the casts only rename the type. The slices start at the
         // checked offsets and hold what the product reads.
         let f = |s: &[T], off: usize| {
             // SAFETY: T is f32, same size and alignment; `off` <= len was checked (fits).
             unsafe { std::slice::from_raw_parts(s.as_ptr().add(off) as *const f32, s.len() - off) }
         };
-        let (x, w) = (f(a.data, a.off), f(b.data, b.off));
+        let (x, w) = (f(xm.data, xm.off), f(wm.data, wm.off));
         // SAFETY: as above, for the mutable output.
         let cv = unsafe {
             std::slice::from_raw_parts_mut(c.as_mut_ptr().add(c_off) as *mut f32, c.len() - c_off)
         };
         let t = gemm_threads(m, n, k, threads);
         let (alpha, beta) = (alpha.to_f64() as f32, beta.to_f64() as f32);
-        super::gemv::gemv(n, k, x, w, b.cs, cv, c_cs, alpha, beta, t);
-        return Ok(());
-    }
-    // One column from A's contiguous rows (a 1x1 convolution on a 1x1 plane, as in a
-    // squeeze-excite block): C's column is the same dot products, A as the weights.
-    #[cfg(target_arch = "x86_64")]
-    if T::IS_F32
-        && n == 1
-        && a.cs == 1
-        && b.rs == 1
-        && m.saturating_mul(k) >= FAST_GEMM_WORK
-        && super::gemv::available()
-    {
-        // As in the m == 1 case above, with the roles of A and B swapped: x is B's column,
-        // the weight rows are A's.
-        let f = |s: &[T], off: usize| {
-            // SAFETY: T is f32, same size and alignment; `off` <= len was checked (fits).
-            unsafe { std::slice::from_raw_parts(s.as_ptr().add(off) as *const f32, s.len() - off) }
-        };
-        let (x, w) = (f(b.data, b.off), f(a.data, a.off));
-        // SAFETY: as above, for the mutable output.
-        let cv = unsafe {
-            std::slice::from_raw_parts_mut(c.as_mut_ptr().add(c_off) as *mut f32, c.len() - c_off)
-        };
-        let t = gemm_threads(m, n, k, threads);
-        let (alpha, beta) = (alpha.to_f64() as f32, beta.to_f64() as f32);
-        super::gemv::gemv(m, k, x, w, a.rs, cv, c_rs, alpha, beta, t);
+        super::gemv::gemv(outs, k, x, w, w_rs, cv, c_step, alpha, beta, t);
         return Ok(());
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
