@@ -7,6 +7,7 @@
 
 use super::kernels::{fill_zero, Geometry, PlanePost};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
+use std::mem::MaybeUninit;
 
 const LANES: usize = 8;
 
@@ -164,14 +165,20 @@ fn runs(g: &Geometry, p: &Padded) -> Vec<Run> {
 /// Every `run.src + tap offset + LANES` is at most `buf.len()` and every `run.dst + run.n`
 /// at most `dst.len()`.
 #[inline(always)]
-unsafe fn plane<T: Float>(runs: &[Run], buf: &[T], taps: &[(usize, T)], b: T, dst: &mut [T]) {
+unsafe fn plane<T: Float>(
+    runs: &[Run],
+    buf: &[T],
+    taps: &[(usize, T)],
+    b: T,
+    dst: &mut [MaybeUninit<T>],
+) {
     let load = |at: usize| -> &[T; LANES] {
         // SAFETY: in bounds as the caller promised.
         unsafe { &*(buf.as_ptr().add(at) as *const [T; LANES]) }
     };
     let mut store = |r: &Run, acc: &[T; LANES]| {
         // SAFETY: in bounds as the caller promised.
-        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), dst.as_mut_ptr().add(r.dst), r.n) }
+        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), dst.as_mut_ptr().add(r.dst).cast(), r.n) }
     };
     let mut quads = runs.chunks_exact(4);
     for q in &mut quads {
@@ -202,7 +209,13 @@ unsafe fn plane<T: Float>(runs: &[Run], buf: &[T], taps: &[(usize, T)], b: T, ds
 
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2")]
-unsafe fn plane_avx2<T: Float>(runs: &[Run], buf: &[T], taps: &[(usize, T)], b: T, dst: &mut [T]) {
+unsafe fn plane_avx2<T: Float>(
+    runs: &[Run],
+    buf: &[T],
+    taps: &[(usize, T)],
+    b: T,
+    dst: &mut [MaybeUninit<T>],
+) {
     // SAFETY: as the caller promised.
     unsafe { plane(runs, buf, taps, b, dst) }
 }
@@ -216,7 +229,7 @@ unsafe fn plane_dispatch<T: Float>(
     buf: &[T],
     taps: &[(usize, T)],
     b: T,
-    dst: &mut [T],
+    dst: &mut [MaybeUninit<T>],
 ) {
     #[cfg(target_arch = "x86_64")]
     if std::is_x86_feature_detected!("avx2") {
@@ -228,14 +241,14 @@ unsafe fn plane_dispatch<T: Float>(
 }
 
 /// Depthwise convolution: `x` [N, C, D, H, W], `w` [O, 1, kd, kh, kw] with O a multiple of
-/// C; writes [N, O, OD, OH, OW] into `out`, applying `post` (a fused activation) to each
-/// output plane as it is finished.
+/// C; writes [N, O, OD, OH, OW] into `out` (every element: it may start uninitialized),
+/// applying `post` (a fused activation) to each output plane as it is finished.
 pub(super) fn depthwise<T: Float>(
     g: &Geometry,
     x: &[T],
     w: &[T],
     bias: Option<&[T]>,
-    out: &mut [T],
+    out: &mut [MaybeUninit<T>],
     post: PlanePost<T>,
 ) {
     let [_, kh, kw] = g.ks;
@@ -283,7 +296,8 @@ pub(super) fn depthwise<T: Float>(
             // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole plane).
             unsafe { plane_dispatch(&runs, &buf, &taps, b, dst) };
             if let Some(post) = post {
-                post(dst);
+                // SAFETY: the runs cover the plane: `plane` wrote every element of `dst`.
+                post(unsafe { &mut *(dst as *mut [MaybeUninit<T>] as *mut [T]) });
             }
         }
     });
@@ -399,10 +413,13 @@ mod tests {
                 let want = naive(&g, &x, &w, bias);
                 // Plain, and with a post-op (x -> 2x + 1) applied to each finished plane once.
                 for post in [false, true] {
-                    let mut got = vec![f32::NAN; want.len()];
+                    let mut got = vec![MaybeUninit::new(f32::NAN); want.len()];
                     let affine = |s: &mut [f32]| s.iter_mut().for_each(|v| *v = 2.0 * *v + 1.0);
                     let p = post.then_some(&affine as &(dyn Fn(&mut [f32]) + Sync));
                     depthwise(&g, &x, &w, bias, &mut got, p);
+                    // SAFETY: every element started initialized (NaN, which a missed output
+                    // would keep and fail on).
+                    let got: Vec<f32> = got.iter().map(|v| unsafe { v.assume_init() }).collect();
                     for (i, (a, e)) in got.iter().zip(&want).enumerate() {
                         let e = if post { 2.0 * e + 1.0 } else { *e };
                         assert!(

@@ -103,13 +103,13 @@ impl Source {
 
 /// One (image, group): `dst` (og x op) = the convolution of `xg` (the group's input planes)
 /// with the group's packed weights `w`, plus `bias` (the group's og values), on up to
-/// `threads` threads.
+/// `threads` threads. Every output is written (`dst` may start uninitialized).
 pub(super) fn forward_group(
     g: &Geometry,
     xg: &[f32],
     w: &Packed,
     bias: Option<&[f32]>,
-    dst: &mut [f32],
+    dst: &mut [std::mem::MaybeUninit<f32>],
     threads: usize,
 ) {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
@@ -152,7 +152,7 @@ pub(super) fn forward_group(
     let last = tap.iter().max().copied().unwrap_or(0) + pos.iter().max().copied().unwrap_or(0);
     assert!(last < x.len(), "a window reads past the input");
     let (panels, tiles) = (og.div_ceil(OC), op.div_ceil(POS));
-    let out = SharedOut(dst.as_mut_ptr());
+    let out = SharedOut(dst.as_mut_ptr().cast::<f32>());
     let run = |pr: std::ops::Range<usize>, tr: std::ops::Range<usize>| {
         for pi in pr {
             let (o0, on) = (pi * OC, OC.min(og - pi * OC));

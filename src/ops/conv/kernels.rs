@@ -43,8 +43,18 @@ impl Geometry {
 
 /// `d = 0` for the short runs of padding around rows: 8-wide stores inlined, where
 /// `slice::fill` calls memset, whose call costs more than the few elements it writes.
+/// Runs shorter than 8 (most often empty: the padding on one side of one tap) are scalar
+/// stores, as LLVM otherwise still calls memset for the (empty) 8-wide part.
 #[inline(always)]
 pub(super) fn fill_zero<T: Float>(d: &mut [T]) {
+    if d.len() < 8 {
+        for v in d {
+            // Volatile, so that the loop is not turned back into a memset call.
+            // SAFETY: `v` is a valid, exclusive reference.
+            unsafe { std::ptr::write_volatile(v, T::ZERO) };
+        }
+        return;
+    }
     let mut dc = d.chunks_exact_mut(8);
     for d8 in &mut dc {
         d8.copy_from_slice(&[T::ZERO; 8]);
@@ -172,12 +182,17 @@ pub(super) fn conv_forward<T: Float>(
 ) -> Result<Vec<T>> {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
     let (ip, op, taps) = (g.in_plane(), g.out_plane(), g.taps());
-    let mut out = vec![T::ZERO; g.n * g.o * op];
-    if out.is_empty() {
+    let len = g.n * g.o * op;
+    if cg == 1 && g.groups == g.c {
+        // The depthwise kernel writes every output: no zeroing first.
+        let mut out = Vec::with_capacity(len);
+        super::depthwise::depthwise(g, x, w, bias, &mut out.spare_capacity_mut()[..len], post);
+        // SAFETY: `depthwise` wrote all `len` outputs.
+        unsafe { out.set_len(len) };
         return Ok(out);
     }
-    if cg == 1 && g.groups == g.c {
-        super::depthwise::depthwise(g, x, w, bias, &mut out, post);
+    let mut out = vec![T::ZERO; len];
+    if out.is_empty() {
         return Ok(out);
     }
     let kf = cg * taps;

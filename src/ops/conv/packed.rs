@@ -7,6 +7,7 @@
 #![cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 
 use super::kernels::{fill_zero, valid_range, Geometry};
+use std::mem::MaybeUninit;
 use crate::ops::elementwise::epilogue::TileAct;
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Post, Strided};
@@ -178,35 +179,48 @@ struct Unfold<'a> {
 /// rows `iw.div_ceil(sw)` long (zero past the end), at `(c * sw + f) * rows * iwq`.
 fn split_phases(x: &[f32], planes: usize, rows: usize, iw: usize, sw: usize) -> Vec<f32> {
     let iwq = iw.div_ceil(sw);
-    let mut out = vec![0.0f32; planes * sw * rows * iwq];
+    let len = planes * sw * rows * iwq;
     if rows * iw == 0 {
         // An empty input (only padding is read): nothing to split.
-        return out;
+        return vec![0.0f32; len];
     }
+    assert!(x.len() >= planes * rows * iw, "input smaller than its planes");
+    // Every element is written below (the zeros past a row's end too): no zeroing first.
+    let mut out = Vec::with_capacity(len);
+    let dst = &mut out.spare_capacity_mut()[..len];
     for (c, src_plane) in x.chunks_exact(rows * iw).take(planes).enumerate() {
         for (r, src) in src_plane.chunks_exact(iw).enumerate() {
             if sw == 2 {
                 // Both phases in one pass over the row (vector shuffles).
                 let (at0, at1) = ((2 * c * rows + r) * iwq, ((2 * c + 1) * rows + r) * iwq);
-                let (lo, hi) = out.split_at_mut(at1);
+                let (lo, hi) = dst.split_at_mut(at1);
                 let (d0, d1) = (&mut lo[at0..at0 + iwq], &mut hi[..iwq]);
                 for ((a, b), p) in d0.iter_mut().zip(d1.iter_mut()).zip(src.chunks_exact(2)) {
-                    *a = p[0];
-                    *b = p[1];
+                    a.write(p[0]);
+                    b.write(p[1]);
                 }
                 if iw % 2 == 1 {
-                    d0[iw / 2] = src[iw - 1];
+                    d0[iw / 2].write(src[iw - 1]);
+                    d1[iw / 2].write(0.0);
                 }
                 continue;
             }
             for f in 0..sw {
-                let dst = &mut out[((c * sw + f) * rows + r) * iwq..][..iwq];
-                for (d, &v) in dst.iter_mut().zip(src[f.min(iw)..].iter().step_by(sw)) {
-                    *d = v;
+                let d = &mut dst[((c * sw + f) * rows + r) * iwq..][..iwq];
+                let mut n = 0;
+                for (d, &v) in d.iter_mut().zip(src[f.min(iw)..].iter().step_by(sw)) {
+                    d.write(v);
+                    n += 1;
+                }
+                for d in &mut d[n..] {
+                    d.write(0.0);
                 }
             }
         }
     }
+    // SAFETY: `x` holds `planes` planes (asserted), and each of their rows wrote its `sw`
+    // phase rows of `iwq` elements whole: every element is written.
+    unsafe { out.set_len(len) };
     out
 }
 
@@ -322,8 +336,11 @@ pub(super) fn forward(
 ) -> Vec<f32> {
     let (cg, og) = (g.c / g.groups, g.o / g.groups);
     let (ip, op, kf) = (g.in_plane(), g.out_plane(), cg * g.taps());
-    let mut out = vec![0.0f32; g.n * g.o * op];
-    if out.is_empty() {
+    let len = g.n * g.o * op;
+    // Every output is written by the GEMM (beta 0: C is not read) or the direct kernel, so
+    // the result starts uninitialized rather than zeroed.
+    let mut out = Vec::<f32>::with_capacity(len);
+    if len == 0 {
         return out;
     }
     assert!(x.len() >= g.n * g.c * ip, "input smaller than its geometry");
@@ -331,7 +348,7 @@ pub(super) fn forward(
     let isa = w.isa;
     let tasks = g.n * g.groups;
     let across = tasks >= num_threads() && num_threads() > 1;
-    let task = |t: usize, dst: &mut [f32], threads: bool| {
+    let task = |t: usize, dst: &mut [MaybeUninit<f32>], threads: bool| {
         let (n, gi) = (t / g.groups, t % g.groups);
         let xg = &x[(n * g.c + gi * cg) * ip..(n * g.c + (gi + 1) * cg) * ip];
         #[cfg(target_arch = "x86_64")]
@@ -350,7 +367,7 @@ pub(super) fn forward(
         let post: Post = (bias.is_some() || act.is_some()).then_some(&tile);
         let beta = 0.0;
         let threads = gemm_threads(og, op, kf, threads);
-        let c = dst.as_mut_ptr();
+        let c = dst.as_mut_ptr().cast::<f32>();
         let a = &w.groups[gi];
         // SAFETY: A is the group's packed og x kf weights; B reads the group's input planes
         // (`xg`, kf = cg * taps steps of op positions, every tap inside the planes or in the
@@ -374,15 +391,16 @@ pub(super) fn forward(
             }
         }
     };
+    let dst = &mut out.spare_capacity_mut()[..len];
     if across {
-        par_chunks(&mut out, og * op, og * op * kf, |t, dst| {
-            task(t, dst, false)
-        });
+        par_chunks(dst, og * op, og * op * kf, |t, dst| task(t, dst, false));
     } else {
-        for (t, dst) in out.chunks_mut(og * op).enumerate() {
+        for (t, dst) in dst.chunks_mut(og * op).enumerate() {
             task(t, dst, true);
         }
     }
+    // SAFETY: the tasks wrote all `len` outputs (see above).
+    unsafe { out.set_len(len) };
     out
 }
 
