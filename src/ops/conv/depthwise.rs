@@ -5,7 +5,7 @@
 //! four runs at a time so that four independent accumulators hide the add latency, over
 //! all taps. On x86-64 the kernel is also compiled for AVX2 and picked at run time.
 
-use super::kernels::{fill_zero, Geometry, PlanePost};
+use super::kernels::{copy, Geometry, PlanePost};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
 use std::mem::MaybeUninit;
 
@@ -40,9 +40,26 @@ impl Padded {
         }
     }
 
-    /// Fill `buf` (stride[2] × phase_len) from the input plane `xc`, writing each element
-    /// once (the padding with zeros).
+    /// Copy the input plane `xc` into `buf` (stride[2] × phase_len), which was zeroed when
+    /// it was allocated: only the elements that hold input are written, and they are the same
+    /// for every plane of the geometry, so the padding stays zero from plane to plane.
     fn fill<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T]) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            #[target_feature(enable = "avx2")]
+            unsafe fn avx2<T: Float>(p: &Padded, g: &Geometry, xc: &[T], buf: &mut [T]) {
+                p.fill_data(g, xc, buf)
+            }
+            if std::is_x86_feature_detected!("avx2") {
+                // SAFETY: the CPU has AVX2 (checked just above).
+                return unsafe { avx2(self, g, xc, buf) };
+            }
+        }
+        self.fill_data(g, xc, buf)
+    }
+
+    #[inline(always)]
+    fn fill_data<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T]) {
         let [id, ih, iw] = g.ins;
         let [pd, ph, pw] = g.pad_lo;
         let sw = g.stride[2];
@@ -50,25 +67,21 @@ impl Padded {
         // Padded column c = ix + pw, inside the read extent.
         let last = iw.min(xp.saturating_sub(pw));
         for z in 0..self.zp {
-            let iz = z.checked_sub(pd).filter(|&v| v < id);
+            let Some(iz) = z.checked_sub(pd).filter(|&v| v < id) else {
+                continue;
+            };
             for y in 0..self.yp {
-                let iy = y.checked_sub(ph).filter(|&v| v < ih);
-                let row = (z * self.yp + y) * self.wq;
-                let (Some(iz), Some(iy)) = (iz, iy) else {
-                    for f in 0..sw {
-                        let at = f * self.phase_len + row;
-                        fill_zero(&mut buf[at..at + self.wq]);
-                    }
+                let Some(iy) = y.checked_sub(ph).filter(|&v| v < ih) else {
                     continue;
                 };
+                let row = (z * self.yp + y) * self.wq;
                 let src = &xc[(iz * ih + iy) * iw..(iz * ih + iy + 1) * iw];
                 if sw == 1 {
-                    let dst = &mut buf[row..row + self.wq];
-                    let (lead, rest) = dst.split_at_mut(pw.min(self.wq));
-                    fill_zero(lead);
-                    let (data, tail) = rest.split_at_mut(last.min(rest.len()));
-                    data.copy_from_slice(&src[..data.len()]);
-                    fill_zero(tail);
+                    if pw < self.wq {
+                        let dst = &mut buf[row + pw..row + self.wq];
+                        let n = last.min(dst.len());
+                        copy(&mut dst[..n], &src[..n]);
+                    }
                 } else if sw == 2 {
                     // Both phases in one pass over the row: input column 2i is padded
                     // column 2i + pw (phase pw % 2, column i + pw / 2), input 2i + 1 the
@@ -80,24 +93,32 @@ impl Padded {
                     let (lo, hi) = buf.split_at_mut(at);
                     let (p0, p1) = (&mut lo[row..row + wq], &mut hi[..wq]);
                     let (ev, od) = if pw % 2 == 0 { (p0, p1) } else { (p1, p0) };
-                    fill_zero(&mut ev[..qe]);
-                    fill_zero(&mut ev[qe + ne..]);
-                    fill_zero(&mut od[..qo]);
-                    fill_zero(&mut od[qo + no..]);
                     let pairs = ne.min(no);
-                    for ((e, o), p) in ev[qe..qe + pairs]
-                        .iter_mut()
-                        .zip(od[qo..qo + pairs].iter_mut())
-                        .zip(src.chunks_exact(2))
-                    {
-                        *e = p[0];
-                        *o = p[1];
+                    let (ev, od) = (&mut ev[qe..qe + ne], &mut od[qo..qo + no]);
+                    let done = if T::IS_F32 {
+                        // SAFETY: T is f32 (`IS_F32`): the same memory, the same type.
+                        unsafe {
+                            let f = |s: &mut [T]| {
+                                std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len())
+                            };
+                            deinterleave(
+                                std::slice::from_raw_parts(src.as_ptr().cast(), src.len()),
+                                f(&mut ev[..pairs]),
+                                f(&mut od[..pairs]),
+                            )
+                        }
+                    } else {
+                        0
+                    };
+                    for i in done..pairs {
+                        ev[i] = src[2 * i];
+                        od[i] = src[2 * i + 1];
                     }
                     for i in pairs..ne {
-                        ev[qe + i] = src[2 * i];
+                        ev[i] = src[2 * i];
                     }
                     for i in pairs..no {
-                        od[qo + i] = src[2 * i + 1];
+                        od[i] = src[2 * i + 1];
                     }
                 } else {
                     // Phase f holds padded columns q * sw + f, i.e. inputs q * sw + f - pw.
@@ -110,8 +131,6 @@ impl Padded {
                             .saturating_sub(f)
                             .div_ceil(sw)
                             .clamp(q0, self.wq);
-                        fill_zero(&mut dst[..q0]);
-                        fill_zero(&mut dst[q1..]);
                         if q0 < q1 {
                             let from = q0 * sw + f - pw;
                             for (d, &v) in
@@ -124,6 +143,66 @@ impl Padded {
                 }
             }
         }
+    }
+}
+
+/// `ev[i] = src[2 i]`, `od[i] = src[2 i + 1]` with vector shuffles, for the leading pairs
+/// (eight at a time with AVX2, four with simd128; `ev` and `od` equally long, `src` at least
+/// twice as long); returns how many pairs it did, the rest being the caller's.
+#[inline(always)]
+fn deinterleave(src: &[f32], ev: &mut [f32], od: &mut [f32]) -> usize {
+    let n = ev.len().min(od.len()).min(src.len() / 2);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        use std::arch::x86_64::*;
+        #[target_feature(enable = "avx2")]
+        unsafe fn run(src: &[f32], ev: &mut [f32], od: &mut [f32], n: usize) -> usize {
+            let mut i = 0;
+            while i + 8 <= n {
+                // SAFETY: src[2i..2i + 16], ev[i..i + 8] and od[i..i + 8] are in bounds.
+                unsafe {
+                    let a = _mm256_loadu_ps(src.as_ptr().add(2 * i));
+                    let b = _mm256_loadu_ps(src.as_ptr().add(2 * i + 8));
+                    // Per 128-bit half: [a0 a2 b0 b2 | a4 a6 b4 b6]; then the 64-bit pairs
+                    // reordered to [a0 a2 a4 a6 b0 b2 b4 b6].
+                    let e = _mm256_shuffle_ps::<0b10_00_10_00>(a, b);
+                    let o = _mm256_shuffle_ps::<0b11_01_11_01>(a, b);
+                    let e = _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
+                        _mm256_castps_pd(e),
+                    ));
+                    let o = _mm256_castpd_ps(_mm256_permute4x64_pd::<0b11_01_10_00>(
+                        _mm256_castps_pd(o),
+                    ));
+                    _mm256_storeu_ps(ev.as_mut_ptr().add(i), e);
+                    _mm256_storeu_ps(od.as_mut_ptr().add(i), o);
+                }
+                i += 8;
+            }
+            i
+        }
+        // SAFETY: the CPU has AVX2 (checked just above); `n` bounds every access.
+        return unsafe { run(src, ev, od, n) };
+    }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use std::arch::wasm32::*;
+        let mut i = 0;
+        while i + 4 <= n {
+            // SAFETY: src[2i..2i + 8], ev[i..i + 4] and od[i..i + 4] are in bounds.
+            unsafe {
+                let a = v128_load(src.as_ptr().add(2 * i).cast());
+                let b = v128_load(src.as_ptr().add(2 * i + 4).cast());
+                v128_store(ev.as_mut_ptr().add(i).cast(), i32x4_shuffle::<0, 2, 4, 6>(a, b));
+                v128_store(od.as_mut_ptr().add(i).cast(), i32x4_shuffle::<1, 3, 5, 7>(a, b));
+            }
+            i += 4;
+        }
+        return i;
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = (src, ev, od, n);
+        0
     }
 }
 
@@ -172,38 +251,59 @@ unsafe fn plane<T: Float>(
     b: T,
     dst: &mut [MaybeUninit<T>],
 ) {
+    let mut quads = runs.chunks_exact(4);
+    for q in &mut quads {
+        // SAFETY: as the caller promised.
+        unsafe { group::<T, 4>(q, buf, taps, b, dst) };
+    }
+    // The last one to three runs together too: each alone would wait on its adds' latency.
+    // SAFETY (each arm): as the caller promised.
+    match quads.remainder() {
+        r @ [_, _, _] => unsafe { group::<T, 3>(r, buf, taps, b, dst) },
+        r @ [_, _] => unsafe { group::<T, 2>(r, buf, taps, b, dst) },
+        r @ [_] => unsafe { group::<T, 1>(r, buf, taps, b, dst) },
+        _ => {}
+    }
+}
+
+/// `N` runs (`runs.len() == N`) over all taps, with `N` independent accumulators.
+///
+/// # Safety
+/// As [`plane`].
+#[inline(always)]
+unsafe fn group<T: Float, const N: usize>(
+    runs: &[Run],
+    buf: &[T],
+    taps: &[(usize, T)],
+    b: T,
+    dst: &mut [MaybeUninit<T>],
+) {
     let load = |at: usize| -> &[T; LANES] {
         // SAFETY: in bounds as the caller promised.
         unsafe { &*(buf.as_ptr().add(at) as *const [T; LANES]) }
     };
-    let mut store = |r: &Run, acc: &[T; LANES]| {
-        // SAFETY: in bounds as the caller promised.
-        unsafe { std::ptr::copy_nonoverlapping(acc.as_ptr(), dst.as_mut_ptr().add(r.dst).cast(), r.n) }
-    };
-    let mut quads = runs.chunks_exact(4);
-    for q in &mut quads {
-        let mut acc = [[b; LANES]; 4];
-        for &(off, wv) in taps {
-            for (a, r) in acc.iter_mut().zip(q) {
-                let s = load(r.src + off);
-                for j in 0..LANES {
-                    a[j] = a[j] + wv * s[j];
-                }
-            }
-        }
-        for (a, r) in acc.iter().zip(q) {
-            store(r, a);
-        }
-    }
-    for r in quads.remainder() {
-        let mut a = [b; LANES];
-        for &(off, wv) in taps {
+    let mut acc = [[b; LANES]; N];
+    for &(off, wv) in taps {
+        for (a, r) in acc.iter_mut().zip(runs) {
             let s = load(r.src + off);
             for j in 0..LANES {
                 a[j] = a[j] + wv * s[j];
             }
         }
-        store(r, &a);
+    }
+    for (a, r) in acc.iter().zip(runs) {
+        // SAFETY: in bounds as the caller promised.
+        unsafe {
+            let d = dst.as_mut_ptr().add(r.dst).cast::<T>();
+            if r.n == LANES {
+                // A whole run: one vector store.
+                d.cast::<[T; LANES]>().write_unaligned(*a);
+            } else {
+                for (j, &v) in a[..r.n].iter().enumerate() {
+                    d.add(j).write(v);
+                }
+            }
+        }
     }
 }
 

@@ -66,6 +66,21 @@ pub(super) fn fill_zero<T: Float>(d: &mut [T]) {
     }
 }
 
+/// `d = s` for short runs (rows of a small plane, the runs of a panel): 8-wide copies the
+/// compiler inlines as vector moves, where `copy_from_slice` calls memmove, whose call costs
+/// more than the few elements it moves.
+#[inline(always)]
+pub(super) fn copy<T: Copy>(d: &mut [T], s: &[T]) {
+    let mut dc = d.chunks_exact_mut(8);
+    let mut sc = s.chunks_exact(8);
+    for (d8, s8) in (&mut dc).zip(&mut sc) {
+        d8.copy_from_slice(s8);
+    }
+    for (v, &x) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
+        *v = x;
+    }
+}
+
 /// The `i` in `0..count` for which `i * s + off - plo` lies in `0..len`, as a range.
 pub(super) fn valid_range(
     count: usize,

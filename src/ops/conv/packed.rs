@@ -6,7 +6,7 @@
 
 #![cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 
-use super::kernels::{fill_zero, valid_range, Geometry};
+use super::kernels::{copy, fill_zero, valid_range, Geometry};
 use std::mem::MaybeUninit;
 use crate::ops::elementwise::epilogue::TileAct;
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
@@ -127,20 +127,6 @@ fn pack_weights_for(isa: Isa, direct: bool, g: &Geometry, w: &[f32]) -> (PackedW
         },
         bytes,
     )
-}
-
-/// `d = s` for the short runs of a panel (16 or 32 columns): 8-wide copies the compiler
-/// inlines as vector moves, where `copy_from_slice` calls memcpy.
-#[inline(always)]
-fn copy(d: &mut [f32], s: &[f32]) {
-    let mut dc = d.chunks_exact_mut(8);
-    let mut sc = s.chunks_exact(8);
-    for (d8, s8) in (&mut dc).zip(&mut sc) {
-        d8.copy_from_slice(s8);
-    }
-    for (v, &x) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
-        *v = x;
-    }
 }
 
 /// One step (kernel tap) of an unfolded input, see [`Unfold`].
