@@ -289,30 +289,25 @@ impl TileAct {
         // Hardswish's division by 6 dominates a tile's epilogue at four lanes.
         #[cfg(target_arch = "x86_64")]
         {
-            #[target_feature(enable = "avx512f")]
-            unsafe fn avx512(
-                act: Option<TileAct>,
-                bias: Option<&[f32]>,
-                p: *mut f32,
-                rs: usize,
-                rows: usize,
-                cols: usize,
-            ) {
-                // SAFETY: as the caller promised.
-                unsafe { dispatch(act, bias, p, rs, rows, cols) }
+            // `dispatch` compiled with the given target features.
+            macro_rules! compiled_for {
+                ($features:literal, $name:ident) => {
+                    #[target_feature(enable = $features)]
+                    unsafe fn $name(
+                        act: Option<TileAct>,
+                        bias: Option<&[f32]>,
+                        p: *mut f32,
+                        rs: usize,
+                        rows: usize,
+                        cols: usize,
+                    ) {
+                        // SAFETY: as the caller promised.
+                        unsafe { dispatch(act, bias, p, rs, rows, cols) }
+                    }
+                };
             }
-            #[target_feature(enable = "avx2")]
-            unsafe fn avx2(
-                act: Option<TileAct>,
-                bias: Option<&[f32]>,
-                p: *mut f32,
-                rs: usize,
-                rows: usize,
-                cols: usize,
-            ) {
-                // SAFETY: as the caller promised.
-                unsafe { dispatch(act, bias, p, rs, rows, cols) }
-            }
+            compiled_for!("avx512f", avx512);
+            compiled_for!("avx2", avx2);
             if std::is_x86_feature_detected!("avx512f") {
                 // SAFETY: the CPU has AVX-512F; the floats as the caller promised.
                 return unsafe { avx512(act, bias, p, rs, rows, cols) };
