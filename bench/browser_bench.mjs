@@ -154,4 +154,4 @@ for (const r of rows) {
 }
 console.log('\ncold = load + first run, warm = median of later runs (ms); ratio = pt2web / ORT Web (below 1: pt2web is faster).');
 const th = rows[0]?.threading;
-console.log(`Same headless Chromium, same adapter (SwiftShader WebGPU), same weights and inputs; WASM: ORT Web numThreads ${THREADS}, pt2web ${th ? `${th.threads} thread(s), ${th.build} build (${th.reason})` : '-'}.`);
+console.log(`Same headless Chromium, same adapter (SwiftShader WebGPU), same weights and inputs; WASM: ORT Web numThreads ${THREADS}, pt2web ${th ? `${th.threads} thread(s), ${th.build} build (${th.reason}), ${th.simd} SIMD` : '-'}.`);

@@ -46,6 +46,8 @@ export interface ModelInfo {
   /** The CPU backend's threads (1 unless the page is cross-origin isolated), and why. */
   threads: number;
   threadsNote: string;
+  /** The CPU backend's WebAssembly build: relaxed SIMD (fused multiply-adds) or plain simd128. */
+  simd: 'relaxed' | 'simd128';
   specs: { inSpec: unknown; outSpec: unknown };
 }
 
@@ -307,8 +309,16 @@ export const gpu: {
  * else 1) or a number; only the first call's options count.
  */
 export function init(options?: { threads?: 'auto' | number }): Promise<void>;
-/** How the CPU backend got its threads: the multi-threaded build (`'threads'`) or not, and why. */
-export function cpuThreading(): { threads: number; build: 'threads' | 'single'; reason: string };
+/**
+ * How the CPU backend got its threads: the multi-threaded build (`'threads'`) or not, and why;
+ * and its SIMD: the relaxed-SIMD build where the engine validates relaxed SIMD, else simd128.
+ */
+export function cpuThreading(): {
+  threads: number;
+  build: 'threads' | 'single';
+  reason: string;
+  simd: 'relaxed' | 'simd128';
+};
 export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;
 export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
 export function isPt2Package(bytes: ArrayBuffer | Uint8Array): Promise<boolean>;

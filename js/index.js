@@ -36,8 +36,48 @@ const isNode = typeof globalThis.process !== 'undefined' && !!globalThis.process
 let ready = null;
 let wasmReady = false;
 
-// How the CPU backend got its threads: { threads, build, reason }.
-let threading = { threads: 1, build: 'single', reason: 'not initialized' };
+// How the CPU backend got its threads and SIMD: { threads, build, reason, simd }.
+let threading = { threads: 1, build: 'single', reason: 'not initialized', simd: 'simd128' };
+
+// Whether the engine has relaxed SIMD: it validates a function of one f32x4.relaxed_madd
+// (opcode 0xfd 0x105) over three v128 constants.
+function hasRelaxedSimd() {
+  const v = [0xfd, 0x0c, ...new Array(16).fill(0)];
+  const body = [0x00, ...v, ...v, ...v, 0xfd, 0x85, 0x02, 0x0b];
+  try {
+    return WebAssembly.validate(new Uint8Array([
+      0x00, 0x61, 0x73, 0x6d, 0x01, 0x00, 0x00, 0x00, // magic, version
+      0x01, 0x05, 0x01, 0x60, 0x00, 0x01, 0x7b, // type: () -> v128
+      0x03, 0x02, 0x01, 0x00, // one function of that type
+      0x0a, body.length + 2, 0x01, body.length, ...body, // its code
+    ]));
+  } catch {
+    return false;
+  }
+}
+
+// The builds to try, best first: the relaxed-SIMD one (`dir` + '-relaxed', or pkg/relaxed/
+// for the single-threaded build) where the engine has it, then the plain simd128 one.
+function variants(dir) {
+  const plain = { dir, simd: 'simd128' };
+  if (!hasRelaxedSimd()) return [plain];
+  return [{ dir: dir ? `${dir}-relaxed` : 'relaxed', simd: 'relaxed' }, plain];
+}
+
+// Import and instantiate one build of the glue from pkg/`dir`.
+async function loadBuild(dir) {
+  const base = dir ? `../pkg/${dir}/` : '../pkg/';
+  const m = await import(`${base}pt2web.js`);
+  bindGlue(m);
+  const url = new URL(`${base}pt2web_bg.wasm`, import.meta.url);
+  if (isNode && url.protocol === 'file:') {
+    const { readFile } = await import('node:fs/promises');
+    await initWasm({ module_or_path: await readFile(url) });
+  } else {
+    await initWasm({ module_or_path: url });
+  }
+  return m;
+}
 
 /**
  * Load the WebAssembly module once (done by `load` on first use; call it first to choose the
@@ -62,37 +102,43 @@ export function init(options = {}) {
       else if (isNode) reason = 'Node runs the single-threaded build';
       else if (!globalThis.crossOriginIsolated) reason = 'the page is not cross-origin isolated (COOP/COEP headers)';
       if (!reason) {
+        for (const { dir, simd } of variants('threads')) {
+          try {
+            const m = await loadBuild(dir);
+            // n − 1 workers: the calling thread takes a share of every split itself.
+            await m.initThreadPool(n - 1);
+            m.setThreads(n);
+            // The count the core's kernels now split over (cpuThreads), not just the one asked.
+            threading = { threads: cpuThreads(), build: 'threads', reason: 'cross-origin isolated page', simd };
+            wasmReady = true;
+            return;
+          } catch (e) {
+            reason = `the multi-threaded build did not start (${e?.message ?? e})`;
+          }
+        }
+      }
+      let failed;
+      for (const { dir, simd } of variants('')) {
         try {
-          const m = await import('../pkg/threads/pt2web.js');
-          bindGlue(m);
-          await initWasm({ module_or_path: new URL('../pkg/threads/pt2web_bg.wasm', import.meta.url) });
-          // n − 1 workers: the calling thread takes a share of every split itself.
-          await m.initThreadPool(n - 1);
-          m.setThreads(n);
-          // The count the core's kernels now split over (cpuThreads), not just the one asked.
-          threading = { threads: cpuThreads(), build: 'threads', reason: 'cross-origin isolated page' };
+          await loadBuild(dir);
+          threading = { threads: 1, build: 'single', reason, simd };
           wasmReady = true;
           return;
         } catch (e) {
-          reason = `the multi-threaded build did not start (${e?.message ?? e})`;
+          // The relaxed build may be missing (PT2WEB_WASM_RELAXED=0): the plain one next.
+          failed = e;
         }
       }
-      bindGlue(await import('../pkg/pt2web.js'));
-      const url = new URL('../pkg/pt2web_bg.wasm', import.meta.url);
-      if (isNode && url.protocol === 'file:') {
-        const { readFile } = await import('node:fs/promises');
-        await initWasm({ module_or_path: await readFile(url) });
-      } else {
-        await initWasm({ module_or_path: url });
-      }
-      threading = { threads: 1, build: 'single', reason };
-      wasmReady = true;
+      throw failed;
     })();
   }
   return ready;
 }
 
-/** The CPU backend's threads: `{ threads, build: 'threads' | 'single', reason }`. */
+/**
+ * The CPU backend's threads and SIMD: `{ threads, build: 'threads' | 'single', reason, simd:
+ * 'relaxed' | 'simd128' }` (`simd`: the relaxed-SIMD build where the engine has relaxed SIMD).
+ */
 export function cpuThreading() {
   return { ...threading };
 }
@@ -497,7 +543,7 @@ export class Model {
     const info = wasm.info;
     this.#info = {
       ...info, device: deviceChoice.device, deviceNote: deviceChoice.reason,
-      threads: threading.threads, threadsNote: threading.reason,
+      threads: threading.threads, threadsNote: threading.reason, simd: threading.simd,
     };
     this.device = deviceChoice.device;
     this.deviceNote = deviceChoice.reason;

@@ -17,23 +17,42 @@ rm -rf pkg
 wasm-bindgen --target web --out-dir pkg --out-name pt2web \
   "target/wasm32-unknown-unknown/$profile/pt2web.wasm"
 
+# The relaxed-SIMD build (pkg/relaxed/): the GEMM's multiply-adds as f32x4.relaxed_madd (one
+# fused instruction where the CPU has FMA). js/index.js loads it where the engine validates
+# relaxed SIMD (Chromium since 114), pkg/ elsewhere. Its own target dir: the flags differ.
+# PT2WEB_WASM_RELAXED=0 skips it and its multi-threaded twin below.
+relaxed="${PT2WEB_WASM_RELAXED:-1}"
+if [ "$relaxed" != "0" ]; then
+  RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" CARGO_TARGET_DIR=target/wasm-relaxed \
+    cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
+  wasm-bindgen --target web --out-dir pkg/relaxed --out-name pt2web \
+    "target/wasm-relaxed/wasm32-unknown-unknown/$profile/pt2web.wasm"
+fi
+
 # The multi-threaded build (pkg/threads/, feature `threads`): rayon's pool on Web Workers
 # over a shared memory, which needs std rebuilt with atomics (the pinned nightly of
 # scripts/wasm-threads-toolchain, with rust-src: scripts/setup.sh installs it). Its own
 # target dir, so the two builds do not invalidate each other. Profile `release`: opt-level 3
 # for speed. PT2WEB_WASM_THREADS=0 skips it (js/index.js then always runs single-threaded).
-if [ "${PT2WEB_WASM_THREADS:-1}" != "0" ]; then
+# With relaxed SIMD too: pkg/threads-relaxed/.
+threads_build() { # $1: extra target features, $2: target dir, $3: output dir
   nightly=$(cat scripts/wasm-threads-toolchain)
-  RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128 \
+  RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128$1 \
     -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
     -C link-arg=--export=__wasm_init_tls -C link-arg=--export=__tls_size \
     -C link-arg=--export=__tls_align -C link-arg=--export=__tls_base" \
-    CARGO_TARGET_DIR=target/wasm-threads \
+    CARGO_TARGET_DIR="$2" \
     cargo "+$nightly" build -p pt2web --target wasm32-unknown-unknown --release \
     --features threads -Z build-std=panic_abort,std
-  wasm-bindgen --target web --out-dir pkg/threads --out-name pt2web \
-    target/wasm-threads/wasm32-unknown-unknown/release/pt2web.wasm
-  echo "pkg/threads/pt2web_bg.wasm: $(stat -c %s pkg/threads/pt2web_bg.wasm) bytes raw"
+  wasm-bindgen --target web --out-dir "$3" --out-name pt2web \
+    "$2/wasm32-unknown-unknown/release/pt2web.wasm"
+  echo "$3/pt2web_bg.wasm: $(stat -c %s "$3/pt2web_bg.wasm") bytes raw"
+}
+if [ "${PT2WEB_WASM_THREADS:-1}" != "0" ]; then
+  threads_build "" target/wasm-threads pkg/threads
+  if [ "$relaxed" != "0" ]; then
+    threads_build ",+relaxed-simd" target/wasm-threads-relaxed pkg/threads-relaxed
+  fi
 fi
 # wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while
 # iterating on the release profile.

@@ -1,7 +1,8 @@
 // The multi-threaded WebAssembly build (pkg/threads/) in Chromium: on a cross-origin isolated
 // page `init` starts its Web Worker pool and the CPU backend splits its kernels over it; the
 // fixture suite must still match PyTorch. On a page without the COOP/COEP headers the package
-// falls back to the single-threaded build and says why.
+// falls back to the single-threaded build and says why. Chromium has relaxed SIMD: both
+// pages get the relaxed-SIMD builds (pkg/threads-relaxed/, pkg/relaxed/) where they are built.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
@@ -15,6 +16,9 @@ const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--disable-background-networking', '--disable-component-update',
   '--no-first-run', '--disable-sync', '--disable-quic'];
 const BUILT = existsSync(path.join(ROOT, 'pkg', 'threads', 'pt2web_bg.wasm'));
+// The relaxed-SIMD builds (Chromium has relaxed SIMD, so the package picks them when built).
+const RELAXED = existsSync(path.join(ROOT, 'pkg', 'threads-relaxed', 'pt2web_bg.wasm')) ? 'relaxed' : 'simd128';
+const RELAXED_SINGLE = existsSync(path.join(ROOT, 'pkg', 'relaxed', 'pt2web_bg.wasm')) ? 'relaxed' : 'simd128';
 let isolated;
 let plain;
 let browser;
@@ -45,15 +49,15 @@ test('on a cross-origin isolated page the CPU backend runs on 2 threads and matc
     await init({ threads: 2 });
     return { isolated: globalThis.crossOriginIsolated, ...cpuThreading() };
   });
-  assert.deepEqual(threading, { isolated: true, threads: 2, build: 'threads', reason: 'cross-origin isolated page' });
+  assert.deepEqual(threading, { isolated: true, threads: 2, build: 'threads', reason: 'cross-origin isolated page', simd: RELAXED });
   const info = await page.evaluate(async () => {
     const { load } = await import('/js/index.js');
     const model = await load(new Uint8Array(await (await fetch('/fixtures/dyn_batch.pt2')).arrayBuffer()), { device: 'cpu' });
-    const { threads, threadsNote } = model.info;
+    const { threads, threadsNote, simd } = model.info;
     model.dispose();
-    return { threads, threadsNote };
+    return { threads, threadsNote, simd };
   });
-  assert.deepEqual(info, { threads: 2, threadsNote: 'cross-origin isolated page' });
+  assert.deepEqual(info, { threads: 2, threadsNote: 'cross-origin isolated page', simd: RELAXED });
   let cases = 0;
   for (const [stem, meta] of metas()) {
     cases += await page.evaluate(runFixtureInPage, { stem, archive: meta.archive, programs: meta.programs, device: 'cpu' });
@@ -69,6 +73,6 @@ test('without COOP/COEP the package runs single-threaded and says why', async ()
     await init({ threads: 2 });
     return cpuThreading();
   });
-  assert.deepEqual(threading, { threads: 1, build: 'single', reason: 'the page is not cross-origin isolated (COOP/COEP headers)' });
+  assert.deepEqual(threading, { threads: 1, build: 'single', reason: 'the page is not cross-origin isolated (COOP/COEP headers)', simd: RELAXED_SINGLE });
   assert.deepEqual(errors, []);
 });

@@ -817,8 +817,19 @@ unsafe fn kernel_simd128(
         macro_rules! row {
             ($i:literal, $x0:ident, $x1:ident) => {
                 let ai = v128_load32_splat(ap.add($i) as *const u32);
-                $x0 = f32x4_add($x0, f32x4_mul(ai, b0));
-                $x1 = f32x4_add($x1, f32x4_mul(ai, b1));
+                // The relaxed-SIMD build (pkg/relaxed/, chosen by js/index.js where the
+                // engine validates relaxed SIMD): one multiply-add, fused where the CPU has
+                // FMA (so the last bit may differ between engines), else as below.
+                #[cfg(target_feature = "relaxed-simd")]
+                {
+                    $x0 = f32x4_relaxed_madd(ai, b0, $x0);
+                    $x1 = f32x4_relaxed_madd(ai, b1, $x1);
+                }
+                #[cfg(not(target_feature = "relaxed-simd"))]
+                {
+                    $x0 = f32x4_add($x0, f32x4_mul(ai, b0));
+                    $x1 = f32x4_add($x1, f32x4_mul(ai, b1));
+                }
             };
         }
         row!(0, c00, c01);
