@@ -192,8 +192,14 @@ fn deinterleave(src: &[f32], ev: &mut [f32], od: &mut [f32]) -> usize {
             unsafe {
                 let a = v128_load(src.as_ptr().add(2 * i).cast());
                 let b = v128_load(src.as_ptr().add(2 * i + 4).cast());
-                v128_store(ev.as_mut_ptr().add(i).cast(), i32x4_shuffle::<0, 2, 4, 6>(a, b));
-                v128_store(od.as_mut_ptr().add(i).cast(), i32x4_shuffle::<1, 3, 5, 7>(a, b));
+                v128_store(
+                    ev.as_mut_ptr().add(i).cast(),
+                    i32x4_shuffle::<0, 2, 4, 6>(a, b),
+                );
+                v128_store(
+                    od.as_mut_ptr().add(i).cast(),
+                    i32x4_shuffle::<1, 3, 5, 7>(a, b),
+                );
             }
             i += 4;
         }

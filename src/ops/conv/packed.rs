@@ -7,10 +7,10 @@
 #![cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 
 use super::kernels::{copy, fill_zero, valid_range, Geometry};
-use std::mem::MaybeUninit;
 use crate::ops::elementwise::epilogue::TileAct;
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Post, Strided};
+use std::mem::MaybeUninit;
 
 /// A convolution's weights as A panels, one matrix per group: rows are the group's output
 /// channels, steps its (c, kz, ky, kx) taps.
@@ -170,7 +170,10 @@ fn split_phases(x: &[f32], planes: usize, rows: usize, iw: usize, sw: usize) -> 
         // An empty input (only padding is read): nothing to split.
         return vec![0.0f32; len];
     }
-    assert!(x.len() >= planes * rows * iw, "input smaller than its planes");
+    assert!(
+        x.len() >= planes * rows * iw,
+        "input smaller than its planes"
+    );
     // Every element is written below (the zeros past a row's end too): no zeroing first.
     let mut out = Vec::with_capacity(len);
     let dst = &mut out.spare_capacity_mut()[..len];
