@@ -20,10 +20,12 @@ wasm-bindgen --target web --out-dir pkg --out-name pt2web \
 # The relaxed-SIMD build (pkg/relaxed/): the GEMM's multiply-adds as f32x4.relaxed_madd (one
 # fused instruction where the CPU has FMA). js/index.js loads it where the engine validates
 # relaxed SIMD (Chromium since 114), pkg/ elsewhere. Its own target dir: the flags differ.
+# `--cfg pt2web_relaxed_simd` enables relaxed SIMD in the GEMM kernel alone (crate-wide, LLVM
+# would also turn min/max into relaxed_min/max, which need not propagate NaN).
 # PT2WEB_WASM_RELAXED=0 skips it and its multi-threaded twin below.
 relaxed="${PT2WEB_WASM_RELAXED:-1}"
 if [ "$relaxed" != "0" ]; then
-  RUSTFLAGS="-C target-feature=+simd128,+relaxed-simd" CARGO_TARGET_DIR=target/wasm-relaxed \
+  RUSTFLAGS="-C target-feature=+simd128 --cfg pt2web_relaxed_simd" CARGO_TARGET_DIR=target/wasm-relaxed \
     cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
   wasm-bindgen --target web --out-dir pkg/relaxed --out-name pt2web \
     "target/wasm-relaxed/wasm32-unknown-unknown/$profile/pt2web.wasm"
@@ -35,7 +37,7 @@ fi
 # target dir, so the two builds do not invalidate each other. Profile `release`: opt-level 3
 # for speed. PT2WEB_WASM_THREADS=0 skips it (js/index.js then always runs single-threaded).
 # With relaxed SIMD too: pkg/threads-relaxed/.
-threads_build() { # $1: extra target features, $2: target dir, $3: output dir
+threads_build() { # $1: extra rustc flags, $2: target dir, $3: output dir
   nightly=$(cat scripts/wasm-threads-toolchain)
   RUSTFLAGS="-C target-feature=+atomics,+bulk-memory,+mutable-globals,+simd128$1 \
     -C link-arg=--shared-memory -C link-arg=--import-memory -C link-arg=--max-memory=4294967296 \
@@ -51,7 +53,7 @@ threads_build() { # $1: extra target features, $2: target dir, $3: output dir
 if [ "${PT2WEB_WASM_THREADS:-1}" != "0" ]; then
   threads_build "" target/wasm-threads pkg/threads
   if [ "$relaxed" != "0" ]; then
-    threads_build ",+relaxed-simd" target/wasm-threads-relaxed pkg/threads-relaxed
+    threads_build " --cfg pt2web_relaxed_simd" target/wasm-threads-relaxed pkg/threads-relaxed
   fi
 fi
 # wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while

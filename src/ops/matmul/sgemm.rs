@@ -788,9 +788,15 @@ micro!(Simd128, 4, 8, 256, 72, 4096, kernel_simd128);
 
 /// The 4 x 8 block: per k, two loads of B and four splats of A into 8 accumulators, a
 /// multiply then an add each (the `gemm` crate's simd128 kernel rounds alike).
+///
+/// The relaxed-SIMD build (`--cfg pt2web_relaxed_simd`, see `scripts/build_wasm.sh`) enables
+/// relaxed SIMD for this function alone: enabled for the whole crate, LLVM also lowers
+/// min/max to `relaxed_min`/`relaxed_max`, whose NaN results are the engine's choice, where
+/// torch propagates NaN.
 #[cfg(target_arch = "wasm32")]
 #[allow(clippy::too_many_arguments)]
-#[inline(always)]
+#[cfg_attr(not(pt2web_relaxed_simd), inline(always))]
+#[cfg_attr(pt2web_relaxed_simd, target_feature(enable = "relaxed-simd"))]
 unsafe fn kernel_simd128(
     kc: usize,
     mut ap: *const f32,
@@ -820,12 +826,12 @@ unsafe fn kernel_simd128(
                 // The relaxed-SIMD build (pkg/relaxed/, chosen by js/index.js where the
                 // engine validates relaxed SIMD): one multiply-add, fused where the CPU has
                 // FMA (so the last bit may differ between engines), else as below.
-                #[cfg(target_feature = "relaxed-simd")]
+                #[cfg(pt2web_relaxed_simd)]
                 {
                     $x0 = f32x4_relaxed_madd(ai, b0, $x0);
                     $x1 = f32x4_relaxed_madd(ai, b1, $x1);
                 }
-                #[cfg(not(target_feature = "relaxed-simd"))]
+                #[cfg(not(pt2web_relaxed_simd))]
                 {
                     $x0 = f32x4_add($x0, f32x4_mul(ai, b0));
                     $x1 = f32x4_add($x1, f32x4_mul(ai, b1));
