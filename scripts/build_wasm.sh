@@ -22,8 +22,9 @@ wasm-bindgen --target web --out-dir pkg --out-name pt2web \
 # relaxed SIMD (Chromium since 114), pkg/ elsewhere. Its own target dir: the flags differ.
 # `--cfg pt2web_relaxed_simd` enables relaxed SIMD in the GEMM kernel alone (crate-wide, LLVM
 # would also turn min/max into relaxed_min/max, which need not propagate NaN).
-# PT2WEB_WASM_RELAXED=0 skips it and its multi-threaded twin below.
-relaxed="${PT2WEB_WASM_RELAXED:-1}"
+# Opt-in (PT2WEB_WASM_RELAXED=1) for now: with it the browser op suite's NaN case of the
+# activations (tests/browser, `all_special`) gets a number where torch gives NaN.
+relaxed="${PT2WEB_WASM_RELAXED:-0}"
 if [ "$relaxed" != "0" ]; then
   RUSTFLAGS="-C target-feature=+simd128 --cfg pt2web_relaxed_simd" CARGO_TARGET_DIR=target/wasm-relaxed \
     cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"

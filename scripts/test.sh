@@ -20,7 +20,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 step "cargo clippy (wasm32, core crate)"
 cargo clippy -p pt2web --target wasm32-unknown-unknown -- -D warnings
 
-step "wasm package: wasm32 builds (single-threaded pkg/, multi-threaded pkg/threads/, their relaxed-SIMD twins) + wasm-bindgen into pkg/"
+step "wasm package: wasm32 builds (single-threaded pkg/; multi-threaded pkg/threads/) + wasm-bindgen into pkg/"
 bash scripts/build_wasm.sh
 
 step "cargo test"
