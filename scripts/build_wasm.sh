@@ -20,16 +20,30 @@ wasm-bindgen --target web --out-dir pkg --out-name pt2web \
 # The relaxed-SIMD build (pkg/relaxed/): the GEMM's multiply-adds as f32x4.relaxed_madd (one
 # fused instruction where the CPU has FMA). js/index.js loads it where the engine validates
 # relaxed SIMD (Chromium since 114), pkg/ elsewhere. Its own target dir: the flags differ.
-# `--cfg pt2web_relaxed_simd` enables relaxed SIMD in the GEMM kernel alone (crate-wide, LLVM
-# would also turn min/max into relaxed_min/max, which need not propagate NaN).
-# Opt-in (PT2WEB_WASM_RELAXED=1) for now: with it the browser op suite's NaN case of the
-# activations (tests/browser, `all_special`) gets a number where torch gives NaN.
-relaxed="${PT2WEB_WASM_RELAXED:-0}"
+# `--cfg pt2web_relaxed_simd` selects the relaxed kernel of crates/simd128, the one function
+# compiled with relaxed SIMD (that crate says why). PT2WEB_WASM_RELAXED=0 skips these builds.
+# No relaxed_min/relaxed_max may appear in them: their NaN results are the engine's choice,
+# where torch propagates NaN (binaryen's wasm-dis, from npm, checks).
+relaxed="${PT2WEB_WASM_RELAXED:-1}"
+check_relaxed() { # $1: a relaxed build's .wasm
+  if [ ! -x node_modules/.bin/wasm-dis ]; then
+    echo "note: no node_modules/.bin/wasm-dis (npm ci): $1 not checked for relaxed_min/max" >&2
+    return
+  fi
+  local n
+  n=$(node_modules/.bin/wasm-dis "$1" | grep -cE 'relaxed_(min|max)' || true)
+  if [ "$n" != 0 ]; then
+    echo "$1: $n relaxed_min/relaxed_max instructions (NaN would not propagate);" \
+      "relaxed SIMD must stay in crates/simd128's kernel" >&2
+    exit 1
+  fi
+}
 if [ "$relaxed" != "0" ]; then
   RUSTFLAGS="-C target-feature=+simd128 --cfg pt2web_relaxed_simd" CARGO_TARGET_DIR=target/wasm-relaxed \
     cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
   wasm-bindgen --target web --out-dir pkg/relaxed --out-name pt2web \
     "target/wasm-relaxed/wasm32-unknown-unknown/$profile/pt2web.wasm"
+  check_relaxed pkg/relaxed/pt2web_bg.wasm
 fi
 
 # The multi-threaded build (pkg/threads/, feature `threads`): rayon's pool on Web Workers
@@ -55,6 +69,7 @@ if [ "${PT2WEB_WASM_THREADS:-1}" != "0" ]; then
   threads_build "" target/wasm-threads pkg/threads
   if [ "$relaxed" != "0" ]; then
     threads_build " --cfg pt2web_relaxed_simd" target/wasm-threads-relaxed pkg/threads-relaxed
+    check_relaxed pkg/threads-relaxed/pt2web_bg.wasm
   fi
 fi
 # wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while

@@ -784,23 +784,26 @@ unsafe fn kernel_avx2(
 }
 
 #[cfg(target_arch = "wasm32")]
-micro!(Simd128, 4, 8, 256, 72, 4096, kernel_simd128);
+micro!(
+    Simd128,
+    pt2web_simd128::MR,
+    pt2web_simd128::NR,
+    256,
+    72,
+    4096,
+    kernel_simd128
+);
 
-/// The 4 x 8 block: per k, two loads of B and four splats of A into 8 accumulators, a
-/// multiply then an add each (the `gemm` crate's simd128 kernel rounds alike).
-///
-/// The relaxed-SIMD build (`--cfg pt2web_relaxed_simd`, see `scripts/build_wasm.sh`) enables
-/// relaxed SIMD for this function alone: enabled for the whole crate, LLVM also lowers
-/// min/max to `relaxed_min`/`relaxed_max`, whose NaN results are the engine's choice, where
-/// torch propagates NaN.
+/// The 4 x 8 block, in crate `pt2web-simd128` (crates/simd128): its relaxed-SIMD variant
+/// (`--cfg pt2web_relaxed_simd`, the builds pkg/relaxed/ and pkg/threads-relaxed/ of
+/// `scripts/build_wasm.sh`) must be compiled apart from the rest of pt2web (that crate says why).
 #[cfg(target_arch = "wasm32")]
 #[allow(clippy::too_many_arguments)]
-#[cfg_attr(not(pt2web_relaxed_simd), inline(always))]
-#[cfg_attr(pt2web_relaxed_simd, target_feature(enable = "relaxed-simd"))]
+#[inline(always)]
 unsafe fn kernel_simd128(
     kc: usize,
-    mut ap: *const f32,
-    mut bp: *const f32,
+    ap: *const f32,
+    bp: *const f32,
     c: *mut f32,
     c_rs: usize,
     mr: usize,
@@ -809,65 +812,11 @@ unsafe fn kernel_simd128(
     beta: f32,
     skip_c: bool,
 ) {
-    use std::arch::wasm32::*;
-    const MR: usize = Simd128::MR;
-    const NR: usize = Simd128::NR;
-    // The accumulators are named, not an array indexed in a loop: a build that does not
-    // unroll loops (opt-level "z") would keep an array in memory.
-    let z = f32x4_splat(0.0);
-    let (mut c00, mut c01, mut c10, mut c11) = (z, z, z, z);
-    let (mut c20, mut c21, mut c30, mut c31) = (z, z, z, z);
-    for _ in 0..kc {
-        let b0 = v128_load(bp as *const v128);
-        let b1 = v128_load(bp.add(4) as *const v128);
-        macro_rules! row {
-            ($i:literal, $x0:ident, $x1:ident) => {
-                let ai = v128_load32_splat(ap.add($i) as *const u32);
-                // The relaxed-SIMD build (pkg/relaxed/, chosen by js/index.js where the
-                // engine validates relaxed SIMD): one multiply-add, fused where the CPU has
-                // FMA (so the last bit may differ between engines), else as below.
-                #[cfg(pt2web_relaxed_simd)]
-                {
-                    $x0 = f32x4_relaxed_madd(ai, b0, $x0);
-                    $x1 = f32x4_relaxed_madd(ai, b1, $x1);
-                }
-                #[cfg(not(pt2web_relaxed_simd))]
-                {
-                    $x0 = f32x4_add($x0, f32x4_mul(ai, b0));
-                    $x1 = f32x4_add($x1, f32x4_mul(ai, b1));
-                }
-            };
-        }
-        row!(0, c00, c01);
-        row!(1, c10, c11);
-        row!(2, c20, c21);
-        row!(3, c30, c31);
-        ap = ap.add(MR);
-        bp = bp.add(NR);
-    }
-    let acc = [[c00, c01], [c10, c11], [c20, c21], [c30, c31]];
-    let va = f32x4_splat(alpha);
-    let vb = f32x4_splat(beta);
-    for (i, row) in acc.iter().enumerate().take(mr) {
-        let p = c.add(i * c_rs);
-        let mut v = [f32x4_mul(va, row[0]), f32x4_mul(va, row[1])];
-        if nr == NR {
-            if !skip_c {
-                v[0] = f32x4_add(v[0], f32x4_mul(vb, v128_load(p as *const v128)));
-                v[1] = f32x4_add(v[1], f32x4_mul(vb, v128_load(p.add(4) as *const v128)));
-            }
-            v128_store(p as *mut v128, v[0]);
-            v128_store(p.add(4) as *mut v128, v[1]);
-        } else {
-            let mut t = [0.0f32; NR];
-            v128_store(t.as_mut_ptr() as *mut v128, v[0]);
-            v128_store(t.as_mut_ptr().add(4) as *mut v128, v[1]);
-            for (j, &x) in t.iter().enumerate().take(nr) {
-                let d = p.add(j);
-                *d = if skip_c { x } else { x + beta * *d };
-            }
-        }
-    }
+    #[cfg(not(pt2web_relaxed_simd))]
+    use pt2web_simd128::kernel;
+    #[cfg(pt2web_relaxed_simd)]
+    use pt2web_simd128::kernel_relaxed as kernel;
+    kernel(kc, ap, bp, c, c_rs, mr, nr, alpha, beta, skip_c)
 }
 
 #[cfg(test)]
