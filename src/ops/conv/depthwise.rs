@@ -2,10 +2,11 @@
 //! computed directly. Each input plane is copied once into a zero-padded buffer split into
 //! `stride` column phases, so every kernel tap reads contiguous runs even for strided
 //! convolutions. The outputs are then computed in runs of eight (a vector) along each row,
-//! four runs at a time so that four independent accumulators hide the add latency, over
-//! all taps. On x86-64 the kernel is also compiled for AVX2 and picked at run time.
+//! eight runs at a time so that eight independent accumulators hide the add latency, over
+//! all taps. On x86-64 the kernel is also compiled for AVX2 with FMA (each tap one fused
+//! multiply-add, as torch's vectorized depthwise kernels do) and picked at run time.
 
-use super::kernels::{copy, Geometry, PlanePost};
+use super::kernels::{copy, copy_short, Geometry, PlanePost};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
 use std::mem::MaybeUninit;
 
@@ -13,11 +14,13 @@ const LANES: usize = 8;
 
 /// The padded, phase-split copy of one input plane.
 struct Padded {
-    /// Padded extents that the output reads (depth, rows, columns per phase).
-    zp: usize,
+    /// Padded extents that the output reads (rows, columns per phase).
     yp: usize,
     wq: usize,
     phase_len: usize,
+    /// The rows that hold input: (the input row's offset in its plane, the padded row's
+    /// offset in a phase), computed once per call rather than per plane.
+    rows: Vec<(usize, usize)>,
 }
 
 impl Padded {
@@ -32,11 +35,24 @@ impl Padded {
         let wq = xp
             .div_ceil(g.stride[2])
             .max(ow.div_ceil(LANES) * LANES + (kw - 1) * g.dil[2] / g.stride[2] + 1);
+        let [id, ih, iw] = g.ins;
+        let [pd, ph, _] = g.pad_lo;
+        let mut rows = Vec::new();
+        for z in 0..zp {
+            let Some(iz) = z.checked_sub(pd).filter(|&v| v < id) else {
+                continue;
+            };
+            for y in 0..yp {
+                if let Some(iy) = y.checked_sub(ph).filter(|&v| v < ih) {
+                    rows.push(((iz * ih + iy) * iw, (z * yp + y) * wq));
+                }
+            }
+        }
         Padded {
-            zp,
             yp,
             wq,
             phase_len: zp * yp * wq,
+            rows,
         }
     }
 
@@ -60,84 +76,73 @@ impl Padded {
 
     #[inline(always)]
     fn fill_data<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T]) {
-        let [id, ih, iw] = g.ins;
-        let [pd, ph, pw] = g.pad_lo;
+        let iw = g.ins[2];
+        let pw = g.pad_lo[2];
         let sw = g.stride[2];
         let xp = self.wq * sw;
         // Padded column c = ix + pw, inside the read extent.
         let last = iw.min(xp.saturating_sub(pw));
-        for z in 0..self.zp {
-            let Some(iz) = z.checked_sub(pd).filter(|&v| v < id) else {
-                continue;
-            };
-            for y in 0..self.yp {
-                let Some(iy) = y.checked_sub(ph).filter(|&v| v < ih) else {
-                    continue;
-                };
-                let row = (z * self.yp + y) * self.wq;
-                let src = &xc[(iz * ih + iy) * iw..(iz * ih + iy + 1) * iw];
-                if sw == 1 {
-                    if pw < self.wq {
-                        let dst = &mut buf[row + pw..row + self.wq];
-                        let n = last.min(dst.len());
-                        copy(&mut dst[..n], &src[..n]);
-                    }
-                } else if sw == 2 {
-                    // Both phases in one pass over the row: input column 2i is padded
-                    // column 2i + pw (phase pw % 2, column i + pw / 2), input 2i + 1 the
-                    // other phase's column i + (pw + 1) / 2.
-                    let wq = self.wq;
-                    let (qe, qo) = ((pw / 2).min(wq), pw.div_ceil(2).min(wq));
-                    let (ne, no) = (last.div_ceil(2).min(wq - qe), (last / 2).min(wq - qo));
-                    let at = self.phase_len + row;
-                    let (lo, hi) = buf.split_at_mut(at);
-                    let (p0, p1) = (&mut lo[row..row + wq], &mut hi[..wq]);
-                    let (ev, od) = if pw % 2 == 0 { (p0, p1) } else { (p1, p0) };
-                    let pairs = ne.min(no);
-                    let (ev, od) = (&mut ev[qe..qe + ne], &mut od[qo..qo + no]);
-                    let done = if T::IS_F32 {
-                        // SAFETY: T is f32 (`IS_F32`): the same memory, the same type.
-                        unsafe {
-                            let f = |s: &mut [T]| {
-                                std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len())
-                            };
-                            deinterleave(
-                                std::slice::from_raw_parts(src.as_ptr().cast(), src.len()),
-                                f(&mut ev[..pairs]),
-                                f(&mut od[..pairs]),
-                            )
-                        }
-                    } else {
-                        0
-                    };
-                    for i in done..pairs {
-                        ev[i] = src[2 * i];
-                        od[i] = src[2 * i + 1];
-                    }
-                    for i in pairs..ne {
-                        ev[i] = src[2 * i];
-                    }
-                    for i in pairs..no {
-                        od[i] = src[2 * i + 1];
+        for &(from, row) in &self.rows {
+            let src = &xc[from..from + iw];
+            if sw == 1 {
+                if pw < self.wq {
+                    let dst = &mut buf[row + pw..row + self.wq];
+                    let n = last.min(dst.len());
+                    copy(&mut dst[..n], &src[..n]);
+                }
+            } else if sw == 2 {
+                // Both phases in one pass over the row: input column 2i is padded column
+                // 2i + pw (phase pw % 2, column i + pw / 2), input 2i + 1 the other phase's
+                // column i + (pw + 1) / 2.
+                let wq = self.wq;
+                let (qe, qo) = ((pw / 2).min(wq), pw.div_ceil(2).min(wq));
+                let (ne, no) = (last.div_ceil(2).min(wq - qe), (last / 2).min(wq - qo));
+                let at = self.phase_len + row;
+                let (lo, hi) = buf.split_at_mut(at);
+                let (p0, p1) = (&mut lo[row..row + wq], &mut hi[..wq]);
+                let (ev, od) = if pw % 2 == 0 { (p0, p1) } else { (p1, p0) };
+                let pairs = ne.min(no);
+                let (ev, od) = (&mut ev[qe..qe + ne], &mut od[qo..qo + no]);
+                let done = if T::IS_F32 {
+                    // SAFETY: T is f32 (`IS_F32`): the same memory, the same type.
+                    unsafe {
+                        let f = |s: &mut [T]| {
+                            std::slice::from_raw_parts_mut(s.as_mut_ptr().cast(), s.len())
+                        };
+                        deinterleave(
+                            std::slice::from_raw_parts(src.as_ptr().cast(), src.len()),
+                            f(&mut ev[..pairs]),
+                            f(&mut od[..pairs]),
+                        )
                     }
                 } else {
-                    // Phase f holds padded columns q * sw + f, i.e. inputs q * sw + f - pw.
-                    for f in 0..sw {
-                        let dst =
-                            &mut buf[f * self.phase_len + row..f * self.phase_len + row + self.wq];
-                        // Columns q with 0 <= q * sw + f - pw < last hold inputs.
-                        let q0 = pw.saturating_sub(f).div_ceil(sw).min(self.wq);
-                        let q1 = (last + pw)
-                            .saturating_sub(f)
-                            .div_ceil(sw)
-                            .clamp(q0, self.wq);
-                        if q0 < q1 {
-                            let from = q0 * sw + f - pw;
-                            for (d, &v) in
-                                dst[q0..q1].iter_mut().zip(src[from..].iter().step_by(sw))
-                            {
-                                *d = v;
-                            }
+                    0
+                };
+                for i in done..pairs {
+                    ev[i] = src[2 * i];
+                    od[i] = src[2 * i + 1];
+                }
+                for i in pairs..ne {
+                    ev[i] = src[2 * i];
+                }
+                for i in pairs..no {
+                    od[i] = src[2 * i + 1];
+                }
+            } else {
+                // Phase f holds padded columns q * sw + f, i.e. inputs q * sw + f - pw.
+                for f in 0..sw {
+                    let dst =
+                        &mut buf[f * self.phase_len + row..f * self.phase_len + row + self.wq];
+                    // Columns q with 0 <= q * sw + f - pw < last hold inputs.
+                    let q0 = pw.saturating_sub(f).div_ceil(sw).min(self.wq);
+                    let q1 = (last + pw)
+                        .saturating_sub(f)
+                        .div_ceil(sw)
+                        .clamp(q0, self.wq);
+                    if q0 < q1 {
+                        let from = q0 * sw + f - pw;
+                        for (d, &v) in dst[q0..q1].iter_mut().zip(src[from..].iter().step_by(sw)) {
+                            *d = v;
                         }
                     }
                 }
@@ -242,45 +247,55 @@ fn runs(g: &Geometry, p: &Padded) -> Vec<Run> {
     out
 }
 
-/// One output plane from its padded input plane; `taps` holds each kernel tap's offset in
-/// the buffer (relative to a run's `src`) and its weight. Every output is `b` plus the taps'
+/// One output plane from its padded input plane; `offs` holds each kernel tap's offset in
+/// the buffer (relative to a run's `src`), `ws` its weight. Every output is `b` plus the taps'
 /// products in tap order, as before the runs were interleaved.
 ///
 /// # Safety
 /// Every `run.src + tap offset + LANES` is at most `buf.len()` and every `run.dst + run.n`
 /// at most `dst.len()`.
 #[inline(always)]
-unsafe fn plane<T: Float>(
+unsafe fn plane<T: Float, const FMA: bool>(
     runs: &[Run],
     buf: &[T],
-    taps: &[(usize, T)],
+    offs: &[usize],
+    ws: &[T],
     b: T,
     dst: &mut [MaybeUninit<T>],
 ) {
-    let mut quads = runs.chunks_exact(4);
-    for q in &mut quads {
+    // Eight runs at a time: eight independent multiply-add chains keep both FMA units busy
+    // (four waited on the latency); the last one to seven together too.
+    let mut eights = runs.chunks_exact(8);
+    for q in &mut eights {
         // SAFETY: as the caller promised.
-        unsafe { group::<T, 4>(q, buf, taps, b, dst) };
+        unsafe { group::<T, 8, FMA>(q, buf, offs, ws, b, dst) };
     }
-    // The last one to three runs together too: each alone would wait on its adds' latency.
     // SAFETY (each arm): as the caller promised.
-    match quads.remainder() {
-        r @ [_, _, _] => unsafe { group::<T, 3>(r, buf, taps, b, dst) },
-        r @ [_, _] => unsafe { group::<T, 2>(r, buf, taps, b, dst) },
-        r @ [_] => unsafe { group::<T, 1>(r, buf, taps, b, dst) },
-        _ => {}
+    unsafe {
+        match eights.remainder() {
+            r @ [_, _, _, _, _, _, _] => group::<T, 7, FMA>(r, buf, offs, ws, b, dst),
+            r @ [_, _, _, _, _, _] => group::<T, 6, FMA>(r, buf, offs, ws, b, dst),
+            r @ [_, _, _, _, _] => group::<T, 5, FMA>(r, buf, offs, ws, b, dst),
+            r @ [_, _, _, _] => group::<T, 4, FMA>(r, buf, offs, ws, b, dst),
+            r @ [_, _, _] => group::<T, 3, FMA>(r, buf, offs, ws, b, dst),
+            r @ [_, _] => group::<T, 2, FMA>(r, buf, offs, ws, b, dst),
+            r @ [_] => group::<T, 1, FMA>(r, buf, offs, ws, b, dst),
+            _ => {}
+        }
     }
 }
 
-/// `N` runs (`runs.len() == N`) over all taps, with `N` independent accumulators.
+/// `N` runs (`runs.len() == N`) over all taps, with `N` independent accumulators; with
+/// `FMA`, each tap's product and sum rounded once (code compiled with FMA only).
 ///
 /// # Safety
 /// As [`plane`].
 #[inline(always)]
-unsafe fn group<T: Float, const N: usize>(
+unsafe fn group<T: Float, const N: usize, const FMA: bool>(
     runs: &[Run],
     buf: &[T],
-    taps: &[(usize, T)],
+    offs: &[usize],
+    ws: &[T],
     b: T,
     dst: &mut [MaybeUninit<T>],
 ) {
@@ -289,11 +304,15 @@ unsafe fn group<T: Float, const N: usize>(
         unsafe { &*(buf.as_ptr().add(at) as *const [T; LANES]) }
     };
     let mut acc = [[b; LANES]; N];
-    for &(off, wv) in taps {
+    for (&off, &wv) in offs.iter().zip(ws) {
         for (a, r) in acc.iter_mut().zip(runs) {
             let s = load(r.src + off);
             for j in 0..LANES {
-                a[j] = a[j] + wv * s[j];
+                a[j] = if FMA {
+                    wv.fused_mul_add(s[j], a[j])
+                } else {
+                    a[j] + wv * s[j]
+                };
             }
         }
     }
@@ -305,45 +324,46 @@ unsafe fn group<T: Float, const N: usize>(
                 // A whole run: one vector store.
                 d.cast::<[T; LANES]>().write_unaligned(*a);
             } else {
-                for (j, &v) in a[..r.n].iter().enumerate() {
-                    d.add(j).write(v);
-                }
+                copy_short(d, a.as_ptr(), r.n);
             }
         }
     }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn plane_avx2<T: Float>(
+#[target_feature(enable = "avx2,fma")]
+unsafe fn plane_fma<T: Float>(
     runs: &[Run],
     buf: &[T],
-    taps: &[(usize, T)],
+    offs: &[usize],
+    ws: &[T],
     b: T,
     dst: &mut [MaybeUninit<T>],
 ) {
     // SAFETY: as the caller promised.
-    unsafe { plane(runs, buf, taps, b, dst) }
+    unsafe { plane::<T, false>(runs, buf, offs, ws, b, dst) }
 }
 
-/// [`plane`], compiled for AVX2 where the CPU has it.
+/// [`plane`], compiled for AVX2 and FMA where the CPU has them.
 ///
 /// # Safety
 /// As [`plane`].
 unsafe fn plane_dispatch<T: Float>(
     runs: &[Run],
     buf: &[T],
-    taps: &[(usize, T)],
+    offs: &[usize],
+    ws: &[T],
     b: T,
     dst: &mut [MaybeUninit<T>],
 ) {
     #[cfg(target_arch = "x86_64")]
-    if std::is_x86_feature_detected!("avx2") {
-        // SAFETY: the CPU supports AVX2 (checked just above); bounds as the caller promised.
-        return unsafe { plane_avx2(runs, buf, taps, b, dst) };
+    if std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma") {
+        // SAFETY: the CPU has AVX2 and FMA (checked just above); bounds as the caller
+        // promised.
+        return unsafe { plane_fma(runs, buf, offs, ws, b, dst) };
     }
     // SAFETY: as the caller promised.
-    unsafe { plane(runs, buf, taps, b, dst) }
+    unsafe { plane::<T, false>(runs, buf, offs, ws, b, dst) }
 }
 
 /// Depthwise convolution: `x` [N, C, D, H, W], `w` [O, 1, kd, kh, kw] with O a multiple of
@@ -385,29 +405,45 @@ pub(super) fn depthwise<T: Float>(
     let per = planes.div_ceil(num_threads()).max(1);
     par_chunks(out, op * per, op * per * ntaps, |gi, group| {
         let mut buf = vec![T::ZERO; len];
-        let mut taps = Vec::with_capacity(ntaps);
-        for (pi, dst) in group.chunks_mut(op).enumerate() {
+        // The fused activation runs over finished planes in batches of at least POST_BATCH
+        // elements (still in cache): one call per small plane cost more than the activation.
+        let mut posted = 0;
+        for pi in 0..group.len() / op {
+            let dst = &mut group[pi * op..(pi + 1) * op];
             let plane_idx = gi * per + pi;
             let (n, o) = (plane_idx / g.o, plane_idx % g.o);
             let c = o / mult;
             p.fill(g, &x[(n * g.c + c) * ip..(n * g.c + c + 1) * ip], &mut buf);
-            taps.clear();
-            taps.extend(
-                offsets
-                    .iter()
-                    .copied()
-                    .zip(w[o * ntaps..(o + 1) * ntaps].iter().copied()),
-            );
             let b = bias.map_or(T::ZERO, |b| b[o]);
             // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole plane).
-            unsafe { plane_dispatch(&runs, &buf, &taps, b, dst) };
+            unsafe {
+                plane_dispatch(
+                    &runs,
+                    &buf,
+                    &offsets,
+                    &w[o * ntaps..(o + 1) * ntaps],
+                    b,
+                    dst,
+                )
+            };
+            let done = (pi + 1) * op;
             if let Some(post) = post {
-                // SAFETY: the runs cover the plane: `plane` wrote every element of `dst`.
-                post(unsafe { &mut *(dst as *mut [MaybeUninit<T>] as *mut [T]) });
+                if done - posted >= POST_BATCH || done == group.len() {
+                    // SAFETY: the runs cover each plane: `plane` wrote every element of
+                    // group[..done].
+                    let fin = unsafe {
+                        &mut *(&mut group[posted..done] as *mut [MaybeUninit<T>] as *mut [T])
+                    };
+                    post(fin);
+                    posted = done;
+                }
             }
         }
     });
 }
+
+/// Elements of finished output planes per call of the fused activation (16 KB of f32).
+const POST_BATCH: usize = 4096;
 
 #[cfg(test)]
 mod tests {

@@ -76,8 +76,34 @@ pub(super) fn copy<T: Copy>(d: &mut [T], s: &[T]) {
     for (d8, s8) in (&mut dc).zip(&mut sc) {
         d8.copy_from_slice(s8);
     }
-    for (v, &x) in dc.into_remainder().iter_mut().zip(sc.remainder()) {
-        *v = x;
+    let (d, s) = (dc.into_remainder(), sc.remainder());
+    let n = d.len().min(s.len());
+    // SAFETY: both hold at least n (< 8) elements.
+    unsafe { copy_short(d.as_mut_ptr(), s.as_ptr(), n) }
+}
+
+/// Copy `n < 8` elements in at most three fixed-size moves (a loop of them would be turned
+/// into a call of memcpy).
+///
+/// # Safety
+/// `s` and `d` are valid for `n` elements and do not overlap.
+#[inline(always)]
+pub(super) unsafe fn copy_short<T: Copy>(d: *mut T, s: *const T, n: usize) {
+    debug_assert!(n < 8);
+    let mut i = 0;
+    // SAFETY (each move): i + the move's length <= n, as the caller promised.
+    unsafe {
+        if n & 4 != 0 {
+            std::ptr::copy_nonoverlapping(s, d, 4);
+            i = 4;
+        }
+        if n & 2 != 0 {
+            std::ptr::copy_nonoverlapping(s.add(i), d.add(i), 2);
+            i += 2;
+        }
+        if n & 1 != 0 {
+            *d.add(i) = *s.add(i);
+        }
     }
 }
 

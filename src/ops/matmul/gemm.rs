@@ -29,12 +29,19 @@ pub(crate) trait Float:
     /// Round half to even (C's nearbyint in the default rounding mode).
     fn round_even(self) -> Self;
     fn to_isize(self) -> isize;
+    /// `self * a + b` rounded once: one instruction in code compiled with FMA, a slow
+    /// library call elsewhere (call it only from FMA code).
+    fn fused_mul_add(self, a: Self, b: Self) -> Self;
 }
 
 impl Float for f32 {
     const ZERO: f32 = 0.0;
     const ONE: f32 = 1.0;
     const IS_F32: bool = true;
+    #[inline(always)]
+    fn fused_mul_add(self, a: f32, b: f32) -> f32 {
+        f32::mul_add(self, a, b)
+    }
     fn of(v: f64) -> f32 {
         v as f32
     }
@@ -57,6 +64,10 @@ impl Float for f64 {
     const ZERO: f64 = 0.0;
     const ONE: f64 = 1.0;
     const IS_F32: bool = false;
+    #[inline(always)]
+    fn fused_mul_add(self, a: f64, b: f64) -> f64 {
+        f64::mul_add(self, a, b)
+    }
     fn of(v: f64) -> f64 {
         v
     }
