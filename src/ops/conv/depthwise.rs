@@ -341,7 +341,7 @@ unsafe fn plane_fma<T: Float>(
     dst: &mut [MaybeUninit<T>],
 ) {
     // SAFETY: as the caller promised.
-    unsafe { plane::<T, false>(runs, buf, offs, ws, b, dst) }
+    unsafe { plane::<T, true>(runs, buf, offs, ws, b, dst) }
 }
 
 /// [`plane`], compiled for AVX2 and FMA where the CPU has them.
