@@ -10,21 +10,22 @@ use super::kernels::{copy, copy_short, Geometry, PlanePost};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
 use std::mem::MaybeUninit;
 
-const LANES: usize = 8;
+/// Outputs per run (one AVX2 vector of f32).
+pub(super) const LANES: usize = 8;
 
 /// The padded, phase-split copy of one input plane.
-struct Padded {
+pub(super) struct Padded {
     /// Padded extents that the output reads (rows, columns per phase).
     yp: usize,
     wq: usize,
-    phase_len: usize,
+    pub(super) phase_len: usize,
     /// The rows that hold input: (the input row's offset in its plane, the padded row's
     /// offset in a phase), computed once per call rather than per plane.
-    rows: Vec<(usize, usize)>,
+    pub(super) rows: Vec<(usize, usize)>,
 }
 
 impl Padded {
-    fn new(g: &Geometry) -> Padded {
+    pub(super) fn new(g: &Geometry) -> Padded {
         let [kd, kh, kw] = g.ks;
         let [od, oh, ow] = g.outs;
         let zp = (od - 1) * g.stride[0] + (kd - 1) * g.dil[0] + 1;
@@ -56,33 +57,61 @@ impl Padded {
         }
     }
 
-    /// Copy the input plane `xc` into `buf` (stride[2] × phase_len), which was zeroed when
-    /// it was allocated: only the elements that hold input are written, and they are the same
-    /// for every plane of the geometry, so the padding stays zero from plane to plane.
-    fn fill<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T]) {
+    /// Each tap's offset in the buffer (relative to a run's `src`): its phase, its (depth,
+    /// row) and its column within the phase.
+    pub(super) fn tap_offsets(&self, g: &Geometry) -> Vec<usize> {
+        let [_, kh, kw] = g.ks;
+        let [dd, dh, dw] = g.dil;
+        let sw = g.stride[2];
+        (0..g.taps())
+            .map(|t| {
+                let (kz, ky, kx) = (t / (kh * kw), (t / kw) % kh, t % kw);
+                let off = kx * dw;
+                (off % sw) * self.phase_len + (kz * dd * self.yp + ky * dh) * self.wq + off / sw
+            })
+            .collect()
+    }
+
+    /// Copy `rows` (some of [`Padded::rows`]) of the input plane `xc` into `buf` (stride[2] ×
+    /// phase_len), which was zeroed when it was allocated: only the elements that hold input
+    /// are written, and they are the same for every plane of the geometry, so the padding
+    /// stays zero from plane to plane.
+    pub(super) fn fill<T: Float>(
+        &self,
+        g: &Geometry,
+        xc: &[T],
+        buf: &mut [T],
+        rows: &[(usize, usize)],
+    ) {
         #[cfg(target_arch = "x86_64")]
         {
             #[target_feature(enable = "avx2")]
-            unsafe fn avx2<T: Float>(p: &Padded, g: &Geometry, xc: &[T], buf: &mut [T]) {
-                p.fill_data(g, xc, buf)
+            unsafe fn avx2<T: Float>(
+                p: &Padded,
+                g: &Geometry,
+                xc: &[T],
+                buf: &mut [T],
+                rows: &[(usize, usize)],
+            ) {
+                p.fill_data(g, xc, buf, rows)
             }
             if std::is_x86_feature_detected!("avx2") {
                 // SAFETY: the CPU has AVX2 (checked just above).
-                return unsafe { avx2(self, g, xc, buf) };
+                return unsafe { avx2(self, g, xc, buf, rows) };
             }
         }
-        self.fill_data(g, xc, buf)
+        self.fill_data(g, xc, buf, rows)
     }
 
     #[inline(always)]
-    fn fill_data<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T]) {
+    fn fill_data<T: Float>(&self, g: &Geometry, xc: &[T], buf: &mut [T], rows: &[(usize, usize)]) {
         let iw = g.ins[2];
         let pw = g.pad_lo[2];
         let sw = g.stride[2];
         let xp = self.wq * sw;
         // Padded column c = ix + pw, inside the read extent.
         let last = iw.min(xp.saturating_sub(pw));
-        for &(from, row) in &self.rows {
+        for &(from, row) in rows {
             let src = &xc[from..from + iw];
             if sw == 1 {
                 if pw < self.wq {
@@ -100,7 +129,7 @@ impl Padded {
                 let at = self.phase_len + row;
                 let (lo, hi) = buf.split_at_mut(at);
                 let (p0, p1) = (&mut lo[row..row + wq], &mut hi[..wq]);
-                let (ev, od) = if pw % 2 == 0 { (p0, p1) } else { (p1, p0) };
+                let (ev, od) = if pw.is_multiple_of(2) { (p0, p1) } else { (p1, p0) };
                 let pairs = ne.min(no);
                 let (ev, od) = (&mut ev[qe..qe + ne], &mut od[qo..qo + no]);
                 let done = if T::IS_F32 {
@@ -221,14 +250,14 @@ fn deinterleave(src: &[f32], ev: &mut [f32], od: &mut [f32]) -> usize {
 /// start in the padded buffer, where it goes in the output plane, and how many outputs it
 /// has (the last run of a row is shorter; the extra lanes are computed and dropped).
 #[derive(Clone, Copy)]
-struct Run {
-    src: usize,
-    dst: usize,
-    n: usize,
+pub(super) struct Run {
+    pub(super) src: usize,
+    pub(super) dst: usize,
+    pub(super) n: usize,
 }
 
 /// Every run of the output plane, in order.
-fn runs(g: &Geometry, p: &Padded) -> Vec<Run> {
+pub(super) fn runs(g: &Geometry, p: &Padded) -> Vec<Run> {
     let [od, oh, ow] = g.outs;
     let [sd, sh, _] = g.stride;
     let mut out = Vec::with_capacity(od * oh * ow.div_ceil(LANES));
@@ -377,20 +406,11 @@ pub(super) fn depthwise<T: Float>(
     out: &mut [MaybeUninit<T>],
     post: PlanePost<T>,
 ) {
-    let [_, kh, kw] = g.ks;
-    let [dd, dh, dw] = g.dil;
     let sw = g.stride[2];
     let (ip, op, ntaps) = (g.in_plane(), g.out_plane(), g.taps());
     let mult = g.o / g.groups;
     let p = Padded::new(g);
-    // Buffer offset of each tap: its phase, its (depth, row) and its column within the phase.
-    let offsets: Vec<usize> = (0..ntaps)
-        .map(|t| {
-            let (kz, ky, kx) = (t / (kh * kw), (t / kw) % kh, t % kw);
-            let off = kx * dw;
-            (off % sw) * p.phase_len + (kz * dd * p.yp + ky * dh) * p.wq + off / sw
-        })
-        .collect();
+    let offsets = p.tap_offsets(g);
     let runs = runs(g, &p);
     let len = sw * p.phase_len;
     // Every run's reads end inside the buffer, every write inside its plane (`plane`'s
@@ -413,7 +433,12 @@ pub(super) fn depthwise<T: Float>(
             let plane_idx = gi * per + pi;
             let (n, o) = (plane_idx / g.o, plane_idx % g.o);
             let c = o / mult;
-            p.fill(g, &x[(n * g.c + c) * ip..(n * g.c + c + 1) * ip], &mut buf);
+            p.fill(
+                g,
+                &x[(n * g.c + c) * ip..(n * g.c + c + 1) * ip],
+                &mut buf,
+                &p.rows,
+            );
             let b = bias.map_or(T::ZERO, |b| b[o]);
             // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole plane).
             unsafe {

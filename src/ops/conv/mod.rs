@@ -14,6 +14,7 @@ mod depthwise;
 mod direct;
 pub(crate) mod geometry;
 mod kernels;
+mod narrow;
 mod packed;
 pub(crate) mod unfold;
 
@@ -69,6 +70,29 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let g = &conv.geo;
     let out = match x.dtype {
+        #[cfg(target_arch = "x86_64")]
+        DType::F32 if !conv.transposed && narrow::applies(g) => {
+            let act = ctx.state.tile_act.take();
+            let post = act.map(|a| {
+                move |s: &mut [f32]| {
+                    // SAFETY: `s` is a valid, exclusive slice.
+                    unsafe { TileAct::bias_then(Some(a), None, s.as_mut_ptr(), 0, [1, s.len()]) }
+                }
+            });
+            let post = post.as_ref().map(|f| f as &(dyn Fn(&mut [f32]) + Sync));
+            let len = g.n * g.o * g.out_plane();
+            let mut out = Vec::<f32>::with_capacity(len);
+            with_contiguous::<f32, _>(&x, |xv| {
+                with_contiguous::<f32, _>(&w, |wv| {
+                    let bv = bias.as_ref().map(|b| b.to_vec::<f32>());
+                    let dst = &mut out.spare_capacity_mut()[..len];
+                    narrow::narrow(g, xv, wv, bv.as_deref(), dst, post)
+                })
+            });
+            // SAFETY: `narrow` wrote all `len` outputs.
+            unsafe { out.set_len(len) };
+            <f32 as crate::cpu::Elem>::wrap(out)
+        }
         #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
         DType::F32 | DType::F16 | DType::BF16 if !conv.transposed && packed::applies(g) => {
             // The weights packed once per session (per run when they are not frozen state).
