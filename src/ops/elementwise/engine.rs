@@ -295,7 +295,9 @@ fn with_slices<C: Elem, R>(a: &Tensor, b: &Tensor, f: impl FnOnce(&[C], &[C]) ->
                 }
             }
         }
-        (true, _) => {
+        // Both in place (a broadcast multiply's big and small operand): no copy of either.
+        (true, true) => with_slice(a, |x| with_slice(b, |y| f(x, y))),
+        (true, false) => {
             let bv = read_vec::<C>(b);
             with_slice(a, |x| f(x, &bv))
         }
