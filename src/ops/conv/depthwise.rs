@@ -129,7 +129,11 @@ impl Padded {
                 let at = self.phase_len + row;
                 let (lo, hi) = buf.split_at_mut(at);
                 let (p0, p1) = (&mut lo[row..row + wq], &mut hi[..wq]);
-                let (ev, od) = if pw.is_multiple_of(2) { (p0, p1) } else { (p1, p0) };
+                let (ev, od) = if pw.is_multiple_of(2) {
+                    (p0, p1)
+                } else {
+                    (p1, p0)
+                };
                 let pairs = ne.min(no);
                 let (ev, od) = (&mut ev[qe..qe + ne], &mut od[qo..qo + no]);
                 let done = if T::IS_F32 {

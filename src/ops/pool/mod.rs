@@ -277,7 +277,10 @@ fn max_values_plane<T: Elem>(
                 *dst = if start >= 0 && (start as usize) < hl {
                     h[start as usize]
                 } else {
-                    row[a..b].iter().step_by(d2).fold(lowest, |m, &v| pick(m, v))
+                    row[a..b]
+                        .iter()
+                        .step_by(d2)
+                        .fold(lowest, |m, &v| pick(m, v))
                 };
             }
         }
