@@ -80,14 +80,22 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 }
             });
             let post = post.as_ref().map(|f| f as &(dyn Fn(&mut [f32]) + Sync));
+            // The weights blocked once per session (per run when they are not frozen state).
+            let derive = || {
+                Ok(with_contiguous::<f32, _>(&w, |wv| {
+                    narrow::pack_weights(g, wv)
+                }))
+            };
+            let nw = match ctx.prepared("weight", &w, derive)? {
+                Some(nw) => nw,
+                None => std::sync::Arc::new(derive()?.0),
+            };
             let len = g.n * g.o * g.out_plane();
             let mut out = Vec::<f32>::with_capacity(len);
+            let bv = bias.as_ref().map(|b| b.to_vec::<f32>());
             with_contiguous::<f32, _>(&x, |xv| {
-                with_contiguous::<f32, _>(&w, |wv| {
-                    let bv = bias.as_ref().map(|b| b.to_vec::<f32>());
-                    let dst = &mut out.spare_capacity_mut()[..len];
-                    narrow::narrow(g, xv, wv, bv.as_deref(), dst, post)
-                })
+                let dst = &mut out.spare_capacity_mut()[..len];
+                narrow::narrow(g, xv, &nw, bv.as_deref(), dst, post)
             });
             // SAFETY: `narrow` wrote all `len` outputs.
             unsafe { out.set_len(len) };

@@ -1,5 +1,5 @@
 //! Convolutions with few input channels and taps: an image network's first layer (RGB, 3x3:
-//! K = channels x taps = 27), computed directly on x86-64 with AVX2 and FMA.
+//! K = channels x taps = 27; resnet's 7x7: 147), computed directly on x86-64 with AVX2 and FMA.
 //!
 //! The packed GEMM spends about as long unfolding such an input as multiplying it: each
 //! unfolded value feeds only O multiply-adds, and a K of 27 is too short to pay for a tile's
@@ -46,13 +46,32 @@ struct Out(*mut MaybeUninit<f32>);
 unsafe impl Send for Out {}
 unsafe impl Sync for Out {}
 
-/// The convolution of `x` [N, C, H, W] (1-D: H = 1) with `w` [O, C, kh, kw] into `out`
-/// [N, O, OH, OW] (every element written: it may start uninitialized), then `post` (a fused
-/// activation) over each band's rows. [`applies`] must hold.
+/// The weights in [`narrow`]'s layout: per block of CO output channels, [block][k][CO]
+/// (zeros past O). Made once per session for frozen weights ([`crate::ops::OpCtx::prepared`]).
+pub(super) struct NarrowWeights(Vec<f32>);
+
+/// Block `w` [O, C, kh, kw] for [`narrow`]; also returns the bytes it holds.
+pub(super) fn pack_weights(g: &Geometry, w: &[f32]) -> (NarrowWeights, usize) {
+    let k = g.c * g.taps();
+    assert_eq!(w.len(), g.o * k, "narrow convolution: weight size");
+    let mut wp = vec![0.0f32; g.o.div_ceil(CO) * k * CO];
+    for o in 0..g.o {
+        for kk in 0..k {
+            wp[(o / CO * k + kk) * CO + o % CO] = w[o * k + kk];
+        }
+    }
+    let bytes = wp.len() * 4;
+    (NarrowWeights(wp), bytes)
+}
+
+/// The convolution of `x` [N, C, H, W] (1-D: H = 1) with the weights `w` ([`pack_weights`]
+/// of [O, C, kh, kw]) into `out` [N, O, OH, OW] (every element written: it may start
+/// uninitialized), then `post` (a fused activation) over each band's rows. [`applies`] must
+/// hold.
 pub(super) fn narrow(
     g: &Geometry,
     x: &[f32],
-    w: &[f32],
+    w: &NarrowWeights,
     bias: Option<&[f32]>,
     out: &mut [MaybeUninit<f32>],
     post: PlanePost<f32>,
@@ -61,16 +80,10 @@ pub(super) fn narrow(
     let k = g.c * g.taps();
     let (ip, op) = (g.in_plane(), g.out_plane());
     assert_eq!(x.len(), g.n * g.c * ip, "narrow convolution: input size");
-    assert_eq!(w.len(), g.o * k, "narrow convolution: weight size");
-    assert_eq!(out.len(), g.n * g.o * op, "narrow convolution: output size");
-    // Weights per block of CO output channels, [block][k][CO] (zeros past O), and the bias.
     let blocks = g.o.div_ceil(CO);
-    let mut wp = vec![0.0f32; blocks * k * CO];
-    for o in 0..g.o {
-        for kk in 0..k {
-            wp[(o / CO * k + kk) * CO + o % CO] = w[o * k + kk];
-        }
-    }
+    let wp = &w.0;
+    assert_eq!(wp.len(), blocks * k * CO, "narrow convolution: weight size");
+    assert_eq!(out.len(), g.n * g.o * op, "narrow convolution: output size");
     let bp: Vec<f32> = (0..blocks * CO)
         .map(|o| bias.filter(|_| o < g.o).map_or(0.0, |b| b[o]))
         .collect();
@@ -96,7 +109,7 @@ pub(super) fn narrow(
                     band_rows(
                         g,
                         xn,
-                        &wp,
+                        wp,
                         &bp,
                         k,
                         r0,
@@ -257,7 +270,7 @@ mod tests {
     use super::super::kernels::{case_data, lcg, naive, Case};
     use super::*;
 
-    /// An image network's first layer (3 channels, 3x3, stride 2, 16 outputs) over several
+    /// An image network's first layer (3 channels, 3x3, stride 2, 16 outputs; resnet's 7x7) over several
     /// bands and both threads, 1-D, strides 1 to 3, even and odd padding, dilation, channel
     /// counts that leave a partial block, rows shorter than a run, two images, many bands
     /// per thread; with and
@@ -328,6 +341,17 @@ mod tests {
             (
                 1,
                 3,
+                20,
+                1,
+                [1, 41, 38],
+                [1, 7, 7],
+                [1, 2, 2],
+                [0, 3, 3],
+                [1, 1, 1],
+            ),
+            (
+                1,
+                3,
                 24,
                 1,
                 [1, 400, 9],
@@ -349,7 +373,7 @@ mod tests {
                     narrow(
                         &g,
                         &x,
-                        &w,
+                        &pack_weights(&g, &w).0,
                         bias,
                         &mut out.spare_capacity_mut()[..want.len()],
                         post,
