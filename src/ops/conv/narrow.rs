@@ -21,7 +21,7 @@ use crate::ops::matmul::gemm::{fork_each, num_threads};
 /// Output channels per block (one accumulator each).
 const CO: usize = 8;
 /// The largest channels x taps computed here.
-const MAX_K: usize = 64;
+const MAX_K: usize = 160;
 /// A band's padded input, in f32 (48 KB: it stays in the core's cache while its runs read it).
 const BAND_FLOATS: usize = 12 * 1024;
 
