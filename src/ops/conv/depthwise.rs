@@ -5,6 +5,12 @@
 //! eight runs at a time so that eight independent accumulators hide the add latency, over
 //! all taps. On x86-64 the kernel is also compiled for AVX2 with FMA (each tap one fused
 //! multiply-add, as torch's vectorized depthwise kernels do) and picked at run time.
+//!
+//! f32 3×3 and 5×5 kernels with row stride 1 or 2 take a row-reuse kernel there instead
+//! ([`Strips`]): eight output rows per column block at once, so that each input vector
+//! loaded feeds every output row that reads it (the runs above load once per multiply-add
+//! and were bound by loads). It keeps its accumulators, weights and rows in registers: best
+//! with AVX-512VL's 32 (still 256-bit code), also compiled for plain AVX2.
 
 use super::kernels::{copy, copy_short, Geometry, PlanePost};
 use crate::ops::matmul::gemm::{num_threads, par_chunks, Float};
@@ -399,6 +405,219 @@ unsafe fn plane_dispatch<T: Float>(
     unsafe { plane::<T, false>(runs, buf, offs, ws, b, dst) }
 }
 
+/// Output rows per strip of [`strips`].
+const STRIP: usize = 8;
+// The rows `strip` writes out: (STRIP - 1) x the largest row stride + the largest kernel height.
+const _: () = assert!((STRIP - 1) * 2 + 5 == 19);
+
+/// The row-reuse kernel's geometry, for a 2-D depthwise convolution whose kernel height and
+/// row stride have an instance ([`Strips::new`] says which): every input vector it loads
+/// feeds all the output rows of the strip that read it (up to kh multiply-adds per load,
+/// where [`plane`] loads once per multiply-add).
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+struct Strips {
+    oh: usize,
+    ow: usize,
+    /// The padded buffer's row pitch.
+    wq: usize,
+    kw: usize,
+    /// Per kernel column: its offset in the buffer (its phase and its column in the phase).
+    cols: Vec<usize>,
+    /// The plane kernel for this kernel height and row stride, for this CPU.
+    kernel: StripKernel,
+}
+
+/// A plane kernel of [`Strips`]: (strips, padded buffer, taps' weights, bias, output plane).
+type StripKernel = unsafe fn(&Strips, &[f32], &[f32], f32, &mut [MaybeUninit<f32>]);
+
+impl Strips {
+    /// The strips of `g` over `p`, where the kernel has an instance: f32 on x86-64 with
+    /// AVX2 and FMA, 2-D, kernel height 3 or 5, row stride 1 or 2, row dilation 1.
+    #[allow(unused_variables)]
+    fn new<T: Float>(g: &Geometry, p: &Padded) -> Option<Strips> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            if !T::IS_F32
+                || g.ks[0] != 1
+                || g.outs[0] != 1
+                || g.dil[1] != 1
+                || !std::is_x86_feature_detected!("avx2")
+                || !std::is_x86_feature_detected!("fma")
+            {
+                return None;
+            }
+            let wide = std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512vl");
+            let kernel: StripKernel = match (g.ks[1], g.stride[1], wide) {
+                (3, 1, false) => strips_fma::<3, 1>,
+                (3, 2, false) => strips_fma::<3, 2>,
+                (5, 1, false) => strips_fma::<5, 1>,
+                (5, 2, false) => strips_fma::<5, 2>,
+                (3, 1, true) => strips_avx512::<3, 1>,
+                (3, 2, true) => strips_avx512::<3, 2>,
+                (5, 1, true) => strips_avx512::<5, 1>,
+                (5, 2, true) => strips_avx512::<5, 2>,
+                _ => return None,
+            };
+            let (sw, dw) = (g.stride[2], g.dil[2]);
+            let cols = (0..g.ks[2])
+                .map(|kx| (kx * dw % sw) * p.phase_len + kx * dw / sw)
+                .collect();
+            Some(Strips {
+                oh: g.outs[1],
+                ow: g.outs[2],
+                wq: p.wq,
+                kw: g.ks[2],
+                cols,
+                kernel,
+            })
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        None
+    }
+}
+
+/// [`strips`] compiled for AVX2 and FMA.
+///
+/// # Safety
+/// As [`strips`]; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn strips_fma<const KH: usize, const SH: usize>(
+    s: &Strips,
+    buf: &[f32],
+    ws: &[f32],
+    b: f32,
+    dst: &mut [MaybeUninit<f32>],
+) {
+    // SAFETY: as the caller promised.
+    unsafe { strips::<KH, SH>(s, buf, ws, b, dst) }
+}
+
+/// [`strips`] compiled with AVX-512VL: the same 256-bit code with 32 vector registers rather
+/// than 16, so that a strip's accumulators, weights and rows all stay in registers.
+///
+/// # Safety
+/// As [`strips`]; the CPU has AVX2, FMA, AVX-512F and AVX-512VL.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn strips_avx512<const KH: usize, const SH: usize>(
+    s: &Strips,
+    buf: &[f32],
+    ws: &[f32],
+    b: f32,
+    dst: &mut [MaybeUninit<f32>],
+) {
+    // SAFETY: as the caller promised.
+    unsafe { strips::<KH, SH>(s, buf, ws, b, dst) }
+}
+
+/// One output plane (as [`plane`] computes it) by strips of [`STRIP`] output rows per
+/// column block of [`LANES`]: for each kernel column, each input row of the strip is loaded
+/// once and multiplied into every output row it reaches. Each output is `b` plus the taps'
+/// products in (column, row) order, each a fused multiply-add. A plane of fewer rows is one
+/// strip of its height; in a taller one the last strip ends at the last row (its rows
+/// overlapping the previous strip's are computed again, to the same values).
+///
+/// # Safety
+/// The buffer holds every element the plane's runs ([`runs`]) read at each tap offset, and
+/// `dst` is one whole output plane (oh × ow); the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn strips<const KH: usize, const SH: usize>(
+    s: &Strips,
+    buf: &[f32],
+    ws: &[f32],
+    b: f32,
+    dst: &mut [MaybeUninit<f32>],
+) {
+    for ox in (0..s.ow).step_by(LANES) {
+        let mut oy = 0;
+        while oy < s.oh {
+            let left = s.oh - oy;
+            // SAFETY (each arm): the strip's rows are inside the plane, as the caller
+            // promised.
+            unsafe {
+                match left {
+                    1 => strip::<1, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    2 => strip::<2, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    3 => strip::<3, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    4 => strip::<4, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    5 => strip::<5, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    6 => strip::<6, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    7 => strip::<7, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                    _ => strip::<STRIP, KH, SH>(s, buf, ws, b, dst, oy, ox),
+                }
+            }
+            oy += STRIP;
+            if oy < s.oh && s.oh - oy < STRIP && s.oh >= STRIP {
+                oy = s.oh - STRIP;
+            }
+        }
+    }
+}
+
+/// `R` output rows from `oy`, columns `ox..ox + LANES` (the ones inside the row stored).
+///
+/// # Safety
+/// As [`strips`], and `oy + R <= oh`; the CPU has AVX2 and FMA.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+unsafe fn strip<const R: usize, const KH: usize, const SH: usize>(
+    s: &Strips,
+    buf: &[f32],
+    ws: &[f32],
+    b: f32,
+    dst: &mut [MaybeUninit<f32>],
+    oy: usize,
+    ox: usize,
+) {
+    use std::arch::x86_64::*;
+    let at = oy * SH * s.wq + ox;
+    // SAFETY: the CPU has AVX2 and FMA (the caller's promise); every load is in bounds as
+    // the caller promised (the runs of rows oy..oy + R read exactly these rows at these
+    // columns), every store inside the plane (below).
+    unsafe {
+        let mut acc = [_mm256_set1_ps(b); R];
+        for (kx, &col) in s.cols.iter().enumerate() {
+            let w: [__m256; KH] = std::array::from_fn(|ky| _mm256_set1_ps(ws[ky * s.kw + kx]));
+            let src = buf.as_ptr().add(at + col);
+            // Input row y of the strip feeds output row r where y = r * SH + ky. Written out
+            // per row (a constant y each), so that every accumulator index is a constant and
+            // the accumulators stay in registers (LLVM does not unroll the loop over y).
+            macro_rules! rows {
+                ($($y:literal)*) => {$(
+                    if $y < (R - 1) * SH + KH {
+                        let v = _mm256_loadu_ps(src.add($y * s.wq));
+                        for (ky, &wk) in w.iter().enumerate() {
+                            if $y >= ky && ($y - ky) % SH == 0 && ($y - ky) / SH < R {
+                                let a = &mut acc[($y - ky) / SH];
+                                *a = _mm256_fmadd_ps(wk, v, *a);
+                            }
+                        }
+                    }
+                )*};
+            }
+            rows!(0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18);
+        }
+        let n = LANES.min(s.ow - ox);
+        for (r, a) in acc.iter().enumerate() {
+            let row = oy + r;
+            let d = dst.as_mut_ptr().add(row * s.ow + ox).cast::<f32>();
+            // A whole vector where the run is whole, or where the plane's rows are one run
+            // each and the lanes past the row's end fall on the next row's first outputs,
+            // which are stored after these; the exact outputs otherwise.
+            if n == LANES || (s.ow < LANES && row + 1 < s.oh) {
+                _mm256_storeu_ps(d, *a);
+            } else {
+                let mut lanes = [0.0f32; LANES];
+                _mm256_storeu_ps(lanes.as_mut_ptr(), *a);
+                copy_short(d, lanes.as_ptr(), n);
+            }
+        }
+    }
+}
+
 /// Depthwise convolution: `x` [N, C, D, H, W], `w` [O, 1, kd, kh, kw] with O a multiple of
 /// C; writes [N, O, OD, OH, OW] into `out` (every element: it may start uninitialized),
 /// applying `post` (a fused activation) to each output plane as it is finished.
@@ -424,6 +643,7 @@ pub(super) fn depthwise<T: Float>(
         + LANES;
     assert!(reach <= len, "depthwise runs read past the padded plane");
     assert!(runs.iter().all(|r| r.dst + r.n <= op));
+    let strips = Strips::new::<T>(g, &p);
     // Planes in one contiguous group per thread, sharing one padded buffer.
     let planes = out.len() / op.max(1);
     let per = planes.div_ceil(num_threads()).max(1);
@@ -444,17 +664,24 @@ pub(super) fn depthwise<T: Float>(
                 &p.rows,
             );
             let b = bias.map_or(T::ZERO, |b| b[o]);
-            // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole plane).
-            unsafe {
-                plane_dispatch(
-                    &runs,
-                    &buf,
-                    &offsets,
-                    &w[o * ntaps..(o + 1) * ntaps],
-                    b,
-                    dst,
-                )
-            };
+            let ws = &w[o * ntaps..(o + 1) * ntaps];
+            match &strips {
+                // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole
+                // plane); `Strips` exists for f32 alone, on a CPU with AVX2 and FMA.
+                Some(st) => unsafe {
+                    let f = |v: &[T]| std::slice::from_raw_parts(v.as_ptr().cast::<f32>(), v.len());
+                    (st.kernel)(
+                        st,
+                        f(&buf),
+                        f(ws),
+                        f(std::slice::from_ref(&b))[0],
+                        std::slice::from_raw_parts_mut(dst.as_mut_ptr().cast(), dst.len()),
+                    )
+                },
+                // SAFETY: reads and writes in bounds (asserted above; `dst` is one whole
+                // plane).
+                None => unsafe { plane_dispatch(&runs, &buf, &offsets, ws, b, dst) },
+            }
             let done = (pi + 1) * op;
             if let Some(post) = post {
                 if done - posted >= POST_BATCH || done == group.len() {
@@ -481,7 +708,10 @@ mod tests {
 
     /// Strides 1, 2 and 3 with even and odd padding (each of the fill's paths), dilation,
     /// a channel multiplier, rows shorter and longer than a run, 3-D, with and without bias,
-    /// against a float64 direct convolution.
+    /// against a float64 direct convolution. The 3x3 and 5x5 cases with row stride 1 or 2
+    /// take the strip kernel on AVX2 + FMA: planes shorter than a strip, taller ones whose
+    /// last strip overlaps, rows shorter than a run (stored whole, spilling onto the next
+    /// row), column dilation.
     #[test]
     fn matches_a_direct_convolution() {
         let mut rnd = lcg(11);
@@ -566,6 +796,36 @@ mod tests {
                 [2, 1, 2],
                 [1, 1, 1],
                 [1, 1, 1],
+            ),
+            (
+                2,
+                6,
+                1,
+                [1, 7, 7],
+                [1, 5, 5],
+                [1, 1, 1],
+                [0, 2, 2],
+                [1, 1, 1],
+            ),
+            (
+                1,
+                3,
+                1,
+                [1, 19, 6],
+                [1, 3, 3],
+                [1, 1, 1],
+                [0, 1, 1],
+                [1, 1, 1],
+            ),
+            (
+                1,
+                2,
+                1,
+                [1, 40, 21],
+                [1, 5, 3],
+                [1, 2, 1],
+                [0, 2, 1],
+                [1, 1, 2],
             ),
             (
                 1,
