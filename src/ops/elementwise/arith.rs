@@ -517,7 +517,7 @@ impl BinaryOp for Xlogy {
 }
 
 /// Run a float-only op: integer/bool operands promote to float32.
-fn float_binary<O: BinaryOp>(ctx: &OpCtx, a: &str, b: &str, op: &O) -> Result<Vec<RValue>> {
+fn float_binary<O: BinaryOp + Sync>(ctx: &OpCtx, a: &str, b: &str, op: &O) -> Result<Vec<RValue>> {
     let (x, y, d) = operands(ctx, a, b)?;
     let d = float_dtype(d);
     let r = run_binary(ctx, &x.tensor_for(d), &y.tensor_for(d), d, d, op)?;

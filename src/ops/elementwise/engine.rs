@@ -11,7 +11,7 @@ use crate::cpu::promote::{result_type, Operand};
 use crate::cpu::{broadcast_shapes, cast, Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::matmul::gemm::par_chunks;
+use crate::ops::matmul::gemm::{num_threads, par_chunks};
 use crate::ops::{OpCtx, Scalar};
 use crate::program::Arg;
 use crate::runtime::RValue;
@@ -434,6 +434,71 @@ fn channel_repeat(small: &Tensor, shape: &[usize]) -> Option<(usize, usize)> {
         .then(|| (mid.iter().product(), inner))
 }
 
+/// `f(v, small[channel])` for each element `v` of `big`, whose runs of `inner` elements
+/// cycle through the channels of `small` (a per-channel scale or bias, e.g. a
+/// squeeze-and-excitation multiply), split over threads when large.
+fn channel_zip<C: Elem, O: Elem>(
+    big: &[C],
+    small: &[C],
+    inner: usize,
+    f: &(impl Fn(C, C) -> O + Sync),
+) -> Vec<O> {
+    let mut out = Vec::with_capacity(big.len());
+    let d = &mut out.spare_capacity_mut()[..big.len()];
+    // Whole channels per task, one task per thread. A multiply-add per element costs about
+    // eight of par_chunks' work units (a GEMM's multiply-adds), so a second thread starts
+    // from about 16 Ki elements.
+    let channels = big.len() / inner;
+    let per = channels.div_ceil(num_threads()).max(1) * inner;
+    par_chunks(d, per, per * 8, |i, d| {
+        let from = i * per;
+        for (k, (run, dst)) in big[from..from + d.len()]
+            .chunks_exact(inner)
+            .zip(d.chunks_exact_mut(inner))
+            .enumerate()
+        {
+            let q = small[(from / inner + k) % small.len()];
+            for (o, &p) in dst.iter_mut().zip(run) {
+                o.write(f(p, q));
+            }
+        }
+    });
+    // SAFETY: the runs above wrote all big.len() elements (big.len() is a multiple of inner).
+    unsafe { out.set_len(big.len()) };
+    out
+}
+
+/// The elements from which [`zip_map_shared`] splits a per-channel broadcast over threads.
+const CHANNEL_ZIP_MIN: usize = 1 << 14;
+
+/// [`zip_map`] for an `f` that threads may share: a large per-channel broadcast (one
+/// operand [.., C, 1, 1], the other the full shape) is split over threads; the rest as
+/// [`zip_map`] computes it. The same values either way.
+pub(crate) fn zip_map_shared<C: Elem, O: Elem>(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(C, C) -> O + Sync,
+) -> Result<Tensor> {
+    let shape = broadcast(ctx, &a.sizes, &b.sizes)?;
+    let n: usize = shape.iter().product();
+    if n >= CHANNEL_ZIP_MIN {
+        if let (true, Some((c, inner))) = (a.sizes == shape, channel_repeat(b, &shape)) {
+            let out = with_slices(a, b, |x: &[C], y: &[C]| {
+                channel_zip(x, &y[..c], inner, &|p, q| f(p, q))
+            });
+            return Ok(Tensor::from_vec(out, &shape));
+        }
+        if let (true, Some((c, inner))) = (b.sizes == shape, channel_repeat(a, &shape)) {
+            let out = with_slices(a, b, |x: &[C], y: &[C]| {
+                channel_zip(y, &x[..c], inner, &|q, p| f(p, q))
+            });
+            return Ok(Tensor::from_vec(out, &shape));
+        }
+    }
+    zip_map(ctx, a, b, f)
+}
+
 /// Broadcast two tensors and apply `f` in compute type `C`, producing `O`.
 pub(crate) fn zip_map<C: Elem, O: Elem>(
     ctx: &OpCtx,
@@ -539,7 +604,7 @@ pub(crate) trait BinaryOp {
 }
 
 /// Run `op` on `a`, `b` computing in `common`'s compute type; the result has dtype `out`.
-pub(crate) fn run_binary<O: BinaryOp>(
+pub(crate) fn run_binary<O: BinaryOp + Sync>(
     ctx: &OpCtx,
     a: &Tensor,
     b: &Tensor,
@@ -548,8 +613,8 @@ pub(crate) fn run_binary<O: BinaryOp>(
     op: &O,
 ) -> Result<Tensor> {
     let t = match compute_of(common) {
-        Compute::F32 => zip_map::<f32, f32>(ctx, a, b, |x, y| op.float(x, y))?,
-        Compute::F64 => zip_map::<f64, f64>(ctx, a, b, |x, y| op.float(x, y))?,
+        Compute::F32 => zip_map_shared::<f32, f32>(ctx, a, b, |x, y| op.float(x, y))?,
+        Compute::F64 => zip_map_shared::<f64, f64>(ctx, a, b, |x, y| op.float(x, y))?,
         Compute::Int => {
             let zero_div = Cell::new(false);
             let t = zip_map::<i64, i64>(ctx, a, b, |x, y| {

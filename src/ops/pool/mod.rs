@@ -464,7 +464,10 @@ fn adaptive_avg_planes<T: Elem>(pl: &Planes, outs: [usize; 3], xv: &[T], out: &m
     let [od, oh, ow] = outs;
     let [id, ih, iw] = pl.ins;
     let (ip, op) = (pl.in_plane(), od * oh * ow);
-    par_chunks(out, op, ip.max(op), |plane, dst| {
+    // Each input element costs a conversion and an add, about eight of par_chunks' work
+    // units (a GEMM's multiply-adds): a global pool of 576 planes of 7x7 (squeeze-and-
+    // excitation) splits over two threads.
+    par_chunks(out, op, ip.max(op) * 8, |plane, dst| {
         let xp = &xv[plane * ip..(plane + 1) * ip];
         let mut i = 0;
         for oz in 0..od {
