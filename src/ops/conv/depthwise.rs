@@ -477,40 +477,39 @@ impl Strips {
     }
 }
 
-/// [`strips`] compiled for AVX2 and FMA.
-///
-/// # Safety
-/// As [`strips`]; the CPU has AVX2 and FMA.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn strips_fma<const KH: usize, const SH: usize>(
-    s: &Strips,
-    buf: &[f32],
-    ws: &[f32],
-    b: f32,
-    dst: &mut [MaybeUninit<f32>],
-) {
-    // SAFETY: as the caller promised.
-    unsafe { strips::<KH, SH>(s, buf, ws, b, dst) }
+/// `$name`: [`strips`] compiled with the target features `$features`.
+macro_rules! strips_for {
+    ($(#[$doc:meta])* $name:ident, $features:literal) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// As [`strips`]; the CPU has these target features.
+        #[cfg(target_arch = "x86_64")]
+        #[target_feature(enable = $features)]
+        unsafe fn $name<const KH: usize, const SH: usize>(
+            s: &Strips,
+            buf: &[f32],
+            ws: &[f32],
+            b: f32,
+            dst: &mut [MaybeUninit<f32>],
+        ) {
+            // SAFETY: as the caller promised.
+            unsafe { strips::<KH, SH>(s, buf, ws, b, dst) }
+        }
+    };
 }
 
-/// [`strips`] compiled with AVX-512VL: the same 256-bit code with 32 vector registers rather
-/// than 16, so that a strip's accumulators, weights and rows all stay in registers.
-///
-/// # Safety
-/// As [`strips`]; the CPU has AVX2, FMA, AVX-512F and AVX-512VL.
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn strips_avx512<const KH: usize, const SH: usize>(
-    s: &Strips,
-    buf: &[f32],
-    ws: &[f32],
-    b: f32,
-    dst: &mut [MaybeUninit<f32>],
-) {
-    // SAFETY: as the caller promised.
-    unsafe { strips::<KH, SH>(s, buf, ws, b, dst) }
-}
+strips_for!(
+    /// [`strips`] compiled for AVX2 and FMA.
+    strips_fma,
+    "avx2,fma"
+);
+strips_for!(
+    /// [`strips`] compiled with AVX-512VL: the same 256-bit code with 32 vector registers
+    /// rather than 16, so that a strip's accumulators, weights and rows all stay in registers.
+    strips_avx512,
+    "avx2,fma,avx512f,avx512vl"
+);
 
 /// One output plane (as [`plane`] computes it) by strips of [`STRIP`] output rows per
 /// column block of [`LANES`]: for each kernel column, each input row of the strip is loaded
