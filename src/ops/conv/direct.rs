@@ -21,6 +21,7 @@
 use std::arch::x86_64::*;
 
 use super::kernels::Geometry;
+use crate::ops::elementwise::epilogue::TileAct;
 use crate::ops::matmul::gemm::{fork_each, SharedOut};
 use crate::ops::matmul::sgemm::{Isa, Lines, Packed, Panels, Strided};
 
@@ -102,13 +103,15 @@ impl Source {
 }
 
 /// One (image, group): `dst` (og x op) = the convolution of `xg` (the group's input planes)
-/// with the group's packed weights `w`, plus `bias` (the group's og values), on up to
-/// `threads` threads. Every output is written (`dst` may start uninitialized).
+/// with the group's packed weights `w`, plus `bias` (the group's og values), then `act` (a
+/// fused activation) when given, on up to `threads` threads. Every output is written (`dst`
+/// may start uninitialized).
 pub(super) fn forward_group(
     g: &Geometry,
     xg: &[f32],
     w: &Packed,
     bias: Option<&[f32]>,
+    act: Option<TileAct>,
     dst: &mut [std::mem::MaybeUninit<f32>],
     threads: usize,
 ) {
@@ -180,13 +183,20 @@ pub(super) fn forward_group(
                     }
                     k0 += KC;
                 }
-                // The bias after the sums, as the GEMM's tile epilogue adds it.
+                // The bias after the sums, then the activation, as the GEMM's tile
+                // epilogue applies them.
                 if bias.is_some() {
                     for row in tile.iter_mut() {
                         for (v, &bv) in row.iter_mut().zip(&b) {
                             *v += bv;
                         }
                     }
+                }
+                if act.is_some() {
+                    // SAFETY: `tile` is POS rows of OC floats, this call's own.
+                    unsafe {
+                        TileAct::bias_then(act, None, tile.as_mut_ptr().cast(), OC, [POS, OC])
+                    };
                 }
                 // SAFETY: outputs (o0 + i, p0 + j), i < on, j < pn, lie inside dst
                 // (og x op); tiles are disjoint between the threads' ranges.

@@ -117,7 +117,7 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             let bv = bias.as_ref().map(|b| b.to_vec::<f32>());
             // A fused activation (an f32 result's, as the unfused op would compute it),
             // applied to each tile as the GEMM finishes it.
-            let act = if x.dtype == DType::F32 && packed::takes_post(&pw) {
+            let act = if x.dtype == DType::F32 {
                 ctx.state.tile_act.take()
             } else {
                 None

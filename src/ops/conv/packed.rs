@@ -69,18 +69,6 @@ pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> (PackedWeights,
     pack_weights_for(isa, direct, g, w)
 }
 
-/// Whether [`forward`] applies a `post` epilogue with these weights (the GEMM does, the
-/// direct kernel does not).
-pub(super) fn takes_post(w: &PackedWeights) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    return !w.direct;
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = w;
-        true
-    }
-}
-
 /// Whether the convolution is a product with the input as it lies (1x1, stride 1, no
 /// padding).
 fn pointwise(g: &Geometry) -> bool {
@@ -313,9 +301,8 @@ impl Panels for Unfold<'_> {
 /// [N, O, OD, OH, OW]. Threads as the portable kernel: across (image, group) products when
 /// there are enough of them, inside the GEMM otherwise.
 ///
-/// On the GEMM the bias and `act` (a fused activation) are added to and applied to each tile
-/// of the result as the GEMM finishes it; the direct kernel takes no activation (see
-/// [`takes_post`]).
+/// The bias and `act` (a fused activation) are added to and applied to each tile of the
+/// result as the GEMM or the direct kernel finishes it.
 pub(super) fn forward(
     g: &Geometry,
     x: &[f32],
@@ -344,7 +331,7 @@ pub(super) fn forward(
         if w.direct {
             let threads = gemm_threads(og, op, kf, threads);
             let b = bias.map(|b| &b[gi * og..(gi + 1) * og]);
-            super::direct::forward_group(g, xg, &w.groups[gi], b, dst, threads);
+            super::direct::forward_group(g, xg, &w.groups[gi], b, act, dst, threads);
             return;
         }
         let bias = bias.map(|b| &b[gi * og..(gi + 1) * og]);
@@ -515,18 +502,21 @@ mod tests {
                     }
                     results.push(got);
                 }
-                // A fused activation on the GEMM: hardswish of each value.
-                let (pw, _) = pack_weights_for(isa, false, &g, &w);
-                let got = forward(&g, &x, &pw, bias, Some(TileAct::Hardswish));
-                let hs = |v: f64| v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
-                let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
-                for (i, (a, e)) in got.iter().zip(&want).enumerate() {
-                    assert!(
-                        (*a as f64 - hs(*e)).abs() <= tol,
-                        "{isa:?} hardswish {g:?} bias {}: [{i}] {a} vs {}",
-                        bias.is_some(),
-                        hs(*e)
-                    );
+                // A fused activation on the GEMM and on the direct kernel: hardswish of
+                // each value.
+                for direct in [false, true] {
+                    let (pw, _) = pack_weights_for(isa, direct, &g, &w);
+                    let got = forward(&g, &x, &pw, bias, Some(TileAct::Hardswish));
+                    let hs = |v: f64| v * (v + 3.0).clamp(0.0, 6.0) / 6.0;
+                    let tol = 1e-5 * ((g.c / g.groups * g.taps()) as f64).sqrt() * 4.0;
+                    for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (*a as f64 - hs(*e)).abs() <= tol,
+                            "{isa:?} direct {direct} hardswish {g:?} bias {}: [{i}] {a} vs {}",
+                            bias.is_some(),
+                            hs(*e)
+                        );
+                    }
                 }
                 // The direct kernel sums in the AVX2 GEMM's order: the same values.
                 if isa == Isa::Avx2 {
