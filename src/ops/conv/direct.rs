@@ -1,20 +1,22 @@
-//! Direct (indirect-addressed) convolution on AVX2+FMA: no unfolded input at all.
+//! Direct (indirect-addressed) convolution on AVX2+FMA or AVX-512: no unfolded input at all.
 //!
 //! The packed GEMM (`packed.rs`) unfolds the input into B panels as it goes: for a 3x3
 //! convolution with 64 output channels, each unfolded value is used by only 64 FMAs, and the
 //! unfolding cost as much as a fifth of the product. Here the roles turn around:
-//! - the weights are packed once into panels of 16 output channels (two ymm vectors per
-//!   step, k-major: the GEMM's B panel layout, [`Packed::b`]);
+//! - the weights are packed once into panels of output channels, k-major: the GEMM's B
+//!   panel layout ([`Packed::b`]), 16 channels (two ymm vectors per step) on AVX2, 32 (two
+//!   zmm vectors) on AVX-512;
 //! - the input is read where it lies: output position `p` and tap `k` read
 //!   `x[pos[p] + tap[k]]` of the (zero-padded, when the convolution pads) input, with `pos`
 //!   and `tap` offset tables built per call. The microkernel broadcasts six positions per
-//!   step straight from memory against the two weight vectors: 6 x 16 outputs in 12
-//!   accumulators, as the GEMM's 6 x 16 kernel, with no packing of the input;
-//! - each 16 x 6 tile goes to the output (channels-first) through a small transposing buffer.
+//!   step straight from memory against the two weight vectors: 6 x 16 (or 6 x 32) outputs
+//!   in 12 accumulators, with no packing of the input;
+//! - each tile goes to the output (channels-first) through a small transposing buffer.
 //!
-//! Each output's sum is the packed GEMM's, in the same order: the taps in order within K
-//! blocks of [`KC`], each block summed from zero, the later blocks added in order to the
-//! first, then the bias (when there is one). The two paths give the same values.
+//! Each output's sum is the packed GEMM's on the same instruction set, in the same order:
+//! the taps in order within K blocks of the GEMM's depth, each block summed from zero, the
+//! later blocks added in order to the first, then the bias (when there is one), then the
+//! fused activation (when there is one). The two paths give the same values.
 
 #![cfg(target_arch = "x86_64")]
 
@@ -22,19 +24,20 @@ use std::arch::x86_64::*;
 
 use super::kernels::Geometry;
 use crate::ops::elementwise::epilogue::TileAct;
-use crate::ops::matmul::gemm::{fork_each, SharedOut};
+use crate::ops::matmul::gemm::{fork_each, par_chunks, SharedOut};
 use crate::ops::matmul::sgemm::{Isa, Lines, Packed, Panels, Strided};
+use std::mem::MaybeUninit;
 
-/// Output channels per panel (two 8-lane vectors).
+/// Output channels per panel on AVX2 (two 8-lane vectors) and on AVX-512 (two 16-lane
+/// vectors): the B panel width of the packed GEMM's kernel on each.
 const OC: usize = 16;
+const OC_WIDE: usize = 32;
 /// Output positions per tile.
 const POS: usize = 6;
-/// Depth of a K block: the packed GEMM's on AVX2, so that sums are grouped alike.
-pub(super) const KC: usize = 256;
-
-/// Pack `w` ([O, C/groups, kd, kh, kw], contiguous) per group into panels of [`OC`] output
-/// channels.
-pub(super) fn pack_weights(g: &Geometry, w: &[f32]) -> Vec<Packed> {
+/// Pack `w` ([O, C/groups, kd, kh, kw], contiguous) per group into the packed GEMM's B panels
+/// on `isa`: [`OC`] output channels per panel on AVX2, [`OC_WIDE`] on AVX-512, in K blocks of
+/// the GEMM's depth on `isa` (so that sums are grouped alike).
+pub(super) fn pack_weights(isa: Isa, g: &Geometry, w: &[f32]) -> Vec<Packed> {
     let (og, kf) = (g.o / g.groups, g.c / g.groups * g.taps());
     assert!(w.len() >= g.o * kf, "weight smaller than its geometry");
     (0..g.groups)
@@ -47,7 +50,7 @@ pub(super) fn pack_weights(g: &Geometry, w: &[f32]) -> Vec<Packed> {
                 cs: kf,
             });
             // SAFETY: lines (channels) gi*og..(gi+1)*og of kf steps lie inside `w`.
-            unsafe { Packed::b(Isa::Avx2, &b, og, kf) }
+            unsafe { Packed::b(isa, &b, og, kf) }
         })
         .collect()
 }
@@ -81,18 +84,39 @@ impl Source {
         let (zp, yp, xp) = (ext(0), ext(1), ext(2));
         let [id, ih, iw] = g.ins;
         let [pd, ph, pw] = g.pad_lo;
-        let mut data = vec![0.0f32; cg * zp * yp * xp];
-        if id * ih * iw > 0 {
-            for (c, src) in xg.chunks_exact(id * ih * iw).take(cg).enumerate() {
-                for z in 0..id {
-                    for y in 0..ih {
-                        let at = ((c * zp + z + pd) * yp + y + ph) * xp + pw;
-                        let from = (z * ih + y) * iw;
-                        data[at..at + iw].copy_from_slice(&src[from..from + iw]);
+        let (plane, len) = (zp * yp * xp, cg * zp * yp * xp);
+        assert!(
+            xg.len() >= cg * id * ih * iw,
+            "input smaller than its planes"
+        );
+        // Each plane's rows in one pass, the planes split over the threads: the padding
+        // zeroed and the input copied, every element written once (no zeroing first).
+        let mut data = Vec::<f32>::with_capacity(len);
+        par_chunks(
+            &mut data.spare_capacity_mut()[..len],
+            plane,
+            plane,
+            |c, dst| {
+                for (r, row) in dst.chunks_exact_mut(xp).enumerate() {
+                    let (z, y) = (r / yp, r % yp);
+                    let (iz, iy) = (z.wrapping_sub(pd), y.wrapping_sub(ph));
+                    if iz >= id || iy >= ih {
+                        row.fill(MaybeUninit::new(0.0));
+                        continue;
                     }
+                    let src = &xg[((c * id + iz) * ih + iy) * iw..][..iw];
+                    let (lo, rest) = row.split_at_mut(pw);
+                    let (mid, hi) = rest.split_at_mut(iw);
+                    lo.fill(MaybeUninit::new(0.0));
+                    for (d, &v) in mid.iter_mut().zip(src) {
+                        d.write(v);
+                    }
+                    hi.fill(MaybeUninit::new(0.0));
                 }
-            }
-        }
+            },
+        );
+        // SAFETY: every plane's rows were written whole above.
+        unsafe { data.set_len(len) };
         Source {
             data: Some(data),
             zp,
@@ -121,7 +145,14 @@ pub(super) fn forward_group(
         xg.len() >= cg * g.in_plane() && dst.len() >= og * op,
         "convolution operands smaller than their geometry"
     );
-    assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"));
+    // The panel width says which kernel: AVX-512's 32 channels, or AVX2's 16.
+    let wide = w.width() == OC_WIDE;
+    assert!(if wide {
+        is_x86_feature_detected!("avx512f")
+    } else {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")
+    });
+    let (oc, kb) = (w.width(), w.depth());
     if op == 0 || og == 0 {
         return;
     }
@@ -154,12 +185,12 @@ pub(super) fn forward_group(
         .collect();
     let last = tap.iter().max().copied().unwrap_or(0) + pos.iter().max().copied().unwrap_or(0);
     assert!(last < x.len(), "a window reads past the input");
-    let (panels, tiles) = (og.div_ceil(OC), op.div_ceil(POS));
+    let (panels, tiles) = (og.div_ceil(oc), op.div_ceil(POS));
     let out = SharedOut(dst.as_mut_ptr().cast::<f32>());
     let run = |pr: std::ops::Range<usize>, tr: std::ops::Range<usize>| {
         for pi in pr {
-            let (o0, on) = (pi * OC, OC.min(og - pi * OC));
-            let mut b = [0.0f32; OC];
+            let (o0, on) = (pi * oc, oc.min(og - pi * oc));
+            let mut b = [0.0f32; OC_WIDE];
             if let Some(bias) = bias {
                 b[..on].copy_from_slice(&bias[o0..o0 + on]);
             }
@@ -170,20 +201,26 @@ pub(super) fn forward_group(
                 for (j, a) in at.iter_mut().enumerate() {
                     *a = pos[p0 + j.min(pn - 1)];
                 }
-                let mut tile = [[0.0f32; OC]; POS];
+                let mut tile: Tile = [[0.0f32; OC_WIDE]; POS];
                 let mut k0 = 0;
                 while k0 < kf {
-                    let kc = KC.min(kf - k0);
+                    let kc = kb.min(kf - k0);
                     // SAFETY: the panel block lies inside the packed weights (pi < panels,
-                    // k0 + kc <= kf); every read x[at[j] + tap[k]] is below `last`.
+                    // k0 + kc <= kf); every read x[at[j] + tap[k]] is below `last`; the CPU
+                    // has the kernel's features (asserted above).
                     unsafe {
-                        let wp = w.panels(OC, o0, on, k0, kc, &mut []);
+                        let wp = w.panels(oc, o0, on, k0, kc, &mut []);
                         let init = if k0 == 0 { Init::Zero } else { Init::Tile };
-                        tile_avx2(kc, wp, x.as_ptr(), &at, tap[k0..].as_ptr(), init, &mut tile);
+                        let (xp, tp) = (x.as_ptr(), tap[k0..].as_ptr());
+                        if wide {
+                            tile_avx512(kc, wp, xp, &at, tp, init, &mut tile);
+                        } else {
+                            tile_avx2(kc, wp, xp, &at, tp, init, &mut tile);
+                        }
                     }
-                    k0 += KC;
+                    k0 += kb;
                 }
-                // The bias after the sums, then the activation, as the GEMM's tile
+                // The bias after the sums (then the activation, below), as the GEMM's tile
                 // epilogue applies them.
                 if bias.is_some() {
                     for row in tile.iter_mut() {
@@ -192,27 +229,37 @@ pub(super) fn forward_group(
                         }
                     }
                 }
-                if act.is_some() {
-                    // SAFETY: `tile` is POS rows of OC floats, this call's own.
-                    unsafe {
-                        TileAct::bias_then(act, None, tile.as_mut_ptr().cast(), OC, [POS, OC])
-                    };
+                for c0 in (0..on).step_by(OC) {
+                    let d = out.at((o0 + c0) * op + p0);
+                    // SAFETY: outputs (o0 + c0 + i, p0 + j), i < min(on - c0, OC), j < pn,
+                    // lie inside dst (og x op); tiles are disjoint between the threads'
+                    // ranges.
+                    unsafe { store_avx2(&tile, c0, d, op, (on - c0).min(OC), pn) };
                 }
-                // SAFETY: outputs (o0 + i, p0 + j), i < on, j < pn, lie inside dst
-                // (og x op); tiles are disjoint between the threads' ranges.
-                unsafe { store_avx2(&tile, out.at(o0 * op + p0), op, on, pn) };
+            }
+            // The activation over the panel's outputs of this range at once (per tile, its
+            // dispatch cost as much as a tenth of the convolution).
+            let (q0, q1) = ((tr.start * POS).min(op), (tr.end * POS).min(op));
+            if act.is_some() && q0 < q1 {
+                // SAFETY: outputs (o0 + i, q0..q1), i < on, lie inside dst and are this
+                // range's, written above.
+                unsafe { TileAct::bias_then(act, None, out.at(o0 * op + q0), op, [on, q1 - q0]) };
             }
         }
     };
     let threads = threads.max(1).min(panels * tiles);
     if threads == 1 {
         run(0..panels, 0..tiles);
-    } else if tiles >= 2 * threads || tiles >= panels {
+    } else if panels < 2 * threads && tiles >= panels {
+        // Too few panels to share evenly: each thread takes a range of positions.
         let per = tiles.div_ceil(threads);
         fork_each(0..threads, |t, _| {
             run(0..panels, (t * per).min(tiles)..((t + 1) * per).min(tiles))
         });
     } else {
+        // Each thread takes whole output channels: no cache line of the output is written
+        // by two threads (in small planes, a range of positions shares its lines with the
+        // next range's in every channel).
         let per = panels.div_ceil(threads);
         fork_each(0..threads, |t, _| {
             run((t * per).min(panels)..((t + 1) * per).min(panels), 0..tiles)
@@ -228,9 +275,12 @@ enum Init {
     Tile,
 }
 
+/// A tile's sums: `tile[j][i]` is position j, channel i (the first [`OC`] on AVX2).
+type Tile = [[f32; OC_WIDE]; POS];
+
 /// One K block of a 16-channel x 6-position tile: for each step k, the panel's 16 weights
 /// (`wp`, k-major) times the input at `x + at[j] + tap[k]`, summed from zero over the `kc`
-/// steps and then combined into `tile` (`tile[j][i]`: position j, channel i) as `init` says.
+/// steps and then combined into `tile` (channels 0..16) as `init` says.
 ///
 /// # Safety
 /// `wp` must hold `kc * 16` floats, `tap` `kc` offsets, and every `x + at[j] + tap[k]` must
@@ -243,7 +293,7 @@ unsafe fn tile_avx2(
     at: &[usize; POS],
     tap: *const usize,
     init: Init,
-    tile: &mut [[f32; OC]; POS],
+    tile: &mut Tile,
 ) {
     let z = _mm256_setzero_ps();
     let mut acc = [[z; 2]; POS];
@@ -271,14 +321,56 @@ unsafe fn tile_avx2(
     }
 }
 
-/// Write `tile` (`tile[j][i]`: position j, channel i) to channels-first storage: channel
-/// i < `on`, position j < `pn` at `d + i * rs + j`. Two 8 x 8 transposes in registers (rows
+/// [`tile_avx2`] on AVX-512: a 32-channel x 6-position tile in 12 zmm accumulators, the
+/// panel's 32 weights per step in two vectors. Each output's sum is [`tile_avx2`]'s.
+///
+/// # Safety
+/// `wp` must hold `kc * 32` floats, `tap` `kc` offsets, and every `x + at[j] + tap[k]` must
+/// be readable; AVX-512F must be available.
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512(
+    kc: usize,
+    mut wp: *const f32,
+    x: *const f32,
+    at: &[usize; POS],
+    tap: *const usize,
+    init: Init,
+    tile: &mut Tile,
+) {
+    let z = _mm512_setzero_ps();
+    let mut acc = [[z; 2]; POS];
+    let xs: [*const f32; POS] = std::array::from_fn(|j| x.add(at[j]));
+    for k in 0..kc {
+        let t = *tap.add(k);
+        let w0 = _mm512_loadu_ps(wp);
+        let w1 = _mm512_loadu_ps(wp.add(16));
+        for (j, a) in acc.iter_mut().enumerate() {
+            let v = _mm512_set1_ps(*xs[j].add(t));
+            a[0] = _mm512_fmadd_ps(v, w0, a[0]);
+            a[1] = _mm512_fmadd_ps(v, w1, a[1]);
+        }
+        wp = wp.add(OC_WIDE);
+    }
+    for (a, row) in acc.iter().zip(tile.iter_mut()) {
+        let p = row.as_mut_ptr();
+        for (h, &v) in a.iter().enumerate() {
+            let r = match init {
+                Init::Zero => v,
+                Init::Tile => _mm512_add_ps(_mm512_loadu_ps(p.add(16 * h)), v),
+            };
+            _mm512_storeu_ps(p.add(16 * h), r);
+        }
+    }
+}
+
+/// Write channels `c0..c0 + on` (`on` <= 16) of `tile` to channels-first storage: channel
+/// c0 + i, position j < `pn` at `d + i * rs + j`. Two 8 x 8 transposes in registers (rows
 /// 6 and 7 are zero), then one 6-wide store per channel.
 ///
 /// # Safety
 /// Every written element must lie in `d`'s allocation; AVX2 must be available.
 #[target_feature(enable = "avx2")]
-unsafe fn store_avx2(tile: &[[f32; OC]; POS], d: *mut f32, rs: usize, on: usize, pn: usize) {
+unsafe fn store_avx2(tile: &Tile, c0: usize, d: *mut f32, rs: usize, on: usize, pn: usize) {
     let mask = {
         const IDX: [i32; 8] = [0, 1, 2, 3, 4, 5, 6, 7];
         _mm256_cmpgt_epi32(
@@ -293,7 +385,7 @@ unsafe fn store_avx2(tile: &[[f32; OC]; POS], d: *mut f32, rs: usize, on: usize,
         let z = _mm256_setzero_ps();
         let r: [__m256; 8] = std::array::from_fn(|j| {
             if j < POS {
-                _mm256_loadu_ps(tile[j][8 * h..].as_ptr())
+                _mm256_loadu_ps(tile[j][c0 + 8 * h..].as_ptr())
             } else {
                 z
             }

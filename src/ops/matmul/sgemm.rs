@@ -290,6 +290,16 @@ impl Packed {
             k,
         }
     }
+    /// The panel width it was packed with.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn width(&self) -> usize {
+        self.w
+    }
+    /// The depth of its K blocks.
+    #[cfg(target_arch = "x86_64")]
+    pub(crate) fn depth(&self) -> usize {
+        self.kb
+    }
     /// Bytes held.
     pub(crate) fn bytes(&self) -> usize {
         self.data.len() * 4
