@@ -181,6 +181,8 @@ pub(crate) fn gemm_threads(m: usize, n: usize, k: usize, threads: bool) -> usize
 fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism {
     #[cfg(not(target_arch = "wasm32"))]
     if gemm_threads(m, n, k, threads) > 1 {
+        // rayon's threads need the cores pt2web's idle workers spin on.
+        crate::cpu::pool::rest();
         return gemm::Parallelism::Rayon(num_threads());
     }
     let _ = (m, n, k, threads);
