@@ -430,7 +430,9 @@ fn channel_repeat(small: &Tensor, shape: &[usize]) -> Option<(usize, usize)> {
     let trail = s[lead..].iter().rev().take_while(|&&d| d == 1).count();
     let mid = &s[lead..s.len() - trail];
     let inner: usize = shape[shape.len() - trail..].iter().product();
-    (!mid.is_empty() && mid == &shape[at + lead..shape.len() - trail] && inner > 0)
+    // A run of one element is no broadcast over trailing dims (same shapes, or `small`
+    // repeated whole): `zip_map`'s vector loops serve those, not a lookup per element.
+    (!mid.is_empty() && mid == &shape[at + lead..shape.len() - trail] && inner > 1)
         .then(|| (mid.iter().product(), inner))
 }
 
