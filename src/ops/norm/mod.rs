@@ -105,12 +105,30 @@ fn row_moments<R: Real>(x: &[R], rows: usize, len: usize) -> Vec<(f64, f64)> {
     x.chunks_exact(len).map(moments).collect()
 }
 
-/// Mean and biased variance of one non-empty row, summed in order in f64.
+/// Mean and biased variance of one non-empty row, summed in f64 in eight interleaved
+/// partial sums ([`sum8`]).
 fn moments<R: Real>(r: &[R]) -> (f64, f64) {
     let len = r.len() as f64;
-    let mean = r.iter().map(|v| v.to_f64()).sum::<f64>() / len;
-    let var = r.iter().map(|v| (v.to_f64() - mean).powi(2)).sum::<f64>() / len;
+    let mean = sum8(r, |v| v) / len;
+    let var = sum8(r, |v| (v - mean) * (v - mean)) / len;
     (mean, var)
+}
+
+/// The sum of `f(v)` over `r` in f64: element i goes to partial sum i % 8 (the remainder
+/// after the last whole eight to a ninth), and the partial sums are added pairwise. One
+/// running sum waited on each addition's latency (MiniLM's layer norms at a fifth of their
+/// possible speed); the interleaved sums also round less.
+#[inline]
+fn sum8<R: Real>(r: &[R], f: impl Fn(f64) -> f64) -> f64 {
+    let mut acc = [0.0f64; 8];
+    let mut chunks = r.chunks_exact(8);
+    for c in &mut chunks {
+        for (a, v) in acc.iter_mut().zip(c) {
+            *a += f(v.to_f64());
+        }
+    }
+    let tail: f64 = chunks.remainder().iter().map(|v| f(v.to_f64())).sum();
+    ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
 
 /// `out[n, c, s] = x[n, c, s] * scale[n, c] + shift[n, c]` over a contiguous [N, C, inner].
@@ -423,6 +441,11 @@ fn layer_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             let (mr, sr) = (R::from_f64(m), R::from_f64(rstd));
             match (&wr, &br) {
                 (None, None) => r.iter_mut().for_each(|a| *a = (*a - mr) * sr),
+                (Some(w), Some(b)) => {
+                    for ((a, &wj), &bj) in r.iter_mut().zip(w).zip(b) {
+                        *a = (*a - mr) * sr * wj + bj;
+                    }
+                }
                 _ => {
                     for (j, a) in r.iter_mut().enumerate() {
                         let wj = wr.as_ref().map_or(R::ONE, |w| w[j]);
