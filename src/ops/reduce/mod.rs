@@ -230,13 +230,15 @@ pub(crate) trait Real:
     const ONE: Self;
     const NEG_INF: Self;
     fn exp(self) -> Self;
+    /// `x = exp(x - m)` over a slice (softmax's exponentials).
+    fn exp_shifted_each(x: &mut [Self], m: Self);
     fn ln(self) -> Self;
     fn tanh(self) -> Self;
     fn is_nan(self) -> bool;
 }
 
 macro_rules! real_impl {
-    ($t:ty, exp: $exp:path) => {
+    ($t:ty, exp: $exp:path, exp_shifted: $exps:path) => {
         impl Real for $t {
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
@@ -244,6 +246,10 @@ macro_rules! real_impl {
             #[inline]
             fn exp(self) -> Self {
                 $exp(self)
+            }
+            #[inline(always)]
+            fn exp_shifted_each(x: &mut [Self], m: Self) {
+                $exps(x, m)
             }
             #[inline]
             fn ln(self) -> Self {
@@ -262,8 +268,13 @@ macro_rules! real_impl {
 }
 // f32 exp is the vectorizable Cephes form (about 1 ulp, as torch's SLEEF-based softmax);
 // f64 uses libm.
-real_impl!(f32, exp: crate::ops::elementwise::fast::exp_f32);
-real_impl!(f64, exp: f64::exp);
+real_impl!(f32, exp: crate::ops::elementwise::fast::exp_f32,
+    exp_shifted: crate::ops::elementwise::fast::exp_shifted_f32);
+real_impl!(f64, exp: f64::exp, exp_shifted: exp_shifted_f64);
+
+fn exp_shifted_f64(x: &mut [f64], m: f64) {
+    x.iter_mut().for_each(|v| *v = (*v - m).exp());
+}
 
 /// Run `$body` with `$R` bound to the compute float type of `$dtype` (f64 or f32).
 macro_rules! with_real {

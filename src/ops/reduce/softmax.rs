@@ -53,25 +53,21 @@ impl SoftmaxParams {
 /// same loop keeps it scalar); on x86-64 that loop is also compiled for AVX2 and picked at
 /// run time (eight f32 lanes instead of four, the same operations, so the same values).
 pub(crate) fn exp_shifted<R: Real>(x: &mut [R], m: R) -> R {
-    #[inline(always)]
-    fn each<R: Real>(x: &mut [R], m: R) {
-        x.iter_mut().for_each(|v| *v = (*v - m).exp());
-    }
     #[cfg(target_arch = "x86_64")]
     {
         #[target_feature(enable = "avx2")]
         unsafe fn avx2<R: Real>(x: &mut [R], m: R) {
-            each(x, m)
+            R::exp_shifted_each(x, m)
         }
         if std::is_x86_feature_detected!("avx2") {
             // SAFETY: the CPU has AVX2 (checked just above).
             unsafe { avx2(x, m) }
         } else {
-            each(x, m)
+            R::exp_shifted_each(x, m)
         }
     }
     #[cfg(not(target_arch = "x86_64"))]
-    each(x, m);
+    R::exp_shifted_each(x, m);
     let mut sum = R::ZERO;
     for &v in x.iter() {
         sum += v;
