@@ -23,7 +23,7 @@
 use std::arch::x86_64::*;
 
 use super::kernels::Geometry;
-use crate::ops::elementwise::epilogue::TileAct;
+use crate::ops::elementwise::epilogue::{Bias, TileAct};
 use crate::ops::matmul::gemm::{fork_each, par_chunks, SharedOut};
 use crate::ops::matmul::sgemm::{Isa, Lines, Packed, Panels, Strided};
 use std::mem::MaybeUninit;
@@ -243,7 +243,9 @@ pub(super) fn forward_group(
             if act.is_some() && q0 < q1 {
                 // SAFETY: outputs (o0 + i, q0..q1), i < on, lie inside dst and are this
                 // range's, written above.
-                unsafe { TileAct::bias_then(act, None, out.at(o0 * op + q0), op, [on, q1 - q0]) };
+                unsafe {
+                    TileAct::bias_then(act, Bias::None, out.at(o0 * op + q0), op, [on, q1 - q0])
+                };
             }
         }
     };

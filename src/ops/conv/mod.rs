@@ -23,7 +23,7 @@ use super::{OpCtx, OpTable};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::ops::elementwise::epilogue::TileAct;
+use crate::ops::elementwise::epilogue::{Bias, TileAct};
 use crate::runtime::RValue;
 pub(crate) use geometry::{Conv, ConvParams};
 pub(crate) use kernels::Geometry;
@@ -76,7 +76,9 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             let post = act.map(|a| {
                 move |s: &mut [f32]| {
                     // SAFETY: `s` is a valid, exclusive slice.
-                    unsafe { TileAct::bias_then(Some(a), None, s.as_mut_ptr(), 0, [1, s.len()]) }
+                    unsafe {
+                        TileAct::bias_then(Some(a), Bias::None, s.as_mut_ptr(), 0, [1, s.len()])
+                    }
                 }
             });
             let post = post.as_ref().map(|f| f as &(dyn Fn(&mut [f32]) + Sync));
@@ -136,7 +138,9 @@ fn convolution(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             let post = act.map(|a| {
                 move |s: &mut [f32]| {
                     // SAFETY: `s` is a valid, exclusive slice.
-                    unsafe { TileAct::bias_then(Some(a), None, s.as_mut_ptr(), 0, [1, s.len()]) }
+                    unsafe {
+                        TileAct::bias_then(Some(a), Bias::None, s.as_mut_ptr(), 0, [1, s.len()])
+                    }
                 }
             });
             let post = post.as_ref().map(|f| f as &(dyn Fn(&mut [f32]) + Sync));

@@ -7,7 +7,7 @@
 #![cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 
 use super::kernels::{copy, fill_zero, valid_range, Geometry};
-use crate::ops::elementwise::epilogue::TileAct;
+use crate::ops::elementwise::epilogue::{Bias, TileAct};
 use crate::ops::matmul::gemm::{gemm_threads, num_threads, par_chunks, FAST_GEMM_WORK};
 use crate::ops::matmul::sgemm::{self, Isa, Lines, Packed, Panels, Post, Strided};
 use std::mem::MaybeUninit;
@@ -331,7 +331,15 @@ pub(super) fn forward(
         let tile = |p: *mut f32, rs: usize, [i, _]: [usize; 2], size: [usize; 2]| {
             // SAFETY: the GEMM hands each finished tile of its output (rows i.. of this
             // group's og) to this once.
-            unsafe { TileAct::bias_then(act, bias.map(|b| &b[i..]), p, rs, size) }
+            unsafe {
+                TileAct::bias_then(
+                    act,
+                    bias.map_or(Bias::None, |b| Bias::Rows(&b[i..])),
+                    p,
+                    rs,
+                    size,
+                )
+            }
         };
         let post: Post = (bias.is_some() || act.is_some()).then_some(&tile);
         let beta = 0.0;

@@ -151,8 +151,17 @@ fn rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         .map_err(|e| format!("in the epilogue: {e}"))
 }
 
-/// An activation a CPU convolution applies to each finished tile of its f32 result (the
-/// formulas of the activation ops themselves, so the values are the unfused ones).
+/// The bias [`TileAct::bias_then`] adds: none, `Rows(b)` (b[r] to row r: a convolution's
+/// output channels) or `Cols(b)` (b[j] to column j: a linear layer's outputs).
+#[derive(Clone, Copy)]
+pub(crate) enum Bias<'a> {
+    None,
+    Rows(&'a [f32]),
+    Cols(&'a [f32]),
+}
+
+/// An activation a CPU convolution or linear layer applies to each finished tile of its f32
+/// result (the formulas of the activation ops themselves, so the values are the unfused ones).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) enum TileAct {
     Relu,
@@ -164,8 +173,8 @@ pub(crate) enum TileAct {
 }
 
 impl TileAct {
-    /// The activation of a fused node whose producer is one convolution and whose epilogue
-    /// is one of these activations of its result alone.
+    /// The activation of a fused node whose producer is one convolution or linear layer and
+    /// whose epilogue is one of these activations of its result alone.
     fn of(parts: &Parts) -> Option<TileAct> {
         let [conv] = &parts.producer.nodes[..] else {
             return None;
@@ -176,6 +185,7 @@ impl TileAct {
             .and_then(|t| t.split('.').next());
         if !conv_op.is_some_and(|t| t.starts_with("conv") && !t.starts_with("conv_transpose"))
             && conv_op != Some("convolution")
+            && conv_op != Some("linear")
         {
             return None;
         }
@@ -211,14 +221,14 @@ impl TileAct {
         })
     }
 
-    /// Add `bias[r]` to row `r` (when given), then apply the activation (when given), over
-    /// the `rows` x `cols` floats at `p`, rows `rs` apart.
+    /// Add the bias (when given), then apply the activation (when given), over the `rows` x
+    /// `cols` floats at `p`, rows `rs` apart.
     ///
     /// # Safety
     /// Those floats must be valid and exclusively this call's.
     pub(crate) unsafe fn bias_then(
         act: Option<TileAct>,
-        bias: Option<&[f32]>,
+        bias: Bias,
         p: *mut f32,
         rs: usize,
         [rows, cols]: [usize; 2],
@@ -237,7 +247,7 @@ impl TileAct {
         #[inline(always)]
         unsafe fn each(
             op: &impl UnaryOp,
-            bias: Option<&[f32]>,
+            bias: Bias,
             p: *mut f32,
             rs: usize,
             rows: usize,
@@ -247,13 +257,18 @@ impl TileAct {
                 // SAFETY: as the caller promised.
                 let row = unsafe { std::slice::from_raw_parts_mut(p.add(r * rs), cols) };
                 match bias {
-                    Some(b) => {
+                    Bias::Rows(b) => {
                         let b = b[r];
                         for v in row {
                             *v = op.float(*v + b);
                         }
                     }
-                    None => {
+                    Bias::Cols(b) => {
+                        for (v, &b) in row.iter_mut().zip(&b[..cols]) {
+                            *v = op.float(*v + b);
+                        }
+                    }
+                    Bias::None => {
                         for v in row {
                             *v = op.float(*v);
                         }
@@ -265,7 +280,7 @@ impl TileAct {
         #[inline(always)]
         unsafe fn dispatch(
             act: Option<TileAct>,
-            bias: Option<&[f32]>,
+            bias: Bias,
             p: *mut f32,
             rs: usize,
             rows: usize,
@@ -295,7 +310,7 @@ impl TileAct {
                     #[target_feature(enable = $features)]
                     unsafe fn $name(
                         act: Option<TileAct>,
-                        bias: Option<&[f32]>,
+                        bias: Bias,
                         p: *mut f32,
                         rs: usize,
                         rows: usize,

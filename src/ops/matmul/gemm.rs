@@ -191,7 +191,8 @@ fn parallelism(m: usize, n: usize, k: usize, threads: bool) -> gemm::Parallelism
 
 /// Whether products of two plain matrices take pt2web's GEMM ([`super::sgemm`]): on AVX-512
 /// and simd128. On AVX2 the crate is as fast on them (measured at MiniLM's and 1024^3
-/// shapes); pt2web's GEMM wins there only with packed weights (convolutions).
+/// shapes); pt2web's GEMM wins there only with weights packed once (convolutions, and
+/// linear layers: `linear.rs`).
 #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 fn own_plain_gemm() -> bool {
     use super::sgemm::Isa;

@@ -13,6 +13,7 @@ pub(crate) mod einsum;
 pub(crate) mod gemm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemv;
+mod linear;
 #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 pub(crate) mod sgemm;
 
@@ -508,6 +509,10 @@ fn linear(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             "weight must be 1-D or 2-D, got shape {:?}",
             w.sizes
         )));
+    }
+    #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
+    if let Some(out) = linear::packed_linear(ctx, &x, &w, bias.as_ref())? {
+        return one(out);
     }
     let wt = transpose_last2(&w);
     one(matmul_impl(

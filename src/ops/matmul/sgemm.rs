@@ -263,11 +263,10 @@ impl Packed {
     }
 
     /// Pack `lines` x `k` of `src` as the right operand (B) of a product on `isa`: panels
-    /// of NR lines (a direct convolution's output channels, `conv/direct.rs`).
+    /// of NR lines (a linear layer's outputs, a direct convolution's output channels).
     ///
     /// # Safety
     /// Every line and step must lie inside the matrix `src` describes.
-    #[cfg(target_arch = "x86_64")]
     pub(crate) unsafe fn b(isa: Isa, src: &Lines, lines: usize, k: usize) -> Packed {
         let (_, nr, kb) = isa.shape();
         Packed::new(nr, kb, src, lines, k)
