@@ -19,7 +19,10 @@ machine's cores unless OMP_NUM_THREADS says otherwise) and reports the median of
 runs after two untimed ones. pt2web's GFLOP/s is the model's floating-point work (counted by
 PyTorch's FlopCounterMode: 2 per multiply-add of matmuls and convolutions) over its median time,
 against the machine's FMA peak: cores x clock x FLOP per cycle of the widest ISA found in
-/proc/cpuinfo (AVX-512: 64, two FMA units assumed; AVX2+FMA: 32; otherwise 8).
+/proc/cpuinfo (two FMA units of the vector width: AVX-512 64, AVX2+FMA 32, SSE 8; AMD cores
+whose units are narrower count what they run: Zen 1 16, Zen 4's AVX-512 32).
+After the models, --gemm times single products (a linear layer with a weight parameter, and a
+product of two inputs) exported here, against PyTorch, with their GFLOP/s and % of peak.
 Targets (issue 14): batch 1, pt2web <= 1.0x PyTorch eager and <= 1.5x ONNX Runtime.
 """
 import argparse
@@ -70,20 +73,43 @@ def machine_peak():
         return None, "no /proc/cpuinfo"
     flags = set()
     mhz = 0.0
+    vendor, family, model = "", 0, 0
     for line in info.splitlines():
-        if line.startswith("flags"):
-            flags |= set(line.split(":", 1)[1].split())
-        elif line.startswith("cpu MHz"):
-            mhz = max(mhz, float(line.split(":", 1)[1]))
+        key, _, val = line.partition(":")
+        key, val = key.strip(), val.strip()
+        if key == "flags":
+            flags |= set(val.split())
+        elif key == "cpu MHz":
+            mhz = max(mhz, float(val))
+        elif key == "vendor_id":
+            vendor = val
+        elif key == "cpu family":
+            family = int(val)
+        elif key == "model":
+            model = int(val)
+    # FLOP per cycle and core: two FMA units of the vector width, where the core has them.
+    # AMD's Zen 1/Zen+ (family 0x17 below model 0x30) split 256-bit FMAs over two 128-bit
+    # units, Zen 2/3 (0x17 from 0x30, 0x19 below 0x10) have two 256-bit ones, Zen 4 (0x19
+    # from 0x10) runs AVX-512 on them; Intel's AVX-512 server cores have two 512-bit units.
+    amd = vendor == "AuthenticAMD"
     if "avx512f" in flags:
-        isa, per_cycle = "AVX-512", 64
+        isa, per_cycle = "AVX-512", 32 if amd and family < 0x1A else 64
     elif "avx2" in flags and "fma" in flags:
-        isa, per_cycle = "AVX2+FMA", 32
+        isa, per_cycle = "AVX2+FMA", 16 if amd and family == 0x17 and model < 0x30 else 32
     else:
         isa, per_cycle = "SSE", 8
+    # The highest clock cpufreq reports (boost included); a VM without cpufreq shows only the
+    # nominal clock of /proc/cpuinfo, which boost can exceed (then a product can pass 100%).
+    clock = "nominal"
+    try:
+        mhz = max(mhz, int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1e3)
+        clock = "max"
+    except (OSError, ValueError):
+        pass
     cores = torch.get_num_threads()
     peak = cores * mhz * 1e-3 * per_cycle
-    return peak, f"{cores} cores x {mhz / 1e3:.2f} GHz x {per_cycle} FLOP/cycle ({isa})"
+    return peak, (f"{cores} cores x {mhz / 1e3:.2f} GHz ({clock}) x {per_cycle} FLOP/cycle "
+                  f"({isa}{', AMD family ' + hex(family) if amd else ''})")
 
 
 def count_flops(module, args, kwargs):
@@ -134,6 +160,50 @@ def pt2web_median(archive, prog, flat, runs):
         return json.loads(r.stdout)["timings_ms"]["median_run"], None
 
 
+class _Linear(torch.nn.Module):
+    def __init__(self, n, k):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(n, k) / k ** 0.5)
+
+    def forward(self, x):
+        return torch.nn.functional.linear(x, self.weight)
+
+
+class _Matmul(torch.nn.Module):
+    def forward(self, a, b):
+        return a @ b
+
+
+def gemm_rows(shapes, runs, peak):
+    """GEMM throughput: per m x n x k, a linear layer (weight: a parameter, which pt2web packs
+    once per session) and a product of two inputs (packed per call), each exported to a .pt2
+    here, on pt2web and on PyTorch eager; GFLOP/s and % of the machine's peak."""
+    out = []
+    torch.manual_seed(0)
+    with tempfile.TemporaryDirectory() as d:
+        for shape in shapes:
+            m, n, k = (int(v) for v in shape.split("x"))
+            x, b = torch.randn(m, k), torch.randn(k, n)
+            for kind, mod, inputs in [("linear", _Linear(n, k), (x,)), ("matmul", _Matmul(), (x, b))]:
+                path = Path(d) / f"{kind}_{shape}.pt2"
+                ep = torch.export.export(mod, inputs)
+                torch.export.save(ep, str(path))
+                names = [s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"]
+                with torch.no_grad():
+                    t_ms = median_ms(lambda: mod(*inputs), runs)
+                p_ms, why = pt2web_median(path, {"input_names": names}, list(inputs), runs)
+                flop = 2 * m * n * k
+                out.append((kind, shape, t_ms, p_ms, flop, why))
+    print(f"\nGEMM, f32, median warm run; GFLOP/s and % of the peak above")
+    print(f"{'op':<8}{'m x n x k':<18}{'PyTorch':>9}{'pt2web':>9}{'/PyTorch':>10}{'GFLOP/s':>9}{'%peak':>7}")
+    for kind, shape, t_ms, p_ms, flop, why in out:
+        gf = None if p_ms is None else flop / p_ms / 1e6
+        pct = "-" if gf is None or peak is None else f"{100 * gf / peak:.0f}%"
+        rat = "-" if p_ms is None else f"{p_ms / t_ms:.2f}"
+        print(f"{kind:<8}{shape:<18}{t_ms:>9.2f}{'-' if p_ms is None else f'{p_ms:.2f}':>9}{rat:>10}"
+              f"{'-' if gf is None else f'{gf:.1f}':>9}{pct:>7}" + (f"  ({why})" if why else ""))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--models", default="resnet18,mobilenet_v3_small,minilm")
@@ -141,6 +211,8 @@ def main():
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--no-executorch", action="store_true")
     ap.add_argument("--json", help="also write the rows here")
+    ap.add_argument("--gemm", default="1024x1024x1024,128x1536x384",
+                    help="GEMM shapes m x n x k to time after the models ('none': skip)")
     a = ap.parse_args()
     threads = torch.get_num_threads()
     peak, peak_how = machine_peak()
@@ -190,6 +262,8 @@ def main():
         print(f"  note: {n}")
     if a.json:
         Path(a.json).write_text(json.dumps({"threads": threads, "peak_gflops": peak, "peak": peak_how, "rows": rows}, indent=1))
+    if a.gemm != "none":
+        gemm_rows(a.gemm.split(","), a.runs, peak)
 
 
 if __name__ == "__main__":
