@@ -23,27 +23,54 @@ fn pow2i(k: i32) -> f32 {
 /// those the result is 0 or inf): Cephes' range reduction and polynomial.
 #[inline(always)]
 fn exp_parts(x: f32) -> (f32, i32) {
-    // NaN passes through `clamp` (and gives a NaN `e`).
-    let x = x.clamp(-104.0, 89.0);
-    let t = x * LOG2E + ROUND;
-    let n = t - ROUND;
-    let k = t.to_bits() as i32 - ROUND.to_bits() as i32;
-    let r = x - n * LN2_HI - n * LN2_LO;
-    let mut p = 1.987_569_1e-4_f32;
-    p = p * r + 1.398_199_9e-3;
-    p = p * r + 8.333_452e-3;
-    p = p * r + 4.166_579_6e-2;
-    p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
-    (p * r * r + r + 1.0, k)
+    let ([e], [k]) = exp_parts_block([x]);
+    (e, k)
+}
+
+/// [`exp_parts`] of `W` values, one step for all of them before the next: LLVM keeps that
+/// order, so a vector loop over blocks runs `W / lanes` independent dependency chains side by
+/// side (one chain of ~25 dependent operations per vector leaves the FP units idle waiting
+/// on latency).
+#[inline(always)]
+fn exp_parts_block<const W: usize>(x: [f32; W]) -> ([f32; W], [i32; W]) {
+    let (mut n, mut k, mut r) = ([0f32; W], [0i32; W], [0f32; W]);
+    for i in 0..W {
+        // NaN passes through `clamp` (and gives a NaN `e`).
+        let v = x[i].clamp(-104.0, 89.0);
+        let t = v * LOG2E + ROUND;
+        n[i] = t - ROUND;
+        k[i] = t.to_bits() as i32 - ROUND.to_bits() as i32;
+        r[i] = v - n[i] * LN2_HI - n[i] * LN2_LO;
+    }
+    let mut p = [1.987_569_1e-4_f32; W];
+    for c in [
+        1.398_199_9e-3,
+        8.333_452e-3,
+        4.166_579_6e-2,
+        1.666_666_5e-1,
+        5.000_000_1e-1,
+    ] {
+        for i in 0..W {
+            p[i] = p[i] * r[i] + c;
+        }
+    }
+    for i in 0..W {
+        p[i] = p[i] * r[i] * r[i] + r[i] + 1.0;
+    }
+    (p, k)
+}
+
+/// e * 2^k in two steps, so that subnormal results and 2^128 (x near 88.7) stay in range.
+#[inline(always)]
+fn scale2(e: f32, k: i32) -> f32 {
+    let k1 = k / 2;
+    e * pow2i(k1) * pow2i(k - k1)
 }
 
 #[inline(always)]
 pub(crate) fn exp_f32(x: f32) -> f32 {
     let (e, k) = exp_parts(x);
-    // Scale in two steps so that subnormal results and 2^128 (x near 88.7) stay in range.
-    let k1 = k / 2;
-    e * pow2i(k1) * pow2i(k - k1)
+    scale2(e, k)
 }
 
 /// [`exp_f32`]'s values (bit for bit) without subnormal arithmetic: the result's exponent is
@@ -54,6 +81,12 @@ pub(crate) fn exp_f32(x: f32) -> f32 {
 #[inline(always)]
 pub(crate) fn exp_f32_no_assist(x: f32) -> f32 {
     let (e, k) = exp_parts(x);
+    scale_no_assist(x, e, k)
+}
+
+/// e * 2^k (from [`exp_parts`] of `x`) as [`scale2`] gives it, by integer means.
+#[inline(always)]
+fn scale_no_assist(x: f32, e: f32, k: i32) -> f32 {
     // e's biased exponent plus k is the result's.
     let eb = e.to_bits() as i32;
     let biased = (eb >> 23) + k;
@@ -71,19 +104,31 @@ pub(crate) fn exp_f32_no_assist(x: f32) -> f32 {
     }
 }
 
-/// `x = exp(x - m)` over a slice, with [`exp_f32`]'s values. Blocks of 8 whose smallest
-/// `x - m` keeps the result normal take `exp_f32`; the others (masked scores) take
-/// [`exp_f32_no_assist`], which costs more per element but never a subnormal assist.
+/// `x = exp(x - m)` over a slice, with [`exp_f32`]'s values. When every `x - m` keeps the
+/// result normal, one plain loop of `exp_f32`; otherwise (masked scores) by blocks of 16,
+/// each block's steps taken for all its values at once ([`exp_parts_block`]), and scaled
+/// by [`scale_no_assist`] where the block's smallest value could give a subnormal result.
 #[inline(always)]
 pub(crate) fn exp_shifted_f32(x: &mut [f32], m: f32) {
-    const LANES: usize = 8;
-    let mut blocks = x.chunks_exact_mut(LANES);
+    const W: usize = 16;
+    let lo = x.iter().fold(f32::INFINITY, |a, &v| a.min(v));
+    if lo - m >= -87.0 {
+        x.iter_mut().for_each(|v| *v = exp_f32(*v - m));
+        return;
+    }
+    let mut blocks = x.chunks_exact_mut(W);
     for b in &mut blocks {
         let lo = b.iter().fold(f32::INFINITY, |a, &v| a.min(v));
+        let v: [f32; W] = std::array::from_fn(|i| b[i] - m);
+        let (e, k) = exp_parts_block(v);
         if lo - m >= -87.0 {
-            b.iter_mut().for_each(|v| *v = exp_f32(*v - m));
+            for i in 0..W {
+                b[i] = scale2(e[i], k[i]);
+            }
         } else {
-            b.iter_mut().for_each(|v| *v = exp_f32_no_assist(*v - m));
+            for i in 0..W {
+                b[i] = scale_no_assist(v[i], e[i], k[i]);
+            }
         }
     }
     blocks
@@ -204,6 +249,17 @@ mod tests {
                 }
             })
             .collect();
+        let want: Vec<f32> = v.iter().map(|&x| exp_f32(x - 0.5)).collect();
+        exp_shifted_f32(&mut v, 0.5);
+        assert_eq!(v, want);
+        // Blocks with and without masked values in one row.
+        let mut v: Vec<f32> = (0..70)
+            .map(|i| if i >= 40 { f32::MIN } else { i as f32 * -0.7 })
+            .collect();
+        let want: Vec<f32> = v.iter().map(|&x| exp_f32(x - 0.5)).collect();
+        exp_shifted_f32(&mut v, 0.5);
+        assert_eq!(v, want);
+        let mut v: Vec<f32> = (0..37).map(|i| i as f32 * -0.7).collect();
         let want: Vec<f32> = v.iter().map(|&x| exp_f32(x - 0.5)).collect();
         exp_shifted_f32(&mut v, 0.5);
         assert_eq!(v, want);
