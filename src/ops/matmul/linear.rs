@@ -69,6 +69,16 @@ pub(super) fn packed_linear(
         }))
     };
     // Weights that may change between runs stay on the unpacked path.
+    let max = crate::limits::Limits::default().max_tensor_elements;
+    let len = m
+        .checked_mul(n)
+        .filter(|&l| l as u64 <= max)
+        .ok_or_else(|| {
+            ctx.err(format!(
+                "the output of input {:?} and weight {:?} has more than {max} elements",
+                x.sizes, w.sizes
+            ))
+        })?;
     let Some(pw) = ctx.prepared("weight", w, derive)? else {
         return Ok(None);
     };
@@ -83,7 +93,7 @@ pub(super) fn packed_linear(
     };
     let post: Post = (act.is_some() || bias.is_some())
         .then_some(&post as &(dyn Fn(*mut f32, usize, [usize; 2], [usize; 2]) + Sync));
-    let mut out = Vec::<f32>::with_capacity(m * n);
+    let mut out = Vec::<f32>::with_capacity(len);
     with_contiguous::<f32, _>(x, |xv| {
         let a = Lines::rows(Strided {
             p: xv.as_ptr(),
@@ -111,7 +121,7 @@ pub(super) fn packed_linear(
         };
     });
     // SAFETY: the GEMM wrote all m x n floats.
-    unsafe { out.set_len(m * n) };
+    unsafe { out.set_len(len) };
     let mut sizes = x.sizes.clone();
     *sizes.last_mut().expect("rank >= 1") = n;
     Ok(Some(Tensor::from_vec(out, &sizes)))
