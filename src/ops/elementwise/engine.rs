@@ -8,7 +8,7 @@
 
 use super::real::Real;
 use crate::cpu::promote::{result_type, Operand};
-use crate::cpu::{broadcast_shapes, cast, Elem, Tensor};
+use crate::cpu::{broadcast_shapes, cast, Data, Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::matmul::gemm::{num_threads, par_chunks};
@@ -18,7 +18,7 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 use std::cell::Cell;
 use std::mem::MaybeUninit;
-use std::sync::Arc;
+use std::sync::{Arc, RwLockReadGuard};
 
 /// An argument that may be a tensor or a Python number (`x + 2` exports as
 /// `aten.add.Tensor(x, 2)`, so even `Tensor` overloads receive numbers).
@@ -216,18 +216,27 @@ fn with_layout<O: Elem>(out: Vec<O>, sizes: &[usize], strides: Vec<usize>) -> Te
 }
 
 /// The elements of a dense `t` in memory order as `C`, borrowed when the dtype matches.
+/// (Generic over `f`, so one copy per caller: the conversion lives in [`storage_as`], one copy
+/// per `C`, which keeps the crate's compiled size in check.)
 fn with_storage<C: Elem, R>(t: &Tensor, f: impl FnOnce(&[C]) -> R) -> R {
+    {
+        let g = t.read();
+        if let Some(s) = C::slice(&g).and_then(|s| s.get(t.offset..t.offset + t.numel())) {
+            return f(s);
+        }
+    }
+    f(&storage_as::<C>(t))
+}
+
+/// The elements of a dense `t` in memory order, converted to `C`.
+#[inline(never)]
+fn storage_as<C: Elem>(t: &Tensor) -> Vec<C> {
     let n = t.numel();
     let g = t.read();
-    if let Some(s) = C::slice(&g).and_then(|s| s.get(t.offset..t.offset + n)) {
-        return f(s);
-    }
-    let v: Vec<C> = with_dtype!(t.dtype, S => S::slice(&g)
+    with_dtype!(t.dtype, S => S::slice(&g)
         .and_then(|s| s.get(t.offset..t.offset + n))
         .map(|s| s.iter().map(|&x| cast::<S, C>(x)).collect())
-        .unwrap_or_default(), else Vec::new());
-    drop(g);
-    f(&v)
+        .unwrap_or_default(), else Vec::new())
 }
 
 /// The elements of `t` in row-major order as `C`. Strided tensors are walked with a running
@@ -265,48 +274,32 @@ pub(crate) fn read_vec<C: Elem>(t: &Tensor) -> Vec<C> {
     }, else Vec::new())
 }
 
-/// A row-major slice of `t` as `C` (borrowed from storage when `t` is contiguous of type
-/// `C`) passed to `f`.
-pub(crate) fn with_slice<C: Elem, R>(t: &Tensor, f: impl FnOnce(&[C]) -> R) -> R {
-    if t.dtype == C::DTYPE && t.is_contiguous() {
-        let g = t.read();
-        if let Some(s) = C::slice(&g).and_then(|s| s.get(t.offset..t.offset + t.numel())) {
-            return f(s);
-        }
-    }
-    f(&read_vec::<C>(t))
-}
-
-/// Like [`with_slice`] for two tensors, holding one lock when they share storage.
+/// Two tensors as row-major slices of `C` (borrowed from storage where a tensor is contiguous
+/// of type `C`) passed to `f`, holding one lock when they share storage. Copies
+/// (strided or of another dtype) are made before any lock is taken, and `f` is called from
+/// one place for all cases but a malformed view (one compiled copy of `f` per caller instead
+/// of one per case).
 fn with_slices<C: Elem, R>(a: &Tensor, b: &Tensor, f: impl FnOnce(&[C], &[C]) -> R) -> R {
     let direct = |t: &Tensor| t.dtype == C::DTYPE && t.is_contiguous();
-    match (direct(a), direct(b)) {
-        (true, true) if Arc::ptr_eq(&a.data, &b.data) => {
-            let g = a.read();
-            let s = C::slice(&g).unwrap_or(&[]);
-            match (
-                s.get(a.offset..a.offset + a.numel()),
-                s.get(b.offset..b.offset + b.numel()),
-            ) {
-                (Some(x), Some(y)) => f(x, y),
-                _ => {
-                    drop(g);
-                    f(&read_vec::<C>(a), &read_vec::<C>(b))
-                }
-            }
-        }
-        // Both in place (a broadcast multiply's big and small operand): no copy of either.
-        (true, true) => with_slice(a, |x| with_slice(b, |y| f(x, y))),
-        (true, false) => {
-            let bv = read_vec::<C>(b);
-            with_slice(a, |x| f(x, &bv))
-        }
-        (false, true) => {
-            let av = read_vec::<C>(a);
-            with_slice(b, |y| f(&av, y))
-        }
-        _ => f(&read_vec::<C>(a), &read_vec::<C>(b)),
+    let (da, db) = (direct(a), direct(b));
+    let shared = da && db && Arc::ptr_eq(&a.data, &b.data);
+    let av = (!da).then(|| read_vec::<C>(a));
+    let bv = (!db).then(|| read_vec::<C>(b));
+    let ga = da.then(|| a.read());
+    let gb = (db && !shared).then(|| b.read());
+    fn view<'g, C: Elem>(g: &'g Option<RwLockReadGuard<'_, Data>>, t: &Tensor) -> Option<&'g [C]> {
+        C::slice(g.as_ref()?)?.get(t.offset..t.offset + t.numel())
     }
+    let x = av.as_deref().or_else(|| view(&ga, a));
+    let y = bv
+        .as_deref()
+        .or_else(|| view(if shared { &ga } else { &gb }, b));
+    if let (Some(x), Some(y)) = (x, y) {
+        return f(x, y);
+    }
+    // A view past its storage: read as zeros past the end, as read_vec does.
+    drop((ga, gb));
+    f(&read_vec::<C>(a), &read_vec::<C>(b))
 }
 
 /// `t` broadcast to `shape`, as a row-major vector of `C`.
@@ -386,13 +379,17 @@ fn map_with<C: Elem, O: Elem>(
     f: &impl Fn(C) -> O,
     dense: impl Fn(&[C]) -> Vec<O>,
 ) -> Tensor {
-    if t.is_contiguous() {
+    let layout = if t.is_contiguous() {
+        Some(None)
+    } else {
+        dense_strides(t).map(Some)
+    };
+    if let Some(strides) = layout {
         let out: Vec<O> = with_storage(t, |x: &[C]| dense(x));
-        return Tensor::from_vec(out, &t.sizes);
-    }
-    if let Some(strides) = dense_strides(t) {
-        let out: Vec<O> = with_storage(t, |x: &[C]| dense(x));
-        return with_layout(out, &t.sizes, strides);
+        return match strides {
+            None => Tensor::from_vec(out, &t.sizes),
+            Some(strides) => with_layout(out, &t.sizes, strides),
+        };
     }
     let out: Vec<O> = read_vec::<C>(t).into_iter().map(f).collect();
     Tensor::from_vec(out, &t.sizes)
