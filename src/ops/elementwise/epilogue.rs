@@ -173,8 +173,9 @@ pub(crate) enum TileAct {
 }
 
 impl TileAct {
-    /// The activation of a fused node whose producer is one convolution or linear layer and
-    /// whose epilogue is one of these activations of its result alone.
+    /// The activation of a fused node whose producer is one convolution, linear layer or 2-D
+    /// product (`addmm`, `mm`) and whose epilogue is one of these activations of its result
+    /// alone.
     fn of(parts: &Parts) -> Option<TileAct> {
         let [conv] = &parts.producer.nodes[..] else {
             return None;
@@ -185,7 +186,7 @@ impl TileAct {
             .and_then(|t| t.split('.').next());
         if !conv_op.is_some_and(|t| t.starts_with("conv") && !t.starts_with("conv_transpose"))
             && conv_op != Some("convolution")
-            && conv_op != Some("linear")
+            && !matches!(conv_op, Some("linear" | "addmm" | "mm"))
         {
             return None;
         }

@@ -1,6 +1,7 @@
-//! `linear` on pt2web's packed GEMM ([`super::sgemm`]) with its weights packed into B panels
-//! once per session (kept by [`crate::plan::Prepared`]): no run repacks them, where the
-//! `gemm` crate packs both operands on every call. The bias and a fused activation
+//! `linear`, and `mm`/`addmm` with a frozen right operand (GPT-2's `Conv1D` is
+//! `addmm(bias, x, w)`), on pt2web's packed GEMM ([`super::sgemm`]) with the weights packed
+//! into B panels once per session (kept by [`crate::plan::Prepared`]): no run repacks them,
+//! where the `gemm` crate packs both operands on every call. The bias and a fused activation
 //! ([`TileAct`], when the node is a fused epilogue's producer) are applied to each block of
 //! the result as the GEMM finishes it, while it is in cache.
 //!
@@ -27,21 +28,39 @@ fn enabled() -> bool {
     })
 }
 
-/// `x @ w^T + bias` on the packed path, or `None` when it does not apply (see the module
-/// doc).
+/// How a frozen weight holds the product's right operand B (k x n).
+#[derive(Clone, Copy)]
+pub(super) enum Weight<'a> {
+    /// `linear`'s `[n, k]` weight, argument `weight`: B = wᵀ.
+    Linear(&'a Tensor),
+    /// The `[k, n]` right operand of `mm`/`addmm` (argument `mat2`) or `matmul` (`other`):
+    /// B = w.
+    Right(&'a Tensor, &'static str),
+}
+
+/// `x @ B + bias` on the packed path, or `None` when it does not apply (see the module doc).
+/// `bias` holds n values (`[n]` or `[1, n]`), added to every row.
 pub(super) fn packed_linear(
     ctx: &mut OpCtx,
     x: &Tensor,
-    w: &Tensor,
+    weight: Weight,
     bias: Option<&Tensor>,
 ) -> Result<Option<Tensor>> {
+    let (w, arg, transposed) = match weight {
+        Weight::Linear(w) => (w, "weight", true),
+        Weight::Right(w, arg) => (w, arg, false),
+    };
     let Some(isa) = sgemm::isa() else {
         return Ok(None);
     };
     if !enabled() || x.dtype != DType::F32 || w.dtype != DType::F32 || w.rank() != 2 {
         return Ok(None);
     }
-    let (n, k) = (w.sizes[0], w.sizes[1]);
+    let (n, k) = if transposed {
+        (w.sizes[0], w.sizes[1])
+    } else {
+        (w.sizes[1], w.sizes[0])
+    };
     if x.rank() == 0 || x.sizes[x.rank() - 1] != k || n == 0 || k == 0 {
         return Ok(None);
     }
@@ -51,18 +70,21 @@ pub(super) fn packed_linear(
     }
     let bias = match bias {
         None => None,
-        Some(b) if b.dtype == DType::F32 && b.sizes == [n] => Some(b.to_vec::<f32>()),
+        Some(b) if b.dtype == DType::F32 && (b.sizes == [n] || b.sizes == [1, n]) => {
+            Some(b.to_vec::<f32>())
+        }
         Some(_) => return Ok(None),
     };
     let derive = || {
         Ok(with_contiguous::<f32, _>(w, |wv| {
-            // B = w^T (k x n): its column j is w's row j.
+            // B = w^T (k x n), its column j w's row j; or B = w, k rows of n.
+            let (rs, cs) = if transposed { (1, k) } else { (n, 1) };
             let b = Lines::cols(Strided {
                 p: wv.as_ptr(),
-                rs: 1,
-                cs: k,
+                rs,
+                cs,
             });
-            // SAFETY: n columns of k steps, w's n rows of k floats, lie inside `wv`.
+            // SAFETY: n columns of k steps, w's k x n floats, lie inside `wv`.
             let p = unsafe { Packed::b(isa, &b, n, k) };
             let bytes = p.bytes();
             (p, bytes)
@@ -79,7 +101,7 @@ pub(super) fn packed_linear(
                 x.sizes, w.sizes
             ))
         })?;
-    let Some(pw) = ctx.prepared("weight", w, derive)? else {
+    let Some(pw) = ctx.prepared(arg, w, derive)? else {
         return Ok(None);
     };
     let act = ctx.state.tile_act.take();

@@ -15,6 +15,8 @@ pub(crate) mod gemm;
 pub(crate) mod gemv;
 mod linear;
 #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
+use linear::Weight;
+#[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 pub(crate) mod sgemm;
 
 use super::{OpCtx, OpTable};
@@ -200,6 +202,12 @@ fn mm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     need_rank(ctx, &b, 2, "mat2")?;
     same_dtype(ctx, &a, &b)?;
     let out = ctx.opt_dtype("out_dtype")?.unwrap_or(a.dtype);
+    #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
+    if out == a.dtype {
+        if let Some(r) = linear::packed_linear(ctx, &a, Weight::Right(&b, "mat2"), None)? {
+            return one(r);
+        }
+    }
     one(matmul_impl(ctx, &a, &b, 1.0, None, out)?)
 }
 
@@ -233,6 +241,15 @@ fn addmm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     same_dtype(ctx, &a, &b)?;
     let (beta, alpha) = beta_alpha(ctx)?;
     let out = ctx.opt_dtype("out_dtype")?.unwrap_or(a.dtype);
+    // A bias row added to every row of a product with a frozen right operand (GPT-2's
+    // `Conv1D`): the packed path.
+    #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
+    if out == a.dtype && beta == 1.0 && alpha == 1.0 && s.dtype == a.dtype {
+        let w = Weight::Right(&b, "mat2");
+        if let Some(r) = linear::packed_linear(ctx, &a, w, Some(&s))? {
+            return one(r);
+        }
+    }
     one(matmul_impl(ctx, &a, &b, alpha, Some((&s, beta)), out)?)
 }
 
@@ -496,6 +513,12 @@ fn addr_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn matmul(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (a, b) = (ctx.tensor("self")?, ctx.tensor("other")?);
     same_dtype(ctx, &a, &b)?;
+    #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
+    if a.rank() >= 2 && b.rank() == 2 {
+        if let Some(r) = linear::packed_linear(ctx, &a, Weight::Right(&b, "other"), None)? {
+            return one(r);
+        }
+    }
     one(matmul_impl(ctx, &a, &b, 1.0, None, a.dtype)?)
 }
 
@@ -511,7 +534,7 @@ fn linear(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         )));
     }
     #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
-    if let Some(out) = linear::packed_linear(ctx, &x, &w, bias.as_ref())? {
+    if let Some(out) = linear::packed_linear(ctx, &x, Weight::Linear(&w), bias.as_ref())? {
         return one(out);
     }
     let wt = transpose_last2(&w);

@@ -24,7 +24,29 @@ def baddbmm_inplace(s, a, b):
     return y
 
 
+class FrozenRight(torch.nn.Module):
+    """`x @ w` or `addmm(b, x, w)` (GPT-2's Conv1D) with `w` and `b` parameters, then `act`:
+    frozen state, past the packed GEMM's size floor (pt2web packs `w` once per session)."""
+
+    def __init__(self, k, n, bias=None, act=None, seed=3):
+        super().__init__()
+        self.w = torch.nn.Parameter(randn(k, n, seed=seed))
+        self.b = None if bias is None else torch.nn.Parameter(randn(*bias, seed=seed + 1))
+        self.act = act
+
+    def forward(self, x):
+        y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
+        return y if self.act is None else self.act(y)
+
+
 CASES = [
+    # Frozen weights on the packed path: bias [n] and [1, n], a fused activation, mm, and a
+    # 3-D input (a view to 2-D and mm in core ATen, matmul in the training IR).
+    Case("addmm_frozen_packed", FrozenRight(32, 40, bias=(40,)), [randn(16, 32)], tol="loose"),
+    Case("addmm_frozen_row_bias_relu", FrozenRight(24, 36, bias=(1, 36), act=torch.relu), [randn(21, 24)], tol="loose"),
+    Case("mm_frozen_packed", FrozenRight(32, 33), [randn(17, 32)], tol="loose"),
+    Case("matmul_frozen_3d", FrozenRight(24, 28, seed=5), [randn(2, 15, 24)], tol="loose"),
+    Case("linear_module_packed", torch.nn.Linear(40, 36), [randn(2, 9, 40)], tol="loose"),
     # mm
     Case("mm", torch.mm, [randn(3, 4), randn(4, 5, seed=1)], tol="loose"),
     Case("mm_transposed", lambda a, b: torch.mm(a.t(), b.t()), [randn(4, 3), randn(5, 4, seed=1)], tol="loose"),
