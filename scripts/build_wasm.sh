@@ -12,6 +12,26 @@ if [ "$have" != "$want" ]; then
 fi
 # PT2WEB_WASM_PROFILE=release: a faster build (no LTO) while iterating.
 profile="${PT2WEB_WASM_PROFILE:-wasm-release}"
+# Which builds besides the plain single-threaded pkg/ (always built; the package's fallback):
+# PT2WEB_WASM_BUILDS lists them, all three by default (what the npm package ships). The test
+# command builds the two its tests run: pkg/ (Node 20 has no relaxed SIMD) and
+# threads-relaxed (Chromium's isolated pages); each build is minutes of compiling.
+builds=" ${PT2WEB_WASM_BUILDS:-relaxed threads threads-relaxed} "
+for b in $builds; do
+  case "$b" in
+    relaxed | threads | threads-relaxed) ;;
+    *) echo "PT2WEB_WASM_BUILDS: unknown build '$b' (relaxed, threads, threads-relaxed)" >&2; exit 1 ;;
+  esac
+done
+# The older switches: PT2WEB_WASM_RELAXED=0 drops both relaxed builds, PT2WEB_WASM_THREADS=0
+# both threaded ones.
+if [ "${PT2WEB_WASM_RELAXED:-1}" = "0" ]; then
+  builds=${builds// relaxed / }; builds=${builds// threads-relaxed / }
+fi
+if [ "${PT2WEB_WASM_THREADS:-1}" = "0" ]; then
+  builds=${builds// threads / }; builds=${builds// threads-relaxed / }
+fi
+want() { [[ "$builds" == *" $1 "* ]]; }
 cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
 rm -rf pkg
 wasm-bindgen --target web --out-dir pkg --out-name pt2web \
@@ -24,7 +44,6 @@ wasm-bindgen --target web --out-dir pkg --out-name pt2web \
 # compiled with relaxed SIMD (that crate says why). PT2WEB_WASM_RELAXED=0 skips these builds.
 # No relaxed_min/relaxed_max may appear in them: their NaN results are the engine's choice,
 # where torch propagates NaN (binaryen's wasm-dis, from npm, checks).
-relaxed="${PT2WEB_WASM_RELAXED:-1}"
 check_relaxed() { # $1: a relaxed build's .wasm
   if [ ! -x node_modules/.bin/wasm-dis ]; then
     echo "note: no node_modules/.bin/wasm-dis (npm ci): $1 not checked for relaxed_min/max" >&2
@@ -38,7 +57,7 @@ check_relaxed() { # $1: a relaxed build's .wasm
     exit 1
   fi
 }
-if [ "$relaxed" != "0" ]; then
+if want relaxed; then
   RUSTFLAGS="-C target-feature=+simd128 --cfg pt2web_relaxed_simd" CARGO_TARGET_DIR=target/wasm-relaxed \
     cargo build -p pt2web --target wasm32-unknown-unknown --profile "$profile"
   wasm-bindgen --target web --out-dir pkg/relaxed --out-name pt2web \
@@ -65,12 +84,12 @@ threads_build() { # $1: extra rustc flags, $2: target dir, $3: output dir
     "$2/wasm32-unknown-unknown/release/pt2web.wasm"
   echo "$3/pt2web_bg.wasm: $(stat -c %s "$3/pt2web_bg.wasm") bytes raw"
 }
-if [ "${PT2WEB_WASM_THREADS:-1}" != "0" ]; then
+if want threads; then
   threads_build "" target/wasm-threads pkg/threads
-  if [ "$relaxed" != "0" ]; then
-    threads_build " --cfg pt2web_relaxed_simd" target/wasm-threads-relaxed pkg/threads-relaxed
-    check_relaxed pkg/threads-relaxed/pt2web_bg.wasm
-  fi
+fi
+if want threads-relaxed; then
+  threads_build " --cfg pt2web_relaxed_simd" target/wasm-threads-relaxed pkg/threads-relaxed
+  check_relaxed pkg/threads-relaxed/pt2web_bg.wasm
 fi
 # wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while
 # iterating on the release profile.
