@@ -116,7 +116,17 @@ pub fn bind_signature(
         .collect();
     let bindings = sym::check_shapes(&specs, &actual, &program.range_constraints)?;
     let lookup = |r: &sym::GuardRef| -> Option<i64> {
-        let name = r.flat_name();
+        let name = match r.path.as_slice() {
+            // A module whose forward torch.export traced through a wrapper taking the
+            // flattened inputs (transformers' static-cache export): its guards name them by
+            // position, `L['flat_args'][i]`, the i-th user input in pytree order.
+            [sym::PathKey::Key(k), sym::PathKey::Index(i)]
+                if k == "flat_args" && !users.iter().any(|u| u.name.starts_with("flat_args")) =>
+            {
+                users.get(usize::try_from(*i).ok()?)?.name.clone()
+            }
+            _ => r.flat_name(),
+        };
         shapes
             .iter()
             .find(|(n, _)| *n == name)
