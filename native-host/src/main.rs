@@ -9,6 +9,7 @@ use std::process::ExitCode;
 
 mod bench;
 mod check;
+mod generate;
 mod progress;
 mod run;
 mod tensors_io;
@@ -53,6 +54,9 @@ enum Cmd {
     /// Benchmark a program on the CPU and/or the GPU: load time, first run, median and min warm
     /// runs, and the GPU's submits, buffer allocations, pipeline creations and fallbacks per run.
     Bench(bench::BenchArgs),
+    /// Generate tokens with a language model exported with a static KV cache (transformers'
+    /// `convert_and_export_with_cache`, ExecuTorch's LLM export): prompt ids in, new ids out.
+    Generate(generate::GenerateArgs),
     /// List the GPU adapters wgpu finds: name, backend, type, key limits, features.
     Devices {
         /// auto, vulkan, metal, dx12 or gl.
@@ -157,6 +161,7 @@ fn run(cli: Cli) -> Result<(), String> {
         }
         Cmd::Run(args) => run::run(args),
         Cmd::Bench(args) => bench::bench(args),
+        Cmd::Generate(args) => generate::generate(args),
         Cmd::Devices { backend, json } => run::devices(&backend, json),
         Cmd::Check {
             model,
