@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n== %s\n' "$*"; }
+# Each step's header says how long the command has run so far (where CI's time goes).
+t0=$(date +%s)
+step() { printf '\n== %s  [%ss]\n' "$*" "$(( $(date +%s) - t0 ))"; }
 
 step "cargo fmt --check"
 cargo fmt --all --check
@@ -50,3 +52,5 @@ if [ "${PT2WEB_FUZZ_SECONDS:-0}" != "0" ] && [ -d fuzz ]; then
   step "fuzz the loader for ${PT2WEB_FUZZ_SECONDS}s"
   scripts/fuzz.sh "${PT2WEB_FUZZ_SECONDS}"
 fi
+
+echo "test command took $(( $(date +%s) - t0 ))s"
