@@ -15,7 +15,7 @@
 //! softmax after `--top-k` / `--top-p` filtering, from a generator seeded by `--seed`.
 //! Tokenizers stay with the caller: ids in, ids out.
 
-use crate::run::{check_device, load_with_progress, open_backend};
+use crate::run::{check_device, load_with_progress, open_backend, Target};
 use clap::Args;
 use pt2web::backend::Backend;
 use pt2web::cpu::Tensor;
@@ -54,14 +54,8 @@ pub struct GenerateArgs {
     /// Stop after this token id.
     #[arg(long)]
     eos: Option<i64>,
-    /// cpu, gpu (wgpu) or auto.
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// GPU backend for --device gpu/auto: auto, vulkan, metal, dx12, gl.
-    #[arg(long, default_value = "auto")]
-    backend: String,
-    #[arg(long)]
-    program: Option<String>,
+    #[command(flatten)]
+    target: Target,
     /// Print JSON: the tokens, prefill time, decode speed and bytes read back per token.
     #[arg(long)]
     json: bool,
@@ -276,7 +270,7 @@ fn call(
 }
 
 pub fn generate(args: GenerateArgs) -> Result<(), String> {
-    check_device(&args.device)?;
+    check_device(&args.target.device)?;
     if args.prompt_ids.is_empty() {
         return Err("--prompt-ids: give at least one token id".into());
     }
@@ -295,7 +289,7 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
         return Err("--top-k 0: expected at least 1".into());
     }
     let model = Some(args.model.clone());
-    let (source, p, load_ms) = load_with_progress(&model, args.program.as_deref(), false)?;
+    let (source, p, load_ms) = load_with_progress(&model, args.target.program.as_deref(), false)?;
     let sig = signature(&p).map_err(|e| format!("{source}: {e}"))?;
     // The tokens input comes first in the program's user inputs, as `call` feeds them.
     let first = p.user_inputs()[0].name.clone();
@@ -305,7 +299,7 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
             sig.tokens, sig.positions
         ));
     }
-    let mut session = open_backend(p, &args.device, &args.backend)?;
+    let mut session = open_backend(p, &args.target.device, &args.target.backend)?;
     let mut sampler = Sampler {
         temperature: args.temperature,
         top_k: args.top_k,

@@ -29,15 +29,8 @@ pub struct RunArgs {
     /// Where to write the outputs (safetensors, keys output_0, output_1, ...).
     #[arg(long)]
     out: Option<String>,
-    /// cpu, gpu (wgpu), auto (the GPU when an adapter is present), or meta (each output's
-    /// dtype and shape from the shape rules, computing no values, like torch's meta device).
-    #[arg(long, default_value = "cpu")]
-    device: String,
-    /// GPU backend for --device gpu/auto: auto, vulkan, metal, dx12, gl.
-    #[arg(long, default_value = "auto")]
-    backend: String,
-    #[arg(long)]
-    program: Option<String>,
+    #[command(flatten)]
+    target: Target,
     /// Print a JSON summary (inputs, outputs, timings).
     #[arg(long)]
     json: bool,
@@ -51,6 +44,22 @@ pub struct RunArgs {
     /// Show progress bars on stderr even when it is not a terminal.
     #[arg(long)]
     progress: bool,
+}
+
+/// Where a program runs: `--device`, `--backend`, `--program` (`pt2web run`, `generate`).
+#[derive(Args)]
+pub struct Target {
+    /// cpu, gpu (wgpu) or auto (the GPU when an adapter is present); `pt2web run` also takes
+    /// meta (each output's dtype and shape from the shape rules, computing no values, like
+    /// torch's meta device).
+    #[arg(long, default_value = "cpu")]
+    pub device: String,
+    /// GPU backend for --device gpu/auto: auto, vulkan, metal, dx12, gl.
+    #[arg(long, default_value = "auto")]
+    pub backend: String,
+    /// Only this program of a multi-program archive.
+    #[arg(long)]
+    pub program: Option<String>,
 }
 
 pub(crate) fn check_device(device: &str) -> Result<(), String> {
@@ -229,7 +238,7 @@ pub(crate) fn gather_inputs_from(
 
 pub fn run(args: RunArgs) -> Result<(), String> {
     let (source, p, load_ms) =
-        load_with_progress(&args.model, args.program.as_deref(), args.progress)?;
+        load_with_progress(&args.model, args.target.program.as_deref(), args.progress)?;
     let (inputs, origin) = gather_inputs(&p, &args)?;
     let input_desc: Vec<serde_json::Value> = p
         .user_inputs()
@@ -243,7 +252,7 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         })
         .collect();
     let t0 = Instant::now();
-    let mut session = open_backend(p, &args.device, &args.backend)?;
+    let mut session = open_backend(p, &args.target.device, &args.target.backend)?;
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     let mut outs = Vec::new();
