@@ -1,0 +1,125 @@
+"""Language-model benchmark (issue 15): prefill and decode speed of `pt2web generate` against
+PyTorch eager stepping the same exported program, in one run.
+
+    .venv/bin/python bench/llm_bench.py [--prompt 128] [--new 32] [--layers 8] [--hidden 512]
+                                        [--device cpu|gpu] [--runs 2]
+
+The model: Llama-style (transformers' LlamaForCausalLM, random weights, seed 0): hidden 512,
+8 layers, 8 query heads over 2 key/value heads (grouped-query attention), vocab 8192, exported
+with transformers' static-cache recipe (`convert_and_export_with_cache`, cache 1024 positions)
+with a dynamic sequence length, so a prompt is prefilled in one call. The archive is cached in
+.cache/models/llama_bench.*.pt2 (re-exported when the options change).
+
+PyTorch eager runs the saved program itself (`torch.export.load(...).module()`, the KV cache in
+its buffers): the prompt in one call, then one token per call, greedy, with the thread count
+pt2web uses. pt2web runs `pt2web generate --json` (a release build of the CLI). Both give
+prefill tokens/s and decode tokens/s; the greedy tokens must agree (printed). Each figure is the
+best of --runs whole runs (a fresh process for pt2web, a fresh module for PyTorch). Printed,
+not a timed test. Targets (issue 15): CPU decode >= PyTorch eager's tok/s.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = os.environ.get("PT2WEB_BIN", str(ROOT / "target" / "release" / "pt2web"))
+CACHE = 1024
+
+
+def export(path: Path, layers: int, hidden: int, max_seq: int) -> None:
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM
+    from transformers.integrations.executorch import convert_and_export_with_cache
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=8192, hidden_size=hidden, intermediate_size=hidden * 8 // 3 // 64 * 64,
+                      num_hidden_layers=layers, num_attention_heads=8, num_key_value_heads=2,
+                      max_position_embeddings=CACHE)
+    m = LlamaForCausalLM(cfg).eval()
+    m.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", max_length=CACHE,
+        cache_config={"batch_size": 1, "max_cache_len": CACHE, "device": "cpu"})
+    seq = torch.export.Dim("seq", min=1, max=max_seq)
+    ids = torch.zeros(1, 4, dtype=torch.long)
+    ep = convert_and_export_with_cache(m, ids, torch.arange(4),
+                                       dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}})
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.export.save(ep, path)
+
+
+def torch_run(path: Path, prompt: list, new: int) -> dict:
+    m = torch.export.load(path).module()
+    with torch.no_grad():
+        t0 = time.perf_counter()
+        logits = m(input_ids=torch.tensor([prompt]), cache_position=torch.arange(len(prompt)))
+        tok = int(torch.argmax(logits[0, -1]))
+        prefill = time.perf_counter() - t0
+        out, pos = [tok], len(prompt)
+        t1 = time.perf_counter()
+        while len(out) < new:
+            logits = m(input_ids=torch.tensor([[tok]]), cache_position=torch.tensor([pos]))
+            tok = int(torch.argmax(logits[0, -1]))
+            out.append(tok)
+            pos += 1
+        decode = time.perf_counter() - t1
+    return {"tokens": out, "prefill_tok_s": len(prompt) / prefill,
+            "decode_tok_s": (new - 1) / decode if new > 1 else None}
+
+
+def pt2web_run(path: Path, prompt: list, new: int, device: str) -> dict:
+    r = subprocess.run([BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, prompt)),
+                        "--max-new-tokens", str(new), "--device", device, "--json"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"pt2web generate failed: {r.stderr.strip()}")
+    j = json.loads(r.stdout)
+    j["prefill_tok_s"] = len(prompt) / (j["prefill_ms"] / 1e3)
+    return j
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--prompt", type=int, default=128)
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--layers", type=int, default=8)
+    ap.add_argument("--hidden", type=int, default=512)
+    ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
+    ap.add_argument("--runs", type=int, default=2)
+    a = ap.parse_args()
+    if a.prompt + a.new > CACHE:
+        ap.error(f"--prompt + --new must fit the {CACHE}-position cache")
+    max_seq = max(a.prompt, 128)
+    path = ROOT / ".cache" / "models" / f"llama_bench.l{a.layers}h{a.hidden}s{max_seq}.pt2"
+    if not path.exists():
+        print(f"exporting {path.name} ...", file=sys.stderr)
+        export(path, a.layers, a.hidden, max_seq)
+    threads = torch.get_num_threads()
+    os.environ.setdefault("PT2WEB_NUM_THREADS", str(threads))
+    g = torch.Generator().manual_seed(1)
+    prompt = torch.randint(0, 8192, (a.prompt,), generator=g).tolist()
+    pt = max((torch_run(path, prompt, a.new) for _ in range(a.runs)), key=lambda r: r["decode_tok_s"] or 0)
+    pw = max((pt2web_run(path, prompt, a.new, a.device) for _ in range(a.runs)),
+             key=lambda r: r["decode_tok_s"] or 0)
+    same = pt["tokens"] == pw["tokens"]
+    print(f"\nLlama-style, hidden {a.hidden}, {a.layers} layers, GQA 8/2, vocab 8192, cache {CACHE}; "
+          f"prompt {a.prompt}, {a.new} new tokens, greedy; {threads} threads (torch {torch.__version__}); "
+          f"best of {a.runs}")
+    print(f"{'engine':<22}{'prefill tok/s':>14}{'decode tok/s':>14}{'readback B/tok':>16}")
+    print(f"{'PyTorch eager':<22}{pt['prefill_tok_s']:>14.1f}{pt['decode_tok_s']:>14.1f}{'-':>16}")
+    rb = pw["readback_bytes_per_token"]
+    print(f"{'pt2web ' + pw['device']:<22}{pw['prefill_tok_s']:>14.1f}{pw['decode_tok_s']:>14.1f}"
+          f"{'-' if rb is None else rb:>16}")
+    print(f"pt2web / PyTorch: prefill {pw['prefill_tok_s'] / pt['prefill_tok_s']:.2f}x, "
+          f"decode {pw['decode_tok_s'] / pt['decode_tok_s']:.2f}x tok/s (above 1: pt2web is faster); "
+          f"greedy tokens {'equal' if same else 'DIFFER'}")
+    if not same:
+        print(f"  PyTorch {pt['tokens']}\n  pt2web  {pw['tokens']}")
+
+
+if __name__ == "__main__":
+    main()
