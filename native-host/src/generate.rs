@@ -239,7 +239,10 @@ fn last_logits(outs: &[RValue]) -> Result<Vec<f32>, String> {
         }
     };
     let all = t.contiguous().to_vec::<f32>();
-    Ok(all[all.len() - vocab..].to_vec())
+    let Some(from) = all.len().checked_sub(vocab) else {
+        return Err(format!("the logits of shape {:?} are empty", t.sizes));
+    };
+    Ok(all[from..].to_vec())
 }
 
 fn call(
