@@ -72,6 +72,8 @@ struct Signature {
     max_seq: usize,
     /// A static sequence length other than 1: every call must give exactly this many.
     fixed_seq: Option<usize>,
+    /// The program takes the positions before the tokens.
+    positions_first: bool,
 }
 
 fn signature(p: &Program) -> Result<Signature, String> {
@@ -133,16 +135,17 @@ fn signature(p: &Program) -> Result<Signature, String> {
             (hi, None)
         }
     };
-    let start_only = ps.len() == 1 && ps[0] == Dim::Static(1) && max_seq > 1;
     if ps.len() != 1 {
         return Err(format!("input '{positions}' must be one-dimensional"));
     }
+    let start_only = ps[0] == Dim::Static(1) && max_seq > 1;
     Ok(Signature {
         tokens: tokens.into(),
         positions: positions.into(),
         start_only,
         max_seq,
         fixed_seq,
+        positions_first: names[0] == positions,
     })
 }
 
@@ -260,16 +263,17 @@ fn call(
     };
     let pos_len = pos.len();
     let pos = Tensor::from_vec(pos, &[pos_len]);
-    // User inputs in the program's order: the tokens' input is first in both recipes, but go
-    // by name.
-    session
-        .run(vec![RValue::Tensor(ids), RValue::Tensor(pos)])
-        .map_err(|e| {
-            format!(
-                "at position {start} ({n} token(s) into '{}'): {e}",
-                sig.tokens
-            )
-        })
+    // The user inputs in the program's order.
+    let mut feed = vec![RValue::Tensor(ids), RValue::Tensor(pos)];
+    if sig.positions_first {
+        feed.reverse();
+    }
+    session.run(feed).map_err(|e| {
+        format!(
+            "at position {start} ({n} token(s) in '{}', positions in '{}'): {e}",
+            sig.tokens, sig.positions
+        )
+    })
 }
 
 pub fn generate(args: GenerateArgs) -> Result<(), String> {
@@ -294,14 +298,6 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
     let model = Some(args.model.clone());
     let (source, p, load_ms) = load_with_progress(&model, args.target.program.as_deref(), false)?;
     let sig = signature(&p).map_err(|e| format!("{source}: {e}"))?;
-    // The tokens input comes first in the program's user inputs, as `call` feeds them.
-    let first = p.user_inputs()[0].name.clone();
-    if first != sig.tokens {
-        return Err(format!(
-            "{source}: the inputs are ({first}, {}): generate feeds '{}' first",
-            sig.tokens, sig.positions
-        ));
-    }
     let mut session = open_backend(p, &args.target.device, &args.target.backend)?;
     let mut sampler = Sampler {
         temperature: args.temperature,
