@@ -102,11 +102,39 @@ export class Pt2WebError extends Error {
     | 'GPU' | 'OUT_OF_MEMORY' | 'BUSY' | string;
 }
 
+export interface GenerateOptions {
+  /** At most this many new tokens (default 32). */
+  maxNewTokens?: number;
+  /** 0 (default): the most likely token; otherwise sample from the softmax at this temperature. */
+  temperature?: number;
+  /** Sample only among the K most likely tokens. */
+  topK?: number;
+  /** Sample only among the most likely tokens whose probabilities add up to P. */
+  topP?: number;
+  /** The sampler's seed: the same seed draws the same tokens (default 0). */
+  seed?: number;
+  /** Stop after this token id. */
+  eos?: number;
+  /** Called with each new token id as it arrives; a throw stops the loop. */
+  onToken?: (id: number) => void;
+}
+
+export interface GenerateStats {
+  /** The prompt's calls and the first token. */
+  prefillMs: number;
+  /** Tokens per second of the one-token calls (null when there were none). */
+  decodeTokS: number | null;
+  /** Bytes the last call read back from the GPU (0 on the CPU; 8 when greedy on WebGPU). */
+  readbackBytesPerToken: number;
+}
+
 export interface StateView {
   keys(): string[];
   has(name: string): boolean;
-  /** A copy of a parameter, buffer or constant; buffers show mutations made by runs. */
-  get(name: string): Tensor & { dtype: DType };
+  /** A copy of a parameter, buffer or constant as it is now: buffers show the mutations made
+   * by runs. A promise: on WebGPU the state a run updates stays on the GPU and is read back
+   * only when asked. */
+  get(name: string): Promise<Tensor & { dtype: DType }>;
 }
 
 export interface Profile {
@@ -147,6 +175,13 @@ export class Model {
   stopProfiler(): Profile | null;
   /** Counters of the last run on WebGPU; null for a CPU model. */
   lastRunStats(): RunStats | null;
+  /** Generate tokens with a language model exported with a static KV cache (transformers'
+   * `convert_and_export_with_cache`: `input_ids` and `cache_position`; or ExecuTorch's `tokens`
+   * and `input_pos`). Ids in, ids out. Greedy by default; on WebGPU the argmax is taken on the
+   * GPU and the KV cache stays there. Resolves to the new token ids. */
+  generate(promptIds: ArrayLike<number>, options?: GenerateOptions): Promise<number[]>;
+  /** Set by `generate`. */
+  lastGenerateStats?: GenerateStats;
   /** Prepare for inputs of these shapes without running: the Plan and, on WebGPU, every
    * pipeline and bind group, so the first run compiles no shader. Omitted: the declared
    * (static) shapes. */
@@ -197,6 +232,10 @@ export interface RunStats {
   fallbacks: Record<string, number>;
   uploads: number;
   downloads: number;
+  /** Bytes written to and read back from the GPU. State the run updates stays on the GPU
+   * and is not read back (a decode step reads back its logits, not its KV cache). */
+  uploadBytes: number;
+  downloadBytes: number;
   /** Steps of the Plan the run walked. */
   planSteps: number;
   /** Host time of the run outside waits for the GPU (encoding, uploads, submits). */

@@ -529,8 +529,10 @@ class StateView {
     try { return this.#m.model().stateNames(); } catch (e) { throw wrapError(e); }
   }
   has(name) { return this.keys().includes(name); }
-  get(name) {
-    try { return fromWire(this.#m.model().stateTensor(name)); } catch (e) { throw wrapError(e); }
+  /** The tensor as it is now (a copy). A promise: on WebGPU the state a run updates stays on
+   * the GPU and is read back here, only when asked. */
+  async get(name) {
+    try { return fromWire(await this.#m.model().stateTensor(name)); } catch (e) { throw wrapError(e); }
   }
 }
 
@@ -610,6 +612,35 @@ export class Model {
   }
 
   /**
+   * Generate tokens with a language model exported with a static KV cache (transformers'
+   * `convert_and_export_with_cache`: inputs `input_ids`, `cache_position`; or ExecuTorch's
+   * `tokens`, `input_pos`). Ids in, ids out: tokenize with the model's own tokenizer. The
+   * prompt goes in one call where the sequence length is dynamic; then one token per call.
+   * Greedy by default (on WebGPU the argmax is taken on the GPU, so a step reads back 8
+   * bytes; the cache stays there). `options`: `{maxNewTokens = 32, temperature = 0, topK,
+   * topP, seed = 0, eos, onToken(id)}`. The cache continues from earlier calls: a freshly
+   * loaded model starts at position 0. Resolves to the new ids; `lastGenerateStats` then
+   * holds `{prefillMs, decodeTokS, readbackBytesPerToken}`.
+   */
+  async generate(promptIds, options = {}) {
+    const wasm = this.#live();
+    const { onToken, ...rest } = options ?? {};
+    if (onToken !== undefined && typeof onToken !== 'function') {
+      throw new Pt2WebError('generate(): onToken must be a function', 'INPUT');
+    }
+    let out;
+    try {
+      const prompt = Float64Array.from(promptIds ?? [], Number);
+      out = await wasm.generate(prompt, rest, onToken);
+    } catch (e) {
+      throw wrapError(e);
+    }
+    const { tokens, ...stats } = out;
+    this.lastGenerateStats = stats;
+    return tokens;
+  }
+
+  /**
    * Prepare for inputs of these shapes without running anything: the Plan (inputs checked
    * against the guards once, every value's shape and dtype) and, on WebGPU, every compute
    * pipeline and bind group the run will use, so the first run compiles no shader.
@@ -685,7 +716,7 @@ export class Model {
 
   /** Counters of the last run on WebGPU (`{submits, bufferAllocations, pipelinesCreated,
    * bindGroupsCreated, dispatches, boundBytes, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
-   * fallbackNodes, fallbacks, uploads, downloads}`), null on the CPU. */
+   * fallbackNodes, fallbacks, uploads, downloads, uploadBytes, downloadBytes}`), null on the CPU. */
   lastRunStats() {
     try { return this.#live().lastRunStats(); } catch (e) { throw wrapError(e); }
   }

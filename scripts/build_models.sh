@@ -15,3 +15,6 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 "$PY" tests/fixgen/gen_models.py "$@"
 # The demo page's expected sentence similarities (a few seconds).
 [ -f .cache/models/minilm.similarity.json ] || "$PY" tests/fixgen/gen_similarity.py
+# Tiny Llama- and GPT-2-style models with a static KV cache and PyTorch's greedy tokens
+# (`generate` tests; about 40 s).
+[ -f .cache/models/gpt2_static.generate.json ] || "$PY" tests/fixgen/gen_lm.py

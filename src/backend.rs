@@ -38,6 +38,11 @@ pub trait Backend {
         self.gpu().map(|g| &g.last_stats)
     }
 
+    /// Make `session().state` current: on the GPU backend, read back the state the runs
+    /// updated on the device (it stays there between runs); elsewhere nothing to do.
+    fn sync_state<'a>(&'a mut self) -> LocalFuture<'a, ()> {
+        Box::pin(async { Ok(()) })
+    }
     /// One run with flat user inputs; GPU-resident inputs and `keep` (tensor outputs stay
     /// on the GPU) are for the GPU backend.
     fn run_with<'a>(&'a mut self, inputs: Vec<GpuInput>, keep: bool) -> LocalFuture<'a, Vec<Slot>>;
@@ -144,6 +149,9 @@ impl Backend for GpuSession {
     }
     fn prepare_with<'a>(&'a mut self, inputs: &'a [MValue]) -> LocalFuture<'a, PrepareStats> {
         Box::pin(GpuSession::prepare_async(self, inputs))
+    }
+    fn sync_state<'a>(&'a mut self) -> LocalFuture<'a, ()> {
+        Box::pin(GpuSession::sync_state_async(self))
     }
     #[cfg(not(target_arch = "wasm32"))]
     fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>> {

@@ -13,6 +13,7 @@ pub mod backends;
 pub mod cpu;
 pub mod dtype;
 pub mod error;
+pub mod generate;
 pub mod gpu;
 pub mod info;
 #[cfg(target_arch = "wasm32")]

@@ -626,3 +626,171 @@ fn control_flow_and_selection_run_on_the_gpu() {
     let e = s.run(inputs).unwrap_err().to_string();
     assert!(e.contains("repeats can not be negative"), "{e}");
 }
+
+/// State a run updates stays on the GPU (issue 15): every committed fixture whose program
+/// mutates buffers runs on the GPU; the buffers read with `state_tensor` (the current copy,
+/// read back on demand) match PyTorch's after the call; a run without CPU fallbacks reads
+/// back its user outputs and nothing else (the updates written on the device, in place or
+/// by a copy into the buffer's own GPU copy); after a second run, `sync_state` makes the
+/// host copy agree with a CPU session run twice.
+#[test]
+fn mutated_state_stays_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let (mut cases, mut copied) = (0, 0);
+    for (stem, meta) in common::metas() {
+        let archive = common::open(&meta);
+        for (pname, pm) in meta["programs"].as_object().unwrap() {
+            for case in pm["io_cases"].as_array().into_iter().flatten() {
+                let buffers: Vec<&str> = case["buffers_after"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k.as_str())
+                    .collect();
+                if buffers.is_empty() {
+                    continue;
+                }
+                let what = format!("{stem}/{pname} {}", case["label"]);
+                let bytes =
+                    std::fs::read(common::fixtures().join(case["file"].as_str().unwrap())).unwrap();
+                let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+                let inputs: Vec<RValue> = case["inputs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|i| {
+                        RValue::Tensor(common::to_tensor(
+                            &io.tensor(i["key"].as_str().unwrap()).unwrap(),
+                        ))
+                    })
+                    .collect();
+                let program = archive
+                    .program(Some(pname), &LoadOptions::default())
+                    .unwrap();
+                let mut g = GpuSession::new(program.clone(), dev.clone()).unwrap();
+                let outs = g.run(inputs.clone()).unwrap();
+                let st = g.last_stats.clone();
+                let close = |name: &str, got: &Tensor, want: &Tensor| {
+                    let (max, _) = common::metrics(got, want);
+                    let scale = want
+                        .to_dtype(DType::F64)
+                        .unwrap()
+                        .to_vec::<f64>()
+                        .iter()
+                        .fold(1.0f64, |m, v| m.max(v.abs()));
+                    assert!(
+                        max <= 1e-4 * scale,
+                        "{what}: {name}: {max} from the expected"
+                    );
+                };
+                for key in &buffers {
+                    let fqn = key.strip_prefix("buffer_after.").unwrap_or(key);
+                    let want = common::to_tensor(&io.tensor(key).unwrap());
+                    close(fqn, &g.state_tensor(fqn).unwrap(), &want);
+                }
+                if st.fallbacks.is_empty() {
+                    let out_bytes: u64 = outs
+                        .iter()
+                        .filter_map(|o| o.as_tensor())
+                        .map(|t| pt2web::gpu::store::gpu_bytes(t.dtype, t.numel()))
+                        .sum();
+                    assert_eq!(
+                        st.download_bytes, out_bytes,
+                        "{what}: a run reads back its outputs only: {st:?}"
+                    );
+                }
+                copied += st.device_copies;
+                // A second run from the state the first left, against the CPU.
+                let mut c = Session::new(program).unwrap();
+                c.run(inputs.clone()).unwrap();
+                c.run(inputs.clone()).unwrap();
+                g.run(inputs).unwrap();
+                g.sync_state().unwrap();
+                for key in &buffers {
+                    let fqn = key.strip_prefix("buffer_after.").unwrap_or(key);
+                    close(
+                        &format!("{fqn} after two runs"),
+                        &g.cpu.state[fqn],
+                        &c.state[fqn],
+                    );
+                }
+                cases += 1;
+            }
+        }
+    }
+    assert!(cases >= 3, "{cases} fixture cases mutate buffers");
+    assert!(copied > 0, "no update was written by a copy on the device");
+    eprintln!("{cases} cases; {copied} updates copied on the device");
+}
+
+/// The device argmax `generate` uses for greedy decoding: the first of equal maxima (as
+/// `torch.argmax`) of the last row of a kept output, 8 bytes read back, NaN refused.
+#[test]
+fn argmax_on_the_device_matches_the_host() {
+    let Some(dev) = device() else { return };
+    let p = fixture_program("ops/elementwise.pt2", Some("neg_abs_sign"));
+    let mut g = GpuSession::new(p.clone(), dev).unwrap();
+    let first_max = |row: &[f32]| {
+        let mut best = 0;
+        for (i, &x) in row.iter().enumerate() {
+            if x > row[best] {
+                best = i;
+            }
+        }
+        best as i64
+    };
+    // Ties across the row (|3| == |-3|), and a second row that decides.
+    let x = Tensor::from_vec(
+        vec![
+            9.0f32, 9.0, 9.0, 9.0, 9.0, 9.0, 1.0, -3.0, 3.0, 2.0, -1.0, 0.0,
+        ],
+        &[2, 6],
+    );
+    let want: Vec<RValue> = Session::new(p)
+        .unwrap()
+        .run(vec![RValue::Tensor(x.clone())])
+        .unwrap();
+    let kept =
+        pollster::block_on(g.run_with(vec![pt2web::gpu::GpuInput::Cpu(RValue::Tensor(x))], true))
+            .unwrap();
+    let mut checked = 0;
+    for (k, w) in kept.iter().zip(&want) {
+        let (pt2web::gpu::Slot::Tensor(t), RValue::Tensor(w)) = (k, w) else {
+            continue;
+        };
+        if t.dtype != DType::F32 {
+            continue;
+        }
+        let row = w.contiguous().to_vec::<f32>()[6..].to_vec();
+        let before = g.last_stats.download_bytes;
+        assert_eq!(g.argmax_last(t).unwrap(), first_max(&row), "{row:?}");
+        assert_eq!(g.last_stats.download_bytes - before, 8);
+        checked += 1;
+    }
+    assert!(checked >= 2, "{checked} f32 outputs");
+    let nan = Tensor::from_vec(
+        vec![
+            0.0f32,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+            1.0,
+            f32::NAN,
+            3.0,
+            2.0,
+            -1.0,
+            0.0,
+        ],
+        &[2, 6],
+    );
+    let kept =
+        pollster::block_on(g.run_with(vec![pt2web::gpu::GpuInput::Cpu(RValue::Tensor(nan))], true))
+            .unwrap();
+    let pt2web::gpu::Slot::Tensor(t) = &kept[0] else {
+        panic!("a kept output")
+    };
+    let e = g.argmax_last(t).unwrap_err().to_string();
+    assert!(e.contains("NaN"), "{e}");
+}

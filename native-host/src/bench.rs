@@ -187,6 +187,7 @@ fn stats_json(s: &pt2web::gpu::RunStats) -> serde_json::Value {
         "gpu_nodes": s.gpu_nodes,
         "view_nodes": s.view_nodes, "fallback_nodes": s.fallback_nodes(),
         "fallbacks": s.fallbacks, "uploads": s.uploads, "downloads": s.downloads,
+        "upload_bytes": s.upload_bytes, "download_bytes": s.download_bytes,
         "plan_steps": s.plan_steps, "host_ms": s.host_us as f64 / 1e3,
         "wait_ms": s.wait_us as f64 / 1e3, "replayed": s.replayed, "tape": s.tape,
     })

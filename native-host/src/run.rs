@@ -29,6 +29,11 @@ pub struct RunArgs {
     /// Where to write the outputs (safetensors, keys output_0, output_1, ...).
     #[arg(long)]
     out: Option<String>,
+    /// Where to write the state after the runs (safetensors keyed by FQN: parameters,
+    /// buffers with the runs' mutations, constants). On the GPU the state the runs update
+    /// stays there; this reads it back once, at the end.
+    #[arg(long, value_name = "FILE.safetensors")]
+    out_state: Option<String>,
     #[command(flatten)]
     target: Target,
     /// Print a JSON summary (inputs, outputs, timings).
@@ -132,6 +137,8 @@ fn gpu_json(b: &dyn Backend) -> serde_json::Value {
         "fallbacks": st.fallbacks,
         "uploads": st.uploads,
         "downloads": st.downloads,
+        "upload_bytes": st.upload_bytes,
+        "download_bytes": st.download_bytes,
         "plan_steps": st.plan_steps,
         "host_ms": st.host_us as f64 / 1e3,
         "wait_ms": st.wait_us as f64 / 1e3,
@@ -257,10 +264,10 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     let mut times = Vec::new();
     let mut outs = Vec::new();
     let mut metas = Vec::new();
-    if session.kind() == "meta" && args.out.is_some() {
+    if session.kind() == "meta" && (args.out.is_some() || args.out_state.is_some()) {
         return Err(
-            "--out: the meta device computes no values (it gives each output's dtype \
-                    and shape); use --device cpu or gpu"
+            "--out/--out-state: the meta device computes no values (it gives each output's \
+                    dtype and shape); use --device cpu or gpu"
                 .into(),
         );
     }
@@ -350,6 +357,17 @@ pub fn run(args: RunArgs) -> Result<(), String> {
     }
     if let Some(path) = &args.out {
         write_safetensors(path, &named)?;
+    }
+    if let Some(path) = &args.out_state {
+        pollster::block_on(session.sync_state()).map_err(|e| format!("--out-state: {e}"))?;
+        let state: Vec<(String, pt2web::cpu::Tensor)> = session
+            .session()
+            .state
+            .iter()
+            .filter(|(k, _)| !k.starts_with(pt2web::passes::FOLDED_PREFIX))
+            .map(|(k, t)| (k.clone(), t.clone()))
+            .collect();
+        write_safetensors(path, &state)?;
     }
     let summary = serde_json::json!({
         "model": source, "program": session.session().program.name, "device": session.describe(), "inputs_from": origin,

@@ -81,8 +81,31 @@ fn read_back(k: &OutputKind) -> bool {
     )
 }
 
+/// Whether the new value `t` of the state tensor `state` can be written on the device: both
+/// whole contiguous stores of one dtype and size, `t` current on the GPU (a fallback's CPU
+/// result, a view or a dtype the GPU does not hold goes through the host as before).
+fn device_write_back(state: &GTensor, t: &GTensor) -> bool {
+    let whole = |g: &GTensor| {
+        let s = lock(&g.cell);
+        g.is_contiguous() && g.offset == 0 && g.numel() == s.len && s.len > 0 && s.dtype == g.dtype
+    };
+    state.dtype == t.dtype
+        && state.sizes == t.sizes
+        && (super::store::gpu_dtype(t.dtype) || t.dtype == crate::DType::F16)
+        && !Arc::ptr_eq(&state.cell, &t.cell)
+        && whole(state)
+        && whole(t)
+        && {
+            let s = lock(&t.cell);
+            s.gpu_valid && s.gpu.is_some()
+        }
+}
+
 /// A loaded program ready to run on a GPU device. Holds the CPU [`Session`] (program, state
-/// as the CPU reference copy, guards) and GPU views of the state, uploaded once.
+/// as the host copy, guards) and GPU views of the state, uploaded once. State a run updates
+/// (buffer mutations, in place or not) stays on the GPU: `cpu.state` is current only after
+/// [`GpuSession::sync_state_async`]; [`GpuSession::state_tensor_async`] reads one tensor as
+/// it is now.
 pub struct GpuSession {
     pub cpu: Session,
     pub device: Arc<GpuDevice>,
@@ -152,6 +175,43 @@ impl GpuSession {
             msg: "no parameter, buffer or constant of that name".into(),
         })?;
         read_tensor(&self.device, t).await
+    }
+
+    /// Make the host copy of the whole state current (`cpu.state`, what a state dict or the
+    /// JS `model.state` reads): one readback of every state tensor whose current copy is on
+    /// the GPU (buffers the runs updated there), nothing when none is.
+    pub async fn sync_state_async(&mut self) -> Result<()> {
+        let stale: Vec<super::store::Cell> = self
+            .state
+            .values()
+            .filter(|t| !lock(&t.cell).cpu_valid)
+            .map(|t| t.cell.clone())
+            .collect();
+        if stale.is_empty() {
+            return Ok(());
+        }
+        let mut r = Runner {
+            dev: &self.device,
+            enc: None,
+            held: Vec::new(),
+            stats: RunStats::default(),
+            ident: &mut self.ident,
+            plans: &mut self.plans,
+            dry: false,
+            rec: None,
+            timer: None,
+        };
+        r.download(&stale).await?;
+        r.flush()?;
+        let stats = std::mem::take(&mut r.stats);
+        self.total_stats.add(&stats);
+        Ok(())
+    }
+
+    /// [`GpuSession::sync_state_async`], blocking (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn sync_state(&mut self) -> Result<()> {
+        pollster::block_on(self.sync_state_async())
     }
 
     /// [`GpuSession::state_tensor_async`], blocking (native).
@@ -360,6 +420,8 @@ impl GpuSession {
             view_nodes: tape.view_nodes,
             uploads: done.uploads,
             downloads: done.downloads,
+            upload_bytes: done.upload_bytes,
+            download_bytes: done.download_bytes,
             plan_steps: self.cpu.program.graph.nodes.len() as u64,
             host_us,
             wait_us: done.wait_us,
@@ -490,11 +552,38 @@ impl GpuSession {
             self.cpu.run_state.nodes_run,
         );
         let outs = run_graph(&mut r, &p.graph, graph_inputs, &mut self.cpu.run_state).await?;
-        // Outputs and mutations come back together: one copy each, one submit, one wait.
-        // State the graph updated in place is current where it lives: nothing to read.
-        let wanted_at = |i: usize, kind: &OutputKind| {
-            read_back(kind) && !(keep && *kind == OutputKind::User) && !p.mutation_in_place(i)
+        // State the graph updated in place is current where it lives: nothing to read. A
+        // buffer or parameter update computed on the GPU as a new tensor is copied into the
+        // state's own GPU buffer (on the device), its host copy marked stale: the state stays
+        // on the GPU between runs and is read back only when asked ([`GpuSession::
+        // state_tensor_async`], [`GpuSession::sync_state_async`]). The other outputs and
+        // mutations come back together: one copy each, one submit, one wait.
+        let on_device: Vec<bool> = p
+            .outputs
+            .iter()
+            .zip(&outs)
+            .enumerate()
+            .map(|(i, (spec, out))| {
+                !p.mutation_in_place(i)
+                    && match (&spec.kind, out) {
+                        (
+                            OutputKind::BufferMutation { buffer }
+                            | OutputKind::ParameterMutation { parameter: buffer },
+                            Slot::Tensor(t),
+                        ) => self
+                            .state
+                            .get(buffer)
+                            .is_some_and(|sg| device_write_back(sg, t)),
+                        _ => false,
+                    }
+            })
+            .collect();
+        // Outputs never read back: written in place or on the device.
+        let stays = |i: usize, kind: &OutputKind| {
+            !read_back(kind) || p.mutation_in_place(i) || on_device[i]
         };
+        let wanted_at =
+            |i: usize, kind: &OutputKind| !(stays(i, kind) || keep && *kind == OutputKind::User);
         let wanted: Vec<Slot> = p
             .outputs
             .iter()
@@ -510,11 +599,24 @@ impl GpuSession {
             r.reserve_readbacks(&wanted)?;
             return Ok(Vec::new());
         }
+        for ((spec, out), _) in p.outputs.iter().zip(&outs).zip(&on_device).filter(|x| *x.1) {
+            let (
+                OutputKind::BufferMutation { buffer }
+                | OutputKind::ParameterMutation { parameter: buffer },
+                Slot::Tensor(t),
+            ) = (&spec.kind, out)
+            else {
+                continue;
+            };
+            if let Some(sg) = self.state.get(buffer) {
+                r.copy_store(&t.cell, &sg.cell, &format!("buffer '{buffer}'"))?;
+            }
+        }
         let user_names: Vec<String> = p.user_inputs().iter().map(|u| u.name.clone()).collect();
         let mut values = r.slots_to_rvalues(&wanted).await?.into_iter();
         let mut result = Vec::new();
         for (i, (spec, out)) in p.outputs.iter().zip(&outs).enumerate() {
-            if !read_back(&spec.kind) || p.mutation_in_place(i) {
+            if stays(i, &spec.kind) {
                 continue;
             }
             if keep && spec.kind == OutputKind::User {

@@ -33,6 +33,7 @@ pub mod kernels;
 mod pipelines;
 pub mod random;
 mod runner;
+pub mod sample;
 pub mod shaders;
 mod stats;
 pub mod store;

@@ -148,6 +148,7 @@ impl<'d> Runner<'d> {
         }
         s.gpu_valid = true;
         self.stats.uploads += 1;
+        self.stats.upload_bytes += bytes.len() as u64;
         if let (Some(rec), Some(b)) = (&mut self.rec, s.gpu.as_ref()) {
             rec.uploads.push(super::tape::Upload {
                 store: Arc::downgrade(cell),
@@ -158,6 +159,43 @@ impl<'d> Runner<'d> {
                 bytes,
             });
         }
+        Ok(())
+    }
+
+    /// Copy the whole store `src` (current on the GPU) into the store `dst` of the same dtype
+    /// and length, on the device: `dst`'s GPU copy becomes the current one, its CPU copy
+    /// stale. Encoded after the pending work (which may still read `dst`'s old contents).
+    pub fn copy_store(&mut self, src: &Cell, dst: &Cell, what: &str) -> Result<()> {
+        let (from, bytes) = {
+            let s = lock(src);
+            let b = s
+                .gpu
+                .as_ref()
+                .filter(|_| s.gpu_valid)
+                .map(|b| b.buffer().clone());
+            (b, gpu_bytes(s.dtype, s.len))
+        };
+        let from = from.ok_or_else(|| Error::Gpu(format!("internal: {what}: no GPU copy")))?;
+        let to = {
+            let mut d = lock(dst);
+            if gpu_bytes(d.dtype, d.len) != bytes {
+                return Err(Error::Gpu(format!(
+                    "internal: {what}: stores of different sizes"
+                )));
+            }
+            if d.gpu.is_none() {
+                d.gpu = Some(self.dev.alloc(bytes, what)?);
+            }
+            d.gpu.as_ref().map(|b| b.buffer().clone())
+        };
+        if let Some(to) = to {
+            self.encoder()
+                .copy_buffer_to_buffer(&from, 0, &to, 0, bytes);
+        }
+        let mut d = lock(dst);
+        d.gpu_valid = true;
+        d.cpu_valid = false;
+        self.stats.device_copies += 1;
         Ok(())
     }
 
@@ -231,6 +269,7 @@ impl<'d> Runner<'d> {
             }
             s.cpu_valid = true;
             self.stats.downloads += 1;
+            self.stats.download_bytes += gpu_bytes(dtype, len);
         }
         Ok(())
     }

@@ -32,13 +32,15 @@ pub enum Shader {
     /// rows.wgsl with its group reductions in subgroup operations (`rows_subgroup.wgsl`;
     /// devices with `subgroups` only).
     RowsSubgroup,
+    /// Token selection on the device (`sample.rs`).
+    Sample,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 21] = [
+    pub const ALL: [Shader; 22] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -60,6 +62,7 @@ impl Shader {
         Shader::Select,
         Shader::Attention,
         Shader::RowsSubgroup,
+        Shader::Sample,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -84,6 +87,7 @@ impl Shader {
             Shader::Select => "select.wgsl",
             Shader::Attention => "attention.wgsl",
             Shader::RowsSubgroup => "rows_subgroup.wgsl",
+            Shader::Sample => "sample.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -164,6 +168,7 @@ impl Shader {
             Shader::Select => include_str!("../../shaders/select.wgsl"),
             Shader::Attention => include_str!("../../shaders/attention.wgsl"),
             Shader::RowsSubgroup => include_str!("../../shaders/rows_subgroup.wgsl"),
+            Shader::Sample => include_str!("../../shaders/sample.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }
@@ -464,6 +469,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.extend(super::random::VARIANTS);
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));
     v.extend(super::kernels::nn_variants());
+    v.push(super::sample::ARGMAX_ROW);
     let f16: Vec<Variant> = v
         .iter()
         .filter(|x| super::kernels::has_f16_variants(x))

@@ -37,6 +37,14 @@ pub struct RunStats {
     /// Stores uploaded to / downloaded from the GPU.
     pub uploads: u64,
     pub downloads: u64,
+    /// Bytes written to / read back from the GPU (whole stores, in their GPU form: an int64
+    /// tensor moves as 32-bit words). State the run updates on the device is not read back,
+    /// so a decode step of a language model reads back its logits, not its KV cache.
+    pub upload_bytes: u64,
+    pub download_bytes: u64,
+    /// State updates written on the device (a buffer mutation copied into the buffer's GPU
+    /// copy instead of read back).
+    pub device_copies: u64,
     /// Steps of the Plan the run walked (nodes of the program's graph).
     pub plan_steps: u64,
     /// Host time of the run outside waits for the GPU, microseconds: input checks,
@@ -67,6 +75,9 @@ impl RunStats {
         self.view_nodes += o.view_nodes;
         self.uploads += o.uploads;
         self.downloads += o.downloads;
+        self.upload_bytes += o.upload_bytes;
+        self.download_bytes += o.download_bytes;
+        self.device_copies += o.device_copies;
         self.plan_steps += o.plan_steps;
         self.host_us += o.host_us;
         self.wait_us += o.wait_us;

@@ -326,6 +326,8 @@ pub(crate) struct Replayed {
     pub outputs: Vec<RValue>,
     pub uploads: u64,
     pub downloads: u64,
+    pub upload_bytes: u64,
+    pub download_bytes: u64,
     pub wait_us: u64,
 }
 
@@ -339,7 +341,7 @@ pub(crate) async fn replay(
     let Some(held) = dev.take_free(&tape.buffers) else {
         return Ok(None);
     };
-    let mut uploads = 0;
+    let (mut uploads, mut upload_bytes) = (0, 0);
     for (i, (v, ti)) in inputs.iter().zip(&tape.inputs).enumerate() {
         let (RValue::Tensor(t), Some(ti)) = (v, ti) else {
             continue;
@@ -349,6 +351,7 @@ pub(crate) async fn replay(
             dev.queue.write_buffer(&ti.buffer, 0, &bytes);
         }
         uploads += 1;
+        upload_bytes += bytes.len() as u64;
     }
     for (buffer, bytes) in &tape.consts {
         if !bytes.is_empty() {
@@ -399,6 +402,7 @@ pub(crate) async fn replay(
         w.await?;
     }
     let wait_us = ((crate::runtime::profile::now_ms() - wait_start) * 1e3) as u64;
+    let staged_bytes = staged.iter().map(|(_, _, d, n)| gpu_bytes(*d, *n)).sum();
     let mut data: Vec<(wgpu::Buffer, Tensor)> = Vec::with_capacity(staged.len());
     for (buffer, st, dtype, len) in staged {
         let d = {
@@ -437,6 +441,8 @@ pub(crate) async fn replay(
         outputs,
         uploads,
         downloads: data.len() as u64,
+        download_bytes: staged_bytes,
+        upload_bytes,
         wait_us,
     }))
 }

@@ -362,9 +362,109 @@ impl WasmModel {
         })
     }
 
+    /// Generate tokens after `prompt` with a language model exported with a static KV cache
+    /// ([`crate::generate`]). `options`: `{maxNewTokens, temperature, topK, topP, seed, eos}`
+    /// (all optional; greedy by default); `on_token(id)` is called as each token arrives (a
+    /// throw stops the loop). Resolves to `{tokens, prefillMs, decodeTokS,
+    /// readbackBytesPerToken}`.
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn generate(
+        &self,
+        prompt: Vec<f64>,
+        options: JsValue,
+        on_token: Option<js_sys::Function>,
+    ) -> js_sys::Promise {
+        let parsed = (|| -> Result<(Vec<i64>, crate::generate::GenerateOptions), JsValue> {
+            let prompt = prompt
+                .iter()
+                .map(|&t| {
+                    if t.fract() == 0.0 && t >= 0.0 && t <= i64::MAX as f64 {
+                        Ok(t as i64)
+                    } else {
+                        Err(js_error(
+                            "INPUT",
+                            &format!("prompt: token id {t} is not a non-negative integer"),
+                        ))
+                    }
+                })
+                .collect::<Result<Vec<_>, _>>()?;
+            let num = |key: &str| -> Result<Option<f64>, JsValue> {
+                if options.is_undefined() || options.is_null() {
+                    return Ok(None);
+                }
+                let v = get(&options, key)?;
+                if v.is_undefined() || v.is_null() {
+                    return Ok(None);
+                }
+                v.as_f64()
+                    .map(Some)
+                    .ok_or_else(|| js_error("INPUT", &format!("options.{key}: expected a number")))
+            };
+            let count = |key: &str, v: Option<f64>| -> Result<Option<u64>, JsValue> {
+                v.map(|x| {
+                    if x.fract() == 0.0 && x >= 0.0 && x <= u32::MAX as f64 {
+                        Ok(x as u64)
+                    } else {
+                        Err(js_error(
+                            "INPUT",
+                            &format!("options.{key}: {x} is not a non-negative integer"),
+                        ))
+                    }
+                })
+                .transpose()
+            };
+            Ok((
+                prompt,
+                crate::generate::GenerateOptions {
+                    max_new_tokens: count("maxNewTokens", num("maxNewTokens")?)?.unwrap_or(32)
+                        as usize,
+                    sampling: crate::generate::Sampling {
+                        temperature: num("temperature")?.unwrap_or(0.0),
+                        top_k: count("topK", num("topK")?)?.map(|k| k as usize),
+                        top_p: num("topP")?,
+                        seed: count("seed", num("seed")?)?.unwrap_or(0),
+                    },
+                    eos: count("eos", num("eos")?)?.map(|e| e as i64),
+                },
+            ))
+        })();
+        let (prompt, opts) = match parsed {
+            Ok(p) => p,
+            Err(e) => return js_sys::Promise::reject(&e),
+        };
+        let engine = self.engine.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut e = borrow_idle(&engine)?;
+            let mut on = |t: i64| -> crate::error::Result<()> {
+                if let Some(f) = &on_token {
+                    f.call1(&JsValue::NULL, &JsValue::from_f64(t as f64))
+                        .map_err(|err| {
+                            crate::error::Error::op(
+                                "generate",
+                                format!(
+                                    "onToken threw: {}",
+                                    err.as_string().unwrap_or_else(|| format!("{err:?}"))
+                                ),
+                            )
+                        })?;
+                }
+                Ok(())
+            };
+            let out = crate::generate::generate(&mut **e, &prompt, &opts, &mut on)
+                .await
+                .map_err(to_js)?;
+            to_js_value(&serde_json::json!({
+                "tokens": out.tokens,
+                "prefillMs": out.prefill_ms,
+                "decodeTokS": out.decode_tok_s,
+                "readbackBytesPerToken": out.readback_bytes_per_token,
+            }))
+        })
+    }
+
     /// Counters of the last run on WebGPU: `{submits, bufferAllocations, pipelinesCreated,
     /// bindGroupsCreated, dispatches, boundBytes, planSteps, hostMs, waitMs, gpuNodes, viewNodes,
-    /// fallbackNodes, fallbacks, uploads, downloads}` (`hostMs`: host time outside GPU
+    /// fallbackNodes, fallbacks, uploads, downloads, uploadBytes, downloadBytes}` (`hostMs`: host time outside GPU
     /// waits); `null` on the CPU.
     #[wasm_bindgen(js_name = lastRunStats)]
     pub fn last_run_stats(&self) -> Result<JsValue, JsValue> {
@@ -381,6 +481,7 @@ impl WasmModel {
             "gpuNodes": st.gpu_nodes,
             "viewNodes": st.view_nodes, "fallbackNodes": st.fallback_nodes(),
             "fallbacks": st.fallbacks, "uploads": st.uploads, "downloads": st.downloads,
+            "uploadBytes": st.upload_bytes, "downloadBytes": st.download_bytes,
             "planSteps": st.plan_steps, "hostMs": st.host_us as f64 / 1e3,
             "waitMs": st.wait_us as f64 / 1e3, "replayed": st.replayed, "tape": st.tape,
         }))
@@ -431,17 +532,28 @@ impl WasmModel {
             .collect())
     }
 
-    /// One state tensor as `{dtype, shape, bytes}` (a copy; buffers reflect mutations).
+    /// One state tensor as `{dtype, shape, bytes}` (a copy, as it is now: buffers reflect
+    /// mutations). A promise: on WebGPU the runs update buffers on the GPU, and this reads
+    /// the current copy back.
     #[wasm_bindgen(js_name = stateTensor)]
-    pub fn state_tensor(&self, name: &str) -> Result<JsValue, JsValue> {
-        let e = self.busy()?;
-        let t = e.session().state.get(name).ok_or_else(|| {
-            js_error(
-                "INPUT",
-                &format!("no parameter, buffer or constant named '{name}'"),
-            )
-        })?;
-        tensor_to_js(name, t)
+    #[allow(clippy::await_holding_refcell_ref)]
+    pub fn state_tensor(&self, name: &str) -> js_sys::Promise {
+        let engine = self.engine.clone();
+        let name = name.to_string();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let e = borrow_idle(&engine)?;
+            if !e.session().state.contains_key(&name) {
+                return Err(js_error(
+                    "INPUT",
+                    &format!("no parameter, buffer or constant named '{name}'"),
+                ));
+            }
+            let t = match e.gpu() {
+                Some(g) => g.state_tensor_async(&name).await.map_err(to_js)?,
+                None => e.session().state[&name].clone(),
+            };
+            tensor_to_js(&name, &t)
+        })
     }
 
     /// Start recording per-op times (clears an earlier recording).
@@ -477,7 +589,6 @@ impl WasmModel {
     }
 }
 
-/// A flat input: `{gpuId}` names a GPU-resident tensor, anything else is a CPU value.
 /// The engine for a run or a prepare: BUSY while another one holds it.
 fn borrow_idle(engine: &Rc<RefCell<Engine>>) -> Result<std::cell::RefMut<'_, Engine>, JsValue> {
     engine.try_borrow_mut().map_err(|_| {
@@ -488,6 +599,7 @@ fn borrow_idle(engine: &Rc<RefCell<Engine>>) -> Result<std::cell::RefMut<'_, Eng
     })
 }
 
+/// A flat input: `{gpuId}` names a GPU-resident tensor, anything else is a CPU value.
 fn gpu_input(name: &str, v: &JsValue) -> Result<GpuInput, JsValue> {
     if v.is_object() {
         if let Some(id) = get(v, "gpuId")?.as_f64() {

@@ -16,6 +16,12 @@ export async function runFixtureInPage({ stem, archive, programs, device }) {
         const got = st.flattenOut(await model.run({ args, kwargs }));
         if (got.length !== c.outputs.length) throw new Error(`${got.length} outputs, torch gave ${c.outputs.length}`);
         c.outputs.forEach((o, i) => st.assertClose(`${stem}/${pname} ${c.label} ${o.key}`, got[i], io[o.key]));
+        // Buffers the run mutated, as they are now (on WebGPU they stay on the GPU and are
+        // read back by state.get).
+        for (const key of c.buffers_after ?? []) {
+          const fqn = key.replace(/^buffer_after\./, '');
+          st.assertClose(`${stem}/${pname} ${c.label} ${key}`, await model.state.get(fqn), io[key]);
+        }
         n++;
       } finally {
         model.dispose();

@@ -406,3 +406,43 @@ pub fn first_io_case(stem: &str) -> (Program, Vec<Tensor>, Vec<Tensor>) {
     };
     (program, keys("inputs"), keys("outputs"))
 }
+
+/// The GPU device of the GPU tests (`PT2WEB_GPU_BACKEND` picks the backend): None, with a
+/// message, when there is no adapter, unless PT2WEB_REQUIRE_GPU=1 (CI), which fails instead.
+pub fn gpu_device() -> Option<std::sync::Arc<pt2web::gpu::GpuDevice>> {
+    use pt2web::gpu::{BackendChoice, GpuDevice};
+    let backend = std::env::var("PT2WEB_GPU_BACKEND")
+        .ok()
+        .map(|b| BackendChoice::parse(&b).unwrap())
+        .unwrap_or_default();
+    match GpuDevice::open(backend, None) {
+        Ok(d) => Some(std::sync::Arc::new(d)),
+        Err(e) if std::env::var("PT2WEB_REQUIRE_GPU").as_deref() == Ok("1") => {
+            panic!("PT2WEB_REQUIRE_GPU=1 but no GPU device: {e}")
+        }
+        Err(e) => {
+            eprintln!("SKIPPED: no GPU adapter ({e}); set PT2WEB_REQUIRE_GPU=1 to fail instead");
+            None
+        }
+    }
+}
+
+/// The directory of the real-model cache (scripts/build_models.sh), or None with a message
+/// when it lacks `file`, unless PT2WEB_REQUIRE_MODELS=1 (CI), which fails instead.
+pub fn model_cache_with(file: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/models");
+    if dir.join(file).exists() {
+        return Some(dir);
+    }
+    if std::env::var("PT2WEB_REQUIRE_MODELS").is_ok_and(|v| v == "1") {
+        panic!(
+            "PT2WEB_REQUIRE_MODELS=1 but {} does not exist: run scripts/build_models.sh",
+            dir.join(file).display()
+        );
+    }
+    eprintln!(
+        "SKIPPED: no {} (run scripts/build_models.sh)",
+        dir.join(file).display()
+    );
+    None
+}

@@ -20,7 +20,7 @@ async function runCase(model, pm, c) {
   c.outputs.forEach((o, i) => assertClose(`${c.label} ${o.key}`, got[i], io[o.key]));
   for (const key of c.buffers_after ?? []) {
     const fqn = key.replace(/^buffer_after\./, '');
-    assertClose(`${c.label} ${key}`, model.state.get(fqn), io[key]);
+    assertClose(`${c.label} ${key}`, await model.state.get(fqn), io[key]);
   }
   return got.length;
 }
@@ -108,9 +108,9 @@ test('buffers mutate across calls and show in model.state', async () => {
   const c = pm.io_cases[0];
   const io = readSafetensors(path.join(FIXTURES, c.file));
   const fqn = 'count'; // a stateful counter buffer (see tests/fixgen)
-  const before = model.state.get(fqn);
+  const before = await model.state.get(fqn);
   await model.run([io.input_0]);
-  const after = model.state.get(fqn);
+  const after = await model.state.get(fqn);
   assert.notDeepEqual(Array.from(after.data), Array.from(before.data));
   assertClose('buffer after', after, io[`buffer_after.${fqn}`]);
 });

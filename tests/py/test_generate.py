@@ -87,6 +87,23 @@ def test_greedy_tokens_match_pytorch(exported):
     assert got["readback_bytes_per_token"] == 0  # the CPU backend reads nothing back
 
 
+def test_gpu_keeps_the_cache_on_the_device(exported):
+    """On the GPU backend (lavapipe in CI) the same tokens, and a decode step reads back only
+    8 bytes (the argmax is taken on the device): the KV cache stays there between calls."""
+    kind, path = exported
+    want = torch_greedy(path, PROMPT, NEW, one_call=kind == "prefill")
+    r = subprocess.run([BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, PROMPT)),
+                        "--max-new-tokens", str(NEW), "--device", "gpu", "--json"],
+                       capture_output=True, text=True)
+    if r.returncode != 0 and "adapter" in r.stderr and not os.environ.get("PT2WEB_REQUIRE_GPU"):
+        pytest.skip(f"no GPU adapter: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    got = json.loads(r.stdout)
+    assert got["device"] == "gpu"
+    assert got["tokens"] == want
+    assert got["readback_bytes_per_token"] == 8  # the argmax on the device: not the logits, not the cache
+
+
 def test_eos_and_seeded_sampling(exported):
     _, path = exported
     ids = ",".join(map(str, PROMPT))

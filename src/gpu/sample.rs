@@ -1,0 +1,137 @@
+//! Picking the next token on the device: a decode step of a language model ends with the
+//! logits of the last position on the GPU (a kept output, [`GpuSession::run_with`] with
+//! `keep`), and greedy decoding needs only their argmax. [`GpuSession::argmax_last_async`]
+//! finds it with one dispatch (`shaders/sample.wgsl`) and reads back 8 bytes (the index and
+//! a NaN flag) instead of the vocabulary's logits.
+
+use super::exec::GpuSession;
+use super::shaders::{Shader, Variant};
+use super::store::{lock, GTensor};
+use crate::dtype::DType;
+use crate::error::{Error, Result};
+use bytemuck::{Pod, Zeroable};
+
+pub const ARGMAX_ROW: Variant = Variant::new(Shader::Sample, "argmax_row");
+
+/// Mirrors `Meta` in shaders/sample.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+struct SampleMeta {
+    n: u32,
+    offset: u32,
+    pad: [u32; 2],
+}
+
+impl GpuSession {
+    /// The index of the largest value in the last row (last dimension) of the f32 tensor
+    /// `t` on the GPU (the first of equal maxima, as `torch.argmax`), computed there: the
+    /// logits of a kept output in, a token id out. Adds the dispatch and the 8 bytes read
+    /// back to [`GpuSession::last_stats`]. Logits holding NaN are an error, as on the CPU.
+    pub async fn argmax_last_async(&mut self, t: &GTensor) -> Result<i64> {
+        let what = "argmax of the last logits";
+        let n = match t.sizes.last() {
+            Some(&n) if n > 0 && t.dtype == DType::F32 => n,
+            _ => {
+                return Err(Error::op(
+                    what,
+                    format!("expected f32 logits, got {} {:?}", t.dtype, t.sizes),
+                ))
+            }
+        };
+        if t.strides.last() != Some(&1) && n > 1 {
+            return Err(Error::op(what, "the last dimension is not contiguous"));
+        }
+        // The last row: every leading index at its largest value.
+        let offset = t.offset
+            + t.sizes[..t.rank() - 1]
+                .iter()
+                .zip(&t.strides)
+                .map(|(s, st)| (s - 1) * st)
+                .sum::<usize>();
+        let (src, bound) = {
+            let s = lock(&t.cell);
+            let b = s
+                .gpu
+                .as_ref()
+                .filter(|_| s.gpu_valid)
+                .map(|b| b.buffer().clone());
+            (b, super::store::gpu_bytes(s.dtype, s.len))
+        };
+        let src = src.ok_or_else(|| Error::op(what, "the logits are not on the GPU"))?;
+        if offset + n > u32::MAX as usize {
+            return Err(Error::op(what, "the logits are too large for one dispatch"));
+        }
+        let dev = self.device.clone();
+        let out = dev.alloc_output(8, what)?;
+        let staging = dev.alloc_readback(8)?;
+        let meta = SampleMeta {
+            n: n as u32,
+            offset: offset as u32,
+            ..Default::default()
+        };
+        let pipeline = dev.pipeline(&ARGMAX_ROW)?;
+        let bg = dev.bind_group(
+            &ARGMAX_ROW,
+            bytemuck::bytes_of(&meta),
+            vec![(1, out.buffer().clone(), 8), (2, src, bound)],
+        )?;
+        let mut enc = dev
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: Some(what) });
+        {
+            let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some(what),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline);
+            pass.set_bind_group(0, &bg, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        enc.copy_buffer_to_buffer(out.buffer(), 0, staging.buffer(), 0, 8);
+        dev.queue.submit([enc.finish()]);
+        dev.take_error()?;
+        let wait = super::runner::map_read(staging.buffer());
+        let start = crate::runtime::profile::now_ms();
+        #[cfg(not(target_arch = "wasm32"))]
+        dev.device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(|e| Error::Gpu(format!("waiting for a readback: {e}")))?;
+        wait.await?;
+        let words: [u32; 2] = {
+            let view = staging
+                .buffer()
+                .slice(..)
+                .get_mapped_range()
+                .map_err(|e| Error::Gpu(format!("reading a readback buffer: {e}")))?;
+            [
+                u32::from_le_bytes([view[0], view[1], view[2], view[3]]),
+                u32::from_le_bytes([view[4], view[5], view[6], view[7]]),
+            ]
+        };
+        staging.buffer().unmap();
+        drop(out);
+        dev.recycle();
+        let st = &mut self.last_stats;
+        st.submits += 1;
+        st.dispatches += 1;
+        st.downloads += 1;
+        st.download_bytes += 8;
+        st.wait_us += ((crate::runtime::profile::now_ms() - start) * 1e3) as u64;
+        if words[1] != 0 {
+            return Err(Error::op(what, "the logits hold NaN"));
+        }
+        if words[0] as usize >= n {
+            return Err(Error::Gpu(format!(
+                "internal: {what}: index {} of {n}",
+                words[0]
+            )));
+        }
+        Ok(words[0] as i64)
+    }
+
+    /// [`GpuSession::argmax_last_async`], blocking (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn argmax_last(&mut self, t: &GTensor) -> Result<i64> {
+        pollster::block_on(self.argmax_last_async(t))
+    }
+}

@@ -1,0 +1,125 @@
+#!/usr/bin/env python
+"""Tiny language models exported with a static KV cache, and PyTorch's greedy tokens for them
+(torch 2.15, transformers 5.24; random weights).
+
+    .venv/bin/python tests/fixgen/gen_lm.py [--force]
+
+For each model NAME this writes into the git-ignored cache .cache/models/ (about 1 MB each,
+mostly the graph's JSON; scripts/build_models.sh runs this):
+  NAME.pt2            transformers' static-cache recipe (`convert_and_export_with_cache`):
+                      user inputs input_ids [1, seq] and cache_position [seq] (seq dynamic,
+                      1..16), output the logits [1, seq, vocab]; the cache is the module's
+                      buffers, updated in place by each call.
+  NAME.generate.json  {"covers", "prompt", "max_new_tokens", "tokens", "vocab", "cache_len"}:
+                      `tokens` are PyTorch's greedy tokens from its own loop over the saved
+                      program (`torch.export.load(NAME.pt2).module()`): the prompt in one call,
+                      then one token per call, each the argmax of the last logits.
+  NAME.logits.safetensors  `prefill_last`: the prompt call's last logits; `step_<i>`: the
+                      last logits of decode call i (for the max error against PyTorch).
+
+An existing archive is kept unless --force; the json and logits always come from the archive
+on disk.
+"""
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import save_safetensors  # noqa: E402
+
+warnings.filterwarnings("ignore")
+OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", ".cache", "models")
+CACHE_LEN = 32
+PROMPT = [3, 17, 42, 9, 77]
+NEW = 10
+
+
+def with_static_cache(m):
+    from transformers import GenerationConfig
+
+    m.generation_config = GenerationConfig(
+        use_cache=True, cache_implementation="static", max_length=CACHE_LEN,
+        cache_config={"batch_size": 1, "max_cache_len": CACHE_LEN, "device": "cpu"})
+    return m
+
+
+def tiny_llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    cfg = LlamaConfig(vocab_size=96, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+                      bos_token_id=1, eos_token_id=2, pad_token_id=0)
+    return ("Llama-style (transformers LlamaForCausalLM: RoPE, RMSNorm, SwiGLU, grouped-query "
+            "attention 4/2 heads), 2 layers, hidden 32, vocab 96", LlamaForCausalLM(cfg).eval())
+
+
+def tiny_gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(1)
+    # A wider init than GPT-2's 0.02, so the greedy tokens vary (at 0.02 they repeat one id).
+    cfg = GPT2Config(vocab_size=96, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                     bos_token_id=1, eos_token_id=2, initializer_range=0.3)
+    return ("GPT-2-style (transformers GPT2LMHeadModel: learned positions, LayerNorm, GELU, "
+            "tied lm_head), 2 layers, n_embd 32, vocab 96", GPT2LMHeadModel(cfg).eval())
+
+
+MODELS = {"llama_static": tiny_llama, "gpt2_static": tiny_gpt2}
+
+
+def export(m, path):
+    from transformers.integrations.executorch import convert_and_export_with_cache
+
+    seq = torch.export.Dim("seq", min=1, max=16)
+    ep = convert_and_export_with_cache(
+        with_static_cache(m), torch.tensor([PROMPT]), torch.arange(len(PROMPT)),
+        dynamic_shapes={"input_ids": {1: seq}, "cache_position": {0: seq}})
+    torch.export.save(ep, path)
+
+
+def greedy(path):
+    m = torch.export.load(path).module()
+    logits = {}
+    with torch.no_grad():
+        out = m(input_ids=torch.tensor([PROMPT]), cache_position=torch.arange(len(PROMPT)))
+        logits["prefill_last"] = out[0, -1].clone()
+        pos, tokens = len(PROMPT), []
+        for i in range(NEW):
+            t = int(torch.argmax(out[0, -1]))
+            tokens.append(t)
+            if len(tokens) == NEW:
+                break
+            out = m(input_ids=torch.tensor([[t]]), cache_position=torch.tensor([pos]))
+            logits[f"step_{i}"] = out[0, -1].clone()
+            pos += 1
+    return tokens, logits
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--force", action="store_true")
+    args = ap.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    for name, build in MODELS.items():
+        covers, m = build()
+        path = os.path.join(OUT, f"{name}.pt2")
+        if args.force or not os.path.exists(path):
+            export(m, path)
+        tokens, logits = greedy(path)
+        meta = {"covers": covers, "prompt": PROMPT, "max_new_tokens": NEW, "tokens": tokens,
+                "vocab": int(logits["prefill_last"].numel()), "cache_len": CACHE_LEN,
+                "torch_version": torch.__version__}
+        with open(os.path.join(OUT, f"{name}.generate.json"), "w") as f:
+            json.dump(meta, f, indent=1)
+            f.write("\n")
+        save_safetensors(logits, os.path.join(OUT, f"{name}.logits.safetensors"))
+        print(f"{name}: {os.path.getsize(path)} bytes, tokens {tokens}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,191 @@
+//! `pt2web::generate`: the sampler, and the token loop over tiny Llama- and GPT-2-style models
+//! exported with transformers' static-cache recipe (tests/fixgen/gen_lm.py, into the model
+//! cache), whose greedy tokens must equal PyTorch's own loop over the same saved program, on
+//! the CPU and on the GPU (lavapipe in CI), where the cache stays on the device and a decode
+//! step reads back 8 bytes.
+
+mod common;
+
+use pt2web::archive::pt2::LoadOptions;
+use pt2web::backend::Backend;
+use pt2web::generate::{generate, GenerateOptions, Generated, Sampler, Sampling};
+use pt2web::gpu::GpuSession;
+use pt2web::program::{Program, Pt2Archive};
+use pt2web::runtime::{RValue, Session};
+use pt2web::Limits;
+use serde_json::Value;
+use std::path::Path;
+
+const MODELS: [&str; 2] = ["llama_static", "gpt2_static"];
+
+fn sampler(temperature: f64, top_k: Option<usize>, top_p: Option<f64>, seed: u64) -> Sampler {
+    Sampler::new(&Sampling {
+        temperature,
+        top_k,
+        top_p,
+        seed,
+    })
+}
+
+#[test]
+fn greedy_takes_the_first_of_equal_maxima() {
+    let mut s = sampler(0.0, None, None, 1);
+    assert_eq!(s.pick(&[0.5, 2.0, 2.0, -1.0]).unwrap(), 1);
+    let e = s.pick(&[0.5, f32::NAN]).unwrap_err().to_string();
+    assert!(e.contains("NaN"), "{e}");
+}
+
+#[test]
+fn sampling_is_seeded_and_respects_top_k_and_top_p() {
+    let logits: Vec<f32> = (0..50).map(|i| ((i * 7) % 13) as f32 * 0.3).collect();
+    let draw = |seed, k, p| {
+        let mut s = sampler(1.0, k, p, seed);
+        (0..200)
+            .map(|_| s.pick(&logits).unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(draw(7, None, None), draw(7, None, None));
+    assert_ne!(draw(7, None, None), draw(8, None, None));
+    // top-k 1 and a tiny top-p are greedy.
+    let greedy = sampler(0.0, None, None, 0).pick(&logits).unwrap();
+    assert!(draw(3, Some(1), None).iter().all(|&t| t == greedy));
+    assert!(draw(3, None, Some(1e-9)).iter().all(|&t| t == greedy));
+    // top-k 3: only the three largest logits (ties by index).
+    let mut order: Vec<usize> = (0..50).collect();
+    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
+    let top3 = &order[..3];
+    assert!(draw(5, Some(3), None)
+        .iter()
+        .all(|&t| top3.contains(&(t as usize))));
+}
+
+fn load(dir: &Path, name: &str) -> (Program, Value) {
+    let file = format!("{name}.pt2");
+    let archive = Pt2Archive::open(
+        &file,
+        std::fs::read(dir.join(&file)).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let p = archive.program(None, &LoadOptions::default()).unwrap();
+    let meta: Value =
+        serde_json::from_slice(&std::fs::read(dir.join(format!("{name}.generate.json"))).unwrap())
+            .unwrap();
+    (p, meta)
+}
+
+fn run(b: &mut dyn Backend, meta: &Value, sampling: Sampling) -> (Generated, Vec<i64>) {
+    let prompt: Vec<i64> = serde_json::from_value(meta["prompt"].clone()).unwrap();
+    let opts = GenerateOptions {
+        max_new_tokens: meta["max_new_tokens"].as_u64().unwrap() as usize,
+        sampling,
+        eos: None,
+    };
+    let mut seen = Vec::new();
+    let out = pollster::block_on(generate(b, &prompt, &opts, &mut |t| {
+        seen.push(t);
+        Ok(())
+    }))
+    .unwrap();
+    (out, seen)
+}
+
+fn want_tokens(meta: &Value) -> Vec<i64> {
+    serde_json::from_value(meta["tokens"].clone()).unwrap()
+}
+
+/// The prompt call's last logits against PyTorch's (max abs error).
+fn prefill_error(b: &mut dyn Backend, dir: &Path, name: &str, meta: &Value) -> f64 {
+    let prompt: Vec<i64> = serde_json::from_value(meta["prompt"].clone()).unwrap();
+    let n = prompt.len();
+    let ids = pt2web::cpu::Tensor::from_vec(prompt, &[1, n]);
+    let pos = pt2web::cpu::Tensor::from_vec((0..n as i64).collect::<Vec<_>>(), &[n]);
+    let outs = b
+        .run(vec![RValue::Tensor(ids), RValue::Tensor(pos)])
+        .unwrap();
+    let got = outs[0].as_tensor().unwrap().contiguous().to_vec::<f32>();
+    let bytes = std::fs::read(dir.join(format!("{name}.logits.safetensors"))).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let want = common::to_tensor(&st.tensor("prefill_last").unwrap()).to_vec::<f32>();
+    let last = &got[got.len() - want.len()..];
+    last.iter()
+        .zip(&want)
+        .map(|(a, b)| (a - b).abs() as f64)
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn greedy_tokens_match_pytorch_on_the_cpu() {
+    let Some(dir) = common::model_cache_with("gpt2_static.generate.json") else {
+        return;
+    };
+    for name in MODELS {
+        let (p, meta) = load(&dir, name);
+        let err = prefill_error(&mut Session::new(p.clone()).unwrap(), &dir, name, &meta);
+        assert!(err < 1e-4, "{name}: prefill logits {err} from PyTorch");
+        let mut s = Session::new(p).unwrap();
+        let (out, seen) = run(&mut s, &meta, Sampling::default());
+        assert_eq!(out.tokens, want_tokens(&meta), "{name}");
+        assert_eq!(seen, out.tokens, "{name}: on_token saw each token");
+        assert_eq!(out.readback_bytes_per_token, 0);
+        eprintln!(
+            "{name} (cpu): prefill logits max error {err:.2e}, tokens {:?}",
+            out.tokens
+        );
+    }
+}
+
+#[test]
+fn greedy_tokens_match_pytorch_on_the_gpu_with_the_cache_on_the_device() {
+    let Some(dir) = common::model_cache_with("gpt2_static.generate.json") else {
+        return;
+    };
+    let Some(dev) = common::gpu_device() else {
+        return;
+    };
+    for name in MODELS {
+        let (p, meta) = load(&dir, name);
+        let err = prefill_error(
+            &mut GpuSession::new(p.clone(), dev.clone()).unwrap(),
+            &dir,
+            name,
+            &meta,
+        );
+        assert!(err < 1e-4, "{name}: prefill logits {err} from PyTorch");
+        let mut g = GpuSession::new(p.clone(), dev.clone()).unwrap();
+        let (out, _) = run(&mut g, &meta, Sampling::default());
+        assert_eq!(out.tokens, want_tokens(&meta), "{name}");
+        // A greedy decode step reads back the token (and a NaN flag), not the logits or cache.
+        assert_eq!(
+            out.readback_bytes_per_token, 8,
+            "{name}: {:?}",
+            g.last_stats
+        );
+        // Seeded sampling: reproducible, and the same tokens as on the CPU (the host sampler
+        // on the GPU's logits).
+        let sampling = Sampling {
+            temperature: 0.8,
+            top_k: Some(20),
+            top_p: Some(0.95),
+            seed: 11,
+        };
+        let on_gpu = |s| {
+            let mut g = GpuSession::new(p.clone(), dev.clone()).unwrap();
+            run(&mut g, &meta, s).0.tokens
+        };
+        let a = on_gpu(sampling.clone());
+        assert_eq!(
+            a,
+            on_gpu(sampling.clone()),
+            "{name}: same seed, same tokens"
+        );
+        let cpu = run(&mut Session::new(p.clone()).unwrap(), &meta, sampling)
+            .0
+            .tokens;
+        assert_eq!(a, cpu, "{name}: seeded sampling on the GPU and the CPU");
+        eprintln!(
+            "{name} (gpu): prefill logits max error {err:.2e}, tokens {:?}",
+            out.tokens
+        );
+    }
+}
