@@ -307,6 +307,20 @@ fn foreign_globals_are_refused() {
     )
     .unwrap_err();
     assert!(pickle_err(e).contains("collections.Counter"));
+    // A tensor subclass (a torchao quantized weight of a training-IR export): the message
+    // says how to store plain tensors instead.
+    let e = parse_pickle(
+        "w.pkl",
+        b"\x80\x02ctorch._tensor\n_rebuild_from_type_v2\n.",
+        &Limits::default(),
+        &mut no_storage,
+    )
+    .unwrap_err();
+    let e = pickle_err(e);
+    assert!(
+        e.contains("tensor subclass") && e.contains("run_decompositions"),
+        "{e}"
+    );
 }
 
 #[test]

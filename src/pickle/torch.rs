@@ -63,17 +63,30 @@ impl Machine<'_> {
             ("torch", "Size") => Global::Size,
             ("_codecs", "encode") => Global::CodecsEncode,
             ("builtins" | "__builtin__", "bytes") => Global::Bytes,
-            ("torch", "UntypedStorage") | ("torch.storage", "UntypedStorage") => Global::UntypedStorage,
+            ("torch", "UntypedStorage") | ("torch.storage", "UntypedStorage") => {
+                Global::UntypedStorage
+            }
             ("torch", n) if DType::from_storage_class(n).is_some() => {
                 Global::StorageClass(DType::from_storage_class(n).unwrap_or(DType::U8))
             }
             // A pickled dtype is the global itself: `torch.float32` is GLOBAL 'torch float32'.
-            ("torch", n) if DType::from_name(n).is_some() => return Ok(Node::Dtype(DType::from_name(n).unwrap_or(DType::U8))),
+            ("torch", n) if DType::from_name(n).is_some() => {
+                return Ok(Node::Dtype(DType::from_name(n).unwrap_or(DType::U8)))
+            }
             _ => {
+                // A tensor subclass (a torchao quantized weight in a training-IR export) is
+                // rebuilt by calling its class: say how to get plain tensors instead.
+                let hint = if (module, name) == ("torch._tensor", "_rebuild_from_type_v2") {
+                    "; this is a tensor subclass (e.g. a torchao quantized weight): export with \
+                     `ep = ep.run_decompositions()` before `torch.export.save`, which stores its \
+                     plain inner tensors (int8 values, scales) and the ops that use them"
+                } else {
+                    ""
+                };
                 return Err(self.err(format!(
                     "refusing to import {module}.{name}: pt2web never executes pickle; it only rebuilds tensors, \
-                     nn.Parameter, storages, OrderedDict, torch.Size, dtypes and bytes (save plain tensors and containers instead)"
-                )))
+                     nn.Parameter, storages, OrderedDict, torch.Size, dtypes and bytes (save plain tensors and containers instead){hint}"
+                )));
             }
         };
         Ok(Node::Global(g))

@@ -805,6 +805,53 @@ def _f():
     return _tiny_gpt2("tiny_gpt2_core", True)
 
 
+# ---- weights quantized with torchao ----------------------------------------------------------
+
+
+class QuantMLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(40, 32)
+        self.up = nn.Linear(32, 48)
+        self.down = nn.Linear(48, 16)
+
+    def forward(self, ids):
+        return self.down(F.gelu(self.up(self.emb(ids))))
+
+
+def _quant(name, config, what):
+    # torchao 0.18 (tests/requirements.txt). A quantized weight is a tensor subclass: the
+    # training IR stores it pickled as that class (pt2web refuses it, saying why), and
+    # run_decompositions() lowers it to plain tensors (int8 values, scales, zero points) and
+    # the ops that dequantize them (_to_copy, sub, mul) before the matmul.
+    from torchao.quantization import quantize_
+
+    seeded(21)
+    m = QuantMLP().eval()
+    quantize_(m, config)
+    ids = torch.randint(0, 40, (2, 5))
+    cases = [Case((torch.randint(0, 40, (2, 5)),), label="other_ids")]
+    return single(name, f"torchao {what} weight-only quantization of two Linear layers (an "
+                  "Embedding stays f32), core ATen (dequantize ops before mm/addmm)",
+                  m, (ids,), core=True, cases=cases)
+
+
+@fixture("quant_int8_core")
+def _f():
+    from torchao.quantization import Int8WeightOnlyConfig
+
+    return _quant("quant_int8_core", Int8WeightOnlyConfig(), "int8 per-channel")
+
+
+@fixture("quant_int4_core")
+def _f():
+    from torchao.quantization import IntxWeightOnlyConfig
+    from torchao.quantization.granularity import PerGroup
+
+    return _quant("quant_int4_core", IntxWeightOnlyConfig(weight_dtype=torch.int4, granularity=PerGroup(16)),
+                  "int4 groupwise (group 16, asymmetric)")
+
+
 # ======================================================================================
 # writing and verifying
 # ======================================================================================
