@@ -224,6 +224,48 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = finish(acc, op, include_self);
 }
 
+// `index_write`: index_copy_ in place, one invocation per SOURCE element, written into `out`
+// (self itself) at its coordinates with the one along `dim` replaced by its index entry: no
+// pass over the rest of self (a decode step's cache update writes only the new positions).
+// `shape` is the source's, `self_strides` self's, `src_strides` the source's, `idx_strides`
+// the index's along `dim` (0 elsewhere), `offs` (self, src, index offsets, dim), `value.x`
+// self's size along `dim`. Duplicate indices keep one of their values (torch: undefined).
+@compute @workgroup_size(64)
+fn index_write(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let d = params.offs.w;
+    var rem = i;
+    var so = params.offs.x;
+    var sb = params.offs.y;
+    var valid = true;
+    var k = params.rank;
+    loop {
+        if k == 0u {
+            break;
+        }
+        k = k - 1u;
+        let n = params.shape[k / 4u][k % 4u];
+        let c = rem % n;
+        rem = rem / n;
+        sb = sb + c * params.src_strides[k / 4u][k % 4u];
+        var at = c;
+        if k == d {
+            let t = idx[params.offs.z + c * params.idx_strides[k / 4u][k % 4u]];
+            if t < 0 || u32(t) >= params.value.x {
+                valid = false;
+            }
+            at = u32(t);
+        }
+        so = so + at * params.self_strides[k / 4u][k % 4u];
+    }
+    if valid {
+        out[so] = src[sb];
+    }
+}
+
 // Entry b of B: lin[b] = (first ? 0 : lin[b]) + wrap(index[b]) * stride, or INVALID when the
 // index is outside the dim (or an earlier one was).
 @compute @workgroup_size(64)

@@ -36,12 +36,13 @@ use bytemuck::{Pod, Zeroable};
 
 pub const SCATTER: Variant = Variant::new(Shader::Scatter, "scatter");
 pub const PUT_TARGET: Variant = Variant::new(Shader::Scatter, "put_target");
+pub const INDEX_WRITE: Variant = Variant::new(Shader::Scatter, "index_write");
 pub const PUT: Variant = Variant::new(Shader::Scatter, "put");
 pub const PUT_OWNER: Variant = Variant::new(Shader::Scatter, "put_owner");
 pub const PUT_LAST: Variant = Variant::new(Shader::Scatter, "put_last");
 
 pub fn variants() -> Vec<Variant> {
-    vec![SCATTER, PUT_TARGET, PUT, PUT_OWNER, PUT_LAST]
+    vec![SCATTER, PUT_TARGET, PUT, PUT_OWNER, PUT_LAST, INDEX_WRITE]
 }
 
 /// Mirrors `Meta` in shaders/scatter.wgsl (field docs there).
@@ -349,7 +350,12 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
         if s1.sizes != isizes {
             return Ok(None);
         }
-        if t.starts_with("aten.index_copy") {
+        if t.starts_with("aten.index_copy_") {
+            if let Some(out) = index_write(k, &x, d, &iv, &s1)? {
+                return Ok(Some(out));
+            }
+            (Some(s1), 0, 0, ScatterOp::Assign)
+        } else if t.starts_with("aten.index_copy") {
             (Some(s1), 0, 0, ScatterOp::Assign)
         } else {
             let alpha = k.op.opt_scalar("alpha")?.unwrap_or(Scalar::Int(1));
@@ -386,6 +392,70 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
         return Ok(None);
     };
     finish(k, &x, out.clone())
+}
+
+/// `index_copy_` straight into `self` (`x`, a plain in-place target): one invocation per
+/// element of `src` writes it at its index along `d` (`iv`: the index vector seen with `x`'s
+/// rank, stride 0 off `d`), leaving the rest of `self` untouched (the generic path computes a
+/// whole new tensor and copies it back). None where it does not apply (the generic path then
+/// runs): a view that overlaps itself, a source or index sharing `self`'s buffer, another
+/// dtype, or an index the host knows to be out of range (the generic path's check raises
+/// torch's error).
+fn index_write(
+    k: &mut KernelCtx,
+    x: &GTensor,
+    d: usize,
+    iv: &GTensor,
+    src: &GTensor,
+) -> Out {
+    let r = x.rank();
+    let numel = src.numel();
+    if r == 0
+        || r > MAX_RANK
+        || src.rank() != r
+        || src.dtype != x.dtype
+        || !is_int(iv.dtype)
+        || kind(x.dtype, ScatterOp::Assign).is_none()
+        || numel >= u32::MAX as usize
+        || !k.fits(x)
+        || !k.fits(src)
+        || !k.fits(iv)
+        || overlaps(x)
+        // One buffer bound for writing and for reading in the same dispatch is invalid.
+        || std::sync::Arc::ptr_eq(&src.cell, &x.cell)
+        || std::sync::Arc::ptr_eq(&iv.cell, &x.cell)
+        || !host_in_range(iv, x.sizes[d], false)
+    {
+        return Ok(None);
+    }
+    if numel > 0 {
+        k.ensure(x)?;
+        k.ensure(src)?;
+        k.ensure(iv)?;
+        let (gx, gy, row) = grid(numel, 64);
+        let mut idx_strides = vec![0; r];
+        idx_strides[d] = iv.strides[d];
+        let meta = ScatterMeta {
+            numel: numel as u32,
+            rank: r as u32,
+            row,
+            shape: pad8(&src.sizes),
+            self_strides: pad8(&x.strides),
+            src_strides: pad8(&src.strides),
+            idx_strides: pad8(&idx_strides),
+            offs: [x.offset as u32, src.offset as u32, iv.offset as u32, d as u32],
+            value: [x.sizes[d] as u32, 0, 0, 0],
+            ..Default::default()
+        };
+        k.dispatch(
+            &INDEX_WRITE,
+            bytemuck::bytes_of(&meta),
+            &[(1, x), (3, src), (4, iv)],
+            (gx, gy, 1),
+        )?;
+    }
+    lock(&x.cell).cpu_valid = false;
+    Ok(Some(vec![Slot::Tensor(x.clone())]))
 }
 
 /// The `indices` list of index / index_put: optional tensors, or plain tensors when the

@@ -98,6 +98,16 @@ def _index_copy_fill(x, i, s, j, n, m):
     return torch.index_copy(x, 1, i, s), torch.index_fill(x, 1, j, -3.0), n.index_fill(0, m, 9)
 
 
+def _index_copy_inplace(x, i, s, c, p, v):
+    # In place (training IR keeps index_copy_): entries along dim 1; a cache-like [1, 2, 6, 4]
+    # update at one position from a non-contiguous source.
+    y = x.clone()
+    y.index_copy_(1, i, s)
+    z = c.clone()
+    z.index_copy_(2, p, v.transpose(2, 3))
+    return y, z
+
+
 def _scatter_dups(z, i, s):
     # Many sources per target: the GPU kernels must combine them in source order.
     return (torch.scatter_add(z, 0, i, s), torch.scatter_reduce(z, 0, i, s, "mean", include_self=False),
@@ -160,6 +170,8 @@ CASES = [
     Case("index_add", _index_add, [x34, torch.tensor([0, 2, 0]), randn(3, 4, seed=2), torch.tensor([3, 3]), randn(3, 2, seed=2),
                                    torch.tensor([1, 1]), randn(2, 4, seed=4)]),
     Case("index_copy_fill", _index_copy_fill, [x34, torch.tensor([3, 0]), randn(3, 2, seed=2), torch.tensor([1, -1]), i34, torch.tensor([2])]),
+    Case("index_copy_inplace", _index_copy_inplace, [x34, torch.tensor([3, 0]), randn(3, 2, seed=2), torch.zeros(1, 2, 6, 4),
+                                                     torch.tensor([4]), randn(1, 2, 4, 1, seed=5)]),
     Case("scatter_dups", _scatter_dups, [torch.zeros(4, 3), randint(0, 4, 300, 3, seed=12), randn(300, 3, seed=13)]),
     Case("index_put_more", _index_put_more, [x234, torch.tensor([[0], [1]]), torch.tensor([3, 0, -1]), randn(2, 3, 3, seed=14),
                                              torch.zeros(5, 3), randint(-5, 5, 200, seed=15), randn(200, 3, seed=16),
