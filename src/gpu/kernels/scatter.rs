@@ -401,13 +401,7 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
 /// runs): a view that overlaps itself, a source or index sharing `self`'s buffer, another
 /// dtype, or an index the host knows to be out of range (the generic path's check raises
 /// torch's error).
-fn index_write(
-    k: &mut KernelCtx,
-    x: &GTensor,
-    d: usize,
-    iv: &GTensor,
-    src: &GTensor,
-) -> Out {
+fn index_write(k: &mut KernelCtx, x: &GTensor, d: usize, iv: &GTensor, src: &GTensor) -> Out {
     let r = x.rank();
     let numel = src.numel();
     if r == 0
@@ -443,7 +437,12 @@ fn index_write(
             self_strides: pad8(&x.strides),
             src_strides: pad8(&src.strides),
             idx_strides: pad8(&idx_strides),
-            offs: [x.offset as u32, src.offset as u32, iv.offset as u32, d as u32],
+            offs: [
+                x.offset as u32,
+                src.offset as u32,
+                iv.offset as u32,
+                d as u32,
+            ],
             value: [x.sizes[d] as u32, 0, 0, 0],
             ..Default::default()
         };
