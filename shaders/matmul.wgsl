@@ -155,6 +155,63 @@ fn matmul_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
     store_bias(block(row0, col0, gid.z), row0, col0, gid.z);
 }
 
+// `gemv` / `gemv_bias`: few rows (a decode step's single token). Each invocation computes 4
+// adjacent outputs of one row, 64 invocations along N per workgroup, rows and batches across
+// the grid's y and z: no work goes to the rows past M that the 4x4 and 8x8 blocks clamp and
+// compute again (8x the arithmetic for M = 1).
+fn gemv_acc(row: u32, col0: u32, batch: u32) -> vec4<f32> {
+    let ar = params.a.w + batch * params.a.x + row * params.a.y;
+    let cb = params.b.w + batch * params.b.x;
+    let c0 = cb + min(col0, params.n - 1u) * params.b.z;
+    let c1 = cb + min(col0 + 1u, params.n - 1u) * params.b.z;
+    let c2 = cb + min(col0 + 2u, params.n - 1u) * params.b.z;
+    let c3 = cb + min(col0 + 3u, params.n - 1u) * params.b.z;
+    var acc = vec4<TAcc>(0.0);
+    var ka = 0u;
+    var kb = 0u;
+    for (var k = 0u; k < params.k; k = k + 1u) {
+        let bv = vec4<TAcc>(TAcc(b[c0 + kb]), TAcc(b[c1 + kb]), TAcc(b[c2 + kb]), TAcc(b[c3 + kb]));
+        acc = fma(vec4<TAcc>(TAcc(a[ar + ka])), bv, acc);
+        ka = ka + params.a.z;
+        kb = kb + params.b.y;
+    }
+    return vec4<f32>(acc);
+}
+
+@compute @workgroup_size(64)
+fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let col0 = gid.x * 4u;
+    let row = gid.y;
+    if row >= params.m || col0 >= params.n {
+        return;
+    }
+    let acc = gemv_acc(row, col0, gid.z);
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let col = col0 + j;
+        if col < params.n {
+            let o = (gid.z * params.m + row) * params.n + col;
+            out[o] = to_out(epilogue(params.alpha * acc[j], o));
+        }
+    }
+}
+
+@compute @workgroup_size(64)
+fn gemv_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let col0 = gid.x * 4u;
+    let row = gid.y;
+    if row >= params.m || col0 >= params.n {
+        return;
+    }
+    let acc = gemv_acc(row, col0, gid.z);
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let col = col0 + j;
+        if col < params.n {
+            let o = (gid.z * params.m + row) * params.n + col;
+            out[o] = to_out(epilogue(params.alpha * acc[j] + bias_term(row, col, gid.z), o));
+        }
+    }
+}
+
 // `matmul_tiled` / `matmul_tiled_bias`: a 64x64 output tile per 16x16 workgroup, each
 // invocation a 4x4 block of it, with A's and B's tiles staged through workgroup memory 16
 // along K at a time (two barriers per step). Each value loaded from memory is read by 16

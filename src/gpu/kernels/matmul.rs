@@ -59,6 +59,9 @@ pub(super) fn matmul_operands(
 
 /// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
 #[allow(clippy::too_many_arguments)]
+/// Most rows the `gemv` form takes (its invocations compute one row each).
+const GEMV_ROWS: usize = 4;
+
 pub(super) fn encode_matmul(
     k: &mut KernelCtx,
     a: &GTensor,
@@ -118,17 +121,28 @@ pub(super) fn encode_matmul(
     };
     let dev = k.r.dev;
     let big_blocks = matmul4_big_blocks(&dev.properties);
+    let gemv = tune::Candidate {
+        variant: if c.is_some() { GEMV_BIAS } else { GEMV }.typed(elems),
+        groups: (n.div_ceil(256) as u32, m as u32, batch as u32),
+        bindings: plain_bindings.clone(),
+    };
     let blocked = blocked_form(&meta, elems, plain_bindings, batch, m, n, kk, big_blocks);
     let chosen = match matmul_kernel() {
         MatmulAlgorithm::Tiled => tiled,
         MatmulAlgorithm::Blocked => blocked,
         MatmulAlgorithm::Auto => {
-            let heuristic = if crate::gpu::is_software(&dev.properties) {
+            // A few rows (a decode step): the blocks would compute rows past M again.
+            let heuristic = if m <= GEMV_ROWS && n.div_ceil(256) <= 65535 {
+                &gemv
+            } else if crate::gpu::is_software(&dev.properties) {
                 &blocked
             } else {
                 &tiled
             };
-            let candidates = [tiled.clone(), blocked.clone()];
+            let mut candidates = vec![tiled.clone(), blocked.clone()];
+            if m <= GEMV_ROWS && n.div_ceil(256) <= 65535 {
+                candidates.push(gemv.clone());
+            }
             let tuned = autotune(&dev.properties).then(|| {
                 // Sizes by power-of-two bucket: a sequence that grows one token per run
                 // meets a new bucket only at each doubling.

@@ -255,6 +255,9 @@ pub const LERP3: Variant = Variant::new(Shader::Elementwise, "lerp3");
 pub const CLAMP3: Variant = Variant::new(Shader::Elementwise, "clamp3");
 pub const MATMUL: Variant = Variant::new(Shader::Matmul, "matmul");
 pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
+/// Few rows (decode): 4 outputs of one row per invocation (shaders/matmul.wgsl).
+pub const GEMV: Variant = Variant::new(Shader::Matmul, "gemv");
+pub const GEMV_BIAS: Variant = Variant::new(Shader::Matmul, "gemv_bias");
 /// The workgroup-tiled forms (64x64 tiles through workgroup memory; GPUs).
 pub const MATMUL_TILED: Variant = Variant::new(Shader::Matmul, "matmul_tiled");
 pub const MATMUL_TILED_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_tiled_bias");
