@@ -444,6 +444,13 @@ fn attention_tiled(p: &crate::gpu::DeviceProperties) -> bool {
 }
 /// Largest embedding (q / k and v) the streaming kernel holds in registers (`MAX_E`).
 const STREAMING_MAX_E: usize = 128;
+/// Most keys the streaming kernel takes on a CPU adapter. On lavapipe (Mesa 22-24, LLVM 15)
+/// both of its forms return wrong rows from about 480 keys on (every output column but the
+/// first zero, for any mask; the same shader is right at 448 and below, and the parameters and
+/// buffers it sees are right): a miscompile we could not pin down yet. The math form (scores
+/// materialized) is right there, so longer key sequences take it on CPU adapters (the test:
+/// the op case `sdpa_long_keys`).
+const STREAMING_MAX_KEYS_SOFTWARE: usize = 256;
 
 /// What the streaming kernel computes besides q, k, v and the mask.
 pub(super) struct Streaming<'a> {
@@ -476,6 +483,7 @@ pub(super) fn streaming(
     if p.batch.len() > 2
         || e > STREAMING_MAX_E
         || ev > STREAMING_MAX_E
+        || (s > STREAMING_MAX_KEYS_SOFTWARE && crate::gpu::is_software(&k.r.dev.properties))
         || nb * l >= u32::MAX as usize
         || [q, kt, v]
             .iter()

@@ -26,6 +26,9 @@ def bool_mask(l, s, seed=5):
 
 CASES = [
     Case("sdpa_basic", lambda q, k, v: sdpa(q, k, v), qkv(2, 3, 5, 7, 8)),
+    # A decode step against a long cache (600 keys, head dim 64): past the key count where the
+    # streaming kernel went wrong on lavapipe (src/gpu/kernels/attention.rs).
+    Case("sdpa_long_keys", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 1, 600, 64), core=False),
     Case("sdpa_value_dim", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 6, 8, ev=5), core=False),
     Case("sdpa_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(2, 2, 6, 6, 4), core=False),
     Case("sdpa_causal_rect", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 3, 5, 4)),
