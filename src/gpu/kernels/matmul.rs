@@ -57,11 +57,11 @@ pub(super) fn matmul_operands(
     }))
 }
 
-/// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
-#[allow(clippy::too_many_arguments)]
 /// Most rows the `gemv` form takes (its invocations compute one row each).
 const GEMV_ROWS: usize = 4;
 
+/// out[b] = alpha * a[b] @ bm[b] (+ beta * c[b]); a is [B?, M, K], bm is [B?, K, N].
+#[allow(clippy::too_many_arguments)]
 pub(super) fn encode_matmul(
     k: &mut KernelCtx,
     a: &GTensor,
