@@ -14,14 +14,18 @@ PyTorch eager runs the saved program itself (`torch.export.load(...).module()`, 
 its buffers): the prompt in one call, then one token per call, greedy, with the thread count
 pt2web uses. pt2web runs `pt2web generate --json` (a release build of the CLI). Both give
 prefill tokens/s and decode tokens/s; the greedy tokens must agree (printed). Each figure is the
-best of --runs whole runs (a fresh process for pt2web, a fresh module for PyTorch). Printed,
-not a timed test. Targets (issue 15): CPU decode >= PyTorch eager's tok/s.
+best of --runs whole runs (a fresh process for pt2web, a fresh module for PyTorch). Also printed:
+bytes read back per decode token, peak host memory (resident set: this process for PyTorch, the
+pt2web processes for pt2web) and pt2web's peak GPU buffer bytes. Printed, not a timed test.
+Targets (issue 15): CPU decode >= PyTorch eager's tok/s; readback <= 8 bytes per token.
 """
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -72,12 +76,19 @@ def torch_run(path: Path, prompt: list, new: int) -> dict:
 
 
 def pt2web_run(path: Path, prompt: list, new: int, device: str) -> dict:
-    r = subprocess.run([BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, prompt)),
-                        "--max-new-tokens", str(new), "--device", device, "--json"],
-                       capture_output=True, text=True)
+    # The peak resident set of the pt2web process itself, through GNU time (Debian's `time`):
+    # a forked child's ru_maxrss would count this Python process's memory too.
+    gnu_time = Path("/usr/bin/time")
+    with tempfile.NamedTemporaryFile(mode="r", suffix=".txt") as peak:
+        wrap = [str(gnu_time), "-f", "%M", "-o", peak.name] if gnu_time.exists() else []
+        r = subprocess.run([*wrap, BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, prompt)),
+                            "--max-new-tokens", str(new), "--device", device, "--json"],
+                           capture_output=True, text=True)
+        kib = peak.read().strip().splitlines()
     if r.returncode != 0:
         raise SystemExit(f"pt2web generate failed: {r.stderr.strip()}")
     j = json.loads(r.stdout)
+    j["host_peak_mb"] = int(kib[-1]) / 1024 if kib and kib[-1].isdigit() else None
     j["prefill_tok_s"] = len(prompt) / (j["prefill_ms"] / 1e3)
     return j
 
@@ -103,17 +114,25 @@ def main() -> None:
     g = torch.Generator().manual_seed(1)
     prompt = torch.randint(0, 8192, (a.prompt,), generator=g).tolist()
     pt = max((torch_run(path, prompt, a.new) for _ in range(a.runs)), key=lambda r: r["decode_tok_s"] or 0)
+    # Peak resident memory (Linux reports KiB): this process for PyTorch (the interpreter and
+    # torch's libraries included); pt2web's process in pt2web_run.
+    pt["host_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     pw = max((pt2web_run(path, prompt, a.new, a.device) for _ in range(a.runs)),
              key=lambda r: r["decode_tok_s"] or 0)
     same = pt["tokens"] == pw["tokens"]
     print(f"\nLlama-style, hidden {a.hidden}, {a.layers} layers, GQA 8/2, vocab 8192, cache {CACHE}; "
           f"prompt {a.prompt}, {a.new} new tokens, greedy; {threads} threads (torch {torch.__version__}); "
-          f"best of {a.runs}")
-    print(f"{'engine':<22}{'prefill tok/s':>14}{'decode tok/s':>14}{'readback B/tok':>16}")
-    print(f"{'PyTorch eager':<22}{pt['prefill_tok_s']:>14.1f}{pt['decode_tok_s']:>14.1f}{'-':>16}")
+          f"best of {a.runs}; archive {path.stat().st_size / 2**20:.0f} MiB")
+    print(f"{'engine':<22}{'prefill tok/s':>14}{'decode tok/s':>14}{'readback B/tok':>16}"
+          f"{'host peak MiB':>15}{'GPU peak MiB':>14}")
+    print(f"{'PyTorch eager':<22}{pt['prefill_tok_s']:>14.1f}{pt['decode_tok_s']:>14.1f}{'-':>16}"
+          f"{pt['host_peak_mb']:>15.0f}{'-':>14}")
     rb = pw["readback_bytes_per_token"]
+    gpu = pw.get("gpu_peak_bytes")
+    host = "-" if pw["host_peak_mb"] is None else f"{pw['host_peak_mb']:.0f}"
     print(f"{'pt2web ' + pw['device']:<22}{pw['prefill_tok_s']:>14.1f}{pw['decode_tok_s']:>14.1f}"
-          f"{'-' if rb is None else rb:>16}")
+          f"{'-' if rb is None else rb:>16}{host:>15}"
+          f"{'-' if gpu is None else f'{gpu / 2**20:.0f}':>14}")
     print(f"pt2web / PyTorch: prefill {pw['prefill_tok_s'] / pt['prefill_tok_s']:.2f}x, "
           f"decode {pw['decode_tok_s'] / pt['decode_tok_s']:.2f}x tok/s (above 1: pt2web is faster); "
           f"greedy tokens {'equal' if same else 'DIFFER'}")

@@ -83,6 +83,9 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
             "prefill_ms": out.prefill_ms,
             "decode_tok_s": out.decode_tok_s,
             "readback_bytes_per_token": out.readback_bytes_per_token,
+            // The most bytes of pt2web's GPU buffers in use at once (weights, cache, the runs'
+            // activations); null on the CPU.
+            "gpu_peak_bytes": session.gpu().map(|g| g.device.max_memory_allocated()),
         });
         println!(
             "{}",
