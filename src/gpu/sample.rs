@@ -30,11 +30,14 @@ impl GpuSession {
     pub async fn argmax_last_async(&mut self, t: &GTensor) -> Result<i64> {
         let what = "argmax of the last logits";
         let n = match t.sizes.last() {
-            Some(&n) if n > 0 && t.dtype == DType::F32 => n,
+            Some(&n) if t.numel() > 0 && t.dtype == DType::F32 => n,
             _ => {
                 return Err(Error::op(
                     what,
-                    format!("expected f32 logits, got {} {:?}", t.dtype, t.sizes),
+                    format!(
+                        "expected non-empty f32 logits, got {} {:?}",
+                        t.dtype, t.sizes
+                    ),
                 ))
             }
         };
