@@ -178,6 +178,17 @@ fn gemv_acc(row: u32, col0: u32, batch: u32) -> vec4<f32> {
     return vec4<f32>(acc);
 }
 
+// Store the results `v` of columns col0..col0+3 of `row` in output `batch`, within the edge.
+fn gemv_store(v: vec4<f32>, row: u32, col0: u32, batch: u32) {
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let col = col0 + j;
+        if col < params.n {
+            let o = (batch * params.m + row) * params.n + col;
+            out[o] = to_out(epilogue(v[j], o));
+        }
+    }
+}
+
 @compute @workgroup_size(64)
 fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
     let col0 = gid.x * 4u;
@@ -185,16 +196,10 @@ fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
     if row >= params.m || col0 >= params.n {
         return;
     }
-    let acc = gemv_acc(row, col0, gid.z);
-    for (var j = 0u; j < 4u; j = j + 1u) {
-        let col = col0 + j;
-        if col < params.n {
-            let o = (gid.z * params.m + row) * params.n + col;
-            out[o] = to_out(epilogue(params.alpha * acc[j], o));
-        }
-    }
+    gemv_store(params.alpha * gemv_acc(row, col0, gid.z), row, col0, gid.z);
 }
 
+// `gemv` plus the bias (columns past the edge read the last one's, never stored).
 @compute @workgroup_size(64)
 fn gemv_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
     let col0 = gid.x * 4u;
@@ -202,14 +207,14 @@ fn gemv_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
     if row >= params.m || col0 >= params.n {
         return;
     }
-    let acc = gemv_acc(row, col0, gid.z);
-    for (var j = 0u; j < 4u; j = j + 1u) {
-        let col = col0 + j;
-        if col < params.n {
-            let o = (gid.z * params.m + row) * params.n + col;
-            out[o] = to_out(epilogue(params.alpha * acc[j] + bias_term(row, col, gid.z), o));
-        }
-    }
+    let last = params.n - 1u;
+    let bias = vec4<f32>(
+        bias_term(row, col0, gid.z),
+        bias_term(row, min(col0 + 1u, last), gid.z),
+        bias_term(row, min(col0 + 2u, last), gid.z),
+        bias_term(row, min(col0 + 3u, last), gid.z),
+    );
+    gemv_store(params.alpha * gemv_acc(row, col0, gid.z) + bias, row, col0, gid.z);
 }
 
 // `matmul_tiled` / `matmul_tiled_bias`: a 64x64 output tile per 16x16 workgroup, each
