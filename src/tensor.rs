@@ -9,35 +9,59 @@ use crate::error::{Error, Result};
 use std::sync::Arc;
 
 /// An untyped, immutable, reference-counted byte buffer (torch's `UntypedStorage`).
+///
+/// A storage can be *released* ([`Storage::released`]): its bytes are gone (a session holds
+/// the tensor in its own form, decoded on the CPU or uploaded to the GPU) but its length and
+/// its sharing stay, for the memory estimate and for tensors that shared it.
 #[derive(Clone, PartialEq)]
-pub struct Storage(Arc<Vec<u8>>);
+pub struct Storage {
+    bytes: Arc<Vec<u8>>,
+    len: usize,
+}
 
 impl Storage {
     pub fn new(bytes: Vec<u8>) -> Self {
-        Storage(Arc::new(bytes))
+        let len = bytes.len();
+        Storage {
+            bytes: Arc::new(bytes),
+            len,
+        }
     }
+    /// A storage of `len` bytes whose contents were dropped (see the type's doc).
+    pub fn released(len: usize) -> Self {
+        Storage {
+            bytes: Arc::new(Vec::new()),
+            len,
+        }
+    }
+    /// The bytes; empty for a released storage.
     pub fn bytes(&self) -> &[u8] {
-        &self.0
+        &self.bytes
     }
+    /// Whether the bytes were dropped ([`Storage::released`]).
+    pub fn is_released(&self) -> bool {
+        self.bytes.len() != self.len
+    }
+    /// The length in bytes (also of a released storage).
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.len
     }
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len == 0
     }
     /// An identity for the allocation (equal for handles that share it).
     pub fn id(&self) -> usize {
-        Arc::as_ptr(&self.0) as *const u8 as usize
+        Arc::as_ptr(&self.bytes) as *const u8 as usize
     }
     /// True when both handles point at the same allocation (shared storage).
     pub fn same(&self, other: &Storage) -> bool {
-        Arc::ptr_eq(&self.0, &other.0)
+        Arc::ptr_eq(&self.bytes, &other.bytes)
     }
 }
 
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Storage({} bytes)", self.0.len())
+        write!(f, "Storage({} bytes)", self.len)
     }
 }
 
@@ -162,7 +186,8 @@ impl HostTensor {
         Ok(())
     }
 
-    /// The elements in row-major order as little-endian bytes (copies when strided).
+    /// The elements in row-major order as little-endian bytes (copies when strided). The
+    /// storage must not be released.
     pub fn contiguous_bytes(&self) -> Vec<u8> {
         let es = self.dtype.size();
         let n = self.numel();

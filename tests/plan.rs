@@ -163,6 +163,10 @@ fn gpu_prepare_creates_the_pipelines_of_the_first_run() {
             let (a, b) = (a.as_tensor().unwrap(), b.as_tensor().unwrap());
             assert_eq!(a.to_vec::<f64>(), b.to_vec::<f64>(), "{stem}");
         }
+        // The host copy of the state is current after a sync (weights are dropped from the
+        // host once uploaded, buffers the runs updated live on the GPU).
+        g.sync_state().unwrap();
+        plain.sync_state().unwrap();
         for (name, t) in &g.cpu.state {
             let other = &plain.cpu.state[name];
             assert_eq!(

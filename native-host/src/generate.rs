@@ -57,9 +57,22 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
     };
     sampling.check().map_err(|e| format!("--{e}"))?;
     let model = Some(args.model.clone());
-    let (source, p, load_ms) = load_with_progress(&model, args.target.program.as_deref(), false)?;
+    let (source, p, load_ms) = load_with_progress(
+        &model,
+        args.target.program.as_deref(),
+        false,
+        args.target.weight_format()?,
+    )?;
     LmSignature::of(&p).map_err(|e| format!("{source}: {e}"))?;
+    let largest_weight = p
+        .state
+        .values()
+        .map(|e| e.tensor.nbytes())
+        .max()
+        .unwrap_or(0);
     let mut session = open_backend(p, &args.target.device, &args.target.backend)?;
+    // What pt2web holds on the host once the model is loaded (and, on the GPU, uploaded).
+    let heap_after_load = crate::heap::live();
     let opts = GenerateOptions {
         max_new_tokens: args.max_new_tokens,
         sampling,
@@ -86,6 +99,11 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
             // The most bytes of pt2web's GPU buffers in use at once (weights, cache, the runs'
             // activations); null on the CPU.
             "gpu_peak_bytes": session.gpu().map(|g| g.device.max_memory_allocated()),
+            // pt2web's own host memory (Rust heap; a GPU driver's allocations are not in it):
+            // after loading (and uploading), and at most during the whole command.
+            "host_heap_after_load_bytes": heap_after_load,
+            "host_heap_peak_bytes": crate::heap::peak(),
+            "largest_weight_bytes": largest_weight,
         });
         println!(
             "{}",

@@ -10,9 +10,13 @@ use std::process::ExitCode;
 mod bench;
 mod check;
 mod generate;
+mod heap;
 mod progress;
 mod run;
 mod tensors_io;
+
+#[global_allocator]
+static HEAP: heap::Counting = heap::Counting;
 
 /// The default model: a small program embedded in the binary, so `pt2web info` works out of the box.
 const DEFAULT_MODEL: &[u8] = include_bytes!("../../tests/fixtures/mlp_train.pt2");

@@ -4,6 +4,7 @@ use crate::read_model;
 use crate::tensors_io::{read_npy, read_safetensors, write_safetensors};
 use clap::Args;
 use pt2web::archive::pt2::LoadOptions;
+use pt2web::archive::pt2::WeightFormat;
 use pt2web::backend::Backend;
 use pt2web::cpu::Tensor;
 use pt2web::gpu::{GpuInput, Slot};
@@ -65,6 +66,18 @@ pub struct Target {
     /// Only this program of a multi-program archive.
     #[arg(long)]
     pub program: Option<String>,
+    /// Quantize the weights of linear layers and embeddings at load: f32 (keep them),
+    /// int8 (a scale per output row), int4 or int4:GROUP (a scale per GROUP input
+    /// features, 32 by default); dequantized inside the kernels.
+    #[arg(long, default_value = "f32")]
+    pub weights: String,
+}
+
+impl Target {
+    /// `--weights`, parsed.
+    pub fn weight_format(&self) -> Result<WeightFormat, String> {
+        self.weights.parse().map_err(|e| format!("--weights: {e}"))
+    }
 }
 
 pub(crate) fn check_device(device: &str) -> Result<(), String> {
@@ -152,7 +165,7 @@ pub(crate) fn load(
     model: &Option<PathBuf>,
     program: Option<&str>,
 ) -> Result<(String, Program, f64), String> {
-    load_with_progress(model, program, false)
+    load_with_progress(model, program, false, WeightFormat::Keep)
 }
 
 /// [`load`] with a progress bar while reading a large archive (always on a terminal, or
@@ -161,6 +174,7 @@ pub(crate) fn load_with_progress(
     model: &Option<PathBuf>,
     program: Option<&str>,
     force: bool,
+    weights: WeightFormat,
 ) -> Result<(String, Program, f64), String> {
     let t0 = Instant::now();
     let (source, bytes) = match model {
@@ -171,9 +185,11 @@ pub(crate) fn load_with_progress(
         None => read_model(model)?,
     };
     let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
-    let p = archive
-        .program(program, &LoadOptions::default())
-        .map_err(|e| e.to_string())?;
+    let opts = LoadOptions {
+        weights,
+        ..Default::default()
+    };
+    let p = archive.program(program, &opts).map_err(|e| e.to_string())?;
     Ok((source, p, t0.elapsed().as_secs_f64() * 1e3))
 }
 
@@ -244,8 +260,12 @@ pub(crate) fn gather_inputs_from(
 }
 
 pub fn run(args: RunArgs) -> Result<(), String> {
-    let (source, p, load_ms) =
-        load_with_progress(&args.model, args.target.program.as_deref(), args.progress)?;
+    let (source, p, load_ms) = load_with_progress(
+        &args.model,
+        args.target.program.as_deref(),
+        args.progress,
+        args.target.weight_format()?,
+    )?;
     let (inputs, origin) = gather_inputs(&p, &args)?;
     let input_desc: Vec<serde_json::Value> = p
         .user_inputs()

@@ -35,7 +35,12 @@ pub struct LoadOptions {
     /// Opset versions the caller expects (`expected_opset_version=`); a mismatch is an error.
     pub expected_opset_version: Option<OpsetVersions>,
     pub limits: Limits,
+    /// Quantize the weights of linear layers and embeddings at load
+    /// ([`crate::passes::quantize`]); [`WeightFormat::Keep`] by default.
+    pub weights: crate::passes::quantize::WeightFormat,
 }
+
+pub use crate::passes::quantize::WeightFormat;
 
 /// One program as stored: its schema object and its state, before validation into a Program.
 #[derive(Debug, Clone)]

@@ -161,6 +161,23 @@ impl GpuSession {
             s.state.insert(fqn.clone(), g);
         }
         r.flush()?;
+        // Weights are not kept twice: once on the GPU, the host copy of every state tensor
+        // the program does not mutate is dropped (a CPU fallback that reads one downloads it
+        // and keeps it). Mutated buffers keep theirs: a run whose mutation comes back from
+        // the CPU writes into it.
+        let cell_id = |t: &GTensor| Arc::as_ptr(&t.cell) as *const () as usize;
+        let mutated: std::collections::HashSet<usize> = s
+            .cpu
+            .program
+            .mutated_state()
+            .iter()
+            .filter_map(|n| s.state.get(n).map(cell_id))
+            .collect();
+        for t in s.state.values() {
+            if !mutated.contains(&cell_id(t)) {
+                super::store::release_host(&t.cell);
+            }
+        }
         r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
         let stats = r.stats;
         s.total_stats.add(&stats);

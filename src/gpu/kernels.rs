@@ -34,6 +34,7 @@ mod ints;
 mod linalg;
 mod norm;
 mod pool;
+mod quant;
 mod reduce;
 mod resample;
 mod rnn;

@@ -34,13 +34,15 @@ pub enum Shader {
     RowsSubgroup,
     /// Token selection on the device (`sample.rs`).
     Sample,
+    /// Weights quantized at load (`kernels/quant.rs`).
+    Quant,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 22] = [
+    pub const ALL: [Shader; 23] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -63,6 +65,7 @@ impl Shader {
         Shader::Attention,
         Shader::RowsSubgroup,
         Shader::Sample,
+        Shader::Quant,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -88,6 +91,7 @@ impl Shader {
             Shader::Attention => "attention.wgsl",
             Shader::RowsSubgroup => "rows_subgroup.wgsl",
             Shader::Sample => "sample.wgsl",
+            Shader::Quant => "quant.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -169,6 +173,7 @@ impl Shader {
             Shader::Attention => include_str!("../../shaders/attention.wgsl"),
             Shader::RowsSubgroup => include_str!("../../shaders/rows_subgroup.wgsl"),
             Shader::Sample => include_str!("../../shaders/sample.wgsl"),
+            Shader::Quant => include_str!("../../shaders/quant.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }

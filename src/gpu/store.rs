@@ -257,6 +257,26 @@ pub fn cpu_store(t: &Tensor) -> Cell {
     }))
 }
 
+/// Drop the host copy of a store whose GPU copy is current (a weight once uploaded): the
+/// CPU data becomes empty and stale, and the next CPU use downloads it again (a CPU fallback
+/// reading that weight keeps it from then on). Returns the bytes freed; 0 when the store
+/// has no current GPU copy or no host copy.
+pub fn release_host(cell: &Cell) -> usize {
+    let mut s = lock(cell);
+    if !s.gpu_valid || !s.cpu_valid {
+        return 0;
+    }
+    let Some(d) = s.cpu.clone() else { return 0 };
+    let mut data = d.write().unwrap_or_else(|e| e.into_inner());
+    let freed = data.len() * s.dtype.size();
+    if let Some(empty) = Data::zeros(s.dtype, 0) {
+        *data = empty;
+    }
+    drop(data);
+    s.cpu_valid = false;
+    freed
+}
+
 /// A fresh GPU-only store of `len` elements for a kernel to write (its buffer may be one
 /// that encoded work still reads: see [`GpuDevice::alloc_output`]).
 pub fn gpu_store(dev: &GpuDevice, dtype: DType, len: usize, what: &str) -> Result<Cell> {

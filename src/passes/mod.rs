@@ -45,6 +45,8 @@ mod fold_bn;
 mod functionalize;
 mod fuse;
 mod noop;
+/// Load-time weight quantization (not a session pass: `LoadOptions::weights` asks for it).
+pub mod quantize;
 mod reinplace;
 
 use crate::program::{Arg, Graph, IntArg, Node, Program, ValueId};

@@ -162,6 +162,28 @@ impl Program {
             .collect()
     }
 
+    /// Drop the bytes of every state tensor ([`crate::tensor::Storage::released`]), keeping
+    /// dtypes, shapes, lengths and sharing: a session does this once it holds the state in its
+    /// own form, so the archive's copy of the weights is not kept next to it. Returns the
+    /// bytes dropped (storages other handles still share are freed when those go too).
+    pub fn release_state_bytes(&mut self) -> usize {
+        let mut released: std::collections::HashMap<usize, crate::tensor::Storage> =
+            Default::default();
+        let mut bytes = 0;
+        for e in self.state.values_mut() {
+            let st = &mut e.tensor.storage;
+            if st.is_released() {
+                continue;
+            }
+            let r = released.entry(st.id()).or_insert_with(|| {
+                bytes += st.len();
+                crate::tensor::Storage::released(st.len())
+            });
+            *st = r.clone();
+        }
+        bytes
+    }
+
     /// Validate a raw program into the IR.
     pub fn from_raw(raw: RawProgram, style: ExprStyle, limits: &crate::Limits) -> Result<Program> {
         let serialized = Arc::new(raw.ep.clone());
@@ -603,6 +625,8 @@ impl Pt2Archive {
             Layout::Legacy { .. } => ExprStyle::Infix,
             Layout::Pt2 { .. } => ExprStyle::Srepr,
         };
-        Program::from_raw(raw, style, &opts.limits)
+        let mut p = Program::from_raw(raw, style, &opts.limits)?;
+        crate::passes::quantize::run(&mut p, opts.weights)?;
+        Ok(p)
     }
 }

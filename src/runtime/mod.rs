@@ -310,6 +310,9 @@ impl Session {
             };
             state.insert(fqn.clone(), t);
         }
+        // The session holds the state now: the archive's bytes of it are not kept too.
+        drop(shared);
+        program.release_state_bytes();
         // A guard pt2web cannot parse is an error now rather than a silently skipped check.
         let guards = program
             .guards_code

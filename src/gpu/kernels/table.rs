@@ -190,6 +190,7 @@ pub fn gpu_table() -> &'static GpuTable {
         super::rnn::register(&mut t);
         super::conv::register(&mut t);
         super::norm::register(&mut t);
+        super::quant::register(&mut t);
         t
     })
 }

@@ -14,6 +14,8 @@ pub(crate) mod gemm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemv;
 mod linear;
+/// Weights quantized at load (int8 / int4 with group scales), dequantized in the kernel.
+pub mod quant;
 #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
 use linear::Weight;
 #[cfg(any(target_arch = "x86_64", target_arch = "wasm32"))]
@@ -28,6 +30,7 @@ use crate::runtime::RValue;
 use crate::tensor::contiguous_strides;
 
 pub(crate) fn register(r: &mut OpTable) {
+    quant::register(r);
     r.define_op("aten.mm", mm, meta::product);
     r.define_op("aten.bmm", bmm, meta::product);
     r.define_op("aten.addmm", addmm, meta::product);
