@@ -15,7 +15,11 @@ mostly the graph's JSON; scripts/build_models.sh runs this):
                       program (`torch.export.load(NAME.pt2).module()`): the prompt in one call,
                       then one token per call, each the argmax of the last logits.
   NAME.logits.safetensors  `prefill_last`: the prompt call's last logits; `step_<i>`: the
-                      last logits of decode call i (for the max error against PyTorch).
+                      last logits of decode call i (for the max error against PyTorch);
+                      `prefill_last_int8` / `prefill_last_int4`: the prompt call's last logits
+                      with the weights of every Linear, Embedding and Conv1D rounded as
+                      pt2web's load-time quantization rounds them (`--weights int8` / `int4`,
+                      the format of src/ops/matmul/quant.rs, implemented here independently).
 
 An existing archive is kept unless --force; the json and logits always come from the archive
 on disk.
@@ -100,6 +104,41 @@ def greedy(path):
     return tokens, logits
 
 
+def fake_quant(w, bits, group):
+    """w [n, k] (rows = outputs) through symmetric round-to-nearest-even quantization with one
+    scale per `group` consecutive inputs of a row, back to f32."""
+    qmax = 2 ** (bits - 1) - 1
+    n, k = w.shape
+    g = w.reshape(n, k // group, group)
+    s = g.abs().amax(-1, keepdim=True) / qmax
+    safe = torch.where(s > 0, s, torch.ones_like(s))
+    q = torch.where(s > 0, torch.round(g / safe), torch.zeros_like(g)).clamp(-qmax, qmax)
+    return (q * s).reshape(n, k)
+
+
+def quantized_prefill(m, path, bits, group):
+    """The saved program's prompt logits with m's Linear / Embedding / Conv1D weights rounded
+    (exported names are the module's with the wrapper's `model.` prefix)."""
+    from transformers.pytorch_utils import Conv1D
+
+    ep = torch.export.load(path).module()
+    sd = ep.state_dict()
+    for name, mod in m.named_modules():
+        key = f"model.{name}.weight"
+        if key not in sd:  # a tied weight (GPT-2's lm_head is wte): quantized once, there
+            continue
+        if isinstance(mod, (torch.nn.Linear, torch.nn.Embedding)):
+            w = mod.weight.detach()
+            sd[key] = fake_quant(w, bits, group or w.shape[1])
+        elif isinstance(mod, Conv1D):
+            w = mod.weight.detach().t()  # [out, in]
+            sd[key] = fake_quant(w, bits, group or w.shape[1]).t().contiguous()
+    ep.load_state_dict(sd)
+    with torch.no_grad():
+        out = ep(input_ids=torch.tensor([PROMPT]), cache_position=torch.arange(len(PROMPT)))
+    return out[0, -1].clone()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--force", action="store_true")
@@ -111,6 +150,8 @@ def main():
         if args.force or not os.path.exists(path):
             export(m, path)
         tokens, logits = greedy(path)
+        logits["prefill_last_int8"] = quantized_prefill(m, path, 8, None)
+        logits["prefill_last_int4"] = quantized_prefill(m, path, 4, 32)
         meta = {"covers": covers, "prompt": PROMPT, "max_new_tokens": NEW, "tokens": tokens,
                 "vocab": int(logits["prefill_last"].numel()), "cache_len": CACHE_LEN,
                 "torch_version": torch.__version__}

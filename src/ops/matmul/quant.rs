@@ -11,8 +11,8 @@
 //! - `group` divides `k` and holds whole words (a multiple of `32 / bits`); int8 defaults to
 //!   one group per row (per-channel), int4 to groups of 32.
 //!
-//! Quantizing (symmetric, round to nearest): `scale = max|w| / qmax` over the group,
-//! `q = round(w / scale)` (0 for an all-zero group).
+//! Quantizing (symmetric, round half to even as torch's quantize ops): `scale = max|w| / qmax`
+//! over the group, `q = round(w / scale)` (0 for an all-zero group).
 
 use super::gemm::par_chunks;
 use crate::cpu::Tensor;
@@ -92,7 +92,7 @@ pub fn quantize(w: &[f32], l: QLayout) -> (Vec<i32>, Vec<f32>) {
             for (t, &v) in vals.iter().enumerate() {
                 let i = g * l.group + t;
                 let q = if scale > 0.0 {
-                    ((v / scale).round() as i32).clamp(-qmax, qmax)
+                    ((v / scale).round_ties_even() as i32).clamp(-qmax, qmax)
                 } else {
                     0
                 };
