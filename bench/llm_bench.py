@@ -2,7 +2,7 @@
 PyTorch eager stepping the same exported program, in one run.
 
     .venv/bin/python bench/llm_bench.py [--prompt 128] [--new 32] [--layers 8] [--hidden 512]
-                                        [--device cpu|gpu] [--runs 2]
+                                        [--device cpu|gpu] [--runs 2] [--weights f32,int8,int4]
 
 The model: Llama-style (transformers' LlamaForCausalLM, random weights, seed 0): hidden 512,
 8 layers, 8 query heads over 2 key/value heads (grouped-query attention), vocab 8192, exported
@@ -16,8 +16,11 @@ pt2web uses. pt2web runs `pt2web generate --json` (a release build of the CLI). 
 prefill tokens/s and decode tokens/s; the greedy tokens must agree (printed). Each figure is the
 best of --runs whole runs (a fresh process for pt2web, a fresh module for PyTorch). Also printed:
 bytes read back per decode token, peak host memory (resident set: this process for PyTorch, the
-pt2web processes for pt2web) and pt2web's peak GPU buffer bytes. Printed, not a timed test.
-Targets (issue 15): CPU decode >= PyTorch eager's tok/s; readback <= 8 bytes per token.
+pt2web processes for pt2web), pt2web's peak GPU buffer bytes and pt2web's own host heap after
+loading (against the largest single weight). pt2web runs once per --weights format (weights
+quantized at load; their greedy tokens may leave the f32 ones, the agreement is printed).
+Printed, not a timed test. Targets (issue 15): CPU decode >= PyTorch eager's tok/s; readback
+<= 8 bytes per token; host memory after load <= 1.2x the largest weight on the GPU path.
 """
 import argparse
 import json
@@ -75,14 +78,15 @@ def torch_run(path: Path, prompt: list, new: int) -> dict:
             "decode_tok_s": (new - 1) / decode if new > 1 else None}
 
 
-def pt2web_run(path: Path, prompt: list, new: int, device: str) -> dict:
+def pt2web_run(path: Path, prompt: list, new: int, device: str, weights: str = "f32") -> dict:
     # The peak resident set of the pt2web process itself, through GNU time (Debian's `time`):
     # a forked child's ru_maxrss would count this Python process's memory too.
     gnu_time = Path("/usr/bin/time")
     with tempfile.NamedTemporaryFile(mode="r", suffix=".txt") as peak:
         wrap = [str(gnu_time), "-f", "%M", "-o", peak.name] if gnu_time.exists() else []
         r = subprocess.run([*wrap, BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, prompt)),
-                            "--max-new-tokens", str(new), "--device", device, "--json"],
+                            "--max-new-tokens", str(new), "--device", device, "--weights", weights,
+                            "--json"],
                            capture_output=True, text=True)
         kib = peak.read().strip().splitlines()
     if r.returncode != 0:
@@ -101,6 +105,9 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--runs", type=int, default=2)
+    ap.add_argument("--weights", default="f32,int8,int4",
+                    help="pt2web's weight formats to run, comma-separated (f32, int8, int4[:GROUP]); "
+                         "quantized greedy tokens may leave the f32 ones")
     a = ap.parse_args()
     if a.prompt + a.new > CACHE:
         ap.error(f"--prompt + --new must fit the {CACHE}-position cache")
@@ -117,27 +124,39 @@ def main() -> None:
     # Peak resident memory (Linux reports KiB): this process for PyTorch (the interpreter and
     # torch's libraries included); pt2web's process in pt2web_run.
     pt["host_peak_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    pw = max((pt2web_run(path, prompt, a.new, a.device) for _ in range(a.runs)),
-             key=lambda r: r["decode_tok_s"] or 0)
-    same = pt["tokens"] == pw["tokens"]
+    rows = []
+    for w in a.weights.split(","):
+        rows.append((w, max((pt2web_run(path, prompt, a.new, a.device, w) for _ in range(a.runs)),
+                            key=lambda r: r["decode_tok_s"] or 0)))
     print(f"\nLlama-style, hidden {a.hidden}, {a.layers} layers, GQA 8/2, vocab 8192, cache {CACHE}; "
           f"prompt {a.prompt}, {a.new} new tokens, greedy; {threads} threads (torch {torch.__version__}); "
           f"best of {a.runs}; archive {path.stat().st_size / 2**20:.0f} MiB")
-    print(f"{'engine':<22}{'prefill tok/s':>14}{'decode tok/s':>14}{'readback B/tok':>16}"
-          f"{'host peak MiB':>15}{'GPU peak MiB':>14}")
-    print(f"{'PyTorch eager':<22}{pt['prefill_tok_s']:>14.1f}{pt['decode_tok_s']:>14.1f}{'-':>16}"
-          f"{pt['host_peak_mb']:>15.0f}{'-':>14}")
-    rb = pw["readback_bytes_per_token"]
-    gpu = pw.get("gpu_peak_bytes")
-    host = "-" if pw["host_peak_mb"] is None else f"{pw['host_peak_mb']:.0f}"
-    print(f"{'pt2web ' + pw['device']:<22}{pw['prefill_tok_s']:>14.1f}{pw['decode_tok_s']:>14.1f}"
-          f"{'-' if rb is None else rb:>16}{host:>15}"
-          f"{'-' if gpu is None else f'{gpu / 2**20:.0f}':>14}")
-    print(f"pt2web / PyTorch: prefill {pw['prefill_tok_s'] / pt['prefill_tok_s']:.2f}x, "
-          f"decode {pw['decode_tok_s'] / pt['decode_tok_s']:.2f}x tok/s (above 1: pt2web is faster); "
-          f"greedy tokens {'equal' if same else 'DIFFER'}")
-    if not same:
-        print(f"  PyTorch {pt['tokens']}\n  pt2web  {pw['tokens']}")
+    print("host peak: the process's peak resident set (on lavapipe it holds the GPU memory too); "
+          "heap after load: pt2web's own host memory once loaded (Rust heap, no driver memory), "
+          "against the largest single weight")
+    print(f"{'engine':<24}{'prefill tok/s':>14}{'decode tok/s':>14}{'readback B/tok':>16}"
+          f"{'host peak MiB':>15}{'GPU peak MiB':>14}{'heap after load':>17}")
+    print(f"{'PyTorch eager':<24}{pt['prefill_tok_s']:>14.1f}{pt['decode_tok_s']:>14.1f}{'-':>16}"
+          f"{pt['host_peak_mb']:>15.0f}{'-':>14}{'-':>17}")
+    for w, pw in rows:
+        rb = pw["readback_bytes_per_token"]
+        gpu = pw.get("gpu_peak_bytes")
+        host = "-" if pw["host_peak_mb"] is None else f"{pw['host_peak_mb']:.0f}"
+        heap = pw.get("host_heap_after_load_bytes")
+        big = pw.get("largest_weight_bytes") or 0
+        heap_s = "-" if heap is None else f"{heap / 2**20:.1f} ({heap / max(big, 1):.2f}x)"
+        print(f"{'pt2web ' + pw['device'] + ' ' + w:<24}{pw['prefill_tok_s']:>14.1f}{pw['decode_tok_s']:>14.1f}"
+              f"{'-' if rb is None else rb:>16}{host:>15}"
+              f"{'-' if gpu is None else f'{gpu / 2**20:.0f}':>14}{heap_s:>17}")
+    for w, pw in rows:
+        same = pt["tokens"] == pw["tokens"]
+        agree = sum(x == y for x, y in zip(pt["tokens"], pw["tokens"]))
+        tokens = "equal" if same else f"{agree}/{len(pt['tokens'])} equal"
+        print(f"pt2web {w} / PyTorch f32: prefill {pw['prefill_tok_s'] / pt['prefill_tok_s']:.2f}x, "
+              f"decode {pw['decode_tok_s'] / pt['decode_tok_s']:.2f}x tok/s (above 1: pt2web is faster); "
+              f"greedy tokens {tokens}")
+        if not same and w == "f32":
+            print(f"  PyTorch {pt['tokens']}\n  pt2web  {pw['tokens']}")
 
 
 if __name__ == "__main__":

@@ -61,6 +61,10 @@ export interface LoadOptions {
   /** Prepare before resolving (see `Model.prepare`): `true` for the declared shapes (a
    * program with dynamic dims needs them given), or the shapes themselves. */
   prepare?: true | PrepareShapes;
+  /** Quantize the weights of linear layers and embeddings at load, dequantized inside the
+   * kernels: 'int8' (a scale per output row, ~0.28x the f32 bytes), 'int4' (a scale per 32
+   * inputs, ~0.16x) or 'int4:GROUP'. Default 'f32': as the archive has them. */
+  weights?: 'f32' | 'int8' | 'int4' | `int4:${number}`;
 }
 
 /** Shapes for `Model.prepare`: by input name or in input order; sizes, a tensor (its shape

@@ -747,7 +747,8 @@ export async function programNames(source) {
 /**
  * Load a `.pt2`: `source` is a URL, Response, ArrayBuffer or Uint8Array.
  * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program, onProgress(loaded, total),
- * prepare: true (the declared shapes) or shapes as `model.prepare` takes them}.
+ * prepare: true (the declared shapes) or shapes as `model.prepare` takes them,
+ * weights: 'f32' (default) | 'int8' | 'int4' | 'int4:GROUP' (quantized at load)}.
  * With `prepare`, `onProgress` is called once more when it is done (`loaded === total`
  * again) and `model.prepareStats` holds what it did.
  */
@@ -772,9 +773,10 @@ async function loadModel(source, options) {
   let choice = await pickDevice(wanted);
   const bytes = await readSource(source, options.onProgress);
   const program = options.program ?? undefined;
+  const weights = options.weights ?? undefined;
   if (choice.device === 'webgpu') {
     try {
-      return new Model(await WasmModel.loadGpu(bytes, program), choice);
+      return new Model(await WasmModel.loadGpu(bytes, program, weights), choice);
     } catch (e) {
       const err = wrapError(e);
       // 'auto' falls back when the device cannot be opened, not when the archive is bad.
@@ -783,7 +785,7 @@ async function loadModel(source, options) {
     }
   }
   try {
-    return new Model(new WasmModel(bytes, program), choice);
+    return new Model(new WasmModel(bytes, program, weights), choice);
   } catch (e) {
     throw wrapError(e);
   }

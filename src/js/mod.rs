@@ -235,15 +235,27 @@ pub fn is_pt2_package(bytes: &[u8]) -> bool {
 }
 
 /// Parse the archive and describe the program: (program, info with `specs`, input names).
+/// `weights`: `load`'s `weights` option (`'f32'`, `'int8'`, `'int4'`, `'int4:GROUP'`).
 fn open_program(
-    bytes: &[u8],
+    bytes: Vec<u8>,
     program: Option<&str>,
+    weights: Option<&str>,
 ) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
-    let archive =
-        Pt2Archive::open("model.pt2", bytes.to_vec(), Limits::default()).map_err(to_js)?;
-    let p = archive
-        .program(program, &LoadOptions::default())
-        .map_err(to_js)?;
+    let weights = match weights {
+        None => Default::default(),
+        Some(w) => w.parse().map_err(|e: String| {
+            to_js(crate::Error::Input {
+                input: "weights".into(),
+                msg: e,
+            })
+        })?,
+    };
+    let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
+    let opts = LoadOptions {
+        weights,
+        ..Default::default()
+    };
+    let p = archive.program(program, &opts).map_err(to_js)?;
     let info = program_info(&p);
     let info_js = to_js_value(&info)?;
     let specs = Object::new();
@@ -262,10 +274,14 @@ fn open_program(
 #[wasm_bindgen]
 impl WasmModel {
     /// Load a program (by name, or the only/first one) from the bytes of a `.pt2`, on the
-    /// CPU backend.
+    /// CPU backend; `weights` quantizes at load (see `open_program`).
     #[wasm_bindgen(constructor)]
-    pub fn new(bytes: &[u8], program: Option<String>) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(bytes, program.as_deref())?;
+    pub fn new(
+        bytes: Vec<u8>,
+        program: Option<String>,
+        weights: Option<String>,
+    ) -> Result<WasmModel, JsValue> {
+        let (p, info, names) = open_program(bytes, program.as_deref(), weights.as_deref())?;
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
             engine: Rc::new(RefCell::new(Box::new(session))),
@@ -277,9 +293,12 @@ impl WasmModel {
     /// Load a program on WebGPU (weights uploaded once); ops without a GPU kernel run on
     /// the CPU backend.
     #[wasm_bindgen(js_name = loadGpu)]
-    pub async fn load_gpu(bytes: Vec<u8>, program: Option<String>) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(&bytes, program.as_deref())?;
-        drop(bytes);
+    pub async fn load_gpu(
+        bytes: Vec<u8>,
+        program: Option<String>,
+        weights: Option<String>,
+    ) -> Result<WasmModel, JsValue> {
+        let (p, info, names) = open_program(bytes, program.as_deref(), weights.as_deref())?;
         let dev = device().await?;
         let session = GpuSession::new(p, dev).map_err(to_js)?;
         Ok(WasmModel {

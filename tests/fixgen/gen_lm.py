@@ -10,10 +10,13 @@ mostly the graph's JSON; scripts/build_models.sh runs this):
                       user inputs input_ids [1, seq] and cache_position [seq] (seq dynamic,
                       1..16), output the logits [1, seq, vocab]; the cache is the module's
                       buffers, updated in place by each call.
-  NAME.generate.json  {"covers", "prompt", "max_new_tokens", "tokens", "vocab", "cache_len"}:
+  NAME.generate.json  {"covers", "prompt", "max_new_tokens", "tokens", "vocab", "cache_len",
+                      "tokens_int8", "tokens_int4"}:
                       `tokens` are PyTorch's greedy tokens from its own loop over the saved
                       program (`torch.export.load(NAME.pt2).module()`): the prompt in one call,
-                      then one token per call, each the argmax of the last logits.
+                      then one token per call, each the argmax of the last logits;
+                      `tokens_int8` / `tokens_int4` the same loop with the weights rounded as
+                      below.
   NAME.logits.safetensors  `prefill_last`: the prompt call's last logits; `step_<i>`: the
                       last logits of decode call i (for the max error against PyTorch);
                       `prefill_last_int8` / `prefill_last_int4`: the prompt call's last logits
@@ -86,8 +89,11 @@ def export(m, path):
     torch.export.save(ep, path)
 
 
-def greedy(path):
+def greedy(path, weights=None):
+    """PyTorch's greedy loop over the saved program (its state replaced by `weights`)."""
     m = torch.export.load(path).module()
+    if weights is not None:
+        m.load_state_dict(weights)
     logits = {}
     with torch.no_grad():
         out = m(input_ids=torch.tensor([PROMPT]), cache_position=torch.arange(len(PROMPT)))
@@ -116,13 +122,12 @@ def fake_quant(w, bits, group):
     return (q * s).reshape(n, k)
 
 
-def quantized_prefill(m, path, bits, group):
-    """The saved program's prompt logits with m's Linear / Embedding / Conv1D weights rounded
+def quantized_state(m, path, bits, group):
+    """The saved program's state with m's Linear / Embedding / Conv1D weights rounded
     (exported names are the module's with the wrapper's `model.` prefix)."""
     from transformers.pytorch_utils import Conv1D
 
-    ep = torch.export.load(path).module()
-    sd = ep.state_dict()
+    sd = torch.export.load(path).module().state_dict()
     for name, mod in m.named_modules():
         key = f"model.{name}.weight"
         if key not in sd:  # a tied weight (GPT-2's lm_head is wte): quantized once, there
@@ -133,10 +138,7 @@ def quantized_prefill(m, path, bits, group):
         elif isinstance(mod, Conv1D):
             w = mod.weight.detach().t()  # [out, in]
             sd[key] = fake_quant(w, bits, group or w.shape[1]).t().contiguous()
-    ep.load_state_dict(sd)
-    with torch.no_grad():
-        out = ep(input_ids=torch.tensor([PROMPT]), cache_position=torch.arange(len(PROMPT)))
-    return out[0, -1].clone()
+    return sd
 
 
 def main():
@@ -150,11 +152,14 @@ def main():
         if args.force or not os.path.exists(path):
             export(m, path)
         tokens, logits = greedy(path)
-        logits["prefill_last_int8"] = quantized_prefill(m, path, 8, None)
-        logits["prefill_last_int4"] = quantized_prefill(m, path, 4, 32)
+        quantized = {}
+        for fmt, bits, group in [("int8", 8, None), ("int4", 4, 32)]:
+            q_tokens, q_logits = greedy(path, quantized_state(m, path, bits, group))
+            quantized[f"tokens_{fmt}"] = q_tokens
+            logits[f"prefill_last_{fmt}"] = q_logits["prefill_last"]
         meta = {"covers": covers, "prompt": PROMPT, "max_new_tokens": NEW, "tokens": tokens,
                 "vocab": int(logits["prefill_last"].numel()), "cache_len": CACHE_LEN,
-                "torch_version": torch.__version__}
+                "torch_version": torch.__version__, **quantized}
         with open(os.path.join(OUT, f"{name}.generate.json"), "w") as f:
             json.dump(meta, f, indent=1)
             f.write("\n")

@@ -56,6 +56,27 @@ test('model.generate gives PyTorch\'s greedy tokens (Llama- and GPT-2-style, Nod
   model.dispose();
 });
 
+test('load({weights}) quantizes at load: PyTorch\'s greedy tokens with the same rounding (Node CPU)', async (t) => {
+  if (!existsSync(path.join(DIR, 'gpt2_static.generate.json'))) {
+    t.skip('no .cache/models/*_static (scripts/build_models.sh)');
+    return;
+  }
+  for (const name of MODELS) {
+    const meta = JSON.parse(readFileSync(path.join(DIR, `${name}.generate.json`), 'utf8'));
+    const bytes = new Uint8Array(readFileSync(path.join(DIR, `${name}.pt2`)));
+    for (const weights of ['int8', 'int4']) {
+      const model = await load(bytes, { device: 'cpu', weights });
+      const tokens = await model.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens });
+      assert.deepEqual(tokens, meta[`tokens_${weights}`], `${name} ${weights}`);
+      assert.ok(model.state.keys().some((k) => k.endsWith('.qweight')), `${name} ${weights}: state`);
+      model.dispose();
+    }
+  }
+  const bytes = new Uint8Array(readFileSync(path.join(DIR, 'llama_static.pt2')));
+  await assert.rejects(load(bytes, { device: 'cpu', weights: 'int3' }),
+    (e) => e instanceof Pt2WebError && e.code === 'INPUT' && /weights/.test(e.message) && /int3/.test(e.message));
+});
+
 test('model.generate refuses a program without a static KV cache', async () => {
   const bytes = new Uint8Array(readFileSync(path.join(ROOT, 'tests', 'fixtures', 'mlp_train.pt2')));
   const model = await load(bytes, { device: 'cpu' });
