@@ -35,13 +35,168 @@ use std::collections::HashMap;
 
 /// Recognize the attentions of `g`; how many nodes fewer the graph has.
 pub(super) fn run(g: &mut Graph) -> usize {
-    if writes_in_place(g) {
-        return 0;
-    }
     let before = g.nodes.len();
+    // Safe with in-place writes: it only lets the attention read what the copies read.
+    grouped_query(g);
+    if writes_in_place(g) {
+        return before - g.nodes.len();
+    }
     merge_masks(g);
     fuse(g);
     before.saturating_sub(g.nodes.len())
+}
+
+/// Grouped-query attention as transformers writes it (`repeat_kv`): each key / value head
+/// copied for its group of query heads before `scaled_dot_product_attention`,
+///
+/// ```text
+/// reshape(expand(unsqueeze(x [B,Hkv,S,D], 2), [B,Hkv,g,S,D]), [B,Hkv*g,S,D])
+/// ```
+///
+/// becomes the attention reading `x` itself with `enable_gqa=True` (query head h reads
+/// key / value head h / g, which is what the copies held), so no run copies the KV cache.
+/// Each `reshape` may be a `view` or `_unsafe_view`, after an optional `clone`. The copies
+/// go when nothing else reads them. Returns the attentions rewritten.
+fn grouped_query(g: &mut Graph) -> usize {
+    let def = super::definers(g);
+    let sizes = |v: ValueId| match &g.values[v].kind {
+        ValueKind::Tensor { sizes, .. } => Some(sizes.clone()),
+        _ => None,
+    };
+    let int = |d: &Dim| match d {
+        Dim::Static(i) => Some(*i),
+        _ => None,
+    };
+    let tensor = |n: &Node, k: &str| match n.arg(k) {
+        Some(Arg::Tensor(t)) => Some(*t),
+        _ => None,
+    };
+    // `t` = repeat_kv(x): (x, g, the copies' nodes).
+    let repeated = |t: ValueId| -> Option<(ValueId, i64, Vec<usize>)> {
+        let r = *def.get(&t)?;
+        let rn = &g.nodes[r];
+        if !matches!(
+            rn.target.as_str(),
+            "aten.reshape.default" | "aten.view.default" | "aten._unsafe_view.default"
+        ) {
+            return None;
+        }
+        let shape = match rn.arg("shape").or_else(|| rn.arg("size")) {
+            Some(Arg::Ints(s)) => s.clone(),
+            Some(Arg::SymInts(s)) => s
+                .iter()
+                .map(|a| match a {
+                    IntArg::Int(i) => Some(*i),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?,
+            _ => return None,
+        };
+        let mut nodes = vec![r];
+        let mut src = tensor(rn, "self")?;
+        let mut e = *def.get(&src)?;
+        if g.nodes[e].target == "aten.clone.default" {
+            nodes.push(e);
+            src = tensor(&g.nodes[e], "self")?;
+            e = *def.get(&src)?;
+        }
+        let en = &g.nodes[e];
+        if en.target != "aten.expand.default" {
+            return None;
+        }
+        let size = match en.arg("size") {
+            Some(Arg::Ints(s)) => s.clone(),
+            Some(Arg::SymInts(s)) => s
+                .iter()
+                .map(|a| match a {
+                    IntArg::Int(i) => Some(*i),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?,
+            _ => return None,
+        };
+        nodes.push(e);
+        let u = *def.get(&tensor(en, "self")?)?;
+        let un = &g.nodes[u];
+        if un.target != "aten.unsqueeze.default" || !matches!(un.arg("dim"), Some(Arg::Int(2))) {
+            return None;
+        }
+        nodes.push(u);
+        let x = tensor(un, "self")?;
+        let xs: Vec<i64> = sizes(x)?.iter().map(int).collect::<Option<_>>()?;
+        let [b, hkv, s, d] = xs[..] else { return None };
+        let grp = *size.get(2)?;
+        let fits = |want: i64, got: i64| got == want || got == -1;
+        if size.len() != 5
+            || grp < 1
+            || !fits(b, size[0])
+            || !fits(hkv, size[1])
+            || !fits(s, size[3])
+            || !fits(d, size[4])
+            || shape.len() != 4
+            || !fits(b, shape[0])
+            || shape[1] != hkv * grp
+            || !fits(s, shape[2])
+            || !fits(d, shape[3])
+        {
+            return None;
+        }
+        Some((x, grp, nodes))
+    };
+    let mut rewrites = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if n.target != "aten.scaled_dot_product_attention.default"
+            || matches!(n.arg("enable_gqa"), Some(Arg::Bool(true)))
+        {
+            continue;
+        }
+        let (Some(k), Some(v)) = (tensor(n, "key"), tensor(n, "value")) else {
+            continue;
+        };
+        let (Some(rk), Some(rv)) = (repeated(k), repeated(v)) else {
+            continue;
+        };
+        if rk.1 == rv.1 {
+            rewrites.push((i, rk, rv));
+        }
+    }
+    let n = rewrites.len();
+    let mut maybe_dead = Vec::new();
+    for (i, (k, _, kn), (v, _, vn)) in rewrites {
+        let node = &mut g.nodes[i];
+        for (name, a) in &mut node.inputs {
+            match name.as_str() {
+                "key" => *a = Arg::Tensor(k),
+                "value" => *a = Arg::Tensor(v),
+                _ => {}
+            }
+        }
+        match node.inputs.iter_mut().find(|(name, _)| name == "enable_gqa") {
+            Some((_, a)) => *a = Arg::Bool(true),
+            None => node.inputs.push(("enable_gqa".into(), Arg::Bool(true))),
+        }
+        maybe_dead.extend(kn);
+        maybe_dead.extend(vn);
+    }
+    // The copies nothing reads any more, outermost first (each frees the one before it).
+    maybe_dead.sort_unstable();
+    maybe_dead.dedup();
+    let mut gone = std::collections::HashSet::new();
+    for &i in maybe_dead.iter().rev() {
+        let uses = use_counts(g);
+        let mut outs = Vec::new();
+        g.nodes[i].outputs.iter().for_each(|a| a.values(&mut outs));
+        if outs.iter().all(|&o| uses[o] == 0) {
+            g.nodes[i].inputs.clear();
+            gone.insert(i);
+        }
+    }
+    let mut idx = 0;
+    g.nodes.retain(|_| {
+        idx += 1;
+        !gone.contains(&(idx - 1))
+    });
+    n
 }
 
 /// Replace each attention by its fused node.

@@ -139,6 +139,85 @@ fn to_dtype(k: &mut KernelCtx, t: &GTensor, to: DType) -> crate::Result<Option<G
     elementwise(k, UnaryOp::Copy.variant(), to, t, None, None, 1.0, 0.0)
 }
 
+/// The shapes of a grouped-query attention without copies (see `sdpa_f32`).
+struct Grouped<'a> {
+    /// Batch dims with the query's heads last.
+    batch: &'a [usize],
+    hk: usize,
+    g: usize,
+    l: usize,
+    s: usize,
+    e: usize,
+    ev: usize,
+    scale: f32,
+}
+
+/// `softmax(scale · Q Kᵀ + mask) V` with each key / value head's group of query heads as one
+/// problem of g·L rows: Q [.., Hq, L, E] read as [B·Hkv, g·L, E], K and V as they are, the
+/// mask (any, made contiguous over [.., Hq, L, S]) as [B·Hkv, g·L, S]; the output
+/// [B·Hkv, g·L, Ev] is [.., Hq, L, Ev].
+fn grouped(
+    k: &mut KernelCtx,
+    q: &GTensor,
+    kt: &GTensor,
+    v: &GTensor,
+    add_mask: Option<&GTensor>,
+    p: &Grouped,
+) -> Out {
+    let (l, s, e, ev, g) = (p.l, p.s, p.e, p.ev, p.g);
+    let nb: usize = p.batch.iter().product();
+    let np = nb / g;
+    let mut kv_batch = p.batch.to_vec();
+    let last = kv_batch.len() - 1;
+    kv_batch[last] = p.hk;
+    let (Some(qb), Some(kb), Some(vb)) = (
+        batched(k, q, p.batch)?,
+        batched(k, kt, &kv_batch)?,
+        batched(k, v, &kv_batch)?,
+    ) else {
+        return Ok(None);
+    };
+    let qg = qb.view(vec![np, g * l, e], vec![g * l * e, e, 1], qb.offset);
+    let mask = match add_mask {
+        Some(m) => {
+            let Some(c) = contiguous(k, m)? else {
+                return Ok(None);
+            };
+            Some(c.view(vec![np, g * l, s], vec![g * l * s, s, 1], c.offset))
+        }
+        None => None,
+    };
+    let ktv = kb.view(vec![np, e, s], vec![s * e, 1, e], kb.offset);
+    let beta = if mask.is_some() { 1.0 } else { 0.0 };
+    let Some(scores) = encode_matmul(k, &qg, &ktv, mask.as_ref(), np, g * l, s, e, p.scale, beta)?
+    else {
+        return Ok(None);
+    };
+    let weights = k.new_out(DType::F32, &[np, g * l, s])?;
+    let rows = nb * l;
+    let (sv, (gx, gy, row)) = softmax_dispatch(k.r.dev, SAFE_SOFTMAX, rows, s);
+    let meta = RowMeta {
+        rows: rows as u32,
+        cols: s as u32,
+        row,
+        ..Default::default()
+    };
+    k.dispatch(
+        &sv,
+        bytemuck::bytes_of(&meta),
+        &[(1, &weights), (2, &scores)],
+        (gx, gy, 1),
+    )?;
+    drop(scores);
+    let Some(out) = encode_matmul(k, &weights, &vb, None, np, g * l, ev, s, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let mut sizes = p.batch.to_vec();
+    sizes.extend([l, ev]);
+    let st = crate::gpu::store::contiguous_strides(&sizes);
+    Ok(Some(vec![Slot::Tensor(out.view(sizes, st, 0))]))
+}
+
 /// The f32 computation of [`sdpa`] (outputs f32).
 #[allow(clippy::too_many_arguments)]
 fn sdpa_f32(
@@ -167,29 +246,48 @@ fn sdpa_f32(
     {
         return Ok(None);
     }
+    // Grouped-query attention: with as many key as value heads, the query heads of one group
+    // are consecutive, so [B, Hq, L, E] is [B, Hkv, g·L, E] and each key / value head meets
+    // its group as one problem of g·L rows (`group`), with nothing copied; otherwise (a
+    // causal flag, whose triangle is per L rows; the weights or logsumexp returned; dropout)
+    // the keys and values are repeated.
+    let mut group: Option<(usize, usize)> = None;
     if gqa && q.rank() >= 3 && kt.rank() >= 3 && v.rank() >= 3 {
         let hq = q.sizes[q.rank() - 3];
         let (hk, hv) = (kt.sizes[kt.rank() - 3], v.sizes[v.rank() - 3]);
         if hk == 0 || hv == 0 || !hq.is_multiple_of(hk) || !hq.is_multiple_of(hv) {
             return Ok(None);
         }
-        let (Some(kr), Some(vr)) = (
-            repeat_heads(k, &kt, hq / hk)?,
-            repeat_heads(k, &v, hq / hv)?,
-        ) else {
-            return Ok(None);
-        };
-        kt = kr;
-        v = vr;
+        if hk == hv && hk < hq && !causal && !math && !flash && dropout_p == 0.0 {
+            group = Some((hk, hq / hk));
+        } else {
+            let (Some(kr), Some(vr)) = (
+                repeat_heads(k, &kt, hq / hk)?,
+                repeat_heads(k, &v, hq / hv)?,
+            ) else {
+                return Ok(None);
+            };
+            kt = kr;
+            v = vr;
+        }
     }
+    // Batch dims with the query's head count (keys and values keep their own).
+    let q_heads = |t: &GTensor| {
+        let mut b = t.sizes[..t.rank() - 2].to_vec();
+        if group.is_some() {
+            let n = b.len();
+            b[n - 1] = q.sizes[q.rank() - 3];
+        }
+        b
+    };
     let (l, e) = (q.sizes[q.rank() - 2], q.sizes[q.rank() - 1]);
     let (s, ek) = (kt.sizes[kt.rank() - 2], kt.sizes[kt.rank() - 1]);
     let (sv, ev) = (v.sizes[v.rank() - 2], v.sizes[v.rank() - 1]);
     if ek != e || sv != s || l * s * e * ev == 0 {
         return Ok(None);
     }
-    let Some(batch) = broadcast_shapes(&q.sizes[..q.rank() - 2], &kt.sizes[..kt.rank() - 2])
-        .and_then(|b| broadcast_shapes(&b, &v.sizes[..v.rank() - 2]))
+    let Some(batch) = broadcast_shapes(&q.sizes[..q.rank() - 2], &q_heads(&kt))
+        .and_then(|b| broadcast_shapes(&b, &q_heads(&v)))
     else {
         return Ok(None);
     };
@@ -200,7 +298,7 @@ fn sdpa_f32(
         return Ok(None);
     }
     let scale = SdpaParams::scale_for(scale, e) as f32;
-    if !math && !flash && dropout_p == 0.0 && streaming_chosen() {
+    if group.is_none() && !math && !flash && dropout_p == 0.0 && streaming_chosen() {
         let p = Streaming {
             batch: &batch,
             causal,
@@ -278,6 +376,19 @@ fn sdpa_f32(
     };
     if (mask.is_some() || causal) && add_mask.is_none() {
         return Ok(None);
+    }
+    if let Some((hk, g)) = group {
+        let p = Grouped {
+            batch: &batch,
+            hk,
+            g,
+            l,
+            s,
+            e,
+            ev,
+            scale,
+        };
+        return grouped(k, &q, &kt, &v, add_mask.as_ref(), &p);
     }
     let (Some(qb), Some(kb), Some(vb)) = (
         batched(k, &q, &batch)?,

@@ -130,28 +130,6 @@ fn mask_blocks<R: Elem>(
     (blocks, block_of)
 }
 
-/// `t` with dim -3 (heads) repeated `g` times per head (repeat_interleave), contiguous.
-fn repeat_heads(t: &Tensor, g: usize) -> Tensor {
-    if g == 1 {
-        return t.clone();
-    }
-    let r = t.rank();
-    let mut sizes = t.sizes[..r - 2].to_vec();
-    let mut strides = t.strides[..r - 2].to_vec();
-    sizes.insert(r - 2, g);
-    strides.insert(r - 2, 0);
-    sizes.extend_from_slice(&t.sizes[r - 2..]);
-    strides.extend_from_slice(&t.strides[r - 2..]);
-    let c = t.view_with(sizes, strides, t.offset).contiguous();
-    let mut out = t.sizes.clone();
-    out[r - 3] *= g;
-    c.view_with(
-        out.clone(),
-        crate::tensor::contiguous_strides(&out),
-        c.offset,
-    )
-}
-
 /// `t` ([..., m, n]) broadcast to [batch..., m, n] as a contiguous vector of `R`.
 fn expand_batch<R: Elem>(t: &Tensor, batch: &[usize]) -> Result<Vec<R>> {
     let r = t.rank();
@@ -210,25 +188,49 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             q.sizes, k.sizes, v.sizes
         )));
     }
-    let (k, v) = if gqa && q.rank() >= 3 && k.rank() >= 3 && v.rank() >= 3 {
+    // Grouped-query attention reads key / value head h / g for query head h where they lie
+    // (no repeated copy): the batch is broadcast with the query's head count, the keys and
+    // values expanded to it with their own.
+    let heads = if gqa && q.rank() >= 3 && k.rank() >= 3 && v.rank() >= 3 {
         let hq = q.sizes[q.rank() - 3];
         let (hk, hv) = (k.sizes[k.rank() - 3], v.sizes[v.rank() - 3]);
         if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
             return Err(ctx.err(format!("enable_gqa: query heads ({hq}) must be a multiple of key ({hk}) and value ({hv}) heads")));
         }
-        (repeat_heads(&k, hq / hk), repeat_heads(&v, hq / hv))
+        Some(Heads { hq, hk, hv })
     } else {
-        (k, v)
+        None
     };
+    let with_heads = |t: &Tensor, h: usize| {
+        let mut b = t.sizes[..t.rank() - 2].to_vec();
+        if heads.is_some() {
+            let n = b.len();
+            b[n - 1] = h;
+        }
+        b
+    };
+    let hq = heads.map_or(0, |h| h.hq);
     let bad_batch = || {
         ctx.err(format!(
             "batch dims of query {:?}, key {:?} and value {:?} cannot be broadcast",
             q.sizes, k.sizes, v.sizes
         ))
     };
-    let batch = broadcast_shapes(&q.sizes[..q.rank() - 2], &k.sizes[..k.rank() - 2])
+    let batch = broadcast_shapes(&q.sizes[..q.rank() - 2], &with_heads(&k, hq))
         .ok_or_else(bad_batch)?;
-    let batch = broadcast_shapes(&batch, &v.sizes[..v.rank() - 2]).ok_or_else(bad_batch)?;
+    let batch = broadcast_shapes(&batch, &with_heads(&v, hq)).ok_or_else(bad_batch)?;
+    let kv_batch = |h: usize| {
+        let mut b = batch.clone();
+        if heads.is_some() {
+            let n = b.len();
+            b[n - 1] = h;
+        }
+        b
+    };
+    let (k_batch, v_batch) = match heads {
+        Some(h) => (kv_batch(h.hk), kv_batch(h.hv)),
+        None => (batch.clone(), batch.clone()),
+    };
     let nb: usize = batch.iter().product();
     let scale = SdpaParams::scale_for(scale, e);
     // Dropout keeps each weight with probability 1 - p and rescales (random, as in eager),
@@ -243,8 +245,8 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     out_sizes.extend([l, ev]);
     let (out, extra_t) = with_real!(cf, R => {
         let qv = expand_batch::<R>(&q, &batch)?;
-        let kv = expand_batch::<R>(&k, &batch)?;
-        let vv = expand_batch::<R>(&v, &batch)?;
+        let kv = expand_batch::<R>(&k, &k_batch)?;
+        let vv = expand_batch::<R>(&v, &v_batch)?;
         let mask = match &mask {
             None => Mask::None,
             Some(m) => {
@@ -262,7 +264,7 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 Mask::Add { blocks, block_of }
             }
         };
-        let job = Job { l, s, e, ev, scale: R::from_f64(scale), causal, mask: &mask, keep: keep.as_deref(), dropout_p, block: score_block() };
+        let job = Job { l, s, e, ev, scale: R::from_f64(scale), causal, mask: &mask, keep: keep.as_deref(), dropout_p, block: score_block(), heads };
         let mut out = vec![R::ZERO; nb * l * ev];
         let mut lse = vec![R::ZERO; if extra == Extra::LogSumExp { nb * l } else { 0 }];
         let mut weights = vec![R::ZERO; if extra == Extra::Weights { nb * l * s } else { 0 }];
@@ -318,6 +320,23 @@ struct Job<'a, R> {
     dropout_p: f64,
     /// Scratch elements per block of query rows (`SCORE_BLOCK`; smaller in tests).
     block: usize,
+    /// Grouped-query attention: the head counts (keys and values indexed by their own).
+    heads: Option<Heads>,
+}
+
+/// Query, key and value heads of a grouped-query attention.
+#[derive(Clone, Copy)]
+struct Heads {
+    hq: usize,
+    hk: usize,
+    hv: usize,
+}
+
+impl Heads {
+    /// The key / value problem (of `h` heads) that query problem `b` reads.
+    fn of(self, b: usize, h: usize) -> usize {
+        (b / self.hq) * h + (b % self.hq) / (self.hq / h)
+    }
 }
 
 /// Scratch budget for one block of scores (elements): queries are processed in row blocks so
@@ -349,6 +368,10 @@ impl<R: Real + super::matmul::gemm::Float> Job<'_, R> {
         mut weights: Option<&mut [R]>,
     ) -> Result<()> {
         let (l, s, e, ev) = (self.l, self.s, self.e, self.ev);
+        let (kb, vb) = match self.heads {
+            Some(h) => (h.of(b, h.hk), h.of(b, h.hv)),
+            None => (b, b),
+        };
         let rows = (self.block / s.max(1)).clamp(1, l.max(1));
         let mut p = vec![<R as Real>::ZERO; rows * s];
         let mut r0 = 0;
@@ -357,7 +380,7 @@ impl<R: Real + super::matmul::gemm::Float> Job<'_, R> {
             let p = &mut p[..m * s];
             // scores = scale * Q Kᵀ; Kᵀ is K read with swapped strides.
             let qa = Mat::new(q, (b * l + r0) * e, e, 1);
-            let kt = Mat::new(k, b * s * e, 1, e);
+            let kt = Mat::new(k, kb * s * e, 1, e);
             gemm(
                 m,
                 s,
@@ -402,13 +425,13 @@ impl<R: Real + super::matmul::gemm::Float> Job<'_, R> {
                 w[r0 * s..(r0 + m) * s].copy_from_slice(p);
             }
             let pa = Mat::new(&*p, 0, s, 1);
-            let vb = Mat::new(v, b * s * ev, ev, 1);
+            let vm = Mat::new(v, vb * s * ev, ev, 1);
             gemm(
                 m,
                 ev,
                 s,
                 pa,
-                vb,
+                vm,
                 out,
                 r0 * ev,
                 ev,
@@ -480,6 +503,7 @@ mod tests {
                 keep: None,
                 dropout_p: 0.0,
                 block,
+                heads: None,
             };
             let (mut out, mut lse, mut w) = (
                 vec![0f32; nb * l * ev],
