@@ -171,7 +171,11 @@ fn grouped_query(g: &mut Graph) -> usize {
                 _ => {}
             }
         }
-        match node.inputs.iter_mut().find(|(name, _)| name == "enable_gqa") {
+        match node
+            .inputs
+            .iter_mut()
+            .find(|(name, _)| name == "enable_gqa")
+        {
             Some((_, a)) => *a = Arg::Bool(true),
             None => node.inputs.push(("enable_gqa".into(), Arg::Bool(true))),
         }

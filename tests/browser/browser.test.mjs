@@ -390,27 +390,31 @@ for (const device of ['webgpu', 'cpu']) {
 }
 
 // model.generate over the tiny static-cache LMs (tests/fixgen/gen_lm.py): PyTorch's greedy
-// tokens on both backends; on WebGPU the cache stays on the GPU and a step reads back 8 bytes.
+// tokens on both backends, with f32 weights and quantized at load (`weights: 'int8' | 'int4'`);
+// on WebGPU the cache stays on the GPU and a step reads back 8 bytes.
 const LM = path.join(ROOT, '.cache', 'models', 'gpt2_static.generate.json');
 for (const device of ['webgpu', 'cpu']) {
   test(`model.generate in Chromium on ${device} gives PyTorch's greedy tokens`, { skip: !existsSync(LM) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models (scripts/build_models.sh)' }, async () => {
     const { page } = await newPage();
     for (const name of ['llama_static', 'gpt2_static']) {
       const meta = JSON.parse(readFileSync(path.join(ROOT, '.cache', 'models', `${name}.generate.json`), 'utf8'));
-      const r = await page.evaluate(async ({ name, meta, device }) => {
-        const { load } = await import('/js/index.js');
-        const m = await load(`/models/${name}.pt2`, { device });
-        const seen = [];
-        const tokens = await m.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens, onToken: (t) => seen.push(t) });
-        const out = { device: m.device, tokens, seen, stats: m.lastGenerateStats };
-        m.dispose();
-        return out;
-      }, { name, meta, device });
-      console.log(`# ${device} ${name}: ${r.tokens.join(',')} decode ${r.stats.decodeTokS?.toFixed(1)} tok/s, readback ${r.stats.readbackBytesPerToken} B/token`);
-      assert.equal(r.device, device);
-      assert.deepEqual(r.tokens, meta.tokens, name);
-      assert.deepEqual(r.seen, r.tokens);
-      assert.equal(r.stats.readbackBytesPerToken, device === 'webgpu' ? 8 : 0);
+      // f32, then weights quantized at load (PyTorch's tokens for the same rounding).
+      for (const weights of ['f32', 'int8', 'int4']) {
+        const r = await page.evaluate(async ({ name, meta, device, weights }) => {
+          const { load } = await import('/js/index.js');
+          const m = await load(`/models/${name}.pt2`, { device, weights });
+          const seen = [];
+          const tokens = await m.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens, onToken: (t) => seen.push(t) });
+          const out = { device: m.device, tokens, seen, stats: m.lastGenerateStats };
+          m.dispose();
+          return out;
+        }, { name, meta, device, weights });
+        console.log(`# ${device} ${name} ${weights}: ${r.tokens.join(',')} decode ${r.stats.decodeTokS?.toFixed(1)} tok/s, readback ${r.stats.readbackBytesPerToken} B/token`);
+        assert.equal(r.device, device);
+        assert.deepEqual(r.tokens, weights === 'f32' ? meta.tokens : meta[`tokens_${weights}`], `${name} ${weights}`);
+        assert.deepEqual(r.seen, r.tokens);
+        assert.equal(r.stats.readbackBytesPerToken, device === 'webgpu' ? 8 : 0);
+      }
     }
   });
 }

@@ -216,8 +216,8 @@ fn sdpa(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             q.sizes, k.sizes, v.sizes
         ))
     };
-    let batch = broadcast_shapes(&q.sizes[..q.rank() - 2], &with_heads(&k, hq))
-        .ok_or_else(bad_batch)?;
+    let batch =
+        broadcast_shapes(&q.sizes[..q.rank() - 2], &with_heads(&k, hq)).ok_or_else(bad_batch)?;
     let batch = broadcast_shapes(&batch, &with_heads(&v, hq)).ok_or_else(bad_batch)?;
     let kv_batch = |h: usize| {
         let mut b = batch.clone();

@@ -201,20 +201,42 @@ fn linear_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let m: usize = x.sizes[..x.rank() - 1].iter().product();
     let mut sizes = x.sizes[..x.rank() - 1].to_vec();
     sizes.push(l.n);
-    let xv: Vec<f32> = x.contiguous().to_vec();
-    let (words, scales): (Vec<i32>, Vec<f32>) =
-        (qw.contiguous().to_vec(), sc.contiguous().to_vec());
     let mut out = vec![0f32; m * l.n];
     if m <= STREAM_ROWS {
-        // Each output column streams its row of words once for all m rows.
+        // Each output column streams its row of words once for all m rows, read where the
+        // words lie (no copy of the weight).
+        let xv: Vec<f32> = x.contiguous().to_vec();
+        let block = dot_block(l.group);
+        // Σx per block of each row: the fields' offset is subtracted once per block.
+        let xsum: Vec<f32> = xv.chunks_exact(block).map(|c| c.iter().sum()).collect();
+        let blocks = l.k / block;
         let mut cols = vec![0f32; l.n * m];
-        par_chunks(&mut cols, m, l.k * m, |j, o| {
-            let mut w = vec![0f32; l.k];
-            dequant_row(&words, &scales, l, j, &mut w);
-            for (r, v) in o.iter_mut().enumerate() {
-                let xr = &xv[r * l.k..(r + 1) * l.k];
-                *v = dot(xr, &w);
-            }
+        super::gemm::with_contiguous::<i32, _>(&qw, |words| {
+            super::gemm::with_contiguous::<f32, _>(&sc, |scales| {
+                // Little-endian words: element i of a row is byte i (8 bits) or the low / high
+                // nibble of byte i / 2 (4 bits).
+                let bytes: &[u8] = bytemuck::cast_slice(words);
+                let row_bytes = l.words() * 4;
+                par_chunks(&mut cols, COLS * m, COLS * l.k * m, |c, o| {
+                    for (jj, oc) in o.chunks_mut(m).enumerate() {
+                        let j = c * COLS + jj;
+                        let w = &bytes[j * row_bytes..(j + 1) * row_bytes];
+                        let s = &scales[j * l.groups()..(j + 1) * l.groups()];
+                        for (r, v) in oc.iter_mut().enumerate() {
+                            let row = Row {
+                                x: &xv[r * l.k..(r + 1) * l.k],
+                                xsum: &xsum[r * blocks..(r + 1) * blocks],
+                                block,
+                                group: l.group,
+                            };
+                            *v = match l.bits {
+                                8 => dot_q::<8>(&row, w, s),
+                                _ => dot_q::<4>(&row, w, s),
+                            };
+                        }
+                    }
+                });
+            })
         });
         for r in 0..m {
             for j in 0..l.n {
@@ -222,7 +244,10 @@ fn linear_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             }
         }
     } else {
-        let w = Tensor::from_vec(dequantize(&words, &scales, l), &[l.n, l.k]);
+        let deq = super::gemm::with_contiguous::<i32, _>(&qw, |words| {
+            super::gemm::with_contiguous::<f32, _>(&sc, |scales| dequantize(words, scales, l))
+        });
+        let w = Tensor::from_vec(deq, &[l.n, l.k]);
         let wt = super::transpose_last2(&w);
         let y = super::matmul_impl(ctx, &x, &wt, 1.0, None, DType::F32)?;
         out = y.contiguous().to_vec();
@@ -237,21 +262,101 @@ fn linear_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(vec![RValue::Tensor(Tensor::from_vec(out, &sizes))])
 }
 
-/// A dot product in 8 independent lanes (vectorized by the compiler).
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut acc = [0f32; 8];
-    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for i in 0..8 {
-            acc[i] = x[i].mul_add(y[i], acc[i]);
+/// Output columns per parallel chunk of the streaming product.
+const COLS: usize = 16;
+
+/// One row of the input, as the streaming product reads it.
+struct Row<'a> {
+    x: &'a [f32],
+    /// Σx over each block.
+    xsum: &'a [f32],
+    /// Values per block (within one group).
+    block: usize,
+    group: usize,
+}
+
+/// `x · row` for one quantized row (`bytes`, its `scales`), block by block within a group:
+/// Σ field·x in 8 lanes, minus the fields' offset times Σx, scaled once. With AVX2 and FMA
+/// (detected at run time) the loop compiles to 8-wide vectors and fused multiply-adds;
+/// elsewhere to the target's baseline (SSE2, wasm simd128) with separate multiplies and adds
+/// (a scalar `mul_add` there is a libm call).
+fn dot_q<const BITS: usize>(row: &Row, bytes: &[u8], scales: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        let fma = *FMA.get_or_init(|| {
+            std::arch::is_x86_feature_detected!("avx2")
+                && std::arch::is_x86_feature_detected!("fma")
+        });
+        if fma {
+            // SAFETY: the CPU has AVX2 and FMA (checked above).
+            return unsafe { dot_q_fma::<BITS>(row, bytes, scales) };
         }
     }
-    let mut s: f32 = acc.iter().sum();
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
+    dot_q_body::<BITS, false>(row, bytes, scales)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn dot_q_fma<const BITS: usize>(row: &Row, bytes: &[u8], scales: &[f32]) -> f32 {
+    dot_q_body::<BITS, true>(row, bytes, scales)
+}
+
+#[inline(always)]
+fn madd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA {
+        a.mul_add(b, c)
+    } else {
+        a * b + c
     }
-    s
+}
+
+#[inline(always)]
+fn dot_q_body<const BITS: usize, const FMA: bool>(row: &Row, bytes: &[u8], scales: &[f32]) -> f32 {
+    let off = (1u32 << (BITS - 1)) as f32;
+    let block = row.block;
+    let block_bytes = block * BITS / 8;
+    let mut total = 0f32;
+    for (b, xs) in row.x.chunks_exact(block).enumerate() {
+        let s = scales[b * block / row.group];
+        let bs = &bytes[b * block_bytes..(b + 1) * block_bytes];
+        let mut acc = [0f32; 8];
+        let mut tail = 0f32;
+        if BITS == 8 {
+            let (qc, xc) = (bs.chunks_exact(8), xs.chunks_exact(8));
+            tail = qc
+                .remainder()
+                .iter()
+                .zip(xc.remainder())
+                .map(|(&q, x)| q as f32 * x)
+                .sum();
+            for (q, xv) in qc.zip(xc) {
+                for i in 0..8 {
+                    acc[i] = madd::<FMA>(q[i] as f32, xv[i], acc[i]);
+                }
+            }
+        } else {
+            // 4 bits: a group is a multiple of 8 values, so whole chunks of 4 bytes.
+            for (q, xv) in bs.chunks_exact(4).zip(xs.chunks_exact(8)) {
+                for i in 0..4 {
+                    acc[2 * i] = madd::<FMA>((q[i] & 15) as f32, xv[2 * i], acc[2 * i]);
+                    acc[2 * i + 1] = madd::<FMA>((q[i] >> 4) as f32, xv[2 * i + 1], acc[2 * i + 1]);
+                }
+            }
+        }
+        total += s * (acc.iter().sum::<f32>() + tail - off * row.xsum[b]);
+    }
+    total
+}
+
+/// The block `dot_q` unpacks at once: a whole group, or 64 values of a larger group that 64
+/// divides.
+fn dot_block(group: usize) -> usize {
+    if group > 64 && group.is_multiple_of(64) {
+        64
+    } else {
+        group
+    }
 }
 
 fn embedding_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -262,24 +367,21 @@ fn embedding_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         return Err(ctx.err(format!("indices must be int64 or int32, got {}", idx.dtype)));
     }
     let ids: Vec<i64> = idx.contiguous().to_vec();
-    let (words, scales): (Vec<i32>, Vec<f32>) =
-        (qw.contiguous().to_vec(), sc.contiguous().to_vec());
-    let mut out = vec![0f32; ids.len() * l.k];
-    for (i, &id) in ids.iter().enumerate() {
-        if id < 0 || id as usize >= l.n {
-            return Err(ctx.err(format!(
-                "index {id} is out of range for an embedding of {} rows",
-                l.n
-            )));
-        }
-        dequant_row(
-            &words,
-            &scales,
-            l,
-            id as usize,
-            &mut out[i * l.k..(i + 1) * l.k],
-        );
+    if let Some(&bad) = ids.iter().find(|&&id| id < 0 || id as usize >= l.n) {
+        return Err(ctx.err(format!(
+            "index {bad} is out of range for an embedding of {} rows",
+            l.n
+        )));
     }
+    let mut out = vec![0f32; ids.len() * l.k];
+    super::gemm::with_contiguous::<i32, _>(&qw, |words| {
+        super::gemm::with_contiguous::<f32, _>(&sc, |scales| {
+            for (i, &id) in ids.iter().enumerate() {
+                let o = &mut out[i * l.k..(i + 1) * l.k];
+                dequant_row(words, scales, l, id as usize, o);
+            }
+        })
+    });
     let mut sizes = idx.sizes.clone();
     sizes.push(l.k);
     Ok(vec![RValue::Tensor(Tensor::from_vec(out, &sizes))])
