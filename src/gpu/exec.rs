@@ -155,7 +155,10 @@ impl GpuSession {
         let read = read_state(&s.cpu.program);
         for (fqn, t) in &s.cpu.state {
             let g = r.wrap(t);
-            if g.dtype == crate::DType::F32 && read.contains(fqn.as_str()) {
+            // f32 weights, and int32 ones (quantized weights' words: an int32 never fails
+            // the upload's range check, as an int64 might).
+            let uploads = matches!(g.dtype, crate::DType::F32 | crate::DType::I32);
+            if uploads && read.contains(fqn.as_str()) {
                 r.upload(&g.cell, &format!("parameter '{fqn}'"))?;
             }
             s.state.insert(fqn.clone(), g);
