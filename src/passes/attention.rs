@@ -81,17 +81,7 @@ fn grouped_query(g: &mut Graph) -> usize {
         ) {
             return None;
         }
-        let shape = match rn.arg("shape").or_else(|| rn.arg("size")) {
-            Some(Arg::Ints(s)) => s.clone(),
-            Some(Arg::SymInts(s)) => s
-                .iter()
-                .map(|a| match a {
-                    IntArg::Int(i) => Some(*i),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()?,
-            _ => return None,
-        };
+        let shape = static_ints(rn.arg("shape").or_else(|| rn.arg("size")))?;
         let mut nodes = vec![r];
         let mut src = tensor(rn, "self")?;
         let mut e = *def.get(&src)?;
@@ -104,17 +94,7 @@ fn grouped_query(g: &mut Graph) -> usize {
         if en.target != "aten.expand.default" {
             return None;
         }
-        let size = match en.arg("size") {
-            Some(Arg::Ints(s)) => s.clone(),
-            Some(Arg::SymInts(s)) => s
-                .iter()
-                .map(|a| match a {
-                    IntArg::Int(i) => Some(*i),
-                    _ => None,
-                })
-                .collect::<Option<Vec<_>>>()?,
-            _ => return None,
-        };
+        let size = static_ints(en.arg("size"))?;
         nodes.push(e);
         let u = *def.get(&tensor(en, "self")?)?;
         let un = &g.nodes[u];
@@ -201,6 +181,21 @@ fn grouped_query(g: &mut Graph) -> usize {
         !gone.contains(&(idx - 1))
     });
     n
+}
+
+/// A list of ints given as `Ints`, or as `SymInts` that are all plain ints.
+fn static_ints(a: Option<&Arg>) -> Option<Vec<i64>> {
+    match a? {
+        Arg::Ints(s) => Some(s.clone()),
+        Arg::SymInts(s) => s
+            .iter()
+            .map(|a| match a {
+                IntArg::Int(i) => Some(*i),
+                _ => None,
+            })
+            .collect(),
+        _ => None,
+    }
 }
 
 /// Replace each attention by its fused node.

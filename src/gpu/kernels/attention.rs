@@ -139,6 +139,28 @@ fn to_dtype(k: &mut KernelCtx, t: &GTensor, to: DType) -> crate::Result<Option<G
     elementwise(k, UnaryOp::Copy.variant(), to, t, None, None, 1.0, 0.0)
 }
 
+/// The safe softmax along the last dim of `shape` (a fully masked row gives zeros, as
+/// torch's attention), as a new tensor of that shape.
+fn row_softmax(k: &mut KernelCtx, scores: &GTensor, shape: &[usize]) -> crate::Result<GTensor> {
+    let s = shape[shape.len() - 1];
+    let rows: usize = shape[..shape.len() - 1].iter().product();
+    let weights = k.new_out(DType::F32, shape)?;
+    let (v, (gx, gy, row)) = softmax_dispatch(k.r.dev, SAFE_SOFTMAX, rows, s);
+    let meta = RowMeta {
+        rows: rows as u32,
+        cols: s as u32,
+        row,
+        ..Default::default()
+    };
+    k.dispatch(
+        &v,
+        bytemuck::bytes_of(&meta),
+        &[(1, &weights), (2, scores)],
+        (gx, gy, 1),
+    )?;
+    Ok(weights)
+}
+
 /// The shapes of a grouped-query attention without copies (see `sdpa_f32`).
 struct Grouped<'a> {
     /// Batch dims with the query's heads last.
@@ -193,21 +215,7 @@ fn grouped(
     else {
         return Ok(None);
     };
-    let weights = k.new_out(DType::F32, &[np, g * l, s])?;
-    let rows = nb * l;
-    let (sv, (gx, gy, row)) = softmax_dispatch(k.r.dev, SAFE_SOFTMAX, rows, s);
-    let meta = RowMeta {
-        rows: rows as u32,
-        cols: s as u32,
-        row,
-        ..Default::default()
-    };
-    k.dispatch(
-        &sv,
-        bytemuck::bytes_of(&meta),
-        &[(1, &weights), (2, &scores)],
-        (gx, gy, 1),
-    )?;
+    let weights = row_softmax(k, &scores, &[np, g * l, s])?;
     drop(scores);
     let Some(out) = encode_matmul(k, &weights, &vb, None, np, g * l, ev, s, 1.0, 0.0)? else {
         return Ok(None);
@@ -404,21 +412,7 @@ fn sdpa_f32(
         return Ok(None);
     };
     // Softmax over S, row by row (a fully masked row gives zeros, as torch's attention).
-    let weights = k.new_out(DType::F32, &[nb, l, s])?;
-    let rows = nb * l;
-    let (v, (gx, gy, row)) = softmax_dispatch(k.r.dev, SAFE_SOFTMAX, rows, s);
-    let meta = RowMeta {
-        rows: rows as u32,
-        cols: s as u32,
-        row,
-        ..Default::default()
-    };
-    k.dispatch(
-        &v,
-        bytemuck::bytes_of(&meta),
-        &[(1, &weights), (2, &scores)],
-        (gx, gy, 1),
-    )?;
+    let weights = row_softmax(k, &scores, &[nb, l, s])?;
     // flash_attention_for_cpu: each row's logsumexp of the scores, [batch.., L].
     let lse = if flash {
         let mut pl = reduce::plan(&scores, &[false, false, true], false);
