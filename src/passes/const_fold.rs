@@ -190,8 +190,9 @@ pub(super) fn run(p: &mut Program) -> usize {
     remove_unread(&mut p.graph, &plan.role)
 }
 
-/// Placeholders bound to state the program never mutates: value -> state name.
-fn unmutated_state(p: &Program) -> HashMap<ValueId, String> {
+/// Placeholders bound to state the program never mutates (nor any tensor sharing its
+/// storage): value -> state name.
+pub(super) fn unmutated_state(p: &Program) -> HashMap<ValueId, String> {
     let mutated = p.mutated_state();
     // Tensors sharing storage with a mutated one change with it.
     let mutated_storage: BTreeSet<usize> = mutated

@@ -87,23 +87,16 @@ pub fn run(p: &mut Program, fmt: WeightFormat) -> Result<QuantReport> {
         WeightFormat::Int8 => (8, Box::new(|k| k)),
         WeightFormat::Int4 { group } => (4, Box::new(move |_| group)),
     };
-    let mutated = p.mutated_state();
-    // Placeholder value → state name, for the weights that may be quantized.
-    let mut names: HashMap<ValueId, String> = HashMap::new();
-    for (spec, arg) in p.inputs.iter().zip(&p.graph.inputs) {
-        let name = match &spec.kind {
-            InputKind::Parameter { name }
-            | InputKind::Buffer { name, .. }
-            | InputKind::Constant { name } => name,
-            _ => continue,
-        };
-        let (Arg::Tensor(v), Some(e)) = (arg, p.state.get(name)) else {
-            continue;
-        };
-        if e.tensor.dtype == DType::F32 && e.tensor.sizes.len() == 2 && !mutated.contains(name) {
-            names.insert(*v, name.clone());
-        }
-    }
+    // Placeholder value → state name, for the weights that may be quantized: f32, 2-D, never
+    // mutated (nor sharing storage with state that is).
+    let names: HashMap<ValueId, String> = super::const_fold::unmutated_state(p)
+        .into_iter()
+        .filter(|(_, name)| {
+            p.state
+                .get(name)
+                .is_some_and(|e| e.tensor.dtype == DType::F32 && e.tensor.sizes.len() == 2)
+        })
+        .collect();
     // Every use of each candidate, by node index; a use of another kind rules it out.
     let g = &p.graph;
     let users = |v: ValueId| -> Vec<usize> {
