@@ -172,7 +172,14 @@ impl Rng {
     }
 }
 
-/// Picks tokens from logits on the host, as [`Sampling`] says.
+/// Picks tokens from logits, as [`Sampling`] says. The rule is the one the GPU follows
+/// (`shaders/sample.wgsl`), so both draw the same token from the same logits and seed:
+/// - top-k keeps every logit at least the k-th largest (ties at the cut are all kept, as
+///   transformers' `TopKLogitsWarper`);
+/// - top-p then keeps every logit at least the largest value `v` whose tokens at or above it
+///   hold at least P of the kept probability (ties at the cut are all kept);
+/// - the draw walks the kept tokens in index order and takes the first whose cumulative
+///   probability passes one uniform number, so it needs no sort.
 pub struct Sampler {
     s: Sampling,
     rng: Rng,
@@ -185,12 +192,19 @@ impl Sampler {
             rng: Rng(s.seed),
         }
     }
+    /// The next uniform number in [0, 1) of the seeded sequence (one per sampled token).
+    pub fn uniform(&mut self) -> f64 {
+        self.rng.next_f64()
+    }
     /// The next token from one position's logits.
     pub fn pick(&mut self, logits: &[f32]) -> Result<i64> {
         if logits.iter().any(|x| x.is_nan()) {
             return Err(Error::op("generate", "the logits hold NaN"));
         }
-        if self.s.temperature <= 0.0 {
+        if logits.is_empty() {
+            return Err(Error::op("generate", "the logits are empty"));
+        }
+        if self.s.greedy() {
             // The first of equal maxima, as torch.argmax.
             let mut best = 0;
             for (i, &x) in logits.iter().enumerate() {
@@ -200,44 +214,48 @@ impl Sampler {
             }
             return Ok(best as i64);
         }
-        // Candidates by decreasing logit (ties by index), cut to top-k.
-        let mut order: Vec<usize> = (0..logits.len()).collect();
-        order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-        if let Some(k) = self.s.top_k {
-            order.truncate(k.max(1));
-        }
-        let m = logits[order[0]] as f64;
-        let mut probs: Vec<f64> = order
-            .iter()
-            .map(|&i| ((logits[i] as f64 - m) / self.s.temperature).exp())
-            .collect();
-        let total: f64 = probs.iter().sum();
-        probs.iter_mut().for_each(|p| *p /= total);
-        if let Some(top_p) = self.s.top_p {
-            // The smallest prefix whose mass reaches top_p (at least one token).
+        let mut desc = logits.to_vec();
+        desc.sort_by(|a, b| b.total_cmp(a));
+        // The cut from top-k: the k-th largest logit.
+        let mut cut = match self.s.top_k {
+            Some(k) if k < desc.len() => desc[k - 1],
+            _ => f32::NEG_INFINITY,
+        };
+        let m = desc[0] as f64;
+        let t = self.s.temperature;
+        let weight = |x: f32| if x >= cut { ((x as f64 - m) / t).exp() } else { 0.0 };
+        if let Some(p) = self.s.top_p.filter(|&p| p < 1.0) {
+            let need = p * logits.iter().map(|&x| weight(x)).sum::<f64>();
+            // Down the distinct kept values until the mass at or above one reaches P.
             let mut acc = 0.0;
-            let mut keep = probs.len();
-            for (i, p) in probs.iter().enumerate() {
-                acc += p;
-                if acc >= top_p {
-                    keep = i + 1;
+            let mut i = 0;
+            while i < desc.len() && desc[i] >= cut {
+                let v = desc[i];
+                while i < desc.len() && desc[i] == v {
+                    acc += weight(v);
+                    i += 1;
+                }
+                if acc >= need {
+                    cut = v;
                     break;
                 }
             }
-            probs.truncate(keep);
-            order.truncate(keep);
-            let total: f64 = probs.iter().sum();
-            probs.iter_mut().for_each(|p| *p /= total);
         }
-        let u = self.rng.next_f64();
+        let weight = |x: f32| if x >= cut { ((x as f64 - m) / t).exp() } else { 0.0 };
+        let total: f64 = logits.iter().map(|&x| weight(x)).sum();
+        let target = self.uniform() * total;
         let mut acc = 0.0;
-        for (&i, p) in order.iter().zip(&probs) {
-            acc += p;
-            if u < acc {
-                return Ok(i as i64);
+        let mut last = 0;
+        for (i, &x) in logits.iter().enumerate() {
+            if x >= cut {
+                acc += weight(x);
+                last = i;
+                if acc > target {
+                    return Ok(i as i64);
+                }
             }
         }
-        Ok(*order.last().expect("at least one candidate") as i64)
+        Ok(last as i64)
     }
 }
 

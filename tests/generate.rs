@@ -46,17 +46,33 @@ fn sampling_is_seeded_and_respects_top_k_and_top_p() {
     };
     assert_eq!(draw(7, None, None), draw(7, None, None));
     assert_ne!(draw(7, None, None), draw(8, None, None));
-    // top-k 1 and a tiny top-p are greedy.
-    let greedy = sampler(0.0, None, None, 0).pick(&logits).unwrap();
-    assert!(draw(3, Some(1), None).iter().all(|&t| t == greedy));
-    assert!(draw(3, None, Some(1e-9)).iter().all(|&t| t == greedy));
-    // top-k 3: only the three largest logits (ties by index).
-    let mut order: Vec<usize> = (0..50).collect();
-    order.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-    let top3 = &order[..3];
-    assert!(draw(5, Some(3), None)
+    // top-k 3: the three largest logits (3.6 at 11, 24 and 37); top-k 1 and a tiny top-p
+    // keep the same three, tied at the cut, and the greedy pick is the first of them.
+    let top3 = [11, 24, 37];
+    let max = logits.iter().cloned().fold(f32::MIN, f32::max);
+    assert!(top3.iter().all(|&i| logits[i] == max));
+    assert_eq!(sampler(0.0, None, None, 0).pick(&logits).unwrap(), 11);
+    for (k, p) in [(Some(3), None), (Some(1), None), (None, Some(1e-9))] {
+        let d = draw(5, k, p);
+        assert!(d.iter().all(|&t| top3.contains(&(t as usize))), "{k:?} {p:?}");
+        assert_eq!(d.iter().collect::<std::collections::BTreeSet<_>>().len(), 3);
+    }
+    // top-k 4: every logit at least the 4th largest, so the four at 3.3 stay too (ties at
+    // the cut are kept, as transformers' TopKLogitsWarper).
+    let top4 = draw(5, Some(4), None);
+    assert!(top4.iter().all(|&t| logits[t as usize] >= logits[9]));
+    let seen: std::collections::BTreeSet<_> = top4.iter().collect();
+    assert!(seen.len() > 4, "{seen:?}");
+    // top-p: the mass of the three maxima at temperature 1 is 3e^3.6 / sum; a top-p below it
+    // keeps only them, one just above it adds the 3.3s.
+    let w: Vec<f64> = logits.iter().map(|&x| (x as f64).exp()).collect();
+    let top_mass = 3.0 * (max as f64).exp() / w.iter().sum::<f64>();
+    assert!(draw(9, None, Some(top_mass * 0.99))
         .iter()
         .all(|&t| top3.contains(&(t as usize))));
+    assert!(draw(9, None, Some(top_mass * 1.01))
+        .iter()
+        .any(|&t| !top3.contains(&(t as usize))));
 }
 
 fn load(dir: &Path, name: &str) -> (Program, Value) {
