@@ -111,7 +111,7 @@ export interface GenerateOptions {
   maxNewTokens?: number;
   /** 0 (default): the most likely token; otherwise sample from the softmax at this temperature. */
   temperature?: number;
-  /** Sample only among the K most likely tokens. */
+  /** Sample only among the K most likely tokens (and any tied with the K-th). */
   topK?: number;
   /** Sample only among the most likely tokens whose probabilities add up to P. */
   topP?: number;
@@ -128,7 +128,7 @@ export interface GenerateStats {
   prefillMs: number;
   /** Tokens per second of the one-token calls (null when there were none). */
   decodeTokS: number | null;
-  /** Bytes the last call read back from the GPU (0 on the CPU; 8 when greedy on WebGPU). */
+  /** Bytes the last call read back from the GPU (0 on the CPU; 8 on WebGPU: the token is picked there). */
   readbackBytesPerToken: number;
 }
 

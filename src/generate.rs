@@ -223,7 +223,13 @@ impl Sampler {
         };
         let m = desc[0] as f64;
         let t = self.s.temperature;
-        let weight = |x: f32| if x >= cut { ((x as f64 - m) / t).exp() } else { 0.0 };
+        let weight = |x: f32| {
+            if x >= cut {
+                ((x as f64 - m) / t).exp()
+            } else {
+                0.0
+            }
+        };
         if let Some(p) = self.s.top_p.filter(|&p| p < 1.0) {
             let need = p * logits.iter().map(|&x| weight(x)).sum::<f64>();
             // Down the distinct kept values until the mass at or above one reaches P.
@@ -241,7 +247,13 @@ impl Sampler {
                 }
             }
         }
-        let weight = |x: f32| if x >= cut { ((x as f64 - m) / t).exp() } else { 0.0 };
+        let weight = |x: f32| {
+            if x >= cut {
+                ((x as f64 - m) / t).exp()
+            } else {
+                0.0
+            }
+        };
         let total: f64 = logits.iter().map(|&x| weight(x)).sum();
         let target = self.uniform() * total;
         let mut acc = 0.0;
@@ -278,8 +290,8 @@ pub struct Generated {
     pub prefill_ms: f64,
     /// Tokens per second of the one-token calls (None when there were none).
     pub decode_tok_s: Option<f64>,
-    /// What the last call read back from the device: 0 on the CPU; on the GPU 8 bytes when
-    /// greedy (the argmax is taken there), else the logits. The KV cache stays there.
+    /// What the last call read back from the device: 0 on the CPU; on the GPU 8 bytes (the
+    /// token is picked there). The KV cache stays there.
     pub readback_bytes_per_token: u64,
 }
 
@@ -382,9 +394,9 @@ fn not_logits(sizes: &[usize]) -> String {
     format!("the first output has shape {sizes:?}; logits are [1, seq, vocab] or [1, vocab]")
 }
 
-/// One call with `tokens` at positions from `start`; the next token from its logits. Greedy
-/// on the GPU: the logits stay there and the argmax is taken there, so the call reads back
-/// 8 bytes (the index and a NaN flag) instead of the logits.
+/// One call with `tokens` at positions from `start`; the next token from its logits. On the
+/// GPU the logits stay there and the token is picked there (`gpu/sample.rs`), so the call
+/// reads back 8 bytes (the index and a NaN flag) instead of the logits.
 async fn step(
     b: &mut dyn Backend,
     sig: &LmSignature,
@@ -392,7 +404,7 @@ async fn step(
     start: usize,
     sampler: &mut Sampler,
 ) -> Result<i64> {
-    if sampler.s.greedy() && b.gpu().is_some() {
+    if b.gpu().is_some() {
         let outs = run(b, sig, tokens, start, true).await?;
         let logits = match outs.first() {
             Some(Slot::Tensor(t)) if t.rank() >= 2 && t.dtype == crate::DType::F32 => t.clone(),
@@ -406,10 +418,13 @@ async fn step(
         let g = b
             .gpu_mut()
             .ok_or_else(|| Error::Gpu("internal: no GPU session".into()))?;
-        return g
-            .argmax_last_async(&logits)
-            .await
-            .map_err(|e| at(sig, tokens.len(), start, e));
+        let picked = if sampler.s.greedy() {
+            g.argmax_last_async(&logits).await
+        } else {
+            let u = sampler.uniform();
+            g.sample_last_async(&logits, &sampler.s, u).await
+        };
+        return picked.map_err(|e| at(sig, tokens.len(), start, e));
     }
     let outs = call(b, sig, tokens, start).await?;
     sampler.pick(&last_logits(&outs)?)

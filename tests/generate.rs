@@ -54,7 +54,10 @@ fn sampling_is_seeded_and_respects_top_k_and_top_p() {
     assert_eq!(sampler(0.0, None, None, 0).pick(&logits).unwrap(), 11);
     for (k, p) in [(Some(3), None), (Some(1), None), (None, Some(1e-9))] {
         let d = draw(5, k, p);
-        assert!(d.iter().all(|&t| top3.contains(&(t as usize))), "{k:?} {p:?}");
+        assert!(
+            d.iter().all(|&t| top3.contains(&(t as usize))),
+            "{k:?} {p:?}"
+        );
         assert_eq!(d.iter().collect::<std::collections::BTreeSet<_>>().len(), 3);
     }
     // top-k 4: every logit at least the 4th largest, so the four at 3.3 stay too (ties at
@@ -182,8 +185,8 @@ fn greedy_tokens_match_pytorch_on_the_gpu_with_the_cache_on_the_device() {
             "{name}: {:?}",
             g.last_stats
         );
-        // Seeded sampling: reproducible, and the same tokens as on the CPU (the host sampler
-        // on the GPU's logits).
+        // Seeded sampling: reproducible, picked on the device (8 bytes back per token), and
+        // the same tokens as on the CPU.
         let sampling = Sampling {
             temperature: 0.8,
             top_k: Some(20),
@@ -192,7 +195,9 @@ fn greedy_tokens_match_pytorch_on_the_gpu_with_the_cache_on_the_device() {
         };
         let on_gpu = |s| {
             let mut g = GpuSession::new(p.clone(), dev.clone()).unwrap();
-            run(&mut g, &meta, s).0.tokens
+            let (out, _) = run(&mut g, &meta, s);
+            assert_eq!(out.readback_bytes_per_token, 8, "{name}: sampling");
+            out.tokens
         };
         let a = on_gpu(sampling.clone());
         assert_eq!(

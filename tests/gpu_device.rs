@@ -794,3 +794,68 @@ fn argmax_on_the_device_matches_the_host() {
     let e = g.argmax_last(t).unwrap_err().to_string();
     assert!(e.contains("NaN"), "{e}");
 }
+
+/// Sampling on the device (`GpuSession::sample_last`) follows the host sampler's rule: from
+/// the same logits and seed, the same tokens, with temperature, top-k (ties at the cut kept)
+/// and top-p, each pick reading back 8 bytes.
+#[test]
+fn device_sampling_draws_what_the_host_sampler_draws() {
+    use pt2web::generate::{Sampler, Sampling};
+    let Some(dev) = device() else { return };
+    let p = fixture_program("ops/elementwise.pt2", Some("neg_abs_sign"));
+    let mut g = GpuSession::new(p, dev).unwrap();
+    // 3000 logits with repeated values (ties at the cuts) and a long tail.
+    let mut z = 12345u64;
+    let logits: Vec<f32> = (0..3000)
+        .map(|_| {
+            z = z
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((z >> 40) % 400) as f32 * 0.02 - 4.0
+        })
+        .collect();
+    let t = g
+        .upload(&Tensor::from_vec(logits.clone(), &[1, 3000]))
+        .unwrap();
+    let cases = [
+        (1.0, None, None),
+        (0.7, Some(20), None),
+        (1.3, None, Some(0.9)),
+        (0.8, Some(50), Some(0.95)),
+        (1.0, Some(1), None),
+        (2.0, None, Some(0.05)),
+        (0.5, Some(5000), Some(1.0)),
+    ];
+    for (temperature, top_k, top_p) in cases {
+        let s = Sampling {
+            temperature,
+            top_k,
+            top_p,
+            seed: 21,
+        };
+        let mut host = Sampler::new(&s);
+        let want: Vec<i64> = (0..60).map(|_| host.pick(&logits).unwrap()).collect();
+        let mut draws = Sampler::new(&s);
+        let got: Vec<i64> = (0..60)
+            .map(|_| {
+                let u = draws.uniform();
+                let before = g.last_stats.download_bytes;
+                let id = g.sample_last(&t, &s, u).unwrap();
+                assert_eq!(g.last_stats.download_bytes - before, 8);
+                id
+            })
+            .collect();
+        assert_eq!(got, want, "{s:?}");
+        let distinct: std::collections::BTreeSet<_> = want.iter().collect();
+        eprintln!("{s:?}: {} distinct tokens in 60 draws", distinct.len());
+    }
+    let nan = g
+        .upload(&Tensor::from_vec(vec![0.0f32, f32::NAN, 1.0], &[1, 3]))
+        .unwrap();
+    let s = Sampling {
+        temperature: 1.0,
+        ..Default::default()
+    };
+    let e = g.sample_last(&nan, &s, 0.5).unwrap_err().to_string();
+    assert!(e.contains("NaN"), "{e}");
+}

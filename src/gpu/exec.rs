@@ -228,6 +228,28 @@ impl GpuSession {
         Ok(())
     }
 
+    /// A host tensor put on this session's device: an input to pass as [`GpuInput::Gpu`]
+    /// (it stays there across runs), or logits to pick a token from.
+    pub fn upload(&mut self, t: &Tensor) -> Result<GTensor> {
+        let mut r = Runner {
+            dev: &self.device,
+            enc: None,
+            held: Vec::new(),
+            stats: RunStats::default(),
+            ident: &mut self.ident,
+            plans: &mut self.plans,
+            dry: false,
+            rec: None,
+            timer: None,
+        };
+        let g = r.wrap(t);
+        r.upload(&g.cell, "an uploaded tensor")?;
+        r.flush()?;
+        let stats = std::mem::take(&mut r.stats);
+        self.total_stats.add(&stats);
+        Ok(g)
+    }
+
     /// [`GpuSession::sync_state_async`], blocking (native).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn sync_state(&mut self) -> Result<()> {

@@ -1,8 +1,9 @@
 //! Picking the next token on the device: a decode step of a language model ends with the
 //! logits of the last position on the GPU (a kept output, [`GpuSession::run_with`] with
-//! `keep`), and greedy decoding needs only their argmax. [`GpuSession::argmax_last_async`]
-//! finds it with one dispatch (`shaders/sample.wgsl`) and reads back 8 bytes (the index and
-//! a NaN flag) instead of the vocabulary's logits.
+//! `keep`), and the next token needs only them. [`GpuSession::argmax_last_async`] (greedy)
+//! and [`GpuSession::sample_last_async`] (temperature, top-k, top-p, as
+//! [`crate::generate::Sampler`]) each find it with one dispatch (`shaders/sample.wgsl`) and
+//! read back 8 bytes (the index and a NaN flag) instead of the vocabulary's logits.
 
 use super::exec::GpuSession;
 use super::shaders::{Shader, Variant};
@@ -12,6 +13,7 @@ use crate::error::{Error, Result};
 use bytemuck::{Pod, Zeroable};
 
 pub const ARGMAX_ROW: Variant = Variant::new(Shader::Sample, "argmax_row");
+pub const SAMPLE_ROW: Variant = Variant::new(Shader::Sample, "sample_row");
 
 /// Mirrors `Meta` in shaders/sample.wgsl.
 #[repr(C)]
@@ -19,7 +21,12 @@ pub const ARGMAX_ROW: Variant = Variant::new(Shader::Sample, "argmax_row");
 struct SampleMeta {
     n: u32,
     offset: u32,
-    pad: [u32; 2],
+    top_k: u32,
+    pad0: u32,
+    temperature: f32,
+    top_p: f32,
+    u: f32,
+    pad1: u32,
 }
 
 impl GpuSession {
@@ -28,7 +35,54 @@ impl GpuSession {
     /// logits of a kept output in, a token id out. Adds the dispatch and the 8 bytes read
     /// back to [`GpuSession::last_stats`]. Logits holding NaN are an error, as on the CPU.
     pub async fn argmax_last_async(&mut self, t: &GTensor) -> Result<i64> {
-        let what = "argmax of the last logits";
+        self.pick_last(
+            t,
+            "argmax of the last logits",
+            &ARGMAX_ROW,
+            SampleMeta::default(),
+        )
+        .await
+    }
+
+    /// A token drawn from the last row of the f32 logits `t` on the GPU as `s` says (not
+    /// greedy: see [`GpuSession::argmax_last_async`]), with `u` the uniform number in [0, 1)
+    /// of the draw: the same rule as [`crate::generate::Sampler::pick`], in f32. Reads back
+    /// 8 bytes.
+    pub async fn sample_last_async(
+        &mut self,
+        t: &GTensor,
+        s: &crate::generate::Sampling,
+        u: f64,
+    ) -> Result<i64> {
+        let meta = SampleMeta {
+            top_k: s.top_k.map_or(0, |k| k.min(u32::MAX as usize) as u32),
+            temperature: s.temperature as f32,
+            top_p: s.top_p.map_or(1.0, |p| p as f32),
+            // The largest f32 below 1 at most, so the draw never passes the total.
+            u: (u as f32).min(1.0 - f32::EPSILON / 2.0),
+            ..Default::default()
+        };
+        if !(meta.temperature > 0.0 && meta.temperature.is_finite()) {
+            return Err(Error::Input {
+                input: "sampling".into(),
+                msg: format!(
+                    "temperature {}: expected a positive value that fits in f32",
+                    s.temperature
+                ),
+            });
+        }
+        self.pick_last(t, "sampling the last logits", &SAMPLE_ROW, meta)
+            .await
+    }
+
+    /// One workgroup of `variant` over the last row of `t`, its 8-byte answer read back.
+    async fn pick_last(
+        &mut self,
+        t: &GTensor,
+        what: &str,
+        variant: &Variant,
+        meta: SampleMeta,
+    ) -> Result<i64> {
         let n = match t.sizes.last() {
             Some(&n) if t.numel() > 0 && t.dtype == DType::F32 => n,
             _ => {
@@ -70,11 +124,11 @@ impl GpuSession {
         let meta = SampleMeta {
             n: n as u32,
             offset: offset as u32,
-            ..Default::default()
+            ..meta
         };
-        let pipeline = dev.pipeline(&ARGMAX_ROW)?;
+        let pipeline = dev.pipeline(variant)?;
         let bg = dev.bind_group(
-            &ARGMAX_ROW,
+            variant,
             bytemuck::bytes_of(&meta),
             vec![(1, out.buffer().clone(), 8), (2, src, bound)],
         )?;
@@ -136,5 +190,16 @@ impl GpuSession {
     #[cfg(not(target_arch = "wasm32"))]
     pub fn argmax_last(&mut self, t: &GTensor) -> Result<i64> {
         pollster::block_on(self.argmax_last_async(t))
+    }
+
+    /// [`GpuSession::sample_last_async`], blocking (native).
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn sample_last(
+        &mut self,
+        t: &GTensor,
+        s: &crate::generate::Sampling,
+        u: f64,
+    ) -> Result<i64> {
+        pollster::block_on(self.sample_last_async(t, s, u))
     }
 }

@@ -477,6 +477,7 @@ pub fn all_variants() -> Vec<Variant> {
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));
     v.extend(super::kernels::nn_variants());
     v.push(super::sample::ARGMAX_ROW);
+    v.push(super::sample::SAMPLE_ROW);
     let f16: Vec<Variant> = v
         .iter()
         .filter(|x| super::kernels::has_f16_variants(x))
