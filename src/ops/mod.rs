@@ -21,6 +21,7 @@ pub(crate) mod index;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pool;
+pub(crate) mod quantized;
 pub(crate) mod reduce;
 mod rnn;
 pub(crate) mod shape;
@@ -67,6 +68,8 @@ fn register_all(r: &mut OpTable) {
     norm::register(r);
     r.set_family("pool");
     pool::register(r);
+    r.set_family("quantized");
+    quantized::register(r);
     r.set_family("reduce");
     reduce::register(r);
     r.set_family("rnn");
