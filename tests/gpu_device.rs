@@ -859,3 +859,37 @@ fn device_sampling_draws_what_the_host_sampler_draws() {
     let e = g.sample_last(&nan, &s, 0.5).unwrap_err().to_string();
     assert!(e.contains("NaN"), "{e}");
 }
+
+/// PT2E-quantized programs (torchao's convert_pt2e; tests/fixgen/gen_fixtures.py) on the GPU
+/// match PyTorch: the static ones with every quantize / dequantize on the device (the
+/// weights' dequantization folded at load), the dynamic one with `choose_qparams` and its
+/// float64 scale on the CPU.
+#[test]
+fn pt2e_quantized_programs_match_pytorch_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    for stem in ["pt2e_static", "pt2e_static_core", "pt2e_dynamic"] {
+        let (p, inputs, want) = common::first_io_case(stem);
+        let mut g = GpuSession::new(p, dev.clone()).unwrap();
+        let got = g
+            .run(inputs.into_iter().map(RValue::Tensor).collect())
+            .unwrap();
+        let (RValue::Tensor(got), want) = (&got[0], &want[0]) else {
+            panic!("{stem}: a tensor output")
+        };
+        let (err, _) = common::metrics(got, want);
+        assert!(err < 1e-5, "{stem}: max error {err:.2e} from PyTorch");
+        let fallbacks: Vec<_> = g.last_stats.fallbacks.keys().cloned().collect();
+        if stem == "pt2e_dynamic" {
+            assert!(
+                fallbacks.iter().all(|f| f.contains("quantized_decomposed")),
+                "{fallbacks:?}"
+            );
+        } else {
+            assert!(fallbacks.is_empty(), "{stem}: {fallbacks:?}");
+        }
+        eprintln!(
+            "{stem}: max error {err:.2e} on the GPU, {} GPU nodes, fallbacks {fallbacks:?}",
+            g.last_stats.gpu_nodes
+        );
+    }
+}

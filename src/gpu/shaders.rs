@@ -36,13 +36,15 @@ pub enum Shader {
     Sample,
     /// Weights quantized at load (`kernels/quant.rs`).
     Quant,
+    /// PT2E quantize / dequantize (`kernels/quant.rs`).
+    Affine,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 23] = [
+    pub const ALL: [Shader; 24] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -66,6 +68,7 @@ impl Shader {
         Shader::RowsSubgroup,
         Shader::Sample,
         Shader::Quant,
+        Shader::Affine,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -92,6 +95,7 @@ impl Shader {
             Shader::RowsSubgroup => "rows_subgroup.wgsl",
             Shader::Sample => "sample.wgsl",
             Shader::Quant => "quant.wgsl",
+            Shader::Affine => "affine.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -174,6 +178,7 @@ impl Shader {
             Shader::RowsSubgroup => include_str!("../../shaders/rows_subgroup.wgsl"),
             Shader::Sample => include_str!("../../shaders/sample.wgsl"),
             Shader::Quant => include_str!("../../shaders/quant.wgsl"),
+            Shader::Affine => include_str!("../../shaders/affine.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }

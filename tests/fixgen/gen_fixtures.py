@@ -852,6 +852,75 @@ def _f():
                   "int4 groupwise (group 16, asymmetric)")
 
 
+# ---- PT2E quantization (torchao's prepare_pt2e / convert_pt2e) ------------------------------
+
+
+class QuantConvNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.fc = nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        y = F.max_pool2d(F.relu(self.conv(x)), 2)
+        return self.fc(y.flatten(1))
+
+
+def _pt2e(name, what, *, per_channel, dynamic, core):
+    # XNNPACK's quantizer config (symmetric int8 weights, -127..127; activations int8 affine),
+    # calibrated on a few batches; convert_pt2e folds the weights' quantize into int8
+    # constants, so the graph holds dequantize_per_channel / _per_tensor of them, and
+    # quantize / dequantize pairs (or choose_qparams, when dynamic) on the activations.
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+    from torchao.testing.pt2e._xnnpack_quantizer import (XNNPACKQuantizer,
+                                                         get_symmetric_quantization_config)
+
+    seeded(31)
+    m = QuantConvNet().eval()
+    x = torch.randn(2, 3, 8, 8)
+    cfg = get_symmetric_quantization_config(is_per_channel=per_channel, is_dynamic=dynamic)
+    g = export(m, (x,)).module()
+    g = prepare_pt2e(g, XNNPACKQuantizer().set_global(cfg))
+    for _ in range(4):
+        g(torch.randn(2, 3, 8, 8))
+    g = convert_pt2e(g)
+
+    def stable(scale):
+        # An activation exactly on a rounding boundary flips a quantization step under any
+        # reordering of the float sums before it (pt2web's convolution sums in another order
+        # than torch's), so the inputs are drawn until a relative jitter of 2e-6 leaves the
+        # output unchanged.
+        while True:
+            t = torch.randn(2, 3, 8, 8) * scale
+            with torch.no_grad():
+                y = g(t)
+                if all(torch.allclose(g(t * (1 + e)), y, rtol=0, atol=1e-5) for e in (2e-6, -2e-6)):
+                    return t
+
+    x = stable(1.0)
+    cases = [Case((stable(1.5),), label="wider")]
+    return single(name, f"PT2E {what} (torchao convert_pt2e, XNNPACK's quantizer config) of a "
+                  "conv + relu + pool + linear net: quantized_decomposed ops", g, (x,), core=core,
+                  cases=cases)
+
+
+@fixture("pt2e_static")
+def _f():
+    return _pt2e("pt2e_static", "static int8, per-channel weights", per_channel=True, dynamic=False, core=False)
+
+
+@fixture("pt2e_static_core")
+def _f():
+    return _pt2e("pt2e_static_core", "static int8, per-tensor weights, core ATen", per_channel=False,
+                 dynamic=False, core=True)
+
+
+@fixture("pt2e_dynamic")
+def _f():
+    return _pt2e("pt2e_dynamic", "dynamic int8 (choose_qparams on the activations), per-channel "
+                 "weights", per_channel=True, dynamic=True, core=False)
+
+
 # ======================================================================================
 # writing and verifying
 # ======================================================================================

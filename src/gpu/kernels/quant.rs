@@ -4,6 +4,11 @@
 //! [`STREAM_ROWS`] rows (a decode step) streams the words once per output column; a longer
 //! one (a prompt) dequantizes the weight into a scratch f32 buffer for the call and runs the
 //! f32 matmul kernels on it.
+//!
+//! Also PT2E's quantize / dequantize (`quantized_decomposed.*`, src/ops/quantized/) per
+//! tensor with a float scale and per channel with f32 scales, shaders/affine.wgsl: one
+//! invocation per element, torch's arithmetic (the `.tensor` overloads, whose scale is a
+//! float64 tensor, and `choose_qparams` run on the CPU).
 
 use super::matmul::encode_matmul;
 use super::views::contiguous;
@@ -13,6 +18,8 @@ use bytemuck::{Pod, Zeroable};
 pub const LINEAR_Q: Variant = Variant::new(Shader::Quant, "linear_q");
 pub const DEQUANT: Variant = Variant::new(Shader::Quant, "dequant");
 pub const EMBEDDING_Q: Variant = Variant::new(Shader::Quant, "embedding_q");
+pub const QUANTIZE: Variant = Variant::new(Shader::Affine, "quantize");
+pub const DEQUANTIZE: Variant = Variant::new(Shader::Affine, "dequantize");
 
 /// Most rows `linear_q` computes in one pass (its accumulators are a vec4).
 const STREAM_ROWS: usize = 4;
@@ -207,6 +214,132 @@ fn embedding_q(k: &mut KernelCtx) -> Out {
     Ok(Some(vec![Slot::Tensor(out)]))
 }
 
+/// Mirrors `Meta` in shaders/affine.wgsl.
+#[repr(C)]
+#[derive(Clone, Copy, Pod, Zeroable, Default)]
+struct AffineMeta {
+    n: u32,
+    inner: u32,
+    channels: u32,
+    per_channel: u32,
+    qmin: i32,
+    qmax: i32,
+    zero_point: i32,
+    x_off: u32,
+    inv_scale: f32,
+    scale: f32,
+    row: u32,
+    no_zero_points: u32,
+}
+
+/// quantize_per_tensor / quantize_per_channel / dequantize_* (`.default`): None where the
+/// CPU kernel is to run or to report the error (int32 values, f64 scales, bad arguments).
+fn affine(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let quantize = k.target().starts_with("quantized_decomposed.quantize_");
+    let Ok((dtype, qmin, qmax)) = crate::ops::quantized::qrange(&k.op) else {
+        return Ok(None);
+    };
+    let out_dtype = if quantize {
+        dtype
+    } else {
+        match k.op.opt_dtype("out_dtype") {
+            Ok(None | Some(DType::F32)) => DType::F32,
+            _ => return Ok(None),
+        }
+    };
+    let input_ok = if quantize {
+        x.dtype == DType::F32
+    } else {
+        x.dtype == dtype
+    };
+    // int32 values would wrap in the shader's i32 arithmetic (torch subtracts in int64).
+    if !matches!(dtype, DType::I8 | DType::U8 | DType::I16)
+        || !input_ok
+        || !k.out_is(out_dtype)
+        || !k.fits(&x)
+    {
+        return Ok(None);
+    }
+    let mut meta = AffineMeta {
+        n: x.numel() as u32,
+        inner: 1,
+        channels: 1,
+        qmin: qmin as i32,
+        qmax: qmax as i32,
+        ..Default::default()
+    };
+    let mut params: Vec<GTensor> = Vec::new();
+    if k.target().contains("per_channel") {
+        let rank = x.rank() as i64;
+        let axis = k.op.int("axis")?;
+        let axis = if axis < 0 { axis + rank } else { axis };
+        if !(0..rank).contains(&axis) {
+            return Ok(None);
+        }
+        let axis = axis as usize;
+        let c = x.sizes[axis];
+        let Some(s) = k.t("scales") else {
+            return Ok(None);
+        };
+        let z = k.t("zero_points");
+        if s.dtype != DType::F32
+            || s.numel() != c
+            || z.as_ref()
+                .is_some_and(|z| !super::ints::is_int(z.dtype) || z.numel() != c)
+        {
+            return Ok(None);
+        }
+        meta.per_channel = 1;
+        meta.channels = c.max(1) as u32;
+        meta.inner = x.sizes[axis + 1..].iter().product::<usize>().max(1) as u32;
+        meta.no_zero_points = z.is_none() as u32;
+        for t in std::iter::once(s).chain(z) {
+            let Some(t) = contiguous(k, &t)? else {
+                return Ok(None);
+            };
+            params.push(t);
+        }
+    } else if k.target().ends_with(".default") {
+        let (scale, zp) = (k.op.float("scale")?, k.op.int("zero_point")?);
+        let Ok(zp) = i32::try_from(zp) else {
+            return Ok(None);
+        };
+        meta.inv_scale = (1.0 / scale) as f32;
+        meta.scale = scale as f32;
+        meta.zero_point = zp;
+    } else {
+        return Ok(None);
+    }
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    k.ensure(&xc)?;
+    for t in &params {
+        k.ensure(t)?;
+    }
+    let out = k.new_out(out_dtype, &x.sizes)?;
+    if x.numel() == 0 {
+        return Ok(Some(vec![Slot::Tensor(out)]));
+    }
+    let (gx, gy, row) = grid(x.numel(), 64);
+    meta.row = row;
+    meta.x_off = xc.offset as u32;
+    // Absent scales / zero points: the input stands in for their bindings (never read).
+    let sc = params.first().unwrap_or(&xc).clone();
+    let zp = params.get(1).unwrap_or(&xc).clone();
+    let v = if quantize { &QUANTIZE } else { &DEQUANTIZE };
+    k.dispatch(
+        v,
+        bytemuck::bytes_of(&meta),
+        &[(1, &out), (2, &xc), (3, &sc), (4, &zp)],
+        (gx, gy, 1),
+    )?;
+    Ok(Some(vec![Slot::Tensor(out)]))
+}
+
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
     use super::table::On;
@@ -226,5 +359,19 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     }
     t.kernel(&["pt2web.linear_q"], On::All, linear_q, linear);
     t.kernel(&["pt2web.embedding_q"], On::All, embedding_q, embedding);
-    t.variants(&[LINEAR_Q, DEQUANT, EMBEDDING_Q]);
+    fn affine_dtypes(i: &[DType], o: &[DType]) -> bool {
+        i.iter().chain(o).all(|&d| crate::gpu::store::gpu_dtype(d))
+    }
+    t.kernel(
+        &[
+            "quantized_decomposed.quantize_per_tensor",
+            "quantized_decomposed.dequantize_per_tensor",
+            "quantized_decomposed.quantize_per_channel",
+            "quantized_decomposed.dequantize_per_channel",
+        ],
+        On::Only(&["default"]),
+        affine,
+        affine_dtypes,
+    );
+    t.variants(&[LINEAR_Q, DEQUANT, EMBEDDING_Q, QUANTIZE, DEQUANTIZE]);
 }

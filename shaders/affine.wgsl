@@ -1,0 +1,75 @@
+// PT2E quantization (src/ops/quantized/ gives torch's arithmetic; src/gpu/kernels/quant.rs
+// dispatches): one invocation per element of a contiguous tensor. Int tensors are i32 words
+// (src/gpu/store.rs), so `quantize` stores the clamped value as a word and `dequantize` reads
+// one. Channel c of element t is (t / inner) % channels; per tensor, channels is 1 and the
+// scale and zero point come in `Meta`. `Meta` mirrors `AffineMeta`.
+
+struct Meta {
+    n: u32,
+    inner: u32,
+    channels: u32,
+    // 1: scales and zero points from the buffers (per channel).
+    per_channel: u32,
+    qmin: i32,
+    qmax: i32,
+    zero_point: i32,
+    // Offset (elements) of the input.
+    x_off: u32,
+    // Per tensor: quantize multiplies by `inv_scale` (1 / scale rounded to f32 on the host,
+    // as torch does), dequantize by `scale`.
+    inv_scale: f32,
+    scale: f32,
+    // Invocations per row of the 2-D dispatch grid.
+    row: u32,
+    // 1: per channel without zero points (all 0).
+    no_zero_points: u32,
+}
+
+@group(0) @binding(0) var<uniform> params: Meta;
+@group(0) @binding(1) var<storage, read_write> out: array<u32>;
+@group(0) @binding(2) var<storage, read> x: array<u32>;
+@group(0) @binding(3) var<storage, read> scales: array<f32>;
+@group(0) @binding(4) var<storage, read> zero_points: array<i32>;
+
+fn zero_point(c: u32) -> i32 {
+    if params.per_channel == 0u {
+        return params.zero_point;
+    }
+    if params.no_zero_points != 0u {
+        return 0;
+    }
+    return zero_points[c];
+}
+
+@compute @workgroup_size(64)
+fn quantize(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.n {
+        return;
+    }
+    let c = (t / params.inner) % params.channels;
+    var inv = params.inv_scale;
+    if params.per_channel != 0u {
+        // torch: 1.0 / scales in f32 (WGSL's division is within 2.5 ulp of it).
+        inv = 1.0 / scales[c];
+    }
+    let v = bitcast<f32>(x[params.x_off + t]);
+    // round() is half to even, as torch.round.
+    let r = clamp(round(v * inv) + f32(zero_point(c)), f32(params.qmin), f32(params.qmax));
+    out[t] = bitcast<u32>(i32(r));
+}
+
+@compute @workgroup_size(64)
+fn dequantize(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.n {
+        return;
+    }
+    let c = (t / params.inner) % params.channels;
+    var s = params.scale;
+    if params.per_channel != 0u {
+        s = scales[c];
+    }
+    let q = bitcast<i32>(x[params.x_off + t]);
+    out[t] = bitcast<u32>(f32(q - zero_point(c)) * s);
+}
