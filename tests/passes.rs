@@ -1015,3 +1015,35 @@ fn f16_batch_norms_fold() {
         eprintln!("conv_bn_f16_core {what}: max abs error {max}");
     }
 }
+
+/// PT2E's int8 linear weights (torchao's convert_pt2e: an int8 constant and a dequantize node)
+/// stay int8 at load: the linear layer becomes `pt2web.linear_q` over the same integers, the
+/// dequantize node and the int8 constant go, and the results still match PyTorch (a
+/// convolution's weight, which no quantized kernel takes, is dequantized as before).
+#[test]
+fn pt2e_int8_linear_weights_stay_int8() {
+    use pt2web::DType;
+    for stem in ["pt2e_static", "pt2e_static_core", "pt2e_dynamic"] {
+        let (p, ins, want) = first_io_case(stem);
+        let targets: Vec<&str> = p.graph.nodes.iter().map(|n| n.target.as_str()).collect();
+        assert_eq!(
+            targets
+                .iter()
+                .filter(|t| **t == "pt2web.linear_q.default")
+                .count(),
+            1,
+            "{stem}: {targets:?}"
+        );
+        let int8: Vec<_> = p
+            .state
+            .iter()
+            .filter(|(_, e)| e.tensor.dtype == DType::I8)
+            .map(|(n, e)| (n.clone(), e.tensor.sizes.clone()))
+            .collect();
+        assert!(
+            int8.iter().all(|(_, s)| s.len() == 4),
+            "{stem}: only the conv weight stays int8: {int8:?}"
+        );
+        run_matches_torch(&p, &ins, &want, stem);
+    }
+}

@@ -97,83 +97,15 @@ pub fn run(p: &mut Program, fmt: WeightFormat) -> Result<QuantReport> {
                 .is_some_and(|e| e.tensor.dtype == DType::F32 && e.tensor.sizes.len() == 2)
         })
         .collect();
-    // Every use of each candidate, by node index; a use of another kind rules it out.
-    let g = &p.graph;
-    let users = |v: ValueId| -> Vec<usize> {
-        g.nodes
-            .iter()
-            .enumerate()
-            .filter(|(_, n)| n.inputs.iter().any(|(_, a)| arg_uses(a, v)))
-            .map(|(i, _)| i)
-            .collect()
-    };
-    let in_outputs = |v: ValueId| g.outputs.iter().any(|a| arg_uses(a, v));
     let mut report = QuantReport::default();
     let mut plan: BTreeMap<String, (ValueId, Vec<(usize, Use)>)> = BTreeMap::new();
     for (&v, name) in &names {
-        let mut uses = Vec::new();
-        let mut why = None;
-        if in_outputs(v) {
-            why = Some("the program returns it".to_string());
-        }
-        for i in users(v) {
-            let n = &g.nodes[i];
-            // W is argument `arg` and no other.
-            let only = |arg: &str| {
-                n.inputs.iter().all(|(k, a)| {
-                    if k == arg {
-                        matches!(a, Arg::Tensor(w) if *w == v)
-                    } else {
-                        !arg_uses(a, v)
-                    }
-                })
-            };
-            let u = match n.target.as_str() {
-                "aten.linear.default" if only("weight") => Some(Use::Rows),
-                "aten.embedding.default" if only("weight") => Some(Use::Rows),
-                "aten.mm.default" | "aten.addmm.default" if only("mat2") && unit(g, n) => {
-                    Some(Use::Right)
-                }
-                "aten.t.default" | "aten.permute.default" | "aten.transpose.int"
-                    if only("self") && swaps(n) =>
-                {
-                    let out = match n.outputs.first() {
-                        Some(Arg::Tensor(o)) => Some(*o),
-                        _ => None,
-                    };
-                    let ok = out.is_some_and(|o| {
-                        !in_outputs(o)
-                            && users(o).iter().all(|&j| {
-                                let m = &g.nodes[j];
-                                matches!(
-                                    m.target.as_str(),
-                                    "aten.mm.default" | "aten.addmm.default"
-                                ) && matches!(m.arg("mat2"), Some(Arg::Tensor(w)) if *w == o)
-                                    && !matches!(m.arg("mat1"), Some(Arg::Tensor(w)) if *w == o)
-                                    && unit(g, m)
-                            })
-                    });
-                    ok.then_some(Use::View)
-                }
-                _ => None,
-            };
-            match u {
-                Some(u) => uses.push((i, u)),
-                None => {
-                    why.get_or_insert_with(|| format!("used by {}", n.target));
-                }
-            }
-        }
-        let right = uses.iter().filter(|(_, u)| *u == Use::Right).count();
-        if right > 0 && right < uses.len() {
-            why.get_or_insert_with(|| "used both as [out, in] and as [in, out]".into());
-        }
-        match why {
-            Some(w) => report.skipped.push((name.clone(), w)),
-            None if !uses.is_empty() => {
+        match weight_uses(&p.graph, v) {
+            Err(why) => report.skipped.push((name.clone(), why)),
+            Ok(uses) if !uses.is_empty() => {
                 plan.insert(name.clone(), (v, uses));
             }
-            None => {}
+            Ok(_) => {}
         }
     }
     let mut dead_views = Vec::new();
@@ -223,28 +155,7 @@ pub fn run(p: &mut Program, fmt: WeightFormat) -> Result<QuantReport> {
         )?;
         let qv = super::add_constant(p, &qname, qt);
         let sv = super::add_constant(p, &sname, st);
-        for (i, u) in uses {
-            match u {
-                Use::Rows | Use::Right => rewrite(&mut p.graph.nodes[i], qv, sv, l)?,
-                Use::View => {
-                    let Some(Arg::Tensor(o)) = p.graph.nodes[i].outputs.first().cloned() else {
-                        continue;
-                    };
-                    let products: Vec<usize> = p
-                        .graph
-                        .nodes
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, m)| m.inputs.iter().any(|(_, a)| arg_uses(a, o)))
-                        .map(|(j, _)| j)
-                        .collect();
-                    for j in products {
-                        rewrite(&mut p.graph.nodes[j], qv, sv, l)?;
-                    }
-                    dead_views.push(i);
-                }
-            }
-        }
+        apply(p, &uses, qv, sv, l, &mut dead_views)?;
         remove_state_input(p, v, &name);
         report.weights += 1;
         report.f32_bytes += n * k * 4;
@@ -256,6 +167,279 @@ pub fn run(p: &mut Program, fmt: WeightFormat) -> Result<QuantReport> {
         p.graph.nodes.remove(i);
     }
     Ok(report)
+}
+
+/// PT2E's int8 weights (torchao's `convert_pt2e` folds a weight's quantization into an int8
+/// constant and dequantizes it in the graph: `dequantize_per_channel` along the output
+/// features, or `dequantize_per_tensor`, with zero points 0, as XNNPACK's symmetric
+/// config writes them) stay int8 where linear layers and embeddings alone read them: those
+/// become `pt2web.linear_q` / `pt2web.embedding_q` over the same integers and scales (the
+/// products are torch's, `q * scale`), and the dequantize node and the int8 constant leave
+/// the program. Run at load ([`Pt2Archive::program`](crate::program::Pt2Archive)), before
+/// [`run`], whatever the weight format.
+pub fn pt2e(p: &mut Program) -> Result<QuantReport> {
+    struct Found {
+        node: usize,
+        weight: (ValueId, String),
+        params: Vec<ValueId>,
+        scales: Vec<f32>,
+        q: Vec<i32>,
+        l: QLayout,
+        uses: Vec<(usize, Use)>,
+    }
+    let state = super::const_fold::unmutated_state(p);
+    let mut report = QuantReport::default();
+    let mut found = Vec::new();
+    for (i, n) in p.graph.nodes.iter().enumerate() {
+        let per_channel = match n.target.as_str() {
+            "quantized_decomposed.dequantize_per_channel.default" => true,
+            "quantized_decomposed.dequantize_per_tensor.default" => false,
+            _ => continue,
+        };
+        let (Some(Arg::Tensor(out)), Some(Arg::Tensor(wv))) = (n.outputs.first(), n.arg("input"))
+        else {
+            continue;
+        };
+        let Some(wname) = state.get(wv) else { continue };
+        let w = &p.state[wname].tensor;
+        if w.dtype != DType::I8
+            || w.sizes.len() != 2
+            || !matches!(
+                n.arg("out_dtype"),
+                None | Some(Arg::None) | Some(Arg::ScalarType(DType::F32))
+            )
+        {
+            continue;
+        }
+        let (rows, k) = (w.sizes[0], w.sizes[1]);
+        let host = |v: &ValueId| -> Option<crate::cpu::Tensor> {
+            let name = state.get(v)?;
+            crate::cpu::Tensor::from_host(&p.state[name].tensor).ok()
+        };
+        let mut params = Vec::new();
+        let scales: Vec<f32> = if per_channel {
+            let axis_ok = matches!(n.arg("axis"), Some(Arg::Int(0 | -2)));
+            let zeros = match n.arg("zero_points") {
+                None | Some(Arg::None) | Some(Arg::OptTensor(None)) => true,
+                Some(Arg::Tensor(z)) | Some(Arg::OptTensor(Some(z))) => {
+                    params.push(*z);
+                    host(z).is_some_and(|t| {
+                        !t.dtype.is_float()
+                            && t.numel() == rows
+                            && t.to_vec::<i64>().iter().all(|&z| z == 0)
+                    })
+                }
+                _ => false,
+            };
+            let s = match n.arg("scales") {
+                Some(Arg::Tensor(s)) => {
+                    params.push(*s);
+                    host(s).filter(|t| t.dtype == DType::F32 && t.numel() == rows)
+                }
+                _ => None,
+            };
+            match s {
+                Some(s) if axis_ok && zeros => s.contiguous().to_vec::<f32>(),
+                _ => continue,
+            }
+        } else {
+            match (n.arg("scale"), n.arg("zero_point")) {
+                (Some(Arg::Float(s)), Some(Arg::Int(0))) => vec![*s as f32; rows],
+                _ => continue,
+            }
+        };
+        let l = QLayout {
+            n: rows,
+            k,
+            bits: 8,
+            group: k,
+        };
+        let uses = weight_uses(&p.graph, *out).and_then(|u| {
+            if u.iter().any(|(_, u)| *u == Use::Right) {
+                Err("used as the right operand of a product: its scales are per input".into())
+            } else {
+                l.check().map(|_| u)
+            }
+        });
+        match uses {
+            Err(why) => report.skipped.push((wname.clone(), why)),
+            Ok(uses) if !uses.is_empty() => {
+                let q = crate::cpu::Tensor::from_host(w)?
+                    .contiguous()
+                    .to_vec::<i32>();
+                found.push(Found {
+                    node: i,
+                    weight: (*wv, wname.clone()),
+                    params,
+                    scales,
+                    q,
+                    l,
+                    uses,
+                });
+            }
+            Ok(_) => {}
+        }
+    }
+    let mut dead = Vec::new();
+    let mut freed: Vec<ValueId> = Vec::new();
+    for f in found {
+        let name = &f.weight.1;
+        let (qname, sname) = (format!("{name}.qweight"), format!("{name}.scale"));
+        if p.state.contains_key(&qname) || p.state.contains_key(&sname) {
+            report
+                .skipped
+                .push((name.clone(), "its quantized names are taken".into()));
+            continue;
+        }
+        let words = quant::pack(&f.q, f.l);
+        let qt = crate::tensor::HostTensor::from_bytes(
+            &qname,
+            DType::I32,
+            vec![f.l.n, f.l.words()],
+            words.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )?;
+        let st = crate::tensor::HostTensor::from_bytes(
+            &sname,
+            DType::F32,
+            vec![f.l.n, 1],
+            f.scales.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        )?;
+        let qv = super::add_constant(p, &qname, qt);
+        let sv = super::add_constant(p, &sname, st);
+        apply(p, &f.uses, qv, sv, f.l, &mut dead)?;
+        dead.push(f.node);
+        freed.push(f.weight.0);
+        freed.extend(f.params);
+        report.weights += 1;
+        report.f32_bytes += f.l.n * f.l.k * 4;
+        report.quantized_bytes += f.l.bytes();
+    }
+    dead.sort_unstable();
+    dead.dedup();
+    for i in dead.into_iter().rev() {
+        p.graph.nodes.remove(i);
+    }
+    // The int8 weights, their scales and zero points, where nothing else reads them.
+    for v in freed {
+        let used = p
+            .graph
+            .nodes
+            .iter()
+            .any(|n| n.inputs.iter().any(|(_, a)| arg_uses(a, v)))
+            || p.graph.outputs.iter().any(|a| arg_uses(a, v));
+        if let (false, Some(name)) = (used, state.get(&v)) {
+            remove_state_input(p, v, name);
+        }
+    }
+    Ok(report)
+}
+
+/// Rewrite each use of a weight into its quantized form over `qv` / `sv`; the views among
+/// them (whose users were the products) go into `dead_views`.
+fn apply(
+    p: &mut Program,
+    uses: &[(usize, Use)],
+    qv: ValueId,
+    sv: ValueId,
+    l: QLayout,
+    dead_views: &mut Vec<usize>,
+) -> Result<()> {
+    for &(i, u) in uses {
+        match u {
+            Use::Rows | Use::Right => rewrite(&mut p.graph.nodes[i], qv, sv, l)?,
+            Use::View => {
+                let Some(Arg::Tensor(o)) = p.graph.nodes[i].outputs.first().cloned() else {
+                    continue;
+                };
+                let products: Vec<usize> = p
+                    .graph
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, m)| m.inputs.iter().any(|(_, a)| arg_uses(a, o)))
+                    .map(|(j, _)| j)
+                    .collect();
+                for j in products {
+                    rewrite(&mut p.graph.nodes[j], qv, sv, l)?;
+                }
+                dead_views.push(i);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every use of the weight `v` by node index, when each is one a quantized kernel takes
+/// (else why not).
+fn weight_uses(g: &Graph, v: ValueId) -> std::result::Result<Vec<(usize, Use)>, String> {
+    let users = |v: ValueId| -> Vec<usize> {
+        g.nodes
+            .iter()
+            .enumerate()
+            .filter(|(_, n)| n.inputs.iter().any(|(_, a)| arg_uses(a, v)))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let in_outputs = |v: ValueId| g.outputs.iter().any(|a| arg_uses(a, v));
+    let mut uses = Vec::new();
+    let mut why = None;
+    if in_outputs(v) {
+        why = Some("the program returns it".to_string());
+    }
+    for i in users(v) {
+        let n = &g.nodes[i];
+        // W is argument `arg` and no other.
+        let only = |arg: &str| {
+            n.inputs.iter().all(|(k, a)| {
+                if k == arg {
+                    matches!(a, Arg::Tensor(w) if *w == v)
+                } else {
+                    !arg_uses(a, v)
+                }
+            })
+        };
+        let u = match n.target.as_str() {
+            "aten.linear.default" if only("weight") => Some(Use::Rows),
+            "aten.embedding.default" if only("weight") => Some(Use::Rows),
+            "aten.mm.default" | "aten.addmm.default" if only("mat2") && unit(g, n) => {
+                Some(Use::Right)
+            }
+            "aten.t.default" | "aten.permute.default" | "aten.transpose.int"
+                if only("self") && swaps(n) =>
+            {
+                let out = match n.outputs.first() {
+                    Some(Arg::Tensor(o)) => Some(*o),
+                    _ => None,
+                };
+                let ok = out.is_some_and(|o| {
+                    !in_outputs(o)
+                        && users(o).iter().all(|&j| {
+                            let m = &g.nodes[j];
+                            matches!(m.target.as_str(), "aten.mm.default" | "aten.addmm.default")
+                                && matches!(m.arg("mat2"), Some(Arg::Tensor(w)) if *w == o)
+                                && !matches!(m.arg("mat1"), Some(Arg::Tensor(w)) if *w == o)
+                                && unit(g, m)
+                        })
+                });
+                ok.then_some(Use::View)
+            }
+            _ => None,
+        };
+        match u {
+            Some(u) => uses.push((i, u)),
+            None => {
+                why.get_or_insert_with(|| format!("used by {}", n.target));
+            }
+        }
+    }
+    let right = uses.iter().filter(|(_, u)| *u == Use::Right).count();
+    if right > 0 && right < uses.len() {
+        why.get_or_insert_with(|| "used both as [out, in] and as [in, out]".into());
+    }
+    match why {
+        Some(w) => Err(w),
+        None => Ok(uses),
+    }
 }
 
 fn arg_uses(a: &Arg, v: ValueId) -> bool {

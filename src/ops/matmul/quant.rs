@@ -78,9 +78,8 @@ impl QLayout {
 
 /// Quantize a row-major `[n, k]` f32 weight: its words and scales (see the module doc).
 pub fn quantize(w: &[f32], l: QLayout) -> (Vec<i32>, Vec<f32>) {
-    let (qmax, off) = (l.qmax(), l.offset());
-    let mask = (1u32 << l.bits) - 1;
-    let mut words = vec![0i32; l.n * l.words()];
+    let qmax = l.qmax();
+    let mut q = vec![0i32; l.n * l.k];
     let mut scales = vec![0f32; l.n * l.groups()];
     for j in 0..l.n {
         let row = &w[j * l.k..(j + 1) * l.k];
@@ -90,19 +89,31 @@ pub fn quantize(w: &[f32], l: QLayout) -> (Vec<i32>, Vec<f32>) {
             let scale = amax / qmax as f32;
             scales[j * l.groups() + g] = scale;
             for (t, &v) in vals.iter().enumerate() {
-                let i = g * l.group + t;
-                let q = if scale > 0.0 {
+                q[j * l.k + g * l.group + t] = if scale > 0.0 {
                     ((v / scale).round_ties_even() as i32).clamp(-qmax, qmax)
                 } else {
                     0
                 };
-                let field = ((q + off) as u32 & mask) << ((i * l.bits) % 32);
-                let wi = j * l.words() + i * l.bits / 32;
-                words[wi] = (words[wi] as u32 | field) as i32;
             }
         }
     }
-    (words, scales)
+    (pack(&q, l), scales)
+}
+
+/// The words of a row-major `[n, k]` weight of integers in `[-2^(bits-1), 2^(bits-1) - 1]`
+/// (see the module doc; an already quantized weight, e.g. PT2E's int8, is packed as it is).
+pub fn pack(q: &[i32], l: QLayout) -> Vec<i32> {
+    let off = l.offset();
+    let mask = (1u32 << l.bits) - 1;
+    let mut words = vec![0i32; l.n * l.words()];
+    for j in 0..l.n {
+        for i in 0..l.k {
+            let field = ((q[j * l.k + i] + off) as u32 & mask) << ((i * l.bits) % 32);
+            let wi = j * l.words() + i * l.bits / 32;
+            words[wi] = (words[wi] as u32 | field) as i32;
+        }
+    }
+    words
 }
 
 /// Row `j` of the weight, dequantized into `out` (`k` values).
