@@ -23,9 +23,10 @@ struct Meta {
     // bit 0: a float mask is bound; bit 1: causal (key s > l masked); bit 2: SAFE.
     flags: u32,
     scale: f32,
-    _p0: f32,
-    _p1: f32,
-    _p2: f32,
+    // attention_split / attention_combine: key ranges per row, and keys per range.
+    splits: u32,
+    chunk: u32,
+    _p2: u32,
     // Element strides (batch, head, row, column) of q [B, H, L, E], k [B, H, S, E],
     // v [B, H, S, Ev] and the mask broadcast to [B, H, L, S] (0 where it broadcasts).
     q: vec4<u32>,
@@ -48,40 +49,42 @@ const MAX_E: u32 = 128u;
 var<private> INF_BITS: u32 = 0x7f800000u;
 var<private> NAN_BITS: u32 = 0x7fc00000u;
 
-@compute @workgroup_size(64)
-fn attention_row(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let r = gid.x + gid.y * params.row;
-    if r >= params.rows {
-        return;
-    }
+// One row's running state over a range of keys (`stream_row`): the output accumulated
+// unnormalized, the running maximum and sum, and whether a score was NaN or +inf.
+var<private> acc: array<f32, MAX_E>;
+var<private> qr: array<f32, MAX_E>;
+var<private> mx: f32;
+var<private> sum: f32;
+var<private> bad: bool;
+
+// Row r (= (b * heads + h) * len + l) over keys [first, last) (clipped to l + 1 when causal).
+fn stream_row(r: u32, first: u32, last: u32) {
     let l = r % params.len;
     let bh = r / params.len;
     let h = bh % params.heads;
     let b = bh / params.heads;
     let e = params.e;
     let ev = params.ev;
-    var qr: array<f32, MAX_E>;
     let qo = params.offsets.x + b * params.q.x + h * params.q.y + l * params.q.z;
     for (var i = 0u; i < e; i = i + 1u) {
         qr[i] = q[qo + i * params.q.w];
     }
-    var acc: array<f32, MAX_E>;
     for (var i = 0u; i < ev; i = i + 1u) {
         acc[i] = 0.0;
     }
     let neg_inf = -bitcast<f32>(INF_BITS);
-    var mx = neg_inf;
-    var sum = 0.0;
-    var bad = false;
+    mx = neg_inf;
+    sum = 0.0;
+    bad = false;
     let ko = params.offsets.y + b * params.k.x + h * params.k.y;
     let vo = params.offsets.z + b * params.v.x + h * params.v.y;
     let mo = params.offsets.w + b * params.m.x + h * params.m.y + l * params.m.z;
     let has_mask = (params.flags & 1u) != 0u;
-    var keys = params.keys;
+    var keys = last;
     if (params.flags & 2u) != 0u {
         keys = min(keys, l + 1u);
     }
-    for (var s = 0u; s < keys; s = s + 1u) {
+    for (var s = first; s < keys; s = s + 1u) {
         let kr = ko + s * params.k.z;
         var dot = 0.0;
         for (var i = 0u; i < e; i = i + 1u) {
@@ -117,7 +120,12 @@ fn attention_row(@builtin(global_invocation_id) gid: vec3<u32>) {
             }
         }
     }
-    let base = r * ev;
+}
+
+// The output row at `base` from the state: NaN for a NaN / +inf score; a row with no key
+// left is NaN, or zeros when SAFE.
+fn finish_row(base: u32) {
+    let ev = params.ev;
     if bad || sum == 0.0 {
         let fill = select(bitcast<f32>(NAN_BITS), 0.0, !bad && (params.flags & 4u) != 0u);
         for (var i = 0u; i < ev; i = i + 1u) {
@@ -129,6 +137,74 @@ fn attention_row(@builtin(global_invocation_id) gid: vec3<u32>) {
     for (var i = 0u; i < ev; i = i + 1u) {
         out[base + i] = acc[i] * inv;
     }
+}
+
+@compute @workgroup_size(64)
+fn attention_row(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x + gid.y * params.row;
+    if r >= params.rows {
+        return;
+    }
+    stream_row(r, 0u, params.keys);
+    finish_row(r * params.ev);
+}
+
+// Flash-decoding, for few query rows over many keys: `attention_split` runs invocation
+// (row r, split p) over keys [p * chunk, (p + 1) * chunk) and writes the part's state to
+// `out` (a scratch [rows, splits, ev + 3]: maximum, sum, NaN flag, then the accumulated
+// output); `attention_combine`, one invocation per row, reads the parts back through the
+// `q` binding, rescales each to the largest maximum and writes the row.
+@compute @workgroup_size(64)
+fn attention_split(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.rows * params.splits {
+        return;
+    }
+    let r = t / params.splits;
+    let p = t % params.splits;
+    let first = min(p * params.chunk, params.keys);
+    stream_row(r, first, min(first + params.chunk, params.keys));
+    let base = t * (params.ev + 3u);
+    out[base] = mx;
+    out[base + 1u] = sum;
+    out[base + 2u] = select(0.0, 1.0, bad);
+    for (var i = 0u; i < params.ev; i = i + 1u) {
+        out[base + 3u + i] = acc[i];
+    }
+}
+
+@compute @workgroup_size(64)
+fn attention_combine(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let r = gid.x + gid.y * params.row;
+    if r >= params.rows {
+        return;
+    }
+    let ev = params.ev;
+    let stride = ev + 3u;
+    let first = r * params.splits * stride;
+    var top = -bitcast<f32>(INF_BITS);
+    bad = false;
+    for (var p = 0u; p < params.splits; p = p + 1u) {
+        let o = first + p * stride;
+        top = max(top, q[o]);
+        bad = bad || q[o + 2u] != 0.0;
+    }
+    sum = 0.0;
+    for (var i = 0u; i < ev; i = i + 1u) {
+        acc[i] = 0.0;
+    }
+    for (var p = 0u; p < params.splits; p = p + 1u) {
+        let o = first + p * stride;
+        if q[o + 1u] == 0.0 {
+            continue;
+        }
+        let c = exp(q[o] - top);
+        sum = sum + q[o + 1u] * c;
+        for (var i = 0u; i < ev; i = i + 1u) {
+            acc[i] = acc[i] + q[o + 3u + i] * c;
+        }
+    }
+    finish_row(r * ev);
 }
 
 // The streaming kernel for GPUs with workgroup memory (flash-attention style): a workgroup of

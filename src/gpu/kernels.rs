@@ -46,7 +46,9 @@ pub mod support;
 pub mod table;
 
 pub(crate) use attention::fused_attention;
-pub use attention::{AttentionMeta, ATTENTION_ROW, ATTENTION_TILED};
+pub use attention::{
+    AttentionMeta, ATTENTION_COMBINE, ATTENTION_ROW, ATTENTION_SPLIT, ATTENTION_TILED,
+};
 pub use conv::ConvMeta;
 pub use epilogue::{epilogue_sources, producer_variants, EpilogueMeta};
 pub(crate) use fused::fused as fused_kernel;

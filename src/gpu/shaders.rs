@@ -454,6 +454,8 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::SAFE_SOFTMAX);
     v.push(super::kernels::ATTENTION_ROW);
     v.push(super::kernels::ATTENTION_TILED);
+    v.push(super::kernels::ATTENTION_SPLIT);
+    v.push(super::kernels::ATTENTION_COMBINE);
     for base in [
         super::kernels::SOFTMAX,
         super::kernels::LOG_SOFTMAX,

@@ -514,7 +514,10 @@ pub struct AttentionMeta {
     pub ev: u32,
     pub flags: u32,
     pub scale: f32,
-    pub _p: [f32; 3],
+    /// Flash-decoding: key ranges per row, and keys per range.
+    pub splits: u32,
+    pub chunk: u32,
+    pub _p: u32,
     /// (batch, head, row, column) element strides of q, k, v and the mask.
     pub q: [u32; 4],
     pub k: [u32; 4],
@@ -528,6 +531,20 @@ pub struct AttentionMeta {
 pub const ATTENTION_ROW: Variant = Variant::new(Shader::Attention, "attention_row");
 /// The streaming kernel for GPUs: 64 query rows per workgroup sharing key / value tiles.
 pub const ATTENTION_TILED: Variant = Variant::new(Shader::Attention, "attention_tiled");
+/// Flash-decoding's two passes: each row's keys in ranges, then the ranges combined.
+pub const ATTENTION_SPLIT: Variant = Variant::new(Shader::Attention, "attention_split");
+pub const ATTENTION_COMBINE: Variant = Variant::new(Shader::Attention, "attention_combine");
+
+/// Flash-decoding's key ranges for `l` query rows per problem over `s` keys: Some((ranges,
+/// keys per range)) for a decode step's few rows over a long cache, where one invocation per
+/// row would leave a GPU idle; ranges of at least 32 keys, at most 64 of them.
+fn key_split(l: usize, s: usize) -> Option<(usize, usize)> {
+    if l > 4 || s < 128 {
+        return None;
+    }
+    let chunk = s.div_ceil(64).max(32);
+    Some((s.div_ceil(chunk), chunk))
+}
 
 /// Whether the streaming kernel takes its workgroup-tiled form on this device
 /// (`backends::set_attention_kernel`, natively `PT2WEB_ATTENTION_KERNEL`): with `Auto`, on
@@ -588,7 +605,9 @@ pub(super) fn streaming(
     if p.batch.len() > 2
         || e > STREAMING_MAX_E
         || ev > STREAMING_MAX_E
-        || (s > STREAMING_MAX_KEYS_SOFTWARE && crate::gpu::is_software(&k.r.dev.properties))
+        || (s > STREAMING_MAX_KEYS_SOFTWARE
+            && key_split(l, s).is_none()
+            && crate::gpu::is_software(&k.r.dev.properties))
         || nb * l >= u32::MAX as usize
         || [q, kt, v]
             .iter()
@@ -653,6 +672,49 @@ pub(super) fn streaming(
         return Ok(Some(out));
     }
     let heads = p.batch.last().copied().unwrap_or(1);
+    let (ms, mo) = ms.unwrap_or(([0; 4], 0));
+    let mut meta = AttentionMeta {
+        rows: rows as u32,
+        heads: heads as u32,
+        len: l as u32,
+        keys: s as u32,
+        e: e as u32,
+        ev: ev as u32,
+        flags: mask.is_some() as u32 | (p.causal as u32) << 1 | (p.safe as u32) << 2,
+        scale: p.scale,
+        q: qs,
+        k: ks,
+        v: vs,
+        m: ms,
+        offsets: [qo, ko, vo, mo],
+        ..Default::default()
+    };
+    let m = mask.as_ref().unwrap_or(q);
+    if let Some((splits, chunk)) = key_split(l, s) {
+        let parts = k.new_out(DType::F32, &[rows, splits, ev + 3])?;
+        if !k.fits(&parts) {
+            return Ok(None);
+        }
+        let (gx, gy, row) = super::grid(rows * splits, 64);
+        meta.splits = splits as u32;
+        meta.chunk = chunk as u32;
+        meta.row = row;
+        k.dispatch(
+            &ATTENTION_SPLIT,
+            bytemuck::bytes_of(&meta),
+            &[(1, &parts), (2, q), (3, kt), (4, v), (5, m)],
+            (gx, gy, 1),
+        )?;
+        let (gx, gy, row) = super::grid(rows, 64);
+        meta.row = row;
+        k.dispatch(
+            &ATTENTION_COMBINE,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, &parts)],
+            (gx, gy, 1),
+        )?;
+        return Ok(Some(out));
+    }
     let maxg =
         k.r.dev
             .properties
@@ -672,25 +734,7 @@ pub(super) fn streaming(
         let (gx, gy, row) = super::grid(rows, 64);
         (ATTENTION_ROW, (gx, gy, 1), row)
     };
-    let (ms, mo) = ms.unwrap_or(([0; 4], 0));
-    let meta = AttentionMeta {
-        rows: rows as u32,
-        row,
-        heads: heads as u32,
-        len: l as u32,
-        keys: s as u32,
-        e: e as u32,
-        ev: ev as u32,
-        flags: mask.is_some() as u32 | (p.causal as u32) << 1 | (p.safe as u32) << 2,
-        scale: p.scale,
-        q: qs,
-        k: ks,
-        v: vs,
-        m: ms,
-        offsets: [qo, ko, vo, mo],
-        ..Default::default()
-    };
-    let m = mask.as_ref().unwrap_or(q);
+    meta.row = row;
     k.dispatch(
         &variant,
         bytemuck::bytes_of(&meta),

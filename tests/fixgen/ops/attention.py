@@ -29,6 +29,12 @@ CASES = [
     # A decode step against a long cache (600 keys, head dim 64): past the key count where the
     # streaming kernel went wrong on lavapipe (src/gpu/kernels/attention.rs).
     Case("sdpa_long_keys", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 1, 600, 64), core=False),
+    # Decode steps over a cache (the GPU splits the keys in ranges, flash-decoding): a mask
+    # with -inf runs (a range all masked), a fully masked row, and a causal one whose rows
+    # read only the first keys (most ranges empty).
+    Case("sdpa_decode_masked", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m),
+         qkv(1, 4, 2, 300, 32) + [randn(2, 300, seed=7).masked_fill(torch.arange(300) % 97 < 40, float("-inf")).index_fill(0, torch.tensor([1]), float("-inf"))], core=False),
+    Case("sdpa_decode_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 3, 3, 200, 16), core=False),
     Case("sdpa_value_dim", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 6, 8, ev=5), core=False),
     Case("sdpa_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(2, 2, 6, 6, 4), core=False),
     Case("sdpa_causal_rect", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 3, 5, 4)),
