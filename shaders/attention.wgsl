@@ -26,7 +26,8 @@ struct Meta {
     // attention_split / attention_combine: key ranges per row, and keys per range.
     splits: u32,
     chunk: u32,
-    _p2: u32,
+    // Query heads per key / value head (grouped-query attention).
+    group: u32,
     // Element strides (batch, head, row, column) of q [B, H, L, E], k [B, H, S, E],
     // v [B, H, S, Ev] and the mask broadcast to [B, H, L, S] (0 where it broadcasts).
     q: vec4<u32>,
@@ -76,8 +77,9 @@ fn stream_row(r: u32, first: u32, last: u32) {
     mx = neg_inf;
     sum = 0.0;
     bad = false;
-    let ko = params.offsets.y + b * params.k.x + h * params.k.y;
-    let vo = params.offsets.z + b * params.v.x + h * params.v.y;
+    let hk = h / max(params.group, 1u);
+    let ko = params.offsets.y + b * params.k.x + hk * params.k.y;
+    let vo = params.offsets.z + b * params.v.x + hk * params.v.y;
     let mo = params.offsets.w + b * params.m.x + h * params.m.y + l * params.m.z;
     let has_mask = (params.flags & 1u) != 0u;
     var keys = last;
@@ -246,8 +248,9 @@ fn attention_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
     var mx = neg_inf;
     var sum = 0.0;
     var bad = false;
-    let ko = params.offsets.y + b * params.k.x + h * params.k.y;
-    let vo = params.offsets.z + b * params.v.x + h * params.v.y;
+    let hk = h / max(params.group, 1u);
+    let ko = params.offsets.y + b * params.k.x + hk * params.k.y;
+    let vo = params.offsets.z + b * params.v.x + hk * params.v.y;
     let mo = params.offsets.w + b * params.m.x + h * params.m.y + l * params.m.z;
     let has_mask = (params.flags & 1u) != 0u;
     let causal = (params.flags & 2u) != 0u;

@@ -306,9 +306,10 @@ fn sdpa_f32(
         return Ok(None);
     }
     let scale = SdpaParams::scale_for(scale, e) as f32;
-    if group.is_none() && !math && !flash && dropout_p == 0.0 && streaming_chosen() {
+    if !math && !flash && dropout_p == 0.0 && streaming_chosen() {
         let p = Streaming {
             batch: &batch,
+            group: group.map_or(1, |(_, g)| g),
             causal,
             scale,
             safe: true,
@@ -480,6 +481,7 @@ pub(crate) fn fused_attention(
     };
     let p = Streaming {
         batch: &batch,
+        group: 1,
         causal: false,
         scale: scale as f32,
         safe,
@@ -517,7 +519,8 @@ pub struct AttentionMeta {
     /// Flash-decoding: key ranges per row, and keys per range.
     pub splits: u32,
     pub chunk: u32,
-    pub _p: u32,
+    /// Query heads per key / value head.
+    pub group: u32,
     /// (batch, head, row, column) element strides of q, k, v and the mask.
     pub q: [u32; 4],
     pub k: [u32; 4],
@@ -578,6 +581,9 @@ const STREAMING_MAX_KEYS_SOFTWARE: usize = 256;
 pub(super) struct Streaming<'a> {
     /// The broadcast batch dims of q, k and v.
     pub batch: &'a [usize],
+    /// Query heads per key / value head (grouped-query attention; 1 otherwise): k and v
+    /// have `batch`'s last dim / `group` heads, query head h reads key / value head h / group.
+    pub group: usize,
     pub causal: bool,
     pub scale: f32,
     /// A fully masked row gives zeros (attention), not NaN (`_softmax`).
@@ -616,9 +622,18 @@ pub(super) fn streaming(
     {
         return Ok(None);
     }
-    // Each operand as [B, H, rows, cols] strides (0 where it broadcasts).
-    let as4 = |t: &GTensor, rows: usize, cols: usize| -> Option<([u32; 4], u32)> {
+    let heads = p.batch.last().copied().unwrap_or(1);
+    let g = p.group.max(1);
+    if !heads.is_multiple_of(g) {
+        return Ok(None);
+    }
+    // Each operand as [B, H, rows, cols] strides (0 where it broadcasts); k and v with
+    // H / group heads.
+    let as4 = |t: &GTensor, rows: usize, cols: usize, kv: bool| -> Option<([u32; 4], u32)> {
         let mut full = p.batch.to_vec();
+        if let (true, Some(h)) = (kv, full.last_mut()) {
+            *h /= g;
+        }
         full.extend([rows, cols]);
         let x = t.expand_to(&full)?;
         let mut st = [0u32; 4];
@@ -628,9 +643,11 @@ pub(super) fn streaming(
         }
         Some((st, u32::try_from(x.offset).ok()?))
     };
-    let (Some((qs, qo)), Some((ks, ko)), Some((vs, vo))) =
-        (as4(q, l, e), as4(kt, s, e), as4(v, s, ev))
-    else {
+    let (Some((qs, qo)), Some((ks, ko)), Some((vs, vo))) = (
+        as4(q, l, e, false),
+        as4(kt, s, e, true),
+        as4(v, s, ev, true),
+    ) else {
         return Ok(None);
     };
     // A bool mask becomes 0 / -inf (one elementwise dispatch); a float one is read as is.
@@ -655,7 +672,7 @@ pub(super) fn streaming(
         m => m.cloned(),
     };
     let ms = match &mask {
-        Some(m) => match as4(m, l, s) {
+        Some(m) => match as4(m, l, s, false) {
             Some(x) => Some(x),
             None => return Ok(None),
         },
@@ -671,7 +688,6 @@ pub(super) fn streaming(
     if rows * ev == 0 {
         return Ok(Some(out));
     }
-    let heads = p.batch.last().copied().unwrap_or(1);
     let (ms, mo) = ms.unwrap_or(([0; 4], 0));
     let mut meta = AttentionMeta {
         rows: rows as u32,
@@ -682,6 +698,7 @@ pub(super) fn streaming(
         ev: ev as u32,
         flags: mask.is_some() as u32 | (p.causal as u32) << 1 | (p.safe as u32) << 2,
         scale: p.scale,
+        group: g as u32,
         q: qs,
         k: ks,
         v: vs,

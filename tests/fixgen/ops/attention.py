@@ -35,6 +35,7 @@ CASES = [
     Case("sdpa_decode_masked", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m),
          qkv(1, 4, 2, 300, 32) + [randn(2, 300, seed=7).masked_fill(torch.arange(300) % 97 < 40, float("-inf")).index_fill(0, torch.tensor([1]), float("-inf"))], core=False),
     Case("sdpa_decode_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 3, 3, 200, 16), core=False),
+    Case("sdpa_decode_gqa", lambda q, k, v: sdpa(q, k, v, enable_gqa=True), qkv(1, 8, 1, 300, 32, hk=2), core=False),
     Case("sdpa_value_dim", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 6, 8, ev=5), core=False),
     Case("sdpa_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(2, 2, 6, 6, 4), core=False),
     Case("sdpa_causal_rect", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 3, 5, 4)),
