@@ -210,17 +210,7 @@ impl GpuSession {
         if stale.is_empty() {
             return Ok(());
         }
-        let mut r = Runner {
-            dev: &self.device,
-            enc: None,
-            held: Vec::new(),
-            stats: RunStats::default(),
-            ident: &mut self.ident,
-            plans: &mut self.plans,
-            dry: false,
-            rec: None,
-            timer: None,
-        };
+        let mut r = self.side_runner();
         r.download(&stale).await?;
         r.flush()?;
         let stats = std::mem::take(&mut r.stats);
@@ -228,10 +218,9 @@ impl GpuSession {
         Ok(())
     }
 
-    /// A host tensor put on this session's device: an input to pass as [`GpuInput::Gpu`]
-    /// (it stays there across runs), or logits to pick a token from.
-    pub fn upload(&mut self, t: &Tensor) -> Result<GTensor> {
-        let mut r = Runner {
+    /// A runner for work outside a run (state reads, uploads): no timer, no recording.
+    fn side_runner(&mut self) -> Runner<'_> {
+        Runner {
             dev: &self.device,
             enc: None,
             held: Vec::new(),
@@ -241,7 +230,13 @@ impl GpuSession {
             dry: false,
             rec: None,
             timer: None,
-        };
+        }
+    }
+
+    /// A host tensor put on this session's device: an input to pass as [`GpuInput::Gpu`]
+    /// (it stays there across runs), or logits to pick a token from.
+    pub fn upload(&mut self, t: &Tensor) -> Result<GTensor> {
+        let mut r = self.side_runner();
         let g = r.wrap(t);
         r.upload(&g.cell, "an uploaded tensor")?;
         r.flush()?;
