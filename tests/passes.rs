@@ -1016,15 +1016,21 @@ fn f16_batch_norms_fold() {
     }
 }
 
-/// PT2E's int8 linear weights (torchao's convert_pt2e: an int8 constant and a dequantize node)
-/// stay int8 at load: the linear layer becomes `pt2web.linear_q` over the same integers, the
+/// With `--weights int8`, PT2E's int8 linear weights (torchao's convert_pt2e: an int8
+/// constant and a dequantize node) stay int8 at load: the linear layer becomes `pt2web.linear_q` over the same integers, the
 /// dequantize node and the int8 constant go, and the results still match PyTorch (a
 /// convolution's weight, which no quantized kernel takes, is dequantized as before).
 #[test]
 fn pt2e_int8_linear_weights_stay_int8() {
     use pt2web::DType;
     for stem in ["pt2e_static", "pt2e_static_core", "pt2e_dynamic"] {
-        let (p, ins, want) = first_io_case(stem);
+        let (_, ins, want) = first_io_case(stem);
+        let meta = metas().into_iter().find(|(s, _)| s == stem).unwrap().1;
+        let opts = pt2web::archive::pt2::LoadOptions {
+            weights: pt2web::passes::quantize::WeightFormat::Int8,
+            ..Default::default()
+        };
+        let p = open(&meta).program(Some("model"), &opts).unwrap();
         let targets: Vec<&str> = p.graph.nodes.iter().map(|n| n.target.as_str()).collect();
         assert_eq!(
             targets

@@ -175,8 +175,9 @@ pub fn run(p: &mut Program, fmt: WeightFormat) -> Result<QuantReport> {
 /// config writes them) stay int8 where linear layers and embeddings alone read them: those
 /// become `pt2web.linear_q` / `pt2web.embedding_q` over the same integers and scales (the
 /// products are torch's, `q * scale`), and the dequantize node and the int8 constant leave
-/// the program. Run at load ([`Pt2Archive::program`](crate::program::Pt2Archive)), before
-/// [`run`], whatever the weight format.
+/// the program. Run at load ([`Pt2Archive::program`](crate::program::Pt2Archive)) when a
+/// quantized weight format is asked for (`--weights int8|int4`; [`WeightFormat::Keep`] loads
+/// the program as saved), before [`run`] quantizes the f32 weights left.
 pub fn pt2e(p: &mut Program) -> Result<QuantReport> {
     struct Found {
         node: usize,

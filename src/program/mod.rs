@@ -626,7 +626,9 @@ impl Pt2Archive {
             Layout::Pt2 { .. } => ExprStyle::Srepr,
         };
         let mut p = Program::from_raw(raw, style, &opts.limits)?;
-        crate::passes::quantize::pt2e(&mut p)?;
+        if opts.weights != crate::passes::quantize::WeightFormat::Keep {
+            crate::passes::quantize::pt2e(&mut p)?;
+        }
         crate::passes::quantize::run(&mut p, opts.weights)?;
         Ok(p)
     }
