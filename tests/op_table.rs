@@ -102,6 +102,7 @@ fn every_entry_has_a_family_and_something_to_run() {
         "matmul",
         "norm",
         "pool",
+        "quantized",
         "reduce",
         "rnn",
         "shape",
