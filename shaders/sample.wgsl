@@ -159,7 +159,8 @@ fn sample_row(@builtin(local_invocation_id) lid: vec3<u32>) {
         atomicStore(&found, NONE);
         atomicStore(&last_kept, 0u);
     }
-    var mx = -3.4028235e38;
+    // The lowest finite f32 (by its bits: a literal of it is out of range for some compilers).
+    var mx = -bitcast<f32>(0x7f7fffffu);
     var nan = false;
     for (var i = t; i < n; i += WG) {
         let v = x[params.offset + i];
