@@ -218,7 +218,8 @@ impl Sampler {
         desc.sort_by(|a, b| b.total_cmp(a));
         // The cut from top-k: the k-th largest logit.
         let mut cut = match self.s.top_k {
-            Some(k) if k < desc.len() => desc[k - 1],
+            // (top-k 0 is refused by `Sampling::check`; taken as 1 here, never an index underflow.)
+            Some(k) if k < desc.len() => desc[k.max(1) - 1],
             _ => f32::NEG_INFINITY,
         };
         let m = desc[0] as f64;
