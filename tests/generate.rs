@@ -289,3 +289,106 @@ fn weights_quantized_at_load_match_pytorch_with_the_same_rounding() {
         }
     }
 }
+
+/// Every call's last logits with PyTorch's tokens fed in (the prompt, then one token per call:
+/// teacher forcing, so a near tie in one step does not change what the later steps see),
+/// against PyTorch's f32 logits (`prefill_last`, `step_<i>`): the max abs error, and the
+/// largest logit magnitude.
+fn teacher_forced_error(b: &mut dyn Backend, dir: &Path, name: &str, meta: &Value) -> (f64, f64) {
+    let prompt: Vec<i64> = serde_json::from_value(meta["prompt"].clone()).unwrap();
+    let tokens = want_tokens(meta);
+    let bytes = std::fs::read(dir.join(format!("{name}.logits.safetensors"))).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let (mut err, mut scale) = (0f64, 0f64);
+    let mut call = |ids: Vec<i64>, start: usize, key: &str| {
+        let n = ids.len();
+        let ids = pt2web::cpu::Tensor::from_vec(ids, &[1, n]);
+        let pos = pt2web::cpu::Tensor::from_vec(
+            (start as i64..(start + n) as i64).collect::<Vec<_>>(),
+            &[n],
+        );
+        let outs = b
+            .run(vec![RValue::Tensor(ids), RValue::Tensor(pos)])
+            .unwrap();
+        let t = outs[0].as_tensor().unwrap();
+        assert_eq!(t.dtype, pt2web::DType::F32, "{name}: logits stay float32");
+        let got = t.contiguous().to_vec::<f32>();
+        let want = common::to_tensor(&st.tensor(key).unwrap()).to_vec::<f32>();
+        let last = &got[got.len() - want.len()..];
+        for (a, w) in last.iter().zip(&want) {
+            err = err.max((a - w).abs() as f64);
+            scale = scale.max(w.abs() as f64);
+        }
+    };
+    call(prompt.clone(), 0, "prefill_last");
+    for (i, &t) in tokens[..tokens.len() - 1].iter().enumerate() {
+        call(vec![t], prompt.len() + i, &format!("step_{i}"));
+    }
+    (err, scale)
+}
+
+/// f16 execution of the f32 programs (`LoadOptions::dtype`): weights converted at load
+/// (half the bytes), activations in f16, the logits still float32; with PyTorch's tokens fed
+/// in, every call's logits stay within 1% of the largest f32 logit of PyTorch's, on the CPU
+/// and the GPU (where the adapter has shader-f16; refused with a clear error where not).
+#[test]
+fn f16_execution_tracks_pytorch_f32_logits() {
+    use pt2web::archive::pt2::Precision;
+    let Some(dir) = common::model_cache_with("gpt2_static.generate.json") else {
+        return;
+    };
+    let dev = common::gpu_device();
+    for name in MODELS {
+        let (f32p, meta) = load(&dir, name);
+        let mut p = f32p.clone();
+        let report = pt2web::passes::half::to_f16(&mut p).unwrap();
+        assert!(report.tensors > 0 && report.f16_bytes * 2 == report.f32_bytes);
+        assert_eq!(p.precision, Precision::F16);
+        // Weights and the KV cache (written in place, or returned as mutations) are f16;
+        // what only positions feed (RoPE's inv_freq) stays f32.
+        for (fqn, e) in &p.state {
+            let was = f32p.state[fqn].tensor.dtype;
+            let want = if was == pt2web::DType::F32 && !fqn.contains("inv_freq") {
+                pt2web::DType::F16
+            } else {
+                was
+            };
+            assert_eq!(e.tensor.dtype, want, "{name}: state '{fqn}'");
+        }
+        let (err, scale) =
+            teacher_forced_error(&mut Session::new(p.clone()).unwrap(), &dir, name, &meta);
+        let mut line = format!(
+            "{name} f16: {} tensors ({} -> {} bytes), {} f16 / {} f32 nodes, {} casts; \
+             logits max error {err:.2e} (largest logit {scale:.2}) on the CPU",
+            report.tensors,
+            report.f32_bytes,
+            report.f16_bytes,
+            report.f16_nodes,
+            report.f32_nodes,
+            report.casts
+        );
+        assert!(err < 0.01 * scale, "{line}");
+        if let Some(dev) = &dev {
+            match GpuSession::new(p.clone(), dev.clone()) {
+                Ok(mut g) => {
+                    let (gerr, _) = teacher_forced_error(&mut g, &dir, name, &meta);
+                    line += &format!(", {gerr:.2e} on the GPU");
+                    // Every node of a decode step runs on the device (the f16 cache included).
+                    assert_eq!(
+                        g.last_stats.fallback_nodes(),
+                        0,
+                        "{:?}",
+                        g.last_stats.fallbacks
+                    );
+                    assert!(gerr < 0.01 * scale, "{line}");
+                }
+                Err(e) => {
+                    assert!(!dev.f16_enabled(), "{e}");
+                    assert!(e.to_string().contains("shader-f16"), "{e}");
+                    line += ", refused on the GPU (no shader-f16)";
+                }
+            }
+        }
+        eprintln!("{line}");
+    }
+}

@@ -226,7 +226,7 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
         &Some(args.model.clone()),
         args.program.as_deref(),
         args.progress,
-        pt2web::archive::pt2::WeightFormat::Keep,
+        Default::default(),
     )?;
     let (inputs, origin) = gather_inputs_from(&p, &args.inputs, &args.named, true)?;
     let mut results = Vec::new();

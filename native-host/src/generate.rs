@@ -61,7 +61,7 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
         &model,
         args.target.program.as_deref(),
         false,
-        args.target.weight_format()?,
+        args.target.load_options()?,
     )?;
     LmSignature::of(&p).map_err(|e| format!("{source}: {e}"))?;
     let largest_weight = p

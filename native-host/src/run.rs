@@ -4,7 +4,6 @@ use crate::read_model;
 use crate::tensors_io::{read_npy, read_safetensors, write_safetensors};
 use clap::Args;
 use pt2web::archive::pt2::LoadOptions;
-use pt2web::archive::pt2::WeightFormat;
 use pt2web::backend::Backend;
 use pt2web::cpu::Tensor;
 use pt2web::gpu::{GpuInput, Slot};
@@ -12,7 +11,6 @@ use pt2web::meta::MValue;
 use pt2web::pickle::PyValue;
 use pt2web::program::{Program, Pt2Archive};
 use pt2web::runtime::{RValue, Session};
-use pt2web::Limits;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -71,12 +69,24 @@ pub struct Target {
     /// features, 32 by default); dequantized inside the kernels.
     #[arg(long, default_value = "f32")]
     pub weights: String,
+    /// Compute in this dtype: f32 (as exported) or f16 (the float32 work in float16, weights
+    /// converted at load, inputs and outputs staying float32; on the GPU the adapter needs
+    /// shader-f16).
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
 }
 
 impl Target {
-    /// `--weights`, parsed.
-    pub fn weight_format(&self) -> Result<WeightFormat, String> {
-        self.weights.parse().map_err(|e| format!("--weights: {e}"))
+    /// `--weights` and `--dtype`, parsed.
+    pub fn load_options(&self) -> Result<LoadOptions, String> {
+        Ok(LoadOptions {
+            weights: self
+                .weights
+                .parse()
+                .map_err(|e| format!("--weights: {e}"))?,
+            dtype: self.dtype.parse().map_err(|e| format!("--dtype: {e}"))?,
+            ..Default::default()
+        })
     }
 }
 
@@ -165,7 +175,7 @@ pub(crate) fn load(
     model: &Option<PathBuf>,
     program: Option<&str>,
 ) -> Result<(String, Program, f64), String> {
-    load_with_progress(model, program, false, WeightFormat::Keep)
+    load_with_progress(model, program, false, LoadOptions::default())
 }
 
 /// [`load`] with a progress bar while reading a large archive (always on a terminal, or
@@ -174,7 +184,7 @@ pub(crate) fn load_with_progress(
     model: &Option<PathBuf>,
     program: Option<&str>,
     force: bool,
-    weights: WeightFormat,
+    opts: LoadOptions,
 ) -> Result<(String, Program, f64), String> {
     let t0 = Instant::now();
     let (source, bytes) = match model {
@@ -184,11 +194,7 @@ pub(crate) fn load_with_progress(
         ),
         None => read_model(model)?,
     };
-    let archive = Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
-    let opts = LoadOptions {
-        weights,
-        ..Default::default()
-    };
+    let archive = Pt2Archive::open(&source, bytes, opts.limits).map_err(|e| e.to_string())?;
     let p = archive.program(program, &opts).map_err(|e| e.to_string())?;
     Ok((source, p, t0.elapsed().as_secs_f64() * 1e3))
 }
@@ -264,7 +270,7 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         &args.model,
         args.target.program.as_deref(),
         args.progress,
-        args.target.weight_format()?,
+        args.target.load_options()?,
     )?;
     let (inputs, origin) = gather_inputs(&p, &args)?;
     let input_desc: Vec<serde_json::Value> = p

@@ -38,8 +38,12 @@ pub struct LoadOptions {
     /// Quantize the weights of linear layers and embeddings at load
     /// ([`crate::passes::quantize`]); [`WeightFormat::Keep`] by default.
     pub weights: crate::passes::quantize::WeightFormat,
+    /// Run the float32 computation in float16 ([`crate::passes::half`]);
+    /// [`Precision::Keep`] by default.
+    pub dtype: crate::passes::half::Precision,
 }
 
+pub use crate::passes::half::Precision;
 pub use crate::passes::quantize::WeightFormat;
 
 /// One program as stored: its schema object and its state, before validation into a Program.

@@ -124,6 +124,13 @@ pub struct GpuSession {
 
 impl GpuSession {
     pub fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSession> {
+        if program.precision == crate::passes::half::Precision::F16 && !device.f16_enabled() {
+            return Err(Error::Gpu(format!(
+                "program '{}' was loaded to run in float16 (dtype f16), but the adapter '{}' \
+                 has no shader-f16; load it without dtype f16, or run it on the CPU",
+                program.name, device.properties.name
+            )));
+        }
         let cpu = Session::new(program)?;
         let mut s = GpuSession {
             cpu,

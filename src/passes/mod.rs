@@ -44,6 +44,9 @@ mod epilogue;
 mod fold_bn;
 mod functionalize;
 mod fuse;
+/// Load-time f16 execution of float32 programs (not a session pass: `LoadOptions::dtype`
+/// asks for it).
+pub mod half;
 mod noop;
 /// Load-time weight quantization (not a session pass: `LoadOptions::weights` asks for it).
 pub mod quantize;

@@ -146,6 +146,9 @@ pub struct Program {
     pub serialized: Arc<schema::ExportedProgram>,
     /// The pickled sample inputs as stored.
     pub sample_inputs_bytes: Option<Vec<u8>>,
+    /// What loading made of its float32 computation (`LoadOptions::dtype`):
+    /// [`Precision::F16`] after [`crate::passes::half::to_f16`].
+    pub precision: crate::passes::half::Precision,
 }
 
 impl Program {
@@ -329,6 +332,7 @@ impl Program {
             expr_style: style,
             serialized,
             sample_inputs_bytes: raw.sample_inputs_bytes,
+            precision: Default::default(),
         };
         verify::verify(&p, &raw.file)?;
         Ok(p)
@@ -630,6 +634,9 @@ impl Pt2Archive {
             crate::passes::quantize::pt2e(&mut p)?;
         }
         crate::passes::quantize::run(&mut p, opts.weights)?;
+        if opts.dtype == crate::passes::half::Precision::F16 {
+            crate::passes::half::to_f16(&mut p)?;
+        }
         Ok(p)
     }
 }

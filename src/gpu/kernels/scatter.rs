@@ -350,6 +350,9 @@ pub(super) fn index_slices(k: &mut KernelCtx) -> Out {
         if s1.sizes != isizes {
             return Ok(None);
         }
+        if x.dtype == DType::F16 {
+            return index_write_f16(k, &x, d, &iv, &s1);
+        }
         if t.starts_with("aten.index_copy_") {
             if let Some(out) = index_write(k, &x, d, &iv, &s1)? {
                 return Ok(Some(out));
@@ -455,6 +458,38 @@ fn index_write(k: &mut KernelCtx, x: &GTensor, d: usize, iv: &GTensor, src: &GTe
     }
     lock(&x.cell).cpu_valid = false;
     Ok(Some(vec![Slot::Tensor(x.clone())]))
+}
+
+/// `index_copy_` of f16 tensors (a KV cache in f16): the rows it moves are pairs of f16 in
+/// 32-bit words, so [`index_write`] copies them as words. None (the CPU kernel runs) where a
+/// row is not whole words: the indexed dim is the last, an odd row, an odd stride or offset.
+fn index_write_f16(k: &mut KernelCtx, x: &GTensor, d: usize, iv: &GTensor, src: &GTensor) -> Out {
+    let pairs = |t: &GTensor| -> Option<GTensor> {
+        let r = t.rank();
+        let last = r.checked_sub(1)?;
+        let even = |v: usize| v.is_multiple_of(2);
+        if t.strides[last] != 1
+            || !even(t.sizes[last])
+            || !even(t.offset)
+            || t.strides[..last].iter().any(|&s| !even(s))
+        {
+            return None;
+        }
+        let mut sizes = t.sizes.clone();
+        sizes[last] /= 2;
+        let mut strides: Vec<usize> = t.strides.iter().map(|s| s / 2).collect();
+        strides[last] = 1;
+        let mut w = t.view(sizes, strides, t.offset / 2);
+        w.dtype = DType::I32;
+        Some(w)
+    };
+    if !k.target().starts_with("aten.index_copy_") || src.dtype != DType::F16 || d + 1 >= x.rank() {
+        return Ok(None);
+    }
+    let (Some(xw), Some(sw)) = (pairs(x), pairs(src)) else {
+        return Ok(None);
+    };
+    Ok(index_write(k, &xw, d, iv, &sw)?.map(|_| vec![Slot::Tensor(x.clone())]))
 }
 
 /// The `indices` list of index / index_put: optional tensors, or plain tensors when the
@@ -787,7 +822,7 @@ pub(super) fn index_nonadjacent(k: &mut KernelCtx) -> Out {
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
-    use super::table::{all, index, sortable, On};
+    use super::table::{all, index, sortable, On, F16};
     use crate::gpu::store::gpu_dtype;
     // One index tensor, or several on adjacent dims (only a run can tell adjacency).
     t.kernel(
@@ -818,16 +853,19 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         scatters,
     );
     t.kernel(
-        &[
-            "aten.index_add",
-            "aten.index_add_",
-            "aten.index_copy",
-            "aten.index_copy_",
-        ],
+        &["aten.index_add", "aten.index_add_", "aten.index_copy"],
         On::Only(&["default"]),
         index_slices,
         scatters,
     );
+    // In place on f16 too (an f16 KV cache): rows of f16 pairs move as words.
+    t.kernel(
+        &["aten.index_copy_"],
+        On::Only(&["default"]),
+        index_slices,
+        scatters,
+    )
+    .f16(F16::Native);
     t.kernel(
         &["aten.index_fill", "aten.index_fill_"],
         On::Only(&["int_Scalar", "int_Tensor"]),
