@@ -2,7 +2,7 @@
 PyTorch eager stepping the same exported program, in one run.
 
     .venv/bin/python bench/llm_bench.py [--prompt 128] [--new 32] [--layers 8] [--hidden 512]
-                                        [--device cpu|gpu] [--runs 2] [--weights f32,int8,int4]
+                                        [--device cpu|gpu] [--runs 2] [--weights f32,int8,int4,f16]
 
 The model: Llama-style (transformers' LlamaForCausalLM, random weights, seed 0): hidden 512,
 8 layers, 8 query heads over 2 key/value heads (grouped-query attention), vocab 8192, exported
@@ -18,7 +18,8 @@ best of --runs whole runs (a fresh process for pt2web, a fresh module for PyTorc
 bytes read back per decode token, peak host memory (resident set: this process for PyTorch, the
 pt2web processes for pt2web), pt2web's peak GPU buffer bytes and pt2web's own host heap after
 loading (against the largest single weight). pt2web runs once per --weights format (weights
-quantized at load; their greedy tokens may leave the f32 ones, the agreement is printed).
+quantized at load, or `f16`: the whole program computing in float16, `--dtype f16`; their greedy
+tokens may leave the f32 ones, the agreement is printed).
 Printed, not a timed test. Targets (issue 15): CPU decode >= PyTorch eager's tok/s; readback
 <= 8 bytes per token; host memory after load <= 1.2x the largest weight on the GPU path.
 """
@@ -84,9 +85,9 @@ def pt2web_run(path: Path, prompt: list, new: int, device: str, weights: str = "
     gnu_time = Path("/usr/bin/time")
     with tempfile.NamedTemporaryFile(mode="r", suffix=".txt") as peak:
         wrap = [str(gnu_time), "-f", "%M", "-o", peak.name] if gnu_time.exists() else []
+        fmt = ["--dtype", "f16"] if weights == "f16" else ["--weights", weights]
         r = subprocess.run([*wrap, BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, prompt)),
-                            "--max-new-tokens", str(new), "--device", device, "--weights", weights,
-                            "--json"],
+                            "--max-new-tokens", str(new), "--device", device, *fmt, "--json"],
                            capture_output=True, text=True)
         kib = peak.read().strip().splitlines()
     if r.returncode != 0:
@@ -105,9 +106,10 @@ def main() -> None:
     ap.add_argument("--hidden", type=int, default=512)
     ap.add_argument("--device", default="cpu", choices=["cpu", "gpu"])
     ap.add_argument("--runs", type=int, default=2)
-    ap.add_argument("--weights", default="f32,int8,int4",
-                    help="pt2web's weight formats to run, comma-separated (f32, int8, int4[:GROUP]); "
-                         "quantized greedy tokens may leave the f32 ones")
+    ap.add_argument("--weights", default="f32,int8,int4,f16",
+                    help="pt2web's variants to run, comma-separated: weight formats (f32, int8, "
+                         "int4[:GROUP]) or f16 (computing in float16, --dtype f16); their greedy "
+                         "tokens may leave the f32 ones")
     a = ap.parse_args()
     if a.prompt + a.new > CACHE:
         ap.error(f"--prompt + --new must fit the {CACHE}-position cache")

@@ -65,6 +65,13 @@ export interface LoadOptions {
    * kernels: 'int8' (a scale per output row, ~0.28x the f32 bytes), 'int4' (a scale per 32
    * inputs, ~0.16x) or 'int4:GROUP'. Default 'f32': as the archive has them. */
   weights?: 'f32' | 'int8' | 'int4' | `int4:${number}`;
+  /** Compute in this dtype. 'float16': the program's float32 work runs in float16 (weights
+   * converted at load to half their bytes, activations in f16, accumulation, softmax and norm
+   * statistics in f32; position math that only integers feed stays f32); inputs and outputs
+   * stay float32. On WebGPU the adapter needs 'shader-f16': without it 'webgpu' rejects the
+   * load with the reason, 'auto' falls back to the CPU backend (which computes f16 too, with
+   * no speed gain). Default 'float32': as exported. */
+  dtype?: 'float32' | 'float16' | 'f32' | 'f16';
 }
 
 /** Shapes for `Model.prepare`: by input name or in input order; sizes, a tensor (its shape

@@ -774,9 +774,10 @@ async function loadModel(source, options) {
   const bytes = await readSource(source, options.onProgress);
   const program = options.program ?? undefined;
   const weights = options.weights ?? undefined;
+  const dtype = options.dtype ?? undefined;
   if (choice.device === 'webgpu') {
     try {
-      return new Model(await WasmModel.loadGpu(bytes, program, weights), choice);
+      return new Model(await WasmModel.loadGpu(bytes, program, weights, dtype), choice);
     } catch (e) {
       const err = wrapError(e);
       // 'auto' falls back when the device cannot be opened, not when the archive is bad.
@@ -785,7 +786,7 @@ async function loadModel(source, options) {
     }
   }
   try {
-    return new Model(new WasmModel(bytes, program, weights), choice);
+    return new Model(new WasmModel(bytes, program, weights, dtype), choice);
   } catch (e) {
     throw wrapError(e);
   }

@@ -125,10 +125,16 @@ pub struct GpuSession {
 impl GpuSession {
     pub fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSession> {
         if program.precision == crate::passes::half::Precision::F16 && !device.f16_enabled() {
+            let name = &device.properties.name;
+            let adapter = if name.is_empty() {
+                "this GPU adapter".to_string()
+            } else {
+                format!("the GPU adapter '{name}'")
+            };
             return Err(Error::Gpu(format!(
-                "program '{}' was loaded to run in float16 (dtype f16), but the adapter '{}' \
-                 has no shader-f16; load it without dtype f16, or run it on the CPU",
-                program.name, device.properties.name
+                "program '{}' was loaded to run in float16 (dtype f16), but {adapter} has no \
+                 shader-f16; load it without dtype f16, or run it on the CPU",
+                program.name
             )));
         }
         let cpu = Session::new(program)?;

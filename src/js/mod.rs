@@ -235,12 +235,23 @@ pub fn is_pt2_package(bytes: &[u8]) -> bool {
 }
 
 /// Parse the archive and describe the program: (program, info with `specs`, input names).
-/// `weights`: `load`'s `weights` option (`'f32'`, `'int8'`, `'int4'`, `'int4:GROUP'`).
+/// `weights`: `load`'s `weights` option (`'f32'`, `'int8'`, `'int4'`, `'int4:GROUP'`);
+/// `dtype`: its `dtype` option (`'float32'`, `'float16'`: [`crate::passes::half`]).
 fn open_program(
     bytes: Vec<u8>,
     program: Option<&str>,
     weights: Option<&str>,
+    dtype: Option<&str>,
 ) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
+    let dtype = match dtype {
+        None => Default::default(),
+        Some(d) => d.parse().map_err(|e: String| {
+            to_js(crate::Error::Input {
+                input: "dtype".into(),
+                msg: e,
+            })
+        })?,
+    };
     let weights = match weights {
         None => Default::default(),
         Some(w) => w.parse().map_err(|e: String| {
@@ -253,6 +264,7 @@ fn open_program(
     let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
     let opts = LoadOptions {
         weights,
+        dtype,
         ..Default::default()
     };
     let p = archive.program(program, &opts).map_err(to_js)?;
@@ -274,14 +286,20 @@ fn open_program(
 #[wasm_bindgen]
 impl WasmModel {
     /// Load a program (by name, or the only/first one) from the bytes of a `.pt2`, on the
-    /// CPU backend; `weights` quantizes at load (see `open_program`).
+    /// CPU backend; `weights` quantizes at load, `dtype` converts (see `open_program`).
     #[wasm_bindgen(constructor)]
     pub fn new(
         bytes: Vec<u8>,
         program: Option<String>,
         weights: Option<String>,
+        dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(bytes, program.as_deref(), weights.as_deref())?;
+        let (p, info, names) = open_program(
+            bytes,
+            program.as_deref(),
+            weights.as_deref(),
+            dtype.as_deref(),
+        )?;
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
             engine: Rc::new(RefCell::new(Box::new(session))),
@@ -297,10 +315,25 @@ impl WasmModel {
         bytes: Vec<u8>,
         program: Option<String>,
         weights: Option<String>,
+        dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(bytes, program.as_deref(), weights.as_deref())?;
+        let (p, info, names) = open_program(
+            bytes,
+            program.as_deref(),
+            weights.as_deref(),
+            dtype.as_deref(),
+        )?;
         let dev = device().await?;
-        let session = GpuSession::new(p, dev).map_err(to_js)?;
+        // An adapter without shader-f16 refuses an f16 program as a device problem, so
+        // `device: 'auto'` falls back to the CPU backend with the reason.
+        let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
+        let session = GpuSession::new(p, dev).map_err(|e| {
+            if f16 {
+                js_error("DEVICE", &e.to_string())
+            } else {
+                to_js(e)
+            }
+        })?;
         Ok(WasmModel {
             engine: Rc::new(RefCell::new(Box::new(session))),
             info,

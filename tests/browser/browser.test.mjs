@@ -390,28 +390,48 @@ for (const device of ['webgpu', 'cpu']) {
 }
 
 // model.generate over the tiny static-cache LMs (tests/fixgen/gen_lm.py): PyTorch's greedy
-// tokens on both backends, with f32 weights and quantized at load (`weights: 'int8' | 'int4'`);
-// on WebGPU the cache stays on the GPU and a step reads back 8 bytes.
+// tokens on both backends, with f32 weights, quantized at load (`weights: 'int8' | 'int4'`:
+// PyTorch's tokens for the same rounding) and computing in f16 (`dtype: 'float16'`: PyTorch's
+// f32 tokens, which these models keep; an adapter without shader-f16 refuses it as a DEVICE
+// error); on WebGPU the cache stays on the GPU and a step reads back 8 bytes.
 const LM = path.join(ROOT, '.cache', 'models', 'gpt2_static.generate.json');
 for (const device of ['webgpu', 'cpu']) {
   test(`model.generate in Chromium on ${device} gives PyTorch's greedy tokens`, { skip: !existsSync(LM) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models (scripts/build_models.sh)' }, async () => {
     const { page } = await newPage();
     for (const name of ['llama_static', 'gpt2_static']) {
       const meta = JSON.parse(readFileSync(path.join(ROOT, '.cache', 'models', `${name}.generate.json`), 'utf8'));
-      // f32, then weights quantized at load (PyTorch's tokens for the same rounding).
-      for (const weights of ['f32', 'int8', 'int4']) {
-        const r = await page.evaluate(async ({ name, meta, device, weights }) => {
+      for (const [weights, dtype] of [['f32', 'float32'], ['int8', 'float32'], ['int4', 'float32'], ['f32', 'float16']]) {
+        const r = await page.evaluate(async ({ name, meta, device, weights, dtype }) => {
           const { load } = await import('/js/index.js');
-          const m = await load(`/models/${name}.pt2`, { device, weights });
+          let m;
+          try {
+            m = await load(`/models/${name}.pt2`, { device, weights, dtype });
+          } catch (e) {
+            // 'auto' then runs it on the CPU backend and says why.
+            const auto = await load(`/models/${name}.pt2`, { device: 'auto', weights, dtype });
+            const fallback = { device: auto.device, note: auto.deviceNote };
+            auto.dispose();
+            return { error: `${e.code}: ${e.message}`, fallback, f16: (await navigator.gpu?.requestAdapter())?.features.has('shader-f16') };
+          }
           const seen = [];
           const tokens = await m.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens, onToken: (t) => seen.push(t) });
           const out = { device: m.device, tokens, seen, stats: m.lastGenerateStats };
           m.dispose();
           return out;
-        }, { name, meta, device, weights });
-        console.log(`# ${device} ${name} ${weights}: ${r.tokens.join(',')} decode ${r.stats.decodeTokS?.toFixed(1)} tok/s, readback ${r.stats.readbackBytesPerToken} B/token`);
+        }, { name, meta, device, weights, dtype });
+        const label = `${device} ${name} ${weights} ${dtype}`;
+        if (r.error) {
+          // Only f16 on an adapter without shader-f16 may refuse, and it says why.
+          console.log(`# ${label}: refused (${r.error})`);
+          assert.ok(device === 'webgpu' && dtype === 'float16' && r.f16 === false, `${label}: ${r.error}`);
+          assert.match(r.error, /^DEVICE: .*shader-f16/);
+          assert.equal(r.fallback.device, 'cpu');
+          assert.match(r.fallback.note, /shader-f16/);
+          continue;
+        }
+        console.log(`# ${label}: ${r.tokens.join(',')} decode ${r.stats.decodeTokS?.toFixed(1)} tok/s, readback ${r.stats.readbackBytesPerToken} B/token`);
         assert.equal(r.device, device);
-        assert.deepEqual(r.tokens, weights === 'f32' ? meta.tokens : meta[`tokens_${weights}`], `${name} ${weights}`);
+        assert.deepEqual(r.tokens, weights === 'f32' ? meta.tokens : meta[`tokens_${weights}`], label);
         assert.deepEqual(r.seen, r.tokens);
         assert.equal(r.stats.readbackBytesPerToken, device === 'webgpu' ? 8 : 0);
       }

@@ -56,7 +56,7 @@ test('model.generate gives PyTorch\'s greedy tokens (Llama- and GPT-2-style, Nod
   model.dispose();
 });
 
-test('load({weights}) quantizes at load: PyTorch\'s greedy tokens with the same rounding (Node CPU)', async (t) => {
+test('load({weights}) quantizes at load, load({dtype: \'float16\'}) computes in f16: PyTorch\'s greedy tokens (Node CPU)', async (t) => {
   if (!existsSync(path.join(DIR, 'gpt2_static.generate.json'))) {
     t.skip('no .cache/models/*_static (scripts/build_models.sh)');
     return;
@@ -72,7 +72,20 @@ test('load({weights}) quantizes at load: PyTorch\'s greedy tokens with the same 
       model.dispose();
     }
   }
+  // f16 execution (`dtype: 'float16'`): PyTorch's f32 greedy tokens (these models keep them),
+  // float32 logits out, the KV cache held in f16.
+  for (const name of MODELS) {
+    const meta = JSON.parse(readFileSync(path.join(DIR, `${name}.generate.json`), 'utf8'));
+    const model = await load(new Uint8Array(readFileSync(path.join(DIR, `${name}.pt2`))), { device: 'cpu', dtype: 'float16' });
+    const tokens = await model.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens });
+    assert.deepEqual(tokens, meta.tokens, `${name} float16`);
+    const cache = model.state.keys().find((k) => /cache/.test(k));
+    assert.equal((await model.state.get(cache)).dtype, 'float16', `${name}: ${cache}`);
+    model.dispose();
+  }
   const bytes = new Uint8Array(readFileSync(path.join(DIR, 'llama_static.pt2')));
+  await assert.rejects(load(bytes, { device: 'cpu', dtype: 'float8' }),
+    (e) => e instanceof Pt2WebError && e.code === 'INPUT' && /dtype/.test(e.message) && /float8/.test(e.message));
   await assert.rejects(load(bytes, { device: 'cpu', weights: 'int3' }),
     (e) => e instanceof Pt2WebError && e.code === 'INPUT' && /weights/.test(e.message) && /int3/.test(e.message));
 });
