@@ -1053,3 +1053,108 @@ fn pt2e_int8_linear_weights_stay_int8() {
         run_matches_torch(&p, &ins, &want, stem);
     }
 }
+
+/// With `--weights int8`, torchao's int8 weight-only layers (core ATen: `mm` of the int8
+/// weight cast to f32, times the per-row scales) stay int8 at load: each becomes one
+/// `pt2web.linear_q` over the same integers and scales, the int8 `[n, k]` weights and their
+/// products, casts and views go, and the results still match torchao's eager output on the
+/// CPU and the GPU. (The int4 layout has zero points, which the quantized kernels do not
+/// take: that program keeps its folded f32 weights.)
+#[test]
+fn torchao_int8_weights_stay_int8() {
+    use pt2web::DType;
+    let stem = "quant_int8_core";
+    let (mut p, ins, want) = first_io_case(stem);
+    let report = pt2web::passes::quantize::torchao_int8(&mut p).unwrap();
+    assert_eq!(report.weights, 2, "{report:?}");
+    let ops = p.graph.op_histogram();
+    assert_eq!(ops.get("pt2web.linear_q.default"), Some(&2), "{ops:?}");
+    assert!(!ops.contains_key("aten.mm.default"), "{ops:?}");
+    assert!(!ops.contains_key("aten._to_copy.default"), "{ops:?}");
+    let int8: Vec<&String> = p
+        .state
+        .iter()
+        .filter(|(_, e)| e.tensor.dtype == DType::I8 && e.tensor.sizes.iter().all(|&s| s > 1))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(int8.is_empty(), "int8 weights left as they were: {int8:?}");
+    assert!(
+        p.state.keys().any(|k| k.ends_with("original0.qweight")),
+        "{:?}",
+        p.state.keys()
+    );
+    run_matches_torch(&p, &ins, &want, stem);
+    if let Some(dev) = gpu_device() {
+        let mut g = pt2web::gpu::GpuSession::new(p, dev).unwrap();
+        let got = g
+            .run(ins.iter().cloned().map(RValue::Tensor).collect())
+            .unwrap();
+        let (max, _) = metrics(got[0].as_tensor().unwrap(), &want[0]);
+        assert!(max <= 1e-5, "GPU: max abs error {max} against PyTorch");
+        assert_eq!(
+            g.last_stats.fallback_nodes(),
+            0,
+            "{:?}",
+            g.last_stats.fallbacks
+        );
+    }
+    // Loading with `--weights int8` does it (and quantizes the f32 embedding left too).
+    let meta = metas().into_iter().find(|(s, _)| s == stem).unwrap().1;
+    let opts = pt2web::archive::pt2::LoadOptions {
+        weights: pt2web::passes::quantize::WeightFormat::Int8,
+        ..Default::default()
+    };
+    let ops = open(&meta)
+        .program(Some("model"), &opts)
+        .unwrap()
+        .graph
+        .op_histogram();
+    assert_eq!(ops.get("pt2web.linear_q.default"), Some(&2), "{ops:?}");
+    assert_eq!(ops.get("pt2web.embedding_q.default"), Some(&1), "{ops:?}");
+}
+
+/// torchao's int4 weight-only layers (core ATen: `(q - zero_point) * scale` per group of 16,
+/// then `permute` + `addmm`) keep their integers at load with `--weights int8|int4`: `q - zp`
+/// as int8 with the group scales (`pt2web.linear_q`, group 16), the dequantization chain and
+/// the int8 weights gone, and the results still torchao's on the CPU and the GPU.
+#[test]
+fn torchao_int4_weights_stay_quantized() {
+    use pt2web::DType;
+    let stem = "quant_int4_core";
+    let (mut p, ins, want) = first_io_case(stem);
+    let report = pt2web::passes::quantize::torchao_int4(&mut p).unwrap();
+    assert_eq!(report.weights, 2, "{report:?}");
+    let ops = p.graph.op_histogram();
+    assert_eq!(ops.get("pt2web.linear_q.default"), Some(&2), "{ops:?}");
+    for gone in [
+        "aten.addmm.default",
+        "aten.sub.Tensor",
+        "aten._to_copy.default",
+    ] {
+        assert!(!ops.contains_key(gone), "{gone}: {ops:?}");
+    }
+    assert!(
+        !p.state.values().any(|e| e.tensor.dtype == DType::I8),
+        "{:?}",
+        p.state.keys()
+    );
+    eprintln!(
+        "torchao int4: {} weights, {} -> {} bytes",
+        report.weights, report.f32_bytes, report.quantized_bytes
+    );
+    run_matches_torch(&p, &ins, &want, stem);
+    if let Some(dev) = gpu_device() {
+        let mut g = pt2web::gpu::GpuSession::new(p, dev).unwrap();
+        let got = g
+            .run(ins.iter().cloned().map(RValue::Tensor).collect())
+            .unwrap();
+        let (max, _) = metrics(got[0].as_tensor().unwrap(), &want[0]);
+        assert!(max <= 1e-5, "GPU: max abs error {max} against PyTorch");
+        assert_eq!(
+            g.last_stats.fallback_nodes(),
+            0,
+            "{:?}",
+            g.last_stats.fallbacks
+        );
+    }
+}

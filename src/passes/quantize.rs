@@ -131,30 +131,9 @@ pub fn run(p: &mut Program, fmt: WeightFormat) -> Result<QuantReport> {
             t
         };
         let (words, scales) = quant::quantize(&w.to_vec::<f32>(), l);
-        let to_bytes_i = words.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let to_bytes_f = scales.iter().flat_map(|x| x.to_le_bytes()).collect();
-        let qname = format!("{name}.qweight");
-        let sname = format!("{name}.scale");
-        if p.state.contains_key(&qname) || p.state.contains_key(&sname) {
-            report
-                .skipped
-                .push((name.clone(), "its quantized names are taken".into()));
+        let Some((qv, sv)) = add_quantized(p, &mut report, &name, &words, &scales, l)? else {
             continue;
-        }
-        let qt = crate::tensor::HostTensor::from_bytes(
-            &qname,
-            DType::I32,
-            vec![n, l.words()],
-            to_bytes_i,
-        )?;
-        let st = crate::tensor::HostTensor::from_bytes(
-            &sname,
-            DType::F32,
-            vec![n, l.groups()],
-            to_bytes_f,
-        )?;
-        let qv = super::add_constant(p, &qname, qt);
-        let sv = super::add_constant(p, &sname, st);
+        };
         apply(p, &uses, qv, sv, l, &mut dead_views)?;
         remove_state_input(p, v, &name);
         report.weights += 1;
@@ -284,29 +263,11 @@ pub fn pt2e(p: &mut Program) -> Result<QuantReport> {
     let mut dead = Vec::new();
     let mut freed: Vec<ValueId> = Vec::new();
     for f in found {
-        let name = &f.weight.1;
-        let (qname, sname) = (format!("{name}.qweight"), format!("{name}.scale"));
-        if p.state.contains_key(&qname) || p.state.contains_key(&sname) {
-            report
-                .skipped
-                .push((name.clone(), "its quantized names are taken".into()));
-            continue;
-        }
         let words = quant::pack(&f.q, f.l);
-        let qt = crate::tensor::HostTensor::from_bytes(
-            &qname,
-            DType::I32,
-            vec![f.l.n, f.l.words()],
-            words.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        )?;
-        let st = crate::tensor::HostTensor::from_bytes(
-            &sname,
-            DType::F32,
-            vec![f.l.n, 1],
-            f.scales.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        )?;
-        let qv = super::add_constant(p, &qname, qt);
-        let sv = super::add_constant(p, &sname, st);
+        let Some((qv, sv)) = add_quantized(p, &mut report, &f.weight.1, &words, &f.scales, f.l)?
+        else {
+            continue;
+        };
         apply(p, &f.uses, qv, sv, f.l, &mut dead)?;
         dead.push(f.node);
         freed.push(f.weight.0);
@@ -321,17 +282,7 @@ pub fn pt2e(p: &mut Program) -> Result<QuantReport> {
         p.graph.nodes.remove(i);
     }
     // The int8 weights, their scales and zero points, where nothing else reads them.
-    for v in freed {
-        let used = p
-            .graph
-            .nodes
-            .iter()
-            .any(|n| n.inputs.iter().any(|(_, a)| arg_uses(a, v)))
-            || p.graph.outputs.iter().any(|a| arg_uses(a, v));
-        if let (false, Some(name)) = (used, state.get(&v)) {
-            remove_state_input(p, v, name);
-        }
-    }
+    remove_unread_state(p, &state, &freed);
     Ok(report)
 }
 
@@ -552,5 +503,487 @@ fn remove_state_input(p: &mut Program, v: ValueId, name: &str) {
     });
     if !still {
         p.state.remove(name);
+    }
+}
+
+/// torchao's int8 weight-only layers (`Int8WeightOnlyConfig`) as core ATen writes them:
+/// `mm(x, _to_copy(permute(Wq, [1, 0]), float32))` times `view(scale, [n])`, with `Wq` an int8
+/// `[n, k]` constant and `scale` its f32 `[n, 1]` per-row scales (symmetric: the zero points are
+/// not read). The product and the scaling become one `pt2web.linear_q` over the same integers
+/// and scales (the bias add after it stays), and the int8 weight leaves the f32 path: on the
+/// GPU a decode step streams int8 words instead of a folded f32 copy. Run at load with
+/// [`pt2e`], when a quantized weight format is asked for.
+pub fn torchao_int8(p: &mut Program) -> Result<QuantReport> {
+    let state = super::const_fold::unmutated_state(p);
+    let g = &p.graph;
+    let mut report = QuantReport::default();
+    // value -> the node defining it, and how many nodes (and outputs) read it.
+    let mut def: HashMap<ValueId, usize> = HashMap::new();
+    let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
+    let mut ids = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        ids.clear();
+        n.outputs.iter().for_each(|a| a.values(&mut ids));
+        for &v in &ids {
+            def.insert(v, i);
+        }
+        ids.clear();
+        n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+        for &v in &ids {
+            readers.entry(v).or_default().push(i);
+        }
+    }
+    let returned = |v: ValueId| g.outputs.iter().any(|a| arg_uses(a, v));
+    let out = |i: usize| match g.nodes[i].outputs.first() {
+        Some(Arg::Tensor(o)) => Some(*o),
+        _ => None,
+    };
+    let tensor = |i: usize, k: &str| match g.nodes[i].arg(k) {
+        Some(Arg::Tensor(t)) => Some(*t),
+        _ => None,
+    };
+    // Readers other than assertions (`_assert_tensor_metadata` checks a dtype the constant has).
+    let users = |v: ValueId| -> Vec<usize> {
+        readers
+            .get(&v)
+            .map(|r| {
+                r.iter()
+                    .copied()
+                    .filter(|&j| g.nodes[j].target != "aten._assert_tensor_metadata.default")
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    struct Found {
+        mul: usize,
+        x: ValueId,
+        weight: (ValueId, String),
+        scale: ValueId,
+        q: Vec<i32>,
+        scales: Vec<f32>,
+        l: QLayout,
+    }
+    let mut found: Vec<Found> = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if n.target != "aten.mm.default" {
+            continue;
+        }
+        let (Some(x), Some(c), Some(m)) = (tensor(i, "self"), tensor(i, "mat2"), out(i)) else {
+            continue;
+        };
+        // mat2 = _to_copy(permute(Wq, [1, 0]), float32), read by this product alone.
+        let Some(&ci) = def.get(&c) else { continue };
+        let cn = &g.nodes[ci];
+        if cn.target != "aten._to_copy.default"
+            || !matches!(cn.arg("dtype"), Some(Arg::ScalarType(DType::F32)))
+            || users(c).len() != 1
+            || returned(c)
+        {
+            continue;
+        }
+        let Some(pv) = tensor(ci, "self") else {
+            continue;
+        };
+        let Some(&pi) = def.get(&pv) else { continue };
+        if !swaps(&g.nodes[pi]) || users(pv).len() != 1 || returned(pv) {
+            continue;
+        }
+        let Some(wv) = tensor(pi, "self") else {
+            continue;
+        };
+        let Some(wname) = state.get(&wv) else {
+            continue;
+        };
+        let w = &p.state[wname].tensor;
+        if w.dtype != DType::I8 || w.sizes.len() != 2 {
+            continue;
+        }
+        let (rows, k) = (w.sizes[0], w.sizes[1]);
+        // The product's one reader: mul(product, view(scale, [n])), scale f32 with n values.
+        let mu = users(m);
+        let [j] = mu[..] else { continue };
+        let mn = &g.nodes[j];
+        if mn.target != "aten.mul.Tensor" || returned(m) || tensor(j, "self") != Some(m) {
+            continue;
+        }
+        let Some(sv) = tensor(j, "other") else {
+            continue;
+        };
+        let scale_state = match def.get(&sv) {
+            Some(&vi)
+                if matches!(
+                    g.nodes[vi].target.as_str(),
+                    "aten.view.default" | "aten.reshape.default"
+                ) =>
+            {
+                tensor(vi, "self")
+            }
+            None => Some(sv),
+            _ => None,
+        };
+        let Some(sname) = scale_state.and_then(|s| state.get(&s)) else {
+            continue;
+        };
+        let s = &p.state[sname].tensor;
+        let sizes_ok = match &g.values[sv].kind {
+            ValueKind::Tensor { sizes, .. } => {
+                sizes.len() == 1 && sizes[0] == Dim::Static(rows as i64)
+            }
+            _ => false,
+        };
+        if s.dtype != DType::F32 || s.numel() != rows || !sizes_ok {
+            continue;
+        }
+        let l = QLayout {
+            n: rows,
+            k,
+            bits: 8,
+            group: k,
+        };
+        if let Err(why) = l.check() {
+            report.skipped.push((wname.clone(), why));
+            continue;
+        }
+        found.push(Found {
+            mul: j,
+            x,
+            weight: (wv, wname.clone()),
+            scale: sv,
+            q: crate::cpu::Tensor::from_host(w)?
+                .contiguous()
+                .to_vec::<i32>(),
+            scales: crate::cpu::Tensor::from_host(s)?
+                .contiguous()
+                .to_vec::<f32>(),
+            l,
+        });
+    }
+    let mut freed = Vec::new();
+    for f in found {
+        let words = quant::pack(&f.q, f.l);
+        let Some((qv, sv)) = add_quantized(p, &mut report, &f.weight.1, &words, &f.scales, f.l)?
+        else {
+            continue;
+        };
+        let node = &mut p.graph.nodes[f.mul];
+        node.target = quant::LINEAR.to_string();
+        node.inputs = vec![
+            ("input".into(), Arg::Tensor(f.x)),
+            ("qweight".into(), Arg::Tensor(qv)),
+            ("scale".into(), Arg::Tensor(sv)),
+            ("bias".into(), Arg::OptTensor(None)),
+            ("bits".into(), Arg::Int(8)),
+            ("group".into(), Arg::Int(f.l.k as i64)),
+        ];
+        freed.push(f.weight.0);
+        freed.push(f.scale);
+        report.weights += 1;
+        report.f32_bytes += f.l.n * f.l.k * 4;
+        report.quantized_bytes += f.l.bytes();
+    }
+    if report.weights > 0 {
+        // The int8 weights and the scales' placeholders (the scales live on in NAME.scale).
+        let placeholders: Vec<ValueId> = freed
+            .iter()
+            .filter_map(|v| match def_of_view(p, *v) {
+                Some(s) => Some(s),
+                None => Some(*v),
+            })
+            .collect();
+        freed.extend(placeholders);
+        drop_unread(p, &freed);
+        remove_unread_state(p, &state, &freed);
+    }
+    Ok(report)
+}
+
+/// Remove what the rewrite left unread: products, casts and views whose results nothing
+/// reads, and the assertions on them or on the `freed` state, until none is left.
+fn drop_unread(p: &mut Program, freed: &[ValueId]) {
+    const PURE: [&str; 9] = [
+        "aten.mm.default",
+        "aten.sub.Tensor",
+        "aten.mul.Tensor",
+        "aten._to_copy.default",
+        "aten.permute.default",
+        "aten.t.default",
+        "aten.transpose.int",
+        "aten.view.default",
+        "aten.reshape.default",
+    ];
+    const ASSERT: &str = "aten._assert_tensor_metadata.default";
+    loop {
+        let g = &p.graph;
+        let mut read = vec![false; g.values.len()];
+        let mut removable = vec![false; g.values.len()];
+        freed.iter().for_each(|&v| removable[v] = true);
+        let mut ids = Vec::new();
+        for n in &g.nodes {
+            if PURE.contains(&n.target.as_str()) {
+                ids.clear();
+                n.outputs.iter().for_each(|a| a.values(&mut ids));
+                ids.iter().for_each(|&v| removable[v] = true);
+            }
+            if n.target == ASSERT {
+                continue;
+            }
+            ids.clear();
+            n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+            ids.iter().for_each(|&v| read[v] = true);
+        }
+        for a in &g.outputs {
+            ids.clear();
+            a.values(&mut ids);
+            ids.iter().for_each(|&v| read[v] = true);
+        }
+        let dead = |n: &crate::program::Node| {
+            let mut ids = Vec::new();
+            if n.target == ASSERT {
+                n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+                return !ids.is_empty() && ids.iter().all(|&v| !read[v] && removable[v]);
+            }
+            n.outputs.iter().for_each(|a| a.values(&mut ids));
+            PURE.contains(&n.target.as_str()) && ids.iter().all(|&v| !read[v])
+        };
+        let before = p.graph.nodes.len();
+        p.graph.nodes.retain(|n| !dead(n));
+        if p.graph.nodes.len() == before {
+            break;
+        }
+    }
+}
+
+/// The value `v` is a view (`view` / `reshape`) of, if it is one.
+fn def_of_view(p: &Program, v: ValueId) -> Option<ValueId> {
+    p.graph.nodes.iter().find_map(|n| {
+        let defines = matches!(n.outputs.first(), Some(Arg::Tensor(o)) if *o == v);
+        let view = matches!(
+            n.target.as_str(),
+            "aten.view.default" | "aten.reshape.default"
+        );
+        match (defines && view, n.arg("self")) {
+            (true, Some(Arg::Tensor(s))) => Some(*s),
+            _ => None,
+        }
+    })
+}
+
+/// Add weight `name`'s quantized form (`words`, and `scales` `[n, groups]`) as the constants
+/// `NAME.qweight` and `NAME.scale`: their placeholders, or None (the reason in `report`) when
+/// the program already has those names.
+fn add_quantized(
+    p: &mut Program,
+    report: &mut QuantReport,
+    name: &str,
+    words: &[i32],
+    scales: &[f32],
+    l: QLayout,
+) -> Result<Option<(ValueId, ValueId)>> {
+    let (qname, sname) = (format!("{name}.qweight"), format!("{name}.scale"));
+    if p.state.contains_key(&qname) || p.state.contains_key(&sname) {
+        report
+            .skipped
+            .push((name.to_string(), "its quantized names are taken".into()));
+        return Ok(None);
+    }
+    let qt = crate::tensor::HostTensor::from_bytes(
+        &qname,
+        DType::I32,
+        vec![l.n, l.words()],
+        words.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    )?;
+    let st = crate::tensor::HostTensor::from_bytes(
+        &sname,
+        DType::F32,
+        vec![l.n, l.groups()],
+        scales.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    )?;
+    let qv = super::add_constant(p, &qname, qt);
+    let sv = super::add_constant(p, &sname, st);
+    Ok(Some((qv, sv)))
+}
+
+/// torchao's int4 weight-only layers (`Int4WeightOnlyConfig`, asymmetric groups) as core ATen
+/// writes them: the weight `(float(view(Wq, [n, G, gs])) - float(view(zp, [n, G, 1]))) *
+/// view(scale, [n, G, 1])` viewed as `[n, k]`, read by linear layers (`permute` + `addmm`).
+/// The integers `Wq - zp` (within -15..15) are kept as int8 with one scale per group of `gs`
+/// inputs, so the products are torch's (`(q - zp) * scale` is exact up to the one rounding
+/// torch does too), and the dequantization chain leaves the program: 0.31x of the f32 bytes
+/// at group 16 (int4 words would need zero points in the kernels). Run at load with [`pt2e`].
+pub fn torchao_int4(p: &mut Program) -> Result<QuantReport> {
+    let state = super::const_fold::unmutated_state(p);
+    let g = &p.graph;
+    let mut report = QuantReport::default();
+    let mut def: HashMap<ValueId, usize> = HashMap::new();
+    let mut ids = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        ids.clear();
+        n.outputs.iter().for_each(|a| a.values(&mut ids));
+        ids.iter().for_each(|&v| {
+            def.insert(v, i);
+        });
+    }
+    let tensor = |i: usize, k: &str| match g.nodes[i].arg(k) {
+        Some(Arg::Tensor(t)) => Some(*t),
+        _ => None,
+    };
+    // `v` = op(state, ...): the state's placeholder.
+    let through = |v: ValueId, ops: &[&str]| -> Option<(usize, ValueId)> {
+        let &i = def.get(&v)?;
+        ops.contains(&g.nodes[i].target.as_str())
+            .then(|| tensor(i, "self").map(|s| (i, s)))?
+    };
+    let float_of_view = |v: ValueId| -> Option<ValueId> {
+        let (ci, x) = through(v, &["aten._to_copy.default"])?;
+        if !matches!(g.nodes[ci].arg("dtype"), Some(Arg::ScalarType(DType::F32))) {
+            return None;
+        }
+        through(x, &["aten.view.default", "aten.reshape.default"]).map(|(_, s)| s)
+    };
+    struct Found {
+        weight: (ValueId, String),
+        params: Vec<ValueId>,
+        q: Vec<i32>,
+        scales: Vec<f32>,
+        l: QLayout,
+        uses: Vec<(usize, Use)>,
+    }
+    let mut found = Vec::new();
+    let views = ["aten.view.default", "aten.reshape.default"];
+    for (i, n) in g.nodes.iter().enumerate() {
+        if !views.contains(&n.target.as_str()) {
+            continue;
+        }
+        let (Some(Arg::Tensor(w)), Some(m)) = (n.outputs.first(), tensor(i, "self")) else {
+            continue;
+        };
+        let Some((mi, d)) = through(m, &["aten.mul.Tensor"]) else {
+            continue;
+        };
+        let Some(sv) = tensor(mi, "other") else {
+            continue;
+        };
+        let Some((si, a)) = through(d, &["aten.sub.Tensor"]) else {
+            continue;
+        };
+        if !matches!(g.nodes[si].arg("alpha"), None | Some(Arg::Int(1))) {
+            continue;
+        }
+        let (Some(wq), Some(zq)) = (
+            float_of_view(a),
+            tensor(si, "other").and_then(float_of_view),
+        ) else {
+            continue;
+        };
+        let Some((_, sq)) = through(sv, &views) else {
+            continue;
+        };
+        let (Some(wname), Some(zname), Some(sname)) =
+            (state.get(&wq), state.get(&zq), state.get(&sq))
+        else {
+            continue;
+        };
+        let (wt, zt, st) = (
+            &p.state[wname].tensor,
+            &p.state[zname].tensor,
+            &p.state[sname].tensor,
+        );
+        if wt.dtype != DType::I8 && wt.dtype != DType::U8 || wt.sizes.len() != 2 {
+            continue;
+        }
+        let (rows, k) = (wt.sizes[0], wt.sizes[1]);
+        let groups = st.numel() / rows.max(1);
+        if groups == 0
+            || st.dtype != DType::F32
+            || st.numel() != rows * groups
+            || zt.dtype.is_float()
+            || zt.numel() != rows * groups
+            || !k.is_multiple_of(groups)
+        {
+            continue;
+        }
+        let l = QLayout {
+            n: rows,
+            k,
+            bits: 8,
+            group: k / groups,
+        };
+        let uses = weight_uses(g, *w).and_then(|u| {
+            if u.iter().any(|(_, u)| *u == Use::Right) {
+                Err("used as the right operand of a product: its groups run along its rows".into())
+            } else {
+                l.check().map(|_| u)
+            }
+        });
+        let uses = match uses {
+            Err(why) => {
+                report.skipped.push((wname.clone(), why));
+                continue;
+            }
+            Ok(u) if u.is_empty() => continue,
+            Ok(u) => u,
+        };
+        let qw = crate::cpu::Tensor::from_host(wt)?
+            .contiguous()
+            .to_vec::<i32>();
+        let zs = crate::cpu::Tensor::from_host(zt)?
+            .contiguous()
+            .to_vec::<i32>();
+        let q: Vec<i32> = qw
+            .iter()
+            .enumerate()
+            .map(|(e, &q)| q - zs[(e / k) * groups + (e % k) / l.group])
+            .collect();
+        if q.iter().any(|v| v.abs() > 127) {
+            report
+                .skipped
+                .push((wname.clone(), "weights minus zero points leave int8".into()));
+            continue;
+        }
+        found.push(Found {
+            weight: (wq, wname.clone()),
+            params: vec![zq, sq],
+            q,
+            scales: crate::cpu::Tensor::from_host(st)?
+                .contiguous()
+                .to_vec::<f32>(),
+            l,
+            uses,
+        });
+    }
+    let mut freed = Vec::new();
+    let mut dead_views = Vec::new();
+    for f in found {
+        let words = quant::pack(&f.q, f.l);
+        let Some((qv, sv)) = add_quantized(p, &mut report, &f.weight.1, &words, &f.scales, f.l)?
+        else {
+            continue;
+        };
+        apply(p, &f.uses, qv, sv, f.l, &mut dead_views)?;
+        freed.push(f.weight.0);
+        freed.extend(f.params);
+        report.weights += 1;
+        report.f32_bytes += f.l.n * f.l.k * 4;
+        report.quantized_bytes += f.l.bytes();
+    }
+    if report.weights > 0 {
+        drop_unread(p, &freed);
+        remove_unread_state(p, &state, &freed);
+    }
+    Ok(report)
+}
+
+/// Take the state of `freed` placeholders out of the program where nothing reads them.
+fn remove_unread_state(p: &mut Program, state: &HashMap<ValueId, String>, freed: &[ValueId]) {
+    for &v in freed {
+        let used = p
+            .graph
+            .nodes
+            .iter()
+            .any(|n| n.inputs.iter().any(|(_, a)| arg_uses(a, v)))
+            || p.graph.outputs.iter().any(|a| arg_uses(a, v));
+        if let (false, Some(name)) = (used, state.get(&v)) {
+            remove_state_input(p, v, name);
+        }
     }
 }

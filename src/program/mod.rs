@@ -632,6 +632,8 @@ impl Pt2Archive {
         let mut p = Program::from_raw(raw, style, &opts.limits)?;
         if opts.weights != crate::passes::quantize::WeightFormat::Keep {
             crate::passes::quantize::pt2e(&mut p)?;
+            crate::passes::quantize::torchao_int8(&mut p)?;
+            crate::passes::quantize::torchao_int4(&mut p)?;
         }
         crate::passes::quantize::run(&mut p, opts.weights)?;
         if opts.dtype == crate::passes::half::Precision::F16 {
