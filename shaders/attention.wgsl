@@ -40,11 +40,18 @@ struct Meta {
 
 const MAX_E: u32 = 128u;
 
+// Storage element types (src/gpu/shaders.rs `Elems`): q, k, v (and the parts `attention_combine`
+// reads through `q`) are TIn, the output (and the parts `attention_split` writes) TOut; f16
+// forms for an f16 model's KV cache. The mask is always f32; the arithmetic f32.
+alias TIn = f32;
+alias TOut = f32;
+const OUT_F16: bool = false;
+
 @group(0) @binding(0) var<uniform> params: Meta;
-@group(0) @binding(1) var<storage, read_write> out: array<f32>;
-@group(0) @binding(2) var<storage, read> q: array<f32>;
-@group(0) @binding(3) var<storage, read> k: array<f32>;
-@group(0) @binding(4) var<storage, read> v: array<f32>;
+@group(0) @binding(1) var<storage, read_write> out: array<TOut>;
+@group(0) @binding(2) var<storage, read> q: array<TIn>;
+@group(0) @binding(3) var<storage, read> k: array<TIn>;
+@group(0) @binding(4) var<storage, read> v: array<TIn>;
 @group(0) @binding(5) var<storage, read> mask: array<f32>;
 
 var<private> INF_BITS: u32 = 0x7f800000u;
@@ -68,7 +75,7 @@ fn stream_row(r: u32, first: u32, last: u32) {
     let ev = params.ev;
     let qo = params.offsets.x + b * params.q.x + h * params.q.y + l * params.q.z;
     for (var i = 0u; i < e; i = i + 1u) {
-        qr[i] = q[qo + i * params.q.w];
+        qr[i] = f32(q[qo + i * params.q.w]);
     }
     for (var i = 0u; i < ev; i = i + 1u) {
         acc[i] = 0.0;
@@ -90,7 +97,7 @@ fn stream_row(r: u32, first: u32, last: u32) {
         let kr = ko + s * params.k.z;
         var dot = 0.0;
         for (var i = 0u; i < e; i = i + 1u) {
-            dot = dot + qr[i] * k[kr + i * params.k.w];
+            dot = dot + qr[i] * f32(k[kr + i * params.k.w]);
         }
         var x = dot * params.scale;
         if has_mask {
@@ -112,13 +119,13 @@ fn stream_row(r: u32, first: u32, last: u32) {
             mx = x;
             sum = sum * c + 1.0;
             for (var i = 0u; i < ev; i = i + 1u) {
-                acc[i] = acc[i] * c + v[vr + i * params.v.w];
+                acc[i] = acc[i] * c + f32(v[vr + i * params.v.w]);
             }
         } else {
             let p = exp(x - mx);
             sum = sum + p;
             for (var i = 0u; i < ev; i = i + 1u) {
-                acc[i] = acc[i] + p * v[vr + i * params.v.w];
+                acc[i] = acc[i] + p * f32(v[vr + i * params.v.w]);
             }
         }
     }
@@ -131,13 +138,13 @@ fn finish_row(base: u32) {
     if bad || sum == 0.0 {
         let fill = select(bitcast<f32>(NAN_BITS), 0.0, !bad && (params.flags & 4u) != 0u);
         for (var i = 0u; i < ev; i = i + 1u) {
-            out[base + i] = fill;
+            out[base + i] = TOut(fill);
         }
         return;
     }
     let inv = 1.0 / sum;
     for (var i = 0u; i < ev; i = i + 1u) {
-        out[base + i] = acc[i] * inv;
+        out[base + i] = TOut(acc[i] * inv);
     }
 }
 
@@ -167,11 +174,11 @@ fn attention_split(@builtin(global_invocation_id) gid: vec3<u32>) {
     let first = min(p * params.chunk, params.keys);
     stream_row(r, first, min(first + params.chunk, params.keys));
     let base = t * (params.ev + 3u);
-    out[base] = mx;
-    out[base + 1u] = sum;
-    out[base + 2u] = select(0.0, 1.0, bad);
+    out[base] = TOut(mx);
+    out[base + 1u] = TOut(sum);
+    out[base + 2u] = TOut(select(0.0, 1.0, bad));
     for (var i = 0u; i < params.ev; i = i + 1u) {
-        out[base + 3u + i] = acc[i];
+        out[base + 3u + i] = TOut(acc[i]);
     }
 }
 
@@ -188,8 +195,8 @@ fn attention_combine(@builtin(global_invocation_id) gid: vec3<u32>) {
     bad = false;
     for (var p = 0u; p < params.splits; p = p + 1u) {
         let o = first + p * stride;
-        top = max(top, q[o]);
-        bad = bad || q[o + 2u] != 0.0;
+        top = max(top, f32(q[o]));
+        bad = bad || f32(q[o + 2u]) != 0.0;
     }
     sum = 0.0;
     for (var i = 0u; i < ev; i = i + 1u) {
@@ -197,13 +204,13 @@ fn attention_combine(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     for (var p = 0u; p < params.splits; p = p + 1u) {
         let o = first + p * stride;
-        if q[o + 1u] == 0.0 {
+        if f32(q[o + 1u]) == 0.0 {
             continue;
         }
-        let c = exp(q[o] - top);
-        sum = sum + q[o + 1u] * c;
+        let c = exp(f32(q[o]) - top);
+        sum = sum + f32(q[o + 1u]) * c;
         for (var i = 0u; i < ev; i = i + 1u) {
-            acc[i] = acc[i] + q[o + 3u + i] * c;
+            acc[i] = acc[i] + f32(q[o + 3u + i]) * c;
         }
     }
     finish_row(r * ev);
@@ -238,7 +245,7 @@ fn attention_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
     let qo = params.offsets.x + b * params.q.x + h * params.q.y + l * params.q.z;
     if live {
         for (var i = 0u; i < e; i = i + 1u) {
-            qr[i] = q[qo + i * params.q.w];
+            qr[i] = f32(q[qo + i * params.q.w]);
         }
     }
     for (var i = 0u; i < ev; i = i + 1u) {
@@ -266,11 +273,11 @@ fn attention_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
         workgroupBarrier();
         for (var i = t; i < n * e; i = i + 64u) {
             let s = s0 + i / e;
-            k_tile[i] = k[ko + s * params.k.z + (i % e) * params.k.w];
+            k_tile[i] = f32(k[ko + s * params.k.z + (i % e) * params.k.w]);
         }
         for (var i = t; i < n * ev; i = i + 64u) {
             let s = s0 + i / ev;
-            v_tile[i] = v[vo + s * params.v.z + (i % ev) * params.v.w];
+            v_tile[i] = f32(v[vo + s * params.v.z + (i % ev) * params.v.w]);
         }
         workgroupBarrier();
         // (Not a `continue`: the barriers above stay in uniform control flow.)
@@ -320,12 +327,12 @@ fn attention_tiled(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgr
     if bad || sum == 0.0 {
         let fill = select(bitcast<f32>(NAN_BITS), 0.0, !bad && (params.flags & 4u) != 0u);
         for (var i = 0u; i < ev; i = i + 1u) {
-            out[base + i] = fill;
+            out[base + i] = TOut(fill);
         }
         return;
     }
     let inv = 1.0 / sum;
     for (var i = 0u; i < ev; i = i + 1u) {
-        out[base + i] = acc[i] * inv;
+        out[base + i] = TOut(acc[i] * inv);
     }
 }

@@ -168,9 +168,11 @@ impl GpuSession {
         let read = read_state(&s.cpu.program);
         for (fqn, t) in &s.cpu.state {
             let g = r.wrap(t);
-            // f32 weights, and int32 ones (quantized weights' words: an int32 never fails
-            // the upload's range check, as an int64 might).
-            let uploads = matches!(g.dtype, crate::DType::F32 | crate::DType::I32);
+            // f32 weights, f16 ones where the device holds f16 (`--dtype f16`), and int32
+            // ones (quantized weights' words: an int32 never fails the upload's range check,
+            // as an int64 might).
+            let uploads = matches!(g.dtype, crate::DType::F32 | crate::DType::I32)
+                || (g.dtype == crate::DType::F16 && dev.f16_enabled());
             if uploads && read.contains(fqn.as_str()) {
                 r.upload(&g.cell, &format!("parameter '{fqn}'"))?;
             }

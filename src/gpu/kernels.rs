@@ -131,12 +131,14 @@ pub const OP_CODES: &[crate::gpu::shaders::OpCodes] = &[
 ];
 
 /// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,
-/// softmax and layer norm, float reductions, resampling and convolutions.
+/// softmax and layer norm, float reductions, resampling, convolutions and the streaming
+/// attention.
 pub fn has_f16_variants(v: &Variant) -> bool {
     matches!(
         v.shader,
         Shader::Elementwise
             | Shader::Matmul
+            | Shader::Attention
             | Shader::Rows
             | Shader::RowsSubgroup
             | Shader::Resample

@@ -210,6 +210,28 @@ impl GTensor {
             offset,
         }
     }
+    /// An f16 tensor as 32-bit words, each a pair of f16 along the last dim (an `I32` view
+    /// for the kernels that only move words: gathers, row copies). None unless the last dim
+    /// is contiguous and even and every other stride and the offset are even.
+    pub fn as_f16_pairs(&self) -> Option<GTensor> {
+        let last = self.rank().checked_sub(1)?;
+        let even = |v: usize| v.is_multiple_of(2);
+        if self.dtype != DType::F16
+            || self.strides[last] != 1
+            || !even(self.sizes[last])
+            || !even(self.offset)
+            || self.strides[..last].iter().any(|&s| !even(s))
+        {
+            return None;
+        }
+        let mut sizes = self.sizes.clone();
+        sizes[last] /= 2;
+        let mut strides: Vec<usize> = self.strides.iter().map(|s| s / 2).collect();
+        strides[last] = 1;
+        let mut w = self.view(sizes, strides, self.offset / 2);
+        w.dtype = DType::I32;
+        Some(w)
+    }
     /// A broadcast view to `sizes` (stride 0 on expanded dims), or None if incompatible.
     pub fn expand_to(&self, sizes: &[usize]) -> Option<GTensor> {
         let n = sizes.len();

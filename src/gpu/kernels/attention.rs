@@ -17,7 +17,7 @@ use super::{
 use crate::cpu::{broadcast_shapes, Tensor};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
-use crate::gpu::shaders::{Shader, Variant};
+use crate::gpu::shaders::{Elems, Shader, Variant};
 use crate::gpu::store::GTensor;
 use crate::ops::attention::SdpaParams;
 
@@ -99,6 +99,23 @@ pub(super) fn sdpa(k: &mut KernelCtx) -> Out {
             .any(|d| !matches!(d, Some(DType::F16 | DType::F32)))
     {
         return Ok(None);
+    }
+    // q, k and v all f16 with an f16 output: the streaming kernel reads them as they are (an
+    // f16 KV cache is not converted each step); a float mask is made f32.
+    if !math
+        && !flash
+        && [&q, &kt, &v].iter().all(|t| t.dtype == DType::F16)
+        && outs == [Some(DType::F16)]
+    {
+        let m = match &mask {
+            Some(m) if m.dtype == DType::F16 => to_dtype(k, m, DType::F32)?,
+            m => m.clone(),
+        };
+        if mask.is_none() || m.is_some() {
+            if let Some(r) = sdpa_f32(k, false, false, q.clone(), kt.clone(), v.clone(), m)? {
+                return Ok(Some(r));
+            }
+        }
     }
     let mut up = Vec::new();
     for t in [Some(&q), Some(&kt), Some(&v), mask.as_ref()] {
@@ -247,10 +264,13 @@ fn sdpa_f32(
     else {
         return Ok(None);
     };
+    // f32, or f16 throughout for the streaming kernel alone (else None: the caller converts).
+    let f16 = q.dtype == DType::F16;
     if (causal && mask.is_some())
         || [&q, &kt, &v]
             .iter()
-            .any(|t| t.dtype != DType::F32 || t.rank() < 2)
+            .any(|t| t.dtype != q.dtype || t.rank() < 2)
+        || !matches!(q.dtype, DType::F32 | DType::F16)
     {
         return Ok(None);
     }
@@ -268,6 +288,8 @@ fn sdpa_f32(
         }
         if hk == hv && hk < hq && !causal && !math && !flash && dropout_p == 0.0 {
             group = Some((hk, hq / hk));
+        } else if f16 {
+            return Ok(None);
         } else {
             let (Some(kr), Some(vr)) = (
                 repeat_heads(k, &kt, hq / hk)?,
@@ -317,6 +339,9 @@ fn sdpa_f32(
         if let Some(out) = streaming(k, &q, &kt, &v, mask.as_ref(), &p)? {
             return Ok(Some(vec![Slot::Tensor(out)]));
         }
+    }
+    if f16 {
+        return Ok(None);
     }
     // The additive mask as a contiguous [B, L, S] f32 tensor.
     let mut full = batch.clone();
@@ -615,9 +640,9 @@ pub(super) fn streaming(
             && key_split(l, s).is_none()
             && crate::gpu::is_software(&k.r.dev.properties))
         || nb * l >= u32::MAX as usize
-        || [q, kt, v]
-            .iter()
-            .any(|t| t.dtype != DType::F32 || !k.fits(t))
+        || !matches!(q.dtype, DType::F32 | DType::F16)
+        || (q.dtype == DType::F16 && !k.r.dev.f16_enabled())
+        || [q, kt, v].iter().any(|t| t.dtype != q.dtype || !k.fits(t))
         || mask.is_some_and(|m| !matches!(m.dtype, DType::F32 | DType::Bool) || !k.fits(m))
     {
         return Ok(None);
@@ -683,7 +708,10 @@ pub(super) fn streaming(
     }
     let mut sizes = p.batch.to_vec();
     sizes.extend([l, ev]);
-    let out = k.new_out(DType::F32, &sizes)?;
+    // The output in the operands' dtype; f16 operands take the shader's f16 forms.
+    let dt = q.dtype;
+    let typed = |v: Variant, i: DType, o: DType| v.typed(Elems::of(i, o).unwrap_or_default());
+    let out = k.new_out(dt, &sizes)?;
     let rows = nb * l;
     if rows * ev == 0 {
         return Ok(Some(out));
@@ -717,7 +745,7 @@ pub(super) fn streaming(
         meta.chunk = chunk as u32;
         meta.row = row;
         k.dispatch(
-            &ATTENTION_SPLIT,
+            &typed(ATTENTION_SPLIT, dt, DType::F32),
             bytemuck::bytes_of(&meta),
             &[(1, &parts), (2, q), (3, kt), (4, v), (5, m)],
             (gx, gy, 1),
@@ -725,7 +753,7 @@ pub(super) fn streaming(
         let (gx, gy, row) = super::grid(rows, 64);
         meta.row = row;
         k.dispatch(
-            &ATTENTION_COMBINE,
+            &typed(ATTENTION_COMBINE, DType::F32, dt),
             bytemuck::bytes_of(&meta),
             &[(1, &out), (2, &parts)],
             (gx, gy, 1),
@@ -753,7 +781,7 @@ pub(super) fn streaming(
     };
     meta.row = row;
     k.dispatch(
-        &variant,
+        &typed(variant, dt, dt),
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, q), (3, kt), (4, v), (5, m)],
         groups,

@@ -67,9 +67,37 @@ pub(super) fn encode_gather(
     {
         return Ok(None);
     }
+    let out = k.new_out(src.dtype, shape)?;
+    dispatch_gather(
+        k,
+        &out,
+        src,
+        idx,
+        shape,
+        src_strides,
+        idx_strides,
+        dim_stride,
+        dim_size,
+    )?;
+    Ok(Some(vec![Slot::Tensor(out)]))
+}
+
+/// [`encode_gather`]'s dispatch into `out` (contiguous, `shape`).
+#[allow(clippy::too_many_arguments)]
+fn dispatch_gather(
+    k: &mut KernelCtx,
+    out: &GTensor,
+    src: &GTensor,
+    idx: &GTensor,
+    shape: &[usize],
+    src_strides: &[usize],
+    idx_strides: &[usize],
+    dim_stride: usize,
+    dim_size: usize,
+) -> crate::Result<()> {
+    let numel: usize = shape.iter().product();
     k.ensure(src)?;
     k.ensure(idx)?;
-    let out = k.new_out(src.dtype, shape)?;
     if numel > 0 {
         let (gx, gy, row) = grid(numel, 64);
         let meta = IndexMeta {
@@ -90,11 +118,11 @@ pub(super) fn encode_gather(
         k.dispatch(
             &GATHER,
             bytemuck::bytes_of(&meta),
-            &[(1, &out), (2, src), (3, idx)],
+            &[(1, out), (2, src), (3, idx)],
             (gx, gy, 1),
         )?;
     }
-    Ok(Some(vec![Slot::Tensor(out)]))
+    Ok(())
 }
 
 pub(super) fn embedding(k: &mut KernelCtx) -> Out {
@@ -110,7 +138,54 @@ pub(super) fn embedding(k: &mut KernelCtx) -> Out {
     ss.push(w.strides[1]);
     let mut is = idx.strides.clone();
     is.push(0);
+    if w.dtype == DType::F16 {
+        return embedding_f16(k, &w, &idx, shape, is);
+    }
     encode_gather(k, &w, &idx, &shape, &ss, &is, w.strides[0], w.sizes[0])
+}
+
+/// An f16 embedding (`--dtype f16`): its rows gathered as words, pairs of f16 (the f32 path
+/// would convert the whole table each call). None where rows are not whole words.
+fn embedding_f16(
+    k: &mut KernelCtx,
+    w: &GTensor,
+    idx: &GTensor,
+    mut shape: Vec<usize>,
+    is: Vec<usize>,
+) -> Out {
+    let Some(ww) = w.as_f16_pairs() else {
+        return Ok(None);
+    };
+    let numel: usize = shape.iter().product();
+    if shape.len() > MAX_RANK
+        || numel >= u32::MAX as usize
+        || !k.fits(w)
+        || !k.fits(idx)
+        || !is_int(idx.dtype)
+        || k.out_dtype(0) != Some(DType::F16)
+    {
+        return Ok(None);
+    }
+    let out = k.new_out(DType::F16, &shape)?;
+    let Some(ow) = out.as_f16_pairs() else {
+        return Ok(None);
+    };
+    let last = shape.len() - 1;
+    shape[last] /= 2;
+    let mut ss = vec![0; last];
+    ss.push(1);
+    dispatch_gather(
+        k,
+        &ow,
+        &ww,
+        idx,
+        &shape,
+        &ss,
+        &is,
+        ww.strides[0],
+        ww.sizes[0],
+    )?;
+    Ok(Some(vec![Slot::Tensor(out)]))
 }
 
 pub(super) fn index_select(k: &mut KernelCtx) -> Out {

@@ -464,29 +464,10 @@ fn index_write(k: &mut KernelCtx, x: &GTensor, d: usize, iv: &GTensor, src: &GTe
 /// 32-bit words, so [`index_write`] copies them as words. None (the CPU kernel runs) where a
 /// row is not whole words: the indexed dim is the last, an odd row, an odd stride or offset.
 fn index_write_f16(k: &mut KernelCtx, x: &GTensor, d: usize, iv: &GTensor, src: &GTensor) -> Out {
-    let pairs = |t: &GTensor| -> Option<GTensor> {
-        let r = t.rank();
-        let last = r.checked_sub(1)?;
-        let even = |v: usize| v.is_multiple_of(2);
-        if t.strides[last] != 1
-            || !even(t.sizes[last])
-            || !even(t.offset)
-            || t.strides[..last].iter().any(|&s| !even(s))
-        {
-            return None;
-        }
-        let mut sizes = t.sizes.clone();
-        sizes[last] /= 2;
-        let mut strides: Vec<usize> = t.strides.iter().map(|s| s / 2).collect();
-        strides[last] = 1;
-        let mut w = t.view(sizes, strides, t.offset / 2);
-        w.dtype = DType::I32;
-        Some(w)
-    };
     if !k.target().starts_with("aten.index_copy_") || src.dtype != DType::F16 || d + 1 >= x.rank() {
         return Ok(None);
     }
-    let (Some(xw), Some(sw)) = (pairs(x), pairs(src)) else {
+    let (Some(xw), Some(sw)) = (x.as_f16_pairs(), src.as_f16_pairs()) else {
         return Ok(None);
     };
     Ok(index_write(k, &xw, d, iv, &sw)?.map(|_| vec![Slot::Tensor(x.clone())]))

@@ -48,6 +48,10 @@ CASES = [
     Case("sdpa_batch_bcast", lambda q, k, v: sdpa(q, k, v), [randn(2, 1, 4, 8), randn(1, 3, 5, 8, seed=1), randn(1, 3, 5, 8, seed=2)], core=False),
     Case("sdpa_noncontig", lambda q, k, v: sdpa(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)), [randn(2, 5, 3, 8), randn(2, 6, 3, 8, seed=1), randn(2, 6, 3, 8, seed=2)], core=False),
     Case("sdpa_f16", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 5, 16, dtype=f16), tol="half", core=False),
+    # An f16 KV cache (`--dtype f16`): the GPU's streaming kernel reads f16 q / k / v as they
+    # are, over key ranges (flash-decoding) with grouped-query heads and a bool mask.
+    Case("sdpa_f16_decode_gqa", lambda q, k, v: sdpa(q, k, v, enable_gqa=True), qkv(1, 8, 1, 300, 32, hk=2, dtype=f16), tol="half", core=False),
+    Case("sdpa_f16_decode_mask", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m), qkv(1, 2, 2, 300, 32, dtype=f16) + [torch.arange(300).expand(2, 300) % 7 != 3], tol="half", core=False),
     Case("sdpa_bf16_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 4, 4, 16, dtype=bf16), tol="half", core=False),
     Case("sdpa_f64", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 3, 4, 8, dtype=f64), core=False),
     Case("flash_for_cpu", lambda q, k, v: A._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, is_causal=True), qkv(1, 2, 4, 4, 8), core=False),
