@@ -20,6 +20,11 @@ pt2web processes for pt2web), pt2web's peak GPU buffer bytes and pt2web's own ho
 loading (against the largest single weight). pt2web runs once per --weights format (weights
 quantized at load, or `f16`: the whole program computing in float16, `--dtype f16`; their greedy
 tokens may leave the f32 ones, the agreement is printed).
+With `--browser`, the same archive and prompt also run in headless Chromium through
+bench/browser_llm.mjs (`model.generate` of the npm package: WebGPU on SwiftShader, and the WASM
+CPU backend, `--browser-threads` workers), one row per device and variant (f16 is refused on
+SwiftShader, which has no shader-f16: the row says so). Needs the wasm packages (npm run build,
+or scripts/build_wasm.sh) and Debian's chromium.
 Printed, not a timed test. Targets (issue 15): CPU decode >= PyTorch eager's tok/s; readback
 <= 8 bytes per token; host memory after load <= 1.2x the largest weight on the GPU path.
 """
@@ -98,6 +103,20 @@ def pt2web_run(path: Path, prompt: list, new: int, device: str, weights: str = "
     return j
 
 
+def browser_rows(a, path: Path, prompt: list) -> list:
+    """bench/browser_llm.mjs's rows (one JSON line per device and variant), or none."""
+    if not a.browser:
+        return []
+    r = subprocess.run(["node", str(ROOT / "bench" / "browser_llm.mjs"), "--model", path.name,
+                        "--prompt", ",".join(map(str, prompt)), "--new", str(a.new),
+                        "--variants", a.weights, "--devices", a.browser_devices,
+                        "--threads", str(a.browser_threads)],
+                       capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"bench/browser_llm.mjs failed: {r.stderr.strip()[-2000:]}")
+    return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--prompt", type=int, default=128)
@@ -110,6 +129,10 @@ def main() -> None:
                     help="pt2web's variants to run, comma-separated: weight formats (f32, int8, "
                          "int4[:GROUP]) or f16 (computing in float16, --dtype f16); their greedy "
                          "tokens may leave the f32 ones")
+    ap.add_argument("--browser", action="store_true",
+                    help="also run the variants in headless Chromium (bench/browser_llm.mjs)")
+    ap.add_argument("--browser-devices", default="webgpu,cpu")
+    ap.add_argument("--browser-threads", type=int, default=1)
     a = ap.parse_args()
     if a.prompt + a.new > CACHE:
         ap.error(f"--prompt + --new must fit the {CACHE}-position cache")
@@ -150,6 +173,16 @@ def main() -> None:
         print(f"{'pt2web ' + pw['device'] + ' ' + w:<24}{pw['prefill_tok_s']:>14.1f}{pw['decode_tok_s']:>14.1f}"
               f"{'-' if rb is None else rb:>16}{host:>15}"
               f"{'-' if gpu is None else f'{gpu / 2**20:.0f}':>14}{heap_s:>17}")
+    for r in browser_rows(a, path, prompt):
+        name = f"Chromium {r['device']} {r['variant']}"
+        if "error" in r:
+            print(f"{name:<24}  {r['error']}")
+            continue
+        pf = len(prompt) / (r["prefill_ms"] / 1e3)
+        same = "equal" if r["tokens"] == pt["tokens"] else \
+            f"{sum(x == y for x, y in zip(pt['tokens'], r['tokens']))}/{len(pt['tokens'])} equal"
+        print(f"{name:<24}{pf:>14.1f}{r['decode_tok_s']:>14.1f}{r['readback_bytes_per_token']:>16}"
+              f"{'-':>15}{'-':>14}{'-':>17}   greedy tokens {same}")
     for w, pw in rows:
         same = pt["tokens"] == pw["tokens"]
         agree = sum(x == y for x, y in zip(pt["tokens"], pw["tokens"]))
