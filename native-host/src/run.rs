@@ -104,7 +104,13 @@ pub(crate) fn open_backend(
     device: &str,
     backend: &str,
 ) -> Result<Box<dyn Backend>, String> {
-    let cpu = |p| -> Result<Box<dyn Backend>, String> {
+    let cpu = |p: Program| -> Result<Box<dyn Backend>, String> {
+        if p.precision == pt2web::archive::pt2::Precision::F16 {
+            eprintln!(
+                "note: --dtype f16 on the CPU computes each op in f32 and rounds it to f16 (as \
+                 torch's CPU kernels do): slower than f32; f16 pays off on GPUs with shader-f16"
+            );
+        }
         Ok(Box::new(Session::new(p).map_err(|e| e.to_string())?))
     };
     match device {

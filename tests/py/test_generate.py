@@ -104,6 +104,27 @@ def test_gpu_keeps_the_cache_on_the_device(exported):
     assert got["readback_bytes_per_token"] == 8  # the argmax on the device: not the logits, not the cache
 
 
+@pytest.mark.parametrize("device", ["cpu", "gpu"])
+def test_f16_execution_keeps_pytorchs_greedy_tokens(exported, device):
+    """`--dtype f16`: the f32 program computes in float16 (weights and KV cache in f16, position
+    math in f32); for this model the greedy tokens stay PyTorch's f32 ones, on the CPU and on
+    lavapipe (which has shader-f16)."""
+    kind, path = exported
+    want = torch_greedy(path, PROMPT, NEW, one_call=kind == "prefill")
+    r = subprocess.run([BIN, "generate", str(path), "--prompt-ids", ",".join(map(str, PROMPT)),
+                        "--max-new-tokens", str(NEW), "--device", device, "--dtype", "f16", "--json"],
+                       capture_output=True, text=True)
+    if device == "gpu" and r.returncode != 0 and "adapter" in r.stderr and not os.environ.get("PT2WEB_REQUIRE_GPU"):
+        pytest.skip(f"no GPU adapter: {r.stderr.strip()}")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["tokens"] == want
+    if device == "cpu":
+        assert "slower than f32" in r.stderr  # the CLI says f16 does not pay off on the CPU
+    r = subprocess.run([BIN, "generate", str(path), "--prompt-ids", "5", "--dtype", "f8"],
+                       capture_output=True, text=True)
+    assert r.returncode != 0 and "--dtype" in r.stderr and "f8" in r.stderr, r.stderr
+
+
 def test_eos_and_seeded_sampling(exported):
     _, path = exported
     ids = ",".join(map(str, PROMPT))
