@@ -46,7 +46,11 @@ struct Vals {
 fn unpack(w: u32, wi: u32, j: u32) -> Vals {
     let per_word = 32u / params.bits;
     let groups = params.k / params.group;
-    let s = scale[j * groups + (wi * per_word) / params.group];
+    return unpack_scaled(w, scale[j * groups + (wi * per_word) / params.group]);
+}
+
+// Word `w`'s values times the scale `s` of their group.
+fn unpack_scaled(w: u32, s: f32) -> Vals {
     var r: Vals;
     if params.bits == 8u {
         let u = vec4<u32>(w & 255u, (w >> 8u) & 255u, (w >> 16u) & 255u, w >> 24u);
@@ -79,16 +83,25 @@ fn linear_q(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
     let wpr = words_per_row();
     let per_word = 32u / params.bits;
+    // Group by group: each group's scale read once (no division per word), the words of the
+    // group after it; the arithmetic per element is the same.
+    let groups = params.k / params.group;
+    let wpg = params.group / per_word;
     var acc = vec4<f32>(0.0);
-    for (var wi = 0u; wi < wpr; wi = wi + 1u) {
-        let v = unpack(q[j * wpr + wi], wi, j);
-        let i = wi * per_word;
-        for (var r = 0u; r < params.m; r = r + 1u) {
-            var d = dot(x4(r * params.k + i), v.lo);
-            if params.bits == 4u {
-                d = d + dot(x4(r * params.k + i + 4u), v.hi);
+    var wi = 0u;
+    for (var g = 0u; g < groups; g = g + 1u) {
+        let s = scale[j * groups + g];
+        for (var e = 0u; e < wpg; e = e + 1u) {
+            let v = unpack_scaled(q[j * wpr + wi], s);
+            let i = wi * per_word;
+            for (var r = 0u; r < params.m; r = r + 1u) {
+                var d = dot(x4(r * params.k + i), v.lo);
+                if params.bits == 4u {
+                    d = d + dot(x4(r * params.k + i + 4u), v.hi);
+                }
+                acc[r] = acc[r] + d;
             }
-            acc[r] = acc[r] + d;
+            wi = wi + 1u;
         }
     }
     var b = 0.0;
