@@ -291,7 +291,7 @@ pub fn to_f16(p: &mut Program) -> Result<HalfReport> {
             Some(s) => s.clone(),
             None => {
                 let b = e.tensor.storage.bytes();
-                if b.len() % 4 != 0 {
+                if !b.len().is_multiple_of(4) {
                     return refuse(format!(
                         "the storage of '{name}' is {} bytes, not whole float32s",
                         b.len()

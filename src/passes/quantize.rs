@@ -685,10 +685,7 @@ pub fn torchao_int8(p: &mut Program) -> Result<QuantReport> {
         // The int8 weights and the scales' placeholders (the scales live on in NAME.scale).
         let placeholders: Vec<ValueId> = freed
             .iter()
-            .filter_map(|v| match def_of_view(p, *v) {
-                Some(s) => Some(s),
-                None => Some(*v),
-            })
+            .map(|v| def_of_view(p, *v).unwrap_or(*v))
             .collect();
         freed.extend(placeholders);
         drop_unread(p, &freed);
