@@ -39,7 +39,7 @@ pub fn write_pt2(
         if !names.insert(p.name.clone()) {
             return Err(Error::Write(format!("two programs are named '{}'", p.name)));
         }
-        let mut ep = (*p.serialized).clone();
+        let mut ep = p.serialized.get()?;
         ep.schema_version = WRITE_SCHEMA;
         let json = serde_json::to_vec(&ep).map_err(|e| Error::Write(e.to_string()))?;
         w.file(&paths::model_json(&p.name), &json)?;

@@ -183,7 +183,7 @@ impl Builder<'_> {
                 target,
                 inputs,
                 outputs,
-                metadata: n.metadata.clone(),
+                metadata: kept_metadata(&n.metadata),
             });
         }
         out.outputs = g
@@ -299,4 +299,16 @@ fn collect_tokens(g: &s::Graph, out: &mut Vec<String>) {
             visit(a, out);
         }
     }
+}
+
+/// The node metadata the IR keeps: all but the Python stack traces and `from_node`
+/// provenance, which are most of its bytes (1.9 of the 3.2 MB a 600-node Llama's graph takes)
+/// and which nothing in pt2web reads; the serialized program keeps them for the writer.
+fn kept_metadata(
+    m: &std::collections::BTreeMap<String, String>,
+) -> std::collections::BTreeMap<String, String> {
+    m.iter()
+        .filter(|(k, _)| !matches!(k.as_str(), "stack_trace" | "from_node"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }

@@ -158,7 +158,8 @@ pub struct Node {
     pub inputs: Vec<(String, Arg)>,
     /// What the node defines (tensors, lists of tensors, sym ints, `None` for unused outputs).
     pub outputs: Vec<Arg>,
-    /// torch's node metadata (stack traces, nn_module_stack...) kept verbatim.
+    /// torch's node metadata (`nn_module_stack`, `source_fn_stack`, `torch_fn`...) as saved,
+    /// without the stack traces and `from_node` (the serialized program keeps those).
     pub metadata: BTreeMap<String, String>,
 }
 
