@@ -74,42 +74,61 @@ fn x4(i: u32) -> vec4<f32> {
 }
 
 // `linear_q`: out[r, j] = sum_i x[r, i] * W[j, i] (+ bias[j]) for r < m <= 4. One invocation
-// per output column j: it streams row j of the weight once for every row of x.
+// per 4 adjacent output columns j0..j0+3 (past n: the last column's, computed, not stored): it
+// streams their 4 weight rows once for every row of x, each 4 (or 8) values of x loaded once
+// for the 4 columns. Group by group: each group's scale read once (no division per word).
 @compute @workgroup_size(64)
 fn linear_q(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let j = gid.x + gid.y * params.row;
-    if j >= params.n {
+    let j0 = (gid.x + gid.y * params.row) * 4u;
+    if j0 >= params.n {
         return;
     }
     let wpr = words_per_row();
     let per_word = 32u / params.bits;
-    // Group by group: each group's scale read once (no division per word), the words of the
-    // group after it; the arithmetic per element is the same.
     let groups = params.k / params.group;
     let wpg = params.group / per_word;
-    var acc = vec4<f32>(0.0);
+    var cols: array<u32, 4>;
+    for (var c = 0u; c < 4u; c = c + 1u) {
+        cols[c] = min(j0 + c, params.n - 1u);
+    }
+    // acc[r][c]: row r of x against column j0 + c.
+    var acc: array<vec4<f32>, 4>;
     var wi = 0u;
     for (var g = 0u; g < groups; g = g + 1u) {
-        let s = scale[j * groups + g];
+        var s: array<f32, 4>;
+        for (var c = 0u; c < 4u; c = c + 1u) {
+            s[c] = scale[cols[c] * groups + g];
+        }
         for (var e = 0u; e < wpg; e = e + 1u) {
-            let v = unpack_scaled(q[j * wpr + wi], s);
+            var v: array<Vals, 4>;
+            for (var c = 0u; c < 4u; c = c + 1u) {
+                v[c] = unpack_scaled(q[cols[c] * wpr + wi], s[c]);
+            }
             let i = wi * per_word;
             for (var r = 0u; r < params.m; r = r + 1u) {
-                var d = dot(x4(r * params.k + i), v.lo);
+                let xa = x4(r * params.k + i);
+                var d = vec4<f32>(dot(xa, v[0].lo), dot(xa, v[1].lo), dot(xa, v[2].lo), dot(xa, v[3].lo));
                 if params.bits == 4u {
-                    d = d + dot(x4(r * params.k + i + 4u), v.hi);
+                    let xb = x4(r * params.k + i + 4u);
+                    d = d + vec4<f32>(dot(xb, v[0].hi), dot(xb, v[1].hi), dot(xb, v[2].hi), dot(xb, v[3].hi));
                 }
                 acc[r] = acc[r] + d;
             }
             wi = wi + 1u;
         }
     }
-    var b = 0.0;
-    if params.has_bias == 1u {
-        b = bias[params.bias_off + j];
-    }
-    for (var r = 0u; r < params.m; r = r + 1u) {
-        out[r * params.n + j] = acc[r] + b;
+    for (var c = 0u; c < 4u; c = c + 1u) {
+        let j = j0 + c;
+        if j >= params.n {
+            break;
+        }
+        var b = 0.0;
+        if params.has_bias == 1u {
+            b = bias[params.bias_off + j];
+        }
+        for (var r = 0u; r < params.m; r = r + 1u) {
+            out[r * params.n + j] = acc[r][c] + b;
+        }
     }
 }
 

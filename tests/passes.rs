@@ -1158,3 +1158,41 @@ fn torchao_int4_weights_stay_quantized() {
         );
     }
 }
+
+/// The GPU's quantized linear (`shaders/quant.wgsl`, 4 output columns per invocation) equals
+/// the CPU's on a layer whose 10 outputs are not a multiple of 4 (convnet_train's classifier,
+/// quantized at load, batch 2: the streamed path), int8 and int4.
+#[test]
+fn quantized_linear_on_the_gpu_equals_the_cpus_past_a_multiple_of_4_columns() {
+    use pt2web::passes::quantize::WeightFormat;
+    let Some(dev) = gpu_device() else {
+        return;
+    };
+    for fmt in [WeightFormat::Int8, WeightFormat::Int4 { group: 32 }] {
+        let (mut p, ins, _) = first_io_case("convnet_train");
+        let report = pt2web::passes::quantize::run(&mut p, fmt).unwrap();
+        assert_eq!(report.weights, 1, "{fmt:?}: {report:?}");
+        let run = |b: &mut dyn pt2web::backend::Backend| {
+            let out = b
+                .run(ins.iter().cloned().map(RValue::Tensor).collect())
+                .unwrap();
+            out[0].as_tensor().unwrap().contiguous().to_vec::<f32>()
+        };
+        let cpu = run(&mut Session::new(p.clone()).unwrap());
+        let mut g = pt2web::gpu::GpuSession::new(p, dev.clone()).unwrap();
+        let gpu = run(&mut g);
+        assert_eq!(cpu.len(), 20);
+        let d = cpu
+            .iter()
+            .zip(&gpu)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(d <= 1e-5, "{fmt:?}: GPU {gpu:?} vs CPU {cpu:?}");
+        assert_eq!(
+            g.last_stats.fallback_nodes(),
+            0,
+            "{:?}",
+            g.last_stats.fallbacks
+        );
+    }
+}

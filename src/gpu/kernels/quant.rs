@@ -133,7 +133,8 @@ fn linear_q(k: &mut KernelCtx) -> Out {
     if m * n == 0 {
         return Ok(Some(vec![Slot::Tensor(out)]));
     }
-    let (gx, gy, row) = grid(n, 64);
+    // One invocation per 4 output columns (shaders/quant.wgsl).
+    let (gx, gy, row) = grid(n.div_ceil(4), 64);
     meta.m = m as u32;
     meta.row = row;
     meta.x_off = xc.offset as u32;
