@@ -14,6 +14,8 @@
 # /tmp/pt2web_device/device_gpu.json). Models: resnet18 b1 and b32, MiniLM seq 128, GPT-2
 # small seq 128, random weights, exported there with torch.export (torchvision and
 # transformers are installed on that machine). Override with MODELS=... REPEAT=...
+# Then (LLM=0 skips it) bench/llm_bench.py on the GPU: the Llama-style decode benchmark of
+# issue 15 (prefill / decode tok/s, readback, GPU memory) for f32, int8, int4 and f16 weights.
 #
 # A dry run anywhere: PYTHON=.venv/bin/python TORCH_DEVICE=cpu MODELS=resnet18_b1 REPEAT=3 bash bench/device_gpu.sh
 set -euo pipefail
@@ -44,3 +46,7 @@ export PYTHONUNBUFFERED=1
     --repeat "${REPEAT:-20}" --out "$OUTDIR" \
     ${TORCH_DEVICE:+--torch-device "$TORCH_DEVICE"} \
     ${BACKEND+--backend "$BACKEND"} 2>&1 | tee "$OUTDIR/device_gpu.log"
+if [ "${LLM:-1}" = "1" ]; then
+    PT2WEB_BIN="$PT2WEB" "${PYTHON:-python3}" bench/llm_bench.py --device gpu --runs 1 \
+        --weights f32,int8,int4,f16 2>&1 | tee "$OUTDIR/llm_bench.log"
+fi
