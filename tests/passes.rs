@@ -32,6 +32,26 @@ fn run_matches_torch(
     s
 }
 
+/// On the GPU (where there is one): the first output within 1e-5 of PyTorch's, no node on the
+/// CPU.
+fn gpu_matches_torch(p: Program, ins: &[pt2web::cpu::Tensor], want: &[pt2web::cpu::Tensor]) {
+    let Some(dev) = gpu_device() else {
+        return;
+    };
+    let mut g = pt2web::gpu::GpuSession::new(p, dev).unwrap();
+    let got = g
+        .run(ins.iter().cloned().map(RValue::Tensor).collect())
+        .unwrap();
+    let (max, _) = metrics(got[0].as_tensor().unwrap(), &want[0]);
+    assert!(max <= 1e-5, "GPU: max abs error {max} against PyTorch");
+    assert_eq!(
+        g.last_stats.fallback_nodes(),
+        0,
+        "{:?}",
+        g.last_stats.fallbacks
+    );
+}
+
 /// One test, since the pass switch is process-wide.
 #[test]
 fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
@@ -1084,20 +1104,7 @@ fn torchao_int8_weights_stay_int8() {
         p.state.keys()
     );
     run_matches_torch(&p, &ins, &want, stem);
-    if let Some(dev) = gpu_device() {
-        let mut g = pt2web::gpu::GpuSession::new(p, dev).unwrap();
-        let got = g
-            .run(ins.iter().cloned().map(RValue::Tensor).collect())
-            .unwrap();
-        let (max, _) = metrics(got[0].as_tensor().unwrap(), &want[0]);
-        assert!(max <= 1e-5, "GPU: max abs error {max} against PyTorch");
-        assert_eq!(
-            g.last_stats.fallback_nodes(),
-            0,
-            "{:?}",
-            g.last_stats.fallbacks
-        );
-    }
+    gpu_matches_torch(p, &ins, &want);
     // Loading with `--weights int8` does it (and quantizes the f32 embedding left too).
     let meta = metas().into_iter().find(|(s, _)| s == stem).unwrap().1;
     let opts = pt2web::archive::pt2::LoadOptions {
@@ -1143,20 +1150,7 @@ fn torchao_int4_weights_stay_quantized() {
         report.weights, report.f32_bytes, report.quantized_bytes
     );
     run_matches_torch(&p, &ins, &want, stem);
-    if let Some(dev) = gpu_device() {
-        let mut g = pt2web::gpu::GpuSession::new(p, dev).unwrap();
-        let got = g
-            .run(ins.iter().cloned().map(RValue::Tensor).collect())
-            .unwrap();
-        let (max, _) = metrics(got[0].as_tensor().unwrap(), &want[0]);
-        assert!(max <= 1e-5, "GPU: max abs error {max} against PyTorch");
-        assert_eq!(
-            g.last_stats.fallback_nodes(),
-            0,
-            "{:?}",
-            g.last_stats.fallbacks
-        );
-    }
+    gpu_matches_torch(p, &ins, &want);
 }
 
 /// The GPU's quantized linear (`shaders/quant.wgsl`, 4 output columns per invocation) equals

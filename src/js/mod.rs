@@ -243,24 +243,22 @@ fn open_program(
     weights: Option<&str>,
     dtype: Option<&str>,
 ) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
-    let dtype = match dtype {
-        None => Default::default(),
-        Some(d) => d.parse().map_err(|e: String| {
-            to_js(crate::Error::Input {
-                input: "dtype".into(),
-                msg: e,
+    // A load option: its default when absent, a clear INPUT error naming it when malformed.
+    fn option<T: std::str::FromStr<Err = String> + Default>(
+        v: Option<&str>,
+        name: &str,
+    ) -> Result<T, JsValue> {
+        v.map_or(Ok(T::default()), |s| {
+            s.parse().map_err(|msg| {
+                to_js(crate::Error::Input {
+                    input: name.into(),
+                    msg,
+                })
             })
-        })?,
-    };
-    let weights = match weights {
-        None => Default::default(),
-        Some(w) => w.parse().map_err(|e: String| {
-            to_js(crate::Error::Input {
-                input: "weights".into(),
-                msg: e,
-            })
-        })?,
-    };
+        })
+    }
+    let dtype = option(dtype, "dtype")?;
+    let weights = option(weights, "weights")?;
     let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
     let opts = LoadOptions {
         weights,

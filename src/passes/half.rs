@@ -196,10 +196,9 @@ pub fn to_f16(p: &mut Program) -> Result<HalfReport> {
     let mut nodes: Vec<Node> = Vec::with_capacity(g.nodes.len() + user.len());
     let mut renamed: HashMap<ValueId, ValueId> = HashMap::new();
     for &v in &user {
-        let base = format!("{}_f16", g.values[v].name);
-        let c = fresh.value(g, &base, v, DType::F16);
+        let (c, cast) = fresh.convert(g, v, DType::F16);
         is_half.push(true);
-        nodes.push(fresh.cast(v, c, DType::F16));
+        nodes.push(cast);
         renamed.insert(v, c);
         report.casts += 1;
     }
@@ -221,10 +220,9 @@ pub fn to_f16(p: &mut Program) -> Result<HalfReport> {
             if is_half[v] || !is_f32(&g.values, v) || cast_of.contains_key(&v) {
                 continue;
             }
-            let base = format!("{}_f16", g.values[v].name);
-            let c = fresh.value(g, &base, v, DType::F16);
+            let (c, cast) = fresh.convert(g, v, DType::F16);
             is_half.push(true);
-            nodes.push(fresh.cast(v, c, DType::F16));
+            nodes.push(cast);
             cast_of.insert(v, c);
             report.casts += 1;
         }
@@ -268,10 +266,9 @@ pub fn to_f16(p: &mut Program) -> Result<HalfReport> {
             if !(back || into) {
                 return v;
             }
-            let base = format!("{}_{}", g.values[v].name, want.name());
-            let c = fresh.value(g, &base, v, want);
+            let (c, cast) = fresh.convert(g, v, want);
             is_half.push(want == DType::F16);
-            nodes.push(fresh.cast(v, c, want));
+            nodes.push(cast);
             report.casts += 1;
             c
         });
@@ -430,6 +427,14 @@ impl Fresh {
         g.by_name.insert(name.clone(), id);
         self.taken.insert(name, id);
         id
+    }
+
+    /// `x` converted to `d`: a new value `<x>_f16` / `<x>_float32` and the node defining it.
+    fn convert(&mut self, g: &mut crate::program::Graph, x: ValueId, d: DType) -> (ValueId, Node) {
+        let suffix = if d == DType::F16 { "f16" } else { d.name() };
+        let base = format!("{}_{suffix}", g.values[x].name);
+        let c = self.value(g, &base, x, d);
+        (c, self.cast(x, c, d))
     }
 
     /// `out = aten._to_copy(x, dtype=d)`.
