@@ -517,16 +517,11 @@ pub fn torchao_int8(p: &mut Program) -> Result<QuantReport> {
     let state = super::const_fold::unmutated_state(p);
     let g = &p.graph;
     let mut report = QuantReport::default();
-    // value -> the node defining it, and how many nodes (and outputs) read it.
-    let mut def: HashMap<ValueId, usize> = HashMap::new();
+    // value -> the node defining it, and the nodes reading it.
+    let def = super::definers(g);
     let mut readers: HashMap<ValueId, Vec<usize>> = HashMap::new();
     let mut ids = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        ids.clear();
-        n.outputs.iter().for_each(|a| a.values(&mut ids));
-        for &v in &ids {
-            def.insert(v, i);
-        }
         ids.clear();
         n.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
         for &v in &ids {
@@ -811,15 +806,7 @@ pub fn torchao_int4(p: &mut Program) -> Result<QuantReport> {
     let state = super::const_fold::unmutated_state(p);
     let g = &p.graph;
     let mut report = QuantReport::default();
-    let mut def: HashMap<ValueId, usize> = HashMap::new();
-    let mut ids = Vec::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        ids.clear();
-        n.outputs.iter().for_each(|a| a.values(&mut ids));
-        ids.iter().for_each(|&v| {
-            def.insert(v, i);
-        });
-    }
+    let def = super::definers(g);
     let tensor = |i: usize, k: &str| match g.nodes[i].arg(k) {
         Some(Arg::Tensor(t)) => Some(*t),
         _ => None,
