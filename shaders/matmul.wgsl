@@ -159,7 +159,9 @@ fn matmul_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
 // adjacent outputs of one row, 64 invocations along N per workgroup, rows and batches across
 // the grid's y and z: no work goes to the rows past M that the 4x4 and 8x8 blocks clamp and
 // compute again (8x the arithmetic for M = 1).
-fn gemv_acc(row: u32, col0: u32, batch: u32) -> vec4<f32> {
+// `gemv_acc` sums k = k0, k0 + step, ... (the whole of K in `gemv`, one invocation's share of
+// it in `gemv_split`).
+fn gemv_acc(row: u32, col0: u32, batch: u32, k0: u32, step: u32) -> vec4<f32> {
     let ar = params.a.w + batch * params.a.x + row * params.a.y;
     let cb = params.b.w + batch * params.b.x;
     let c0 = cb + min(col0, params.n - 1u) * params.b.z;
@@ -167,13 +169,13 @@ fn gemv_acc(row: u32, col0: u32, batch: u32) -> vec4<f32> {
     let c2 = cb + min(col0 + 2u, params.n - 1u) * params.b.z;
     let c3 = cb + min(col0 + 3u, params.n - 1u) * params.b.z;
     var acc = vec4<TAcc>(0.0);
-    var ka = 0u;
-    var kb = 0u;
-    for (var k = 0u; k < params.k; k = k + 1u) {
+    var ka = k0 * params.a.z;
+    var kb = k0 * params.b.y;
+    for (var k = k0; k < params.k; k = k + step) {
         let bv = vec4<TAcc>(TAcc(b[c0 + kb]), TAcc(b[c1 + kb]), TAcc(b[c2 + kb]), TAcc(b[c3 + kb]));
         acc = fma(vec4<TAcc>(TAcc(a[ar + ka])), bv, acc);
-        ka = ka + params.a.z;
-        kb = kb + params.b.y;
+        ka = ka + step * params.a.z;
+        kb = kb + step * params.b.y;
     }
     return vec4<f32>(acc);
 }
@@ -196,7 +198,7 @@ fn gemv(@builtin(global_invocation_id) gid: vec3<u32>) {
     if row >= params.m || col0 >= params.n {
         return;
     }
-    gemv_store(params.alpha * gemv_acc(row, col0, gid.z), row, col0, gid.z);
+    gemv_store(params.alpha * gemv_acc(row, col0, gid.z, 0u, 1u), row, col0, gid.z);
 }
 
 // `gemv` plus the bias (columns past the edge read the last one's, never stored).
@@ -207,14 +209,69 @@ fn gemv_bias(@builtin(global_invocation_id) gid: vec3<u32>) {
     if row >= params.m || col0 >= params.n {
         return;
     }
+    gemv_store(params.alpha * gemv_acc(row, col0, gid.z, 0u, 1u) + gemv_bias4(row, col0, gid.z), row, col0, gid.z);
+}
+
+// The bias of columns col0..col0+3 of `row` (columns past the edge read the last one's).
+fn gemv_bias4(row: u32, col0: u32, batch: u32) -> vec4<f32> {
     let last = params.n - 1u;
-    let bias = vec4<f32>(
-        bias_term(row, col0, gid.z),
-        bias_term(row, min(col0 + 1u, last), gid.z),
-        bias_term(row, min(col0 + 2u, last), gid.z),
-        bias_term(row, min(col0 + 3u, last), gid.z),
+    return vec4<f32>(
+        bias_term(row, col0, batch),
+        bias_term(row, min(col0 + 1u, last), batch),
+        bias_term(row, min(col0 + 2u, last), batch),
+        bias_term(row, min(col0 + 3u, last), batch),
     );
-    gemv_store(params.alpha * gemv_acc(row, col0, gid.z) + bias, row, col0, gid.z);
+}
+
+// `gemv_split` / `gemv_split_bias`: the few-row product for GPUs, where `gemv`'s one
+// invocation per 4 outputs leaves most of the chip idle (a 512-wide layer is 128
+// invocations) and, for a linear layer's weight (K contiguous), its neighbouring invocations
+// read addresses K apart. Here a 64-invocation workgroup computes 4 adjacent outputs of one
+// row, splitting K: invocation t takes k = t, t + 64, ... (adjacent addresses across the
+// workgroup at each step), and the 64 partial sums are combined in workgroup memory.
+// Summation order differs from `gemv` (within f32 rounding).
+const SPLIT: u32 = 64u;
+var<workgroup> split_sums: array<vec4<f32>, 64>;
+
+// The workgroup's 4 sums. Every invocation of the workgroup calls it: its callers' early exit
+// depends on the workgroup id only, so the barriers stay in uniform control flow.
+fn gemv_split_acc(lid: u32, row: u32, col0: u32, batch: u32) -> vec4<f32> {
+    split_sums[lid] = gemv_acc(row, col0, batch, lid, SPLIT);
+    workgroupBarrier();
+    for (var s = SPLIT / 2u; s > 0u; s = s >> 1u) {
+        if lid < s {
+            split_sums[lid] = split_sums[lid] + split_sums[lid + s];
+        }
+        workgroupBarrier();
+    }
+    return split_sums[0];
+}
+
+@compute @workgroup_size(64)
+fn gemv_split(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let col0 = wid.x * 4u;
+    let row = wid.y;
+    if row >= params.m || col0 >= params.n {
+        return;
+    }
+    let v = params.alpha * gemv_split_acc(lid.x, row, col0, wid.z);
+    if lid.x == 0u {
+        gemv_store(v, row, col0, wid.z);
+    }
+}
+
+// `gemv_split` plus the bias.
+@compute @workgroup_size(64)
+fn gemv_split_bias(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let col0 = wid.x * 4u;
+    let row = wid.y;
+    if row >= params.m || col0 >= params.n {
+        return;
+    }
+    let v = params.alpha * gemv_split_acc(lid.x, row, col0, wid.z);
+    if lid.x == 0u {
+        gemv_store(v + gemv_bias4(row, col0, wid.z), row, col0, wid.z);
+    }
 }
 
 // `matmul_tiled` / `matmul_tiled_bias`: a 64x64 output tile per 16x16 workgroup, each

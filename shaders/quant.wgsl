@@ -73,6 +73,15 @@ fn x4(i: u32) -> vec4<f32> {
     return vec4<f32>(xv(i), xv(i + 1u), xv(i + 2u), xv(i + 3u));
 }
 
+// Output columns j0..j0+3, past n the last one (computed, never stored).
+fn columns(j0: u32) -> array<u32, 4> {
+    var cols: array<u32, 4>;
+    for (var c = 0u; c < 4u; c = c + 1u) {
+        cols[c] = min(j0 + c, params.n - 1u);
+    }
+    return cols;
+}
+
 // `linear_q`: out[r, j] = sum_i x[r, i] * W[j, i] (+ bias[j]) for r < m <= 4. One invocation
 // per 4 adjacent output columns j0..j0+3 (past n: the last column's, computed, not stored): it
 // streams their 4 weight rows once for every row of x, each 4 (or 8) values of x loaded once
@@ -87,10 +96,7 @@ fn linear_q(@builtin(global_invocation_id) gid: vec3<u32>) {
     let per_word = 32u / params.bits;
     let groups = params.k / params.group;
     let wpg = params.group / per_word;
-    var cols: array<u32, 4>;
-    for (var c = 0u; c < 4u; c = c + 1u) {
-        cols[c] = min(j0 + c, params.n - 1u);
-    }
+    let cols = columns(j0);
     // acc[r][c]: row r of x against column j0 + c.
     var acc: array<vec4<f32>, 4>;
     var wi = 0u;
@@ -104,19 +110,28 @@ fn linear_q(@builtin(global_invocation_id) gid: vec3<u32>) {
             for (var c = 0u; c < 4u; c = c + 1u) {
                 v[c] = unpack_scaled(q[cols[c] * wpr + wi], s[c]);
             }
-            let i = wi * per_word;
-            for (var r = 0u; r < params.m; r = r + 1u) {
-                let xa = x4(r * params.k + i);
-                var d = vec4<f32>(dot(xa, v[0].lo), dot(xa, v[1].lo), dot(xa, v[2].lo), dot(xa, v[3].lo));
-                if params.bits == 4u {
-                    let xb = x4(r * params.k + i + 4u);
-                    d = d + vec4<f32>(dot(xb, v[0].hi), dot(xb, v[1].hi), dot(xb, v[2].hi), dot(xb, v[3].hi));
-                }
-                acc[r] = acc[r] + d;
-            }
+            accumulate(&acc, v, wi * per_word);
             wi = wi + 1u;
         }
     }
+    store_cols(acc, j0);
+}
+
+// The 4 columns' values `v` of one word, at element `i` of the row, against every row of x.
+fn accumulate(acc: ptr<function, array<vec4<f32>, 4>>, v: array<Vals, 4>, i: u32) {
+    for (var r = 0u; r < params.m; r = r + 1u) {
+        let xa = x4(r * params.k + i);
+        var d = vec4<f32>(dot(xa, v[0].lo), dot(xa, v[1].lo), dot(xa, v[2].lo), dot(xa, v[3].lo));
+        if params.bits == 4u {
+            let xb = x4(r * params.k + i + 4u);
+            d = d + vec4<f32>(dot(xb, v[0].hi), dot(xb, v[1].hi), dot(xb, v[2].hi), dot(xb, v[3].hi));
+        }
+        (*acc)[r] = (*acc)[r] + d;
+    }
+}
+
+// Columns j0..j0+3 of every row (plus the bias), within the edge.
+fn store_cols(acc: array<vec4<f32>, 4>, j0: u32) {
     for (var c = 0u; c < 4u; c = c + 1u) {
         let j = j0 + c;
         if j >= params.n {
@@ -129,6 +144,48 @@ fn linear_q(@builtin(global_invocation_id) gid: vec3<u32>) {
         for (var r = 0u; r < params.m; r = r + 1u) {
             out[r * params.n + j] = acc[r][c] + b;
         }
+    }
+}
+
+// `linear_q_split`: `linear_q` for GPUs (see `gemv_split` in matmul.wgsl): a 64-invocation
+// workgroup per 4 output columns, invocation t taking words t, t + 64, ... of their rows
+// (adjacent words across the workgroup at each step), the partial sums combined in
+// workgroup memory. Each word looks its group's scale up (one division per word).
+var<workgroup> q_sums: array<array<vec4<f32>, 4>, 64>;
+
+@compute @workgroup_size(64)
+fn linear_q_split(@builtin(local_invocation_id) lid3: vec3<u32>, @builtin(workgroup_id) wid: vec3<u32>) {
+    let lid = lid3.x;
+    // Uniform across the workgroup (the barriers below need it).
+    let j0 = (wid.x + wid.y * params.row) * 4u;
+    if j0 >= params.n {
+        return;
+    }
+    let wpr = words_per_row();
+    let per_word = 32u / params.bits;
+    let groups = params.k / params.group;
+    let cols = columns(j0);
+    var acc: array<vec4<f32>, 4>;
+    for (var wi = lid; wi < wpr; wi = wi + 64u) {
+        let g = (wi * per_word) / params.group;
+        var v: array<Vals, 4>;
+        for (var c = 0u; c < 4u; c = c + 1u) {
+            v[c] = unpack_scaled(q[cols[c] * wpr + wi], scale[cols[c] * groups + g]);
+        }
+        accumulate(&acc, v, wi * per_word);
+    }
+    q_sums[lid] = acc;
+    workgroupBarrier();
+    for (var s = 32u; s > 0u; s = s >> 1u) {
+        if lid < s {
+            for (var r = 0u; r < 4u; r = r + 1u) {
+                q_sums[lid][r] = q_sums[lid][r] + q_sums[lid + s][r];
+            }
+        }
+        workgroupBarrier();
+    }
+    if lid == 0u {
+        store_cols(q_sums[0], j0);
     }
 }
 

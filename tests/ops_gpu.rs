@@ -329,9 +329,10 @@ fn matmul_algorithms_match_pytorch() {
 }
 
 /// Every row-reduction kernel form (softmax, log_softmax, the attention's safe softmax,
-/// layer, group and instance norm) on the families that use them: `Auto` takes one
-/// invocation per short row on lavapipe and a workgroup per row with subgroup reductions on
-/// GPUs, so each is forced here. lavapipe offers `subgroups`, so the subgroup form runs.
+/// layer, group and instance norm, and the few-row matrix products, whose dot products are
+/// rows too) on the families that use them: `Auto` takes one invocation per short row on
+/// lavapipe and a workgroup per row with subgroup reductions on GPUs, so each is forced here.
+/// lavapipe offers `subgroups`, so the subgroup form runs.
 #[test]
 fn row_algorithms_match_pytorch() {
     use pt2web::backends::{self, RowAlgorithm};
@@ -351,7 +352,7 @@ fn row_algorithms_match_pytorch() {
         ],
         |a| a.name().to_string(),
         backends::set_row_algorithm,
-        &["norm", "reduce", "attention"],
+        &["norm", "reduce", "attention", "matmul", "epilogue"],
     );
     backends::set_row_algorithm(RowAlgorithm::Auto);
     assert!(failures.is_empty(), "{}", failures.join("\n"));

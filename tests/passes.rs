@@ -1153,40 +1153,53 @@ fn torchao_int4_weights_stay_quantized() {
     gpu_matches_torch(p, &ins, &want);
 }
 
-/// The GPU's quantized linear (`shaders/quant.wgsl`, 4 output columns per invocation) equals
-/// the CPU's on a layer whose 10 outputs are not a multiple of 4 (convnet_train's classifier,
-/// quantized at load, batch 2: the streamed path), int8 and int4.
+/// The GPU's quantized linear (`shaders/quant.wgsl`) equals the CPU's, int8 and int4, in
+/// both forms (`linear_q`, 4 output columns per invocation; `linear_q_split`, a workgroup per
+/// 4 columns splitting K, forced through the row algorithm): on a layer whose 10 outputs are
+/// not a multiple of 4 (convnet_train's classifier, batch 2: the streamed path), and on
+/// decode_mlp's layers, whose 576-wide rows (144 int8 / 72 int4 words) take several words per
+/// invocation of the split form.
 #[test]
-fn quantized_linear_on_the_gpu_equals_the_cpus_past_a_multiple_of_4_columns() {
+fn quantized_linear_on_the_gpu_equals_the_cpus_in_both_forms() {
+    use pt2web::backends::{self, RowAlgorithm};
     use pt2web::passes::quantize::WeightFormat;
     let Some(dev) = gpu_device() else {
         return;
     };
-    for fmt in [WeightFormat::Int8, WeightFormat::Int4 { group: 32 }] {
-        let (mut p, ins, _) = first_io_case("convnet_train");
-        let report = pt2web::passes::quantize::run(&mut p, fmt).unwrap();
-        assert_eq!(report.weights, 1, "{fmt:?}: {report:?}");
-        let run = |b: &mut dyn pt2web::backend::Backend| {
-            let out = b
-                .run(ins.iter().cloned().map(RValue::Tensor).collect())
-                .unwrap();
-            out[0].as_tensor().unwrap().contiguous().to_vec::<f32>()
-        };
-        let cpu = run(&mut Session::new(p.clone()).unwrap());
-        let mut g = pt2web::gpu::GpuSession::new(p, dev.clone()).unwrap();
-        let gpu = run(&mut g);
-        assert_eq!(cpu.len(), 20);
-        let d = cpu
-            .iter()
-            .zip(&gpu)
-            .map(|(a, b)| (a - b).abs())
-            .fold(0f32, f32::max);
-        assert!(d <= 1e-5, "{fmt:?}: GPU {gpu:?} vs CPU {cpu:?}");
-        assert_eq!(
-            g.last_stats.fallback_nodes(),
-            0,
-            "{:?}",
-            g.last_stats.fallbacks
-        );
+    for (fixture, layers, outputs) in [("convnet_train", 1, 20), ("decode_mlp", 2, 36)] {
+        for fmt in [WeightFormat::Int8, WeightFormat::Int4 { group: 32 }] {
+            let (mut p, ins, _) = first_io_case(fixture);
+            let report = pt2web::passes::quantize::run(&mut p, fmt).unwrap();
+            assert_eq!(report.weights, layers, "{fixture} {fmt:?}: {report:?}");
+            let run = |b: &mut dyn pt2web::backend::Backend| {
+                let out = b
+                    .run(ins.iter().cloned().map(RValue::Tensor).collect())
+                    .unwrap();
+                out[0].as_tensor().unwrap().contiguous().to_vec::<f32>()
+            };
+            let cpu = run(&mut Session::new(p.clone()).unwrap());
+            assert_eq!(cpu.len(), outputs);
+            for form in [RowAlgorithm::Thread, RowAlgorithm::Workgroup] {
+                backends::set_row_algorithm(form);
+                let mut g = pt2web::gpu::GpuSession::new(p.clone(), dev.clone()).unwrap();
+                let gpu = run(&mut g);
+                backends::set_row_algorithm(RowAlgorithm::Auto);
+                let d = cpu
+                    .iter()
+                    .zip(&gpu)
+                    .map(|(a, b)| (a - b).abs())
+                    .fold(0f32, f32::max);
+                assert!(
+                    d <= 1e-5,
+                    "{fixture} {fmt:?} {form:?}: GPU {gpu:?} vs CPU {cpu:?}"
+                );
+                assert_eq!(
+                    g.last_stats.fallback_nodes(),
+                    0,
+                    "{:?}",
+                    g.last_stats.fallbacks
+                );
+            }
+        }
     }
 }

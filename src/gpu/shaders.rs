@@ -447,6 +447,8 @@ pub fn all_variants() -> Vec<Variant> {
     v.push(super::kernels::MATMUL_TILED_BIAS);
     v.push(super::kernels::GEMV);
     v.push(super::kernels::GEMV_BIAS);
+    v.push(super::kernels::GEMV_SPLIT);
+    v.push(super::kernels::GEMV_SPLIT_BIAS);
     v.extend(super::kernels::MATMUL4);
     v.extend(super::kernels::MATMUL4_16);
     v.push(super::kernels::SOFTMAX);

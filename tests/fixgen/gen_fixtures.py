@@ -172,6 +172,18 @@ def _f():
     return _mlp("mlp_core", True)
 
 
+@fixture("decode_mlp")
+def _f():
+    # Two rows through layers as wide as a quantized decode step's kernels split (K 576: 144
+    # int8 words and 72 int4 words per weight row, past one 64-invocation workgroup), the
+    # second with 18 outputs (not a multiple of 4).
+    seeded(7)
+    m = MLP(576, 32, 18).eval()
+    x = rnd(2, 576)
+    return single("decode_mlp", "static MLP 576 -> 32 -> 18 on 2 rows (quantized-at-load decode kernels)",
+                  m, (x,), core=False)
+
+
 def _convnet(name, core):
     seeded(2)
     m = ConvNet().eval()

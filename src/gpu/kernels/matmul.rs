@@ -121,18 +121,32 @@ pub(super) fn encode_matmul(
     };
     let dev = k.r.dev;
     let big_blocks = matmul4_big_blocks(&dev.properties);
-    let gemv = tune::Candidate {
-        variant: if c.is_some() { GEMV_BIAS } else { GEMV }.typed(elems),
-        groups: (n.div_ceil(256) as u32, m as u32, batch as u32),
-        bindings: plain_bindings.clone(),
+    let gemv = match GemvForm::of(dev, kk) {
+        GemvForm::Thread => tune::Candidate {
+            variant: if c.is_some() { GEMV_BIAS } else { GEMV }.typed(elems),
+            groups: (n.div_ceil(256) as u32, m as u32, batch as u32),
+            bindings: plain_bindings.clone(),
+        },
+        // A workgroup per 4 outputs.
+        GemvForm::Split => tune::Candidate {
+            variant: if c.is_some() {
+                GEMV_SPLIT_BIAS
+            } else {
+                GEMV_SPLIT
+            }
+            .typed(elems),
+            groups: (n.div_ceil(4) as u32, m as u32, batch as u32),
+            bindings: plain_bindings.clone(),
+        },
     };
+    let few_rows = m <= GEMV_ROWS && gemv.groups.0 <= 65535;
     let blocked = blocked_form(&meta, elems, plain_bindings, batch, m, n, kk, big_blocks);
     let chosen = match matmul_kernel() {
         MatmulAlgorithm::Tiled => tiled,
         MatmulAlgorithm::Blocked => blocked,
         MatmulAlgorithm::Auto => {
             // A few rows (a decode step): the blocks would compute rows past M again.
-            let heuristic = if m <= GEMV_ROWS && n.div_ceil(256) <= 65535 {
+            let heuristic = if few_rows {
                 &gemv
             } else if crate::gpu::is_software(&dev.properties) {
                 &blocked
@@ -140,7 +154,7 @@ pub(super) fn encode_matmul(
                 &tiled
             };
             let mut candidates = vec![tiled.clone(), blocked.clone()];
-            if m <= GEMV_ROWS && n.div_ceil(256) <= 65535 {
+            if few_rows {
                 candidates.push(gemv.clone());
             }
             let tuned = autotune(&dev.properties).then(|| {

@@ -258,6 +258,9 @@ pub const MATMUL_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_bias");
 /// Few rows (decode): 4 outputs of one row per invocation (shaders/matmul.wgsl).
 pub const GEMV: Variant = Variant::new(Shader::Matmul, "gemv");
 pub const GEMV_BIAS: Variant = Variant::new(Shader::Matmul, "gemv_bias");
+/// Few rows on GPUs: a 64-invocation workgroup per 4 outputs, splitting K (see [`GemvForm`]).
+pub const GEMV_SPLIT: Variant = Variant::new(Shader::Matmul, "gemv_split");
+pub const GEMV_SPLIT_BIAS: Variant = Variant::new(Shader::Matmul, "gemv_split_bias");
 /// The workgroup-tiled forms (64x64 tiles through workgroup memory; GPUs).
 pub const MATMUL_TILED: Variant = Variant::new(Shader::Matmul, "matmul_tiled");
 pub const MATMUL_TILED_BIAS: Variant = Variant::new(Shader::Matmul, "matmul_tiled_bias");
@@ -334,13 +337,7 @@ impl RowForm {
     /// unless rows are shorter than half a workgroup.
     pub(crate) fn of(dev: &crate::gpu::GpuDevice, cols: usize) -> RowForm {
         use crate::backends::RowAlgorithm;
-        #[cfg(not(target_arch = "wasm32"))]
-        let chosen = std::env::var("PT2WEB_ROW_KERNEL")
-            .ok()
-            .and_then(|s| RowAlgorithm::parse(&s))
-            .unwrap_or_else(crate::backends::row_algorithm);
-        #[cfg(target_arch = "wasm32")]
-        let chosen = crate::backends::row_algorithm();
+        let chosen = row_algorithm();
         let group = if dev.subgroups_enabled() {
             RowForm::Subgroup
         } else {
@@ -395,6 +392,45 @@ impl RowForm {
             }
         }
     }
+}
+
+/// How the few-row products (`gemv*` in matmul.wgsl, `linear_q*` in quant.wgsl: a decode
+/// step's linear layers) cover their outputs; a dot product of length K per output is a row
+/// reduction, so [`crate::backends::set_row_algorithm`] (natively `PT2WEB_ROW_KERNEL`) picks:
+/// `Thread` one invocation per 4 outputs, `Workgroup` and `Subgroup` a 64-invocation workgroup
+/// per 4 outputs splitting K, combined in workgroup memory. `Auto` takes `Thread` on CPU
+/// adapters and SwiftShader (barriers cost a fiber switch there) and where K is under a
+/// workgroup, the split form on GPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum GemvForm {
+    Thread,
+    Split,
+}
+
+impl GemvForm {
+    pub(crate) fn of(dev: &crate::gpu::GpuDevice, k: usize) -> GemvForm {
+        use crate::backends::RowAlgorithm;
+        match row_algorithm() {
+            RowAlgorithm::Thread => GemvForm::Thread,
+            RowAlgorithm::Workgroup | RowAlgorithm::Subgroup => GemvForm::Split,
+            RowAlgorithm::Auto if crate::gpu::is_software(&dev.properties) || k < 64 => {
+                GemvForm::Thread
+            }
+            RowAlgorithm::Auto => GemvForm::Split,
+        }
+    }
+}
+
+/// The row algorithm asked for: `backends::set_row_algorithm`, or natively `PT2WEB_ROW_KERNEL`.
+fn row_algorithm() -> crate::backends::RowAlgorithm {
+    #[cfg(not(target_arch = "wasm32"))]
+    let chosen = std::env::var("PT2WEB_ROW_KERNEL")
+        .ok()
+        .and_then(|s| crate::backends::RowAlgorithm::parse(&s))
+        .unwrap_or_else(crate::backends::row_algorithm);
+    #[cfg(target_arch = "wasm32")]
+    let chosen = crate::backends::row_algorithm();
+    chosen
 }
 
 /// The softmax variant for rows of `cols` on `dev` (`v` is one of the `softmax` variants)

@@ -16,6 +16,8 @@ use super::*;
 use bytemuck::{Pod, Zeroable};
 
 pub const LINEAR_Q: Variant = Variant::new(Shader::Quant, "linear_q");
+/// `linear_q` with a workgroup per 4 output columns splitting K (GPUs; see `GemvForm`).
+pub const LINEAR_Q_SPLIT: Variant = Variant::new(Shader::Quant, "linear_q_split");
 pub const DEQUANT: Variant = Variant::new(Shader::Quant, "dequant");
 pub const EMBEDDING_Q: Variant = Variant::new(Shader::Quant, "embedding_q");
 pub const QUANTIZE: Variant = Variant::new(Shader::Affine, "quantize");
@@ -133,8 +135,12 @@ fn linear_q(k: &mut KernelCtx) -> Out {
     if m * n == 0 {
         return Ok(Some(vec![Slot::Tensor(out)]));
     }
-    // One invocation per 4 output columns (shaders/quant.wgsl).
-    let (gx, gy, row) = grid(n.div_ceil(4), 64);
+    // One invocation, or one workgroup splitting K, per 4 output columns (shaders/quant.wgsl).
+    let (variant, per_group) = match GemvForm::of(k.r.dev, kk) {
+        GemvForm::Thread => (&LINEAR_Q, 64),
+        GemvForm::Split => (&LINEAR_Q_SPLIT, 1),
+    };
+    let (gx, gy, row) = grid(n.div_ceil(4), per_group);
     meta.m = m as u32;
     meta.row = row;
     meta.x_off = xc.offset as u32;
@@ -143,7 +149,7 @@ fn linear_q(k: &mut KernelCtx) -> Out {
     // Without a bias, the scales stand in for its binding (never read).
     let b = bias.unwrap_or_else(|| sc.clone());
     k.dispatch(
-        &LINEAR_Q,
+        variant,
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, &qw), (3, &sc), (4, &xc), (5, &b)],
         (gx, gy, 1),
@@ -374,5 +380,12 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         affine,
         affine_dtypes,
     );
-    t.variants(&[LINEAR_Q, DEQUANT, EMBEDDING_Q, QUANTIZE, DEQUANTIZE]);
+    t.variants(&[
+        LINEAR_Q,
+        LINEAR_Q_SPLIT,
+        DEQUANT,
+        EMBEDDING_Q,
+        QUANTIZE,
+        DEQUANTIZE,
+    ]);
 }

@@ -56,6 +56,14 @@ CASES = [
     Case("mm_tiles", torch.mm, [randn(130, 45), randn(45, 70, seed=1)], tol="loose"),
     Case("bmm_tiles_transposed", lambda a, b: torch.bmm(a, b.transpose(1, 2)), [randn(2, 67, 33), randn(2, 66, 33, seed=1)], tol="loose"),
     Case("linear_tiles", F.linear, [randn(3, 50, 40), randn(72, 40, seed=1), randn(72, seed=2)], tol="loose"),
+    # Few rows (a decode step): the gemv forms, one invocation or one workgroup splitting K per 4
+    # outputs (src/gpu/kernels/params.rs GemvForm); K past a 64-wide split and not a multiple of
+    # it, N not a multiple of 4, a bias, a batch with a transposed B, f16, alpha and beta.
+    Case("linear_decode", F.linear, [randn(1, 1, 130), randn(66, 130, seed=1), randn(66, seed=2)], tol="loose"),
+    Case("linear_decode_rows", F.linear, [randn(3, 97), randn(70, 97, seed=1)], tol="loose"),
+    Case("bmm_decode_transposed", lambda a, b: torch.bmm(a, b.transpose(1, 2)), [randn(2, 2, 150), randn(2, 9, 150, seed=1)], tol="loose"),
+    Case("addmm_decode", lambda s, a, b: torch.addmm(s, a, b, beta=0.5, alpha=2.0), [randn(34), randn(1, 150, seed=1), randn(150, 34, seed=2)], tol="loose"),
+    Case("linear_decode_f16", F.linear, [randn(1, 160, dtype=f16), randn(36, 160, seed=1, dtype=f16), randn(36, seed=2, dtype=f16)], tol="half"),
     # matmul4.wgsl's 16x16 block (params.rs matmul4_block) with partial blocks at the edges: N-contiguous
     # B (the last column quad clamped), K-contiguous B in a batch, and beta * C.
     Case("mm_vec4_blocks", torch.mm, [randn(70, 36), randn(36, 132, seed=1)], tol="loose"),
