@@ -253,6 +253,7 @@ fn passes_rewrite_tiny_gpt2_and_keep_its_results() {
             ("dce".into(), 2),
             ("attention".into(), 0),
             ("cse".into(), 0),
+            ("qparams".into(), 0),
             ("const_fold".into(), 0),
             ("fold_bn".into(), 0),
             ("fuse".into(), 0),
@@ -1202,4 +1203,36 @@ fn quantized_linear_on_the_gpu_equals_the_cpus_in_both_forms() {
             }
         }
     }
+}
+
+/// The `qparams` pass gives pt2e_dynamic's `choose_qparams` (its scale read only by the
+/// per-tensor quantize / dequantize) a float32 scale: the same value, so the CPU's results
+/// are bit-equal to the program's as exported, and still PyTorch's.
+#[test]
+fn dynamic_quantization_scales_become_float32() {
+    let (p, ins, want) = first_io_case("pt2e_dynamic");
+    let mut q = p.clone();
+    let r = passes::run(&mut q, PassSet::of(&[Pass::QParams]));
+    let count = |p: &Program, t: &str| p.graph.nodes.iter().filter(|n| n.target == t).count();
+    let before = count(&p, "quantized_decomposed.choose_qparams.tensor");
+    assert!(before > 0);
+    assert_eq!(r.removed, vec![("qparams".to_string(), before)], "{r}");
+    assert_eq!(count(&q, "quantized_decomposed.choose_qparams.tensor"), 0);
+    assert_eq!(count(&q, "pt2web.choose_qparams.default"), before);
+    let run = |p: Program| {
+        let mut s = Session::with_passes(p, PassSet::NONE).unwrap();
+        let out = s
+            .run(ins.iter().cloned().map(RValue::Tensor).collect())
+            .unwrap();
+        out[0].as_tensor().unwrap().contiguous().to_vec::<f32>()
+    };
+    let (exported, rewritten) = (run(p), run(q.clone()));
+    assert!(
+        exported
+            .iter()
+            .zip(&rewritten)
+            .all(|(a, b)| a.to_bits() == b.to_bits()),
+        "{exported:?} vs {rewritten:?}"
+    );
+    run_matches_torch(&q, &ins, &want, "pt2e_dynamic with float32 scales");
 }

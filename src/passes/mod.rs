@@ -12,6 +12,9 @@
 //!   the result read the input instead.
 //! - [`Pass::Cse`] (`cse.rs`, after attention recognition): a node computing what an earlier
 //!   one computed (same target, same arguments) goes; its readers read the earlier results.
+//! - [`Pass::QParams`] (`qparams.rs`): dynamic quantization's `choose_qparams` with its
+//!   scale in float32 (the value torch computes, before it widens it to float64) where only
+//!   the per-tensor quantize / dequantize read it, so the GPU runs it.
 //! - [`Pass::ConstFold`] (`const_fold.rs`): what depends only on parameters, buffers the
 //!   program never mutates and constants (dtype casts, arithmetic, copies and concatenations
 //!   of weights) computed once at load by the CPU kernels; each result the rest of the graph
@@ -32,7 +35,7 @@
 //!   buffer's storage in place.
 //!
 //! Which passes run is a process-wide switch, [`crate::backends::set_graph_passes`]
-//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,attention,cse,const_fold,fold_bn,fuse,epilogue,reinplace`); a
+//! (natively also `PT2WEB_PASSES=none|all|functionalize,noop,dce,attention,cse,qparams,const_fold,fold_bn,fuse,epilogue,reinplace`); a
 //! session applies them once when it is created ([`crate::runtime::Session::new`]) and keeps the [`PassReport`]. `pt2web info
 //! --plan` prints the report and the graph after the passes.
 
@@ -48,6 +51,7 @@ mod fuse;
 /// asks for it).
 pub mod half;
 mod noop;
+mod qparams;
 /// Load-time weight quantization (not a session pass: `LoadOptions::weights` asks for it).
 pub mod quantize;
 mod reinplace;
@@ -83,11 +87,13 @@ pub enum Pass {
     Reinplace,
     /// Repeated computations merged.
     Cse,
+    /// Dynamic quantization's scales computed in float32.
+    QParams,
 }
 
 impl Pass {
     /// Every pass, in the order they run.
-    pub const ALL: [Pass; 10] = [
+    pub const ALL: [Pass; 11] = [
         Pass::Functionalize,
         Pass::NoOps,
         Pass::DeadCode,
@@ -96,6 +102,7 @@ impl Pass {
         Pass::Attention,
         // After attention recognition, whose patterns want each intermediate read once.
         Pass::Cse,
+        Pass::QParams,
         Pass::ConstFold,
         Pass::FoldBatchNorm,
         Pass::Fuse,
@@ -115,6 +122,7 @@ impl Pass {
             Pass::Functionalize => "functionalize",
             Pass::Reinplace => "reinplace",
             Pass::Cse => "cse",
+            Pass::QParams => "qparams",
         }
     }
 
@@ -132,6 +140,7 @@ impl Pass {
             "functionalize" | "functionalization" => Some(Pass::Functionalize),
             "reinplace" | "reinplacing" | "inplace" => Some(Pass::Reinplace),
             "cse" | "common_subexpressions" => Some(Pass::Cse),
+            "qparams" | "choose_qparams" => Some(Pass::QParams),
             _ => None,
         }
     }
@@ -255,6 +264,7 @@ pub fn run(p: &mut Program, passes: PassSet) -> PassReport {
                 Pass::Attention => attention::run(g),
                 Pass::Functionalize => functionalize::run(g),
                 Pass::Cse => cse::run(g),
+                Pass::QParams => qparams::run(g),
                 Pass::FoldBatchNorm | Pass::ConstFold | Pass::Reinplace => 0,
             }),
         };
@@ -636,7 +646,7 @@ mod tests {
         assert!(e.contains("'fold'"), "{e}");
         assert_eq!(
             PassSet::ALL.to_string(),
-            "functionalize,noop,dce,attention,cse,const_fold,fold_bn,fuse,epilogue,reinplace"
+            "functionalize,noop,dce,attention,cse,qparams,const_fold,fold_bn,fuse,epilogue,reinplace"
         );
         assert_eq!(PassSet::NONE.to_string(), "none");
     }

@@ -7,8 +7,10 @@
 //!
 //! Also PT2E's quantize / dequantize (`quantized_decomposed.*`, src/ops/quantized/) per
 //! tensor with a float scale and per channel with f32 scales, shaders/affine.wgsl: one
-//! invocation per element, torch's arithmetic (the `.tensor` overloads, whose scale is a
-//! float64 tensor, and `choose_qparams` run on the CPU).
+//! invocation per element, torch's arithmetic; and dynamic quantization as the `qparams`
+//! pass leaves it (`pt2web.choose_qparams`, one workgroup reducing the activation's range,
+//! and the `.tensor` overloads reading its float32 scale). Float64 scales (the `.tensor`
+//! overloads as exported, `choose_qparams` whose scale something else reads) run on the CPU.
 
 use super::matmul::encode_matmul;
 use super::views::contiguous;
@@ -22,6 +24,7 @@ pub const DEQUANT: Variant = Variant::new(Shader::Quant, "dequant");
 pub const EMBEDDING_Q: Variant = Variant::new(Shader::Quant, "embedding_q");
 pub const QUANTIZE: Variant = Variant::new(Shader::Affine, "quantize");
 pub const DEQUANTIZE: Variant = Variant::new(Shader::Affine, "dequantize");
+pub const CHOOSE_QPARAMS: Variant = Variant::new(Shader::Affine, "choose_qparams");
 
 /// Most rows `linear_q` computes in one pass (its accumulators are a vec4).
 const STREAM_ROWS: usize = 4;
@@ -237,9 +240,14 @@ struct AffineMeta {
     scale: f32,
     row: u32,
     no_zero_points: u32,
+    eps: f32,
+    symmetric: u32,
+    half_range: f32,
+    _p: u32,
 }
 
-/// quantize_per_tensor / quantize_per_channel / dequantize_* (`.default`): None where the
+/// quantize_per_tensor / quantize_per_channel / dequantize_* (`.default`, and the per-tensor
+/// `.tensor` forms with a float32 scale, as the `qparams` pass leaves them): None where the
 /// CPU kernel is to run or to report the error (int32 values, f64 scales, bad arguments).
 fn affine(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("input") else {
@@ -309,6 +317,22 @@ fn affine(k: &mut KernelCtx) -> Out {
             };
             params.push(t);
         }
+    } else if k.target().ends_with(".tensor") {
+        // One scale and zero point from tensors: the per-channel path with one channel.
+        let (Some(s), Some(z)) = (k.t("scale"), k.t("zero_point")) else {
+            return Ok(None);
+        };
+        if s.dtype != DType::F32 || s.numel() != 1 || !is_int(z.dtype) || z.numel() != 1 {
+            return Ok(None);
+        }
+        meta.per_channel = 1;
+        meta.inner = x.numel().max(1) as u32;
+        for t in [s, z] {
+            let Some(t) = contiguous(k, &t)? else {
+                return Ok(None);
+            };
+            params.push(t);
+        }
     } else if k.target().ends_with(".default") {
         let (scale, zp) = (k.op.float("scale")?, k.op.int("zero_point")?);
         let Ok(zp) = i32::try_from(zp) else {
@@ -347,6 +371,51 @@ fn affine(k: &mut KernelCtx) -> Out {
     Ok(Some(vec![Slot::Tensor(out)]))
 }
 
+/// `pt2web.choose_qparams` (dynamic quantization's scale and zero point): one workgroup
+/// reduces the input's range (shaders/affine.wgsl). None where the CPU kernel is to run or
+/// to report the error (an empty input, an int32 range, bad arguments).
+fn choose_qparams(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("input") else {
+        return Ok(None);
+    };
+    let Ok((dtype, qmin, qmax)) = crate::ops::quantized::qrange(&k.op) else {
+        return Ok(None);
+    };
+    if x.dtype != DType::F32
+        || x.numel() == 0
+        || !matches!(dtype, DType::I8 | DType::U8 | DType::I16)
+        || !k.fits(&x)
+    {
+        return Ok(None);
+    }
+    let symmetric = k.op.bool_or("symmetric", false)?;
+    let mut meta = AffineMeta {
+        n: x.numel() as u32,
+        qmin: qmin as i32,
+        qmax: qmax as i32,
+        // The symmetric form's zero point (torch: 128 for uint8, else 0).
+        zero_point: if dtype == DType::U8 { 128 } else { 0 },
+        eps: k.op.float("eps")? as f32,
+        symmetric: symmetric as u32,
+        half_range: ((qmax - qmin) as f64 / 2.0) as f32,
+        ..Default::default()
+    };
+    let Some(xc) = contiguous(k, &x)? else {
+        return Ok(None);
+    };
+    k.ensure(&xc)?;
+    meta.x_off = xc.offset as u32;
+    let scale = k.new_out(DType::F32, &[1])?;
+    let zp = k.new_out(DType::I64, &[1])?;
+    k.dispatch(
+        &CHOOSE_QPARAMS,
+        bytemuck::bytes_of(&meta),
+        &[(1, &scale), (2, &xc), (5, &zp)],
+        (1, 1, 1),
+    )?;
+    Ok(Some(vec![Slot::Tensor(scale), Slot::Tensor(zp)]))
+}
+
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
     use super::table::On;
@@ -376,9 +445,18 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
             "quantized_decomposed.quantize_per_channel",
             "quantized_decomposed.dequantize_per_channel",
         ],
-        On::Only(&["default"]),
+        On::Only(&["default", "tensor"]),
         affine,
         affine_dtypes,
+    );
+    fn qparams_dtypes(i: &[DType], o: &[DType]) -> bool {
+        i == [DType::F32] && o == [DType::F32, DType::I64]
+    }
+    t.kernel(
+        &["pt2web.choose_qparams"],
+        On::All,
+        choose_qparams,
+        qparams_dtypes,
     );
     t.variants(&[
         LINEAR_Q,
@@ -387,5 +465,6 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         EMBEDDING_Q,
         QUANTIZE,
         DEQUANTIZE,
+        CHOOSE_QPARAMS,
     ]);
 }

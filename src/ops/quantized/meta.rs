@@ -1,6 +1,6 @@
 //! Rules of the PT2E quantization family: quantize gives the node's int `dtype`, dequantize
 //! `out_dtype` (float32 by default), both in the input's shape; choose_qparams a float64
-//! `[1]` scale and an int64 `[1]` zero point. The checks are the kernels' own
+//! `[1]` scale (float32 for `pt2web.choose_qparams`) and an int64 `[1]` zero point. The checks are the kernels' own
 //! ([`super::qrange`], [`super::Params::parse`]), where the arguments are known.
 
 use crate::dtype::DType;
@@ -41,8 +41,13 @@ pub(super) fn dequantize(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 pub(super) fn choose_qparams(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     float_input(&ctx.tensor("input")?)?;
     ctx.with_op(super::qrange)?;
+    let scale = if ctx.target() == super::CHOOSE_QPARAMS_F32 {
+        DType::F32
+    } else {
+        DType::F64
+    };
     Ok(vec![
-        MValue::Tensor(MetaTensor::new(DType::F64, vec![1])),
+        MValue::Tensor(MetaTensor::new(scale, vec![1])),
         MValue::Tensor(MetaTensor::new(DType::I64, vec![1])),
     ])
 }

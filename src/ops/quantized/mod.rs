@@ -52,7 +52,14 @@ pub(crate) fn register(r: &mut OpTable) {
         choose_qparams,
         meta::choose_qparams,
     );
+    r.define(CHOOSE_QPARAMS_F32, choose_qparams, meta::choose_qparams);
 }
+
+/// `pt2web.choose_qparams.default(input, quant_min, quant_max, eps, dtype, symmetric)`:
+/// `choose_qparams(_symmetric).tensor` with the scale as float32 `[1]` (the value torch
+/// computes in f32 before widening it to float64; the `qparams` pass writes it where only
+/// `quantize/dequantize_per_tensor.tensor` read the scale, so the GPU, without f64, runs it).
+pub const CHOOSE_QPARAMS_F32: &str = "pt2web.choose_qparams.default";
 
 /// The range of values of a quantized dtype.
 pub(crate) fn bounds(d: DType) -> Option<(i64, i64)> {
@@ -281,7 +288,13 @@ fn choose_qparams(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         hi = hi.max(x);
     }
     let (min_neg, max_pos) = (lo.min(0.0), hi.max(0.0));
-    let (scale, zp) = if ctx.target().contains("symmetric") {
+    let f32_scale = ctx.target() == CHOOSE_QPARAMS_F32;
+    let symmetric = if f32_scale {
+        ctx.bool_or("symmetric", false)?
+    } else {
+        ctx.target().contains("symmetric")
+    };
+    let (scale, zp) = if symmetric {
         let m = (-min_neg).max(max_pos);
         let scale = (m / ((qmax - qmin) as f64 / 2.0) as f32).max(eps);
         (scale, if dtype == DType::U8 { 128 } else { 0 })
@@ -290,8 +303,13 @@ fn choose_qparams(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         let zp = qmin - (min_neg / scale).round_ties_even() as i32 as i64;
         (scale, zp.clamp(qmin, qmax))
     };
+    let scale = if f32_scale {
+        Tensor::from_vec(vec![scale], &[1])
+    } else {
+        Tensor::from_vec(vec![scale as f64], &[1])
+    };
     Ok(vec![
-        RValue::Tensor(Tensor::from_vec(vec![scale as f64], &[1])),
+        RValue::Tensor(scale),
         RValue::Tensor(Tensor::from_vec(vec![zp], &[1])),
     ])
 }

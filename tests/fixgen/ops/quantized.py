@@ -41,4 +41,10 @@ CASES = [
     # quantize / dequantize pair through them.
     Case("dynamic_fake_quant", lambda x: (lambda sz: qd.dequantize_per_tensor.tensor(qd.quantize_per_tensor.tensor(x, sz[0], sz[1], -128, 127, torch.int8), sz[0], sz[1], -128, 127, torch.int8))(qd.choose_qparams.tensor(x, -128, 127, 1.1920928955078125e-07, torch.int8)),
          [wide(4, 9, seed=13)]),
+    # The quantized values themselves (exact), from more values than a 64-invocation workgroup
+    # (the GPU's range reduction strides), affine int8 and symmetric uint8.
+    Case("dynamic_quant_affine", lambda x: (lambda sz: qd.quantize_per_tensor.tensor(x, sz[0], sz[1], -128, 127, torch.int8))(qd.choose_qparams.tensor(x, -128, 127, 1.1920928955078125e-07, torch.int8)),
+         [wide(3, 90, seed=14) + 0.5], tol="exact"),
+    Case("dynamic_quant_symmetric_uint8", lambda x: (lambda sz: qd.quantize_per_tensor.tensor(x, sz[0], sz[1], 0, 255, torch.uint8))(qd.choose_qparams_symmetric.tensor(x, 0, 255, 1e-5, torch.uint8)),
+         [wide(5, 70, seed=15)], tol="exact"),
 ]
