@@ -631,7 +631,7 @@ mod tests {
         );
         assert_eq!(
             PassSet::parse(
-                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize, reinplace, cse"
+                "noop, dce, fuse, fold_bn, const_fold, attention, epilogue, functionalize, reinplace, cse, qparams"
             )
             .unwrap(),
             PassSet::ALL
