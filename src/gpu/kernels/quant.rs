@@ -442,10 +442,17 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         &[
             "quantized_decomposed.quantize_per_tensor",
             "quantized_decomposed.dequantize_per_tensor",
+        ],
+        On::Only(&["default", "tensor"]),
+        affine,
+        affine_dtypes,
+    );
+    t.kernel(
+        &[
             "quantized_decomposed.quantize_per_channel",
             "quantized_decomposed.dequantize_per_channel",
         ],
-        On::Only(&["default", "tensor"]),
+        On::Only(&["default"]),
         affine,
         affine_dtypes,
     );
