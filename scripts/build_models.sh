@@ -18,3 +18,11 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # Tiny Llama- and GPT-2-style models with a static KV cache and PyTorch's greedy tokens
 # (`generate` tests; about 40 s).
 [ -f .cache/models/gpt2_static.generate.json ] || "$PY" tests/fixgen/gen_lm.py
+# PyTorch's OpInfo samples (op_db) exported as op cases, with torch's results (tests/opinfo.rs;
+# about 3 minutes on 2 CPU cores, 20 MB). Rebuilt when the generator changes.
+OPINFO_STAMP=".cache/opinfo/generator.sha256"
+OPINFO_SHA=$(sha256sum tests/fixgen/gen_opinfo.py | cut -d' ' -f1)
+if [ ! -f .cache/opinfo/summary.json ] || [ "$(cat "$OPINFO_STAMP" 2>/dev/null)" != "$OPINFO_SHA" ]; then
+  "$PY" tests/fixgen/gen_opinfo.py
+  echo "$OPINFO_SHA" > "$OPINFO_STAMP"
+fi

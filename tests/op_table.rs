@@ -200,3 +200,81 @@ fn every_cpu_kernel_is_declared_with_its_shape_rule() {
     );
     assert!(bad.is_empty(), "split declarations:\n{}", bad.join("\n"));
 }
+
+/// The core ATen ops that still lack a CPU kernel or a shape rule, or a GPU path, in
+/// torch's list (tests/fixtures/core_aten.json, written by tests/fixgen/gen_core_aten.py).
+/// An op leaves this list when it is covered (the test fails while a covered op stays on
+/// it); none may join it.
+const CORE_ATEN_GAPS: &[&str] = &[
+    // Backward ops (joint training graphs; pt2web runs inference programs).
+    "aten._adaptive_avg_pool2d_backward.default",
+    "aten.avg_pool2d_backward.default",
+    "aten.convolution_backward.default",
+    "aten.embedding_dense_backward.default",
+    "aten.max_pool2d_with_indices_backward.default",
+    "aten.native_group_norm_backward.default",
+    "aten.native_layer_norm_backward.default",
+    // Distances, bags, FFT (complex results), masked_scatter, scan: issue 16.
+    "aten._cdist_forward.default",
+    "aten._pdist_forward.default",
+    "aten._embedding_bag.default",
+    "aten._fft_c2r.default",
+    "aten._fft_r2c.default",
+    "aten.masked_scatter.default",
+    "higher_order.scan",
+];
+
+/// The ops that run on the CPU kernel in a GPU session by design, and why.
+const CPU_ONLY: &[(&str, &str)] = &[(
+    "aten.atan2.out",
+    "an out= overload writes into a tensor the caller passes: the CPU kernel serves it",
+)];
+
+/// Every op torch lists as core ATen, the symbolic-shape ops and the higher-order ops of
+/// decomposed programs has a shape rule, a CPU kernel and a GPU path (a kernel, a view, or
+/// a readback: control flow, `item`, data-dependent sizes), or is a documented exception.
+#[test]
+fn core_aten_is_covered() {
+    let list: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/core_aten.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    let table = pt2web::ops::table();
+    let mut gaps = Vec::new();
+    let mut count = 0;
+    for key in ["aten", "symbolic", "higher_order"] {
+        for t in list[key].as_array().unwrap() {
+            let t = t.as_str().unwrap();
+            count += 1;
+            let cpu = table.cpu_kernel(t).is_some() && table.shape_rule(t).is_some();
+            let gpu = pt2web::gpu::kernels::support::has_gpu_path(t)
+                || CPU_ONLY.iter().any(|(o, _)| *o == t);
+            let listed = CORE_ATEN_GAPS.contains(&t);
+            match (cpu && gpu, listed) {
+                (true, true) => {
+                    gaps.push(format!("{t}: covered now, remove it from CORE_ATEN_GAPS"))
+                }
+                (false, false) => gaps.push(format!(
+                    "{t}: {}{}",
+                    if cpu {
+                        ""
+                    } else {
+                        "no CPU kernel or shape rule; "
+                    },
+                    if gpu { "" } else { "no GPU path" }
+                )),
+                _ => {}
+            }
+        }
+    }
+    eprintln!(
+        "{count} ops on torch {}'s list, {} covered, {} known gaps, {} CPU-only by design",
+        list["torch"],
+        count - CORE_ATEN_GAPS.len(),
+        CORE_ATEN_GAPS.len(),
+        CPU_ONLY.len()
+    );
+    assert!(count > 200, "only {count} ops listed");
+    assert!(gaps.is_empty(), "core ATen coverage:\n{}", gaps.join("\n"));
+}

@@ -1,73 +1,14 @@
 //! The op suite: every case exported by tests/fixgen/gen_op_cases.py (expected values from
 //! eager PyTorch) runs on the CPU backend and is compared under a named tolerance.
 
+mod common;
+
 use pt2web::archive::pt2::LoadOptions;
-use pt2web::cpu::Tensor;
 use pt2web::program::Pt2Archive;
 use pt2web::runtime::{RValue, Session};
-use pt2web::{DType, Limits};
+use pt2web::Limits;
 use serde_json::Value;
 use std::path::Path;
-
-/// (atol, rtol) per named tolerance; `exact` compares bits (NaN equal to NaN).
-fn tolerance(name: &str) -> Option<(f64, f64)> {
-    match name {
-        "exact" => None,
-        "close" => Some((1e-5, 1e-5)),
-        "loose" => Some((1e-4, 1e-4)),
-        "half" => Some((1e-2, 1e-2)),
-        other => panic!("unknown tolerance '{other}'"),
-    }
-}
-
-fn to_tensor(view: &safetensors::tensor::TensorView) -> Tensor {
-    let dtype = match view.dtype() {
-        safetensors::Dtype::F32 => DType::F32,
-        safetensors::Dtype::F64 => DType::F64,
-        safetensors::Dtype::F16 => DType::F16,
-        safetensors::Dtype::BF16 => DType::BF16,
-        safetensors::Dtype::I64 => DType::I64,
-        safetensors::Dtype::I32 => DType::I32,
-        safetensors::Dtype::I16 => DType::I16,
-        safetensors::Dtype::I8 => DType::I8,
-        safetensors::Dtype::U8 => DType::U8,
-        safetensors::Dtype::BOOL => DType::Bool,
-        other => panic!("unsupported safetensors dtype {other:?}"),
-    };
-    let data = pt2web::cpu::Data::from_le_bytes(dtype, view.data()).unwrap();
-    Tensor::from_data(data, view.shape())
-}
-
-/// Compare and describe the first outlier.
-pub fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
-    if got.sizes != want.sizes {
-        return Err(format!("shape {:?}, expected {:?}", got.sizes, want.sizes));
-    }
-    if got.dtype != want.dtype {
-        return Err(format!("dtype {}, expected {}", got.dtype, want.dtype));
-    }
-    let g = got.to_vec::<f64>();
-    let w = want.to_vec::<f64>();
-    let (atol, rtol) = tolerance(tol).unwrap_or((0.0, 0.0));
-    let (atol, rtol) = if matches!(want.dtype, DType::F16 | DType::BF16) && tol != "exact" {
-        (atol.max(1e-2), rtol.max(1e-2))
-    } else {
-        (atol, rtol)
-    };
-    let mut max_diff = 0.0f64;
-    let mut first: Option<(usize, f64, f64)> = None;
-    for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            max_diff = max_diff.max((a - b).abs());
-            first.get_or_insert((i, a, b));
-        }
-    }
-    match first {
-        None => Ok(()),
-        Some((i, a, b)) => Err(format!("first outlier at flat index {i}: got {a}, expected {b}; max |diff| {max_diff:e} (tolerance {tol})")),
-    }
-}
 
 fn run_family(fam: &str) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/ops");
@@ -95,7 +36,7 @@ fn run_family(fam: &str) {
             let n_in = c["inputs"].as_array().unwrap().len();
             let inputs: Vec<RValue> = (0..n_in)
                 .map(|i| {
-                    RValue::Tensor(to_tensor(
+                    RValue::Tensor(common::to_tensor(
                         &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
                     ))
                 })
@@ -106,12 +47,12 @@ fn run_family(fam: &str) {
                 if !o.is_array() {
                     continue;
                 }
-                let want = to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
+                let want = common::to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
                 let got = match outs.get(k) {
                     Some(RValue::Tensor(t)) => t.clone(),
                     other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
                 };
-                compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
+                common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
                 k += 1;
             }
             Ok(())

@@ -37,46 +37,6 @@ fn device() -> Option<Arc<GpuDevice>> {
     }
 }
 
-/// (atol, rtol) per named tolerance, as tests/ops.rs.
-fn tolerance(name: &str) -> (f64, f64) {
-    match name {
-        "exact" => (0.0, 0.0),
-        "close" => (1e-5, 1e-5),
-        "loose" => (1e-4, 1e-4),
-        "half" => (1e-2, 1e-2),
-        other => panic!("unknown tolerance '{other}'"),
-    }
-}
-
-fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
-    if got.sizes != want.sizes {
-        return Err(format!("shape {:?}, expected {:?}", got.sizes, want.sizes));
-    }
-    if got.dtype != want.dtype {
-        return Err(format!("dtype {}, expected {}", got.dtype, want.dtype));
-    }
-    let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
-    let (mut atol, mut rtol) = tolerance(tol);
-    if matches!(want.dtype, DType::F16 | DType::BF16) && tol != "exact" {
-        (atol, rtol) = (atol.max(1e-2), rtol.max(1e-2));
-    }
-    let mut max_diff = 0.0f64;
-    let mut first = None;
-    for (i, (&a, &b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            max_diff = max_diff.max((a - b).abs());
-            first.get_or_insert((i, a, b));
-        }
-    }
-    match first {
-        None => Ok(()),
-        Some((i, a, b)) => Err(format!(
-            "first outlier at flat index {i}: got {a}, expected {b}; max |diff| {max_diff:e} (tolerance {tol})"
-        )),
-    }
-}
-
 struct FamilyReport {
     passed: usize,
     failures: Vec<String>,
@@ -219,7 +179,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
                     Some(RValue::Tensor(t)) => t.clone(),
                     other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
                 };
-                compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
+                common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
                 k += 1;
             }
             Ok(())

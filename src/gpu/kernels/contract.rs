@@ -115,7 +115,9 @@ fn pair(k: &mut KernelCtx, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<O
                 bad = true;
                 0
             }
-            (x, y) => x.unwrap_or(1).max(y.unwrap_or(1)),
+            // Broadcasting: a size-1 (or absent) dim takes the other's size, 0 included.
+            (Some(1) | None, y) => y.unwrap_or(1),
+            (Some(x), _) => x,
         }
     };
     let mut sizes_of = |ls: &[u32]| -> Vec<usize> { ls.iter().map(|&l| size(l)).collect() };

@@ -78,6 +78,12 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
     verdict((e.serves)(&up(inputs), &up(outputs)), inputs, outputs)
 }
 
+/// Whether the GPU backend has a path for `target` at all, for some dtypes: a kernel, a view,
+/// or a readback (control flow, `item`, data-dependent sizes).
+pub fn has_gpu_path(target: &str) -> bool {
+    with_readback(target, &[], &[]).is_some() || entry(target).is_some()
+}
+
 /// GPU, or the dtypes as the reason why not.
 fn verdict(ok: bool, inputs: &[DType], outputs: &[DType]) -> Support {
     if ok {

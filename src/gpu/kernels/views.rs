@@ -222,11 +222,13 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
             "aten.broadcast_to",
             "aten.mT",
             "aten.reshape_as",
-            "aten.tensor_split",
             "aten.unfold",
         ],
         On::All,
     );
+    // Split points as ints (a tensor of them holds data a placeholder lacks: the CPU kernel
+    // reads its values).
+    t.views(&["aten.tensor_split"], On::Only(&["sections", "indices"]));
     // Metadata checks and symbolic-int arithmetic: the CPU kernel on placeholders, so they
     // neither flush the command buffer nor download anything.
     t.views(

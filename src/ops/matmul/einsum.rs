@@ -237,7 +237,9 @@ fn pair(ctx: &OpCtx, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<Op> {
             (Some(x), Some(y)) if x != y && x != 1 && y != 1 => Err(ctx.err(format!(
                 "einsum operands disagree on a dimension: {x} vs {y}"
             ))),
-            (x, y) => Ok(x.unwrap_or(1).max(y.unwrap_or(1))),
+            // Broadcasting: a size-1 (or absent) dim takes the other's size, 0 included.
+            (Some(1) | None, y) => Ok(y.unwrap_or(1)),
+            (Some(x), _) => Ok(x),
         }
     };
     let sizes_of = |ls: &[u32]| ls.iter().map(|&l| size(l)).collect::<Result<Vec<usize>>>();

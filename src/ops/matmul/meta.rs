@@ -213,7 +213,8 @@ pub(super) fn tensordot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return Err("tensordot expects the same number of dims for both tensors".into());
     }
     for (&x, &y) in da.iter().zip(&db) {
-        if a.sizes[x] != b.sizes[y] {
+        // torch broadcasts a size-1 contracted dim against the other's.
+        if a.sizes[x] != b.sizes[y] && a.sizes[x] != 1 && b.sizes[y] != 1 {
             return Err(format!(
                 "contracted dimensions need to match, but first has size {} in dim {x} and second has size {} in dim {y} ({:?} and {:?})",
                 a.sizes[x], b.sizes[y], a.sizes, b.sizes

@@ -570,7 +570,8 @@ fn tensordot(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             super::util::wrap_dim(ctx, x, a.rank())?,
             super::util::wrap_dim(ctx, y, b.rank())?,
         );
-        if a.sizes[x] != b.sizes[y] {
+        // torch broadcasts a size-1 contracted dim against the other's.
+        if a.sizes[x] != b.sizes[y] && a.sizes[x] != 1 && b.sizes[y] != 1 {
             return Err(ctx.err(format!(
                 "contracted dims differ in size: {} (self dim {x}) vs {} (other dim {y})",
                 a.sizes[x], b.sizes[y]
