@@ -99,6 +99,7 @@ fn every_entry_has_a_family_and_something_to_run() {
         "elementwise",
         "factory",
         "index",
+        "linalg",
         "matmul",
         "norm",
         "pool",

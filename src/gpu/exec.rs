@@ -574,7 +574,11 @@ impl GpuSession {
                     crate::schema::ConstantValue::AsString(s) => RValue::Str(s.clone()),
                     crate::schema::ConstantValue::AsNone(_) => RValue::None,
                 }),
-                InputKind::Token => Slot::Value(RValue::None),
+                // torch's effect tokens are empty tensors (`with_effects` threads them).
+                InputKind::Token => r.rvalue_to_slot(RValue::Tensor(crate::cpu::Tensor::from_vec(
+                    Vec::<f32>::new(),
+                    &[0],
+                ))),
                 InputKind::CustomObj { name } => {
                     return Err(Error::op(
                         "custom object",

@@ -18,6 +18,7 @@ pub(crate) mod elementwise;
 mod factory;
 pub(crate) use factory::sizes_arg;
 pub(crate) mod index;
+pub(crate) mod linalg;
 pub(crate) mod matmul;
 pub(crate) mod norm;
 pub(crate) mod pool;
@@ -62,6 +63,8 @@ fn register_all(r: &mut OpTable) {
     factory::register(r);
     r.set_family("index");
     index::register(r);
+    r.set_family("linalg");
+    linalg::register(r);
     r.set_family("matmul");
     matmul::register(r);
     r.set_family("norm");

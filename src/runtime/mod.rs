@@ -460,7 +460,8 @@ impl Session {
                     crate::schema::ConstantValue::AsString(s) => RValue::Str(s.clone()),
                     crate::schema::ConstantValue::AsNone(_) => RValue::None,
                 },
-                InputKind::Token => RValue::None,
+                // torch's effect tokens are empty tensors; `with_effects` threads them.
+                InputKind::Token => RValue::Tensor(Tensor::from_vec(Vec::<f32>::new(), &[0])),
                 InputKind::CustomObj { name } => {
                     return Err(Error::op(
                         "custom object",

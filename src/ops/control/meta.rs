@@ -291,6 +291,16 @@ pub(super) fn dep_token(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::Opaque])
 }
 
+/// `with_effects`: a token and the effectful op's (empty) result.
+pub(super) fn with_effects(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    Ok(vec![MValue::Opaque, MValue::None])
+}
+
+/// An op with no outputs.
+pub(super) fn nothing(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    Ok(vec![])
+}
+
 pub(super) fn assert_tensor_metadata(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("a")?;
     if let Some(d) = ctx.opt_dtype("dtype")? {

@@ -65,6 +65,16 @@ pub(crate) fn register(r: &mut OpTable) {
     }
     r.define("aten._make_dep_token.default", dep_token, meta::dep_token);
     r.define(
+        "higher_order.with_effects",
+        with_effects,
+        meta::with_effects,
+    );
+    r.define(
+        "aten._linalg_check_errors.default",
+        linalg_check_errors,
+        meta::nothing,
+    );
+    r.define(
         "aten._assert_tensor_metadata.default",
         assert_tensor_metadata,
         meta::assert_tensor_metadata,
@@ -423,6 +433,66 @@ fn constrain_range(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn dep_token(_ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(vec![token()])
+}
+
+/// `with_effects(token, op, *args)`: an effectful op threaded by a token (run_decompositions
+/// wraps linalg's `_linalg_check_errors` so). Runs `op` and returns a fresh token and its
+/// result; the effectful ops supported return nothing.
+fn with_effects(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let op = match ctx.arg_at(1) {
+        Some(Arg::Operator(o)) => o.trim_start_matches("torch.ops.").to_string(),
+        other => return Err(ctx.err(format!("expected an operator, got {other:?}"))),
+    };
+    match op.as_str() {
+        "aten._linalg_check_errors.default" => {
+            let info = ctx.tensor_of(
+                ctx.arg_at(2)
+                    .ok_or_else(|| ctx.err("_linalg_check_errors: missing info"))?,
+                "info",
+            )?;
+            let api = match ctx.arg_at(3) {
+                Some(Arg::Str(s)) => s.clone(),
+                _ => "linalg".into(),
+            };
+            check_linalg_info(ctx, &info, &api)?;
+            Ok(vec![token(), RValue::None])
+        }
+        other => Err(ctx.err(format!("the effectful op {other} is not supported"))),
+    }
+}
+
+/// `_linalg_check_errors(info, api_name, is_matrix)`: torch's errors for nonzero LAPACK infos.
+fn linalg_check_errors(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let info = ctx.tensor("info")?;
+    let api = ctx.opt_str("api_name")?.unwrap_or_else(|| "linalg".into());
+    check_linalg_info(ctx, &info, &api)?;
+    Ok(vec![])
+}
+
+fn check_linalg_info(ctx: &OpCtx, info: &Tensor, api: &str) -> Result<()> {
+    let v = info.to_vec::<i64>();
+    let Some((b, &i)) = v.iter().enumerate().find(|(_, &i)| i != 0) else {
+        return Ok(());
+    };
+    let at = if info.rank() > 0 {
+        format!(" (batch element {b})")
+    } else {
+        String::new()
+    };
+    let msg = if i < 0 {
+        format!("{api}{at}: argument {} has an illegal value", -i)
+    } else if api.contains("cholesky") {
+        format!("{api}{at}: the factorization could not be completed because the input is not positive-definite (the leading minor of order {i} is not positive-definite)")
+    } else if api.contains("inv") {
+        format!("{api}{at}: the diagonal element {i} is zero, the inversion could not be completed because the input matrix is singular")
+    } else if api.contains("solve") {
+        format!("{api}{at}: the solver failed because the input matrix is singular")
+    } else if api.contains("lu_factor") {
+        format!("{api}{at}: U[{i},{i}] is zero and using it on lu_solve would result in a division by zero")
+    } else {
+        format!("{api}{at}: the algorithm failed (info = {i})")
+    };
+    Err(ctx.err(msg))
 }
 
 /// `_assert_tensor_metadata` (emitted next to `.to()` in the training IR): checks the dtype
