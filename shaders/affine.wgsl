@@ -97,11 +97,14 @@ fn dequantize(@builtin(global_invocation_id) gid: vec3<u32>) {
 // invocation 0 writes the scale's bits to out[0] and the zero point to zero_point_out[0].
 // A NaN in the input gives an unspecified scale (the CPU kernel reports it).
 var<workgroup> ranges: array<vec2<f32>, 64>;
+// +inf's bits (a constant inf is an error in Tint, Chromium's WGSL compiler: a private
+// variable's value is not a constant).
+var<private> INF_BITS: u32 = 0x7f800000u;
 
 @compute @workgroup_size(64)
 fn choose_qparams(@builtin(local_invocation_id) lid3: vec3<u32>) {
     let lid = lid3.x;
-    let inf = bitcast<f32>(0x7f800000u);
+    let inf = bitcast<f32>(INF_BITS);
     var r = vec2<f32>(inf, -inf);
     for (var t = lid; t < params.n; t = t + 64u) {
         let v = bitcast<f32>(x[params.x_off + t]);

@@ -93,6 +93,28 @@ fn every_shader_variant_validates() {
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
 }
 
+/// No shader spells +-inf or NaN as a constant expression (`bitcast<f32>(0x7f800000u)`):
+/// naga accepts it, but Tint, Chromium's WGSL compiler, rejects a constant that is not a
+/// finite f32, so the shader would fail only in the browser. A private variable holding the
+/// bits (`var<private> INF_BITS: u32 = 0x7f800000u;`) is the portable form.
+#[test]
+fn no_constant_inf_or_nan() {
+    let mut bad = Vec::new();
+    for s in Shader::ALL {
+        let v = all_variants().into_iter().find(|v| v.shader == s).unwrap();
+        for (i, line) in v.source().lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("").to_ascii_lowercase();
+            let compact: String = code.chars().filter(|c| !c.is_whitespace()).collect();
+            for bits in ["(0x7f8", "(0xff8", "(0x7fc", "(0xffc"] {
+                if compact.contains(&format!("bitcast<f32>{bits}")) {
+                    bad.push(format!("{}:{}: {}", s.name(), i + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(bad.is_empty(), "constant inf/NaN:\n{}", bad.join("\n"));
+}
+
 /// The `Meta` struct of each shader has the size of the Rust struct that fills it.
 #[test]
 fn uniform_layouts_match() {

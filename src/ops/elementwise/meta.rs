@@ -125,7 +125,7 @@ fn compare(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(elementwise(ctx, &names, Out::Bool)?)
 }
 /// In-place ops keep `self`'s dtype and shape (the other operand must broadcast to it).
-fn inplace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+pub(super) fn inplace(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let names = operand_names(ctx, &["alpha"]);
     let t = ctx.first()?;
     let r = elementwise(ctx, &names, Out::First)?;
@@ -218,6 +218,25 @@ pub(super) fn copy(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t)
 }
 
+/// `frexp`: the mantissa in self's dtype and the exponent as int32.
+pub(super) fn two_outputs_frexp(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.first()?;
+    let e = t.clone().with_dtype(DType::I32);
+    Ok(vec![MValue::Tensor(t), MValue::Tensor(e)])
+}
+
+/// `float_power`: always float64 (complex128 for complex operands).
+pub(super) fn float_power(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let names = operand_names(ctx, &[]);
+    let t = elementwise(ctx, &names, Out::Promote)?;
+    let d = if t.dtype.is_complex() {
+        DType::Complex128
+    } else {
+        DType::F64
+    };
+    one(t.with_dtype(d))
+}
+
 /// `_assert_tensor_metadata` and friends: nothing.
 pub(crate) fn nothing(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![MValue::None])
@@ -269,9 +288,6 @@ pub(crate) fn register(r: &mut OpTable) {
         "special_erfinv",
         "special_expit",
         "special_sinc",
-        "i0",
-        "lgamma",
-        "digamma",
     ];
     for n in float_unary {
         r.rule_aten(&[n, &format!("{n}_")], unary_float);
@@ -330,24 +346,14 @@ pub(crate) fn register(r: &mut OpTable) {
         "minimum",
         "fmax",
         "fmin",
-        "copysign",
-        "heaviside",
         "gcd",
         "lcm",
-        "nextafter",
     ];
     r.rule_aten(&promoted, promote);
     r.rule_aten(&["div", "divide", "true_divide"], div);
-    r.rule_aten(&["pow", "float_power"], pow);
+    r.rule_aten(&["pow"], pow);
     r.rule_aten(
-        &[
-            "atan2",
-            "arctan2",
-            "hypot",
-            "logaddexp2",
-            "xlogy",
-            "special_xlogy",
-        ],
+        &["atan2", "arctan2", "hypot", "xlogy", "special_xlogy"],
         promote_float,
     );
     r.rule_aten(
@@ -415,7 +421,6 @@ pub(crate) fn register(r: &mut OpTable) {
         "less_equal_",
         "not_equal_",
         "true_divide_",
-        "copysign_",
     ] {
         r.rule_aten(&[n], inplace);
     }

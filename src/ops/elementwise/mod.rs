@@ -19,6 +19,7 @@ pub(crate) mod fast;
 pub(crate) mod fused;
 pub(crate) mod logic;
 pub(crate) mod real;
+pub(crate) mod special;
 pub(crate) mod ternary;
 pub(crate) mod unary;
 
@@ -31,6 +32,7 @@ pub(crate) fn register(r: &mut OpTable) {
     epilogue::register(r);
     fused::register(r);
     logic::register(r);
+    special::register(r);
     ternary::register(r);
     unary::register(r);
 }
