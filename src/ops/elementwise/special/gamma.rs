@@ -634,8 +634,9 @@ mod tests {
 
     #[test]
     fn reference_values() {
-        // Values from scipy.special.
-        let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * b.abs().max(1.0);
+        // Values from scipy.special; torch's algorithms (ported here) agree to about 1e-9
+        // (trigamma's asymptotic series stops after the x^-7 term).
+        let close = |a: f64, b: f64| (a - b).abs() <= 1e-9 * b.abs().max(1.0);
         assert!(close(digamma(1.0), -0.5772156649015329));
         assert!(close(digamma(-0.5), 0.03648997397857652));
         assert!(close(trigamma(1.0), 1.6449340668482264));
