@@ -292,8 +292,13 @@ pub(super) fn dep_token(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 }
 
 /// `with_effects`: a token and the effectful op's (empty) result.
+/// The new effect token (an empty float32 tensor, as torch's) and the wrapped op's result
+/// (none for `_linalg_check_errors`, the one op the kernel runs).
 pub(super) fn with_effects(_ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
-    Ok(vec![MValue::Opaque, MValue::None])
+    Ok(vec![
+        MValue::Tensor(MetaTensor::new(DType::F32, vec![0])),
+        MValue::None,
+    ])
 }
 
 /// An op with no outputs.

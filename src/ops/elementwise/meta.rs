@@ -107,6 +107,13 @@ pub(crate) fn unary_float(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(t.with_dtype(d))
 }
 
+/// `polygamma(n, self)`: `self`'s shape, a float dtype (the first argument is the int `n`).
+pub(crate) fn polygamma(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    let d = float_dtype(t.dtype);
+    one(t.with_dtype(d))
+}
+
 /// Same shape, bool result.
 pub(super) fn unary_bool(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(ctx.first()?.with_dtype(DType::Bool))

@@ -203,7 +203,7 @@ pub(crate) fn register(r: &mut OpTable) {
     register_unary(r);
     register_polynomials(r);
     for op in ["polygamma", "polygamma_", "special_polygamma"] {
-        r.define_op(&format!("aten.{op}"), polygamma, unary_float);
+        r.define_op(&format!("aten.{op}"), polygamma, super::meta::polygamma);
     }
     for op in ["mvlgamma", "mvlgamma_", "special_multigammaln"] {
         r.define_op(&format!("aten.{op}"), mvlgamma, unary_float);
