@@ -225,12 +225,9 @@ pub async fn run_graph(
             Some(o) => o,
             None if r.dry => return Err(Error::Gpu(DRY_STOP.into())),
             None => {
-                let kernel = step.kernel.ok_or_else(|| {
-                    Error::op(
-                        &node.target,
-                        "not supported on the gpu device yet (see `pt2web check`)",
-                    )
-                })?;
+                let kernel = step
+                    .kernel
+                    .ok_or_else(|| crate::passes::decompose::unsupported(node, "gpu"))?;
                 let gts: Vec<(usize, GTensor)> = ids
                     .iter()
                     .filter_map(|&id| env.t[id].clone().map(|t| (id, t)))

@@ -43,6 +43,8 @@ mod attention;
 mod const_fold;
 mod cse;
 mod dce;
+/// Load-time decompositions of composite ops (not a session pass: every load runs it).
+pub mod decompose;
 mod epilogue;
 mod fold_bn;
 mod functionalize;

@@ -670,6 +670,7 @@ impl Pt2Archive {
             Layout::Pt2 { .. } => ExprStyle::Srepr,
         };
         let mut p = Program::from_raw(raw, style, &opts.limits)?;
+        crate::passes::decompose::run(&mut p);
         if opts.weights != crate::passes::quantize::WeightFormat::Keep {
             crate::passes::quantize::pt2e(&mut p)?;
             crate::passes::quantize::torchao_int8(&mut p)?;

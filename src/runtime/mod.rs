@@ -109,12 +109,9 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
     let plan = st.graph_plans.get(graph);
     for step in &plan.steps {
         let node = &graph.nodes[step.node];
-        let kernel = step.kernel.ok_or_else(|| {
-            Error::op(
-                &node.target,
-                "not supported on the cpu device yet (see `pt2web check`)",
-            )
-        })?;
+        let kernel = step
+            .kernel
+            .ok_or_else(|| crate::passes::decompose::unsupported(node, "cpu"))?;
         let start = st.profiler.as_mut().map(|p| {
             p.depth += 1;
             p.elapsed()
