@@ -604,9 +604,12 @@ unsafe fn strip<const R: usize, const KH: usize, const SH: usize>(
             let row = oy + r;
             let d = dst.as_mut_ptr().add(row * s.ow + ox).cast::<f32>();
             // A whole vector where the run is whole, or where the plane's rows are one run
-            // each and the lanes past the row's end fall on the next row's first outputs,
-            // which are stored after these; the exact outputs otherwise.
-            if n == LANES || (s.ow < LANES && row + 1 < s.oh) {
+            // each and the lanes past the row's end fall on the next rows' first outputs
+            // (stored after these) inside the plane; the exact outputs otherwise. (A plane
+            // smaller than a vector must not be written past its end: it may be the
+            // tensor's last.)
+            let end = row * s.ow + ox + LANES;
+            if n == LANES || (s.ow < LANES && row + 1 < s.oh && end <= s.oh * s.ow) {
                 _mm256_storeu_ps(d, *a);
             } else {
                 let mut lanes = [0.0f32; LANES];
@@ -704,6 +707,38 @@ const POST_BATCH: usize = 4096;
 mod tests {
     use super::super::kernels::{case_data, lcg, naive};
     use super::*;
+
+    /// Planes smaller than a vector (2 x 2 outputs: mobilenet's last stages on small
+    /// images) are not written past their end: the output is followed by sentinels that
+    /// must survive, and matches a direct convolution. (The strip kernel once stored whole
+    /// vectors there, corrupting the heap after the tensor's last plane.)
+    #[test]
+    fn small_planes_stay_inside_the_output() {
+        let mut rnd = lcg(5);
+        for (ins, stride) in [
+            ([1, 4, 4], [1, 2, 2]),
+            ([1, 2, 2], [1, 1, 1]),
+            ([1, 3, 3], [1, 1, 1]),
+        ] {
+            let (g, x, w, b) = case_data(
+                (1, 8, 8, 8, ins, [1, 3, 3], stride, [0, 1, 1], [1, 1, 1]),
+                &mut rnd,
+            );
+            let want = naive(&g, &x, &w, Some(&b));
+            let mut got = vec![MaybeUninit::new(f32::NAN); want.len() + 64];
+            got[want.len()..].fill(MaybeUninit::new(-7.0));
+            depthwise(&g, &x, &w, Some(&b), &mut got[..want.len()], None);
+            // SAFETY: every element started initialized.
+            let got: Vec<f32> = got.iter().map(|v| unsafe { v.assume_init() }).collect();
+            assert!(
+                got[want.len()..].iter().all(|&v| v == -7.0),
+                "{g:?}: wrote past the output"
+            );
+            for (i, (a, e)) in got.iter().zip(&want).enumerate() {
+                assert!((*a as f64 - e).abs() <= 2e-5, "{g:?}: [{i}] {a} vs {e}");
+            }
+        }
+    }
 
     /// Strides 1, 2 and 3 with even and odd padding (each of the fill's paths), dilation,
     /// a channel multiplier, rows shorter and longer than a run, 3-D, with and without bias,
