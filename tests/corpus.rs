@@ -24,9 +24,12 @@ const CPU_FLOOR: f64 = 0.0;
 /// The same on the GPU backend (lavapipe in CI; CPU fallbacks included).
 const GPU_FLOOR: f64 = 0.0;
 
-/// The cache written by gen_corpus.py, or None (skipped) when it is absent.
+/// The cache written by gen_corpus.py (`PT2WEB_CORPUS_DIR` or .cache/corpus), or None
+/// (skipped) when it is absent.
 fn cache() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/corpus");
+    let dir = std::env::var_os("PT2WEB_CORPUS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/corpus"));
     if dir.join("corpus.json").is_file() {
         return Some(dir);
     }
@@ -146,14 +149,28 @@ fn run_program(
     Ok(())
 }
 
-/// Every exported program of the corpus in `dir` (both IRs) through `run`; the targets that
-/// fell back to the CPU, summed over the programs.
-fn run_all(dir: &Path, run: Runner) -> (Vec<Outcome>, BTreeMap<String, u64>) {
+/// One exported program: library, model name, IR, archive, the model's corpus.json entry.
+struct Entry {
+    library: String,
+    name: String,
+    ir: String,
+    archive: String,
+    model: Value,
+}
+
+impl Entry {
+    fn id(&self) -> String {
+        format!("{}/{} [{}]", self.library, self.name, self.ir)
+    }
+}
+
+/// The exported programs of the corpus in `dir` (both IRs), `PT2WEB_CORPUS` applied. A model
+/// torch could not build or export is listed by the generator, not here.
+fn entries(dir: &Path) -> Vec<Entry> {
     let summary: Value =
         serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
     let only = filter();
     let mut out = Vec::new();
-    let mut fallbacks = BTreeMap::new();
     for m in summary["models"].as_array().unwrap() {
         let (lib, name) = (m["library"].as_str().unwrap(), m["name"].as_str().unwrap());
         let full = format!("{lib}/{name}");
@@ -163,39 +180,95 @@ fn run_all(dir: &Path, run: Runner) -> (Vec<Outcome>, BTreeMap<String, u64>) {
         {
             continue;
         }
-        // A model torch could not build or export is listed by the generator, not run.
-        let Some(programs) = m["programs"].as_object() else {
-            continue;
-        };
-        let io_bytes = m["io"]
-            .as_str()
-            .map(|f| std::fs::read(dir.join(f)).unwrap());
-        for (ir, p) in programs {
-            let Some(archive) = p["archive"].as_str().filter(|_| p.get("error").is_none())
-            else {
-                continue;
-            };
-            let t = std::time::Instant::now();
-            let result = match &io_bytes {
-                None => Err("no io file".to_string()),
-                Some(b) => safetensors::SafeTensors::deserialize(b)
-                    .map_err(|e| e.to_string())
-                    .and_then(|io| run_program(dir, archive, &io, m, run, &mut fallbacks)),
-            };
-            let secs = t.elapsed().as_secs_f64();
-            eprintln!(
-                "  {full} [{ir}] {secs:.2}s: {}",
-                result.as_ref().err().map_or("ok", |e| e.as_str())
-            );
-            out.push(Outcome {
-                library: lib.to_string(),
-                program: format!("{full} [{ir}]"),
-                error: result.err(),
-                secs,
-            });
+        for (ir, p) in m["programs"].as_object().into_iter().flatten() {
+            if let Some(archive) = p["archive"].as_str().filter(|_| p.get("error").is_none()) {
+                out.push(Entry {
+                    library: lib.to_string(),
+                    name: name.to_string(),
+                    ir: ir.clone(),
+                    archive: archive.to_string(),
+                    model: m.clone(),
+                });
+            }
         }
     }
-    (out, fallbacks)
+    out
+}
+
+/// Run one program in this process: Ok, or why not; the targets that fell back to the CPU.
+fn run_entry(dir: &Path, e: &Entry, run: Runner) -> (Option<String>, BTreeMap<String, u64>) {
+    let mut fallbacks = BTreeMap::new();
+    let result = match e.model["io"].as_str() {
+        None => Err("no io file".to_string()),
+        Some(f) => std::fs::read(dir.join(f))
+            .map_err(|err| format!("{f}: {err}"))
+            .and_then(|b| {
+                let io = safetensors::SafeTensors::deserialize(&b).map_err(|err| err.to_string())?;
+                run_program(dir, &e.archive, &io, &e.model, run, &mut fallbacks)
+            }),
+    };
+    (result.err(), fallbacks)
+}
+
+/// The child-process marker of a result line.
+const RESULT: &str = "CORPUS-RESULT ";
+
+/// Every program of the corpus in `dir` through `run`, each in a child process (this test
+/// binary again, test `test`, `PT2WEB_CORPUS_CHILD` naming the program): a memory error or an
+/// abort in one program is reported as that program's failure instead of ending the run. The
+/// targets that fell back to the CPU, summed over the programs.
+fn run_all(dir: &Path, test: &str, run: Runner) -> Option<(Vec<Outcome>, BTreeMap<String, u64>)> {
+    let all = entries(dir);
+    if let Ok(child) = std::env::var("PT2WEB_CORPUS_CHILD") {
+        let e = all.iter().find(|e| e.id() == child).expect("the child's program");
+        let (err, fb) = run_entry(dir, e, run);
+        println!("\n{RESULT}{}", serde_json::json!({"error": err, "fallbacks": fb}));
+        return None;
+    }
+    let exe = std::env::current_exe().unwrap();
+    let mut out = Vec::new();
+    let mut fallbacks = BTreeMap::new();
+    for e in &all {
+        let t = std::time::Instant::now();
+        let child = std::process::Command::new(&exe)
+            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            .env("PT2WEB_CORPUS_CHILD", e.id())
+            .env_remove("PT2WEB_CORPUS")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&child.stdout);
+        let line = stdout.lines().find_map(|l| l.strip_prefix(RESULT));
+        let error = match line.and_then(|l| serde_json::from_str::<Value>(l).ok()) {
+            Some(v) => {
+                for (k, n) in v["fallbacks"].as_object().into_iter().flatten() {
+                    *fallbacks.entry(k.clone()).or_default() += n.as_u64().unwrap_or(0);
+                }
+                v["error"].as_str().map(str::to_string)
+            }
+            None => {
+                let stderr = String::from_utf8_lossy(&child.stderr);
+                let last = stderr
+                    .lines()
+                    .rev()
+                    .find(|l| !l.trim().is_empty() && !l.starts_with("error: test failed"))
+                    .unwrap_or("");
+                Some(format!("CRASH ({}): {last}", child.status))
+            }
+        };
+        let secs = t.elapsed().as_secs_f64();
+        eprintln!(
+            "  {} {secs:.2}s: {}",
+            e.id(),
+            error.as_deref().unwrap_or("ok")
+        );
+        out.push(Outcome {
+            library: e.library.clone(),
+            program: e.id(),
+            error,
+            secs,
+        });
+    }
+    Some((out, fallbacks))
 }
 
 /// A failure's reason without the numbers that vary from program to program.
@@ -287,10 +360,12 @@ fn assert_floor(what: &str, outcomes: &[Outcome], rate: f64, floor: f64) {
 #[test]
 fn corpus_on_the_cpu() {
     let Some(dir) = cache() else { return };
-    let (outcomes, fb) = run_all(&dir, &|p, inputs| {
+    let Some((outcomes, fb)) = run_all(&dir, "corpus_on_the_cpu", &|p, inputs| {
         let mut s = Session::new(p).map_err(|e| e.to_string())?;
         Ok((s.run(inputs).map_err(|e| e.to_string())?, BTreeMap::new()))
-    });
+    }) else {
+        return;
+    };
     let rate = report("the CPU", &outcomes, &fb);
     assert_floor("the CPU", &outcomes, rate, CPU_FLOOR);
 }
@@ -301,11 +376,13 @@ fn corpus_on_the_gpu() {
     let Some(dev) = common::gpu_device() else {
         return;
     };
-    let (outcomes, fb) = run_all(&dir, &|p, inputs| {
+    let Some((outcomes, fb)) = run_all(&dir, "corpus_on_the_gpu", &|p, inputs| {
         let mut s = pt2web::gpu::GpuSession::new(p, dev.clone()).map_err(|e| e.to_string())?;
         let outs = s.run(inputs).map_err(|e| e.to_string())?;
         Ok((outs, s.last_stats.fallbacks.clone()))
-    });
+    }) else {
+        return;
+    };
     let what = format!("the GPU ({})", dev.properties.name);
     let rate = report(&what, &outcomes, &fb);
     assert_floor(&what, &outcomes, rate, GPU_FLOOR);
