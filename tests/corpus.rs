@@ -127,8 +127,9 @@ fn run_program(
         .collect::<Result<Vec<_>, _>>()?;
     // A panic is a failure of its own (pt2web must not panic; reported, not fatal, so one
     // bug does not hide the rest of the report).
-    let (outs, fb) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(program, inputs)))
-        .map_err(|p| format!("PANIC: {}", panic_message(p)))??;
+    let (outs, fb) =
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run(program, inputs)))
+            .map_err(|p| format!("PANIC: {}", panic_message(p)))??;
     for (k, v) in fb {
         *fallbacks.entry(k).or_default() += v;
     }
@@ -203,7 +204,8 @@ fn run_entry(dir: &Path, e: &Entry, run: Runner) -> (Option<String>, BTreeMap<St
         Some(f) => std::fs::read(dir.join(f))
             .map_err(|err| format!("{f}: {err}"))
             .and_then(|b| {
-                let io = safetensors::SafeTensors::deserialize(&b).map_err(|err| err.to_string())?;
+                let io =
+                    safetensors::SafeTensors::deserialize(&b).map_err(|err| err.to_string())?;
                 run_program(dir, &e.archive, &io, &e.model, run, &mut fallbacks)
             }),
     };
@@ -220,9 +222,15 @@ const RESULT: &str = "CORPUS-RESULT ";
 fn run_all(dir: &Path, test: &str, run: Runner) -> Option<(Vec<Outcome>, BTreeMap<String, u64>)> {
     let all = entries(dir);
     if let Ok(child) = std::env::var("PT2WEB_CORPUS_CHILD") {
-        let e = all.iter().find(|e| e.id() == child).expect("the child's program");
+        let e = all
+            .iter()
+            .find(|e| e.id() == child)
+            .expect("the child's program");
         let (err, fb) = run_entry(dir, e, run);
-        println!("\n{RESULT}{}", serde_json::json!({"error": err, "fallbacks": fb}));
+        println!(
+            "\n{RESULT}{}",
+            serde_json::json!({"error": err, "fallbacks": fb})
+        );
         return None;
     }
     let exe = std::env::current_exe().unwrap();
@@ -386,4 +394,49 @@ fn corpus_on_the_gpu() {
     let what = format!("the GPU ({})", dev.properties.name);
     let rate = report(&what, &outcomes, &fb);
     assert_floor(&what, &outcomes, rate, GPU_FLOOR);
+}
+
+/// The ops the corpus records (corpus.json's union per library and IR) against the op table:
+/// prints each target without a CPU kernel and shape rule, or without a GPU path, with the
+/// libraries whose programs use it (what to add next). Informational: the pass counts above
+/// are the measure.
+#[test]
+fn corpus_ops_in_the_op_table() {
+    let Some(dir) = cache() else { return };
+    let summary: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("corpus.json")).unwrap()).unwrap();
+    let mut users: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (lib, irs) in summary["ops_per_library"].as_object().unwrap() {
+        for (ir, ops) in irs.as_object().unwrap() {
+            for op in ops.as_array().unwrap() {
+                users
+                    .entry(op.as_str().unwrap().to_string())
+                    .or_default()
+                    .push(format!("{lib} [{ir}]"));
+            }
+        }
+    }
+    let table = pt2web::ops::table();
+    let mut no_cpu = Vec::new();
+    let mut no_gpu = Vec::new();
+    for (t, u) in &users {
+        if t == "_operator.getitem" {
+            continue;
+        }
+        if table.cpu_kernel(t).is_none() || table.shape_rule(t).is_none() {
+            no_cpu.push(format!("  {t} ({})", u.join(", ")));
+        }
+        if !pt2web::gpu::kernels::support::has_gpu_path(t) {
+            no_gpu.push(format!("  {t} ({})", u.join(", ")));
+        }
+    }
+    eprintln!(
+        "corpus ops: {} targets; without a CPU kernel and shape rule: {}\n{}\nwithout a GPU path: {}\n{}",
+        users.len(),
+        no_cpu.len(),
+        no_cpu.join("\n"),
+        no_gpu.len(),
+        no_gpu.join("\n")
+    );
+    assert!(users.len() > 50, "only {} ops recorded", users.len());
 }

@@ -201,6 +201,34 @@ def tv_mnasnet():
     return vision(MNASNet(0.25, num_classes=10))
 
 
+class Fixed(torch.nn.Module):
+    """`m` called with Python constants `fixed` as extra keyword arguments (a constant would
+    otherwise be a non-tensor input of the exported program)."""
+
+    def __init__(self, m, **fixed):
+        super().__init__()
+        self.m, self.fixed = m, fixed
+
+    def forward(self, *args, **kwargs):
+        return self.m(*args, **kwargs, **self.fixed)
+
+
+def tv_raft():
+    from torchvision.models.optical_flow import raft_small
+
+    m = randomize(raft_small(weights=None))
+    # (the correlation pyramid wants feature maps of 16x16 at least: images of 128x128)
+    return Fixed(m, num_flow_updates=2).eval(), (image(1, 128), image(1, 128)), {}
+
+
+def tv_lraspp():
+    from torchvision.models import mobilenetv3 as mv
+    from torchvision.models.segmentation.lraspp import _lraspp_mobilenetv3
+
+    setting, last = mv._mobilenet_v3_conf("mobilenet_v3_large", width_mult=0.25, dilated=True)
+    return vision(_lraspp_mobilenetv3(mv.MobileNetV3(setting, last), num_classes=4))
+
+
 TORCHVISION = {
     "resnet_basic": lambda: tv_resnet("BasicBlock", [2, 2, 2, 2], 8),
     "resnet_bottleneck": lambda: tv_resnet("Bottleneck", [1, 1, 1, 1], 8),
@@ -218,6 +246,8 @@ TORCHVISION = {
     "squeezenet1_1": tv("squeezenet1_1"),
     "densenet": tv_densenet,
     "mnasnet": tv_mnasnet,
+    "raft_small": tv_raft,
+    "lraspp_mobilenet_v3": tv_lraspp,
 }
 
 
@@ -273,6 +303,9 @@ TIMM = {
     "poolformer": lambda: timm_model("poolformer_s12", create=("metaformer", "_create_metaformer"),
                                      **_poolformer(depths=(1, 1, 1, 1), dims=(16, 32, 64, 128)))(),
     "ghostnet": timm_model("ghostnet_050", create=("ghostnet", "_create_ghostnet"), width=0.25),
+    "eva02": timm_model("eva02_tiny_patch14_224", side=56, img_size=56, depth=2, embed_dim=64, num_heads=2),
+    "beit": timm_model("beit_base_patch16_224", img_size=IMG, depth=2, embed_dim=64, num_heads=2),
+    "xcit": timm_model("xcit_nano_12_p16_224", img_size=IMG, depth=2, embed_dim=64, num_heads=2),
 }
 
 
@@ -348,6 +381,20 @@ TRANSFORMERS = {
                           d_model=64, encoder_layers=2, encoder_attention_heads=2, encoder_ffn_dim=128,
                           decoder_layers=1, decoder_attention_heads=2, decoder_ffn_dim=128, num_mel_bins=16,
                           max_source_positions=32, vocab_size=VOCAB, num_labels=4),
+    "llama4_text": hf("Llama4ForCausalLM", "Llama4TextConfig", causal,
+                      **dict(DECODER, head_dim=32, intermediate_size_mlp=128, num_local_experts=2,
+                             attention_chunk_size=8, no_rope_layers=[1, 0])),
+    "deepseek_v2": hf("DeepseekV2ForCausalLM", "DeepseekV2Config", causal,
+                      **dict(DECODER, num_key_value_heads=2, moe_intermediate_size=32, n_routed_experts=4, num_experts_per_tok=2,
+                             n_shared_experts=1, first_k_dense_replace=1, kv_lora_rank=16, q_lora_rank=None,
+                             qk_nope_head_dim=16, qk_rope_head_dim=16, v_head_dim=16, n_group=1, topk_group=1)),
+    "encodec": hf("EncodecModel", "EncodecConfig", lambda: {"input_values": torch.randn(1, 1, 800)},
+                  hidden_size=32, num_filters=8, upsampling_ratios=(4, 2), codebook_size=64, num_lstm_layers=1,
+                  target_bandwidths=(1.5,), sampling_rate=800),
+    "segformer": hf("SegformerForSemanticSegmentation", "SegformerConfig", lambda: {"pixel_values": image(1)},
+                    num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1], hidden_sizes=[16, 32],
+                    patch_sizes=[7, 3], strides=[4, 2], num_attention_heads=[1, 2], mlp_ratios=[2, 2],
+                    decoder_hidden_size=32, num_labels=4),
     "wav2vec2": hf("Wav2Vec2Model", "Wav2Vec2Config", lambda: {"input_values": torch.randn(1, 1600)},
                    **dict(TINY, conv_dim=(16, 16), conv_stride=(5, 2), conv_kernel=(10, 3),
                           num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4)),
@@ -359,18 +406,6 @@ TRANSFORMERS = {
 # ------------------------------------------------------------------------------------------
 
 
-class ReturnTuple(torch.nn.Module):
-    """A diffusers model called with return_dict=False (a constant Python argument would be an
-    extra non-tensor input of the exported program)."""
-
-    def __init__(self, m):
-        super().__init__()
-        self.m = m
-
-    def forward(self, *args, **kwargs):
-        return self.m(*args, **kwargs, return_dict=False)
-
-
 def df(cls, inputs, **cfg):
     def build():
         import diffusers
@@ -379,7 +414,7 @@ def df(cls, inputs, **cfg):
         m = getattr(diffusers, cls)(**cfg)
         randomize(m)
         args, kwargs = inputs()
-        return ReturnTuple(m).eval(), args, kwargs
+        return Fixed(m, return_dict=False).eval(), args, kwargs
 
     return build
 
@@ -427,6 +462,18 @@ DIFFUSERS = {
                            num_attention_heads=2, joint_attention_dim=16, pooled_projection_dim=16,
                            axes_dims_rope=(2, 2, 4)),
 }
+
+DIFFUSERS.update({
+    "vq_model": df("VQModel", lambda: ((latent(3, 32),), {}), block_out_channels=(16, 32),
+                   down_block_types=("DownEncoderBlock2D",) * 2, up_block_types=("UpDecoderBlock2D",) * 2,
+                   latent_channels=4, norm_num_groups=8, num_vq_embeddings=32, vq_embed_dim=4),
+    "unet3d_condition": df("UNet3DConditionModel",
+                           lambda: ((torch.randn(1, 4, 2, 16, 16), t(), torch.randn(1, 4, 16)), {}),
+                           sample_size=16, block_out_channels=(16, 32), layers_per_block=1, norm_num_groups=8,
+                           cross_attention_dim=16, attention_head_dim=4,
+                           down_block_types=("CrossAttnDownBlock3D", "DownBlock3D"),
+                           up_block_types=("UpBlock3D", "CrossAttnUpBlock3D")),
+})
 
 LIBRARIES = {"torchvision": TORCHVISION, "timm": TIMM, "transformers": TRANSFORMERS, "diffusers": DIFFUSERS}
 
@@ -492,11 +539,15 @@ def build_one(library: str, name: str, out_dir: Path) -> dict:
     except Exception as e:
         entry["error"] = "build: " + first_line(e)
         return entry
-    inner = model.m if isinstance(model, ReturnTuple) else model
+    inner = model.m if isinstance(model, Fixed) else model
     entry["class"] = f"{type(inner).__module__}.{type(inner).__qualname__}"
     entry["parameters"] = sum(p.numel() for p in model.parameters())
-    with torch.no_grad():
-        eager = model(*args, **kwargs)
+    try:
+        with torch.no_grad():
+            eager = model(*args, **kwargs)
+    except Exception as e:
+        entry["error"] = "eager call: " + first_line(e)
+        return entry
     ins = [x for x in pytree.tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
     outs = [x for x in pytree.tree_leaves(eager) if isinstance(x, torch.Tensor)]
     entry["inputs"] = [tensor_desc(x) for x in ins]
