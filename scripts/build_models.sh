@@ -29,7 +29,7 @@ if [ ! -f .cache/opinfo/summary.json ] || [ "$(cat "$OPINFO_STAMP" 2>/dev/null)"
 fi
 # The model corpus: a few dozen model classes from torchvision, timm, transformers and
 # diffusers with random weights and small configurations, in both IRs, with eager PyTorch's
-# outputs (tests/corpus.rs; about 2 minutes on 2 idle cores, 90 MB). Rebuilt when the
+# outputs (tests/corpus.rs; about 2 minutes on 2 cores, 115 MB). Rebuilt when the
 # generator or tests/requirements.txt changes.
 CORPUS_STAMP=".cache/corpus/generator.sha256"
 # (The pinned library versions are part of the stamp: a new timm or diffusers rebuilds it.)

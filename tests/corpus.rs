@@ -19,10 +19,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The share of exported corpus programs that must match PyTorch on the CPU.
-const CPU_FLOOR: f64 = 0.0;
-/// The same on the GPU backend (lavapipe in CI; CPU fallbacks included).
-const GPU_FLOOR: f64 = 0.0;
+/// The share of exported corpus programs that must match PyTorch on the CPU (measured: 102 of
+/// 126; the CPU's depthwise-convolution crash on small outputs takes 18).
+const CPU_FLOOR: f64 = 0.80;
+/// The same on the GPU backend (lavapipe in CI; CPU fallbacks included; measured: 120 of 126).
+const GPU_FLOOR: f64 = 0.95;
 
 /// The cache written by gen_corpus.py (`PT2WEB_CORPUS_DIR` or .cache/corpus), or None
 /// (skipped) when it is absent.
@@ -279,15 +280,33 @@ fn run_all(dir: &Path, test: &str, run: Runner) -> Option<(Vec<Outcome>, BTreeMa
     Some((out, fallbacks))
 }
 
-/// A failure's reason without the numbers that vary from program to program.
+/// A failure's reason without the numbers that vary from program to program (digits after a
+/// letter stay: `pt2web`, `conv2d`).
 fn reason(e: &str) -> String {
     let e = e.lines().next().unwrap_or(e);
     let e = e.split(" (at ").next().unwrap_or(e);
     if let Some(i) = e.find("values differ") {
         return format!("{}values differ", &e[..i]);
     }
+    // A crash's message (glibc's heap checks) varies from run to run: its signal is the reason.
+    if let Some(i) = e.find("): ").filter(|_| e.starts_with("CRASH")) {
+        return e[..i + 1].to_string();
+    }
+    // Whether the current run of characters is a word (digits inside one are kept).
+    let mut word = false;
     e.chars()
-        .map(|c| if c.is_ascii_digit() { '#' } else { c })
+        .map(|c| {
+            if c.is_ascii_digit() {
+                if word {
+                    c
+                } else {
+                    '#'
+                }
+            } else {
+                word = c.is_ascii_alphabetic() || (word && c == '_');
+                c
+            }
+        })
         .take(140)
         .collect()
 }
