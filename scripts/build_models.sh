@@ -3,7 +3,8 @@
 # real weights, small GPT-2) into the git-ignored cache .cache/models/ with torch 2.15.
 #   scripts/build_models.sh [--only resnet18,minilm] [--force] [--no-verify]
 # Already-built models are skipped unless --force. Needs .venv (scripts/setup.sh).
-# Takes about 2 minutes on 2 CPU cores (vit_b_16 ~45 s); about 1 GB of disk.
+# Takes about 2 minutes on 2 CPU cores (vit_b_16 ~45 s); about 1 GB of disk. Then the tiny LMs,
+# the OpInfo samples and the model corpus (each rebuilt when its generator changes).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
@@ -25,4 +26,15 @@ OPINFO_SHA=$(sha256sum tests/fixgen/gen_opinfo.py | cut -d' ' -f1)
 if [ ! -f .cache/opinfo/summary.json ] || [ "$(cat "$OPINFO_STAMP" 2>/dev/null)" != "$OPINFO_SHA" ]; then
   "$PY" tests/fixgen/gen_opinfo.py
   echo "$OPINFO_SHA" > "$OPINFO_STAMP"
+fi
+# The model corpus: a few dozen model classes from torchvision, timm, transformers and
+# diffusers with random weights and small configurations, in both IRs, with eager PyTorch's
+# outputs (tests/corpus.rs; about 2 minutes on 2 cores, 115 MB). Rebuilt when the
+# generator or tests/requirements.txt changes.
+CORPUS_STAMP=".cache/corpus/generator.sha256"
+# (The pinned library versions are part of the stamp: a new timm or diffusers rebuilds it.)
+CORPUS_SHA=$(cat tests/fixgen/gen_corpus.py tests/requirements.txt | sha256sum | cut -d' ' -f1)
+if [ ! -f .cache/corpus/corpus.json ] || [ "$(cat "$CORPUS_STAMP" 2>/dev/null)" != "$CORPUS_SHA" ]; then
+  "$PY" tests/fixgen/gen_corpus.py
+  echo "$CORPUS_SHA" > "$CORPUS_STAMP"
 fi
