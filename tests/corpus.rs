@@ -19,10 +19,10 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The share of exported corpus programs that must match PyTorch on the CPU (measured: 102 of
-/// 126; the CPU's depthwise-convolution crash on small outputs takes 18).
-const CPU_FLOOR: f64 = 0.80;
-/// The same on the GPU backend (lavapipe in CI; CPU fallbacks included; measured: 120 of 126).
+/// The share of exported corpus programs that must match PyTorch on the CPU (measured: 121 of
+/// 126 once the depthwise crash on small outputs was fixed; polar and cdist are missing).
+const CPU_FLOOR: f64 = 0.95;
+/// The same on the GPU backend (lavapipe in CI; CPU fallbacks included; measured: 121 of 126).
 const GPU_FLOOR: f64 = 0.95;
 
 /// The cache written by gen_corpus.py (`PT2WEB_CORPUS_DIR` or .cache/corpus), or None
@@ -439,7 +439,8 @@ fn corpus_ops_in_the_op_table() {
     let mut no_cpu = Vec::new();
     let mut no_gpu = Vec::new();
     for (t, u) in &users {
-        if t == "_operator.getitem" {
+        // getitem is the executor's; decomposed targets become other ops at load.
+        if t == "_operator.getitem" || pt2web::passes::decompose::decomposes(t) {
             continue;
         }
         if table.cpu_kernel(t).is_none() || table.shape_rule(t).is_none() {
