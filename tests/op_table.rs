@@ -215,14 +215,13 @@ const CORE_ATEN_GAPS: &[&str] = &[
     "aten.max_pool2d_with_indices_backward.default",
     "aten.native_group_norm_backward.default",
     "aten.native_layer_norm_backward.default",
-    // Distances, bags, FFT (complex results), masked_scatter, scan: issue 16.
+    // Distances, bags, FFT (complex results), masked_scatter: issue 16.
     "aten._cdist_forward.default",
     "aten._pdist_forward.default",
     "aten._embedding_bag.default",
     "aten._fft_c2r.default",
     "aten._fft_r2c.default",
     "aten.masked_scatter.default",
-    "higher_order.scan",
 ];
 
 /// The ops that run on the CPU kernel in a GPU session by design, and why.

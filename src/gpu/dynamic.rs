@@ -8,6 +8,7 @@
 //!   iteration; `body_fn` runs on the GPU.
 //! - `higher_order.map_impl`: the body runs on the GPU once per slice of the leading dim and
 //!   the results are stacked on the GPU.
+//! - `higher_order.scan`: the same, with the carry passed from step to step on the GPU.
 //! - `item` / `_local_scalar_dense`: a readback of the one element.
 //! - `masked_select`, `index.Tensor` with one boolean mask, `repeat_interleave` with a
 //!   tensor of repeats: a GPU pass counts the output elements
@@ -133,6 +134,7 @@ pub(super) enum Dynamic {
     Cond,
     WhileLoop,
     Map,
+    Scan,
     Item,
     MaskedSelect,
     Nonzero,
@@ -150,6 +152,7 @@ impl Dynamic {
             "higher_order.cond" => return Some(Dynamic::Cond),
             "higher_order.while_loop" => return Some(Dynamic::WhileLoop),
             "higher_order.map_impl" => return Some(Dynamic::Map),
+            "higher_order.scan" => return Some(Dynamic::Scan),
             crate::ops::elementwise::fused::TARGET => return Some(Dynamic::Fused),
             crate::ops::elementwise::epilogue::TARGET => return Some(Dynamic::Epilogue),
             crate::ops::attention::fused::TARGET => return Some(Dynamic::Attention),
@@ -188,6 +191,7 @@ pub(super) async fn run(
         Dynamic::Cond => cond(a).await,
         Dynamic::WhileLoop => while_loop(a).await,
         Dynamic::Map => map_impl(a).await,
+        Dynamic::Scan => scan(a).await,
         Dynamic::Item => item(a).await,
         Dynamic::MaskedSelect => masked_select(a).await,
         Dynamic::Nonzero => nonzero(a).await,
@@ -479,6 +483,77 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
         results.push(Slot::Tensor(s));
     }
     Ok(Some(node_results(node, results)))
+}
+
+/// `scan`: the combine graph on the GPU once per slice of `xs`, the carry passed from step
+/// to step as GPU tensors, each step's outputs stacked by the GPU copy.
+async fn scan(a: &mut At<'_, '_>) -> Out {
+    let node = a.node;
+    if !outputs_on_gpu(node, a.graph) {
+        return Ok(None);
+    }
+    let f = subgraph(node, 0, "combine_fn")?;
+    positional(node, 2, "xs")?;
+    let mut carry = flat_slots(a, 1)?;
+    let xs = flat_slots(a, 2)?;
+    let extra = flat_slots(a, 3)?;
+    let xs: Vec<GTensor> = xs
+        .into_iter()
+        .map(|s| match s {
+            Slot::Tensor(x) if x.rank() > 0 => Ok(x),
+            _ => Err(a.err("scan xs must be tensors of rank >= 1")),
+        })
+        .collect::<Result<_>>()?;
+    let n = crate::ops::control::scan_len(xs.iter().map(|x| x.sizes[0])).map_err(|e| a.err(e))?;
+    let k = carry.len();
+    let mut per_out: Vec<Vec<GTensor>> = Vec::new();
+    for i in 0..n {
+        let mut inputs = std::mem::take(&mut carry);
+        inputs.extend(xs.iter().map(|x| {
+            Slot::Tensor(x.view(
+                x.sizes[1..].to_vec(),
+                x.strides[1..].to_vec(),
+                x.offset + i * x.strides[0],
+            ))
+        }));
+        inputs.extend(extra.iter().cloned());
+        let mut outs = a
+            .run_sub(f, inputs, &format!("combine_fn (step {i})"))
+            .await?;
+        if outs.len() < k {
+            return Err(a.err(format!(
+                "combine_fn returned {} values for {k} carried values",
+                outs.len()
+            )));
+        }
+        let ys = outs.split_off(k);
+        carry = outs;
+        if per_out.is_empty() {
+            per_out = vec![Vec::with_capacity(n); ys.len()];
+        }
+        if ys.len() != per_out.len() {
+            return Err(a.err("combine_fn must return the same number of values every step"));
+        }
+        for (list, y) in per_out.iter_mut().zip(ys) {
+            match y {
+                Slot::Tensor(y) => list.push(y),
+                _ => return Err(a.err("combine_fn must return tensors")),
+            }
+        }
+    }
+    for list in per_out {
+        if list.iter().any(|o| o.sizes != list[0].sizes) {
+            return Err(a.err("combine_fn returned tensors of different shapes"));
+        }
+        let Some(s) = select::stack(&mut a.kc(), &list)? else {
+            return Err(a.err(format!(
+                "cannot stack combine_fn's {} results of shape {:?} on the GPU",
+                list[0].dtype, list[0].sizes
+            )));
+        };
+        carry.push(Slot::Tensor(s));
+    }
+    Ok(Some(node_results(node, carry)))
 }
 
 /// `item`: the one element read back, converted by the CPU kernel (same Python types and

@@ -109,7 +109,7 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
         // The streaming attention kernel, or its body's nodes.
         crate::ops::attention::fused::TARGET => return Some(true),
         // The results are stacked by the GPU copy.
-        "higher_order.map_impl" => return Some(all(outputs, gpu_dtype)),
+        "higher_order.map_impl" | "higher_order.scan" => return Some(all(outputs, gpu_dtype)),
         _ => {}
     }
     let (name, overload) = target.rsplit_once('.').unwrap_or((target, ""));

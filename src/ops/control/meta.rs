@@ -166,6 +166,79 @@ pub(super) fn map_impl(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(node_results(ctx, stacked))
 }
 
+/// `scan`: the combine graph's shapes on one slice; the carry keeps its shapes, each
+/// output is stacked over the scanned dimension.
+pub(super) fn scan(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let f = subgraph(ctx, 0, "combine_fn")?;
+    let init = flat_values(ctx, positional(ctx, 1, "init")?)?;
+    let xs = flat_values(ctx, positional(ctx, 2, "xs")?)?;
+    let extra = match ctx.arg_at(3) {
+        Some(a) => flat_values(ctx, a)?,
+        None => Vec::new(),
+    };
+    let mut lens = Vec::new();
+    let mut inputs = init.clone();
+    for x in xs {
+        match x {
+            MValue::Tensor(t) if t.rank() > 0 => {
+                lens.push(t.sizes[0]);
+                inputs.push(MValue::Tensor(t.with_sizes(t.sizes[1..].to_vec())));
+            }
+            other => {
+                return Err(format!(
+                    "scan xs must be tensors of rank >= 1, got {}",
+                    other.kind()
+                ))
+            }
+        }
+    }
+    let n = super::scan_len(lens.into_iter())?;
+    inputs.extend(extra);
+    let mut outs = ctx
+        .run_subgraph(f, inputs)
+        .map_err(|e| format!("in combine_fn: {e}"))?;
+    if outs.len() < init.len() {
+        return Err(format!(
+            "combine_fn returns {} values for {} carried values",
+            outs.len(),
+            init.len()
+        ));
+    }
+    let ys = outs.split_off(init.len());
+    for (c, i) in outs.iter().zip(&init) {
+        if c != i {
+            return Err(format!(
+                "combine_fn changes a carried value from {} to {}",
+                describe(i),
+                describe(c)
+            ));
+        }
+    }
+    for y in ys {
+        match y {
+            MValue::Tensor(t) => {
+                let mut s = vec![n];
+                s.extend(&t.sizes);
+                outs.push(MValue::Tensor(t.with_sizes(s)));
+            }
+            other => {
+                return Err(format!(
+                    "combine_fn must return tensors, got {}",
+                    other.kind()
+                ))
+            }
+        }
+    }
+    Ok(node_results(ctx, outs))
+}
+
+fn describe(v: &MValue) -> String {
+    match v {
+        MValue::Tensor(t) => t.to_string(),
+        other => other.kind().to_string(),
+    }
+}
+
 pub(super) fn getitem(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let seq = ctx.resolve(positional(ctx, 0, "sequence")?)?;
     let i = ctx.int_of(positional(ctx, 1, "index")?, "index")?;

@@ -23,6 +23,7 @@ pub(crate) fn register(r: &mut OpTable) {
     r.define("higher_order.cond", cond, meta::cond);
     r.define("higher_order.while_loop", while_loop, meta::while_loop);
     r.define("higher_order.map_impl", map_impl, meta::map_impl);
+    r.define("higher_order.scan", scan, meta::scan);
     r.define("_operator.getitem", getitem, meta::getitem);
     r.define("aten.sym_size.int", sym_size, meta::sym_size);
     r.define("aten.sym_numel.default", sym_numel, meta::sym_numel);
@@ -273,7 +274,12 @@ fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             }
         }
     }
-    // Stack each output along a new leading dimension.
+    let results = stack_leading(ctx, per_out, "map body")?;
+    Ok(node_results(ctx, results))
+}
+
+/// Each list of per-iteration results stacked along a new leading dimension.
+fn stack_leading(ctx: &OpCtx, per_out: Vec<Vec<Tensor>>, what: &str) -> Result<Vec<RValue>> {
     let mut results = Vec::with_capacity(per_out.len());
     for list in per_out {
         let us: Vec<Tensor> = list
@@ -287,11 +293,94 @@ fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             })
             .collect();
         if us.iter().any(|t| t.sizes != us[0].sizes) {
-            return Err(ctx.err("map body returned tensors of different shapes"));
+            return Err(ctx.err(format!("{what} returned tensors of different shapes")));
         }
         results.push(RValue::Tensor(super::shape::cat_t(ctx, &us, 0)?));
     }
-    Ok(node_results(ctx, results))
+    Ok(results)
+}
+
+/// The number of steps of a `scan` over `xs` (their common leading dimension).
+pub(crate) fn scan_len(
+    mut leading: impl Iterator<Item = usize>,
+) -> std::result::Result<usize, &'static str> {
+    let n = leading
+        .next()
+        .ok_or("scan needs at least one scanned tensor")?;
+    if leading.any(|m| m != n) {
+        return Err("scanned tensors must have the same leading dimension");
+    }
+    if n == 0 {
+        return Err("scan over a leading dimension of size 0 is not supported");
+    }
+    Ok(n)
+}
+
+/// `scan(combine_fn, init, xs, additional_inputs)`: `combine_fn(*carry, *x[i], *additional)`
+/// gives the next carry and this step's outputs, for each slice of `xs` along its leading
+/// dimension; the results are the last carry and each step's outputs stacked (torch's
+/// wrapper moves the scanned dim first and flips `xs` for `reverse` around the op).
+fn scan(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let f = subgraph(ctx, 0, "combine_fn")?;
+    let mut carry = flat_values(ctx, positional(ctx, 1, "init")?)?;
+    let xs = flat_values(ctx, positional(ctx, 2, "xs")?)?;
+    let extra = match ctx.arg_at(3) {
+        Some(a) => flat_values(ctx, a)?,
+        None => Vec::new(),
+    };
+    let xs: Vec<Tensor> = xs
+        .into_iter()
+        .map(|v| match v {
+            RValue::Tensor(t) if t.rank() > 0 => Ok(t),
+            other => Err(ctx.err(format!(
+                "scan xs must be tensors of rank >= 1, got {}",
+                other.kind()
+            ))),
+        })
+        .collect::<Result<_>>()?;
+    let n = scan_len(xs.iter().map(|t| t.sizes[0])).map_err(|e| ctx.err(e))?;
+    let k = carry.len();
+    let mut per_out: Vec<Vec<Tensor>> = Vec::new();
+    for i in 0..n {
+        let mut inputs = std::mem::take(&mut carry);
+        inputs.extend(xs.iter().map(|t| {
+            RValue::Tensor(t.view_with(
+                t.sizes[1..].to_vec(),
+                t.strides[1..].to_vec(),
+                t.offset + i * t.strides[0],
+            ))
+        }));
+        inputs.extend(extra.iter().cloned());
+        let mut outs = run_graph(f, inputs, ctx.state)
+            .map_err(|e| ctx.err(format!("in combine_fn (step {i}): {e}")))?;
+        if outs.len() < k {
+            return Err(ctx.err(format!(
+                "combine_fn returned {} values for {k} carried values",
+                outs.len()
+            )));
+        }
+        let ys = outs.split_off(k);
+        carry = outs;
+        if per_out.is_empty() {
+            per_out = vec![Vec::with_capacity(n); ys.len()];
+        }
+        if ys.len() != per_out.len() {
+            return Err(ctx.err("combine_fn must return the same number of values every step"));
+        }
+        for (list, y) in per_out.iter_mut().zip(ys) {
+            match y {
+                RValue::Tensor(t) => list.push(t),
+                other => {
+                    return Err(ctx.err(format!(
+                        "combine_fn must return tensors, got {}",
+                        other.kind()
+                    )))
+                }
+            }
+        }
+    }
+    carry.extend(stack_leading(ctx, per_out, "combine_fn")?);
+    Ok(node_results(ctx, carry))
 }
 
 fn getitem(ctx: &mut OpCtx) -> Result<Vec<RValue>> {

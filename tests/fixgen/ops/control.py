@@ -33,6 +33,39 @@ def _while(x):
     return torch._higher_order_ops.while_loop(cond_fn, body_fn, (torch.tensor(0), x))
 
 
+def _scan(init, xs, w):
+    from torch._higher_order_ops.scan import scan
+
+    def f(carry, x):
+        c = carry * 0.5 + x @ w
+        return c, c.sum(-1)
+
+    return scan(f, init, xs)
+
+
+def _scan_reverse(init, xs, y):
+    from torch._higher_order_ops.scan import scan
+
+    # A cumulative product-and-sum run backwards along dim 1, with two outputs per step.
+    def f(carry, x):
+        c = torch.tanh(carry + x) * y[0]
+        return c, (c * 2.0, x + 1.0)
+
+    return scan(f, init, xs, dim=1, reverse=True)
+
+
+def _scan_two(a, xs):
+    from torch._higher_order_ops.scan import scan
+
+    def f(carry, x):
+        s, m = carry
+        s2 = s + x
+        m2 = torch.maximum(m, x)
+        return (s2, m2), s2 * m2
+
+    return scan(f, (a, a.clone()), xs)
+
+
 def _map(xs, y):
     def body(x, y):
         return x.flip(0), torch.cat([x, y])
@@ -84,6 +117,9 @@ CASES = [
     Case("cond_sym_pred", _cond_sym, [randn(6, 3)], dynamic_shapes=(({0: Dim("b", min=2, max=64)},),)),
     Case("while_loop", _while, [x34]),
     Case("map", _map, [randn(3, 4), randn(2)]),
+    Case("scan", _scan, [randn(2, 3), randn(5, 2, 3, seed=1), randn(3, 3, seed=2)]),
+    Case("scan_reverse_dim1", _scan_reverse, [randn(2), randn(2, 4, seed=3), randn(4, 2, seed=4)]),
+    Case("scan_two_carries", _scan_two, [randn(3), randn(4, 3, seed=5)]),
     Case("sym_arith", _sym_arith, [randn(9, 2)], dynamic_shapes=(({0: dyn0},),)),
     Case("sym_float", _sym_float, [randn(8, 2)], dynamic_shapes=(({0: dyn0},),)),
     Case("sym_numel", _numel, [randn(6, 4)], dynamic_shapes=(({0: Dim("b", min=2, max=64)},),)),
