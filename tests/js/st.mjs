@@ -83,14 +83,15 @@ export function flattenOut(v, out = []) {
 }
 
 /** (atol, rtol) per named tolerance of the op suite (as tests/ops.rs). */
-export const TOL = { exact: [0, 0], close: [1e-5, 1e-5], loose: [1e-4, 1e-4], half: [1e-2, 1e-2] };
+export const TOL = { exact: [0, 0], close: [1e-5, 1e-5], loose: [1e-4, 1e-4], half: [1e-2, 1e-2], opinfo: [1e-4, 1e-4] };
 
 /** Run one family of the op suite (tests/fixtures/ops/FAM.*) through the package API.
- * `fetchBytes(relPath)` reads a file under tests/fixtures (fs in Node, fetch in a browser). */
-export async function runOpFamily(load, fam, fetchBytes, device = 'auto') {
-  const cases = JSON.parse(new TextDecoder().decode(await fetchBytes(`ops/${fam}.cases.json`)));
-  const io = parseSafetensors(await fetchBytes(`ops/${fam}.io.safetensors`));
-  const bytes = await fetchBytes(`ops/${fam}.pt2`);
+ * `fetchBytes(relPath)` reads a file under tests/fixtures (fs in Node, fetch in a browser);
+ * `dir` is the family's folder there (`ops`; the OpInfo cache has the same layout). */
+export async function runOpFamily(load, fam, fetchBytes, device = 'auto', dir = 'ops') {
+  const cases = JSON.parse(new TextDecoder().decode(await fetchBytes(`${dir}/${fam}.cases.json`)));
+  const io = parseSafetensors(await fetchBytes(`${dir}/${fam}.io.safetensors`));
+  const bytes = await fetchBytes(`${dir}/${fam}.pt2`);
   let passed = 0;
   const failures = [];
   for (const c of cases.cases) {

@@ -156,6 +156,12 @@ CASES = [
     Case("pow_float", lambda x: x ** 2.7, [pos(3, 4)]),
     Case("pow_tensor", lambda x, y: x ** y, [pos(3, 4), randn(3, 4, seed=1)]),
     Case("pow_scalar_base", lambda x: 2 ** x, [randn(3, 4)]),
+    # Negative bases: integral exponents keep the sign rule, fractional ones give NaN, -inf's
+    # give inf or 0 (WGSL leaves pow undefined for negative bases).
+    Case("pow_negative_base", lambda x, y: x ** y,
+         [torch.tensor([-2.0, -2.0, -0.5, -3.0, float("-inf"), float("-inf"), -1.5, 2.0]),
+          torch.tensor([3.0, 0.5, 2.0, -1.0, 0.5, -1.5, float("nan"), -0.25])]),
+    Case("rpow_negative_base", lambda x: (-1.5) ** x, [torch.tensor([2.0, 0.3, -1.0, 3.0])]),
     Case("pow_int", lambda x, y: (x ** 2, x ** y), [ints(3, 4), randint(0, 4, 3, 4, seed=1)], tol="exact"),
     Case("pow_int_float_exp", lambda x: x ** 1.5, [randint(0, 5, 3, 4)]),
     Case("pow_inplace", pow_inplace, [randn(3, 4)]),
