@@ -575,3 +575,28 @@ pub(super) fn gradient(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     }
     Ok(vec![Arg::Tensors(out)])
 }
+
+/// `linalg.matrix_sqrth(A)`: the principal square root of a symmetric positive-definite
+/// matrix (its lower triangle), `V diag(sqrt(w)) Vᵀ` from `eigh` (unique: the eigenvectors'
+/// signs cancel).
+pub(super) fn matrix_sqrth(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
+    let a = tensor(n, "self")?;
+    if !b.dtype(a)?.is_float() || b.rank(a)? < 2 {
+        return Err("matrix_sqrth of a non-float or non-matrix tensor".into());
+    }
+    let wv = b.multi(
+        "aten.linalg_eigh.default",
+        vec![("self", Arg::Tensor(a)), ("UPLO", Arg::Str("L".into()))],
+    )?;
+    let [w, v] = wv[..] else {
+        return Err("eigh gave no eigenvectors".into());
+    };
+    let s = b.un("sqrt", w)?;
+    let su = b.unsqueeze(s, -2)?;
+    let vs = b.bin("mul", v, su)?;
+    let vt = b.transpose(v, -2, -1)?;
+    one(b.t(
+        "aten.matmul.default",
+        vec![("self", Arg::Tensor(vs)), ("other", Arg::Tensor(vt))],
+    )?)
+}

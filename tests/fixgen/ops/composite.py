@@ -110,6 +110,8 @@ CASES = [
     C("nanquantile_all_nan", lambda x: torch.nanquantile(x, 0.5, dim=0), [nan_at(randn(2, 3, seed=52), 0, 3)]),
     C("gradient", lambda x: torch.gradient(x), [randn(4, 5, seed=53)]),
     C("gradient_edge2", lambda x: torch.gradient(x, spacing=0.5, dim=1, edge_order=2), [randn(3, 5, seed=54)]),
+    C("matrix_sqrth", torch.linalg.matrix_sqrth,
+      [(lambda a: a @ a.mT + 3 * torch.eye(4))(randn(2, 4, 4, seed=94))], tol="loose"),
     # Losses (each reduction).
     *[C(f"mse_{r}", lambda a, b, r=r: F.mse_loss(a, b, reduction=r), [x23, randn(2, 3, seed=55)])
       for r in ["none", "mean", "sum"]],
