@@ -580,3 +580,197 @@ pub fn expm(a: &[f64], n: usize) -> Vec<f64> {
     }
     r
 }
+
+/// Bunch-Kaufman LDLᵀ of the symmetric `n`×`n` matrix whose lower triangle is `a`, in place
+/// (LAPACK's unblocked `dsytf2` with UPLO = 'L', which `sytrf` runs for small matrices):
+/// L's multipliers and the 1×1 / 2×2 blocks of D in the lower triangle. Returns the 1-based
+/// pivots (a 2×2 block's two entries both `-p`) and `info` (the first zero diagonal block,
+/// 0 when there is none). The strict upper triangle is left as it was.
+pub fn sytf2_lower(a: &mut [f64], n: usize) -> (Vec<i32>, i32) {
+    let alpha = (1.0 + 17f64.sqrt()) / 8.0;
+    let at = |i: usize, j: usize| i * n + j;
+    let mut ipiv = vec![0i32; n];
+    let mut info = 0;
+    let mut k = 0;
+    while k < n {
+        let mut kstep = 1;
+        let absakk = a[at(k, k)].abs();
+        // The first largest entry below the diagonal of column k (idamax).
+        let (imax, colmax) = if k + 1 < n {
+            let mut im = k + 1;
+            let mut best = a[at(k + 1, k)].abs();
+            for i in k + 2..n {
+                let v = a[at(i, k)].abs();
+                if v > best {
+                    best = v;
+                    im = i;
+                }
+            }
+            (im, best)
+        } else {
+            (k, 0.0)
+        };
+        let mut kp = k;
+        if absakk.max(colmax) == 0.0 || absakk.is_nan() {
+            if info == 0 {
+                info = k as i32 + 1;
+            }
+        } else {
+            if absakk < alpha * colmax {
+                // The largest off-diagonal entry of row (and column) imax.
+                let mut rowmax = 0.0f64;
+                for j in k..imax {
+                    rowmax = rowmax.max(a[at(imax, j)].abs());
+                }
+                for i in imax + 1..n {
+                    rowmax = rowmax.max(a[at(i, imax)].abs());
+                }
+                if absakk >= alpha * colmax * (colmax / rowmax) {
+                    kp = k;
+                } else if a[at(imax, imax)].abs() >= alpha * rowmax {
+                    kp = imax;
+                } else {
+                    kp = imax;
+                    kstep = 2;
+                }
+            }
+            let kk = k + kstep - 1;
+            if kp != kk {
+                // Rows and columns kk and kp of the trailing submatrix interchanged.
+                for i in kp + 1..n {
+                    a.swap(at(i, kk), at(i, kp));
+                }
+                for j in kk + 1..kp {
+                    a.swap(at(j, kk), at(kp, j));
+                }
+                a.swap(at(kk, kk), at(kp, kp));
+                if kstep == 2 {
+                    a.swap(at(k + 1, k), at(kp, k));
+                }
+            }
+            if kstep == 1 {
+                if k + 1 < n {
+                    // A22 -= x xᵀ / d11 (dsyr, lower), then x /= d11.
+                    let d11 = 1.0 / a[at(k, k)];
+                    for j in k + 1..n {
+                        let xj = a[at(j, k)];
+                        if xj != 0.0 {
+                            let t = -d11 * xj;
+                            for i in j..n {
+                                a[at(i, j)] += a[at(i, k)] * t;
+                            }
+                        }
+                    }
+                    for i in k + 1..n {
+                        a[at(i, k)] *= d11;
+                    }
+                }
+            } else if k + 2 < n {
+                let d21 = a[at(k + 1, k)];
+                let d11 = a[at(k + 1, k + 1)] / d21;
+                let d22 = a[at(k, k)] / d21;
+                let t = 1.0 / (d11 * d22 - 1.0);
+                let d21 = t / d21;
+                for j in k + 2..n {
+                    let wk = d21 * (d11 * a[at(j, k)] - a[at(j, k + 1)]);
+                    let wkp1 = d21 * (d22 * a[at(j, k + 1)] - a[at(j, k)]);
+                    for i in j..n {
+                        a[at(i, j)] = a[at(i, j)] - a[at(i, k)] * wk - a[at(i, k + 1)] * wkp1;
+                    }
+                    a[at(j, k)] = wk;
+                    a[at(j, k + 1)] = wkp1;
+                }
+            }
+        }
+        if kstep == 1 {
+            ipiv[k] = kp as i32 + 1;
+        } else {
+            ipiv[k] = -(kp as i32 + 1);
+            ipiv[k + 1] = ipiv[k];
+        }
+        k += kstep;
+    }
+    (ipiv, info)
+}
+
+/// Solves `A X = B` with `sytf2_lower`'s factors `ld` and pivots `piv` (LAPACK's `dsytrs`,
+/// UPLO = 'L'); `b` is `n`×`nrhs`, overwritten by X. The pivots must be in 1..=n.
+pub fn sytrs_lower(ld: &[f64], piv: &[i32], n: usize, b: &mut [f64], nrhs: usize) {
+    let a = |i: usize, j: usize| ld[i * n + j];
+    let swap_rows = |b: &mut [f64], r: usize, s: usize| {
+        if r != s {
+            for c in 0..nrhs {
+                b.swap(r * nrhs + c, s * nrhs + c);
+            }
+        }
+    };
+    // L D Y = P B.
+    let mut k = 0;
+    while k < n {
+        if piv[k] > 0 {
+            swap_rows(b, k, piv[k] as usize - 1);
+            for i in k + 1..n {
+                for c in 0..nrhs {
+                    b[i * nrhs + c] -= a(i, k) * b[k * nrhs + c];
+                }
+            }
+            let d = 1.0 / a(k, k);
+            for c in 0..nrhs {
+                b[k * nrhs + c] *= d;
+            }
+            k += 1;
+        } else {
+            if k + 1 >= n {
+                break;
+            }
+            swap_rows(b, k + 1, (-piv[k]) as usize - 1);
+            for i in k + 2..n {
+                for c in 0..nrhs {
+                    b[i * nrhs + c] -= a(i, k) * b[k * nrhs + c];
+                }
+                for c in 0..nrhs {
+                    b[i * nrhs + c] -= a(i, k + 1) * b[(k + 1) * nrhs + c];
+                }
+            }
+            let akm1k = a(k + 1, k);
+            let akm1 = a(k, k) / akm1k;
+            let ak = a(k + 1, k + 1) / akm1k;
+            let denom = akm1 * ak - 1.0;
+            for c in 0..nrhs {
+                let bkm1 = b[k * nrhs + c] / akm1k;
+                let bk = b[(k + 1) * nrhs + c] / akm1k;
+                b[k * nrhs + c] = (ak * bkm1 - bk) / denom;
+                b[(k + 1) * nrhs + c] = (akm1 * bk - bkm1) / denom;
+            }
+            k += 2;
+        }
+    }
+    // Lᵀ Pᵀ X = Y.
+    let mut k = n;
+    while k > 0 {
+        let ku = k - 1;
+        let dot = |b: &[f64], col: usize, c: usize| -> f64 {
+            (ku + 1..n).map(|i| b[i * nrhs + c] * a(i, col)).sum()
+        };
+        if piv[ku] > 0 {
+            for c in 0..nrhs {
+                let s = dot(b, ku, c);
+                b[ku * nrhs + c] -= s;
+            }
+            swap_rows(b, ku, piv[ku] as usize - 1);
+            k -= 1;
+        } else {
+            if ku == 0 {
+                break;
+            }
+            for c in 0..nrhs {
+                let s = dot(b, ku, c);
+                b[ku * nrhs + c] -= s;
+                let s = dot(b, ku - 1, c);
+                b[(ku - 1) * nrhs + c] -= s;
+            }
+            swap_rows(b, ku, (-piv[ku]) as usize - 1);
+            k -= 2;
+        }
+    }
+}

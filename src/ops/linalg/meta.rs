@@ -69,6 +69,29 @@ pub(super) fn lu_factor(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(out)
 }
 
+pub(super) fn ldl_factor(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let a = ctx.tensor("self")?;
+    let (b, n) = square(&a, "A")?;
+    let mut out = vec![t(a.dtype, a.sizes.clone()), t(DType::I32, cat(&b, &[n]))];
+    if ctx.target().contains("_ex.") {
+        out.push(t(DType::I32, b));
+    }
+    Ok(out)
+}
+
+pub(super) fn ldl_solve(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let (ld, b) = (ctx.tensor("LD")?, ctx.tensor("B")?);
+    let (lb, n) = square(&ld, "LD")?;
+    let (bb, r, c) = mat(&b, "B")?;
+    if r != n {
+        return Err(format!(
+            "incompatible shapes of LD ({:?}) and B ({:?})",
+            ld.sizes, b.sizes
+        ));
+    }
+    Ok(vec![t(b.dtype, cat(&broadcast(&lb, &bb)?, &[r, c]))])
+}
+
 pub(super) fn linalg_lu(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let a = first(ctx)?;
     let (b, m, n) = mat(&a, "A")?;

@@ -32,6 +32,13 @@ pub(crate) fn register(r: &mut OpTable) {
         r.define(t, lu_factor, meta::lu_factor);
     }
     r.define("aten.linalg_lu.default", linalg_lu, meta::linalg_lu);
+    for t in [
+        "aten.linalg_ldl_factor.default",
+        "aten.linalg_ldl_factor_ex.default",
+    ] {
+        r.define(t, ldl_factor, meta::ldl_factor);
+    }
+    r.define("aten.linalg_ldl_solve.default", ldl_solve, meta::ldl_solve);
     r.define("aten.lu_unpack.default", lu_unpack, meta::lu_unpack);
     r.define("aten.linalg_lu_solve.default", lu_solve, meta::lu_solve);
     r.define("aten.lu_solve.default", lu_solve, meta::lu_solve);
@@ -337,6 +344,83 @@ fn lu_factor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         res.push(ints(info, &m.batch));
     }
     Ok(res)
+}
+
+/// `linalg.ldl_factor(_ex)(A, hermitian, check_errors)`: Bunch-Kaufman LDLᵀ of the lower
+/// triangle of each (symmetric) matrix, as LAPACK's `sytrf`: (LD with its strict upper
+/// triangle zero, pivots[, info]).
+fn ldl_factor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let a = ctx.tensor("self")?;
+    let m = read(ctx, &a, "A", None)?;
+    need_square(ctx, &m, "A")?;
+    let n = m.rows;
+    let mut ld = m.data.clone();
+    let mut piv = Vec::with_capacity(m.count() * n);
+    let mut info = Vec::with_capacity(m.count());
+    for b in 0..m.count() {
+        let mat = &mut ld[b * n * n..(b + 1) * n * n];
+        let (p, i) = dense::sytf2_lower(mat, n);
+        for r in 0..n {
+            mat[r * n + r + 1..(r + 1) * n].fill(0.0);
+        }
+        piv.extend(p);
+        info.push(i);
+    }
+    let ex = ctx.target().contains("_ex.");
+    if !ex || ctx.bool_or("check_errors", false)? {
+        singular_err(ctx, &info, &m.batch, &a.sizes, "the factorization found D")?;
+    }
+    let mut res = vec![out(ld, &a.sizes, m.dtype)?, ints(piv, &m.sizes(&[n]))];
+    if ex {
+        res.push(ints(info, &m.batch));
+    }
+    Ok(res)
+}
+
+/// `linalg.ldl_solve(LD, pivots, B, hermitian)`: `A X = B` from `ldl_factor`'s results.
+fn ldl_solve(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (ld_t, piv_t, b_t) = (ctx.tensor("LD")?, ctx.tensor("pivots")?, ctx.tensor("B")?);
+    need_float(ctx, &b_t, "B")?;
+    if ld_t.dtype != b_t.dtype {
+        return Err(ctx.err(format!(
+            "{}: LD and B must have the same dtype, got {} and {}",
+            api(ctx),
+            ld_t.dtype,
+            b_t.dtype
+        )));
+    }
+    let batch = batch_of(ctx, &ld_t, &b_t, 2)?;
+    let ld = read(ctx, &ld_t, "LD", Some(&batch))?;
+    need_square(ctx, &ld, "LD")?;
+    let b = read(ctx, &b_t, "B", Some(&batch))?;
+    let n = ld.rows;
+    if b.rows != n {
+        return Err(ctx.err(format!(
+            "{}: incompatible shapes of LD ({:?}) and B ({:?})",
+            api(ctx),
+            ld_t.sizes,
+            b_t.sizes
+        )));
+    }
+    let piv = pivots_of(ctx, &piv_t, &batch, n)?;
+    if piv.iter().any(|&p| p == 0 || p.unsigned_abs() as usize > n) {
+        return Err(ctx.err(format!(
+            "{}: the pivots hold values outside ±1..={n}",
+            api(ctx)
+        )));
+    }
+    let nrhs = b.cols;
+    let mut x = b.data.clone();
+    for k in 0..b.count() {
+        dense::sytrs_lower(
+            ld.mat(k),
+            &piv[k * n..(k + 1) * n],
+            n,
+            &mut x[k * n * nrhs..(k + 1) * n * nrhs],
+            nrhs,
+        );
+    }
+    Ok(vec![out(x, &b.sizes(&[n, nrhs]), b.dtype)?])
 }
 
 /// P, L, U of packed LU factors (`lu_unpack`'s conventions: A = P L U).

@@ -204,6 +204,14 @@ CASES = [
     Case("triangular_solve_lower_transposed", lambda b, a: torch.triangular_solve(b, a, upper=False, transpose=True), [randn(3, 2, seed=54), tri(3, 3, seed=55)], tol="loose"),
     # Cholesky
     Case("cholesky", torch.linalg.cholesky, [spd(4, 4, seed=56)], tol="loose"),
+    # Bunch-Kaufman LDLᵀ (LAPACK sytrf): 1x1 and 2x2 pivots (a zero diagonal forces 2x2 blocks).
+    Case("ldl_factor", torch.linalg.ldl_factor, [sym(2, 5, 5, seed=57)], tol="loose"),
+    Case("ldl_factor_ex_2x2", torch.linalg.ldl_factor_ex,
+         [(lambda a: a - torch.diag_embed(torch.diagonal(a, dim1=-2, dim2=-1)))(sym(6, 6, seed=58))], tol="loose"),
+    Case("ldl_solve", lambda a, b: torch.linalg.ldl_solve(*torch.linalg.ldl_factor(a), b),
+         [sym(3, 4, 4, seed=59), randn(3, 4, 2, seed=60)], tol="loose"),
+    Case("ldl_solve_2x2", lambda a, b: torch.linalg.ldl_solve(*torch.linalg.ldl_factor(a), b),
+         [(lambda a: a - torch.diag_embed(torch.diagonal(a, dim1=-2, dim2=-1)))(sym(5, 5, seed=61)), randn(5, 3, seed=62)], tol="loose"),
     Case("cholesky_upper_batched_f64", lambda a: torch.linalg.cholesky(a, upper=True), [spd(2, 3, 3, seed=57, dtype=f64)], tol="loose"),
     Case("cholesky_empty_batch", torch.linalg.cholesky, [spd(0, 3, 3)], tol="loose"),
     Case("cholesky_ex", torch.linalg.cholesky_ex, [spd(2, 4, 4, seed=58)], tol="loose"),
