@@ -260,8 +260,12 @@ pub fn check(
                 missing.len(),
                 hist.len()
             );
+            let refused = pt2web::passes::decompose::refusals(&p.graph);
             for m in &missing {
                 println!("  {m} (x{})", hist.get(m).copied().unwrap_or(0));
+                for (_, why) in refused.iter().filter(|(t, _)| t == m) {
+                    println!("    its decomposition does not take these arguments: {why}");
+                }
             }
         }
         println!("  {passes}");

@@ -139,46 +139,6 @@ pub(super) fn isin(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     one(out)
 }
 
-/// ATen's aliases (`divide`, `subtract`, `arccos`, `clip`, ...): the op they name, with the
-/// same arguments.
-pub(super) fn alias(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
-    let (op, overload) = n
-        .target
-        .strip_prefix("aten.")
-        .and_then(|t| t.split_once('.'))
-        .ok_or("not an aten target")?;
-    let to = match op {
-        "divide" | "true_divide" => "div",
-        "subtract" => "sub",
-        "multiply" => "mul",
-        "greater" => "gt",
-        "greater_equal" => "ge",
-        "less" => "lt",
-        "less_equal" => "le",
-        "not_equal" => "ne",
-        "absolute" => "abs",
-        "negative" => "neg",
-        "arccos" => "acos",
-        "arcsin" => "asin",
-        "arctan" => "atan",
-        "arccosh" => "acosh",
-        "arcsinh" => "asinh",
-        "arctanh" => "atanh",
-        "arctan2" => "atan2",
-        "clip" => "clamp",
-        "fix" => "trunc",
-        "concat" | "concatenate" => "cat",
-        "moveaxis" => "movedim",
-        other => return Err(format!("{other} is not a known alias")),
-    };
-    let args = n
-        .inputs
-        .iter()
-        .map(|(k, a)| (k.as_str(), a.clone()))
-        .collect();
-    one(b.t(&format!("aten.{to}.{overload}"), args)?)
-}
-
 /// The spacing of `trapezoid`-style rules along `dim`: a tensor of differences of `x`, or
 /// the scalar `dx`.
 enum Spacing {

@@ -8,7 +8,8 @@
 //! Not a switchable pass: it runs whenever a program is loaded ([`crate::program::Pt2Archive::program`]),
 //! before the load-time and session passes, so they see (and fuse) the decomposed ops.
 //!
-//! Each decomposition is a function of the node (its arguments by schema name) that emits
+//! ATen's aliases (`divide`, `arccos`, `clip`...) are renamed to the op they name, whatever
+//! the shapes. Each other decomposition is a function of the node (its arguments by schema name) that emits
 //! nodes through a [`Builder`]; the builder gives every new value its dtype and sizes from
 //! the op table's shape rules, so a decomposition reads like the Python it mirrors. Only
 //! nodes whose tensor arguments have static sizes are rewritten (a node with symbolic sizes
@@ -31,6 +32,43 @@ type DResult<T> = std::result::Result<T, String>;
 
 /// A decomposition: the node's replacement, emitted through the builder.
 type Decomp = fn(&mut Builder, &Node) -> DResult<Vec<Arg>>;
+
+/// ATen's aliases (`divide`, `subtract`, `arccos`, `clip`, ...) and the op each names: a
+/// node of an alias is renamed in place (same arguments, any shapes, symbolic included).
+const ALIASES: &[(&str, &str)] = &[
+    ("divide", "div"),
+    ("true_divide", "div"),
+    ("subtract", "sub"),
+    ("multiply", "mul"),
+    ("greater", "gt"),
+    ("greater_equal", "ge"),
+    ("less", "lt"),
+    ("less_equal", "le"),
+    ("not_equal", "ne"),
+    ("absolute", "abs"),
+    ("negative", "neg"),
+    ("arccos", "acos"),
+    ("arcsin", "asin"),
+    ("arctan", "atan"),
+    ("arccosh", "acosh"),
+    ("arcsinh", "asinh"),
+    ("arctanh", "atanh"),
+    ("arctan2", "atan2"),
+    ("clip", "clamp"),
+    ("fix", "trunc"),
+    ("concat", "cat"),
+    ("concatenate", "cat"),
+    ("moveaxis", "movedim"),
+];
+
+/// The target an alias's node becomes (`aten.divide.Tensor` → `aten.div.Tensor`), when
+/// pt2web has a shape rule for it.
+fn canonical(target: &str) -> Option<String> {
+    let (op, overload) = target.strip_prefix("aten.")?.split_once('.')?;
+    let (_, to) = ALIASES.iter().find(|(a, _)| *a == op)?;
+    let t = format!("aten.{to}.{overload}");
+    crate::ops::table().shape_rule(&t).is_some().then_some(t)
+}
 
 /// Every decomposed target (exact targets) and its decomposition.
 fn table() -> &'static [(&'static str, Decomp)] {
@@ -70,42 +108,6 @@ fn table() -> &'static [(&'static str, Decomp)] {
         ("aten.isin.Tensor_Tensor", math::isin),
         ("aten.isin.Tensor_Scalar", math::isin),
         ("aten.isin.Scalar_Tensor", math::isin),
-        ("aten.divide.Tensor", math::alias),
-        ("aten.divide.Scalar", math::alias),
-        ("aten.divide.Tensor_mode", math::alias),
-        ("aten.divide.Scalar_mode", math::alias),
-        ("aten.true_divide.Tensor", math::alias),
-        ("aten.true_divide.Scalar", math::alias),
-        ("aten.subtract.Tensor", math::alias),
-        ("aten.subtract.Scalar", math::alias),
-        ("aten.multiply.Tensor", math::alias),
-        ("aten.multiply.Scalar", math::alias),
-        ("aten.greater.Tensor", math::alias),
-        ("aten.greater.Scalar", math::alias),
-        ("aten.greater_equal.Tensor", math::alias),
-        ("aten.greater_equal.Scalar", math::alias),
-        ("aten.less.Tensor", math::alias),
-        ("aten.less.Scalar", math::alias),
-        ("aten.less_equal.Tensor", math::alias),
-        ("aten.less_equal.Scalar", math::alias),
-        ("aten.not_equal.Tensor", math::alias),
-        ("aten.not_equal.Scalar", math::alias),
-        ("aten.absolute.default", math::alias),
-        ("aten.negative.default", math::alias),
-        ("aten.arccos.default", math::alias),
-        ("aten.arcsin.default", math::alias),
-        ("aten.arctan.default", math::alias),
-        ("aten.arccosh.default", math::alias),
-        ("aten.arcsinh.default", math::alias),
-        ("aten.arctanh.default", math::alias),
-        ("aten.arctan2.default", math::alias),
-        ("aten.clip.default", math::alias),
-        ("aten.clip.Tensor", math::alias),
-        ("aten.fix.default", math::alias),
-        ("aten.concat.default", math::alias),
-        ("aten.concatenate.default", math::alias),
-        ("aten.moveaxis.int", math::alias),
-        ("aten.moveaxis.intlist", math::alias),
         ("aten.trapezoid.x", math::trapezoid),
         ("aten.trapezoid.dx", math::trapezoid),
         ("aten.trapz.x", math::trapezoid),
@@ -166,6 +168,29 @@ pub fn unsupported(node: &Node, device: &str) -> crate::Error {
     crate::Error::op(&node.target, msg)
 }
 
+/// Why the decompositions of `g`'s nodes (and its subgraphs') refused them: (target, reason),
+/// each pair once (`pt2web check` prints them beside the unsupported ops).
+pub fn refusals(g: &Graph) -> Vec<(String, String)> {
+    fn visit(g: &Graph, out: &mut Vec<(String, String)>) {
+        for n in &g.nodes {
+            if let Some(why) = n.metadata.get(REFUSED) {
+                let pair = (n.target.clone(), why.clone());
+                if !out.contains(&pair) {
+                    out.push(pair);
+                }
+            }
+            for (_, a) in &n.inputs {
+                if let Arg::Graph(sub) = a {
+                    visit(sub, out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    visit(g, &mut out);
+    out
+}
+
 /// The decomposition of `target`, if it has one.
 fn lookup(target: &str) -> Option<Decomp> {
     static BY_TARGET: std::sync::OnceLock<std::collections::HashMap<&'static str, Decomp>> =
@@ -178,12 +203,7 @@ fn lookup(target: &str) -> Option<Decomp> {
 
 /// Whether pt2web decomposes `target` at load (so it needs no kernel or shape rule).
 pub fn decomposes(target: &str) -> bool {
-    lookup(target).is_some()
-}
-
-/// Every decomposed target.
-pub fn targets() -> impl Iterator<Item = &'static str> {
-    table().iter().map(|(t, _)| *t)
+    lookup(target).is_some() || canonical(target).is_some()
 }
 
 /// Decompose the composite nodes of `p`'s graph and subgraphs; how many were rewritten.
@@ -195,6 +215,12 @@ fn run_graph(g: &mut Graph) -> usize {
     let mut done = 0;
     let mut i = 0;
     while i < g.nodes.len() {
+        if let Some(t) = canonical(&g.nodes[i].target) {
+            g.nodes[i].target = t;
+            done += 1;
+            i += 1;
+            continue;
+        }
         let Some(f) = lookup(&g.nodes[i].target) else {
             i += 1;
             continue;

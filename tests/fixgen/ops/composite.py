@@ -88,6 +88,10 @@ CASES = [
     C("aliases", lambda a, b: (torch.divide(a, b), torch.subtract(a, b, alpha=2), torch.multiply(a, b),
                                torch.greater(a, b), torch.arctan2(a, b), torch.clip(a, -0.5, 0.5)),
       [x23, randn(2, 3, seed=41)]),
+    # An alias with a dynamic batch (renamed in place, whatever the shapes).
+    C("aliases_dynamic", lambda a, b: (torch.divide(a, b), torch.arccos(torch.clip(a, -1, 1))),
+      [x23, randn(2, 3, seed=41)],
+      dynamic_shapes=(({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")}),)),
     C("divide_floor", lambda a, b: torch.divide(a, b, rounding_mode="floor"), [x23, randn(2, 3, seed=42)]),
     C("trapezoid_x", lambda y, x: torch.trapezoid(y, x), [x34, torch.tensor([0.0, 0.5, 1.5, 3.0])]),
     C("trapezoid_dx", lambda y: torch.trapezoid(y, dx=0.3, dim=0), [x34]),
