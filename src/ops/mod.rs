@@ -77,6 +77,10 @@ fn register_all(r: &mut OpTable) {
     reduce::register(r);
     r.set_family("rnn");
     rnn::register(r);
+    // Composite ops whose sizes are symbolic: decomposed per call (the load-time rewrite
+    // decomposes the others, src/passes/decompose/).
+    r.set_family("decompose");
+    crate::passes::decompose::register(r);
     r.set_family("shape");
     shape::register(r);
     r.set_family("sort");

@@ -92,6 +92,13 @@ CASES = [
     C("aliases_dynamic", lambda a, b: (torch.divide(a, b), torch.arccos(torch.clip(a, -1, 1))),
       [x23, randn(2, 3, seed=41)],
       dynamic_shapes=(({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")}),)),
+    # Composite ops with a dynamic batch: decomposed per call for the call's shapes.
+    C("mse_dynamic", lambda a, b: F.mse_loss(a, b), [randn(4, 3, seed=95), randn(4, 3, seed=96)],
+      dynamic_shapes=(({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")}),)),
+    C("cross_entropy_dynamic", lambda x, t: F.cross_entropy(x, t), [randn(5, 4, seed=78), randint(0, 4, 5, seed=79)],
+      dynamic_shapes=(({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")}),)),
+    C("cosine_similarity_dynamic", lambda a, b: F.cosine_similarity(a, b), [randn(3, 5, seed=97), randn(3, 5, seed=98)],
+      dynamic_shapes=(({0: torch.export.Dim("n")}, {0: torch.export.Dim("n")}),)),
     C("divide_floor", lambda a, b: torch.divide(a, b, rounding_mode="floor"), [x23, randn(2, 3, seed=42)]),
     C("trapezoid_x", lambda y, x: torch.trapezoid(y, x), [x34, torch.tensor([0.0, 0.5, 1.5, 3.0])]),
     C("trapezoid_dx", lambda y: torch.trapezoid(y, dx=0.3, dim=0), [x34]),
