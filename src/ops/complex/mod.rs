@@ -36,6 +36,8 @@ pub(crate) fn register(r: &mut OpTable) {
     }
     r.define_complex("aten.angle.default", arith::angle, meta::angle);
     arith::register(r);
+    // `abs` of a complex tensor is real (the elementwise family's rule keeps the dtype).
+    r.rule_op("aten.abs", meta::real);
     // Ops of other families whose kernels only move data: generic over the element type.
     for t in GENERIC {
         r.complex_same(t);
