@@ -43,6 +43,23 @@ def istft_roundtrip(x, w):
     return torch.istft(s, 16, hop_length=4, window=w, length=x.shape[-1])
 
 
+class RotaryBuffer(torch.nn.Module):
+    """Llama's precomputed `freqs_cis`: a complex64 buffer in the archive's weights, and a
+    complex128 tensor constant."""
+
+    def __init__(self):
+        super().__init__()
+        t = torch.arange(6, dtype=torch.float32)
+        freqs = 1.0 / (10000 ** (torch.arange(0, 8, 2).float() / 8))
+        self.register_buffer("freqs_cis", torch.polar(torch.ones(6, 4), torch.outer(t, freqs)))
+        self.shift = torch.complex(torch.tensor([0.5, -1.0], dtype=f64), torch.tensor([2.0, 0.25], dtype=f64))
+
+    def forward(self, xq):
+        xq_ = torch.view_as_complex(xq.reshape(*xq.shape[:-1], -1, 2))
+        out = torch.view_as_real(xq_ * self.freqs_cis.view(1, 6, 1, 4)).flatten(3)
+        return out, self.shift.sum() * 2
+
+
 hann = torch.hann_window(16)
 
 CASES = [
@@ -52,6 +69,7 @@ CASES = [
     Case("view_as_complex_strided", lambda x: torch.view_as_complex(x[:, ::2]), [randn(3, 4, 2)]),
     Case("roundtrip_views", lambda x: torch.view_as_real(torch.view_as_complex(x)).sum(-1), [randn(5, 2)]),
     Case("rotary_embedding", rotary, [randn(2, 6, 3, 8), randn(6, 4)]),
+    Case("complex_buffer_and_constant", RotaryBuffer(), [randn(2, 6, 3, 8)]),
     # Constructors.
     Case("complex", torch.complex, [randn(3, 1), randn(4)]),
     Case("polar", torch.polar, [randn(3, 4).abs(), randn(3, 4)]),
