@@ -233,7 +233,14 @@ macro_rules! float_elem {
     };
 }
 
-float_elem!(f32, F32, DType::F32, |x: f32| x as f64, |v: f64| v as f32, C64);
+float_elem!(
+    f32,
+    F32,
+    DType::F32,
+    |x: f32| x as f64,
+    |v: f64| v as f32,
+    C64
+);
 float_elem!(f64, F64, DType::F64, |x: f64| x, |v: f64| v, C128);
 float_elem!(f16, F16, DType::F16, |x: f16| x.to_f64(), f16::from_f64);
 float_elem!(

@@ -87,6 +87,12 @@ impl Tensor {
         }
         true
     }
+    /// Elements of this tensor's dtype its storage holds (a real view of complex storage
+    /// counts its parts, a complex view of real storage its pairs).
+    pub fn storage_len(&self) -> usize {
+        let d = self.read();
+        with_dtype!(self.dtype, T => T::slice(&d).map_or(0, |s| s.len()), else d.len())
+    }
     /// True when the elements are exactly `storage[offset..offset+numel]` in order.
     pub fn is_dense(&self) -> bool {
         self.is_contiguous()

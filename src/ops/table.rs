@@ -156,7 +156,11 @@ impl OpTable {
     /// The kernel a node runs: its target's CPU kernel, or where the node reads or writes
     /// a complex tensor (by the graph's tensor metadata, so this is decided once, when the
     /// plan is built) the target's complex kernel, or one that refuses with a clear error.
-    pub fn kernel_for(&self, node: &crate::program::Node, graph: &crate::program::Graph) -> Option<Kernel> {
+    pub fn kernel_for(
+        &self,
+        node: &crate::program::Node,
+        graph: &crate::program::Graph,
+    ) -> Option<Kernel> {
         let k = self.cpu_kernel(&node.target);
         if k.is_none() || !touches_complex(node, graph) {
             return k;

@@ -52,12 +52,14 @@ fn binary(ctx: &OpCtx, a: &str, b: &str) -> Result<(Vec<C128>, Vec<C128>, DType,
         )));
     }
     let shape = match (&x, &y) {
-        (Val::T(p), Val::T(q)) => crate::cpu::broadcast_shapes(&p.sizes, &q.sizes).ok_or_else(|| {
-            ctx.err(format!(
-                "shapes {:?} and {:?} cannot be broadcast together",
-                p.sizes, q.sizes
-            ))
-        })?,
+        (Val::T(p), Val::T(q)) => {
+            crate::cpu::broadcast_shapes(&p.sizes, &q.sizes).ok_or_else(|| {
+                ctx.err(format!(
+                    "shapes {:?} and {:?} cannot be broadcast together",
+                    p.sizes, q.sizes
+                ))
+            })?
+        }
         (Val::T(p), _) | (_, Val::T(p)) => p.sizes.clone(),
         _ => vec![],
     };
@@ -114,7 +116,12 @@ fn add_sub(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 fn mul(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y, dtype, shape) = binary(ctx, "self", "other")?;
-    finish(ctx, x.into_iter().zip(y).map(|(a, b)| a.mul(b)).collect(), dtype, &shape)
+    finish(
+        ctx,
+        x.into_iter().zip(y).map(|(a, b)| a.mul(b)).collect(),
+        dtype,
+        &shape,
+    )
 }
 
 fn div(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
@@ -124,7 +131,12 @@ fn div(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         )));
     }
     let (x, y, dtype, shape) = binary(ctx, "self", "other")?;
-    finish(ctx, x.into_iter().zip(y).map(|(a, b)| a.div(b)).collect(), dtype, &shape)
+    finish(
+        ctx,
+        x.into_iter().zip(y).map(|(a, b)| a.div(b)).collect(),
+        dtype,
+        &shape,
+    )
 }
 
 /// The complex input of a unary op.

@@ -24,14 +24,27 @@ use crate::error::{Error, Result};
 use crate::runtime::RValue;
 
 pub(crate) fn register(r: &mut OpTable) {
-    r.define_complex("aten.view_as_complex.default", view_as_complex, meta::view_as_complex);
-    r.define_complex("aten.view_as_real.default", view_as_real, meta::view_as_real);
+    r.define_complex(
+        "aten.view_as_complex.default",
+        view_as_complex,
+        meta::view_as_complex,
+    );
+    r.define_complex(
+        "aten.view_as_real.default",
+        view_as_real,
+        meta::view_as_real,
+    );
     r.define_complex("aten.complex.default", complex, meta::complex);
     r.define_complex("aten.polar.default", polar, meta::complex);
     r.define_complex("aten.real.default", real, meta::real);
     r.define_complex("aten.imag.default", imag, meta::real);
     r.define_complex("aten.isreal.default", isreal, meta::isreal);
-    for t in ["aten.conj.default", "aten._conj.default", "aten.conj_physical.default", "aten._conj_physical.default"] {
+    for t in [
+        "aten.conj.default",
+        "aten._conj.default",
+        "aten.conj_physical.default",
+        "aten._conj_physical.default",
+    ] {
         r.define_complex(t, conj, crate::ops::elementwise::meta::same);
     }
     r.define_complex("aten.angle.default", arith::angle, meta::angle);
@@ -117,6 +130,15 @@ const GENERIC: &[&str] = &[
     "aten.zero",
     "aten.zero_",
     "aten.constant_pad_nd.default",
+    "aten.pad.default",
+    "aten._pad_enum.default",
+    "aten._pad_circular.default",
+    "aten.reflection_pad1d.default",
+    "aten.reflection_pad2d.default",
+    "aten.reflection_pad3d.default",
+    "aten.replication_pad1d.default",
+    "aten.replication_pad2d.default",
+    "aten.replication_pad3d.default",
     "aten.index_select.default",
     "aten.index.Tensor",
     "aten.gather.default",
@@ -175,7 +197,10 @@ impl Tensor {
         if !crate::cpu::complex::is_cpu_complex(self.dtype) {
             return Err(Error::op(
                 "view_as_real",
-                format!("view_as_real is only supported for complex tensors, got {}", self.dtype),
+                format!(
+                    "view_as_real is only supported for complex tensors, got {}",
+                    self.dtype
+                ),
             ));
         }
         let mut sizes = self.sizes.clone();
@@ -208,16 +233,26 @@ impl Tensor {
         if r == 0 || self.sizes[r - 1] != 2 {
             return Err(Error::op(
                 "view_as_complex",
-                format!("Tensor must have a last dimension of size 2 (shape {:?})", self.sizes),
+                format!(
+                    "Tensor must have a last dimension of size 2 (shape {:?})",
+                    self.sizes
+                ),
             ));
         }
         if self.strides[r - 1] != 1 {
             return Err(Error::op(
                 "view_as_complex",
-                format!("Tensor must have a last dimension with stride 1 (strides {:?})", self.strides),
+                format!(
+                    "Tensor must have a last dimension with stride 1 (strides {:?})",
+                    self.strides
+                ),
             ));
         }
-        if self.strides[..r - 1].iter().zip(&self.sizes).any(|(s, &n)| s % 2 != 0 && n > 1) {
+        if self.strides[..r - 1]
+            .iter()
+            .zip(&self.sizes)
+            .any(|(s, &n)| s % 2 != 0 && n > 1)
+        {
             return Err(Error::op(
                 "view_as_complex",
                 format!("Tensor must have a stride divisible by 2 for all but last dimension (strides {:?})", self.strides),
@@ -226,7 +261,10 @@ impl Tensor {
         if self.offset % 2 != 0 {
             return Err(Error::op(
                 "view_as_complex",
-                format!("Tensor must have a storage_offset divisible by 2 (offset {})", self.offset),
+                format!(
+                    "Tensor must have a storage_offset divisible by 2 (offset {})",
+                    self.offset
+                ),
             ));
         }
         Ok(Tensor {
@@ -290,7 +328,12 @@ fn polar(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     make_complex(ctx, &r, &th, C128::polar)
 }
 
-fn make_complex(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: impl Fn(f64, f64) -> C128) -> Result<Vec<RValue>> {
+fn make_complex(
+    ctx: &OpCtx,
+    a: &Tensor,
+    b: &Tensor,
+    f: impl Fn(f64, f64) -> C128,
+) -> Result<Vec<RValue>> {
     if a.dtype != b.dtype || !matches!(a.dtype, DType::F32 | DType::F64) {
         return Err(ctx.err(format!(
             "Expected both inputs to be Float or Double tensors of the same dtype, got {} and {}",
@@ -298,12 +341,19 @@ fn make_complex(ctx: &OpCtx, a: &Tensor, b: &Tensor, f: impl Fn(f64, f64) -> C12
         )));
     }
     let sizes = crate::cpu::broadcast_shapes(&a.sizes, &b.sizes).ok_or_else(|| {
-        ctx.err(format!("shapes {:?} and {:?} cannot be broadcast together", a.sizes, b.sizes))
+        ctx.err(format!(
+            "shapes {:?} and {:?} cannot be broadcast together",
+            a.sizes, b.sizes
+        ))
     })?;
     let x = a.expand_to(&sizes)?.to_vec::<f64>();
     let y = b.expand_to(&sizes)?.to_vec::<f64>();
     let v = x.into_iter().zip(y).map(|(x, y)| f(x, y)).collect();
-    one(complex_tensor(crate::cpu::complex::complex_dtype(a.dtype), v, &sizes)?)
+    one(complex_tensor(
+        crate::cpu::complex::complex_dtype(a.dtype),
+        v,
+        &sizes,
+    )?)
 }
 
 /// `isreal`: true where the imaginary part is 0 (everywhere for real tensors).

@@ -77,9 +77,9 @@ fn direct(x: &[C128], sign: f64) -> Vec<C128> {
     let w: Vec<C128> = (0..n).map(|k| twiddle(k, n, sign)).collect();
     (0..n)
         .map(|k| {
-            x.iter()
-                .enumerate()
-                .fold(C128::default(), |acc, (j, &v)| acc.add(v.mul(w[(j * k) % n])))
+            x.iter().enumerate().fold(C128::default(), |acc, (j, &v)| {
+                acc.add(v.mul(w[(j * k) % n]))
+            })
         })
         .collect()
 }
@@ -111,9 +111,7 @@ fn bluestein(x: &[C128], sign: f64) -> Vec<C128> {
     let prod: Vec<C128> = fa.iter().zip(&fb).map(|(p, q)| p.mul(*q)).collect();
     let conv = transform(&prod, 1.0);
     let scale = 1.0 / m as f64;
-    (0..n)
-        .map(|k| conv[k].scale(scale).mul(chirp[k]))
-        .collect()
+    (0..n).map(|k| conv[k].scale(scale).mul(chirp[k])).collect()
 }
 
 /// Transform `data` (row-major, `sizes`) in place along dimension `dim`.
@@ -156,7 +154,8 @@ mod tests {
                 let (got, want) = (dft(&x, forward), naive(&x, forward));
                 for (g, w) in got.iter().zip(&want) {
                     assert!(
-                        (g.re - w.re).abs() < 1e-9 * n as f64 && (g.im - w.im).abs() < 1e-9 * n as f64,
+                        (g.re - w.re).abs() < 1e-9 * n as f64
+                            && (g.im - w.im).abs() < 1e-9 * n as f64,
                         "n={n}: {g:?} vs {w:?}"
                     );
                 }

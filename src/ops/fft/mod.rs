@@ -37,8 +37,16 @@ pub(crate) fn register(r: &mut OpTable) {
     ] {
         r.define_complex(&format!("aten.fft_{op}.default"), fft, meta::fft);
     }
-    r.define_complex("aten.fft_fftshift.default", shift, crate::ops::elementwise::meta::same);
-    r.define_complex("aten.fft_ifftshift.default", shift, crate::ops::elementwise::meta::same);
+    r.define_complex(
+        "aten.fft_fftshift.default",
+        shift,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define_complex(
+        "aten.fft_ifftshift.default",
+        shift,
+        crate::ops::elementwise::meta::same,
+    );
     stft::register(r);
 }
 
@@ -174,7 +182,17 @@ impl FftPlan {
                     real_dtype(dtype),
                 ),
             };
-            return FftPlan::new(ctx, &op, sizes.to_vec(), dims, kind, norm, false, false, out_dtype);
+            return FftPlan::new(
+                ctx,
+                &op,
+                sizes.to_vec(),
+                dims,
+                kind,
+                norm,
+                false,
+                false,
+                out_dtype,
+            );
         }
         let name = op.trim_start_matches("fft_");
         let base = name.trim_end_matches(['2', 'n']);
@@ -233,20 +251,29 @@ impl FftPlan {
                 resized[d] = last as usize / 2 + 1;
             } else if let Some(n) = want {
                 if n < 1 {
-                    return Err(ctx.err(format!("{op}: Invalid number of data points ({n}) specified")));
+                    return Err(ctx.err(format!(
+                        "{op}: Invalid number of data points ({n}) specified"
+                    )));
                 }
                 resized[d] = n as usize;
             }
         }
         let (kind, out_dtype) = if c2r {
-            (Kind::C2R { last: last as usize }, real_dtype(dtype))
+            (
+                Kind::C2R {
+                    last: last as usize,
+                },
+                real_dtype(dtype),
+            )
         } else if r2c {
             (Kind::R2C { onesided: true }, complex_dtype(dtype))
         } else {
             (Kind::C2C { forward }, complex_dtype(dtype))
         };
         let (conj_in, conj_out) = (base == "hfft", base == "ihfft");
-        FftPlan::new(ctx, &op, resized, dims, kind, norm, conj_in, conj_out, out_dtype)
+        FftPlan::new(
+            ctx, &op, resized, dims, kind, norm, conj_in, conj_out, out_dtype,
+        )
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -320,7 +347,10 @@ impl FftPlan {
                     engine::along(&mut data, &sizes, d, true);
                 }
                 match (onesided, last) {
-                    (true, Some(l)) => (take_prefix(&data, &sizes, l, sizes[l] / 2 + 1), self.out_sizes.clone()),
+                    (true, Some(l)) => (
+                        take_prefix(&data, &sizes, l, sizes[l] / 2 + 1),
+                        self.out_sizes.clone(),
+                    ),
                     _ => (data, sizes),
                 }
             }
@@ -345,7 +375,11 @@ impl FftPlan {
         if self.out_dtype.is_complex() {
             complex_tensor(self.out_dtype, data, &sizes)
         } else {
-            real_tensor(self.out_dtype, data.into_iter().map(|z| z.re).collect(), &sizes)
+            real_tensor(
+                self.out_dtype,
+                data.into_iter().map(|z| z.re).collect(),
+                &sizes,
+            )
         }
     }
 }

@@ -30,14 +30,21 @@ struct Frames {
 }
 
 impl Frames {
-    fn parse(ctx: &OpCtx, op: &str, center_default: bool, onesided_default: bool) -> Result<Frames> {
+    fn parse(
+        ctx: &OpCtx,
+        op: &str,
+        center_default: bool,
+        onesided_default: bool,
+    ) -> Result<Frames> {
         let n_fft = ctx.int("n_fft")?;
         if n_fft <= 0 {
             return Err(ctx.err(format!("{op}: expected 0 < n_fft, but got n_fft={n_fft}")));
         }
         let hop = ctx.opt_int("hop_length")?.unwrap_or(n_fft / 4);
         if hop <= 0 {
-            return Err(ctx.err(format!("{op}: expected hop_length > 0, but got hop_length={hop}")));
+            return Err(ctx.err(format!(
+                "{op}: expected hop_length > 0, but got hop_length={hop}"
+            )));
         }
         let win_length = ctx.opt_int("win_length")?.unwrap_or(n_fft);
         if win_length <= 0 || win_length > n_fft {
@@ -93,9 +100,7 @@ impl StftPlan {
         let complex_in = dtype.is_complex();
         let frames = Frames::parse(ctx, "stft", false, !complex_in)?;
         if complex_in && frames.onesided {
-            return Err(ctx.err(
-                "stft: Cannot have onesided output if window or input is complex",
-            ));
+            return Err(ctx.err("stft: Cannot have onesided output if window or input is complex"));
         }
         let (batch, len) = match sizes {
             [l] => (None, *l),
@@ -119,9 +124,9 @@ impl StftPlan {
             Some(b) => b != 0,
             None if complex_in => true,
             None => {
-                return Err(ctx.err(
-                    "stft requires the return_complex parameter be given for real inputs",
-                ))
+                return Err(
+                    ctx.err("stft requires the return_complex parameter be given for real inputs")
+                )
             }
         };
         let plan = StftPlan {
@@ -277,7 +282,11 @@ impl IstftPlan {
         };
         let n_fft = ctx.int("n_fft")?.max(1) as usize;
         let frames = Frames::parse(ctx, "istft", true, bins != n_fft)?;
-        let want = if frames.onesided { n_fft / 2 + 1 } else { n_fft };
+        let want = if frames.onesided {
+            n_fft / 2 + 1
+        } else {
+            n_fft
+        };
         if bins != want {
             return Err(ctx.err(format!(
                 "istft: expected the frequency dimension (size {bins}) to be {want} (n_fft={n_fft}, onesided={})",
@@ -387,7 +396,11 @@ impl IstftPlan {
         if self.return_complex {
             complex_tensor(self.out_dtype, out, &sizes)
         } else {
-            real_tensor(self.out_dtype, out.into_iter().map(|z| z.re).collect(), &sizes)
+            real_tensor(
+                self.out_dtype,
+                out.into_iter().map(|z| z.re).collect(),
+                &sizes,
+            )
         }
     }
 }

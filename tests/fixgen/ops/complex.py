@@ -67,6 +67,8 @@ CASES = [
     Case("view_as_complex", lambda x: torch.view_as_complex(x) * 2, [randn(3, 4, 2)]),
     Case("view_as_real_of_input", lambda z: torch.view_as_real(z) + 1, [crandn(3, 4)]),
     Case("view_as_complex_strided", lambda x: torch.view_as_complex(x[:, ::2]), [randn(3, 4, 2)]),
+    Case("view_as_real_permuted", lambda z: torch.view_as_real(z).permute(2, 0, 1).contiguous() * 1, [crandn(3, 4)]),
+    Case("imag_transposed", lambda z: torch.imag(z).t().contiguous() + 0, [crandn(3, 4)]),
     Case("roundtrip_views", lambda x: torch.view_as_real(torch.view_as_complex(x)).sum(-1), [randn(5, 2)]),
     Case("rotary_embedding", rotary, [randn(2, 6, 3, 8), randn(6, 4)]),
     Case("complex_buffer_and_constant", RotaryBuffer(), [randn(2, 6, 3, 8)]),
@@ -144,5 +146,7 @@ CASES = [
     Case("stft_two_sided_normalized", lambda x, w: stft_center(x, w, onesided=False, normalized=True), [randn(48), hann], tol="loose"),
     Case("stft_win_length", lambda x, w: torch.stft(x, 16, hop_length=5, win_length=10, window=w, return_complex=True),
          [randn(60), torch.hann_window(10)], tol="loose"),
+    Case("stft_complex_input", lambda z, w: torch.stft(z, 16, hop_length=4, window=w, return_complex=True),
+         [crandn(40), hann], tol="loose"),
     Case("istft_roundtrip", istft_roundtrip, [randn(2, 64), hann], tol="loose"),
 ]
