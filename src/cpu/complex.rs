@@ -93,25 +93,38 @@ complex_type!(C64, f32, C64, F32, DType::Complex64);
 complex_type!(C128, f64, C128, F64, DType::Complex128);
 
 /// Complex arithmetic in f64 (every complex kernel computes in [`C128`] and rounds once).
-impl C128 {
+impl std::ops::Add for C128 {
+    type Output = C128;
     #[inline]
-    pub fn add(self, o: C128) -> C128 {
+    fn add(self, o: C128) -> C128 {
         C128::new(self.re + o.re, self.im + o.im)
     }
+}
+
+impl std::ops::Sub for C128 {
+    type Output = C128;
     #[inline]
-    pub fn sub(self, o: C128) -> C128 {
+    fn sub(self, o: C128) -> C128 {
         C128::new(self.re - o.re, self.im - o.im)
     }
+}
+
+impl std::ops::Mul for C128 {
+    type Output = C128;
     #[inline]
-    pub fn mul(self, o: C128) -> C128 {
+    fn mul(self, o: C128) -> C128 {
         C128::new(
             self.re * o.re - self.im * o.im,
             self.re * o.im + self.im * o.re,
         )
     }
+}
+
+impl std::ops::Div for C128 {
+    type Output = C128;
     /// Smith's division (as C99's and torch's `c10::complex`: no overflow for large parts).
     #[inline]
-    pub fn div(self, o: C128) -> C128 {
+    fn div(self, o: C128) -> C128 {
         let (a, b, c, d) = (self.re, self.im, o.re, o.im);
         if c.abs() >= d.abs() {
             if c == 0.0 && d == 0.0 {
@@ -126,6 +139,9 @@ impl C128 {
             C128::new((a * r + b) / den, (b * r - a) / den)
         }
     }
+}
+
+impl C128 {
     #[inline]
     pub fn scale(self, s: f64) -> C128 {
         C128::new(self.re * s, self.im * s)
@@ -199,8 +215,8 @@ mod tests {
     fn arithmetic() {
         let a = C128::new(1.0, 2.0);
         let b = C128::new(3.0, -1.0);
-        assert_eq!(a.mul(b), C128::new(5.0, 5.0));
-        let q = a.div(b);
+        assert_eq!(a * b, C128::new(5.0, 5.0));
+        let q = a / b;
         assert!((q.re - 0.1).abs() < 1e-15 && (q.im - 0.7).abs() < 1e-15);
         assert_eq!(crate::cpu::cast::<f32, C64>(2.5), C64::new(2.5, 0.0));
         assert_eq!(crate::cpu::cast::<C64, f64>(C64::new(2.5, 1.0)), 2.5);

@@ -11,6 +11,7 @@ use crate::ops::elementwise::engine::{promote, val, Val};
 use crate::ops::reduce::{gather_lanes, Reduction};
 use crate::ops::{OpCtx, OpTable, Scalar};
 use crate::runtime::RValue;
+use std::ops::{Add, Div, Mul, Sub};
 
 pub(super) fn register(r: &mut OpTable) {
     for op in ["add", "add_", "sub", "sub_", "rsub"] {
@@ -42,8 +43,15 @@ fn scalar_c(s: Scalar) -> C128 {
     C128::new(s.as_f64(), 0.0)
 }
 
-/// Both operands broadcast and read as complex128, with the result dtype and shape.
-fn binary(ctx: &OpCtx, a: &str, b: &str) -> Result<(Vec<C128>, Vec<C128>, DType, Vec<usize>)> {
+/// A binary op's operands read as complex128 and broadcast, its result dtype and shape.
+struct Operands {
+    x: Vec<C128>,
+    y: Vec<C128>,
+    dtype: DType,
+    shape: Vec<usize>,
+}
+
+fn binary(ctx: &OpCtx, a: &str, b: &str) -> Result<Operands> {
     let (x, y) = (val(ctx, a)?, val(ctx, b)?);
     let dtype = promote(&[&x, &y]);
     if !is_cpu_complex(dtype) {
@@ -72,7 +80,12 @@ fn binary(ctx: &OpCtx, a: &str, b: &str) -> Result<(Vec<C128>, Vec<C128>, DType,
             Val::S(s) => vec![scalar_c(*s); shape.iter().product()],
         })
     };
-    Ok((read(&x)?, read(&y)?, dtype, shape))
+    Ok(Operands {
+        x: read(&x)?,
+        y: read(&y)?,
+        dtype,
+        shape,
+    })
 }
 
 /// The result of an in-place op written into `self` (cast to its dtype), else a new tensor.
@@ -98,7 +111,7 @@ fn finish(ctx: &OpCtx, v: Vec<C128>, dtype: DType, shape: &[usize]) -> Result<Ve
 }
 
 fn add_sub(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (x, y, dtype, shape) = binary(ctx, "self", "other")?;
+    let Operands { x, y, dtype, shape } = binary(ctx, "self", "other")?;
     let alpha = ctx.opt_scalar("alpha")?.map_or(1.0, |s| s.as_f64());
     let op = ctx.target().split('.').nth(1).unwrap_or("");
     // rsub computes other - alpha * self.
@@ -115,7 +128,7 @@ fn add_sub(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 }
 
 fn mul(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
-    let (x, y, dtype, shape) = binary(ctx, "self", "other")?;
+    let Operands { x, y, dtype, shape } = binary(ctx, "self", "other")?;
     finish(
         ctx,
         x.into_iter().zip(y).map(|(a, b)| a.mul(b)).collect(),
@@ -130,7 +143,7 @@ fn div(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             "div with rounding_mode='{m}' is not supported for complex tensors (as in torch)"
         )));
     }
-    let (x, y, dtype, shape) = binary(ctx, "self", "other")?;
+    let Operands { x, y, dtype, shape } = binary(ctx, "self", "other")?;
     finish(
         ctx,
         x.into_iter().zip(y).map(|(a, b)| a.div(b)).collect(),

@@ -258,7 +258,7 @@ impl Tensor {
                 format!("Tensor must have a stride divisible by 2 for all but last dimension (strides {:?})", self.strides),
             ));
         }
-        if self.offset % 2 != 0 {
+        if !self.offset.is_multiple_of(2) {
             return Err(Error::op(
                 "view_as_complex",
                 format!(
@@ -319,7 +319,7 @@ fn part(ctx: &mut OpCtx, which: usize) -> Result<Vec<RValue>> {
 /// `complex(real, imag)`: broadcast, both float32 or both float64.
 fn complex(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (re, im) = (ctx.tensor("real")?, ctx.tensor("imag")?);
-    make_complex(ctx, &re, &im, |a, b| C128::new(a, b))
+    make_complex(ctx, &re, &im, C128::new)
 }
 
 /// `polar(abs, angle)`: `abs * (cos(angle) + i sin(angle))`.

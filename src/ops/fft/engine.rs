@@ -5,6 +5,7 @@
 
 use crate::cpu::C128;
 use std::f64::consts::PI;
+use std::ops::{Add, Mul};
 
 /// Primes up to this length use the direct O(n²) DFT; longer ones Bluestein's algorithm.
 const DIRECT_MAX: usize = 64;
@@ -17,12 +18,12 @@ fn twiddle(k: usize, n: usize, sign: f64) -> C128 {
 }
 
 fn smallest_factor(n: usize) -> usize {
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         return 2;
     }
     let mut p = 3;
     while p * p <= n {
-        if n % p == 0 {
+        if n.is_multiple_of(p) {
             return p;
         }
         p += 2;

@@ -11,6 +11,7 @@ use crate::error::Result;
 use crate::ops::complex::{complex_tensor, real_tensor};
 use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
+use std::ops::{Add, Mul};
 
 pub(super) fn register(r: &mut OpTable) {
     r.define_complex("aten.stft.default", stft, super::meta::stft);
