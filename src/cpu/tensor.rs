@@ -22,9 +22,14 @@ pub struct Tensor {
 }
 
 fn unsupported(dtype: DType) -> Error {
+    let hint = if dtype == DType::ComplexHalf {
+        " (complex32 / chalf: use complex64 in the model, `.to(torch.complex64)`)"
+    } else {
+        ""
+    };
     Error::op(
         "cpu",
-        format!("dtype {dtype} is not supported by the CPU backend"),
+        format!("dtype {dtype} is not supported by the CPU backend{hint}"),
     )
 }
 
