@@ -378,3 +378,32 @@ fn conj(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let v = t.to_vec::<C128>().into_iter().map(C128::conj).collect();
     one(complex_tensor(t.dtype, v, &t.sizes)?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn views_share_storage_and_check_their_layout() {
+        let x = Tensor::from_vec((0..12).map(|v| v as f32).collect::<Vec<_>>(), &[3, 2, 2]);
+        let z = x.view_as_complex().unwrap();
+        assert_eq!((z.dtype, z.sizes.clone()), (DType::Complex64, vec![3, 2]));
+        assert_eq!(z.to_vec::<C128>()[3], C128::new(6.0, 7.0));
+        // Writes through the complex view reach the real tensor.
+        z.copy_from(&Tensor::full(DType::Complex64, &[3, 2], 1.0).unwrap())
+            .unwrap();
+        assert_eq!(x.to_vec::<f32>()[..4], [1.0, 0.0, 1.0, 0.0]);
+        let r = z.view_as_real().unwrap();
+        assert_eq!(
+            (r.sizes.clone(), r.strides.clone()),
+            (vec![3, 2, 2], vec![4, 2, 1])
+        );
+        // Layouts torch refuses are errors, not panics.
+        let odd = x.view_with(vec![2, 2], vec![2, 1], 1);
+        assert!(odd.view_as_complex().is_err());
+        let last3 = Tensor::from_vec(vec![0f32; 6], &[2, 3]);
+        assert!(last3.view_as_complex().is_err());
+        assert!(Tensor::scalar(1f32).view_as_complex().is_err());
+        assert!(x.view_as_real().is_err());
+    }
+}

@@ -296,7 +296,7 @@ impl FftPlan {
                 _ => {}
             }
         }
-        if dims.iter().any(|&d| resized[d] == 0) {
+        if matches!(kind, Kind::C2R { last: 0 }) || dims.iter().any(|&d| resized[d] == 0) {
             return Err(ctx.err(format!(
                 "{op}: Invalid number of data points (0) specified (sizes {resized:?}, dims {dims:?})"
             )));
