@@ -2,14 +2,16 @@
 
 export type DType =
   | 'float32' | 'float64' | 'float16' | 'bfloat16'
-  | 'int64' | 'int32' | 'int16' | 'int8' | 'uint8' | 'bool';
+  | 'int64' | 'int32' | 'int16' | 'int8' | 'uint8' | 'bool' | 'complex64' | 'complex128';
 
 export type TypedArray =
   | Float32Array | Float64Array | BigInt64Array | Int32Array | Int16Array | Int8Array
   | Uint8Array | Uint16Array;
 
 /** A tensor: row-major data and its shape. float16/bfloat16 use Uint16Array (raw bits),
- * int64 BigInt64Array, bool Uint8Array. `dtype` is inferred from the array when omitted. */
+ * int64 BigInt64Array, bool Uint8Array; complex64 / complex128 interleaved (re, im) pairs in a
+ * Float32Array / Float64Array of 2 x numel values (give `dtype`: it is not inferred).
+ * `dtype` is inferred from the array when omitted. */
 export interface Tensor {
   data: TypedArray;
   shape: number[];

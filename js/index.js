@@ -143,11 +143,12 @@ export function cpuThreading() {
   return { ...threading };
 }
 
-// dtype <-> typed array.
+// dtype <-> typed array. Complex tensors are interleaved (re, im) pairs, as torch stores
+// them: complex64 a Float32Array of 2 x numel values, complex128 a Float64Array.
 const ARRAY_OF = {
   float32: Float32Array, float64: Float64Array, float16: Uint16Array, bfloat16: Uint16Array,
   int64: BigInt64Array, int32: Int32Array, int16: Int16Array, int8: Int8Array, uint8: Uint8Array,
-  bool: Uint8Array,
+  bool: Uint8Array, complex64: Float32Array, complex128: Float64Array,
 };
 const DEFAULT_DTYPE = new Map([
   [Float32Array, 'float32'], [Float64Array, 'float64'], [BigInt64Array, 'int64'],

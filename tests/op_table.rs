@@ -94,10 +94,12 @@ fn every_entry_has_a_family_and_something_to_run() {
     let families = [
         "activation",
         "attention",
+        "complex",
         "control",
         "conv",
         "elementwise",
         "factory",
+        "fft",
         "index",
         "linalg",
         "matmul",

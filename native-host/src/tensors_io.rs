@@ -17,6 +17,8 @@ fn dtype_from_st(d: safetensors::Dtype) -> Result<DType, String> {
         S::I8 => DType::I8,
         S::U8 => DType::U8,
         S::BOOL => DType::Bool,
+        // Interleaved (re, im) float32 pairs, as torch and pt2web store complex64.
+        S::C64 => DType::Complex64,
         other => return Err(format!("safetensors dtype {other:?} is not supported")),
     })
 }
@@ -34,6 +36,13 @@ fn dtype_to_st(d: DType) -> Result<safetensors::Dtype, String> {
         DType::I8 => S::I8,
         DType::U8 => S::U8,
         DType::Bool => S::BOOL,
+        DType::Complex64 => S::C64,
+        DType::Complex128 => {
+            return Err("complex128 cannot be written to safetensors (the format has no \
+                        complex128 dtype): return torch.view_as_real(x) or a complex64 tensor from the \
+                        model"
+                .into())
+        }
         other => return Err(format!("dtype {other} cannot be written to safetensors")),
     })
 }
@@ -125,6 +134,8 @@ pub fn read_npy(path: &str) -> Result<Tensor, String> {
         "|i1" => DType::I8,
         "|u1" => DType::U8,
         "|b1" => DType::Bool,
+        "<c8" => DType::Complex64,
+        "<c16" => DType::Complex128,
         other => return Err(bad(&format!("dtype '{other}'"))),
     };
     let n: usize = shape.iter().product();

@@ -1,6 +1,7 @@
 //! Element types of CPU tensors and the conversions between them (torch's casting rules:
 //! float→int truncates toward zero, anything→bool is `!= 0`).
 
+use super::complex::{C128, C64};
 use crate::dtype::DType;
 use half::{bf16, f16};
 
@@ -17,6 +18,10 @@ pub enum Data {
     I8(Vec<i8>),
     U8(Vec<u8>),
     Bool(Vec<bool>),
+    /// complex64, interleaved (re, im) pairs of f32 (see [`super::complex`]).
+    C64(Vec<C64>),
+    /// complex128, pairs of f64.
+    C128(Vec<C128>),
 }
 
 impl Data {
@@ -32,6 +37,8 @@ impl Data {
             Data::I8(_) => DType::I8,
             Data::U8(_) => DType::U8,
             Data::Bool(_) => DType::Bool,
+            Data::C64(_) => DType::Complex64,
+            Data::C128(_) => DType::Complex128,
         }
     }
     pub fn len(&self) -> usize {
@@ -46,6 +53,8 @@ impl Data {
             Data::I8(v) => v.len(),
             Data::U8(v) => v.len(),
             Data::Bool(v) => v.len(),
+            Data::C64(v) => v.len(),
+            Data::C128(v) => v.len(),
         }
     }
     pub fn is_empty(&self) -> bool {
@@ -64,6 +73,8 @@ impl Data {
             DType::I8 => Data::I8(vec![0; n]),
             DType::U8 => Data::U8(vec![0; n]),
             DType::Bool => Data::Bool(vec![false; n]),
+            DType::Complex64 => Data::C64(vec![C64::default(); n]),
+            DType::Complex128 => Data::C128(vec![C128::default(); n]),
             _ => return None,
         })
     }
@@ -89,6 +100,22 @@ impl Data {
             DType::I8 => Data::I8(b.iter().map(|&x| x as i8).collect()),
             DType::U8 => Data::U8(b.to_vec()),
             DType::Bool => Data::Bool(b.iter().map(|&x| x != 0).collect()),
+            DType::Complex64 => Data::C64(
+                b.chunks_exact(8)
+                    .map(|c| {
+                        let part = |i: usize| f32::from_le_bytes(c[i..i + 4].try_into().unwrap());
+                        C64::new(part(0), part(4))
+                    })
+                    .collect(),
+            ),
+            DType::Complex128 => Data::C128(
+                b.chunks_exact(16)
+                    .map(|c| {
+                        let part = |i: usize| f64::from_le_bytes(c[i..i + 8].try_into().unwrap());
+                        C128::new(part(0), part(8))
+                    })
+                    .collect(),
+            ),
             _ => return None,
         })
     }
@@ -110,6 +137,16 @@ impl Data {
             Data::I8(v) => v.iter().map(|&x| x as u8).collect(),
             Data::U8(v) => v.clone(),
             Data::Bool(v) => v.iter().map(|&x| x as u8).collect(),
+            Data::C64(v) => v
+                .iter()
+                .flat_map(|x| [x.re.to_le_bytes(), x.im.to_le_bytes()])
+                .flatten()
+                .collect(),
+            Data::C128(v) => v
+                .iter()
+                .flat_map(|x| [x.re.to_le_bytes(), x.im.to_le_bytes()])
+                .flatten()
+                .collect(),
         }
     }
 }
@@ -129,13 +166,23 @@ pub trait Elem: Copy + Send + Sync + PartialOrd + Default + std::fmt::Debug + 's
     fn from_i64(v: i64) -> Self;
     fn to_bool(self) -> bool;
     fn from_bool(b: bool) -> Self;
+    /// As a complex number (real types: imaginary part 0).
+    #[inline]
+    fn to_c128(self) -> C128 {
+        C128::new(self.to_f64(), 0.0)
+    }
+    /// From a complex number (real types keep the real part, as torch's casts do).
+    #[inline]
+    fn from_c128(v: C128) -> Self {
+        Self::from_f64(v.re)
+    }
     fn slice(d: &Data) -> Option<&[Self]>;
     fn slice_mut(d: &mut Data) -> Option<&mut [Self]>;
     fn wrap(v: Vec<Self>) -> Data;
 }
 
 macro_rules! float_elem {
-    ($t:ty, $v:ident, $dt:expr, $to:expr, $from:expr) => {
+    ($t:ty, $v:ident, $dt:expr, $to:expr, $from:expr $(, $cv:ident)?) => {
         impl Elem for $t {
             const DTYPE: DType = $dt;
             #[inline]
@@ -165,17 +212,18 @@ macro_rules! float_elem {
                 Self::from_f64(b as u8 as f64)
             }
             fn slice(d: &Data) -> Option<&[Self]> {
-                if let Data::$v(v) = d {
-                    Some(v)
-                } else {
-                    None
+                match d {
+                    Data::$v(v) => Some(v),
+                    // A real view of complex storage (`view_as_real`).
+                    $(Data::$cv(v) => Some(bytemuck::cast_slice(v)),)?
+                    _ => None,
                 }
             }
             fn slice_mut(d: &mut Data) -> Option<&mut [Self]> {
-                if let Data::$v(v) = d {
-                    Some(v)
-                } else {
-                    None
+                match d {
+                    Data::$v(v) => Some(v),
+                    $(Data::$cv(v) => Some(bytemuck::cast_slice_mut(v)),)?
+                    _ => None,
                 }
             }
             fn wrap(v: Vec<Self>) -> Data {
@@ -185,8 +233,15 @@ macro_rules! float_elem {
     };
 }
 
-float_elem!(f32, F32, DType::F32, |x: f32| x as f64, |v: f64| v as f32);
-float_elem!(f64, F64, DType::F64, |x: f64| x, |v: f64| v);
+float_elem!(
+    f32,
+    F32,
+    DType::F32,
+    |x: f32| x as f64,
+    |v: f64| v as f32,
+    C64
+);
+float_elem!(f64, F64, DType::F64, |x: f64| x, |v: f64| v, C128);
 float_elem!(f16, F16, DType::F16, |x: f16| x.to_f64(), f16::from_f64);
 float_elem!(
     bf16,
@@ -295,6 +350,8 @@ impl Elem for bool {
 pub fn cast<S: Elem, D: Elem>(x: S) -> D {
     if D::DTYPE == DType::Bool {
         D::from_bool(x.to_bool())
+    } else if D::DTYPE.is_complex() || S::DTYPE.is_complex() {
+        D::from_c128(x.to_c128())
     } else if D::DTYPE.is_float() {
         D::from_f64(x.to_f64())
     } else if S::DTYPE.is_float() {
@@ -305,7 +362,8 @@ pub fn cast<S: Elem, D: Elem>(x: S) -> D {
     }
 }
 
-/// Run `$body` with `$T` bound to the Rust type of `$dtype` (the dtypes CPU tensors support).
+/// Run `$body` with `$T` bound to the Rust type of `$dtype` (the dtypes CPU tensors support;
+/// complex ones included: the op table keeps complex tensors from kernels that compute).
 #[macro_export]
 macro_rules! with_dtype {
     ($dtype:expr, $T:ident => $body:expr, else $err:expr) => {
@@ -348,6 +406,14 @@ macro_rules! with_dtype {
             }
             $crate::DType::Bool => {
                 type $T = bool;
+                $body
+            }
+            $crate::DType::Complex64 => {
+                type $T = $crate::cpu::C64;
+                $body
+            }
+            $crate::DType::Complex128 => {
+                type $T = $crate::cpu::C128;
                 $body
             }
             _ => $err,

@@ -1,4 +1,5 @@
-//! torch's type promotion (`torch.result_type`): categories bool < integer < floating; tensors
+//! torch's type promotion (`torch.result_type`): categories bool < integer < floating <
+//! complex; tensors
 //! with dimensions decide within a category, zero-dim tensors only when they raise the
 //! category, and Python scalars only when they raise it (taking the default dtype).
 
@@ -21,6 +22,8 @@ pub enum Operand {
 fn category(d: DType) -> u8 {
     if d == DType::Bool {
         0
+    } else if d.is_complex() {
+        3
     } else if d.is_float() {
         2
     } else {
@@ -33,6 +36,25 @@ pub fn promote_types(a: DType, b: DType) -> DType {
     use DType::*;
     if a == b {
         return a;
+    }
+    if a.is_complex() || b.is_complex() {
+        // The complex type whose parts are the promoted float parts (complex64 with
+        // float64 is complex128; with an integer, complex64).
+        let part = |d: DType| {
+            if d.is_complex() {
+                Some(super::complex::real_dtype(d))
+            } else if d.is_float() {
+                Some(d)
+            } else {
+                None
+            }
+        };
+        let p = match (part(a), part(b)) {
+            (Some(x), Some(y)) => promote_types(x, y),
+            (Some(x), None) | (None, Some(x)) => x,
+            (None, None) => DType::F32,
+        };
+        return super::complex::complex_dtype(p);
     }
     match (category(a), category(b)) {
         (0, _) => b,
@@ -106,7 +128,10 @@ pub fn result_type(ops: &[Operand]) -> DType {
         if category(cand) > category(out) {
             // A higher category from a lower-priority operand: its own dtype when it is a
             // 0-d tensor, the default dtype of the category for a scalar.
-            out = if Some(cand) == zero {
+            out = if category(cand) == 3 && category(out) == 2 {
+                // A complex 0-d tensor over float tensors keeps their precision.
+                super::complex::complex_dtype(out)
+            } else if Some(cand) == zero {
                 cand
             } else if category(cand) == 2 {
                 DType::F32
@@ -147,5 +172,11 @@ mod tests {
         assert_eq!(result_type(&[t(Bool), t(Bool)]), Bool);
         assert_eq!(result_type(&[t(I32), z(I64)]), I32);
         assert_eq!(result_type(&[z(I32), z(I64)]), I64);
+        assert_eq!(promote_types(Complex64, F64), Complex128);
+        assert_eq!(promote_types(I64, Complex64), Complex64);
+        assert_eq!(promote_types(Complex128, F32), Complex128);
+        assert_eq!(result_type(&[t(F64), z(Complex64)]), Complex128);
+        assert_eq!(result_type(&[t(Complex64), Operand::Float]), Complex64);
+        assert_eq!(result_type(&[t(I32), z(Complex128)]), Complex128);
     }
 }

@@ -22,9 +22,14 @@ pub struct Tensor {
 }
 
 fn unsupported(dtype: DType) -> Error {
+    let hint = if dtype == DType::ComplexHalf {
+        " (complex32 / chalf: use complex64 in the model, `.to(torch.complex64)`)"
+    } else {
+        ""
+    };
     Error::op(
         "cpu",
-        format!("dtype {dtype} is not supported by the CPU backend"),
+        format!("dtype {dtype} is not supported by the CPU backend{hint}"),
     )
 }
 
@@ -86,6 +91,12 @@ impl Tensor {
             expected *= self.sizes[i];
         }
         true
+    }
+    /// Elements of this tensor's dtype its storage holds (a real view of complex storage
+    /// counts its parts, a complex view of real storage its pairs).
+    pub fn storage_len(&self) -> usize {
+        let d = self.read();
+        with_dtype!(self.dtype, T => T::slice(&d).map_or(0, |s| s.len()), else d.len())
     }
     /// True when the elements are exactly `storage[offset..offset+numel]` in order.
     pub fn is_dense(&self) -> bool {

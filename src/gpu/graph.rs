@@ -36,7 +36,12 @@ impl GpuPlans {
                     .steps
                     .iter()
                     .map(|s| {
-                        let t = &graph.nodes[s.node].target;
+                        let node = &graph.nodes[s.node];
+                        let t = &node.target;
+                        // Complex tensors stay on the CPU: their nodes run the CPU kernel.
+                        if crate::ops::touches_complex(node, graph) {
+                            return (None, None);
+                        }
                         (super::dynamic::Dynamic::of(t), kernels::lookup(t))
                     })
                     .collect();

@@ -268,9 +268,20 @@ impl GTensor {
 
 /// A new store with only a CPU copy (a CPU tensor's storage).
 pub fn cpu_store(t: &Tensor) -> Cell {
-    let len = t.read().len();
+    // Complex storage is its real parts to the GPU (interleaved pairs): a real view of it
+    // (`view_as_real`, `real`, `imag`) reads the words directly; complex tensors themselves
+    // never reach a GPU kernel (their nodes run on the CPU).
+    let (dtype, len) = {
+        let d = t.read();
+        match &*d {
+            Data::C64(v) => (DType::F32, 2 * v.len()),
+            Data::C128(v) => (DType::F64, 2 * v.len()),
+            other if t.dtype.is_complex() => (other.dtype(), other.len()),
+            other => (t.dtype, other.len()),
+        }
+    };
     Arc::new(Mutex::new(Store {
-        dtype: t.dtype,
+        dtype,
         len,
         gpu: None,
         gpu_valid: false,
@@ -317,6 +328,12 @@ pub fn gpu_store(dev: &GpuDevice, dtype: DType, len: usize, what: &str) -> Resul
 pub fn to_gpu_bytes(d: &Data, what: &str) -> Result<Vec<u8>> {
     Ok(match d {
         Data::F32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        // Complex64 storage: its f32 parts (see `cpu_store`).
+        Data::C64(v) => v
+            .iter()
+            .flat_map(|x| [x.re.to_le_bytes(), x.im.to_le_bytes()])
+            .flatten()
+            .collect(),
         Data::I32(v) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         Data::I64(v) => {
             let mut out = Vec::with_capacity(v.len() * 4);

@@ -12,10 +12,12 @@ pub mod util;
 // One file per op family; each registers its targets.
 pub(crate) mod activation;
 pub(crate) mod attention;
+pub(crate) mod complex;
 pub(crate) mod control;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 mod factory;
+pub(crate) mod fft;
 pub(crate) use factory::sizes_arg;
 pub(crate) mod index;
 pub(crate) mod linalg;
@@ -29,7 +31,7 @@ pub(crate) mod shape;
 pub(crate) mod sort;
 
 pub use ctx::{OpCtx, Scalar};
-pub use table::{OpDef, OpTable};
+pub use table::{touches_complex, OpDef, OpTable};
 
 use crate::error::Result;
 use crate::runtime::RValue;
@@ -85,4 +87,9 @@ fn register_all(r: &mut OpTable) {
     shape::register(r);
     r.set_family("sort");
     sort::register(r);
+    // Last: these bind complex kernels to targets the families above own.
+    r.set_family("complex");
+    complex::register(r);
+    r.set_family("fft");
+    fft::register(r);
 }

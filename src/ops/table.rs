@@ -28,6 +28,10 @@ pub struct OpDef {
     pub cpu: Option<Kernel>,
     /// The shape and dtype rule (meta device).
     pub rule: Option<Rule>,
+    /// The CPU kernel of nodes that read or write complex tensors (None: such a node is
+    /// refused with an error naming the op): the plan binds it instead of `cpu` (see
+    /// [`OpTable::kernel_for`]), so real kernels never see complex data.
+    pub complex: Option<Kernel>,
 }
 
 /// Targets → [`OpDef`]s.
@@ -60,6 +64,7 @@ impl OpTable {
                     family: self.family,
                     cpu: None,
                     rule: None,
+                    complex: None,
                 });
                 map.insert(name.to_string(), self.defs.len() - 1);
                 self.defs.len() - 1
@@ -89,6 +94,30 @@ impl OpTable {
         let d = self.entry(op, true);
         d.cpu = Some(k);
         d.rule = Some(r);
+    }
+    /// [`OpTable::define`] for a target whose kernel serves complex tensors too.
+    pub fn define_complex(&mut self, target: &str, k: Kernel, r: Rule) {
+        self.define(target, k, r);
+        self.entry(target, false).complex = Some(k);
+    }
+    /// The kernel of `name` (an exact target or an op) when its node reads or writes
+    /// complex tensors; `name` must be registered already (by the family that owns it).
+    pub fn complex(&mut self, name: &str, k: Kernel) {
+        self.registered(name).complex = Some(k);
+    }
+    /// Complex tensors go through `name`'s own CPU kernel (data movement that is generic
+    /// over the element type: views, copies).
+    pub fn complex_same(&mut self, name: &str) {
+        let d = self.registered(name);
+        d.complex = d.cpu;
+    }
+    /// The entry already registered as `name` (exact first, then op-wide).
+    fn registered(&mut self, name: &str) -> &mut OpDef {
+        let i = self.exact.get(name).or_else(|| self.any.get(name));
+        match i {
+            Some(&i) => &mut self.defs[i],
+            None => panic!("{name} is not registered: register its family first"),
+        }
     }
     /// The shape rule of one exact target.
     pub fn rule(&mut self, target: &str, r: Rule) {
@@ -124,6 +153,24 @@ impl OpTable {
     pub fn cpu_kernel(&self, target: &str) -> Option<Kernel> {
         self.candidates(target).find_map(|d| d.cpu)
     }
+    /// The kernel a node runs: its target's CPU kernel, or where the node reads or writes
+    /// a complex tensor (by the graph's tensor metadata, so this is decided once, when the
+    /// plan is built) the target's complex kernel, or one that refuses with a clear error.
+    pub fn kernel_for(
+        &self,
+        node: &crate::program::Node,
+        graph: &crate::program::Graph,
+    ) -> Option<Kernel> {
+        let k = self.cpu_kernel(&node.target);
+        if k.is_none() || !touches_complex(node, graph) {
+            return k;
+        }
+        Some(
+            self.candidates(&node.target)
+                .find_map(|d| d.complex)
+                .unwrap_or(no_complex_kernel),
+        )
+    }
     /// The shape rule of `target`.
     pub fn shape_rule(&self, target: &str) -> Option<Rule> {
         self.candidates(target).find_map(|d| d.rule)
@@ -156,4 +203,29 @@ impl OpTable {
         v.dedup();
         v
     }
+}
+
+/// Whether one of the node's tensor arguments or results is complex (by the graph's
+/// metadata of its values).
+pub fn touches_complex(node: &crate::program::Node, graph: &crate::program::Graph) -> bool {
+    let mut ids = Vec::new();
+    node.inputs.iter().for_each(|(_, a)| a.values(&mut ids));
+    node.outputs.iter().for_each(|a| a.values(&mut ids));
+    ids.iter().any(|&id| {
+        matches!(
+            graph.values.get(id).map(|v| &v.kind),
+            Some(crate::program::ValueKind::Tensor { dtype, .. }) if dtype.is_complex()
+        )
+    })
+}
+
+/// The kernel of a node that reads or writes complex tensors where its op has no complex
+/// kernel.
+fn no_complex_kernel(ctx: &mut super::OpCtx) -> crate::error::Result<Vec<crate::runtime::RValue>> {
+    Err(ctx.err(format!(
+        "{} does not support complex tensors yet (complex64/complex128 run on the CPU for: \
+         view_as_complex/view_as_real, arithmetic, abs/angle/exp, sum/mean, copies, views, \
+         FFTs; see `pt2web check`)",
+        ctx.target()
+    )))
 }

@@ -263,7 +263,7 @@ fn analyze(p: &Program, state_of: &HashMap<ValueId, String>, failed: &HashSet<us
             });
         if has_effects(n)
             || UNINITIALIZED.contains(&op)
-            || reg.cpu_kernel(&n.target).is_none()
+            || reg.kernel_for(n, g).is_none()
             || !tensors_out
         {
             continue;
@@ -420,7 +420,7 @@ fn evaluate(
             };
             env[v] = Some(RValue::Tensor(t));
         }
-        let kernel = reg.cpu_kernel(&n.target).ok_or(i)?;
+        let kernel = reg.kernel_for(n, g).ok_or(i)?;
         let outs = kernel(&mut OpCtx {
             node: n,
             graph: g,

@@ -197,7 +197,7 @@ impl GraphPlan {
             .enumerate()
             .map(|(i, (node, reads))| Step {
                 node: i,
-                kernel: table.cpu_kernel(&node.target),
+                kernel: table.kernel_for(node, graph),
                 frees: reads
                     .iter()
                     .copied()

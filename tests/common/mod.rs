@@ -228,6 +228,7 @@ pub fn to_tensor(view: &safetensors::tensor::TensorView) -> Tensor {
         safetensors::Dtype::I8 => DType::I8,
         safetensors::Dtype::U8 => DType::U8,
         safetensors::Dtype::BOOL => DType::Bool,
+        safetensors::Dtype::C64 => DType::Complex64,
         other => panic!("unsupported safetensors dtype {other:?}"),
     };
     Tensor::from_data(
@@ -462,6 +463,14 @@ pub fn tolerance(name: &str) -> (f64, f64) {
 /// Compare `got` with PyTorch's `want` under tolerance `tol` (f16 / bf16 results at least
 /// 1e-2); describe the first outlier.
 pub fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
+    // Complex results: PyTorch's are stored as their real view `[..., 2]` (the fixture
+    // generators write `torch.view_as_real`), so compare ours the same way.
+    if got.dtype.is_complex() && !want.dtype.is_complex() {
+        let real = got
+            .view_as_real()
+            .map_err(|e| format!("complex result: {e}"))?;
+        return compare(&real, want, tol);
+    }
     if got.sizes != want.sizes {
         return Err(format!("shape {:?}, expected {:?}", got.sizes, want.sizes));
     }

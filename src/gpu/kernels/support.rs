@@ -43,6 +43,15 @@ fn names(ds: &[DType]) -> String {
 /// (`kernels::run`), except that an op writing into an input needs an f16 form
 /// ([`F16`]) whose float tensors share one dtype, or one that mixes them.
 pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
+    // Complex tensors stay on the CPU: every node that reads or writes one runs its CPU
+    // kernel (the executor decides the same way: `crate::ops::touches_complex`).
+    if inputs.iter().chain(outputs).any(|d| d.is_complex()) {
+        return Support::Dtype(format!(
+            "complex tensors run on the CPU (no GPU complex kernels): ({}) -> ({})",
+            names(inputs),
+            names(outputs)
+        ));
+    }
     if let Some(ok) = with_readback(target, inputs, outputs) {
         return verdict(ok, inputs, outputs);
     }

@@ -422,7 +422,7 @@ pub(crate) fn strided_view(
     }
     let sizes: Vec<usize> = size.iter().map(|&s| s as usize).collect();
     let strides: Vec<usize> = stride.iter().map(|&s| s as usize).collect();
-    let len = t.read().len();
+    let len = t.storage_len();
     if !sizes.contains(&0) {
         let last = sizes
             .iter()

@@ -70,9 +70,10 @@ pub(super) fn gather_storage(
     sizes: &[usize],
 ) -> Result<Tensor> {
     let d = src.read();
-    let len = d.len();
     with_dtype!(src.dtype, T => {
         let s = T::slice(&d).ok_or_else(|| crate::error::Error::op("cpu", "storage dtype differs from the tensor's"))?;
+        // In the tensor's elements (a real view of complex storage has twice as many).
+        let len = s.len();
         let fill_v = crate::cpu::cast::<f64, T>(fill);
         let mut out = Vec::with_capacity(offs.len());
         for o in offs {
@@ -95,9 +96,10 @@ pub(super) fn gather_runs(
     sizes: &[usize],
 ) -> Result<Tensor> {
     let d = src.read();
-    let len = d.len();
     with_dtype!(src.dtype, T => {
         let s = T::slice(&d).ok_or_else(|| crate::error::Error::op("cpu", "storage dtype differs from the tensor's"))?;
+        // In the tensor's elements (a real view of complex storage has twice as many).
+        let len = s.len();
         let mut out = Vec::with_capacity(starts.len() * run);
         for &o in starts {
             match s.get(o..o.saturating_add(run)) {
