@@ -13,6 +13,7 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
+mod antialias;
 mod grid;
 mod unpool;
 pub(crate) mod upsample;
@@ -31,6 +32,7 @@ pub(crate) use window::{adaptive_sizes, Planes, PoolParams, Window};
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
     unpool::register(r);
+    antialias::register(r);
     for nd in ["1d", "2d", "3d"] {
         r.define_op(&format!("aten.max_pool{nd}"), max_pool, meta::window_pool);
         r.define_op(
