@@ -199,13 +199,17 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         for b in 0..bags {
             acc.iter_mut().for_each(|a| *a = 0.0);
             let mut first = true;
-            let mut count = 0i64;
+            // torch's bag size: the offsets' difference, the last bag reaching the end of
+            // `indices` even with include_last_offset (whose trailing indices it does not
+            // sum), less the padding entries met; mean divides by it.
+            let nominal = if b + 1 < bags { end(b) } else { n };
+            let mut count = nominal as i64 - start(b) as i64;
             for (k, &id) in ids.iter().enumerate().take(end(b)).skip(start(b)) {
                 offset2bag[k] = b as i64;
                 if p.padding_idx == Some(id) {
+                    count -= 1;
                     continue;
                 }
-                count += 1;
                 let row = &wv[id as usize * dim..(id as usize + 1) * dim];
                 for (j, &x) in row.iter().enumerate() {
                     let x = x.to_f64();

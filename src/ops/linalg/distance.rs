@@ -1,4 +1,4 @@
-//! Pairwise distances: `cdist` / `_cdist_forward` (`x1 [B.., P, M]`, `x2 [B.., R, M]` →
+//! Distances: `dist` (the p-norm of `self - other`, broadcast), `cdist` / `_cdist_forward` (`x1 [B.., P, M]`, `x2 [B.., R, M]` →
 //! `[B.., P, R]`, batch dims broadcast) and `pdist` / `_pdist_forward` (`[N, M]` → the
 //! `N (N - 1) / 2` distances of rows `i < j`, row-major). p = 0 counts differing
 //! coordinates, p = ∞ takes the largest difference, else `(Σ |d|^p)^(1/p)`. Sums accumulate
@@ -22,6 +22,45 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten._cdist_forward.default", cdist, cdist_rule);
     r.define("aten.pdist.default", pdist, pdist_rule);
     r.define("aten._pdist_forward.default", pdist, pdist_rule);
+    r.define("aten.dist.default", dist_op, dist_rule);
+}
+
+fn dist_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let (a, b) = (ctx.tensor("self")?, ctx.tensor("other")?);
+    broadcast(&a.sizes, &b.sizes)?;
+    if a.dtype != b.dtype || !a.dtype.is_float() {
+        return Err(format!(
+            "self and other must be floating-point tensors of one dtype, got {} and {}",
+            a.dtype, b.dtype
+        ));
+    }
+    Ok(vec![MValue::Tensor(a.with_sizes(vec![]))])
+}
+
+/// `dist(self, other, p=2)`: `‖self - other‖_p` over the broadcast elements, a 0-d tensor.
+fn dist_op(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (a, b) = (ctx.tensor("self")?, ctx.tensor("other")?);
+    let p = ctx.float_or("p", 2.0)?;
+    check_p(ctx, p)?;
+    if a.dtype != b.dtype || !a.dtype.is_float() {
+        return Err(ctx.err(format!(
+            "self and other must be floating-point tensors of one dtype, got {} and {}",
+            a.dtype, b.dtype
+        )));
+    }
+    let shape = broadcast(&a.sizes, &b.sizes).map_err(|e| ctx.err(e))?;
+    // The difference rounds to the element type first, as torch's `self - other`.
+    let (av, bv) = (a.expand_to(&shape)?, b.expand_to(&shape)?);
+    let diff: Vec<f64> = with_dtype!(a.dtype, T => {
+        av.to_vec::<T>()
+            .iter()
+            .zip(bv.to_vec::<T>())
+            .map(|(x, y)| T::from_f64(x.to_f64() - y.to_f64()).to_f64())
+            .collect()
+    }, else return Err(ctx.err(format!("dtype {} is not supported", a.dtype))));
+    let zeros = vec![0.0; diff.len()];
+    let d = dist(&diff, &zeros, p);
+    Ok(vec![Tensor::from_vec(vec![d], &[]).to_dtype(a.dtype)?.into()])
 }
 
 fn cdist_shapes(

@@ -286,3 +286,9 @@ CASES += [
     Case("cdist", _cdist, [randn(2, 4, 3, seed=70), randn(2, 5, 3, seed=71), randn(3, 1, 6, 3, seed=72)], tol="loose"),
     Case("pdist", _pdist, [randn(5, 4, seed=73)], tol="loose"),
 ]
+
+CASES += [
+    Case("dist", lambda a, b: (torch.dist(a, b), torch.dist(a, b[0], p=1.0), torch.dist(a.t(), b.t(), p=0.0),
+                               torch.dist(a, b, p=float("inf")), torch.dist(a, b, p=3.5), torch.dist(a[:0], b[:0])),
+         [randn(4, 3, seed=74), randn(4, 3, seed=75)], tol="loose"),
+]

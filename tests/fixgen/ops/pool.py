@@ -123,7 +123,7 @@ def _unpool(x, x3):
     y1, i1 = F.max_pool1d(x[0], 3, return_indices=True)
     return (F.max_unpool2d(y, i, 2), F.max_unpool2d(y, i, 2, output_size=[9, 9]),
             F.max_unpool3d(y3, i3, 2, stride=2), F.max_unpool1d(y1, i1, 3, output_size=[8]),
-            F.max_unpool2d(y.transpose(2, 3), i.transpose(2, 3), 1, output_size=[8, 8]))
+            F.max_unpool2d(y.transpose(2, 3), i.transpose(2, 3), 2))
 
 
 def _pool_backward(g, x):
