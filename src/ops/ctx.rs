@@ -222,7 +222,10 @@ impl<'a> OpCtx<'a> {
             Some(Arg::Floats(v)) => Ok(Some(v.clone())),
             Some(Arg::SymFloats(v)) => v
                 .iter()
-                .map(|x| self.scalar_of(&Arg::SymFloat(x.clone()), name).map(Scalar::as_f64))
+                .map(|x| {
+                    self.scalar_of(&Arg::SymFloat(x.clone()), name)
+                        .map(Scalar::as_f64)
+                })
                 .collect::<Result<Vec<f64>>>()
                 .map(Some),
             Some(a) => Ok(Some(vec![self.scalar_of(a, name)?.as_f64()])),

@@ -28,9 +28,9 @@ struct DistMeta {
 /// The shader's norm kind for `p`, or None for a p it does not serve.
 fn kind(p: f64) -> Option<u32> {
     Some(match p {
-        p if p == 0.0 => 0,
-        p if p == 1.0 => 1,
-        p if p == 2.0 => 2,
+        0.0 => 0,
+        1.0 => 1,
+        2.0 => 2,
         p if p == f64::INFINITY => 3,
         p if p > 0.0 && p.is_finite() => 4,
         _ => return None,
@@ -85,7 +85,12 @@ fn cdist(k: &mut KernelCtx) -> Out {
             p: p as f32,
             _pad: 0,
         };
-        k.dispatch(&CDIST, bytemuck::bytes_of(&meta), &[(1, &out), (2, &ac), (3, &bc)], (gx, gy, 1))?;
+        k.dispatch(
+            &CDIST,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, &ac), (3, &bc)],
+            (gx, gy, 1),
+        )?;
     }
     Ok(Some(vec![Slot::Tensor(out)]))
 }
@@ -122,7 +127,12 @@ fn pdist(k: &mut KernelCtx) -> Out {
             p: p as f32,
             _pad: 0,
         };
-        k.dispatch(&PDIST, bytemuck::bytes_of(&meta), &[(1, &out), (2, &xc), (3, &xc)], (gx, gy, 1))?;
+        k.dispatch(
+            &PDIST,
+            bytemuck::bytes_of(&meta),
+            &[(1, &out), (2, &xc), (3, &xc)],
+            (gx, gy, 1),
+        )?;
     }
     Ok(Some(vec![Slot::Tensor(out)]))
 }
@@ -130,7 +140,17 @@ fn pdist(k: &mut KernelCtx) -> Out {
 /// The targets of this file (the GPU side of the op table, `table.rs`).
 pub(super) fn register(t: &mut super::table::GpuTable) {
     use super::table::{all_f32, On};
-    t.kernel(&["aten.cdist", "aten._cdist_forward"], On::All, cdist, all_f32);
-    t.kernel(&["aten.pdist", "aten._pdist_forward"], On::All, pdist, all_f32);
+    t.kernel(
+        &["aten.cdist", "aten._cdist_forward"],
+        On::All,
+        cdist,
+        all_f32,
+    );
+    t.kernel(
+        &["aten.pdist", "aten._pdist_forward"],
+        On::All,
+        pdist,
+        all_f32,
+    );
     t.variants(&[CDIST, PDIST]);
 }

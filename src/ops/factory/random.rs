@@ -388,7 +388,10 @@ fn native_dropout_backward(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         )));
     }
     if !g.dtype.is_float() {
-        return Err(ctx.err(format!("grad_output must be floating-point, got {}", g.dtype)));
+        return Err(ctx.err(format!(
+            "grad_output must be floating-point, got {}",
+            g.dtype
+        )));
     }
     let m = mask.to_vec::<bool>();
     with_dtype!(g.dtype, T => {

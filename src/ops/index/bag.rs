@@ -46,7 +46,9 @@ impl BagParams {
         rows: usize,
     ) -> std::result::Result<BagParams, String> {
         if !(MODE_SUM..=MODE_MAX).contains(&mode) {
-            return Err(format!("mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}"));
+            return Err(format!(
+                "mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}"
+            ));
         }
         let n = rows as i64;
         let padding_idx = match padding_idx {
@@ -54,9 +56,7 @@ impl BagParams {
             // (any negative) for none.
             Some(p) if target.ends_with(".padding_idx") => {
                 if p < -n || p >= n {
-                    return Err(format!(
-                        "padding_idx must be within [-{n}, {n}), got {p}"
-                    ));
+                    return Err(format!("padding_idx must be within [-{n}, {n}), got {p}"));
                 }
                 Some(if p < 0 { p + n } else { p })
             }
@@ -164,10 +164,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let bags = offs.len().saturating_sub(p.include_last_offset as usize);
     if offs.first().is_some_and(|&o| o != 0) {
-        return Err(ctx.err(format!(
-            "offsets[0] must be 0, got {}",
-            offs[0]
-        )));
+        return Err(ctx.err(format!("offsets[0] must be 0, got {}", offs[0])));
     }
     // Bag b holds indices start(b)..end(b).
     let start = |b: usize| (offs[b].clamp(0, n as i64)) as usize;

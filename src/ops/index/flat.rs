@@ -10,11 +10,7 @@ use crate::ops::{OpCtx, OpTable};
 use crate::runtime::RValue;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.define(
-        "aten.put.default",
-        put,
-        crate::ops::elementwise::meta::same,
-    );
+    r.define("aten.put.default", put, crate::ops::elementwise::meta::same);
     r.define(
         "aten.put_.default",
         put_,

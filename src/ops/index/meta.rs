@@ -185,6 +185,7 @@ pub(super) fn masked_scatter(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 pub(super) fn nonzero_static(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let size = ctx.int("size")?;
-    let size = usize::try_from(size).map_err(|_| format!("'size' must be non-negative, got {size}"))?;
+    let size =
+        usize::try_from(size).map_err(|_| format!("'size' must be non-negative, got {size}"))?;
     one(MetaTensor::new(DType::I64, vec![size, t.rank()]))
 }

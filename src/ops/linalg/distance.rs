@@ -60,7 +60,9 @@ fn dist_op(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }, else return Err(ctx.err(format!("dtype {} is not supported", a.dtype))));
     let zeros = vec![0.0; diff.len()];
     let d = dist(&diff, &zeros, p);
-    Ok(vec![Tensor::from_vec(vec![d], &[]).to_dtype(a.dtype)?.into()])
+    Ok(vec![Tensor::from_vec(vec![d], &[])
+        .to_dtype(a.dtype)?
+        .into()])
 }
 
 fn cdist_shapes(
@@ -161,8 +163,8 @@ fn cdist(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             if use_mm {
                 // torch's _euclidean_dist: norms in the input dtype, one matmul, clamp, sqrt.
                 let norm = |row: &[f64]| rd(row.iter().map(|v| v * v).sum());
-                let na: Vec<f64> = xa.chunks(m.max(1)).take(pr).map(norm).collect();
-                let nbv: Vec<f64> = xb.chunks(m.max(1)).take(rr).map(norm).collect();
+                let na: Vec<f64> = (0..pr).map(|i| norm(&xa[i * m..(i + 1) * m])).collect();
+                let nbv: Vec<f64> = (0..rr).map(|j| norm(&xb[j * m..(j + 1) * m])).collect();
                 for i in 0..pr {
                     for j in 0..rr {
                         let dot: f64 = (0..m).map(|c| -2.0 * xa[i * m + c] * xb[j * m + c]).sum();
@@ -201,5 +203,7 @@ fn pdist(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             out.push(dist(&v[i * m..(i + 1) * m], &v[j * m..(j + 1) * m], p));
         }
     }
-    Ok(vec![Tensor::from_vec(out, &[len]).to_dtype(x.dtype)?.into()])
+    Ok(vec![Tensor::from_vec(out, &[len])
+        .to_dtype(x.dtype)?
+        .into()])
 }

@@ -43,8 +43,7 @@ pub(super) fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         return one(x);
     }
     let with_update = t.starts_with("aten._batch_norm_with_update");
-    let training =
-        !t.contains("no_training") && (with_update || ctx.bool_or("training", false)?);
+    let training = !t.contains("no_training") && (with_update || ctx.bool_or("training", false)?);
     // Saved statistics are in the compute dtype; the empty ones of eval mode in the input's.
     let sd = if training {
         stat_dtype(x.dtype)

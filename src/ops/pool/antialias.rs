@@ -60,14 +60,15 @@ fn windows<T: Float>(
         }
     };
     let interp = if cubic { 4.0 } else { 2.0 };
-    let up = !(scale >= T::ONE);
-    let support = if up {
-        T::of(interp * 0.5)
-    } else {
+    // Downsampling stretches the filter by the scale; upsampling keeps its own width.
+    let down = scale >= T::ONE;
+    let support = if down {
         T::of(interp * 0.5) * scale
+    } else {
+        T::of(interp * 0.5)
     };
     let max_size = (support.to_f64().ceil() as i64) * 2 + 1;
-    let invscale = if up { T::ONE } else { T::ONE / scale };
+    let invscale = if down { T::ONE / scale } else { T::ONE };
     (0..output)
         .map(|i| {
             let center = scale * T::of(i as f64 + 0.5);
@@ -75,7 +76,12 @@ fn windows<T: Float>(
             let xmax = ((center + support + T::of(0.5)).to_f64() as i64).min(input as i64);
             let size = (xmax - xmin).clamp(0, max_size);
             let mut w: Vec<T> = (0..size)
-                .map(|j| filter((T::of((j + xmin) as f64) - center + T::of(0.5)) * invscale, cubic))
+                .map(|j| {
+                    filter(
+                        (T::of((j + xmin) as f64) - center + T::of(0.5)) * invscale,
+                        cubic,
+                    )
+                })
                 .collect();
             let total = w.iter().fold(T::ZERO, |a, &b| a + b);
             if total != T::ZERO {
@@ -160,11 +166,27 @@ fn resize_aa(ctx: &mut OpCtx, cubic: bool) -> Result<Vec<RValue>> {
     );
     let out = match x.dtype {
         DType::F64 => {
-            let v = aa_planes::<f64>(&x.to_vec::<f64>(), args.0, args.1, args.2, args.3, args.4, args.5);
+            let v = aa_planes::<f64>(
+                &x.to_vec::<f64>(),
+                args.0,
+                args.1,
+                args.2,
+                args.3,
+                args.4,
+                args.5,
+            );
             Tensor::from_vec(v, &sizes)
         }
         DType::F32 | DType::F16 | DType::BF16 => {
-            let v = aa_planes::<f32>(&x.to_vec::<f32>(), args.0, args.1, args.2, args.3, args.4, args.5);
+            let v = aa_planes::<f32>(
+                &x.to_vec::<f32>(),
+                args.0,
+                args.1,
+                args.2,
+                args.3,
+                args.4,
+                args.5,
+            );
             Tensor::from_vec(v, &sizes).to_dtype(x.dtype)?
         }
         d => {

@@ -174,7 +174,13 @@ fn grid_sampler_3d(ctx: &OpCtx, x: &Tensor, grid: &Tensor) -> Result<Vec<RValue>
     if mode == 2 {
         return Err(ctx.err("bicubic interpolation only supports 4-D input"));
     }
-    let sizes = [x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2], grid.sizes[3]];
+    let sizes = [
+        x.sizes[0],
+        x.sizes[1],
+        grid.sizes[1],
+        grid.sizes[2],
+        grid.sizes[3],
+    ];
     let out = match x.dtype {
         DType::F64 => Tensor::from_vec(sample3d::<f64>(x, grid, mode, pad, align), &sizes),
         DType::F32 | DType::F16 | DType::BF16 => {

@@ -13,8 +13,16 @@ use crate::runtime::RValue;
 use crate::with_dtype;
 
 pub(super) fn register(r: &mut OpTable) {
-    r.define("aten.max_unpool2d.default", |c| unpool(c, 2), |c| unpool_rule(c, 2));
-    r.define("aten.max_unpool3d.default", |c| unpool(c, 3), |c| unpool_rule(c, 3));
+    r.define(
+        "aten.max_unpool2d.default",
+        |c| unpool(c, 2),
+        |c| unpool_rule(c, 2),
+    );
+    r.define(
+        "aten.max_unpool3d.default",
+        |c| unpool(c, 3),
+        |c| unpool_rule(c, 3),
+    );
     r.define(
         "aten.max_pool2d_with_indices_backward.default",
         |c| pool_backward(c, 2),

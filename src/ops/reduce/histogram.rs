@@ -23,7 +23,11 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten.histogram.bins_tensor", histogram, histogram_rule);
     r.define("aten.histogramdd.default", histogramdd, histogramdd_rule);
     r.define("aten.histogramdd.int_bins", histogramdd, histogramdd_rule);
-    r.define("aten.histogramdd.TensorList_bins", histogramdd, histogramdd_rule);
+    r.define(
+        "aten.histogramdd.TensorList_bins",
+        histogramdd,
+        histogramdd_rule,
+    );
     r.define(
         "aten._histogramdd_bin_edges.default",
         histogramdd,
@@ -323,10 +327,7 @@ fn edges_of<T: Elem>(
     match bins {
         Bins::Counts(c) => {
             if c.len() != n {
-                return Err(ctx.err(format!(
-                    "{} bin counts given for {n} dimensions",
-                    c.len()
-                )));
+                return Err(ctx.err(format!("{} bin counts given for {n} dimensions", c.len())));
             }
             let range = ctx.opt_floats("range")?;
             let outer = outer_edges(ctx, data, n, range.as_deref())?;
@@ -427,7 +428,9 @@ fn histogramdd(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// The histogram's shape and the edges' lengths of either form.
 fn bins_meta(ctx: &MetaCtx, n: usize) -> RuleResult<Vec<usize>> {
     match ctx.arg("bins") {
-        Some(crate::program::Arg::Tensor(_)) => Ok(vec![ctx.tensor("bins")?.numel().saturating_sub(1)]),
+        Some(crate::program::Arg::Tensor(_)) => {
+            Ok(vec![ctx.tensor("bins")?.numel().saturating_sub(1)])
+        }
         Some(crate::program::Arg::Tensors(_)) => Ok(ctx
             .tensors("bins")?
             .iter()

@@ -81,14 +81,18 @@ fn segment_reduce(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         )));
     }
     let b = crate::ops::shape::index_values(ctx, &bounds_t, "lengths")?;
-    let segments = if is_offsets { per.saturating_sub(1) } else { per };
+    let segments = if is_offsets {
+        per.saturating_sub(1)
+    } else {
+        per
+    };
     let seg = |o: usize, s: usize| -> Result<(usize, usize)> {
         let row = &b[(o % rows) * per..(o % rows + 1) * per];
         let (start, end) = if is_offsets {
             (row[s], row[s + 1])
         } else {
-            let start: i64 = row[..s].iter().sum();
-            (start, start + row[s])
+            let start = row[..s].iter().fold(0i64, |a, &l| a.saturating_add(l));
+            (start, start.saturating_add(row[s]))
         };
         if start < 0 || end < start || end as usize > n {
             return Err(ctx.err(format!(

@@ -20,13 +20,15 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten.resize_as.default", resize, resize_rule);
 }
 
-/// The output shape of `_chunk_cat`, and per tensor its chunk length along `dim` and its
-/// elements per index of `dim` (the trailing dims' product).
+/// The output shape of `_chunk_cat`, the wrapped dim, and per tensor its chunk length along
+/// `dim` and its elements per index of `dim` (the trailing dims' product).
+type ChunkGeometry = (Vec<usize>, usize, Vec<(usize, usize)>);
+
 fn chunk_geometry(
     shapes: &[Vec<usize>],
     dim: i64,
     num_chunks: i64,
-) -> std::result::Result<(Vec<usize>, usize, Vec<(usize, usize)>), String> {
+) -> std::result::Result<ChunkGeometry, String> {
     let Some(first) = shapes.first() else {
         return Err("_chunk_cat expects a non-empty list of tensors".into());
     };

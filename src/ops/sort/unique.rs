@@ -40,12 +40,7 @@ struct UniqueParams {
 }
 
 impl UniqueParams {
-    fn parse(
-        target: &str,
-        dim: Option<i64>,
-        inverse: bool,
-        counts: bool,
-    ) -> UniqueParams {
+    fn parse(target: &str, dim: Option<i64>, inverse: bool, counts: bool) -> UniqueParams {
         UniqueParams {
             dim,
             consecutive: target.contains("consecutive"),
@@ -99,7 +94,7 @@ fn unique(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         Some(d) => x.sizes[d],
         None => x.numel(),
     };
-    let len = if count == 0 { 0 } else { src.numel() / count };
+    let len = src.numel().checked_div(count).unwrap_or(0);
     with_dtype!(x.dtype, T => {
         let v = src.to_vec::<T>();
         let unit = |i: usize| &v[i * len..(i + 1) * len];
