@@ -13,7 +13,7 @@ use super::{OpCtx, OpTable};
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
-use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::meta::{MValue, MetaCtx, RuleResult};
 use crate::runtime::RValue;
 use crate::with_dtype;
 
@@ -530,18 +530,16 @@ fn bincount(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }])
 }
 
-/// bincount's length depends on the data: the rule gives `minlength` as the known part.
+/// bincount's length is `max(self) + 1` (at least `minlength`): it depends on the data with
+/// no bound the meta device knows, so the meta pass stops here (as for
+/// `repeat_interleave` with a tensor of repeats).
 fn bincount_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
-    let minlength = ctx.int_or("minlength", 0)?.max(0) as usize;
-    let dtype = match ctx.opt_tensor("weights")? {
-        None => DType::I64,
-        Some(w) if w.dtype == DType::F32 => DType::F32,
-        Some(_) => DType::F64,
-    };
-    Ok(vec![MValue::Tensor(MetaTensor {
-        dtype,
-        sizes: vec![minlength.max(t.numel())],
-        data_dependent: true,
-    })])
+    if t.rank() != 1 || t.dtype.is_float() || t.dtype == DType::Bool {
+        return Err(format!(
+            "self must be a 1-D integer tensor, got {} {:?}",
+            t.dtype, t.sizes
+        ));
+    }
+    Err("bincount's length is max(self) + 1 (at least minlength): it depends on the data".into())
 }
