@@ -2,8 +2,9 @@
 //! `_embedding_bag_forward_only`): the rows of `weight` that `indices` name, reduced per bag
 //! (`offsets` start each bag) by sum (optionally weighted per sample), mean or max. Torch's
 //! four outputs, with the shapes its CPU kernel gives: `output [bags, D]`, `offset2bag`
-//! (`[0]` on the sum fast path, else one bag id per index), `bag_size` and `max_indices`
-//! (`[bags, D]` for max, else one entry per bag).
+//! (`[0]` on the sum fast path, else one bag id per index), `bag_size` (one entry per offset,
+//! as torch's meta function: with `include_last_offset` the last is 0) and `max_indices`
+//! (`[bags, D]` for max, else `bag_size`'s shape).
 
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
@@ -108,12 +109,12 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let max_indices = if p.mode == MODE_MAX {
         vec![bags, w.sizes[1]]
     } else {
-        vec![bags]
+        offsets.sizes.clone()
     };
     Ok(vec![
         MValue::Tensor(w.with_sizes(vec![bags, w.sizes[1]])),
         MValue::Tensor(MetaTensor::new(it, vec![offset2bag])),
-        MValue::Tensor(MetaTensor::new(it, vec![bags])),
+        MValue::Tensor(MetaTensor::new(it, offsets.sizes.clone())),
         MValue::Tensor(MetaTensor::new(it, max_indices)),
     ])
 }
@@ -184,9 +185,16 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             )));
         }
     }
-    let mut bag_size = vec![0i64; bags];
+    let mut bag_size = vec![0i64; offs.len()];
     let mut offset2bag = vec![0i64; n];
-    let mut max_idx = vec![0i64; if p.mode == MODE_MAX { bags * dim } else { bags }];
+    let mut max_idx = vec![
+        0i64;
+        if p.mode == MODE_MAX {
+            bags * dim
+        } else {
+            offs.len()
+        }
+    ];
     let wc = w.contiguous();
     let out = with_dtype!(w.dtype, T => {
         let wv = wc.to_vec::<T>();
@@ -245,13 +253,13 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let max_sizes = if p.mode == MODE_MAX {
         vec![bags, dim]
     } else {
-        vec![bags]
+        vec![offs.len()]
     };
     let o2b_len = offset2bag.len();
     Ok(vec![
         out.into(),
         ints(offset2bag, &[o2b_len])?.into(),
-        ints(bag_size, &[bags])?.into(),
+        ints(bag_size, &[offs.len()])?.into(),
         ints(max_idx, &max_sizes)?.into(),
     ])
 }
