@@ -4,7 +4,7 @@
 //! four outputs, with the shapes its CPU kernel gives: `output [bags, D]`, `offset2bag`
 //! (`[0]` on the sum fast path, else one bag id per index), `bag_size` (one entry per offset,
 //! as torch's meta function: with `include_last_offset` the last is 0) and `max_indices`
-//! (`[bags, D]` for max, else `bag_size`'s shape).
+//! (`[bags, D]` for max, else one entry per bag).
 
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
@@ -109,7 +109,7 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let max_indices = if p.mode == MODE_MAX {
         vec![bags, w.sizes[1]]
     } else {
-        offsets.sizes.clone()
+        vec![bags]
     };
     Ok(vec![
         MValue::Tensor(w.with_sizes(vec![bags, w.sizes[1]])),
@@ -253,7 +253,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let max_sizes = if p.mode == MODE_MAX {
         vec![bags, dim]
     } else {
-        vec![offs.len()]
+        vec![bags]
     };
     let o2b_len = offset2bag.len();
     Ok(vec![
