@@ -187,14 +187,8 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let mut bag_size = vec![0i64; offs.len()];
     let mut offset2bag = vec![0i64; n];
-    let mut max_idx = vec![
-        0i64;
-        if p.mode == MODE_MAX {
-            bags * dim
-        } else {
-            offs.len()
-        }
-    ];
+    let max_len = if p.mode == MODE_MAX { bags * dim } else { bags };
+    let mut max_idx = vec![0i64; max_len];
     let wc = w.contiguous();
     let out = with_dtype!(w.dtype, T => {
         let wv = wc.to_vec::<T>();
