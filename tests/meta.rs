@@ -26,10 +26,16 @@ const KNOWN_MISMATCHES: &[(&str, &str)] = &[];
 
 /// Ops whose output shape depends on tensor values the meta device does not have, and for
 /// which no upper bound is known: the meta pass stops there with a typed error (target, reason).
-const DATA_DEPENDENT: &[(&str, &str)] = &[(
-    "aten.repeat_interleave.self_Tensor",
-    "the output length is the sum of the repeats tensor's values",
-)];
+const DATA_DEPENDENT: &[(&str, &str)] = &[
+    (
+        "aten.repeat_interleave.self_Tensor",
+        "the output length is the sum of the repeats tensor's values",
+    ),
+    (
+        "aten.bincount.default",
+        "the output length is the largest value plus one (at least minlength)",
+    ),
+];
 
 #[derive(Default)]
 struct Tally {

@@ -24,6 +24,7 @@ mod params;
 mod attention;
 mod contract;
 mod conv;
+mod distance;
 mod draws;
 mod elementwise_args;
 pub(crate) mod epilogue;

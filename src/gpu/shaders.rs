@@ -38,13 +38,15 @@ pub enum Shader {
     Quant,
     /// PT2E quantize / dequantize (`kernels/quant.rs`).
     Affine,
+    /// Pairwise distances (`kernels/distance.rs`).
+    Distance,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 24] = [
+    pub const ALL: [Shader; 25] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -69,6 +71,7 @@ impl Shader {
         Shader::Sample,
         Shader::Quant,
         Shader::Affine,
+        Shader::Distance,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -96,6 +99,7 @@ impl Shader {
             Shader::Sample => "sample.wgsl",
             Shader::Quant => "quant.wgsl",
             Shader::Affine => "affine.wgsl",
+            Shader::Distance => "distance.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -179,6 +183,7 @@ impl Shader {
             Shader::Sample => include_str!("../../shaders/sample.wgsl"),
             Shader::Quant => include_str!("../../shaders/quant.wgsl"),
             Shader::Affine => include_str!("../../shaders/affine.wgsl"),
+            Shader::Distance => include_str!("../../shaders/distance.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }

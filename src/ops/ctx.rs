@@ -215,6 +215,22 @@ impl<'a> OpCtx<'a> {
     pub fn opt_float(&self, name: &str) -> Result<Option<f64>> {
         Ok(self.opt_scalar(name)?.map(Scalar::as_f64))
     }
+    /// An optional list of floats (`float[]?`).
+    pub fn opt_floats(&self, name: &str) -> Result<Option<Vec<f64>>> {
+        match self.node.arg(name) {
+            None | Some(Arg::None) => Ok(None),
+            Some(Arg::Floats(v)) => Ok(Some(v.clone())),
+            Some(Arg::SymFloats(v)) => v
+                .iter()
+                .map(|x| {
+                    self.scalar_of(&Arg::SymFloat(x.clone()), name)
+                        .map(Scalar::as_f64)
+                })
+                .collect::<Result<Vec<f64>>>()
+                .map(Some),
+            Some(a) => Ok(Some(vec![self.scalar_of(a, name)?.as_f64()])),
+        }
+    }
     pub fn scalar_of(&self, a: &Arg, name: &str) -> Result<Scalar> {
         Ok(match a {
             Arg::Int(i) => Scalar::Int(*i),

@@ -176,6 +176,7 @@ pub fn gpu_table() -> &'static GpuTable {
         super::elementwise::register(&mut t);
         super::draws::register(&mut t);
         super::linalg::register(&mut t);
+        super::distance::register(&mut t);
         super::contract::register(&mut t);
         super::matmul::register(&mut t);
         super::reduce_ops::register(&mut t);

@@ -60,7 +60,7 @@ pub(crate) fn sizes_arg(ctx: &OpCtx, name: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
-fn check_numel(ctx: &OpCtx, numel: u64) -> Result<()> {
+pub(crate) fn check_numel(ctx: &OpCtx, numel: u64) -> Result<()> {
     let max = Limits::default().max_tensor_elements;
     if numel > max {
         return Err(ctx.err(format!(

@@ -3,7 +3,7 @@
 //! seed but are not torch's: tests check shapes, dtypes, ranges and statistics.
 
 use super::{one, sizes_arg};
-use crate::cpu::{cast, Tensor};
+use crate::cpu::{cast, Elem, Tensor};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::ops::elementwise::convert::preserved_strides;
@@ -49,6 +49,11 @@ pub(super) fn register(r: &mut OpTable) {
         r.cpu_op(&format!("aten.{op}_"), dropout);
     }
     r.cpu_op("aten.native_dropout", native_dropout);
+    r.define(
+        "aten.native_dropout_backward.default",
+        native_dropout_backward,
+        crate::ops::elementwise::meta::same,
+    );
 }
 
 /// Mantissa bits of a float dtype: uniform samples are multiples of 2^-bits, so they are
@@ -369,4 +374,34 @@ fn native_dropout(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             &t.sizes,
         )),
     ])
+}
+
+/// `native_dropout_backward(grad_output, mask, scale)`: `grad_output * (mask * scale)`, in
+/// grad_output's dtype, as torch (a dropped NaN or infinite gradient stays NaN: `x * 0`).
+fn native_dropout_backward(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (g, mask) = (ctx.tensor("grad_output")?, ctx.tensor("mask")?);
+    let scale = ctx.float("scale")?;
+    if mask.sizes != g.sizes {
+        return Err(ctx.err(format!(
+            "mask {:?} must have the shape of grad_output {:?}",
+            mask.sizes, g.sizes
+        )));
+    }
+    if !g.dtype.is_float() {
+        return Err(ctx.err(format!(
+            "grad_output must be floating-point, got {}",
+            g.dtype
+        )));
+    }
+    let m = mask.to_vec::<bool>();
+    with_dtype!(g.dtype, T => {
+        let s = T::from_f64(scale).to_f64();
+        let v: Vec<T> = g
+            .to_vec::<T>()
+            .into_iter()
+            .zip(&m)
+            .map(|(x, &k)| T::from_f64(x.to_f64() * if k { s } else { 0.0 }))
+            .collect();
+        Ok(vec![Tensor::from_vec(v, &g.sizes).into()])
+    }, else Err(ctx.err(format!("dtype {} is not supported", g.dtype))))
 }

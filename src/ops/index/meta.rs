@@ -5,8 +5,7 @@
 
 use crate::dtype::DType;
 use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
-use crate::ops::elementwise::meta::{broadcast, one, same};
-use crate::ops::OpTable;
+use crate::ops::elementwise::meta::{broadcast, one};
 
 /// The result meta of `t[indices]`.
 fn indexed(t: &MetaTensor, indices: &[Option<MetaTensor>]) -> RuleResult<MetaTensor> {
@@ -175,7 +174,18 @@ pub(super) fn masked_index(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(indexed(&t, &idx)?)
 }
 
-pub(crate) fn register(r: &mut OpTable) {
-    // A shape rule ahead of its kernel: `pt2web check` sizes programs that use it.
-    r.rule_aten(&["masked_scatter", "masked_scatter_"], same);
+/// `masked_scatter`: self broadcast with the mask.
+pub(super) fn masked_scatter(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    let m = ctx.tensor("mask")?;
+    one(t.with_sizes(broadcast(&t.sizes, &m.sizes)?))
+}
+
+/// `nonzero_static`: int64 `[size, rank]`, a static shape.
+pub(super) fn nonzero_static(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    let size = ctx.int("size")?;
+    let size =
+        usize::try_from(size).map_err(|_| format!("'size' must be non-negative, got {size}"))?;
+    one(MetaTensor::new(DType::I64, vec![size, t.rank()]))
 }

@@ -6,6 +6,8 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
+mod bag;
+mod flat;
 pub(crate) mod scatter;
 #[cfg(test)]
 mod tests;
@@ -22,7 +24,6 @@ use crate::with_dtype;
 pub(super) use scatter::Reduce;
 
 pub(crate) fn register(r: &mut OpTable) {
-    meta::register(r);
     r.define("aten.embedding.default", embedding, meta::embedding);
     r.define("aten.index.Tensor", index, meta::index);
     r.define("aten._unsafe_index.Tensor", index, meta::index);
@@ -70,6 +71,8 @@ pub(crate) fn register(r: &mut OpTable) {
     r.define("aten.nonzero.default", nonzero, meta::nonzero);
     r.define("aten.argwhere.default", nonzero, meta::nonzero);
     scatter::register(r);
+    flat::register(r);
+    bag::register(r);
 }
 
 fn one(t: Tensor) -> Result<Vec<RValue>> {
@@ -355,16 +358,15 @@ pub(super) fn index_select_t(ctx: &OpCtx, t: &Tensor, dim: i64, index: &Tensor) 
     }
     let vals = index_values(ctx, index, "index")?;
     if t.rank() == 0 {
-        for &v in &vals {
-            bounded_index(ctx, v, 1, 0)?;
+        // A 0-d self gives a 0-d result: the index holds exactly one value, 0 (as torch).
+        if vals.len() != 1 {
+            return Err(ctx.err(format!(
+                "index_select(): index to a 0-d tensor can have only 1 value, got {}",
+                vals.len()
+            )));
         }
-        let offs = vec![Some(t.offset); vals.len()];
-        let sizes = if index.rank() == 0 {
-            vec![]
-        } else {
-            vec![vals.len()]
-        };
-        return gather_storage(t, &offs, 0.0, &sizes);
+        bounded_index(ctx, vals[0], 1, 0)?;
+        return gather_storage(t, &[Some(t.offset)], 0.0, &[]);
     }
     let d = wrap_dim(ctx, dim, t.rank())?;
     let rows = vals

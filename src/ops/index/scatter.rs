@@ -70,6 +70,16 @@ pub(super) fn register(r: &mut OpTable) {
         index_fill_,
         crate::ops::elementwise::meta::same,
     );
+    r.define(
+        "aten.index_reduce.default",
+        index_reduce,
+        crate::ops::elementwise::meta::same,
+    );
+    r.define(
+        "aten.index_reduce_.default",
+        index_reduce_,
+        crate::ops::elementwise::meta::same,
+    );
 }
 
 /// How a written value combines with the one already there.
@@ -443,5 +453,95 @@ fn index_fill(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 fn index_fill_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     index_slices(ctx, &t, None, fill_value(ctx)?, Reduce::Assign)?;
+    one(t)
+}
+
+/// `index_reduce(self, dim, index, source, reduce, include_self=True)`: slice `index[i]` of
+/// `self` along `dim` combines with slice `i` of `source` by `prod`, `mean`, `amax` or
+/// `amin`. Without `include_self` the addressed slices start from the reduction's identity;
+/// `mean` divides by the number of values each slice received (plus one with `self`),
+/// flooring for integers, as torch.
+fn index_reduce_into(ctx: &OpCtx, out: &Tensor) -> Result<()> {
+    let source = ctx.tensor("source")?;
+    let reduce = ctx
+        .opt_str("reduce")?
+        .ok_or_else(|| ctx.err("missing argument 'reduce'"))?;
+    let op = match reduce.as_str() {
+        "prod" => Reduce::Mul,
+        "mean" => Reduce::Mean,
+        "amax" => Reduce::Max,
+        "amin" => Reduce::Min,
+        other => {
+            return Err(ctx.err(format!(
+                "reduce argument must be prod, mean, amax or amin, got '{other}'"
+            )))
+        }
+    };
+    let include_self = ctx.bool_or("include_self", true)?;
+    if source.dtype != out.dtype {
+        return Err(ctx.err(format!(
+            "self ({}) and source ({}) must have the same dtype",
+            out.dtype, source.dtype
+        )));
+    }
+    let index = ctx.tensor("index")?;
+    let o = if out.rank() == 0 {
+        out.view_with(vec![1], vec![1], out.offset)
+    } else {
+        out.clone()
+    };
+    let d = wrap_dim(ctx, ctx.int("dim")?, o.rank())?;
+    let rows = index_values(ctx, &index, "index")?
+        .into_iter()
+        .map(|v| bounded_index(ctx, v, o.sizes[d], d))
+        .collect::<Result<Vec<_>>>()?;
+    let mut count = vec![0usize; o.sizes[d]];
+    for &r in &rows {
+        count[r] += 1;
+    }
+    if !include_self {
+        let identity = match op {
+            Reduce::Mul => 1.0,
+            Reduce::Max => f64::NEG_INFINITY,
+            Reduce::Min => f64::INFINITY,
+            _ => 0.0,
+        };
+        for (r, _) in count.iter().enumerate().filter(|(_, &c)| c > 0) {
+            let target = select_t(ctx, &o, d as i64, r as i64)?;
+            let fill = Tensor::full(out.dtype, &target.sizes, identity)?;
+            put_at(ctx, out, &target.offsets(), &fill, Reduce::Assign)?;
+        }
+    }
+    index_slices(ctx, out, Some(&source), 0.0, op)?;
+    if op == Reduce::Mean {
+        for (r, &c) in count.iter().enumerate().filter(|(_, &c)| c > 0) {
+            let n = c + include_self as usize;
+            let target = select_t(ctx, &o, d as i64, r as i64)?;
+            let offs = target.offsets();
+            with_dtype!(out.dtype, T => {
+                let mut data = out.write();
+                let s = T::slice_mut(&mut data).ok_or_else(|| ctx.err("storage dtype differs from the tensor's"))?;
+                for &k in &offs {
+                    s[k] = if T::DTYPE.is_float() {
+                        T::from_f64(s[k].to_f64() / n as f64)
+                    } else {
+                        T::from_i64(s[k].to_i64().div_euclid(n as i64))
+                    };
+                }
+            }, else return Err(ctx.err(format!("dtype {} is not supported", out.dtype))));
+        }
+    }
+    Ok(())
+}
+
+fn index_reduce(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let out = fresh(&ctx.tensor("self")?)?;
+    index_reduce_into(ctx, &out)?;
+    one(out)
+}
+
+fn index_reduce_(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    index_reduce_into(ctx, &t)?;
     one(t)
 }

@@ -95,3 +95,51 @@ fn negative_indices_wrap_where_torch_wraps() {
         vec![8., 9., 10., 11., 0., 1., 2., 3., 4., 5., 6., 7.]
     );
 }
+
+/// issue 16's index ops refuse bad indices with errors naming the op and the argument (the
+/// embedding_bag and put fixtures).
+#[test]
+fn bag_and_put_name_their_bad_inputs() {
+    let f = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s);
+    let bag_inputs = |ids: &[i64], offs: &[i64]| {
+        vec![
+            f(vec![0.5; 40], &[10, 4]),
+            idx(ids),
+            idx(offs),
+            f(vec![1.0; ids.len()], &[ids.len()]),
+            Tensor::from_vec(vec![0i64; 12], &[3, 4]),
+        ]
+    };
+    let cases: Vec<(&str, Vec<Tensor>, &str, &str)> = vec![
+        (
+            "embedding_bag",
+            bag_inputs(&[1, 2, 10, 5, 4, 3, 2, 9, 2], &[0, 3, 3, 7]),
+            "embedding_bag",
+            "index 10 is out of range for a weight of 10 rows",
+        ),
+        (
+            "embedding_bag",
+            bag_inputs(&[1, 2, 4, 5, 4, 3, 2, 9, 2], &[0, 5, 3, 7]),
+            "embedding_bag",
+            "offsets must be non-decreasing",
+        ),
+        (
+            "put",
+            vec![
+                x34(),
+                idx(&[0, -1, 12, 7]),
+                f(vec![1.0; 4], &[4]),
+                Tensor::from_vec(vec![1i64; 4], &[2, 2]),
+                f(vec![1.0; 4], &[2, 2]),
+            ],
+            "aten.put",
+            "index 12 is out of range for dimension 0 with size 12",
+        ),
+    ];
+    for (prog, inputs, op, msg) in cases {
+        for p in [prog.to_string(), format!("{prog}__core")] {
+            let err = run(&p, inputs.clone()).unwrap_err().to_string();
+            assert!(err.contains(op) && err.contains(msg), "{p}: {err}");
+        }
+    }
+}

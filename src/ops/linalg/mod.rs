@@ -16,6 +16,7 @@
 pub(crate) mod meta;
 
 pub(crate) mod dense;
+mod distance;
 
 use super::{OpCtx, OpTable};
 use crate::cpu::{broadcast_shapes, Tensor};
@@ -24,6 +25,7 @@ use crate::error::Result;
 use crate::runtime::RValue;
 
 pub(crate) fn register(r: &mut OpTable) {
+    distance::register(r);
     for t in [
         "aten.linalg_lu_factor.default",
         "aten.linalg_lu_factor_ex.default",

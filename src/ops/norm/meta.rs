@@ -42,7 +42,8 @@ pub(super) fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     if t == "aten.batch_norm.default" {
         return one(x);
     }
-    let training = !t.contains("no_training") && ctx.bool_or("training", false)?;
+    let with_update = t.starts_with("aten._batch_norm_with_update");
+    let training = !t.contains("no_training") && (with_update || ctx.bool_or("training", false)?);
     // Saved statistics are in the compute dtype; the empty ones of eval mode in the input's.
     let sd = if training {
         stat_dtype(x.dtype)
@@ -55,7 +56,10 @@ pub(super) fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
         MValue::Tensor(stat.clone()),
         MValue::Tensor(stat),
     ];
-    if t.starts_with("aten._native_batch_norm_legit_functional") {
+    if with_update {
+        out.push(MValue::Tensor(MetaTensor::new(DType::U8, vec![0])));
+    }
+    if t.contains("_functional") {
         for name in ["running_mean", "running_var"] {
             out.push(match ctx.opt_tensor(name)? {
                 Some(r) => MValue::Tensor(r),

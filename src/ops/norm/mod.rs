@@ -26,7 +26,17 @@ use crate::runtime::RValue;
 /// Each target once, with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
     weight_norm::register(r);
-    let defs: [(&str, super::Kernel, crate::meta::Rule); 13] = [
+    let defs: [(&str, super::Kernel, crate::meta::Rule); 15] = [
+        (
+            "aten._batch_norm_with_update.default",
+            batch_norm,
+            meta::batch_norm,
+        ),
+        (
+            "aten._batch_norm_with_update_functional.default",
+            batch_norm,
+            meta::batch_norm,
+        ),
         ("aten.batch_norm.default", batch_norm, meta::batch_norm),
         (
             "aten.native_batch_norm.default",
@@ -285,17 +295,19 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         save_mean = typed(mean, &[c], stat_dtype)?;
         save_invstd = typed(invstd, &[c], stat_dtype)?;
     }
+    // `_batch_norm_with_update*` also return cuDNN's reserve space: empty on the CPU.
+    let with_update = t.starts_with("aten._batch_norm_with_update");
+    let reserve = || Tensor::zeros(DType::U8, &[0]);
     if functional {
         let (Some(nm), Some(nv)) = (new_rm, new_rv) else {
             return Err(ctx.err("running_mean and running_var are required"));
         };
-        return Ok(vec![
-            out.into(),
-            save_mean.into(),
-            save_invstd.into(),
-            nm.into(),
-            nv.into(),
-        ]);
+        let mut v: Vec<RValue> = vec![out.into(), save_mean.into(), save_invstd.into()];
+        if with_update {
+            v.push(reserve()?.into());
+        }
+        v.extend([nm.into(), nv.into()]);
+        return Ok(v);
     }
     if training {
         // Eager updates the running buffers in place; the training IR relies on it.
@@ -308,6 +320,13 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     if t == "aten.batch_norm.default" {
         Ok(vec![out.into()])
+    } else if with_update {
+        Ok(vec![
+            out.into(),
+            save_mean.into(),
+            save_invstd.into(),
+            reserve()?.into(),
+        ])
     } else {
         Ok(vec![out.into(), save_mean.into(), save_invstd.into()])
     }

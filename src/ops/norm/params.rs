@@ -45,9 +45,10 @@ impl NormParams {
             _ => 0,
         };
         Ok(NormParams {
+            // `_batch_norm_with_update` always normalizes with the batch's statistics.
             training: op.contains("batch_norm")
                 && !t.contains("no_training")
-                && ctx.bool_or("training", false)?,
+                && (op.starts_with("_batch_norm_with_update") || ctx.bool_or("training", false)?),
             momentum: ctx.float_or("momentum", 0.1)?,
             eps,
             use_input_stats: ctx.bool_or("use_input_stats", true)?,

@@ -15,6 +15,7 @@ use crate::runtime::RValue;
 pub(super) fn register(r: &mut OpTable) {
     r.cpu_op("aten.grid_sampler", grid_sampler);
     r.cpu_op("aten.grid_sampler_2d", grid_sampler);
+    r.cpu_op("aten.grid_sampler_3d", grid_sampler);
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -100,9 +101,12 @@ impl<T: Float> Axis<T> {
 fn grid_sampler(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input")?;
     let grid = ctx.tensor("grid")?;
+    if x.rank() == 5 {
+        return grid_sampler_3d(ctx, &x, &grid);
+    }
     if x.rank() != 4 || grid.rank() != 4 || grid.sizes[3] != 2 || grid.sizes[0] != x.sizes[0] {
         return Err(ctx.err(format!(
-            "expected a 4-D input [N, C, H, W] and a grid [N, H_out, W_out, 2], got {:?} and {:?} (5-D grid sampling is not implemented)",
+            "expected a 4-D input [N, C, H, W] and a grid [N, H_out, W_out, 2], got {:?} and {:?} (or 5-D ones)",
             x.sizes, grid.sizes
         )));
     }
@@ -112,6 +116,24 @@ fn grid_sampler(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             x.dtype, grid.dtype
         )));
     }
+    let (mode, pad, align) = modes(ctx)?;
+    let out = match x.dtype {
+        DType::F64 => Tensor::from_vec(
+            sample::<f64>(&x, &grid, mode, pad, align),
+            &[x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]],
+        ),
+        DType::F32 | DType::F16 | DType::BF16 => Tensor::from_vec(
+            sample::<f32>(&x, &grid, mode, pad, align),
+            &[x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]],
+        )
+        .to_dtype(x.dtype)?,
+        d => return Err(ctx.err(format!("grid sampling is not implemented for dtype {d}"))),
+    };
+    Ok(vec![RValue::Tensor(out)])
+}
+
+/// `(interpolation_mode, padding_mode, align_corners)`, checked.
+fn modes(ctx: &OpCtx) -> Result<(i64, Pad, bool)> {
     let mode = ctx.int_or("interpolation_mode", 0)?;
     let pad = match ctx.int_or("padding_mode", 0)? {
         0 => Pad::Zeros,
@@ -128,20 +150,107 @@ fn grid_sampler(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             "interpolation_mode must be 0 (bilinear), 1 (nearest) or 2 (bicubic), got {mode}"
         )));
     }
-    let align = ctx.bool_or("align_corners", false)?;
+    Ok((mode, pad, ctx.bool_or("align_corners", false)?))
+}
+
+/// `grid_sampler_3d` (`F.grid_sample` on 5-D inputs): trilinear or nearest sampling of
+/// `[N, C, D, H, W]` at a grid `[N, D', H', W', 3]` of (x, y, z) coordinates, as torch's CPU
+/// kernel (GridSampler.cpp): corner weights in the element type, the eight corners added in
+/// its order (tnw, tne, tsw, tse, bnw, bne, bsw, bse).
+fn grid_sampler_3d(ctx: &OpCtx, x: &Tensor, grid: &Tensor) -> Result<Vec<RValue>> {
+    if grid.rank() != 5 || grid.sizes[4] != 3 || grid.sizes[0] != x.sizes[0] {
+        return Err(ctx.err(format!(
+            "expected a 5-D input [N, C, D, H, W] and a grid [N, D_out, H_out, W_out, 3], got {:?} and {:?}",
+            x.sizes, grid.sizes
+        )));
+    }
+    if x.dtype != grid.dtype {
+        return Err(ctx.err(format!(
+            "input ({}) and grid ({}) must have the same dtype",
+            x.dtype, grid.dtype
+        )));
+    }
+    let (mode, pad, align) = modes(ctx)?;
+    if mode == 2 {
+        return Err(ctx.err("bicubic interpolation only supports 4-D input"));
+    }
+    let sizes = [
+        x.sizes[0],
+        x.sizes[1],
+        grid.sizes[1],
+        grid.sizes[2],
+        grid.sizes[3],
+    ];
     let out = match x.dtype {
-        DType::F64 => Tensor::from_vec(
-            sample::<f64>(&x, &grid, mode, pad, align),
-            &[x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]],
-        ),
-        DType::F32 | DType::F16 | DType::BF16 => Tensor::from_vec(
-            sample::<f32>(&x, &grid, mode, pad, align),
-            &[x.sizes[0], x.sizes[1], grid.sizes[1], grid.sizes[2]],
-        )
-        .to_dtype(x.dtype)?,
+        DType::F64 => Tensor::from_vec(sample3d::<f64>(x, grid, mode, pad, align), &sizes),
+        DType::F32 | DType::F16 | DType::BF16 => {
+            Tensor::from_vec(sample3d::<f32>(x, grid, mode, pad, align), &sizes)
+                .to_dtype(x.dtype)?
+        }
         d => return Err(ctx.err(format!("grid sampling is not implemented for dtype {d}"))),
     };
     Ok(vec![RValue::Tensor(out)])
+}
+
+fn sample3d<T: Float>(x: &Tensor, grid: &Tensor, mode: i64, pad: Pad, align: bool) -> Vec<T> {
+    let (n, c, d, h, w) = (x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3], x.sizes[4]);
+    let (od, oh, ow) = (grid.sizes[1], grid.sizes[2], grid.sizes[3]);
+    let xv = x.to_vec::<T>();
+    let gv = grid.to_vec::<T>();
+    let (ax, ay, az) = (
+        Axis::<T>::new(w, align, pad),
+        Axis::<T>::new(h, align, pad),
+        Axis::<T>::new(d, align, pad),
+    );
+    let op = od * oh * ow;
+    let mut out = vec![T::ZERO; n * c * op];
+    par_chunks(&mut out, op, op * 16, |plane, dst| {
+        let b = plane / c;
+        let xp = &xv[plane * d * h * w..(plane + 1) * d * h * w];
+        let at = |zi: isize, yi: isize, xi: isize| -> Option<T> {
+            (ax.inside(xi) && ay.inside(yi) && az.inside(zi))
+                .then(|| xp[(zi as usize * h + yi as usize) * w + xi as usize])
+        };
+        for (p, o) in dst.iter_mut().enumerate() {
+            let g = &gv[(b * op + p) * 3..(b * op + p) * 3 + 3];
+            let (fx, fy, fz) = (ax.source(g[0]), ay.source(g[1]), az.source(g[2]));
+            *o = if mode == 1 {
+                at(
+                    fz.round_even().to_isize(),
+                    fy.round_even().to_isize(),
+                    fx.round_even().to_isize(),
+                )
+                .unwrap_or(T::ZERO)
+            } else {
+                let (x0, y0, z0) = (fx.floor(), fy.floor(), fz.floor());
+                let (x1, y1, z1) = (x0 + T::ONE, y0 + T::ONE, z0 + T::ONE);
+                // Distances to the far faces (w: west x0, e: east x1; n: y0, s: y1;
+                // t: z0, b: z1), multiplied in torch's order.
+                let (dw, de) = (x1 - fx, fx - x0);
+                let (dn, ds) = (y1 - fy, fy - y0);
+                let (dt, db) = (z1 - fz, fz - z0);
+                let (xi, yi, zi) = (x0.to_isize(), y0.to_isize(), z0.to_isize());
+                let corners = [
+                    (zi, yi, xi, dw * dn * dt),
+                    (zi, yi, xi + 1, de * dn * dt),
+                    (zi, yi + 1, xi, dw * ds * dt),
+                    (zi, yi + 1, xi + 1, de * ds * dt),
+                    (zi + 1, yi, xi, dw * dn * db),
+                    (zi + 1, yi, xi + 1, de * dn * db),
+                    (zi + 1, yi + 1, xi, dw * ds * db),
+                    (zi + 1, yi + 1, xi + 1, de * ds * db),
+                ];
+                let mut acc = T::ZERO;
+                for (z, y, xx, wgt) in corners {
+                    if let Some(v) = at(z, y, xx) {
+                        acc = acc + v * wgt;
+                    }
+                }
+                acc
+            };
+        }
+    });
+    out
 }
 
 fn sample<T: Float>(x: &Tensor, grid: &Tensor, mode: i64, pad: Pad, align: bool) -> Vec<T> {

@@ -108,8 +108,13 @@ pub(crate) fn register(r: &mut OpTable) {
             "upsample_bilinear2d",
             "upsample_trilinear3d",
             "upsample_bicubic2d",
+            "_upsample_bilinear2d_aa",
+            "_upsample_bicubic2d_aa",
         ],
         upsample,
     );
-    r.rule_aten(&["grid_sampler", "grid_sampler_2d"], grid_sampler);
+    r.rule_aten(
+        &["grid_sampler", "grid_sampler_2d", "grid_sampler_3d"],
+        grid_sampler,
+    );
 }

@@ -13,7 +13,9 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
+mod antialias;
 mod grid;
+mod unpool;
 pub(crate) mod upsample;
 pub(crate) mod window;
 
@@ -29,6 +31,8 @@ pub(crate) use window::{adaptive_sizes, Planes, PoolParams, Window};
 /// Each op once (every overload), with its CPU kernel and its shape rule (`meta.rs`).
 pub(crate) fn register(r: &mut OpTable) {
     meta::register(r);
+    unpool::register(r);
+    antialias::register(r);
     for nd in ["1d", "2d", "3d"] {
         r.define_op(&format!("aten.max_pool{nd}"), max_pool, meta::window_pool);
         r.define_op(

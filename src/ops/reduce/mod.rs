@@ -10,7 +10,9 @@
 pub(crate) mod meta;
 
 mod basic;
+mod histogram;
 mod scan;
+mod segment;
 pub(crate) mod softmax;
 mod stats;
 
@@ -25,6 +27,8 @@ pub(crate) fn register(r: &mut OpTable) {
     stats::register(r);
     softmax::register(r);
     scan::register(r);
+    histogram::register(r);
+    segment::register(r);
 }
 
 /// Which dims a reduction folds, from an optional dim list. `None` (and, for most ops, an empty

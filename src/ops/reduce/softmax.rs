@@ -15,6 +15,59 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten._safe_softmax.default", softmax, super::meta::softmax);
     r.define("aten.log_softmax.int", softmax, super::meta::softmax);
     r.define("aten._log_softmax.default", softmax, super::meta::softmax);
+    r.define(
+        "aten._softmax_backward_data.default",
+        softmax_backward,
+        softmax_backward_rule,
+    );
+    r.define(
+        "aten._log_softmax_backward_data.default",
+        softmax_backward,
+        softmax_backward_rule,
+    );
+}
+
+/// `_softmax_backward_data(grad_output, output, dim, input_dtype)`: the gradient of softmax
+/// from its output `y`, `y * (g - Σ g·y)` per lane (log-softmax: `g - exp(y) * Σ g`),
+/// computed in f64, returned in `input_dtype`.
+fn softmax_backward(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let (g, y) = (ctx.tensor("grad_output")?, ctx.tensor("output")?);
+    if g.sizes != y.sizes {
+        return Err(ctx.err(format!(
+            "grad_output {:?} and output {:?} must have one shape",
+            g.sizes, y.sizes
+        )));
+    }
+    let out_dtype = ctx.opt_dtype("input_dtype")?.unwrap_or(g.dtype);
+    if !out_dtype.is_float() || !g.dtype.is_float() || !y.dtype.is_float() {
+        return Err(ctx.err("grad_output, output and input_dtype must be floating-point"));
+    }
+    let log = ctx.target().starts_with("aten._log_softmax");
+    let dim = wrap_dim(ctx, ctx.int("dim")?, g.rank())?;
+    let shape = split_at_dim(&g.sizes, dim);
+    let yv = y.to_vec::<f64>();
+    // Lanes of (g, y) pairs: the result replaces g.
+    let mut pairs: Vec<(f64, f64)> = g.to_vec::<f64>().into_iter().zip(yv).collect();
+    for_each_lane(&mut pairs, shape, |lane| {
+        if log {
+            let s: f64 = lane.iter().map(|p| p.0).sum();
+            lane.iter_mut().for_each(|p| p.0 -= p.1.exp() * s);
+        } else {
+            let s: f64 = lane.iter().map(|p| p.0 * p.1).sum();
+            lane.iter_mut().for_each(|p| p.0 = p.1 * (p.0 - s));
+        }
+    });
+    let v: Vec<f64> = pairs.into_iter().map(|p| p.0).collect();
+    Ok(vec![typed(v, &g.sizes, out_dtype)?.into()])
+}
+
+fn softmax_backward_rule(
+    ctx: &mut crate::meta::MetaCtx,
+) -> crate::meta::RuleResult<Vec<crate::meta::MValue>> {
+    let g = ctx.tensor("grad_output")?;
+    ctx.wrap_dim(ctx.int("dim")?, g.rank())?;
+    let d = ctx.opt_dtype("input_dtype")?.unwrap_or(g.dtype);
+    Ok(vec![crate::meta::MValue::Tensor(g.with_dtype(d))])
 }
 
 /// Everything about a softmax call other than its input, parsed once from the node and

@@ -15,6 +15,7 @@ pub(crate) mod copy;
 pub(crate) mod geometry;
 pub(crate) mod pad;
 pub(crate) mod remap;
+mod resize;
 mod view;
 
 pub(super) use copy::cat_t;
@@ -30,6 +31,7 @@ pub(crate) fn register(r: &mut OpTable) {
     view::register(r);
     copy::register(r);
     pad::register(r);
+    resize::register(r);
 }
 
 pub(super) fn one(t: Tensor) -> Result<Vec<RValue>> {

@@ -7,6 +7,7 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 pub(crate) mod params;
+mod unique;
 
 use params::{Search, SortParams, TopK};
 
@@ -29,6 +30,7 @@ pub(crate) fn register(r: &mut OpTable) {
     r.define_op("aten.nanmedian", median, meta::select_along);
     r.define_op("aten.searchsorted", searchsorted, meta::searchsorted);
     r.define_op("aten.bucketize", searchsorted, meta::searchsorted);
+    unique::register(r);
 }
 
 #[inline]

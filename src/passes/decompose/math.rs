@@ -1,4 +1,4 @@
-//! Decompositions of composite math ops: `cross`, `trace`, `dist`, `isclose`, `isin`,
+//! Decompositions of composite math ops: `cross`, `trace`, `isclose`, `isin`,
 //! trapezoid rules, `gradient`, `vander`, `vecdot`, `renorm`, distances and quantiles,
 //! following ATen's own implementations (the order of operations included, so results
 //! round as torch's do).
@@ -65,12 +65,6 @@ fn vector_norm(
     }
     args.push(("keepdim", Arg::Bool(keepdim)));
     b.t("aten.linalg_vector_norm.default", args)
-}
-
-pub(super) fn dist(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
-    let d = b.bin("sub", tensor(n, "self")?, tensor(n, "other")?)?;
-    let p = float(n, "p", Some(2.0))?;
-    one(vector_norm(b, d, p, None, false)?)
 }
 
 pub(super) fn isclose(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {

@@ -106,7 +106,6 @@ fn table() -> &'static [(&'static str, Decomp)] {
         ("aten.cross.default", math::cross),
         ("aten.linalg_cross.default", math::cross),
         ("aten.trace.default", math::trace),
-        ("aten.dist.default", math::dist),
         ("aten.isclose.default", math::isclose),
         ("aten.isin.Tensor_Tensor", math::isin),
         ("aten.isin.Tensor_Scalar", math::isin),

@@ -124,3 +124,11 @@ CASES = [
     Case("sdpa_dropout", sdpa_dropout, [randn(2, 2, 5, 8), randn(2, 2, 6, 8, seed=1), randn(2, 2, 6, 8, seed=2)], tol="exact", core=False),
     Case("alpha_dropout_train", lambda x: F.alpha_dropout(x, 0.0, training=True), [randn(3, 4)]),
 ]
+
+
+# --- issue 16: native_dropout_backward
+CASES += [
+    Case("native_dropout_backward", lambda g, m: (torch.ops.aten.native_dropout_backward(g, m, 2.0),
+                                                  torch.ops.aten.native_dropout_backward(g.t(), m.t(), 0.5)),
+         [randn(3, 4, seed=95), randn(3, 4, seed=96) > 0]),
+]

@@ -182,3 +182,56 @@ CASES = [
     Case("index_fill_tensor", lambda x, j, v: (torch.index_fill(x, 0, j, v), x.clone().index_fill_(1, j, v)),
          [x34, torch.tensor([2, -3]), torch.tensor(2.5)]),
 ]
+
+
+# --- issue 16: index_reduce, put, masked_scatter, nonzero_static, embedding_bag, 0-d index_select
+def _index_reduce(x, i, s, j, s2, xi, si, e, se):
+    return (
+        x.index_reduce(0, i, s, "prod"),
+        x.index_reduce(0, i, s, "mean", include_self=False),
+        x.t().index_reduce(1, i, s.t(), "amax"),  # non-contiguous self and source
+        x.index_reduce(1, j, s2, "amin", include_self=False),
+        xi.index_reduce(0, i, si, "mean"),  # integers: floor division
+        xi.index_reduce(0, i, si, "amax", include_self=False),
+        x.index_reduce(0, e, se, "prod"),  # empty index
+    )
+
+
+def _put(x, i, s, j, v):
+    return x.put(i, s), x.put(j, v, accumulate=True), x.t().put(i, s), x.clone().put_(j, v)
+
+
+def _masked_scatter(x, m, s, r):
+    return x.masked_scatter(m, s), x.masked_scatter(m[0], s), x.t().masked_scatter(m.t(), s), r.masked_scatter(m, s)
+
+
+def _nonzero_static(x):
+    z = torch.where(x.abs() < 0.5, 0.0, x)
+    return (torch.nonzero_static(z, size=3), torch.nonzero_static(z, size=20, fill_value=-7),
+            torch.nonzero_static(z.t(), size=0), torch.nonzero_static(z[:0], size=2))
+
+
+def _embedding_bag(w, ids, offs, psw, ids2):
+    return (
+        F.embedding_bag(ids, w, offs, mode="sum"),
+        F.embedding_bag(ids, w, offs, mode="mean"),
+        F.embedding_bag(ids, w, offs, mode="max"),
+        F.embedding_bag(ids, w, offs, mode="sum", per_sample_weights=psw),
+        F.embedding_bag(ids, w, offs, mode="mean", include_last_offset=True),
+        F.embedding_bag(ids, w, offs, mode="mean", padding_idx=2),
+        F.embedding_bag(ids2, w, mode="max"),  # 2-D indices: one bag per row
+        F.embedding_bag(ids[:0], w, offs[:1], mode="sum"),  # an empty bag
+    )
+
+
+CASES += [
+    Case("index_reduce", _index_reduce, [x34, torch.tensor([0, 2, 0, 2, 1]), randn(5, 4, seed=21), torch.tensor([3, 3, 0]),
+                                         randn(3, 3, seed=22), i34, randint(-50, 50, 5, 4, seed=23),
+                                         torch.zeros(0, dtype=torch.int64), randn(0, 4)]),
+    Case("put", _put, [x34, torch.tensor([0, -1, 5, 7]), randn(4, seed=24), torch.tensor([[1, 1], [11, 1]]), randn(2, 2, seed=25)]),
+    Case("masked_scatter", _masked_scatter, [x34, randn(3, 4, seed=26) > 0, randn(12, seed=27), randn(4, seed=28)]),
+    Case("nonzero_static", _nonzero_static, [randn(3, 4, seed=29)]),
+    Case("embedding_bag", _embedding_bag, [randn(10, 4, seed=30), torch.tensor([1, 2, 4, 5, 4, 3, 2, 9, 2]),
+                                           torch.tensor([0, 3, 3, 7]), randn(9, seed=31), randint(0, 10, 3, 4, seed=32)]),
+    Case("index_select_0d", lambda x, i: torch.index_select(x, 0, i), [torch.tensor(2.5), torch.tensor([0])]),
+]

@@ -275,3 +275,28 @@ CASES = [
     Case("matrix_power_neg_f64", lambda a: torch.matrix_power(a, -2), [wellcond(3, 3, seed=114, dtype=f64)], tol="loose"),
     Case("matrix_power_int", lambda a: torch.linalg.matrix_power(a, 3), [torch.tensor([[1, 2], [3, 4]])], tol="exact"),
 ]
+
+
+# --- issue 16: pairwise distances
+def _cdist(a, b, c):
+    return (torch.cdist(a, b), torch.cdist(a, b, p=1.0), torch.cdist(a, b, p=0.0), torch.cdist(a, b, p=float("inf")),
+            torch.cdist(a, b, p=3.0), torch.cdist(a, b, compute_mode="use_mm_for_euclid_dist"),
+            torch.cdist(c, b.transpose(-1, -2).contiguous().transpose(-1, -2)), torch.cdist(a[:, :0], b))
+
+
+def _pdist(x):
+    return F.pdist(x), F.pdist(x, p=1.0), F.pdist(x.t(), p=0.5), F.pdist(x, p=float("inf")), F.pdist(x[:1])
+
+
+import torch.nn.functional as F  # noqa: E402
+
+CASES += [
+    Case("cdist", _cdist, [randn(2, 4, 3, seed=70), randn(2, 5, 3, seed=71), randn(3, 1, 6, 3, seed=72)], tol="loose"),
+    Case("pdist", _pdist, [randn(5, 4, seed=73)], tol="loose"),
+]
+
+CASES += [
+    Case("dist", lambda a, b: (torch.dist(a, b), torch.dist(a, b[0], p=1.0), torch.dist(a.t(), b.t(), p=0.0),
+                               torch.dist(a, b, p=float("inf")), torch.dist(a, b, p=3.5), torch.dist(a[:0], b[:0])),
+         [randn(4, 3, seed=74), randn(4, 3, seed=75)], tol="loose"),
+]

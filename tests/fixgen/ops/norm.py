@@ -95,3 +95,16 @@ CASES = [
     Case("weight_norm_interface", lambda v, g: torch._weight_norm_interface(v, g, 0), [randn(4, 3, 2), randn(4, 1, 1, seed=1)]),
     Case("weight_norm_interface_last", lambda v, g: torch._weight_norm_interface(v, g, 2), [randn(2, 3, 5), randn(1, 1, 5, seed=1)]),
 ]
+
+
+# --- issue 16: _batch_norm_with_update (training-mode batch norm with its buffer updates)
+def _bn_update(x, w, b, rm, rv):
+    rm, rv = rm.clone(), rv.clone()
+    out, mean, invstd, reserve = torch.ops.aten._batch_norm_with_update(x, w, b, rm, rv, 0.3, 1e-5)
+    return out, mean, invstd, reserve, rm, rv
+
+
+CASES += [
+    Case("batch_norm_with_update", _bn_update, [randn(4, 3, 5, seed=80), randn(3, seed=81), randn(3, seed=82),
+                                                randn(3, seed=83), randn(3, seed=84).abs()]),
+]

@@ -114,3 +114,39 @@ SAME_IN_BOTH_IRS = {
 for _c in CASES:
     if _c.name in SAME_IN_BOTH_IRS:
         _c.core = False
+
+
+# --- issue 16: max_unpool, max_pool backward, antialiased resize, 3-D grid sampling
+def _unpool(x, x3):
+    y, i = F.max_pool2d(x, 2, return_indices=True)
+    y3, i3 = F.max_pool3d(x3, 2, stride=2, return_indices=True)
+    y1, i1 = F.max_pool1d(x[0], 3, return_indices=True)
+    return (F.max_unpool2d(y, i, 2), F.max_unpool2d(y, i, 2, output_size=[9, 9]),
+            F.max_unpool3d(y3, i3, 2, stride=2), F.max_unpool1d(y1, i1, 3, output_size=[8]),
+            F.max_unpool2d(y.transpose(2, 3), i.transpose(2, 3), 2))
+
+
+def _pool_backward(g, x):
+    y, i = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1], [1, 1], True)
+    return torch.ops.aten.max_pool2d_with_indices_backward(g, x, [3, 3], [2, 2], [1, 1], [1, 1], True, i)
+
+
+def _aa(x):
+    return (F.interpolate(x, size=(3, 4), mode="bilinear", antialias=True),
+            F.interpolate(x, scale_factor=(1.7, 0.6), mode="bilinear", antialias=True),
+            F.interpolate(x.transpose(2, 3), size=(5, 5), mode="bicubic", antialias=True),
+            F.interpolate(x, size=(4, 11), mode="bilinear", antialias=True, align_corners=True))
+
+
+def _grid3d(x, g):
+    return (F.grid_sample(x, g, mode="bilinear", align_corners=False),
+            F.grid_sample(x, g, mode="nearest", padding_mode="border", align_corners=True),
+            F.grid_sample(x, g * 1.3, mode="bilinear", padding_mode="reflection"))
+
+
+CASES += [
+    Case("max_unpool", _unpool, [randn(2, 3, 8, 8, seed=60), randn(1, 2, 4, 6, 4, seed=61)]),
+    Case("max_pool_backward", _pool_backward, [randn(2, 3, 5, 5, seed=62), randn(2, 3, 8, 9, seed=63)]),
+    Case("upsample_aa", _aa, [randn(2, 3, 7, 9, seed=64)]),
+    Case("grid_sample_3d", _grid3d, [randn(2, 3, 4, 5, 6, seed=65), torch.rand(2, 3, 4, 2, 3, generator=torch.Generator().manual_seed(66)) * 2.2 - 1.1]),
+]

@@ -89,3 +89,48 @@ CASES = [
     Case("diff_int_bool", lambda x, b: (torch.diff(x, dim=-1), torch.diff(b, dim=0), torch.diff(x, n=0)), [randint(-9, 9, 3, 5), randint(0, 2, 4, 3) > 0], tol="exact"),
     Case("logcumsumexp", lambda x: x.logcumsumexp(1), [randn(3, 6)], core=False),
 ]
+
+
+# --- issue 16: histograms, bincount, segment_reduce, softmax backward
+def _hist(x, w, edges, y, wy, e0, e1):
+    h1, b1 = torch.histogram(x, bins=5)
+    h2, b2 = torch.histogram(x, bins=edges, weight=w, density=True)
+    h3, b3 = torch.histogram(x.t(), bins=4, range=(-1.0, 1.0), density=True)
+    hd, bd = torch.histogramdd(y, bins=[3, 4])
+    hw, bw = torch.histogramdd(y, bins=[2, 3], weight=wy, density=True)
+    ht, bt = torch.histogramdd(y, bins=[e0, e1])
+    return (torch.histc(x, bins=7), torch.histc(x, bins=4, min=-1, max=1), torch.histc(x[:0], bins=3),
+            h1, b1, h2, b2, h3, b3, hd, *bd, hw, *bw, ht, *bt)
+
+
+def _segment(x, lengths, offsets, x2, l2):
+    return (
+        torch.segment_reduce(x, "sum", lengths=lengths),
+        torch.segment_reduce(x, "max", lengths=lengths),
+        torch.segment_reduce(x, "mean", lengths=lengths, initial=1.0),
+        torch.segment_reduce(x, "min", offsets=offsets),
+        torch.segment_reduce(x, "prod", offsets=offsets, initial=2.0),
+        torch.segment_reduce(x, "mean", lengths=lengths),  # an empty segment: NaN
+        torch.segment_reduce(x2, "sum", lengths=l2, axis=1),
+    )
+
+
+def _softmax_backward(g, x):
+    y = torch.softmax(x, 1)
+    ly = torch.log_softmax(x, 0)
+    return (torch.ops.aten._softmax_backward_data(g, y, 1, torch.float32),
+            torch.ops.aten._log_softmax_backward_data(g.t().contiguous().t(), ly, 0, torch.float32))
+
+
+CASES += [
+    Case("histogram", _hist, [randn(6, 5, seed=50), randn(6, 5, seed=51).abs(), torch.tensor([-2.0, -0.5, 0.0, 0.3, 2.0]),
+                              randn(10, 2, seed=52), randn(10, seed=53).abs(), torch.tensor([-1.0, 0.0, 1.0]),
+                              torch.tensor([-2.0, -1.0, 0.5, 3.0])], core=False),
+    Case("histogram_core", lambda x, y: (torch.histc(x, bins=6), torch.histogramdd(y, bins=[2, 2])[0]),
+         [randn(6, 5, seed=50), randn(10, 2, seed=52)], training=False),
+    Case("bincount", lambda i, w: (torch.bincount(i), torch.bincount(i, w, minlength=12), torch.bincount(i[:0], minlength=3)),
+         [randint(0, 8, 20, seed=54), randn(20, seed=55)], core=False),
+    Case("segment_reduce", _segment, [randn(9, 3, seed=56), torch.tensor([2, 0, 4, 3]), torch.tensor([0, 2, 2, 6, 9]),
+                                      randn(2, 5, seed=57), torch.tensor([[1, 4], [3, 2]])]),
+    Case("softmax_backward", _softmax_backward, [randn(3, 5, seed=58), randn(3, 5, seed=59)]),
+]

@@ -192,3 +192,19 @@ CASES = [
     Case("dtypes_views", lambda a, b, c, d: (a.t().reshape(-1), b[:, 1:].flip(0), c.permute(1, 0)[::2], d.unsqueeze(0).expand(2, 3, 4)), [h34, bf34, u34, i34]),
     Case("dyn_view_slice", _dyn, [randn(6, 4)], dynamic_shapes=(({0: Dim("b", min=4, max=64)},),)),
 ]
+
+
+# --- issue 16: _chunk_cat, resize_
+def _chunk_cat(a, b, c):
+    return (torch.ops.aten._chunk_cat([a, b], 1, 3), torch.ops.aten._chunk_cat([a, c.transpose(1, 2).contiguous().transpose(1, 2)], -1, 2),
+            torch.ops.aten._chunk_cat([a], 0, 4))
+
+
+def _resize(x, t):
+    return x.clone().resize_(3, 4), x.clone().resize_([]), x.clone().resize_as_(t), x.clone().resize_(2, 2, 3)
+
+
+CASES += [
+    Case("chunk_cat", _chunk_cat, [randn(2, 5, 3, seed=90), randn(2, 7, 3, seed=91), randn(2, 5, 4, seed=94)]),
+    Case("resize", _resize, [randn(4, 3, seed=92), randn(2, 6, seed=93)]),
+]

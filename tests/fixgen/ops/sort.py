@@ -65,3 +65,27 @@ CASES = [
          tol="exact", core=False),
     Case("median_0d", lambda x: (x.median(), x.median(0), x.sort(), x.topk(1)), [torch.tensor(2.5)], core=False),
 ]
+
+
+# --- issue 16: unique (data-dependent lengths) and mode
+nan = float("nan")
+
+
+def _unique(x, y, z):
+    a, inv, cnt = torch.unique(x, sorted=True, return_inverse=True, return_counts=True)
+    c, ci, cc = torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+    d, di, dc = torch.unique(z, dim=1, return_inverse=True, return_counts=True)
+    e, ei, ec = torch.unique_consecutive(z.t(), dim=0, return_inverse=True, return_counts=True)
+    return a, inv, cnt, torch.unique(y), c, ci, cc, d, di, dc, e, ei, ec
+
+
+def _mode(x, y, i):
+    return torch.mode(x), torch.mode(x, 0, keepdim=True), torch.mode(y.t(), 1), torch.mode(i), torch.mode(torch.tensor(3.0))
+
+
+CASES += [
+    Case("unique", _unique, [randint(0, 5, 3, 4, seed=40).float(), torch.tensor([2.0, nan, 1.0, nan, 2.0]),
+                             randint(0, 2, 2, 6, seed=41)], core=False, tol="exact"),
+    Case("unique_core", lambda x: torch.unique(x, return_counts=True), [randint(0, 5, 3, 4, seed=40)], training=False),
+    Case("mode", _mode, [randint(0, 3, 4, 5, seed=42).float(), randint(-2, 2, 6, 3, seed=43).float(), randint(0, 4, 2, 7, seed=44)], tol="exact"),
+]

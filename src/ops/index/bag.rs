@@ -1,0 +1,259 @@
+//! `embedding_bag` (and its `padding_idx` overload, `_embedding_bag`,
+//! `_embedding_bag_forward_only`): the rows of `weight` that `indices` name, reduced per bag
+//! (`offsets` start each bag) by sum (optionally weighted per sample), mean or max. Torch's
+//! four outputs, with the shapes its CPU kernel gives: `output [bags, D]`, `offset2bag`
+//! (`[0]` on the sum fast path, else one bag id per index), `bag_size` (one entry per offset,
+//! as torch's meta function: with `include_last_offset` the last is 0) and `max_indices`
+//! (`[bags, D]` for max, else one entry per bag).
+
+use crate::cpu::{Elem, Tensor};
+use crate::dtype::DType;
+use crate::error::Result;
+use crate::meta::{MValue, MetaCtx, MetaTensor, RuleResult};
+use crate::ops::shape::index_values;
+use crate::ops::{OpCtx, OpTable};
+use crate::runtime::RValue;
+use crate::with_dtype;
+
+pub(super) fn register(r: &mut OpTable) {
+    r.define("aten.embedding_bag.default", embedding_bag, bag_rule);
+    r.define("aten.embedding_bag.padding_idx", embedding_bag, bag_rule);
+    r.define("aten._embedding_bag.default", embedding_bag, bag_rule);
+    r.define(
+        "aten._embedding_bag_forward_only.default",
+        embedding_bag,
+        bag_rule,
+    );
+}
+
+const MODE_SUM: i64 = 0;
+const MODE_MEAN: i64 = 1;
+const MODE_MAX: i64 = 2;
+
+/// The parsed arguments, shared by the kernel and the shape rule.
+struct BagParams {
+    mode: i64,
+    include_last_offset: bool,
+    /// The padding row (wrapped), or None.
+    padding_idx: Option<i64>,
+}
+
+impl BagParams {
+    fn parse(
+        target: &str,
+        mode: i64,
+        include_last_offset: bool,
+        padding_idx: Option<i64>,
+        rows: usize,
+    ) -> std::result::Result<BagParams, String> {
+        if !(MODE_SUM..=MODE_MAX).contains(&mode) {
+            return Err(format!(
+                "mode must be 0 (sum), 1 (mean) or 2 (max), got {mode}"
+            ));
+        }
+        let n = rows as i64;
+        let padding_idx = match padding_idx {
+            // The `padding_idx` overload wraps a negative index; `_embedding_bag` takes -1
+            // (any negative) for none.
+            Some(p) if target.ends_with(".padding_idx") => {
+                if p < -n || p >= n {
+                    return Err(format!("padding_idx must be within [-{n}, {n}), got {p}"));
+                }
+                Some(if p < 0 { p + n } else { p })
+            }
+            Some(p) if p >= 0 => Some(p),
+            _ => None,
+        };
+        Ok(BagParams {
+            mode,
+            include_last_offset,
+            padding_idx,
+        })
+    }
+
+    /// Whether torch's CPU kernel skips offset2bag (sum of float rows without padding).
+    fn sum_fast_path(&self, weight: DType) -> bool {
+        self.mode == MODE_SUM
+            && matches!(weight, DType::F32 | DType::F16)
+            && self.padding_idx.is_none()
+    }
+}
+
+fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let w = ctx.tensor("weight")?;
+    let indices = ctx.tensor("indices")?;
+    let offsets = ctx.tensor("offsets")?;
+    if w.rank() != 2 {
+        return Err(format!("'weight' must be 2-D, got shape {:?}", w.sizes));
+    }
+    if indices.rank() != 1 || offsets.rank() != 1 {
+        return Err(format!(
+            "'indices' and 'offsets' must be 1-D, got shapes {:?} and {:?}",
+            indices.sizes, offsets.sizes
+        ));
+    }
+    let p = BagParams::parse(
+        ctx.target(),
+        ctx.int_or("mode", 0)?,
+        ctx.bool_or("include_last_offset", false)?,
+        ctx.opt_int("padding_idx")?,
+        w.sizes[0],
+    )?;
+    let bags = offsets.sizes[0].saturating_sub(p.include_last_offset as usize);
+    let it = offsets.dtype;
+    let offset2bag = if p.sum_fast_path(w.dtype) {
+        0
+    } else {
+        indices.sizes[0]
+    };
+    let max_indices = if p.mode == MODE_MAX {
+        vec![bags, w.sizes[1]]
+    } else {
+        vec![bags]
+    };
+    Ok(vec![
+        MValue::Tensor(w.with_sizes(vec![bags, w.sizes[1]])),
+        MValue::Tensor(MetaTensor::new(it, vec![offset2bag])),
+        MValue::Tensor(MetaTensor::new(it, offsets.sizes.clone())),
+        MValue::Tensor(MetaTensor::new(it, max_indices)),
+    ])
+}
+
+fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let w = ctx.tensor("weight")?;
+    let indices = ctx.tensor("indices")?;
+    let offsets = ctx.tensor("offsets")?;
+    if w.rank() != 2 {
+        return Err(ctx.err(format!("'weight' must be 2-D, got shape {:?}", w.sizes)));
+    }
+    if indices.rank() != 1 || offsets.rank() != 1 {
+        return Err(ctx.err(format!(
+            "'indices' and 'offsets' must be 1-D, got shapes {:?} and {:?}",
+            indices.sizes, offsets.sizes
+        )));
+    }
+    let p = BagParams::parse(
+        ctx.target(),
+        ctx.int_or("mode", 0)?,
+        ctx.bool_or("include_last_offset", false)?,
+        ctx.opt_int("padding_idx")?,
+        w.sizes[0],
+    )
+    .map_err(|m| ctx.err(m))?;
+    let psw = ctx.opt_tensor("per_sample_weights")?;
+    let (rows, dim) = (w.sizes[0], w.sizes[1]);
+    let ids = index_values(ctx, &indices, "indices")?;
+    let offs = index_values(ctx, &offsets, "offsets")?;
+    let n = ids.len();
+    for &i in &ids {
+        if i < 0 || i >= rows as i64 {
+            return Err(ctx.err(format!(
+                "index {i} is out of range for a weight of {rows} rows"
+            )));
+        }
+    }
+    if let Some(s) = &psw {
+        if p.mode != MODE_SUM {
+            return Err(ctx.err("per_sample_weights is only supported for mode='sum'"));
+        }
+        if s.numel() != n || s.dtype != w.dtype {
+            return Err(ctx.err(format!(
+                "per_sample_weights must be a {} tensor of {n} elements (one per index), got {} {:?}",
+                w.dtype, s.dtype, s.sizes
+            )));
+        }
+    }
+    let bags = offs.len().saturating_sub(p.include_last_offset as usize);
+    if offs.first().is_some_and(|&o| o != 0) {
+        return Err(ctx.err(format!("offsets[0] must be 0, got {}", offs[0])));
+    }
+    // Bag b holds indices start(b)..end(b).
+    let start = |b: usize| (offs[b].clamp(0, n as i64)) as usize;
+    let end = |b: usize| {
+        if b + 1 < offs.len() {
+            offs[b + 1].clamp(0, n as i64) as usize
+        } else {
+            n
+        }
+    };
+    for b in 0..bags {
+        if end(b) < start(b) {
+            return Err(ctx.err(format!(
+                "offsets must be non-decreasing, got {} after {}",
+                offs[b + 1],
+                offs[b]
+            )));
+        }
+    }
+    let mut bag_size = vec![0i64; offs.len()];
+    let mut offset2bag = vec![0i64; n];
+    let max_len = if p.mode == MODE_MAX { bags * dim } else { bags };
+    let mut max_idx = vec![0i64; max_len];
+    let wc = w.contiguous();
+    let out = with_dtype!(w.dtype, T => {
+        let wv = wc.to_vec::<T>();
+        let sw = psw.as_ref().map(|s| s.to_vec::<T>());
+        let mut acc = vec![0f64; dim];
+        let mut out = vec![T::default(); bags * dim];
+        for b in 0..bags {
+            acc.iter_mut().for_each(|a| *a = 0.0);
+            let mut first = true;
+            // torch's bag size: the offsets' difference, the last bag reaching the end of
+            // `indices` even with include_last_offset (whose trailing indices it does not
+            // sum), less the padding entries met; mean divides by it.
+            let nominal = if b + 1 < bags { end(b) } else { n };
+            let mut count = nominal as i64 - start(b) as i64;
+            for (k, &id) in ids.iter().enumerate().take(end(b)).skip(start(b)) {
+                offset2bag[k] = b as i64;
+                if p.padding_idx == Some(id) {
+                    count -= 1;
+                    continue;
+                }
+                let row = &wv[id as usize * dim..(id as usize + 1) * dim];
+                for (j, &x) in row.iter().enumerate() {
+                    let x = x.to_f64();
+                    if p.mode == MODE_MAX {
+                        if first || x > acc[j] {
+                            acc[j] = x;
+                            max_idx[b * dim + j] = id;
+                        }
+                    } else {
+                        // Rounded to the element type per step, as torch's loop.
+                        let scaled = match &sw {
+                            Some(s) => T::from_f64(s[k].to_f64() * x).to_f64(),
+                            None => x,
+                        };
+                        acc[j] = T::from_f64(acc[j] + scaled).to_f64();
+                    }
+                }
+                first = false;
+            }
+            bag_size[b] = count;
+            for j in 0..dim {
+                out[b * dim + j] = T::from_f64(if p.mode == MODE_MEAN && count > 0 {
+                    acc[j] / count as f64
+                } else {
+                    acc[j]
+                });
+            }
+        }
+        Tensor::from_vec(out, &[bags, dim])
+    }, else return Err(ctx.err(format!("dtype {} is not supported", w.dtype))));
+    if p.sum_fast_path(w.dtype) {
+        offset2bag.clear();
+    }
+    let it = offsets.dtype;
+    let ints = |v: Vec<i64>, sizes: &[usize]| Tensor::from_vec(v, sizes).to_dtype(it);
+    let max_sizes = if p.mode == MODE_MAX {
+        vec![bags, dim]
+    } else {
+        vec![bags]
+    };
+    let o2b_len = offset2bag.len();
+    Ok(vec![
+        out.into(),
+        ints(offset2bag, &[o2b_len])?.into(),
+        ints(bag_size, &[offs.len()])?.into(),
+        ints(max_idx, &max_sizes)?.into(),
+    ])
+}
