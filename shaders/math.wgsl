@@ -100,13 +100,17 @@ fn pow_(x: f32, y: f32) -> f32 {
     if y == 0.0 {
         return 1.0;
     }
+    // NaN in, NaN out, except pow(1, NaN) = 1 (C's pow; SwiftShader gave pow(-1.5, NaN) = inf).
+    if is_nan(x) || is_nan(y) {
+        return select(nan_(), 1.0, x == 1.0);
+    }
     if x < 0.0 && floor(y) == y {
         let m = pow(-x, y);
         return select(m, -m, abs(y % 2.0) == 1.0);
     }
     // A negative base with a fractional exponent is NaN, -inf's is inf or 0 (C's pow; WGSL
     // leaves pow undefined for negative bases: SwiftShader answers |x|^y).
-    if x < 0.0 && !is_nan(y) {
+    if x < 0.0 {
         if x == -inf_() {
             return select(0.0, inf_(), y > 0.0);
         }

@@ -4,6 +4,8 @@ const ARRAYS = {
   F32: [Float32Array, 'float32'], F64: [Float64Array, 'float64'], F16: [Uint16Array, 'float16'],
   BF16: [Uint16Array, 'bfloat16'], I64: [BigInt64Array, 'int64'], I32: [Int32Array, 'int32'],
   I16: [Int16Array, 'int16'], I8: [Int8Array, 'int8'], U8: [Uint8Array, 'uint8'], BOOL: [Uint8Array, 'bool'],
+  // complex64: interleaved (re, im) pairs, as the package holds them.
+  C64: [Float32Array, 'complex64'],
 };
 
 /** Parse safetensors bytes (Uint8Array): {name: {data, shape, dtype}}. */
@@ -41,6 +43,11 @@ export function toNumbers(t) {
 /** Max abs error; throws with the first outlier when not within tolerance. */
 export function assertClose(label, got, want, tol) {
   if (!got || !got.shape) throw new Error(`${label}: not a tensor: ${JSON.stringify(got)}`);
+  // A complex result against torch's view_as_real of it (how the generators store complex
+  // outputs): the same interleaved numbers, with a trailing dim of 2.
+  if (got.dtype === 'complex64' || got.dtype === 'complex128') {
+    got = { data: got.data, shape: [...got.shape, 2], dtype: got.dtype === 'complex64' ? 'float32' : 'float64' };
+  }
   if (JSON.stringify(got.shape) !== JSON.stringify(want.shape) || got.dtype !== want.dtype) {
     throw new Error(`${label}: got ${got.dtype}[${got.shape}], expected ${want.dtype}[${want.shape}]`);
   }
