@@ -19,11 +19,11 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-/// The share of exported corpus programs that must match PyTorch on the CPU (measured: 121 of
-/// 126 once the depthwise crash on small outputs was fixed; polar and cdist are missing).
-const CPU_FLOOR: f64 = 0.95;
-/// The same on the GPU backend (lavapipe in CI; CPU fallbacks included; measured: 121 of 126).
-const GPU_FLOOR: f64 = 0.95;
+/// The share of exported corpus programs that must match PyTorch on the CPU (measured: 124 of
+/// 126; transformers' `grouped_mm_fallback` custom op is missing).
+const CPU_FLOOR: f64 = 0.98;
+/// The same on the GPU backend (lavapipe in CI; CPU fallbacks included; measured: 124 of 126).
+const GPU_FLOOR: f64 = 0.98;
 
 /// The cache written by gen_corpus.py (`PT2WEB_CORPUS_DIR` or .cache/corpus), or None
 /// (skipped) when it is absent.

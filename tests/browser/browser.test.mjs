@@ -69,9 +69,9 @@ for (const device of ['webgpu', 'cpu']) {
 
 // PyTorch's OpInfo samples (.cache/opinfo, tests/fixgen/gen_opinfo.py) in Chromium: every
 // OPINFO_STRIDE-th entry (sorted by name), all its programs (both IRs) on WebGPU. A pass
-// rate with a floor (a ratchet, as tests/opinfo.rs has for the CPU and lavapipe).
+// rate with a floor (a ratchet, as tests/opinfo.rs has for the CPU and lavapipe; measured 98.6%).
 const OPINFO_STRIDE = 8;
-const OPINFO_BROWSER_FLOOR = 0.85;
+const OPINFO_BROWSER_FLOOR = 0.97;
 test('a sample of PyTorch\'s OpInfo programs runs in Chromium on WebGPU and matches PyTorch', async (t) => {
   const dir = path.join(ROOT, '.cache', 'opinfo');
   if (!existsSync(path.join(dir, 'summary.json'))) {
