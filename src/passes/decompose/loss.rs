@@ -59,10 +59,7 @@ pub(super) fn smooth_l1(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         ad
     } else {
         // where(|d| < beta, 0.5 d² / beta, |d| - 0.5 beta)
-        let small = b.t(
-            "aten.lt.Scalar",
-            vec![("self", Arg::Tensor(ad)), ("other", Arg::Float(beta))],
-        )?;
+        let small = b.cmp_s("lt", ad, Arg::Float(beta))?;
         let sq = square(b, ad)?;
         let h = b.bin_s("mul", sq, 0.5)?;
         let q = b.bin_s("div", h, beta)?;
@@ -77,10 +74,7 @@ pub(super) fn huber(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let d = b.bin("sub", tensor(n, "self")?, tensor(n, "target")?)?;
     let ad = b.un("abs", d)?;
     // where(|d| < delta, 0.5 d², delta (|d| - 0.5 delta))
-    let small = b.t(
-        "aten.lt.Scalar",
-        vec![("self", Arg::Tensor(ad)), ("other", Arg::Float(delta))],
-    )?;
+    let small = b.cmp_s("lt", ad, Arg::Float(delta))?;
     let sq = square(b, ad)?;
     let q = b.bin_s("mul", sq, 0.5)?;
     let s = b.bin_s("sub", ad, 0.5 * delta)?;
@@ -176,15 +170,9 @@ pub(super) fn hinge_embedding(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let zeros = zeros_like(b, x)?;
     let m = rsub(b, x, margin)?;
     let mc = clamp_min(b, m, 0.0)?;
-    let not_pos = b.t(
-        "aten.ne.Scalar",
-        vec![("self", Arg::Tensor(t)), ("other", Arg::Int(1))],
-    )?;
+    let not_pos = b.cmp_s("ne", t, Arg::Int(1))?;
     let out_margin = b.where_(not_pos, mc, zeros)?;
-    let not_neg = b.t(
-        "aten.ne.Scalar",
-        vec![("self", Arg::Tensor(t)), ("other", Arg::Int(-1))],
-    )?;
+    let not_neg = b.cmp_s("ne", t, Arg::Int(-1))?;
     let out_self = b.where_(not_neg, x, zeros)?;
     let l = b.bin("add", out_margin, out_self)?;
     one(b.reduce(l, reduction(n)?)?)
@@ -232,14 +220,8 @@ pub(super) fn cosine_embedding(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let pos = rsub(b, cos, 1.0)?;
     let cm = b.bin_s("sub", cos, margin)?;
     let neg = clamp_min(b, cm, 0.0)?;
-    let is_pos = b.t(
-        "aten.eq.Scalar",
-        vec![("self", Arg::Tensor(t)), ("other", Arg::Int(1))],
-    )?;
-    let is_neg = b.t(
-        "aten.eq.Scalar",
-        vec![("self", Arg::Tensor(t)), ("other", Arg::Int(-1))],
-    )?;
+    let is_pos = b.cmp_s("eq", t, Arg::Int(1))?;
+    let is_neg = b.cmp_s("eq", t, Arg::Int(-1))?;
     let op = b.where_(is_pos, pos, zeros)?;
     let on = b.where_(is_neg, neg, zeros)?;
     let l = b.bin("add", op, on)?;
@@ -271,10 +253,7 @@ pub(super) fn poisson_nll(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         let lg = b.un("log", tp)?;
         let h = b.bin_s("mul", lg, 0.5)?;
         let st = b.bin("add", a, h)?;
-        let small = b.t(
-            "aten.le.Scalar",
-            vec![("self", Arg::Tensor(t)), ("other", Arg::Int(1))],
-        )?;
+        let small = b.cmp_s("le", t, Arg::Int(1))?;
         let z = zeros_like(b, st)?;
         let st = b.where_(small, z, st)?;
         l = b.bin("add", l, st)?;
@@ -298,22 +277,12 @@ fn nll(
         (x, t)
     };
     let dtype = b.dtype(x)?;
-    let keep = b.t(
-        "aten.ne.Scalar",
-        vec![("self", Arg::Tensor(t)), ("other", Arg::Int(ignore))],
-    )?;
+    let keep = b.cmp_s("ne", t, Arg::Int(ignore))?;
     let tdt = b.dtype(t)?;
     let zero_i = b.scalar(0.0, tdt)?;
     let safe = b.where_(keep, t, zero_i)?;
     let idx = b.unsqueeze(safe, 1)?;
-    let g = b.t(
-        "aten.gather.default",
-        vec![
-            ("self", Arg::Tensor(x)),
-            ("dim", Arg::Int(1)),
-            ("index", Arg::Tensor(idx)),
-        ],
-    )?;
+    let g = b.gather(x, 1, idx)?;
     let g = b.squeeze(g, &[1])?;
     let mut loss = b.un("neg", g)?;
     let zero = b.scalar(0.0, dtype)?;
@@ -457,14 +426,7 @@ pub(super) fn multi_margin(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     };
     let dtype = b.dtype(x)?;
     let idx = b.unsqueeze(t, 1)?;
-    let xy = b.t(
-        "aten.gather.default",
-        vec![
-            ("self", Arg::Tensor(x)),
-            ("dim", Arg::Int(1)),
-            ("index", Arg::Tensor(idx)),
-        ],
-    )?;
+    let xy = b.gather(x, 1, idx)?;
     // max(0, margin - x[y] + x[j])^p (w[y]), j != y, averaged over C.
     let d = b.bin("sub", x, xy)?;
     let d = b.bin_s("add", d, margin)?;
@@ -515,19 +477,13 @@ pub(super) fn multilabel_margin(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> 
     }
     let dtype = b.dtype(x)?;
     // The targets of a row are its entries before the first -1.
-    let stop = b.t(
-        "aten.eq.Scalar",
-        vec![("self", Arg::Tensor(t)), ("other", Arg::Int(-1))],
-    )?;
+    let stop = b.cmp_s("eq", t, Arg::Int(-1))?;
     let stop_i = b.cast(stop, DType::I64)?;
     let seen = b.t(
         "aten.cumsum.default",
         vec![("self", Arg::Tensor(stop_i)), ("dim", Arg::Int(1))],
     )?;
-    let valid = b.t(
-        "aten.eq.Scalar",
-        vec![("self", Arg::Tensor(seen)), ("other", Arg::Int(0))],
-    )?;
+    let valid = b.cmp_s("eq", seen, Arg::Int(0))?;
     let tdt = b.dtype(t)?;
     let zero_i = b.scalar(0.0, tdt)?;
     let safe = b.where_(valid, t, zero_i)?;
@@ -537,23 +493,9 @@ pub(super) fn multilabel_margin(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> 
     let hit = b.bin("eq", su, classes)?;
     let vu = b.unsqueeze(valid, 2)?;
     let hit = b.bin("logical_and", hit, vu)?;
-    let is_target = b.t(
-        "aten.any.dim",
-        vec![
-            ("self", Arg::Tensor(hit)),
-            ("dim", Arg::Int(1)),
-            ("keepdim", Arg::Bool(false)),
-        ],
-    )?;
+    let is_target = b.any(hit, 1, false)?;
     // sum over targets j and non-targets k of max(0, 1 - (x[y_j] - x[k])), over C.
-    let xy = b.t(
-        "aten.gather.default",
-        vec![
-            ("self", Arg::Tensor(x)),
-            ("dim", Arg::Int(1)),
-            ("index", Arg::Tensor(safe)),
-        ],
-    )?;
+    let xy = b.gather(x, 1, safe)?;
     let xyu = b.unsqueeze(xy, 2)?;
     let xu = b.unsqueeze(x, 1)?;
     let d = b.bin("sub", xyu, xu)?;

@@ -112,19 +112,9 @@ pub(super) fn isin(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
             let eu = b.unsqueeze(e, -1)?;
             let tf = b.reshape(t, &[-1])?;
             let eq = b.bin("eq", eu, tf)?;
-            b.t(
-                "aten.any.dim",
-                vec![
-                    ("self", Arg::Tensor(eq)),
-                    ("dim", Arg::Int(-1)),
-                    ("keepdim", Arg::Bool(false)),
-                ],
-            )?
+            b.any(eq, -1, false)?
         }
-        (Some(Arg::Tensor(e)), Some(s)) => b.t(
-            "aten.eq.Scalar",
-            vec![("self", Arg::Tensor(*e)), ("other", s.clone())],
-        )?,
+        (Some(Arg::Tensor(e)), Some(s)) => b.cmp_s("eq", *e, s.clone())?,
         _ => return Err("isin of a scalar element".into()),
     };
     if invert {
@@ -259,10 +249,7 @@ pub(super) fn renorm(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let dims: Vec<i64> = (0..r as i64).filter(|&d| d != dim).collect();
     let norm = vector_norm(b, x, p, Some(&dims), true)?;
     // torch: where(norm > maxnorm, maxnorm / (norm + 1e-7), 1).
-    let over = b.t(
-        "aten.gt.Scalar",
-        vec![("self", Arg::Tensor(norm)), ("other", Arg::Float(maxnorm))],
-    )?;
+    let over = b.cmp_s("gt", norm, Arg::Float(maxnorm))?;
     let ne = b.bin_s("add", norm, 1e-7)?;
     let ndt = b.dtype(norm)?;
     let top = b.full(&[], maxnorm, ndt)?;
@@ -394,27 +381,13 @@ pub(super) fn quantile(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         let mut shape: Vec<i64> = ms.iter().map(|&d| d as i64).collect();
         *shape.last_mut().ok_or("rank")? = 1;
         let r = b.full(&shape, q * (len - 1) as f64, DType::F64)?;
-        let any = b.t(
-            "aten.any.dim",
-            vec![
-                ("self", Arg::Tensor(nan)),
-                ("dim", Arg::Int(-1)),
-                ("keepdim", Arg::Bool(true)),
-            ],
-        )?;
+        let any = b.any(nan, -1, true)?;
         let last = b.scalar((len - 1) as f64, DType::F64)?;
         b.where_(any, last, r)?
     };
     let gather = |b: &mut Builder, r: usize| -> DResult<usize> {
         let i = b.cast(r, DType::I64)?;
-        b.t(
-            "aten.gather.default",
-            vec![
-                ("self", Arg::Tensor(sorted)),
-                ("dim", Arg::Int(-1)),
-                ("index", Arg::Tensor(i)),
-            ],
-        )
+        b.gather(sorted, -1, i)
     };
     let out = match mode.as_str() {
         "lower" => {
@@ -431,14 +404,7 @@ pub(super) fn quantile(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         }
         "linear" | "midpoint" => {
             let lo_i = b.cast(ranks, DType::I64)?;
-            let below = b.t(
-                "aten.gather.default",
-                vec![
-                    ("self", Arg::Tensor(sorted)),
-                    ("dim", Arg::Int(-1)),
-                    ("index", Arg::Tensor(lo_i)),
-                ],
-            )?;
+            let below = b.gather(sorted, -1, lo_i)?;
             let hi = b.un("ceil", ranks)?;
             let above = gather(b, hi)?;
             let weights = if mode == "midpoint" {

@@ -644,6 +644,33 @@ impl<'g> Builder<'g> {
             vec![("self", Arg::Tensor(x))],
         )
     }
+    /// `aten.<op>.Scalar(x, s)` (comparisons with a Python number: `eq`, `ne`, `lt`...).
+    pub fn cmp_s(&mut self, op: &str, x: ValueId, s: Arg) -> DResult<ValueId> {
+        self.t(
+            &format!("aten.{op}.Scalar"),
+            vec![("self", Arg::Tensor(x)), ("other", s)],
+        )
+    }
+    pub fn gather(&mut self, x: ValueId, dim: i64, index: ValueId) -> DResult<ValueId> {
+        self.t(
+            "aten.gather.default",
+            vec![
+                ("self", Arg::Tensor(x)),
+                ("dim", Arg::Int(dim)),
+                ("index", Arg::Tensor(index)),
+            ],
+        )
+    }
+    pub fn any(&mut self, x: ValueId, dim: i64, keepdim: bool) -> DResult<ValueId> {
+        self.t(
+            "aten.any.dim",
+            vec![
+                ("self", Arg::Tensor(x)),
+                ("dim", Arg::Int(dim)),
+                ("keepdim", Arg::Bool(keepdim)),
+            ],
+        )
+    }
     pub fn sum(&mut self, x: ValueId, dims: &[i64], keepdim: bool) -> DResult<ValueId> {
         self.t(
             "aten.sum.dim_IntList",

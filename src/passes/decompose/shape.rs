@@ -231,10 +231,7 @@ fn embed(b: &mut Builder, x: usize, offset: i64, dim1: i64, dim2: i64) -> DResul
     let rows0 = b.arange(0, m, crate::DType::I64)?;
     let rows = b.unsqueeze(rows0, -1)?;
     let diff = b.bin("sub", cols, rows)?;
-    let on = b.t(
-        "aten.eq.Scalar",
-        vec![("self", Arg::Tensor(diff)), ("other", Arg::Int(offset))],
-    )?;
+    let on = b.cmp_s("eq", diff, Arg::Int(offset))?;
     let zero = b.scalar(0.0, dtype)?;
     let y = b.where_(on, vals, zero)?;
     // y is [..., m (dim1), m (dim2)]: move those two dims where the caller wants them.
@@ -413,14 +410,7 @@ pub(super) fn take_along_dim(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let Some(dim) = opt_int(n, "dim")? else {
         let fx = b.reshape(x, &[-1])?;
         let fi = b.reshape(idx, &[-1])?;
-        return one(b.t(
-            "aten.gather.default",
-            vec![
-                ("self", Arg::Tensor(fx)),
-                ("dim", Arg::Int(0)),
-                ("index", Arg::Tensor(fi)),
-            ],
-        )?);
+        return one(b.gather(fx, 0, fi)?);
     };
     let (sx, si) = (b.sizes(x)?, b.sizes(idx)?);
     if sx.len() != si.len() {
@@ -447,14 +437,7 @@ pub(super) fn take_along_dim(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     } else {
         b.expand(idx, &ti)?
     };
-    one(b.t(
-        "aten.gather.default",
-        vec![
-            ("self", Arg::Tensor(xe)),
-            ("dim", Arg::Int(d as i64)),
-            ("index", Arg::Tensor(ie)),
-        ],
-    )?)
+    one(b.gather(xe, d as i64, ie)?)
 }
 
 pub(super) fn sum_to_size(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
