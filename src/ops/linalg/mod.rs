@@ -348,6 +348,30 @@ fn lu_factor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(res)
 }
 
+/// A solve's square factors `f` (named `what`) and right-hand sides `b` of the same float
+/// dtype, their batch dims broadcast: (batch, factors, right-hand sides).
+fn factors_and_rhs(
+    ctx: &OpCtx,
+    f: &Tensor,
+    what: &str,
+    b: &Tensor,
+) -> Result<(Vec<usize>, Mats, Mats)> {
+    need_float(ctx, b, "B")?;
+    if f.dtype != b.dtype {
+        return Err(ctx.err(format!(
+            "{}: {what} and B must have the same dtype, got {} and {}",
+            api(ctx),
+            f.dtype,
+            b.dtype
+        )));
+    }
+    let batch = batch_of(ctx, f, b, 2)?;
+    let fm = read(ctx, f, what, Some(&batch))?;
+    need_square(ctx, &fm, what)?;
+    let bm = read(ctx, b, "B", Some(&batch))?;
+    Ok((batch, fm, bm))
+}
+
 /// `linalg.ldl_factor(_ex)(A, hermitian, check_errors)`: Bunch-Kaufman LDLᵀ of the lower
 /// triangle of each (symmetric) matrix, as LAPACK's `sytrf`: (LD with its strict upper
 /// triangle zero, pivots[, info]).
@@ -382,19 +406,7 @@ fn ldl_factor(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// `linalg.ldl_solve(LD, pivots, B, hermitian)`: `A X = B` from `ldl_factor`'s results.
 fn ldl_solve(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (ld_t, piv_t, b_t) = (ctx.tensor("LD")?, ctx.tensor("pivots")?, ctx.tensor("B")?);
-    need_float(ctx, &b_t, "B")?;
-    if ld_t.dtype != b_t.dtype {
-        return Err(ctx.err(format!(
-            "{}: LD and B must have the same dtype, got {} and {}",
-            api(ctx),
-            ld_t.dtype,
-            b_t.dtype
-        )));
-    }
-    let batch = batch_of(ctx, &ld_t, &b_t, 2)?;
-    let ld = read(ctx, &ld_t, "LD", Some(&batch))?;
-    need_square(ctx, &ld, "LD")?;
-    let b = read(ctx, &b_t, "B", Some(&batch))?;
+    let (batch, ld, b) = factors_and_rhs(ctx, &ld_t, "LD", &b_t)?;
     let n = ld.rows;
     if b.rows != n {
         return Err(ctx.err(format!(
@@ -574,19 +586,7 @@ fn lu_solve(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     };
     let left = ctx.bool_or("left", true)?;
     let adjoint = ctx.bool_or("adjoint", false)?;
-    need_float(ctx, &b_t, "B")?;
-    if lu_t.dtype != b_t.dtype {
-        return Err(ctx.err(format!(
-            "{}: LU and B must have the same dtype, got {} and {}",
-            api(ctx),
-            lu_t.dtype,
-            b_t.dtype
-        )));
-    }
-    let batch = batch_of(ctx, &lu_t, &b_t, 2)?;
-    let lu = read(ctx, &lu_t, "LU", Some(&batch))?;
-    need_square(ctx, &lu, "LU")?;
-    let b = read(ctx, &b_t, "B", Some(&batch))?;
+    let (batch, lu, b) = factors_and_rhs(ctx, &lu_t, "LU", &b_t)?;
     let n = lu.rows;
     let inner = if left { b.rows } else { b.cols };
     if inner != n {
