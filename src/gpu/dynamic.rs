@@ -439,7 +439,11 @@ async fn map_impl(a: &mut At<'_, '_>) -> Out {
             _ => Err(a.err("map xs must be tensors of rank >= 1")),
         })
         .collect::<Result<_>>()?;
-    let n = crate::ops::control::map_len(xs.iter().map(|x| x.sizes[0])).map_err(|e| a.err(e))?;
+    let n = crate::ops::control::sliced_len(
+        crate::ops::control::Sliced::Map,
+        xs.iter().map(|x| x.sizes[0]),
+    )
+    .map_err(|e| a.err(e))?;
     let mut per_out: Vec<Vec<GTensor>> = Vec::new();
     for i in 0..n {
         let mut inputs: Vec<Slot> = xs
@@ -504,7 +508,11 @@ async fn scan(a: &mut At<'_, '_>) -> Out {
             _ => Err(a.err("scan xs must be tensors of rank >= 1")),
         })
         .collect::<Result<_>>()?;
-    let n = crate::ops::control::scan_len(xs.iter().map(|x| x.sizes[0])).map_err(|e| a.err(e))?;
+    let n = crate::ops::control::sliced_len(
+        crate::ops::control::Sliced::Scan,
+        xs.iter().map(|x| x.sizes[0]),
+    )
+    .map_err(|e| a.err(e))?;
     let k = carry.len();
     let mut per_out: Vec<Vec<GTensor>> = Vec::new();
     for i in 0..n {

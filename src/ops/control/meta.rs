@@ -192,7 +192,7 @@ pub(super) fn scan(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
             }
         }
     }
-    let n = super::scan_len(lens.into_iter())?;
+    let n = super::sliced_len(super::Sliced::Scan, lens.into_iter())?;
     inputs.extend(extra);
     let mut outs = ctx
         .run_subgraph(f, inputs)

@@ -212,19 +212,38 @@ fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(node_results(ctx, carried))
 }
 
-/// The slices `map` runs its body on: the mapped tensors' common leading dimension (the
-/// error message otherwise). Shared with the GPU executor.
-pub(crate) fn map_len(
+/// The higher-order ops that run a subgraph on each slice of tensors along their leading
+/// dimension.
+#[derive(Clone, Copy)]
+pub(crate) enum Sliced {
+    Map,
+    Scan,
+}
+
+/// The number of slices `op` runs its subgraph on: the sliced tensors' common leading
+/// dimension (the error message otherwise). Shared with the meta rules and the GPU executor.
+pub(crate) fn sliced_len(
+    op: Sliced,
     mut leading: impl Iterator<Item = usize>,
 ) -> std::result::Result<usize, &'static str> {
-    let n = leading
-        .next()
-        .ok_or("map needs at least one mapped tensor")?;
+    let (none, differ, empty) = match op {
+        Sliced::Map => (
+            "map needs at least one mapped tensor",
+            "mapped tensors must have the same leading dimension",
+            "map over a leading dimension of size 0 is not supported",
+        ),
+        Sliced::Scan => (
+            "scan needs at least one scanned tensor",
+            "scanned tensors must have the same leading dimension",
+            "scan over a leading dimension of size 0 is not supported",
+        ),
+    };
+    let n = leading.next().ok_or(none)?;
     if leading.any(|m| m != n) {
-        return Err("mapped tensors must have the same leading dimension");
+        return Err(differ);
     }
     if n == 0 {
-        return Err("map over a leading dimension of size 0 is not supported");
+        return Err(empty);
     }
     Ok(n)
 }
@@ -246,7 +265,7 @@ fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             ))),
         })
         .collect::<Result<_>>()?;
-    let n = map_len(xs.iter().map(|t| t.sizes[0])).map_err(|e| ctx.err(e))?;
+    let n = sliced_len(Sliced::Map, xs.iter().map(|t| t.sizes[0])).map_err(|e| ctx.err(e))?;
     let mut per_out: Vec<Vec<Tensor>> = Vec::new();
     for i in 0..n {
         let mut inputs: Vec<RValue> = xs
@@ -300,22 +319,6 @@ fn stack_leading(ctx: &OpCtx, per_out: Vec<Vec<Tensor>>, what: &str) -> Result<V
     Ok(results)
 }
 
-/// The number of steps of a `scan` over `xs` (their common leading dimension).
-pub(crate) fn scan_len(
-    mut leading: impl Iterator<Item = usize>,
-) -> std::result::Result<usize, &'static str> {
-    let n = leading
-        .next()
-        .ok_or("scan needs at least one scanned tensor")?;
-    if leading.any(|m| m != n) {
-        return Err("scanned tensors must have the same leading dimension");
-    }
-    if n == 0 {
-        return Err("scan over a leading dimension of size 0 is not supported");
-    }
-    Ok(n)
-}
-
 /// `scan(combine_fn, init, xs, additional_inputs)`: `combine_fn(*carry, *x[i], *additional)`
 /// gives the next carry and this step's outputs, for each slice of `xs` along its leading
 /// dimension; the results are the last carry and each step's outputs stacked (torch's
@@ -338,7 +341,7 @@ fn scan(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             ))),
         })
         .collect::<Result<_>>()?;
-    let n = scan_len(xs.iter().map(|t| t.sizes[0])).map_err(|e| ctx.err(e))?;
+    let n = sliced_len(Sliced::Scan, xs.iter().map(|t| t.sizes[0])).map_err(|e| ctx.err(e))?;
     let k = carry.len();
     let mut per_out: Vec<Vec<Tensor>> = Vec::new();
     for i in 0..n {
