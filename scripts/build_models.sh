@@ -19,14 +19,18 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 # Tiny Llama- and GPT-2-style models with a static KV cache and PyTorch's greedy tokens
 # (`generate` tests; about 40 s).
 [ -f .cache/models/gpt2_static.generate.json ] || "$PY" tests/fixgen/gen_lm.py
-# PyTorch's OpInfo samples (op_db) exported as op cases, with torch's results (tests/opinfo.rs;
-# about 3 minutes on 2 CPU cores, 20 MB). Rebuilt when the generator changes.
-OPINFO_STAMP=".cache/opinfo/generator.sha256"
+# PyTorch's OpInfo samples (op_db) exported as op cases, with torch's results (tests/opinfo.rs):
+# float32, 3 samples per entry (about 3 minutes on 2 CPU cores, 20 MB), and the other dtypes
+# each entry supports, 1 sample per entry and dtype (about TODO minutes, TODO MB). Rebuilt when
+# the generator changes.
 OPINFO_SHA=$(sha256sum tests/fixgen/gen_opinfo.py | cut -d' ' -f1)
-if [ ! -f .cache/opinfo/summary.json ] || [ "$(cat "$OPINFO_STAMP" 2>/dev/null)" != "$OPINFO_SHA" ]; then
-  "$PY" tests/fixgen/gen_opinfo.py
-  echo "$OPINFO_SHA" > "$OPINFO_STAMP"
-fi
+for set in "opinfo float32 3" "opinfo-dtypes other 1"; do
+  read -r dir dtypes samples <<< "$set"
+  if [ ! -f ".cache/$dir/summary.json" ] || [ "$(cat ".cache/$dir/generator.sha256" 2>/dev/null)" != "$OPINFO_SHA" ]; then
+    "$PY" tests/fixgen/gen_opinfo.py --dtypes "$dtypes" --samples "$samples" --out ".cache/$dir"
+    echo "$OPINFO_SHA" > ".cache/$dir/generator.sha256"
+  fi
+done
 # The model corpus: a few dozen model classes from torchvision, timm, transformers and
 # diffusers with random weights and small configurations, in both IRs, with eager PyTorch's
 # outputs (tests/corpus.rs; about 2 minutes on 2 cores, 115 MB). Rebuilt when the

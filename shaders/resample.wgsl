@@ -237,3 +237,56 @@ fn grid_sample(@builtin(global_invocation_id) gid: vec3<u32>) {
         out[i] = to_out(acc);
     }
 }
+
+fn at3(base: u32, zi: i32, yi: i32, xi: i32) -> f32 {
+    if zi >= 0 && zi < i32(params.ins.x) && yi >= 0 && yi < i32(params.ins.y) && xi >= 0
+        && xi < i32(params.ins.z) {
+        return f32(x[base + (u32(zi) * params.ins.y + u32(yi)) * params.ins.z + u32(xi)]);
+    }
+    return 0.0;
+}
+
+// `grid_sampler_3d`: trilinear or nearest sampling of [N, C, D, H, W] at a grid
+// [N, D', H', W', 3] of (x, y, z), the eight corners added in torch's CPU order (tnw, tne,
+// tsw, tse, bnw, bne, bsw, bse) with the weights multiplied as it does.
+@compute @workgroup_size(64)
+fn grid_sample3d(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = gid.x + gid.y * params.row;
+    if i >= params.numel {
+        return;
+    }
+    let op = params.outs.w;
+    let p = i % op;
+    let plane = i / op;
+    let b = plane / params.c;
+    let base = plane * params.ins.w;
+    let g = (b * op + p) * 3u;
+    let fx = coordinates(unnormalize(f32(grid[g]), params.ins.z), params.ins.z);
+    let fy = coordinates(unnormalize(f32(grid[g + 1u]), params.ins.y), params.ins.y);
+    let fz = coordinates(unnormalize(f32(grid[g + 2u]), params.ins.x), params.ins.x);
+    if (params.mode & 3u) == 1u {
+        out[i] = to_out(at3(base, i32(round(fz)), i32(round(fy)), i32(round(fx))));
+        return;
+    }
+    let x0 = floor(fx);
+    let y0 = floor(fy);
+    let z0 = floor(fz);
+    let dw = x0 + 1.0 - fx;
+    let de = fx - x0;
+    let dn = y0 + 1.0 - fy;
+    let ds = fy - y0;
+    let dt = z0 + 1.0 - fz;
+    let db = fz - z0;
+    let xi = i32(x0);
+    let yi = i32(y0);
+    let zi = i32(z0);
+    var acc = at3(base, zi, yi, xi) * (dw * dn * dt);
+    acc = acc + at3(base, zi, yi, xi + 1) * (de * dn * dt);
+    acc = acc + at3(base, zi, yi + 1, xi) * (dw * ds * dt);
+    acc = acc + at3(base, zi, yi + 1, xi + 1) * (de * ds * dt);
+    acc = acc + at3(base, zi + 1, yi, xi) * (dw * dn * db);
+    acc = acc + at3(base, zi + 1, yi, xi + 1) * (de * dn * db);
+    acc = acc + at3(base, zi + 1, yi + 1, xi) * (dw * ds * db);
+    acc = acc + at3(base, zi + 1, yi + 1, xi + 1) * (de * ds * db);
+    out[i] = to_out(acc);
+}

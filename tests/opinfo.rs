@@ -3,7 +3,10 @@
 //! eager PyTorch's results) runs on the CPU and on the GPU, both IRs. Each test prints the
 //! pass rate overall and per entry, and the failures grouped by reason; the rates are a
 //! ratchet ([`CPU_FLOOR`], [`GPU_FLOOR`]: raise them as ops land, never lower them; issue 16
-//! aims at 98%). Skipped without the cache, unless PT2WEB_REQUIRE_MODELS=1.
+//! aims at 98%). The other dtypes each entry supports (float64, float16, bfloat16, int64,
+//! int32, uint8, bool; one sample each, .cache/opinfo-dtypes) have their own tests, rates per
+//! dtype and floors ([`DTYPES_CPU_FLOOR`], [`DTYPES_GPU_FLOOR`]). Skipped without the cache,
+//! unless PT2WEB_REQUIRE_MODELS=1.
 
 mod common;
 
@@ -21,9 +24,15 @@ const CPU_FLOOR: f64 = 0.98;
 /// The same on the GPU backend (lavapipe in CI; CPU fallbacks included).
 const GPU_FLOOR: f64 = 0.98;
 
-/// The cache written by gen_opinfo.py, or None (skipped) when it is absent.
-fn cache() -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache/opinfo");
+/// The share of the other dtypes' programs that must match PyTorch on the CPU.
+const DTYPES_CPU_FLOOR: f64 = 0.0;
+/// The same on the GPU backend.
+const DTYPES_GPU_FLOOR: f64 = 0.0;
+
+/// A cache folder written by gen_opinfo.py (`opinfo`: float32; `opinfo-dtypes`: the other
+/// dtypes), or None (skipped) when it is absent.
+fn cache(name: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache").join(name);
     if dir.join("summary.json").is_file() {
         return Some(dir);
     }
@@ -45,10 +54,11 @@ fn filtered() -> bool {
     std::env::var("PT2WEB_OPINFO").is_ok()
 }
 
-/// One program's result: the entry, the program, and why it failed.
+/// One program's result: the entry, the program, its samples' dtype, and why it failed.
 struct Outcome {
     entry: String,
     program: String,
+    dtype: String,
     error: Option<String>,
 }
 
@@ -124,6 +134,7 @@ fn run_all(dir: &Path, open: &dyn Fn(Program) -> pt2web::Result<Box<dyn Backend>
             out.push(Outcome {
                 entry: shard.clone(),
                 program: pname,
+                dtype: c["dtype"].as_str().unwrap_or("float32").to_string(),
                 error: result.err(),
             });
         }
@@ -174,12 +185,23 @@ fn report(what: &str, outcomes: &[Outcome]) -> f64 {
             )
         })
         .collect();
+    let mut by_dtype: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
+    for o in outcomes {
+        let d = by_dtype.entry(&o.dtype).or_default();
+        d.0 += 1;
+        d.1 += o.error.is_none() as usize;
+    }
+    let per_dtype: Vec<String> = by_dtype
+        .iter()
+        .map(|(d, (n, p))| format!("{d} {p}/{n} ({:.1}%)", 100.0 * *p as f64 / *n as f64))
+        .collect();
     let mut top: Vec<(String, usize)> = reasons.into_iter().collect();
     top.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     eprintln!(
-        "OpInfo on {what}: {passed}/{} programs match PyTorch ({:.1}%), {} of {} entries fully; failing entries:\n{}\ncommonest reasons:\n{}",
+        "OpInfo on {what}: {passed}/{} programs match PyTorch ({:.1}%; {}), {} of {} entries fully; failing entries:\n{}\ncommonest reasons:\n{}",
         outcomes.len(),
         rate * 100.0,
+        per_dtype.join(", "),
         by_entry.len() - failing.len(),
         by_entry.len(),
         failing.join("\n"),
@@ -192,48 +214,65 @@ fn report(what: &str, outcomes: &[Outcome]) -> f64 {
     rate
 }
 
-#[test]
-fn opinfo_samples_on_the_cpu() {
-    let Some(dir) = cache() else { return };
+/// Each cache's programs on the CPU: the pass rate must reach `floor` (over `min` programs).
+fn on_the_cpu(name: &str, min: usize, floor: f64) {
+    let Some(dir) = cache(name) else { return };
     let outcomes = run_all(
         &dir,
         &|p| Ok(Box::new(Session::new(p)?) as Box<dyn Backend>),
     );
     let rate = report("the CPU", &outcomes);
-    if filtered() {
-        return;
-    }
-    assert!(
-        outcomes.len() > 3000,
-        "only {} programs in {}",
-        outcomes.len(),
-        dir.display()
-    );
-    assert!(
-        rate >= CPU_FLOOR,
-        "the CPU pass rate {:.2}% fell below {:.2}%",
-        rate * 100.0,
-        CPU_FLOOR * 100.0
-    );
+    check_rate("the CPU", &dir, outcomes.len(), min, rate, floor);
 }
 
-#[test]
-fn opinfo_samples_on_the_gpu() {
-    let Some(dir) = cache() else { return };
+/// Each cache's programs on the GPU backend (lavapipe in CI; CPU fallbacks included).
+fn on_the_gpu(name: &str, floor: f64) {
+    let Some(dir) = cache(name) else { return };
     let Some(dev) = common::gpu_device() else {
         return;
     };
     let outcomes = run_all(&dir, &|p| {
         Ok(Box::new(pt2web::gpu::GpuSession::new(p, dev.clone())?) as Box<dyn Backend>)
     });
-    let rate = report(&format!("the GPU ({})", dev.properties.name), &outcomes);
+    let what = format!("the GPU ({})", dev.properties.name);
+    let rate = report(&what, &outcomes);
+    check_rate(&what, &dir, outcomes.len(), 0, rate, floor);
+}
+
+/// The floor and the program count, unless PT2WEB_OPINFO picks some entries.
+fn check_rate(what: &str, dir: &Path, programs: usize, min: usize, rate: f64, floor: f64) {
     if filtered() {
         return;
     }
     assert!(
-        rate >= GPU_FLOOR,
-        "the GPU pass rate {:.2}% fell below {:.2}%",
-        rate * 100.0,
-        GPU_FLOOR * 100.0
+        programs > min,
+        "only {programs} programs in {}",
+        dir.display()
     );
+    assert!(
+        rate >= floor,
+        "the pass rate on {what} {:.2}% fell below {:.2}%",
+        rate * 100.0,
+        floor * 100.0
+    );
+}
+
+#[test]
+fn opinfo_samples_on_the_cpu() {
+    on_the_cpu("opinfo", 3000, CPU_FLOOR);
+}
+
+#[test]
+fn opinfo_samples_on_the_gpu() {
+    on_the_gpu("opinfo", GPU_FLOOR);
+}
+
+#[test]
+fn opinfo_other_dtypes_on_the_cpu() {
+    on_the_cpu("opinfo-dtypes", 3000, DTYPES_CPU_FLOOR);
+}
+
+#[test]
+fn opinfo_other_dtypes_on_the_gpu() {
+    on_the_gpu("opinfo-dtypes", DTYPES_GPU_FLOOR);
 }

@@ -30,6 +30,7 @@ mod elementwise_args;
 pub(crate) mod epilogue;
 mod fill;
 mod fused;
+mod histogram;
 mod index;
 mod ints;
 mod linalg;
@@ -44,6 +45,7 @@ pub(crate) mod select;
 mod shape;
 mod sort;
 pub mod support;
+mod weight_norm;
 pub mod table;
 
 pub(crate) use attention::fused_attention;
@@ -99,6 +101,7 @@ pub fn nn_variants() -> Vec<Variant> {
         shape::TRI,
         resample::UPSAMPLE,
         resample::GRID_SAMPLE,
+        resample::GRID_SAMPLE_3D,
         rnn::GATES,
         linalg::MATMUL_INT,
     ];

@@ -40,13 +40,15 @@ pub enum Shader {
     Affine,
     /// Pairwise distances (`kernels/distance.rs`).
     Distance,
+    /// Histograms (`kernels/histogram.rs`).
+    Histogram,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 25] = [
+    pub const ALL: [Shader; 26] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -72,6 +74,7 @@ impl Shader {
         Shader::Quant,
         Shader::Affine,
         Shader::Distance,
+        Shader::Histogram,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -100,6 +103,7 @@ impl Shader {
             Shader::Quant => "quant.wgsl",
             Shader::Affine => "affine.wgsl",
             Shader::Distance => "distance.wgsl",
+            Shader::Histogram => "histogram.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -184,6 +188,7 @@ impl Shader {
             Shader::Quant => include_str!("../../shaders/quant.wgsl"),
             Shader::Affine => include_str!("../../shaders/affine.wgsl"),
             Shader::Distance => include_str!("../../shaders/distance.wgsl"),
+            Shader::Histogram => include_str!("../../shaders/histogram.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }

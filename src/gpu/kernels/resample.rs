@@ -20,6 +20,7 @@ use bytemuck::{Pod, Zeroable};
 
 pub const UPSAMPLE: Variant = Variant::new(Shader::Resample, "upsample");
 pub const GRID_SAMPLE: Variant = Variant::new(Shader::Resample, "grid_sample");
+pub const GRID_SAMPLE_3D: Variant = Variant::new(Shader::Resample, "grid_sample3d");
 
 #[repr(C)]
 #[derive(Clone, Copy, Pod, Zeroable, Default)]
@@ -217,7 +218,9 @@ fn nearest_int(
     super::index::encode_gather(k, &xc, &it, sizes, &src_strides, &idx_strides, 1, plane)
 }
 
-/// `grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)`, 4-D.
+/// `grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)`: 4-D
+/// (`grid_sampler_2d`: bilinear, nearest, bicubic) or 5-D (`grid_sampler_3d`: trilinear,
+/// nearest), one thread per output element.
 pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(g)) = (k.t("input"), k.t("grid")) else {
         return Ok(None);
@@ -226,11 +229,12 @@ pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
     let Some(elems) = k.elems(d, d) else {
         return Ok(None);
     };
+    let r = x.rank();
     if g.dtype != d
         || !k.out_is(d)
-        || x.rank() != 4
-        || g.rank() != 4
-        || g.sizes[3] != 2
+        || !matches!(r, 4 | 5)
+        || g.rank() != r
+        || g.sizes[r - 1] != r - 2
         || g.sizes[0] != x.sizes[0]
         || !k.fits(&x)
         || !k.fits(&g)
@@ -239,14 +243,21 @@ pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
     }
     let interp = k.op.int_or("interpolation_mode", 0)?;
     let pad = k.op.int_or("padding_mode", 0)?;
-    if !(0..=2).contains(&interp) || !(0..=2).contains(&pad) {
+    // Bicubic is 2-D only (torch refuses it for 5-D; so does the CPU kernel).
+    if !(0..=2 - (r == 5) as i64).contains(&interp) || !(0..=2).contains(&pad) {
         return Ok(None);
     }
     let align = k.op.bool_or("align_corners", false)?;
-    let (n, c, h, w) = (x.sizes[0], x.sizes[1], x.sizes[2], x.sizes[3]);
-    let (oh, ow) = (g.sizes[1], g.sizes[2]);
-    let numel = n * c * oh * ow;
-    if numel >= u32::MAX as usize || (h * w == 0 && numel > 0) {
+    let (n, c) = (x.sizes[0], x.sizes[1]);
+    // (D, H, W) of the input and the output (D = 1 for 2-D).
+    let dhw = |s: &[usize]| {
+        let mut a = [1; 3];
+        a[3 - s.len()..].copy_from_slice(s);
+        a
+    };
+    let (ins, outs) = (dhw(&x.sizes[2..]), dhw(&g.sizes[1..r - 1]));
+    let numel = n * c * outs.iter().product::<usize>();
+    if numel >= u32::MAX as usize || (ins.iter().product::<usize>() == 0 && numel > 0) {
         return Ok(None);
     }
     let Some(xc) = contiguous(k, &x)? else {
@@ -255,7 +266,9 @@ pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
     let Some(gc) = contiguous(k, &g)? else {
         return Ok(None);
     };
-    let out = k.new_out(d, &[n, c, oh, ow])?;
+    let mut sizes = vec![n, c];
+    sizes.extend_from_slice(&g.sizes[1..r - 1]);
+    let out = k.new_out(d, &sizes)?;
     if numel == 0 {
         return Ok(Some(vec![Slot::Tensor(out)]));
     }
@@ -265,12 +278,13 @@ pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
         row,
         mode: interp as u32 | ((pad as u32) << 2) | ((align as u32) << 4),
         c: c as u32,
-        ins: vec4([1, h, w]),
-        outs: vec4([1, oh, ow]),
+        ins: vec4(ins),
+        outs: vec4(outs),
         ..Default::default()
     };
+    let variant = if r == 5 { &GRID_SAMPLE_3D } else { &GRID_SAMPLE };
     k.dispatch(
-        &GRID_SAMPLE.typed(elems),
+        &variant.typed(elems),
         bytemuck::bytes_of(&meta),
         &[(1, &out), (2, &xc), (4, &gc)],
         (gx, gy, 1),
@@ -374,7 +388,11 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
     );
     let default = On::Only(&["default"]);
     t.kernel(
-        &["aten.grid_sampler", "aten.grid_sampler_2d"],
+        &[
+            "aten.grid_sampler",
+            "aten.grid_sampler_2d",
+            "aten.grid_sampler_3d",
+        ],
         default,
         grid_sampler,
         all_f32,

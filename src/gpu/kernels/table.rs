@@ -177,6 +177,7 @@ pub fn gpu_table() -> &'static GpuTable {
         super::draws::register(&mut t);
         super::linalg::register(&mut t);
         super::distance::register(&mut t);
+        super::histogram::register(&mut t);
         super::contract::register(&mut t);
         super::matmul::register(&mut t);
         super::reduce_ops::register(&mut t);
@@ -192,6 +193,7 @@ pub fn gpu_table() -> &'static GpuTable {
         super::conv::register(&mut t);
         super::norm::register(&mut t);
         super::quant::register(&mut t);
+        super::weight_norm::register(&mut t);
         t
     })
 }

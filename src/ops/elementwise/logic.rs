@@ -38,6 +38,8 @@ pub(super) fn register(r: &mut OpTable) {
     both(r, "bitwise_not", bitwise_not);
     both(r, "bitwise_left_shift", left_shift);
     both(r, "bitwise_right_shift", right_shift);
+    both(r, "gcd", gcd);
+    both(r, "lcm", lcm);
     r.cpu_op("aten.__lshift__", left_shift);
     r.cpu_op("aten.__rshift__", right_shift);
     r.cpu_op("aten.__and__", bitwise_and);
@@ -140,7 +142,7 @@ fn bitwise(ctx: &mut OpCtx, f: impl Fn(i64, i64, u32) -> i64) -> Result<Vec<RVal
     let d = promote(&[&x, &y]);
     if d.is_float() || d.is_complex() {
         return Err(ctx.err(format!(
-            "bitwise ops are only implemented for integer and bool dtypes, got {d}"
+            "integer ops (bitwise, shifts, gcd, lcm) are only implemented for integer and bool dtypes, got {d}"
         )));
     }
     let bits = if d == DType::Bool {
@@ -185,6 +187,26 @@ fn right_shift(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         } else {
             a >> b
         }
+    })
+}
+
+/// torch's `calc_gcd`: Euclid's algorithm on the absolute values (the result is never
+/// negative; `gcd(0, 0) = 0`).
+fn gcd_of(a: i64, b: i64) -> i64 {
+    let (mut a, mut b) = (a.wrapping_abs(), b.wrapping_abs());
+    while a != 0 {
+        (a, b) = (b.wrapping_rem(a), a);
+    }
+    b
+}
+fn gcd(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    bitwise(ctx, |a, b, _| gcd_of(a, b))
+}
+/// `|a / gcd(a, b) * b|`, 0 when both are 0 (torch's `lcm`).
+fn lcm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    bitwise(ctx, |a, b, _| match gcd_of(a, b) {
+        0 => 0,
+        g => (a / g).wrapping_mul(b).wrapping_abs(),
     })
 }
 

@@ -422,6 +422,8 @@ pub(crate) fn register(r: &mut OpTable) {
         "arctan2_",
         "bitwise_left_shift_",
         "bitwise_right_shift_",
+        "gcd_",
+        "lcm_",
         "greater_",
         "greater_equal_",
         "less_",

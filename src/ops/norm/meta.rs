@@ -15,6 +15,17 @@ fn stat_dtype(d: DType) -> DType {
     }
 }
 
+/// Batch norm's saved statistics: in the input's dtype, except for a half input with a float32
+/// parameter or running buffer (torch's `param_scalar_type` of a mixed-type call: float32).
+pub(super) fn batch_stat_dtype(x: DType, params: &[Option<DType>]) -> DType {
+    let mixed = params.iter().flatten().any(|&p| p != x);
+    if matches!(x, DType::F16 | DType::BF16) && mixed {
+        DType::F32
+    } else {
+        x
+    }
+}
+
 fn channels(x: &MetaTensor) -> RuleResult<usize> {
     if x.rank() < 2 {
         return Err(format!(
@@ -44,12 +55,11 @@ pub(super) fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     }
     let with_update = t.starts_with("aten._batch_norm_with_update");
     let training = !t.contains("no_training") && (with_update || ctx.bool_or("training", false)?);
-    // Saved statistics are in the compute dtype; the empty ones of eval mode in the input's.
-    let sd = if training {
-        stat_dtype(x.dtype)
-    } else {
-        x.dtype
-    };
+    let mut params = Vec::new();
+    for name in ["weight", "bias", "running_mean", "running_var"] {
+        params.push(ctx.opt_tensor(name)?.map(|p| p.dtype));
+    }
+    let sd = batch_stat_dtype(x.dtype, &params);
     let stat = MetaTensor::new(sd, vec![if training { c } else { 0 }]);
     let mut out = vec![
         MValue::Tensor(x.clone()),

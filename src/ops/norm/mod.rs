@@ -213,7 +213,7 @@ fn update_running(running: &Tensor, batch: &[f64], momentum: f64) -> Result<Tens
 fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("input")?;
     let t = ctx.target().to_string();
-    let cf = float_of(ctx, &x)?;
+    float_of(ctx, &x)?;
     if x.rank() < 2 {
         return Err(ctx.err(format!(
             "expected an input of at least 2 dims ([N, C, ...]), got shape {:?}",
@@ -248,12 +248,13 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         ..
     } = NormParams::parse(ctx, x.dtype)?;
     let functional = t.contains("functional");
-    // Statistics saved for backward are in the compute dtype (f32 for half inputs).
-    let stat_dtype = if cf == DType::F64 {
-        DType::F64
-    } else {
-        DType::F32
-    };
+    let params = [
+        ctx.opt_tensor("weight")?.map(|p| p.dtype),
+        ctx.opt_tensor("bias")?.map(|p| p.dtype),
+        rm.as_ref().map(|p| p.dtype),
+        rv.as_ref().map(|p| p.dtype),
+    ];
+    let stat_dtype = meta::batch_stat_dtype(x.dtype, &params);
     let (out, save_mean, save_invstd, new_rm, new_rv);
     let eval_stats = if training {
         None

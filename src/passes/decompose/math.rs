@@ -73,11 +73,20 @@ pub(super) fn isclose(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let rtol = float(n, "rtol", Some(1e-5))?;
     let atol = float(n, "atol", Some(1e-8))?;
     let equal_nan = boolean(n, "equal_nan", false)?;
-    if !b.dtype(x)?.is_float() || b.dtype(x)? != b.dtype(y)? {
-        return Err("isclose of non-float or mixed dtypes".into());
+    let dtype = b.dtype(x)?;
+    if dtype != b.dtype(y)? || dtype.is_complex() {
+        return Err("isclose of complex or mixed dtypes".into());
     }
-    // torch: x == y | (isfinite(|x - y|) & |x - y| <= atol + rtol * |y|).
+    // torch: x == y | (isfinite(|x - y|) & |x - y| <= atol + rtol * |y|); for integers an
+    // equality when both tolerances are 0, and bools compared as float32.
     let eq = b.bin("eq", x, y)?;
+    if !dtype.is_float() && rtol == 0.0 && atol == 0.0 {
+        return one(eq);
+    }
+    let (x, y) = match dtype {
+        DType::Bool => (b.cast(x, DType::F32)?, b.cast(y, DType::F32)?),
+        _ => (x, y),
+    };
     let ry = b.bin_s("mul", y, rtol)?;
     let ary = b.un("abs", ry)?;
     let allowed = b.bin_s("add", ary, atol)?;
@@ -87,7 +96,7 @@ pub(super) fn isclose(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let le = b.bin("le", ad, allowed)?;
     let close = b.bin("logical_and", finite, le)?;
     let mut out = b.bin("logical_or", eq, close)?;
-    if equal_nan {
+    if equal_nan && dtype.is_float() {
         let nx = b.un("isnan", x)?;
         let ny = b.un("isnan", y)?;
         let both = b.bin("logical_and", nx, ny)?;

@@ -102,6 +102,14 @@ fn table() -> &'static [(&'static str, Decomp)] {
         ("aten.take_along_dim.default", shape::take_along_dim),
         ("aten.sum_to_size.default", shape::sum_to_size),
         ("aten.mH.default", shape::adjoint),
+        (
+            "prims.convert_element_type.default",
+            shape::convert_element_type,
+        ),
+        (
+            "aten.affine_grid_generator.default",
+            shape::affine_grid_generator,
+        ),
         ("aten.matrix_H.default", shape::adjoint),
         ("aten.cross.default", math::cross),
         ("aten.linalg_cross.default", math::cross),

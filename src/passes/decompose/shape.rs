@@ -2,7 +2,7 @@
 //! diagonals, `kron`, `broadcast_tensors`, `meshgrid` and friends (views, `cat`, `expand`
 //! and `where` underneath, as `torch._refs` writes them).
 
-use super::{int, ints, opt_int, string, tensor, tensors, wrap, Builder, DResult};
+use super::{boolean, int, ints, opt_int, string, tensor, tensors, wrap, Builder, DResult};
 use crate::program::{Arg, Node, ValueKind};
 
 fn one(v: usize) -> DResult<Vec<Arg>> {
@@ -447,6 +447,10 @@ pub(super) fn sum_to_size(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     if size.len() > s.len() {
         return Err(format!("sum_to_size {size:?} of {s:?}"));
     }
+    if size.is_empty() {
+        // torch's sum_to: a full `sum` (which promotes integers to int64), even of a 0-d tensor.
+        return one(b.un("sum", x)?);
+    }
     let lead = s.len() - size.len();
     let inner: Vec<i64> = size
         .iter()
@@ -475,4 +479,77 @@ pub(super) fn adjoint(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         return Err("mH needs 2 or more dims".into());
     }
     one(b.transpose(x, -2, -1)?)
+}
+
+/// `affine_grid_generator(theta, size, align_corners)` (`F.affine_grid`): the base grid of
+/// normalized pixel coordinates `(x, y[, z], 1)` times `theta`ᵀ, as torch's decomposition:
+/// a `[N, H, W, 2]` grid from `theta` `[N, 2, 3]` and size `[N, C, H, W]`, or
+/// `[N, D, H, W, 3]` from `[N, 3, 4]` and `[N, C, D, H, W]`.
+pub(super) fn affine_grid_generator(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
+    let theta = tensor(n, "theta")?;
+    let size = ints(n, "size")?.ok_or("no size")?;
+    let align = boolean(n, "align_corners", false)?;
+    let spatial = match size.len() {
+        4 => 2,
+        5 => 3,
+        r => return Err(format!("size of {r} dims (4 or 5 expected)")),
+    };
+    let (batch, dims) = (size[0], &size[2..]);
+    let want = [batch as usize, spatial, spatial + 1];
+    if b.sizes(theta)? != want {
+        return Err(format!("theta must be {want:?} for size {size:?}"));
+    }
+    let dtype = b.dtype(theta)?;
+    // One coordinate per spatial dim, x (along the last dim) first, then the ones.
+    let mut coords = Vec::new();
+    for (k, &steps) in dims.iter().rev().enumerate() {
+        // torch's _linspace_from_neg_one: linspace(-a, a, steps), a = (steps - 1) / steps
+        // unless align_corners; 0 for a single step.
+        let a = match (steps > 1, align) {
+            (false, _) => 0.0,
+            (true, true) => 1.0,
+            (true, false) => (steps - 1) as f64 / steps as f64,
+        };
+        let step = if steps > 1 {
+            2.0 * a / (steps - 1) as f64
+        } else {
+            0.0
+        };
+        let i = b.arange(0, steps, dtype)?;
+        let scaled = b.bin_s("mul", i, step)?;
+        let line = b.bin_s("add", scaled, -a)?;
+        let mut shape = vec![1; spatial];
+        shape[spatial - 1 - k] = steps;
+        let line = b.reshape(line, &shape)?;
+        coords.push(b.expand(line, dims)?);
+    }
+    coords.push(b.full(dims, 1.0, dtype)?);
+    let base = b.stack(&coords, -1)?;
+    let pixels: i64 = dims.iter().product();
+    let width = spatial as i64 + 1;
+    let base = b.reshape(base, &[1, pixels, width])?;
+    let base = b.expand(base, &[batch, pixels, width])?;
+    let theta_t = b.transpose(theta, 1, 2)?;
+    let grid = b.t(
+        "aten.bmm.default",
+        vec![("self", Arg::Tensor(base)), ("mat2", Arg::Tensor(theta_t))],
+    )?;
+    let mut out = vec![batch];
+    out.extend_from_slice(dims);
+    out.push(spatial as i64);
+    one(b.reshape(grid, &out)?)
+}
+
+/// `prims.convert_element_type(a, dtype)` (left in some core ATen programs by torch's own
+/// decompositions): the copy into `dtype` that `_to_copy` makes.
+pub(super) fn convert_element_type(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
+    let a = tensor(n, "a")?;
+    let dtype = match n.arg("dtype") {
+        Some(Arg::ScalarType(d)) => *d,
+        other => return Err(format!("argument 'dtype' is {other:?}, not a dtype")),
+    };
+    one(b.t(
+        "aten._to_copy.default",
+        vec![("self", Arg::Tensor(a)), ("dtype", Arg::ScalarType(dtype))],
+    )?)
 }

@@ -165,4 +165,12 @@ CASES = [
       [randn(3, 4, seed=90), torch.tensor([[3, 0, -1, 1], [1, 2, 3, 0], [-1, 1, 1, 1]])]),
     C("multilabel_margin_1d", lambda x, t: F.multilabel_margin_loss(x, t), [randn(4, seed=91), torch.tensor([2, -1, 0, 0])]),
     C("mse_empty", lambda a, b: F.mse_loss(a, b, reduction="sum"), [randn(0, 3, seed=92), randn(0, 3, seed=93)]),
+    # F.affine_grid (aten.affine_grid_generator in the training IR), 2-D and 3-D, and a spatial
+    # transformer (the grid fed to grid_sample).
+    C("affine_grid_2d", lambda t: F.affine_grid(t, [2, 3, 4, 5], align_corners=False), [randn(2, 2, 3, seed=94)]),
+    C("affine_grid_2d_align", lambda t: F.affine_grid(t, [1, 1, 3, 1], align_corners=True), [randn(1, 2, 3, seed=97)]),
+    C("affine_grid_3d", lambda t: F.affine_grid(t, [2, 1, 3, 4, 2], align_corners=True), [randn(2, 3, 4, seed=98)]),
+    C("affine_grid_3d_f64", lambda t: F.affine_grid(t, [1, 2, 2, 3, 4], align_corners=False), [randn(1, 3, 4, seed=99, dtype=torch.float64)]),
+    C("spatial_transformer", lambda x, t: F.grid_sample(x, F.affine_grid(t, list(x.shape), align_corners=False), align_corners=False),
+      [randn(2, 3, 6, 7, seed=100), torch.tensor([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])]),
 ]

@@ -355,7 +355,7 @@ fn ldexp(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 /// The next representable value after `a` towards `b` (C's `nextafter`), per float width.
 macro_rules! next_after {
-    ($name:ident, $t:ty, $min:expr) => {
+    ($name:ident, $t:ty, $min:expr, $zero:expr) => {
         fn $name(a: $t, b: $t) -> $t {
             if a.is_nan() || b.is_nan() {
                 return a + b;
@@ -363,17 +363,19 @@ macro_rules! next_after {
             if a == b {
                 return b;
             }
-            if a == 0.0 {
+            if a == $zero {
                 return <$t>::from_bits($min).copysign(b);
             }
             let bits = a.to_bits();
-            let up = (b > a) == (a > 0.0);
+            let up = (b > a) == (a > $zero);
             <$t>::from_bits(if up { bits + 1 } else { bits - 1 })
         }
     };
 }
-next_after!(next_after_f32, f32, 1u32);
-next_after!(next_after_f64, f64, 1u64);
+next_after!(next_after_f32, f32, 1u32, 0.0);
+next_after!(next_after_f64, f64, 1u64, 0.0);
+next_after!(next_after_f16, half::f16, 1u16, half::f16::ZERO);
+next_after!(next_after_bf16, half::bf16, 1u16, half::bf16::ZERO);
 
 fn nextafter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (x, y) = (val(ctx, "self")?, val(ctx, "other")?);
@@ -382,9 +384,11 @@ fn nextafter(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let r = match d {
         DType::F32 => zip_map_shared::<f32, f32>(ctx, &a, &b, next_after_f32)?,
         DType::F64 => zip_map_shared::<f64, f64>(ctx, &a, &b, next_after_f64)?,
+        DType::F16 => zip_map_shared::<half::f16, half::f16>(ctx, &a, &b, next_after_f16)?,
+        DType::BF16 => zip_map_shared::<half::bf16, half::bf16>(ctx, &a, &b, next_after_bf16)?,
         _ => {
             return Err(ctx.err(format!(
-                "is not implemented for dtype {d} (float32 and float64 only)"
+                "is not implemented for dtype {d} (floating point only)"
             )))
         }
     };
