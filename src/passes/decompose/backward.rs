@@ -495,16 +495,37 @@ pub(super) fn adaptive_avg_pool2d(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>
     Ok(vec![Arg::Tensor(spread(b, scaled, mh, mw)?)])
 }
 
-/// `index_add(zeros, 0, index, source)`.
-fn add_rows(b: &mut Builder, zeros: usize, index: usize, source: usize) -> DResult<usize> {
+/// `zeros` with the entries of `src` added at `index` along `dim`: `index_add` (one index
+/// per row along `dim`) or `scatter_add` (an index per element); both GPU kernels gather each
+/// target's entries in order.
+fn add_at(
+    b: &mut Builder,
+    (target, src_name): (&str, &str),
+    zeros: usize,
+    dim: i64,
+    index: usize,
+    src: usize,
+) -> DResult<usize> {
     b.t(
-        "aten.index_add.default",
+        target,
         vec![
             ("self", Arg::Tensor(zeros)),
-            ("dim", Arg::Int(0)),
+            ("dim", Arg::Int(dim)),
             ("index", Arg::Tensor(index)),
-            ("source", Arg::Tensor(source)),
+            (src_name, Arg::Tensor(src)),
         ],
+    )
+}
+
+/// `index_add(zeros, 0, index, source)`.
+fn add_rows(b: &mut Builder, zeros: usize, index: usize, source: usize) -> DResult<usize> {
+    add_at(
+        b,
+        ("aten.index_add.default", "source"),
+        zeros,
+        0,
+        index,
+        source,
     )
 }
 
@@ -527,14 +548,7 @@ pub(super) fn embedding_dense(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         let zeros = b.full(&[num_weights], 0.0, dt)?;
         let ones = b.full(&[count], 1.0, dt)?;
         let freq = add_rows(b, zeros, ids, ones)?;
-        let per_row = b.t(
-            "aten.index_select.default",
-            vec![
-                ("self", Arg::Tensor(freq)),
-                ("dim", Arg::Int(0)),
-                ("index", Arg::Tensor(ids)),
-            ],
-        )?;
+        let per_row = b.index_select(freq, 0, ids)?;
         let per_row = b.unsqueeze(per_row, 1)?;
         rows = b.bin("div", rows, per_row)?;
     }
@@ -565,14 +579,6 @@ pub(super) fn max_pool2d_with_indices(b: &mut Builder, n: &Node) -> DResult<Vec<
     let g = b.reshape(g, &[count, per_out])?;
     let at = b.reshape(idx, &[count, per_out])?;
     let zeros = b.full(&[count, per_in], 0.0, dt)?;
-    let sums = b.t(
-        "aten.scatter_add.default",
-        vec![
-            ("self", Arg::Tensor(zeros)),
-            ("dim", Arg::Int(1)),
-            ("index", Arg::Tensor(at)),
-            ("src", Arg::Tensor(g)),
-        ],
-    )?;
+    let sums = add_at(b, ("aten.scatter_add.default", "src"), zeros, 1, at, g)?;
     Ok(vec![Arg::Tensor(b.reshape(sums, &i64s(&xs))?)])
 }

@@ -687,6 +687,16 @@ impl<'g> Builder<'g> {
             ],
         )
     }
+    pub fn index_select(&mut self, x: ValueId, dim: i64, index: ValueId) -> DResult<ValueId> {
+        self.t(
+            "aten.index_select.default",
+            vec![
+                ("self", Arg::Tensor(x)),
+                ("dim", Arg::Int(dim)),
+                ("index", Arg::Tensor(index)),
+            ],
+        )
+    }
     pub fn any(&mut self, x: ValueId, dim: i64, keepdim: bool) -> DResult<ValueId> {
         self.t(
             "aten.any.dim",
