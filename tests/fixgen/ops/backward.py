@@ -128,6 +128,13 @@ CASES = [
     _max_case("max_pool2d_bwd_unbatched", (3, 6, 6), [2, 2], [1, 1], [0, 0], [1, 1], False, seed=124),
 ]
 
+# Half precision (computed in f32, as torch's CPU kernels do) and int32 indices.
+_ln16 = [t.half() for t in _ln_inputs((3, 8), (8,), 150)]
+CASES += [
+    Case("layer_norm_bwd_f16", _ln_bwd([8], [True, True, True]), _ln16, tol="half"),
+    _emb_case("embedding_bwd_int32", _IDX.int(), 3, 10, 4, True, seed=155),
+]
+
 # A dynamic batch: decomposed per call, for the call's shapes (on the CPU kernels).
 _N = torch.export.Dim("n")
 _conv_dyn = _conv_case("conv2d_bwd_dynamic", (3, 2, 5, 6), (4, 2, 3, 3), [2, 1], [1, 1], [1, 1], seed=130)
