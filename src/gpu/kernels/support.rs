@@ -88,9 +88,13 @@ pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Suppor
 }
 
 /// Whether the GPU backend has a path for `target` at all, for some dtypes: a kernel, a view,
-/// or a readback (control flow, `item`, data-dependent sizes).
+/// a readback (control flow, `item`, data-dependent sizes), or a load-time decomposition
+/// into ops that have one (src/passes/decompose/). A decomposed node whose sizes are
+/// symbolic is left to the per-call decomposition, which runs on the CPU kernels.
 pub fn has_gpu_path(target: &str) -> bool {
-    with_readback(target, &[], &[]).is_some() || entry(target).is_some()
+    with_readback(target, &[], &[]).is_some()
+        || entry(target).is_some()
+        || crate::passes::decompose::decomposes(target)
 }
 
 /// GPU, or the dtypes as the reason why not.

@@ -14,10 +14,13 @@ use crate::program::{Arg, Dim, Graph, IntArg, Node, Value, ValueId, ValueKind};
 use crate::runtime::RValue;
 
 /// Register the run-time decomposition of every decomposed target (CPU kernel and shape
-/// rule).
+/// rule), except where a family already registered a kernel of its own (it serves symbolic
+/// sizes directly: `max_pool2d_with_indices_backward`).
 pub(crate) fn register(r: &mut OpTable) {
     for (t, _) in super::table() {
-        r.define(t, run, rule);
+        if r.cpu_kernel(t).is_none() {
+            r.define(t, run, rule);
+        }
     }
 }
 

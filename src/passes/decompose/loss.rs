@@ -435,14 +435,7 @@ pub(super) fn multi_margin(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         z = square(b, z)?;
     }
     if let Some(w) = opt_tensor(n, "weight")? {
-        let wy = b.t(
-            "aten.index_select.default",
-            vec![
-                ("self", Arg::Tensor(w)),
-                ("dim", Arg::Int(0)),
-                ("index", Arg::Tensor(t)),
-            ],
-        )?;
+        let wy = b.index_select(w, 0, t)?;
         let wy = b.unsqueeze(wy, 1)?;
         z = b.bin("mul", z, wy)?;
     }

@@ -17,6 +17,7 @@
 //! arguments (or whose result disagrees with torch's metadata for the node) also leaves the
 //! node, so a wrong rewrite cannot change a result silently.
 
+mod backward;
 mod concrete;
 mod loss;
 mod math;
@@ -159,6 +160,31 @@ fn table() -> &'static [(&'static str, Decomp)] {
         (
             "aten.multilabel_margin_loss.default",
             loss::multilabel_margin,
+        ),
+        (
+            "aten.native_layer_norm_backward.default",
+            backward::layer_norm,
+        ),
+        (
+            "aten.native_group_norm_backward.default",
+            backward::group_norm,
+        ),
+        (
+            "aten.convolution_backward.default",
+            backward::convolution_backward,
+        ),
+        ("aten.avg_pool2d_backward.default", backward::avg_pool2d),
+        (
+            "aten._adaptive_avg_pool2d_backward.default",
+            backward::adaptive_avg_pool2d,
+        ),
+        (
+            "aten.embedding_dense_backward.default",
+            backward::embedding_dense,
+        ),
+        (
+            "aten.max_pool2d_with_indices_backward.default",
+            backward::max_pool2d_with_indices,
         ),
     ]
 }
@@ -662,6 +688,16 @@ impl<'g> Builder<'g> {
     pub fn gather(&mut self, x: ValueId, dim: i64, index: ValueId) -> DResult<ValueId> {
         self.t(
             "aten.gather.default",
+            vec![
+                ("self", Arg::Tensor(x)),
+                ("dim", Arg::Int(dim)),
+                ("index", Arg::Tensor(index)),
+            ],
+        )
+    }
+    pub fn index_select(&mut self, x: ValueId, dim: i64, index: ValueId) -> DResult<ValueId> {
+        self.t(
+            "aten.index_select.default",
             vec![
                 ("self", Arg::Tensor(x)),
                 ("dim", Arg::Int(dim)),
