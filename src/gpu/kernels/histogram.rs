@@ -73,4 +73,5 @@ fn histc(k: &mut KernelCtx) -> Out {
 pub(super) fn register(t: &mut super::table::GpuTable) {
     use super::table::{all_f32, On};
     t.kernel(&["aten.histc"], On::Only(&["default"]), histc, all_f32);
+    t.variants(&[HISTC]);
 }

@@ -252,7 +252,8 @@ pub(super) fn median(k: &mut KernelCtx) -> Out {
     } else {
         Mode::Median
     };
-    if k.out_dtype(0) != Some(x.dtype) {
+    // (Before any copy: a dtype the sort kernels do not key, f64, is not held on the GPU.)
+    if k.out_dtype(0) != Some(x.dtype) || key_flags(x.dtype).is_none() {
         return Ok(None);
     }
     match k.op.opt_int("dim")? {

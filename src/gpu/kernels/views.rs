@@ -75,6 +75,10 @@ pub(super) fn copy(k: &mut KernelCtx) -> Out {
 
 /// A contiguous copy of `x` (or `x` itself when it already is one starting at 0).
 pub(crate) fn contiguous(k: &mut KernelCtx, x: &GTensor) -> Result<Option<GTensor>> {
+    // f64 is never held on the GPU (WGSL has no f64): the CPU kernel serves the node.
+    if x.dtype == DType::F64 {
+        return Ok(None);
+    }
     if x.is_contiguous() && x.offset == 0 {
         k.ensure(x)?;
         return Ok(Some(x.clone()));

@@ -59,7 +59,12 @@ pub(super) fn batch_norm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     for name in ["weight", "bias", "running_mean", "running_var"] {
         params.push(ctx.opt_tensor(name)?.map(|p| p.dtype));
     }
-    let sd = batch_stat_dtype(x.dtype, &params);
+    // The empty statistics of eval mode are in the input's dtype.
+    let sd = if training {
+        batch_stat_dtype(x.dtype, &params)
+    } else {
+        x.dtype
+    };
     let stat = MetaTensor::new(sd, vec![if training { c } else { 0 }]);
     let mut out = vec![
         MValue::Tensor(x.clone()),

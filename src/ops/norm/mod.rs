@@ -269,9 +269,9 @@ fn batch_norm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             .map(|v| 1.0 / (v + eps).sqrt())
             .collect();
         out = normalize_channels(&x, &mean, &invstd, &w, &b, false)?;
-        // Inference forms return empty saved statistics.
-        save_mean = Tensor::zeros(stat_dtype, &[0])?;
-        save_invstd = Tensor::zeros(stat_dtype, &[0])?;
+        // Inference forms return empty saved statistics, in the input's dtype.
+        save_mean = Tensor::zeros(x.dtype, &[0])?;
+        save_invstd = Tensor::zeros(x.dtype, &[0])?;
         new_rm = Some(rm.clone());
         new_rv = Some(rv.clone());
     } else {
