@@ -7,6 +7,7 @@
 pub(crate) mod meta;
 
 mod bag;
+mod combinations;
 mod flat;
 pub(crate) mod scatter;
 #[cfg(test)]
@@ -63,6 +64,7 @@ pub(crate) fn register(r: &mut OpTable) {
         meta::index_select,
     );
     r.define("aten.take.default", take, meta::take);
+    combinations::register(r);
     r.define(
         "aten.masked_select.default",
         masked_select,

@@ -173,4 +173,9 @@ CASES = [
     C("affine_grid_3d_f64", lambda t: F.affine_grid(t, [1, 2, 2, 3, 4], align_corners=False), [randn(1, 3, 4, seed=99, dtype=torch.float64)]),
     C("spatial_transformer", lambda x, t: F.grid_sample(x, F.affine_grid(t, list(x.shape), align_corners=False), align_corners=False),
       [randn(2, 3, 6, 7, seed=100), torch.tensor([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]])]),
+    # torch.combinations (a training-IR op; core ATen spells it out with masked selects).
+    C("combinations", lambda x: (torch.combinations(x), torch.combinations(x, 3), torch.combinations(x, 2, True),
+                                 torch.combinations(x, 0), torch.combinations(x[:2], 4), torch.combinations(x[:2], 3, True)),
+      [randn(5, seed=101)]),
+    C("combinations_int", lambda x: torch.combinations(x, 2, with_replacement=True), [randint(-9, 9, 4, seed=102)]),
 ]
