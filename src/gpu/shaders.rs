@@ -40,13 +40,17 @@ pub enum Shader {
     Affine,
     /// Pairwise distances (`kernels/distance.rs`).
     Distance,
+    /// Complex64 elementwise ops (`kernels/complex.rs`).
+    Complex,
+    /// Discrete Fourier transforms (`kernels/fft.rs`).
+    Fft,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 25] = [
+    pub const ALL: [Shader; 27] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -72,6 +76,8 @@ impl Shader {
         Shader::Quant,
         Shader::Affine,
         Shader::Distance,
+        Shader::Complex,
+        Shader::Fft,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -100,6 +106,8 @@ impl Shader {
             Shader::Quant => "quant.wgsl",
             Shader::Affine => "affine.wgsl",
             Shader::Distance => "distance.wgsl",
+            Shader::Complex => "complex.wgsl",
+            Shader::Fft => "fft.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -184,6 +192,8 @@ impl Shader {
             Shader::Quant => include_str!("../../shaders/quant.wgsl"),
             Shader::Affine => include_str!("../../shaders/affine.wgsl"),
             Shader::Distance => include_str!("../../shaders/distance.wgsl"),
+            Shader::Complex => include_str!("../../shaders/complex.wgsl"),
+            Shader::Fft => include_str!("../../shaders/fft.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }
@@ -486,6 +496,7 @@ pub fn all_variants() -> Vec<Variant> {
         });
     }
     v.extend_from_slice(super::kernels::table::gpu_table().shader_variants());
+    v.extend_from_slice(super::kernels::complex::complex_table().shader_variants());
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));
