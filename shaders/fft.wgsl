@@ -127,10 +127,10 @@ fn line_at(t: u32, len: u32) -> vec2<u32> {
     return vec2<u32>(o * len * params.inner + i, j);
 }
 
-// The start of the same line in a tensor whose lines hold `to` elements, for the start
-// `start` of a line of `from` elements.
-fn rebase(start: u32, from: u32, to: u32) -> u32 {
-    return (start / (from * params.inner)) * to * params.inner + start % params.inner;
+// The start of the same line in a tensor whose lines hold `to_len` elements, for the start
+// `start` of a line of `from_len` elements.
+fn rebase(start: u32, from_len: u32, to_len: u32) -> u32 {
+    return (start / (from_len * params.inner)) * to_len * params.inner + start % params.inner;
 }
 
 @compute @workgroup_size(64)
