@@ -120,9 +120,9 @@ fn gather(
     k.ensure(src)?;
     let dst = k.new_out(out, sizes)?;
     let meta = FftMeta {
-        flags: complex as u32 * SRC_COMPLEX
-            | (out == DType::Complex64) as u32 * DST_COMPLEX
-            | conj as u32 * CONJ,
+        flags: (complex as u32 * SRC_COMPLEX)
+            | ((out == DType::Complex64) as u32 * DST_COMPLEX)
+            | (conj as u32 * CONJ),
         rank: sizes.len() as u32,
         scale,
         src_offset: (src.offset * w) as u32,

@@ -333,7 +333,7 @@ pub(super) fn encode_reduce(
         p: f32::from_bits(crate::gpu::store::SmallInt::code(out_dtype)),
     };
     let (v, bufs) = match k.elems(x.dtype, out_dtype) {
-        Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, &x)]),
+        Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, x)]),
         _ => (rop.int_variant(), [(3, &out), (4, x)]),
     };
     k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
