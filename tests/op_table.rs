@@ -170,7 +170,24 @@ fn every_gpu_registration_names_a_known_op() {
             _ => {}
         }
     }
-    eprintln!("{} GPU registrations checked", regs.len());
+    // The complex64 kernels serve targets whose complex tensors the op table handles too.
+    let complex_regs = pt2web::gpu::kernels::complex::complex_table().registrations();
+    for (op, on) in &complex_regs {
+        let targets: Vec<String> = match on {
+            On::Only(overloads) => overloads.iter().map(|o| format!("{op}.{o}")).collect(),
+            _ => vec![format!("{op}.default")],
+        };
+        for t in targets {
+            if table.complex_kernel(&t).is_none() || table.shape_rule(&t).is_none() {
+                bad.push(format!("{t}: no complex CPU kernel or no shape rule"));
+            }
+        }
+    }
+    eprintln!(
+        "{} GPU registrations checked (+{} complex64)",
+        regs.len(),
+        complex_regs.len()
+    );
     assert!(regs.len() > 150, "only {} GPU registrations", regs.len());
     assert!(
         bad.is_empty(),
@@ -215,11 +232,7 @@ fn every_cpu_kernel_is_declared_with_its_shape_rule() {
 /// torch's list (tests/fixtures/core_aten.json, written by tests/fixgen/gen_core_aten.py).
 /// An op leaves this list when it is covered (the test fails while a covered op stays on
 /// it); none may join it.
-const CORE_ATEN_GAPS: &[&str] = &[
-    // FFT (complex results; the GPU has no complex kernels yet): issue 16.
-    "aten._fft_c2r.default",
-    "aten._fft_r2c.default",
-];
+const CORE_ATEN_GAPS: &[&str] = &[];
 
 /// The ops that run on the CPU kernel in a GPU session by design, and why.
 const CPU_ONLY: &[(&str, &str)] = &[

@@ -49,6 +49,8 @@ struct FamilyReport {
     /// Fallbacks in cases with f16 but no f64/bf16 tensors (f16 forms still missing; on an
     /// adapter without `shader-f16` every f16 node falls back).
     f16_fallbacks: std::collections::BTreeMap<String, u64>,
+    /// The largest |ours - PyTorch's| over each passing case's outputs, by program.
+    max_diff: Vec<(String, f64)>,
 }
 
 fn bf16_nodes(p: &pt2web::program::Program) -> u64 {
@@ -127,6 +129,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
         bf16_nodes: 0,
         f32_fallbacks: Default::default(),
         f16_fallbacks: Default::default(),
+        max_diff: Vec::new(),
     };
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
@@ -136,6 +139,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
         let tol = c["tol"].as_str().unwrap();
         let mut stats = RunStats::default();
         let mut bf16 = 0;
+        let mut diff = 0.0f64;
         let result = (|| -> Result<(), String> {
             let program = archive
                 .program(Some(pname), &LoadOptions::default())
@@ -184,6 +188,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
                     other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
                 };
                 common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
+                diff = diff.max(common::max_abs_diff(&got, &want).unwrap_or(f64::NAN));
                 k += 1;
             }
             Ok(())
@@ -212,7 +217,10 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
             }
         }
         match result {
-            Ok(()) => rep.passed += 1,
+            Ok(()) => {
+                rep.passed += 1;
+                rep.max_diff.push((pname.to_string(), diff));
+            }
             Err(e) => rep.failures.push(format!("  {fam}/{pname}: {e}")),
         }
     }
@@ -536,6 +544,106 @@ fn f16_cases_run_on_gpu_kernels() {
             failures.push(format!(
                 "{fam}: f16 nodes fell back to the CPU: {:?} ({} bf16 nodes)",
                 rep.stats.fallbacks, rep.bf16_nodes
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The complex64 cases (tests/fixgen/ops/complex.py) that run entirely on the GPU: views,
+/// copies, arithmetic, reductions and every FFT, with no CPU fallback, within the fixtures'
+/// tolerances of PyTorch (the largest difference of each is printed).
+#[test]
+fn complex64_cases_run_on_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    let names: &[&str] = &[
+        "view_as_complex",
+        "view_as_real_of_input",
+        "view_as_complex_strided",
+        "view_as_real_permuted",
+        "imag_transposed",
+        "roundtrip_views",
+        "rotary_embedding",
+        "complex",
+        "polar",
+        "to_complex64",
+        "real_imag",
+        "abs",
+        "angle_complex",
+        "conj",
+        "conj_physical",
+        "resolve_conj",
+        "add",
+        "add_alpha",
+        "sub_real",
+        "rsub_number",
+        "mul",
+        "mul_real_scalar",
+        "mul_transposed",
+        "div",
+        "div_real",
+        "neg",
+        "exp",
+        "sum",
+        "sum_dim",
+        "mean_dims",
+        "clone_permute",
+        "contiguous_transpose",
+        "reshape_slice_select",
+        "unsqueeze_expand",
+        "cat",
+        "stack",
+        "empty",
+        "fft",
+        "fft_complex_in",
+        "fft_n_pad",
+        "fft_n_trim_ortho",
+        "fft_prime_bluestein",
+        "ifft",
+        "rfft",
+        "rfft_odd",
+        "irfft",
+        "irfft_n_odd",
+        "hfft",
+        "ihfft",
+        "fft2",
+        "ifft2_s",
+        "rfftn",
+        "irfftn",
+        "hfft2",
+        "ihfftn",
+        "fft_then_abs_angle",
+        "fft_prime7_ortho",
+        "ifft_prime17_dim0",
+        "rfft_prime97_forward",
+        "irfft_prime17_ortho",
+        "fft_pow2_1024",
+        "fft_prime1009",
+        "fftn_3d_forward",
+        "ifft2_pow2_ortho",
+        "rfft2_odd",
+        "irfft2_even",
+        "fft_noncontiguous",
+        "mul_broadcast_real",
+        "div_broadcast_real",
+        "real_minus_complex",
+    ];
+    let mut failures = Vec::new();
+    for name in names {
+        let rep = run_cases(&dev, "complex", |p| {
+            p == *name || p == format!("{name}__core")
+        });
+        for (p, d) in &rep.max_diff {
+            eprintln!("complex/{p}: max |diff| vs torch {d:.2e}");
+        }
+        failures.extend(rep.failures);
+        if rep.passed == 0 {
+            failures.push(format!("complex/{name}: no case ran"));
+        }
+        if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes + rep.stats.view_nodes == 0 {
+            failures.push(format!(
+                "complex/{name}: CPU fallbacks {:?} ({} GPU nodes)",
+                rep.stats.fallbacks, rep.stats.gpu_nodes
             ));
         }
     }

@@ -38,9 +38,10 @@ impl GpuPlans {
                     .map(|s| {
                         let node = &graph.nodes[s.node];
                         let t = &node.target;
-                        // Complex tensors stay on the CPU: their nodes run the CPU kernel.
+                        // Nodes with complex tensors run the complex table's kernels (complex64;
+                        // complex128 falls back: no such kernels take it).
                         if crate::ops::touches_complex(node, graph) {
-                            return (None, None);
+                            return (None, kernels::complex::complex_entry(t).map(|e| e.op));
                         }
                         (super::dynamic::Dynamic::of(t), kernels::lookup(t))
                     })

@@ -22,12 +22,14 @@ const MAX_RANK: usize = 8;
 #[macro_use]
 mod params;
 mod attention;
+pub mod complex;
 mod contract;
 mod conv;
 mod distance;
 mod draws;
 mod elementwise_args;
 pub(crate) mod epilogue;
+mod fft;
 mod fill;
 mod fused;
 mod histogram;
@@ -54,6 +56,7 @@ pub use attention::{
 };
 pub use conv::ConvMeta;
 pub use epilogue::{epilogue_sources, producer_variants, EpilogueMeta};
+pub use fft::FftMeta;
 pub(crate) use fused::fused as fused_kernel;
 pub use fused::{fused_source, FusedMeta};
 pub use index::IndexMeta;
@@ -132,6 +135,7 @@ pub const OP_CODES: &[crate::gpu::shaders::OpCodes] = &[
     reduce::ScanIntOp::CODES,
     scatter::ScatterOp::CODES,
     super::store::SmallInt::CODES,
+    complex::ComplexOp::CODES,
 ];
 
 /// Whether a variant's shader comes in f16 forms ([`Elems`]): elementwise ops, matmul,

@@ -42,13 +42,17 @@ pub enum Shader {
     Distance,
     /// Histograms (`kernels/histogram.rs`).
     Histogram,
+    /// Complex64 elementwise ops (`kernels/complex.rs`).
+    Complex,
+    /// Discrete Fourier transforms (`kernels/fft.rs`).
+    Fft,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 26] = [
+    pub const ALL: [Shader; 28] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -75,6 +79,8 @@ impl Shader {
         Shader::Affine,
         Shader::Distance,
         Shader::Histogram,
+        Shader::Complex,
+        Shader::Fft,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -104,6 +110,8 @@ impl Shader {
             Shader::Affine => "affine.wgsl",
             Shader::Distance => "distance.wgsl",
             Shader::Histogram => "histogram.wgsl",
+            Shader::Complex => "complex.wgsl",
+            Shader::Fft => "fft.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -189,6 +197,8 @@ impl Shader {
             Shader::Affine => include_str!("../../shaders/affine.wgsl"),
             Shader::Distance => include_str!("../../shaders/distance.wgsl"),
             Shader::Histogram => include_str!("../../shaders/histogram.wgsl"),
+            Shader::Complex => include_str!("../../shaders/complex.wgsl"),
+            Shader::Fft => include_str!("../../shaders/fft.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }
@@ -491,6 +501,7 @@ pub fn all_variants() -> Vec<Variant> {
         });
     }
     v.extend_from_slice(super::kernels::table::gpu_table().shader_variants());
+    v.extend_from_slice(super::kernels::complex::complex_table().shader_variants());
     v.extend(ReduceOp::ALL.iter().map(|o| o.variant()));
     v.extend(super::random::VARIANTS);
     v.extend(ReduceOp::ALL.iter().map(|o| o.int_variant()));

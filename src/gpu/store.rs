@@ -9,7 +9,8 @@
 //! On the GPU: f32 as f32; i64 and i32 as i32 (an i64 outside the i32 range is an error on
 //! upload, never a silent wrap); uint8, int8 and int16 widened to one i32 per element,
 //! always holding a value of their dtype's range (0..=255, -128..=127, -32768..=32767);
-//! bool as u32 (0/1); f16 as packed f16 (two per word) on a device with `shader-f16`, for
+//! bool as u32 (0/1); complex64 as interleaved f32 (re, im) pairs, its store an f32 one of
+//! twice the elements (`GTensor::as_pairs` is its real view); f16 as packed f16 (two per word) on a device with `shader-f16`, for
 //! the kernels that have f16 variants (elementwise, matmul, softmax, reductions; they
 //! compute in f32 and round once on store, as torch's CPU kernels do). bf16 and f64 stay on
 //! the CPU: WGSL has no such types, and emulating bf16 rounding after every op in f32
@@ -232,6 +233,28 @@ impl GTensor {
         w.dtype = DType::I32;
         Some(w)
     }
+    /// A complex64 tensor as its f32 parts: the real view `[..., 2]` (torch's
+    /// `view_as_real`), which the kernels that only move words (copies, gathers, cat) and
+    /// the f32 reductions read and write.
+    pub fn as_pairs(&self) -> GTensor {
+        debug_assert_eq!(self.dtype, DType::Complex64);
+        let mut sizes = self.sizes.clone();
+        sizes.push(2);
+        let mut strides: Vec<usize> = self.strides.iter().map(|s| s * 2).collect();
+        strides.push(1);
+        let mut w = self.view(sizes, strides, self.offset * 2);
+        w.dtype = DType::F32;
+        w
+    }
+    /// The complex64 tensor a contiguous f32 tensor `[..., 2]` (a kernel's output on
+    /// [`GTensor::as_pairs`] views) holds the pairs of.
+    pub fn from_pairs(&self) -> GTensor {
+        let sizes = self.sizes[..self.rank().saturating_sub(1)].to_vec();
+        let strides = contiguous_strides(&sizes);
+        let mut c = self.view(sizes, strides, self.offset / 2);
+        c.dtype = DType::Complex64;
+        c
+    }
     /// A broadcast view to `sizes` (stride 0 on expanded dims), or None if incompatible.
     pub fn expand_to(&self, sizes: &[usize]) -> Option<GTensor> {
         let n = sizes.len();
@@ -268,9 +291,10 @@ impl GTensor {
 
 /// A new store with only a CPU copy (a CPU tensor's storage).
 pub fn cpu_store(t: &Tensor) -> Cell {
-    // Complex storage is its real parts to the GPU (interleaved pairs): a real view of it
-    // (`view_as_real`, `real`, `imag`) reads the words directly; complex tensors themselves
-    // never reach a GPU kernel (their nodes run on the CPU).
+    // Complex storage is its real parts to the GPU (interleaved pairs): complex64 kernels
+    // and real views of it (`view_as_real`, `real`, `imag`) read the words directly, and a
+    // download gives f32 storage, which the CPU reads as complex through a complex view
+    // (`crate::cpu::complex`). Complex128 stays on the CPU (WGSL has no f64).
     let (dtype, len) = {
         let d = t.read();
         match &*d {
@@ -313,6 +337,11 @@ pub fn release_host(cell: &Cell) -> usize {
 /// A fresh GPU-only store of `len` elements for a kernel to write (its buffer may be one
 /// that encoded work still reads: see [`GpuDevice::alloc_output`]).
 pub fn gpu_store(dev: &GpuDevice, dtype: DType, len: usize, what: &str) -> Result<Cell> {
+    // complex64: its f32 parts, as `cpu_store` holds a CPU complex storage.
+    let (dtype, len) = match dtype {
+        DType::Complex64 => (DType::F32, 2 * len),
+        d => (d, len),
+    };
     let buf = dev.alloc_output(gpu_bytes(dtype, len), what)?;
     Ok(Arc::new(Mutex::new(Store {
         dtype,

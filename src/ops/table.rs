@@ -166,10 +166,13 @@ impl OpTable {
             return k;
         }
         Some(
-            self.candidates(&node.target)
-                .find_map(|d| d.complex)
+            self.complex_kernel(&node.target)
                 .unwrap_or(no_complex_kernel),
         )
+    }
+    /// The kernel of `target` for nodes with complex tensors, if it has one.
+    pub fn complex_kernel(&self, target: &str) -> Option<Kernel> {
+        self.candidates(target).find_map(|d| d.complex)
     }
     /// The shape rule of `target`.
     pub fn shape_rule(&self, target: &str) -> Option<Rule> {

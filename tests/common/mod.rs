@@ -462,6 +462,23 @@ pub fn tolerance(name: &str) -> (f64, f64) {
 
 /// Compare `got` with PyTorch's `want` under tolerance `tol` (f16 / bf16 results at least
 /// 1e-2); describe the first outlier.
+/// The largest |got - want| over the elements (complex results as their real view, as
+/// [`compare`] reads them); None where the shapes differ.
+pub fn max_abs_diff(got: &Tensor, want: &Tensor) -> Option<f64> {
+    let got = match got.dtype.is_complex() && !want.dtype.is_complex() {
+        true => got.view_as_real().ok()?,
+        false => got.clone(),
+    };
+    (got.sizes == want.sizes).then(|| {
+        let (g, w) = (got.to_vec::<f64>(), want.to_vec::<f64>());
+        g.iter()
+            .zip(&w)
+            .filter(|(a, b)| !(a.is_nan() && b.is_nan()))
+            .map(|(a, b)| (a - b).abs())
+            .fold(0.0, f64::max)
+    })
+}
+
 pub fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
     // Complex results: PyTorch's are stored as their real view `[..., 2]` (the fixture
     // generators write `torch.view_as_real`), so compare ours the same way.

@@ -339,6 +339,10 @@ pub(super) fn copy_into(k: &mut KernelCtx, src: &GTensor, dst: &GTensor) -> Resu
 
 /// A strided copy of `src` into the view `dst` (same sizes) of a fresh output.
 pub(super) fn encode_copy(k: &mut KernelCtx, src: &GTensor, dst: &GTensor) -> Result<()> {
+    // complex64: its f32 pairs.
+    if src.dtype == DType::Complex64 && dst.dtype == DType::Complex64 {
+        return encode_copy(k, &src.as_pairs(), &dst.as_pairs());
+    }
     let numel = src.numel();
     if numel == 0 {
         return Ok(());
@@ -380,7 +384,8 @@ pub(super) fn cat(k: &mut KernelCtx) -> Out {
     let Some(dtype) = k.out_dtype(0) else {
         return Ok(None);
     };
-    if !gpu_dtype(dtype) || ts.is_empty() {
+    // complex64 parts are copied as their f32 pairs (`encode_copy`).
+    if !(gpu_dtype(dtype) || dtype == DType::Complex64) || ts.is_empty() {
         return Ok(None);
     }
     // Mixed dtypes: each part converted to the promoted (output) dtype first.

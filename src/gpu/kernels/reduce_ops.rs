@@ -255,10 +255,7 @@ pub(super) fn reduce_with(k: &mut KernelCtx, x: GTensor, op: &str) -> Out {
     let r = x.rank();
     let crate::ops::reduce::Reduction { mask: red, keepdim } =
         crate::ops::reduce::Reduction::parse(&k.op, r)?;
-    let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
-    let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
-    let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();
-    let n_out: usize = kept.iter().map(|&d| x.sizes[d]).product();
+    let n_red: usize = (0..r).filter(|&d| red[d]).map(|d| x.sizes[d]).product();
     let (rop, scale) = match op {
         "aten.sum" => (ReduceOp::Sum, 1.0),
         "aten.mean" => (ReduceOp::Sum, 1.0 / n_red as f32),
@@ -277,22 +274,46 @@ pub(super) fn reduce_with(k: &mut KernelCtx, x: GTensor, op: &str) -> Out {
     {
         return Ok(None);
     }
-    let out_sizes: Vec<usize> = if keepdim {
-        (0..r)
-            .map(|d| if red[d] { 1 } else { x.sizes[d] })
-            .collect()
-    } else {
-        kept.iter().map(|&d| x.sizes[d]).collect()
-    };
     // any / all over no elements: false / true.
     if n_red == 0 && logical {
         let w = (op == "aten.all") as u32;
+        let out_sizes = reduced_sizes(&x, &red, keepdim);
         return index::encode_fill(k, out_dtype, &out_sizes, 0, [w, 0]);
     }
-    k.ensure(&x)?;
-    let out = k.new_out(out_dtype, &out_sizes)?;
+    let out = encode_reduce(k, &x, &red, keepdim, rop, scale, out_dtype, int_mode)?;
+    Ok(Some(vec![Slot::Tensor(out)]))
+}
+
+/// The sizes of `x` reduced over the dims `red` marks (kept as 1 with `keepdim`).
+fn reduced_sizes(x: &GTensor, red: &[bool], keepdim: bool) -> Vec<usize> {
+    (0..x.rank())
+        .filter(|&d| keepdim || !red[d])
+        .map(|d| if red[d] { 1 } else { x.sizes[d] })
+        .collect()
+}
+
+/// `rop` of `x` over the dims `red` marks, times `scale`, into a new `out_dtype` tensor
+/// (`int_mode`: the int reduction of int or bool words).
+#[allow(clippy::too_many_arguments)]
+pub(super) fn encode_reduce(
+    k: &mut KernelCtx,
+    x: &GTensor,
+    red: &[bool],
+    keepdim: bool,
+    rop: ReduceOp,
+    scale: f32,
+    out_dtype: DType,
+    int_mode: bool,
+) -> Result<GTensor> {
+    let r = x.rank();
+    let kept: Vec<usize> = (0..r).filter(|&d| !red[d]).collect();
+    let rd: Vec<usize> = (0..r).filter(|&d| red[d]).collect();
+    let n_red: usize = rd.iter().map(|&d| x.sizes[d]).product();
+    let n_out: usize = kept.iter().map(|&d| x.sizes[d]).product();
+    k.ensure(x)?;
+    let out = k.new_out(out_dtype, &reduced_sizes(x, red, keepdim))?;
     if n_out == 0 {
-        return Ok(Some(vec![Slot::Tensor(out)]));
+        return Ok(out);
     }
     let sel = |ds: &[usize], v: &[usize]| -> Vec<usize> { ds.iter().map(|&d| v[d]).collect() };
     let (gx, gy, row) = grid(n_out, 64);
@@ -312,11 +333,11 @@ pub(super) fn reduce_with(k: &mut KernelCtx, x: GTensor, op: &str) -> Out {
         p: f32::from_bits(crate::gpu::store::SmallInt::code(out_dtype)),
     };
     let (v, bufs) = match k.elems(x.dtype, out_dtype) {
-        Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, &x)]),
-        _ => (rop.int_variant(), [(3, &out), (4, &x)]),
+        Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, x)]),
+        _ => (rop.int_variant(), [(3, &out), (4, x)]),
     };
     k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
-    Ok(Some(vec![Slot::Tensor(out)]))
+    Ok(out)
 }
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).

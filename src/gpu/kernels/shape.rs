@@ -58,11 +58,36 @@ fn fits_i32(v: i64) -> bool {
 
 /// out[o] = src[map(o)] per dim; `value` where a constant-mode dim falls outside.
 fn encode_map(k: &mut KernelCtx, src: &GTensor, dims: &[DimMap], value: u32) -> Out {
+    if !k.out_is(src.dtype) {
+        return Ok(None);
+    }
+    // complex64: the map of its f32 pairs, the pair dim kept (`value` fills both parts, so
+    // only a zero fill is a complex value's).
+    if src.dtype == DType::Complex64 {
+        let mut pair_dims = dims.to_vec();
+        pair_dims.push((2, CONSTANT, 0));
+        if value != 0 || dims.len() >= MAX_RANK {
+            return Ok(None);
+        }
+        let Some(pairs) = map_into(k, &src.as_pairs(), &pair_dims, 0)? else {
+            return Ok(None);
+        };
+        return Ok(Some(vec![Slot::Tensor(pairs.from_pairs())]));
+    }
+    Ok(map_into(k, src, dims, value)?.map(|t| vec![Slot::Tensor(t)]))
+}
+
+/// [`encode_map`] into a new tensor of `src`'s dtype (a GPU word dtype).
+fn map_into(
+    k: &mut KernelCtx,
+    src: &GTensor,
+    dims: &[DimMap],
+    value: u32,
+) -> Result<Option<GTensor>> {
     let dtype = src.dtype;
     let out_sizes: Vec<usize> = dims.iter().map(|d| d.0).collect();
     let numel: usize = out_sizes.iter().product();
     if !gpu_dtype(dtype)
-        || !k.out_is(dtype)
         || src.rank() != dims.len()
         || src.rank() > MAX_RANK
         || numel >= u32::MAX as usize
@@ -108,7 +133,7 @@ fn encode_map(k: &mut KernelCtx, src: &GTensor, dims: &[DimMap], value: u32) -> 
             (gx, gy, 1),
         )?;
     }
-    Ok(Some(vec![Slot::Tensor(out)]))
+    Ok(Some(out))
 }
 
 fn identity(x: &GTensor) -> Vec<DimMap> {
@@ -125,10 +150,7 @@ pub(super) fn zero_pad_last(
     if let Some(last) = dims.last_mut() {
         last.0 += extra;
     }
-    Ok(encode_map(k, x, &dims, 0)?.and_then(|mut v| match v.pop() {
-        Some(Slot::Tensor(t)) => Some(t),
-        _ => None,
-    }))
+    map_into(k, x, &dims, 0)
 }
 
 /// The ten padding targets, with the op table's [`PadParams`] (parsed and checked as the
@@ -144,7 +166,12 @@ pub(super) fn pad(k: &mut KernelCtx) -> Out {
         PadMode::Replicate => REPLICATE,
         PadMode::Circular => CIRCULAR,
     };
-    let Some(w) = word(x.dtype, p.value) else {
+    // A complex64 tensor is padded with zeros only (a real fill value is not a pair's word).
+    let w = match x.dtype {
+        DType::Complex64 => (p.value.as_f64() == 0.0).then_some(0),
+        d => word(d, p.value),
+    };
+    let Some(w) = w else {
         return Ok(None);
     };
     let mut dims = identity(&x);

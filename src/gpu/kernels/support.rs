@@ -5,6 +5,7 @@
 //! constant outside int32), which only a run shows (`pt2web run --json` counts fallbacks).
 //! f16 nodes are answered for an adapter with `shader-f16` (without it they fall back).
 
+use super::complex::{complex_entry, complex_table};
 use super::lookup::entry;
 use super::table::{all, int, F16};
 use super::GpuOp;
@@ -43,14 +44,10 @@ fn names(ds: &[DType]) -> String {
 /// (`kernels::run`), except that an op writing into an input needs an f16 form
 /// ([`F16`]) whose float tensors share one dtype, or one that mixes them.
 pub fn gpu_supports(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
-    // Complex tensors stay on the CPU: every node that reads or writes one runs its CPU
-    // kernel (the executor decides the same way: `crate::ops::touches_complex`).
+    // Nodes with complex tensors run the complex table's kernels (the executor decides
+    // the same way: `crate::ops::touches_complex`).
     if inputs.iter().chain(outputs).any(|d| d.is_complex()) {
-        return Support::Dtype(format!(
-            "complex tensors run on the CPU (no GPU complex kernels): ({}) -> ({})",
-            names(inputs),
-            names(outputs)
-        ));
+        return complex_support(target, inputs, outputs);
     }
     if let Some(ok) = with_readback(target, inputs, outputs) {
         return verdict(ok, inputs, outputs);
@@ -95,6 +92,31 @@ pub fn has_gpu_path(target: &str) -> bool {
     with_readback(target, &[], &[]).is_some()
         || entry(target).is_some()
         || crate::passes::decompose::decomposes(target)
+        || complex_table().get(target).is_some()
+}
+
+/// [`gpu_supports`] for a node with complex tensors: complex64 through the complex table
+/// (`kernels/complex.rs`); complex128 stays on the CPU (WGSL has no f64).
+fn complex_support(target: &str, inputs: &[DType], outputs: &[DType]) -> Support {
+    let all = || format!("({}) -> ({})", names(inputs), names(outputs));
+    if inputs
+        .iter()
+        .chain(outputs)
+        .any(|&d| d != DType::Complex64 && d.is_complex())
+    {
+        return Support::Dtype(format!(
+            "complex128 and complex32 run on the CPU (WGSL has no f64 or complex32 kernels): {}",
+            all()
+        ));
+    }
+    match complex_entry(target) {
+        Some(e) if matches!(e.op, GpuOp::View) => Support::View,
+        Some(e) => verdict((e.serves)(inputs, outputs), inputs, outputs),
+        None if entry(target).is_some() => {
+            Support::Dtype(format!("no complex64 GPU kernel for {target}: {}", all()))
+        }
+        None => Support::NoKernel,
+    }
 }
 
 /// GPU, or the dtypes as the reason why not.

@@ -83,12 +83,17 @@ pub(crate) fn contiguous(k: &mut KernelCtx, x: &GTensor) -> Result<Option<GTenso
         k.ensure(x)?;
         return Ok(Some(x.clone()));
     }
+    if x.dtype == DType::Complex64 {
+        let out = k.new_out(x.dtype, &x.sizes)?;
+        super::index::encode_copy(k, x, &out)?;
+        return Ok(Some(out));
+    }
     elementwise(k, UnaryOp::Copy.variant(), x.dtype, x, None, None, 1.0, 0.0)
 }
 
 /// Metadata-only views through the CPU kernel on a placeholder (see the executor doc).
 pub(super) fn view(k: &mut KernelCtx) -> Out {
-    let Some(kernel) = table().cpu_kernel(k.target()) else {
+    let Some(kernel) = table().kernel_for(k.op.node, k.op.graph) else {
         return Ok(None);
     };
     let mut ids = Vec::new();
@@ -132,7 +137,13 @@ pub(super) fn view(k: &mut KernelCtx) -> Out {
         placeholders
             .iter()
             .find(|(d, _)| Arc::ptr_eq(d, &t.data))
-            .map(|(_, g)| g.view(t.sizes.clone(), t.strides.clone(), t.offset))
+            .map(|(_, g)| {
+                // A view between complex and real storage (view_as_real, real...) changes
+                // the dtype; sizes, strides and offset are in the view's elements.
+                let mut v = g.view(t.sizes.clone(), t.strides.clone(), t.offset);
+                v.dtype = t.dtype;
+                v
+            })
     };
     // The CPU kernel copied (a reshape of a tensor whose strides cannot be merged): the
     // result is the input's elements in row-major order, so a contiguous GPU copy of the

@@ -314,7 +314,7 @@ impl FftPlan {
     }
 
     /// The product of the signal lengths (the `n` of the normalization).
-    fn signal_len(&self) -> usize {
+    pub(crate) fn signal_len(&self) -> usize {
         let sig = match self.kind {
             Kind::C2R { .. } => &self.out_sizes,
             _ => &self.resized,

@@ -135,6 +135,23 @@ CASES = [
     Case("irfftn", lambda z: torch.fft.irfftn(z, s=(4, 6)), [crandn(4, 4)], tol="loose"),
     Case("hfft2", torch.fft.hfft2, [crandn(3, 4)], tol="loose"),
     Case("ihfftn", torch.fft.ihfftn, [randn(3, 4, 5)], tol="loose"),
+    # Lengths the GPU runs by Bluestein (primes 7, 17, 97, 1009) or Stockham passes (powers of
+    # two up to 1024), along inner and outer dims, 2-D and n-D, every norm mode.
+    Case("fft_prime7_ortho", lambda z: torch.fft.fft(z, norm="ortho"), [crandn(3, 7)], tol="loose"),
+    Case("ifft_prime17_dim0", lambda z: torch.fft.ifft(z, dim=0), [crandn(17, 3)], tol="loose"),
+    Case("rfft_prime97_forward", lambda x: torch.fft.rfft(x, norm="forward"), [randn(2, 97)], tol="loose"),
+    Case("irfft_prime17_ortho", lambda z: torch.fft.irfft(z, n=17, norm="ortho"), [crandn(3, 9)], tol="loose"),
+    Case("fft_pow2_1024", torch.fft.fft, [randn(2, 1024)], tol="loose"),
+    Case("fft_prime1009", torch.fft.fft, [crandn(1009)], tol="loose"),
+    Case("fftn_3d_forward", lambda z: torch.fft.fftn(z, norm="forward"), [crandn(4, 6, 7)], tol="loose"),
+    Case("ifft2_pow2_ortho", lambda z: torch.fft.ifft2(z, norm="ortho"), [crandn(2, 8, 16)], tol="loose"),
+    Case("rfft2_odd", torch.fft.rfft2, [randn(2, 5, 9)], tol="loose"),
+    Case("irfft2_even", lambda z: torch.fft.irfft2(z, s=(6, 8)), [crandn(6, 5)], tol="loose"),
+    Case("fft_noncontiguous", lambda z: torch.fft.fft(z.transpose(0, 1)), [crandn(6, 12)], tol="loose"),
+    # Complex with real, broadcast both ways.
+    Case("mul_broadcast_real", lambda z, x: z * x, [crandn(2, 3, 4), randn(3, 1)]),
+    Case("div_broadcast_real", lambda z, x: z / x, [crandn(4, 1), randn(3, 1, 5) + 3]),
+    Case("real_minus_complex", lambda x, z: x - z, [randn(5, 1), crandn(4)]),
     Case("fftshift", torch.fft.fftshift, [randn(5, 6)]),
     Case("ifftshift_dim", lambda x: torch.fft.ifftshift(x, dim=1), [randn(5, 7)]),
     Case("fft_then_abs_angle", lambda x: (torch.fft.rfft(x).abs(), torch.fft.rfft(x).angle()), [randn(16)], tol="loose"),
