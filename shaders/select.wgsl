@@ -8,7 +8,10 @@
 // - `emit`: each block again, the position of its nonzero elements from a workgroup prefix
 //   sum plus the block's offset, writing Σ coord[d] * weights[d] there (a flat offset the
 //   host gathers with);
-// - `repeat_index`: out[j] = the last i whose exclusive offset is <= j.
+// - `repeat_index`: out[j] = the last i whose exclusive offset is <= j;
+// - `scatter_ranked` (masked_scatter): each element again, the masked ones taking the source
+//   element of their rank among the masked elements (the block's offset plus a workgroup
+//   prefix sum, as `emit`), the others the base tensor's (at Σ coord[d] * weights[d]).
 // `Meta` mirrors `SelectMeta` in src/gpu/kernels/select.rs.
 
 struct Meta {
@@ -30,6 +33,9 @@ struct Meta {
 @group(0) @binding(2) var<storage, read_write> out: array<i32>;
 // scan: the total (one word); emit: the block offsets.
 @group(0) @binding(3) var<storage, read_write> aux: array<i32>;
+// scatter_ranked: the base tensor and the (contiguous) source whose elements are scattered.
+@group(0) @binding(4) var<storage, read> base: array<u32>;
+@group(0) @binding(5) var<storage, read> scattered: array<u32>;
 
 const BLOCK: u32 = 256u;
 
@@ -161,4 +167,24 @@ fn repeat_index(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     out[j] = i32(lo) - 1;
+}
+
+@compute @workgroup_size(256)
+fn scatter_ranked(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(local_invocation_index) l: u32,
+) {
+    let i = gid.x + gid.y * params.row;
+    let f = flag(i);
+    part[l] = f;
+    scan_part(l);
+    if i >= params.numel {
+        return;
+    }
+    if f == 1u {
+        let rank = u32(aux[i / BLOCK] + i32(part[l]) - 1);
+        out[i] = bitcast<i32>(scattered[params.offs.y + rank]);
+    } else {
+        out[i] = bitcast<i32>(base[params.offs.w + locate(i).y]);
+    }
 }

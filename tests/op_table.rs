@@ -235,16 +235,6 @@ const CPU_ONLY: &[(&str, &str)] = &[
         "an out= overload writes into a tensor the caller passes: the CPU kernel serves it",
     ),
     (
-        "aten._embedding_bag.default",
-        "four outputs (offset2bag, bag sizes, max indices) whose shapes follow torch's CPU \
-         paths; bags of a few rows each: the CPU kernel serves it",
-    ),
-    (
-        "aten.masked_scatter.default",
-        "each masked position takes the source element of its rank among the masked ones: a \
-         prefix sum over the mask, which only select.wgsl's readback path has today",
-    ),
-    (
         "aten.max_pool2d_with_indices_backward.default",
         "a training-graph backward: gradients scatter-add into the input, and WGSL has no \
          float atomics (a gather over the windows would do)",

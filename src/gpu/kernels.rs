@@ -22,6 +22,7 @@ const MAX_RANK: usize = 8;
 #[macro_use]
 mod params;
 mod attention;
+mod bag;
 mod contract;
 mod conv;
 mod distance;
@@ -50,6 +51,7 @@ pub(crate) use attention::fused_attention;
 pub use attention::{
     AttentionMeta, ATTENTION_COMBINE, ATTENTION_ROW, ATTENTION_SPLIT, ATTENTION_TILED,
 };
+pub use bag::BagMeta;
 pub use conv::ConvMeta;
 pub use epilogue::{epilogue_sources, producer_variants, EpilogueMeta};
 pub(crate) use fused::fused as fused_kernel;

@@ -40,13 +40,15 @@ pub enum Shader {
     Affine,
     /// Pairwise distances (`kernels/distance.rs`).
     Distance,
+    /// embedding_bag (`kernels/bag.rs`).
+    Bag,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 25] = [
+    pub const ALL: [Shader; 26] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -72,6 +74,7 @@ impl Shader {
         Shader::Quant,
         Shader::Affine,
         Shader::Distance,
+        Shader::Bag,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -100,6 +103,7 @@ impl Shader {
             Shader::Quant => "quant.wgsl",
             Shader::Affine => "affine.wgsl",
             Shader::Distance => "distance.wgsl",
+            Shader::Bag => "bag.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -184,6 +188,7 @@ impl Shader {
             Shader::Quant => include_str!("../../shaders/quant.wgsl"),
             Shader::Affine => include_str!("../../shaders/affine.wgsl"),
             Shader::Distance => include_str!("../../shaders/distance.wgsl"),
+            Shader::Bag => include_str!("../../shaders/bag.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }
@@ -212,7 +217,10 @@ impl Shader {
 
 /// The scalar math of the elementwise ops by op code (`shaders/math.wgsl`): part of the
 /// elementwise module and of every generated one.
-pub const MATH: &str = include_str!("../../shaders/math.wgsl");
+pub const MATH: &str = concat!(
+    include_str!("../../shaders/math.wgsl"),
+    include_str!("../../shaders/special.wgsl")
+);
 
 /// Most generated modules a process keeps (each distinct fused pattern is one; past this a
 /// fused node runs its ops one kernel each).
