@@ -34,7 +34,9 @@ struct Meta {
     idx: vec2<u32>,
     offs: vec2<u32>,
     psw: vec2<u32>,
-    _pad: vec2<u32>,
+    // Entries of bag_size (the bags, or the offsets: those past the bags are 0).
+    sizes: u32,
+    _pad: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Meta;
@@ -158,9 +160,9 @@ fn bag_ids(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
         offset2bag[t] = i32(max(lo, 1u) - 1u);
     }
-    if t < params.bags {
+    if t < params.sizes {
         var size = 0;
-        if params.mode != MODE_SUM {
+        if t < params.bags && params.mode != MODE_SUM {
             size = bag_count(t);
         }
         bag_size[t] = size;

@@ -133,17 +133,24 @@ fn scan(@builtin(local_invocation_index) l: u32) {
     }
 }
 
+// The rank of element i among the nonzero ones (its block's offset in `aux` plus the
+// workgroup's prefix sum), or -1 where it is zero. Every invocation of the workgroup calls it.
+fn rank_of(i: u32, l: u32) -> i32 {
+    let f = flag(i);
+    part[l] = f;
+    scan_part(l);
+    return select(-1, aux[i / BLOCK] + i32(part[l]) - 1, f == 1u);
+}
+
 @compute @workgroup_size(256)
 fn emit(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(local_invocation_index) l: u32,
 ) {
     let i = gid.x + gid.y * params.row;
-    let f = flag(i);
-    part[l] = f;
-    scan_part(l);
-    if f == 1u {
-        out[aux[i / BLOCK] + i32(part[l]) - 1] = i32(locate(i).y);
+    let r = rank_of(i, l);
+    if r >= 0 {
+        out[r] = i32(locate(i).y);
     }
 }
 
@@ -175,15 +182,12 @@ fn scatter_ranked(
     @builtin(local_invocation_index) l: u32,
 ) {
     let i = gid.x + gid.y * params.row;
-    let f = flag(i);
-    part[l] = f;
-    scan_part(l);
+    let r = rank_of(i, l);
     if i >= params.numel {
         return;
     }
-    if f == 1u {
-        let rank = u32(aux[i / BLOCK] + i32(part[l]) - 1);
-        out[i] = bitcast<i32>(scattered[params.offs.y + rank]);
+    if r >= 0 {
+        out[i] = bitcast<i32>(scattered[params.offs.y + u32(r)]);
     } else {
         out[i] = bitcast<i32>(base[params.offs.w + locate(i).y]);
     }

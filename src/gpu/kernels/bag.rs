@@ -39,7 +39,8 @@ pub struct BagMeta {
     pub idx: [u32; 2],
     pub offs: [u32; 2],
     pub psw: [u32; 2],
-    pub _pad: [u32; 2],
+    pub sizes: u32,
+    pub _pad: u32,
 }
 
 /// (offset, stride) of a 1-D tensor.
@@ -108,7 +109,8 @@ fn embedding_bag(k: &mut KernelCtx) -> Out {
     };
     let out = k.new_out(DType::F32, &[bags, dim])?;
     let offset2bag = k.new_out(it, &[o2b_len])?;
-    let bag_size = k.new_out(it, &[bags])?;
+    let sizes = p.bag_size_len(offs.numel(), bags);
+    let bag_size = k.new_out(it, &[sizes])?;
     let max_idx = k.new_out(it, &max_sizes)?;
     for t in [&w, &idx, &offs] {
         k.ensure(t)?;
@@ -135,6 +137,7 @@ fn embedding_bag(k: &mut KernelCtx) -> Out {
         idx: line(&idx),
         offs: line(&offs),
         psw: psw.as_ref().map(line).unwrap_or_default(),
+        sizes: sizes as u32,
         ..Default::default()
     };
     if bags * dim > 0 {
@@ -155,7 +158,7 @@ fn embedding_bag(k: &mut KernelCtx) -> Out {
             (gx, gy, 1),
         )?;
     }
-    let ids = n.max(bags);
+    let ids = n.max(sizes);
     if ids > 0 {
         let (gx, gy, row) = grid(ids, 64);
         meta.row = row;

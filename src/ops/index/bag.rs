@@ -9,8 +9,9 @@
 //!   without a padding row take torch's offsets kernel, which reduces `offsets[b]..offsets[b + 1]` only (the trailing
 //!   indices are left out, though a mean still divides by the bag size above);
 //! - `output [bags, D]`; `offset2bag` one bag id per index, `[0]` on the sum fast path
-//!   (the offsets kernel summing); `bag_size [bags]` the bag's indices less its padding
-//!   entries (zeros for sum); `max_indices` the max's rows `[bags, D]` (max), `bag_size`
+//!   (the offsets kernel summing); `bag_size` the bag's indices less its padding entries
+//!   (zeros for sum): one per bag from `_embedding_bag`, one per offset from the others (as
+//!   torch's meta function has it; eager torch gives one per bag there too); `max_indices` the max's rows `[bags, D]` (max), `bag_size`
 //!   again (mean) or zeros (sum).
 
 use crate::cpu::{Elem, Tensor};
@@ -43,6 +44,10 @@ pub(crate) struct BagParams {
     pub(crate) include_last_offset: bool,
     /// The padding row (wrapped), or None.
     pub(crate) padding_idx: Option<i64>,
+    /// bag_size has one entry per offset (torch's meta function of `embedding_bag` and
+    /// `_embedding_bag_forward_only`, the entries past the bags 0), else one per bag
+    /// (`_embedding_bag`).
+    pub(crate) size_per_offset: bool,
 }
 
 impl BagParams {
@@ -75,7 +80,17 @@ impl BagParams {
             mode,
             include_last_offset,
             padding_idx,
+            size_per_offset: target != "aten._embedding_bag.default",
         })
+    }
+
+    /// The length of bag_size for `offsets` offsets and `bags` bags.
+    pub(crate) fn bag_size_len(&self, offsets: usize, bags: usize) -> usize {
+        if self.size_per_offset {
+            offsets
+        } else {
+            bags
+        }
     }
 
     /// The node's arguments (`rows`: the weight's).
@@ -128,7 +143,7 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     )?;
     let bags = offsets.sizes[0].saturating_sub(p.include_last_offset as usize);
     let it = offsets.dtype;
-    // Torch's meta function assumes a weight with unit column stride.
+    // The meta backend has no strides: a weight with unit column stride is assumed.
     let offset2bag = if p.sum_fast_path(w.dtype, 1) {
         0
     } else {
@@ -142,7 +157,10 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![
         MValue::Tensor(w.with_sizes(vec![bags, w.sizes[1]])),
         MValue::Tensor(MetaTensor::new(it, vec![offset2bag])),
-        MValue::Tensor(MetaTensor::new(it, vec![bags])),
+        MValue::Tensor(MetaTensor::new(
+            it,
+            vec![p.bag_size_len(offsets.sizes[0], bags)],
+        )),
         MValue::Tensor(MetaTensor::new(it, max_indices)),
     ])
 }
@@ -208,7 +226,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         }
     }
     let by_offsets = p.by_offsets(w.dtype, w.strides[1]);
-    let mut bag_size = vec![0i64; bags];
+    let mut bag_size = vec![0i64; p.bag_size_len(offs.len(), bags)];
     let mut offset2bag = vec![0i64; n];
     let max_len = if p.mode == MODE_MAX { bags * dim } else { bags };
     let mut max_idx = vec![0i64; max_len];
@@ -277,10 +295,11 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         vec![bags]
     };
     let o2b_len = offset2bag.len();
+    let sizes_len = bag_size.len();
     Ok(vec![
         out.into(),
         ints(offset2bag, &[o2b_len])?.into(),
-        ints(bag_size, &[bags])?.into(),
+        ints(bag_size, &[sizes_len])?.into(),
         ints(max_idx, &max_sizes)?.into(),
     ])
 }

@@ -261,7 +261,9 @@ def _embedding_bag_outputs(w, wt, ids, offs, psw):
 def _embedding_bag_module(w, ids, offs, psw):
     return (
         F.embedding_bag(ids, w.t(), offs, mode="max", padding_idx=0),  # a strided weight
-        F.embedding_bag(ids, w.t(), offs, mode="sum", per_sample_weights=psw, include_last_offset=True),
+        # A strided weight leaves torch's offsets kernel (the trailing indices join the last bag).
+        F.embedding_bag(ids, w.t(), offs, mode="mean", include_last_offset=True),
+        F.embedding_bag(ids, w.t().contiguous(), offs, mode="sum", per_sample_weights=psw, include_last_offset=True),
     )
 
 
