@@ -502,7 +502,8 @@ fn unary_op2_k(op: u32, x: f32, alpha: f32, beta: f32, p1: f32) -> f32 {
             return pow_(alpha, x);
         }
         case UnaryOp_FmodScalar: { return fmod_(x, alpha); }
-        default: { return x; }
+        // lgamma, digamma, the Bessel I functions, ndtr... (special.wgsl)
+        default: { return special_k(op, x); }
     }
 }
 
@@ -572,6 +573,7 @@ fn binary_k(op: u32, x: f32, y: f32, alpha: f32) -> f32 {
         case BinaryOp_Hypot: { return hypot_(x, y); }
         // xlogy: 0 where x == 0 (unless y is NaN)
         case BinaryOp_Xlogy: { return select(select(x * log_(y), 0.0, x == 0.0), nan_(), is_nan(y)); }
+        case BinaryOp_Xlog1py: { return select(select(x * log1p_(y), 0.0, x == 0.0), nan_(), is_nan(y)); }
         case BinaryOp_Remainder: { return remainder_(x, y); }
         case BinaryOp_FloorDiv: { return div_floor_(x, y); }
         case BinaryOp_DivTrunc: { return trunc(x / y); }

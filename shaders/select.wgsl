@@ -8,7 +8,10 @@
 // - `emit`: each block again, the position of its nonzero elements from a workgroup prefix
 //   sum plus the block's offset, writing Σ coord[d] * weights[d] there (a flat offset the
 //   host gathers with);
-// - `repeat_index`: out[j] = the last i whose exclusive offset is <= j.
+// - `repeat_index`: out[j] = the last i whose exclusive offset is <= j;
+// - `scatter_ranked` (masked_scatter): each element again, the masked ones taking the source
+//   element of their rank among the masked elements (the block's offset plus a workgroup
+//   prefix sum, as `emit`), the others the base tensor's (at Σ coord[d] * weights[d]).
 // `Meta` mirrors `SelectMeta` in src/gpu/kernels/select.rs.
 
 struct Meta {
@@ -30,6 +33,9 @@ struct Meta {
 @group(0) @binding(2) var<storage, read_write> out: array<i32>;
 // scan: the total (one word); emit: the block offsets.
 @group(0) @binding(3) var<storage, read_write> aux: array<i32>;
+// scatter_ranked: the base tensor and the (contiguous) source whose elements are scattered.
+@group(0) @binding(4) var<storage, read> base: array<u32>;
+@group(0) @binding(5) var<storage, read> scattered: array<u32>;
 
 const BLOCK: u32 = 256u;
 
@@ -127,17 +133,24 @@ fn scan(@builtin(local_invocation_index) l: u32) {
     }
 }
 
+// The rank of element i among the nonzero ones (its block's offset in `aux` plus the
+// workgroup's prefix sum), or -1 where it is zero. Every invocation of the workgroup calls it.
+fn rank_of(i: u32, l: u32) -> i32 {
+    let f = flag(i);
+    part[l] = f;
+    scan_part(l);
+    return select(-1, aux[i / BLOCK] + i32(part[l]) - 1, f == 1u);
+}
+
 @compute @workgroup_size(256)
 fn emit(
     @builtin(global_invocation_id) gid: vec3<u32>,
     @builtin(local_invocation_index) l: u32,
 ) {
     let i = gid.x + gid.y * params.row;
-    let f = flag(i);
-    part[l] = f;
-    scan_part(l);
-    if f == 1u {
-        out[aux[i / BLOCK] + i32(part[l]) - 1] = i32(locate(i).y);
+    let r = rank_of(i, l);
+    if r >= 0 {
+        out[r] = i32(locate(i).y);
     }
 }
 
@@ -161,4 +174,21 @@ fn repeat_index(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     out[j] = i32(lo) - 1;
+}
+
+@compute @workgroup_size(256)
+fn scatter_ranked(
+    @builtin(global_invocation_id) gid: vec3<u32>,
+    @builtin(local_invocation_index) l: u32,
+) {
+    let i = gid.x + gid.y * params.row;
+    let r = rank_of(i, l);
+    if i >= params.numel {
+        return;
+    }
+    if r >= 0 {
+        out[i] = bitcast<i32>(scattered[params.offs.y + u32(r)]);
+    } else {
+        out[i] = bitcast<i32>(base[params.offs.w + locate(i).y]);
+    }
 }

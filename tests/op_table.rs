@@ -235,22 +235,10 @@ fn every_cpu_kernel_is_declared_with_its_shape_rule() {
 const CORE_ATEN_GAPS: &[&str] = &[];
 
 /// The ops that run on the CPU kernel in a GPU session by design, and why.
-const CPU_ONLY: &[(&str, &str)] = &[
-    (
-        "aten.atan2.out",
-        "an out= overload writes into a tensor the caller passes: the CPU kernel serves it",
-    ),
-    (
-        "aten._embedding_bag.default",
-        "four outputs (offset2bag, bag sizes, max indices) whose shapes follow torch's CPU \
-         paths; bags of a few rows each: the CPU kernel serves it",
-    ),
-    (
-        "aten.masked_scatter.default",
-        "each masked position takes the source element of its rank among the masked ones: a \
-         prefix sum over the mask, which only select.wgsl's readback path has today",
-    ),
-];
+const CPU_ONLY: &[(&str, &str)] = &[(
+    "aten.atan2.out",
+    "an out= overload writes into a tensor the caller passes: the CPU kernel serves it",
+)];
 
 /// Every op torch lists as core ATen, the symbolic-shape ops and the higher-order ops of
 /// decomposed programs has a shape rule, a CPU kernel and a GPU path (a kernel, a view, a

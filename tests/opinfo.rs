@@ -33,7 +33,9 @@ const DTYPES_GPU_FLOOR: f64 = 0.98;
 /// A cache folder written by gen_opinfo.py (`opinfo`: float32; `opinfo-dtypes`: the other
 /// dtypes), or None (skipped) when it is absent.
 fn cache(name: &str) -> Option<PathBuf> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join(".cache").join(name);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(".cache")
+        .join(name);
     if dir.join("summary.json").is_file() {
         return Some(dir);
     }

@@ -14,6 +14,8 @@
 //!   tensor of repeats: a GPU pass counts the output elements
 //!   ([`super::kernels::select`]), the host reads back only the count, then a second pass
 //!   writes the output of that size.
+//! - `masked_scatter`: the same count of the mask, read back to raise torch's error for a
+//!   source shorter than it, then a pass writes each masked position's source element.
 //!
 //! - `pt2web.fused_elementwise`: one generated kernel ([`super::kernels::fused_kernel`]), no
 //!   readback; where it declines, its body's nodes one by one.
@@ -137,6 +139,7 @@ pub(super) enum Dynamic {
     Scan,
     Item,
     MaskedSelect,
+    MaskedScatter,
     Nonzero,
     IndexMask,
     RepeatInterleave,
@@ -162,6 +165,7 @@ impl Dynamic {
         Some(match (op, overload) {
             ("aten.item" | "aten._local_scalar_dense", "default") => Dynamic::Item,
             ("aten.masked_select", "default") => Dynamic::MaskedSelect,
+            ("aten.masked_scatter", "default") => Dynamic::MaskedScatter,
             ("aten.nonzero" | "aten.argwhere", "default") => Dynamic::Nonzero,
             ("aten.index" | "aten._unsafe_index", "Tensor") => Dynamic::IndexMask,
             ("aten.repeat_interleave", "self_Tensor" | "Tensor") => Dynamic::RepeatInterleave,
@@ -194,6 +198,7 @@ pub(super) async fn run(
         Dynamic::Scan => scan(a).await,
         Dynamic::Item => item(a).await,
         Dynamic::MaskedSelect => masked_select(a).await,
+        Dynamic::MaskedScatter => masked_scatter(a).await,
         Dynamic::Nonzero => nonzero(a).await,
         Dynamic::IndexMask => index_mask(a).await,
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
@@ -635,21 +640,49 @@ async fn nonzero(a: &mut At<'_, '_>) -> Out {
     Ok(Some(vec![Slot::Tensor(out)]))
 }
 
-async fn masked_select(a: &mut At<'_, '_>) -> Out {
+/// `self` and its bool `mask` broadcast to one shape (None: a non-bool mask or shapes
+/// that do not broadcast, for which the CPU kernel raises torch's error).
+fn with_mask(a: &At) -> Result<Option<(GTensor, GTensor)>> {
     let (Some(x), Some(mask)) = (a.arg_tensor("self")?, a.arg_tensor("mask")?) else {
         return Ok(None);
     };
-    // A non-bool mask or shapes that do not broadcast: the CPU kernel raises torch's error.
     let Some(shape) = crate::cpu::broadcast_shapes(&x.sizes, &mask.sizes) else {
-        return Ok(None);
-    };
-    let (Some(xb), Some(mb)) = (x.expand_to(&shape), mask.expand_to(&shape)) else {
         return Ok(None);
     };
     if mask.dtype != DType::Bool {
         return Ok(None);
     }
+    Ok(x.expand_to(&shape).zip(mask.expand_to(&shape)))
+}
+
+async fn masked_select(a: &mut At<'_, '_>) -> Out {
+    let Some((xb, mb)) = with_mask(a)? else {
+        return Ok(None);
+    };
     select_rows(a, &xb, &mb, 0).await
+}
+
+/// masked_scatter: the mask's count read back (torch's error for a short source), then
+/// `self` with each masked position taking the source element of its rank.
+async fn masked_scatter(a: &mut At<'_, '_>) -> Out {
+    let (Some((xb, mb)), Some(src)) = (with_mask(a)?, a.arg_tensor("source")?) else {
+        return Ok(None);
+    };
+    if !gatherable(a, &xb) || src.dtype != xb.dtype {
+        return Ok(None);
+    }
+    let Some(c) = select::count_nonzero(&mut a.kc(), &mb)? else {
+        return Ok(None);
+    };
+    let n = a.read_count(&c).await?;
+    if n < 0 || n as usize > src.numel() {
+        return Err(a.err(format!(
+            "the mask selects {n} elements but source has only {}",
+            src.numel()
+        )));
+    }
+    let out = select::scatter_ranked(&mut a.kc(), &c, &xb, &src)?;
+    Ok(out.map(|o| vec![Slot::Tensor(o)]))
 }
 
 /// `index.Tensor` whose one index is a bool mask (None entries before it; torch's error for

@@ -22,6 +22,7 @@ const MAX_RANK: usize = 8;
 #[macro_use]
 mod params;
 mod attention;
+mod bag;
 pub mod complex;
 mod contract;
 mod conv;
@@ -47,13 +48,14 @@ pub(crate) mod select;
 mod shape;
 mod sort;
 pub mod support;
-mod weight_norm;
 pub mod table;
+mod weight_norm;
 
 pub(crate) use attention::fused_attention;
 pub use attention::{
     AttentionMeta, ATTENTION_COMBINE, ATTENTION_ROW, ATTENTION_SPLIT, ATTENTION_TILED,
 };
+pub use bag::BagMeta;
 pub use conv::ConvMeta;
 pub use epilogue::{epilogue_sources, producer_variants, EpilogueMeta};
 pub use fft::FftMeta;

@@ -46,13 +46,15 @@ pub enum Shader {
     Complex,
     /// Discrete Fourier transforms (`kernels/fft.rs`).
     Fft,
+    /// embedding_bag (`kernels/bag.rs`).
+    Bag,
     /// A module generated at run time (a fused elementwise kernel, `kernels/fused.rs`),
     /// by its number in [`generated`].
     Fused(u32),
 }
 
 impl Shader {
-    pub const ALL: [Shader; 28] = [
+    pub const ALL: [Shader; 29] = [
         Shader::Elementwise,
         Shader::Matmul,
         Shader::Matmul4,
@@ -81,6 +83,7 @@ impl Shader {
         Shader::Histogram,
         Shader::Complex,
         Shader::Fft,
+        Shader::Bag,
     ];
     pub fn name(self) -> &'static str {
         match self {
@@ -112,6 +115,7 @@ impl Shader {
             Shader::Histogram => "histogram.wgsl",
             Shader::Complex => "complex.wgsl",
             Shader::Fft => "fft.wgsl",
+            Shader::Bag => "bag.wgsl",
             Shader::Fused(_) => "fused.wgsl",
         }
     }
@@ -199,6 +203,7 @@ impl Shader {
             Shader::Histogram => include_str!("../../shaders/histogram.wgsl"),
             Shader::Complex => include_str!("../../shaders/complex.wgsl"),
             Shader::Fft => include_str!("../../shaders/fft.wgsl"),
+            Shader::Bag => include_str!("../../shaders/bag.wgsl"),
             Shader::Fused(id) => generated(id),
         }
     }
@@ -227,7 +232,10 @@ impl Shader {
 
 /// The scalar math of the elementwise ops by op code (`shaders/math.wgsl`): part of the
 /// elementwise module and of every generated one.
-pub const MATH: &str = include_str!("../../shaders/math.wgsl");
+pub const MATH: &str = concat!(
+    include_str!("../../shaders/math.wgsl"),
+    include_str!("../../shaders/special.wgsl")
+);
 
 /// Most generated modules a process keeps (each distinct fused pattern is one; past this a
 /// fused node runs its ops one kernel each).

@@ -592,6 +592,20 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
         (&["aten.exp2"], UnaryOp::Exp2),
         (&["aten.mish"], UnaryOp::Mish),
         (&["aten.log_sigmoid"], UnaryOp::LogSigmoid),
+        (&["aten.lgamma", "aten.special_gammaln"], UnaryOp::Lgamma),
+        (
+            &["aten.digamma", "aten.special_digamma", "aten.special_psi"],
+            UnaryOp::Digamma,
+        ),
+        (&["aten.i0", "aten.special_i0"], UnaryOp::I0),
+        (&["aten.special_i0e"], UnaryOp::I0e),
+        (&["aten.special_i1"], UnaryOp::I1),
+        (&["aten.special_i1e"], UnaryOp::I1e),
+        (&["aten.special_ndtri"], UnaryOp::Ndtri),
+        (&["aten.special_ndtr"], UnaryOp::Ndtr),
+        (&["aten.special_log_ndtr"], UnaryOp::LogNdtr),
+        (&["aten.special_erfcx"], UnaryOp::Erfcx),
+        (&["aten.special_entr"], UnaryOp::Entr),
     ] {
         // The ops that keep an int tensor int.
         let on_ints = matches!(

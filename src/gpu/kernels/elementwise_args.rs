@@ -181,6 +181,7 @@ pub(super) fn binary_named(k: &mut KernelCtx) -> Out {
         "aten.atan2" | "aten.arctan2" => (BinaryOp::Atan2, "other", 0.0),
         "aten.hypot" => (BinaryOp::Hypot, "other", 0.0),
         "aten.xlogy" => (BinaryOp::Xlogy, "other", 0.0),
+        "aten.special_xlog1py" => (BinaryOp::Xlog1py, "other", 0.0),
         "aten.lerp" => (
             BinaryOp::Lerp,
             "end",
@@ -188,9 +189,10 @@ pub(super) fn binary_named(k: &mut KernelCtx) -> Out {
         ),
         _ => return Ok(None),
     };
+    let xlogy = matches!(bop, BinaryOp::Xlogy | BinaryOp::Xlog1py);
     // xlogy.Scalar_Self: a Python number as `self` (the operands swapped in the shader).
     if !k.is_tensor_arg("self") {
-        if bop != BinaryOp::Xlogy {
+        if !xlogy {
             return Ok(None);
         }
         let (Some(b), Some(s)) = (k.t(bname), k.op.opt_scalar("self")?) else {
@@ -221,7 +223,7 @@ pub(super) fn binary_named(k: &mut KernelCtx) -> Out {
             Some(b) if b.dtype == DType::F32 => Operand::T(b),
             _ => return Ok(None),
         }
-    } else if bop == BinaryOp::Xlogy {
+    } else if xlogy {
         match k.op.opt_scalar(bname)? {
             Some(s) => Operand::S(s.as_f64() as f32),
             None => return Ok(None),
@@ -702,6 +704,7 @@ pub(super) fn register(t: &mut super::table::GpuTable) {
             "aten.arctan2",
             "aten.hypot",
             "aten.xlogy",
+            "aten.special_xlog1py",
         ],
         On::NotOut,
         binary_named,

@@ -170,6 +170,17 @@ op_enum!(
         Erfinv = 55,
         PowScalarBase = 56,
         FmodScalar = 57,
+        Lgamma = 58,
+        Digamma = 59,
+        I0 = 60,
+        I0e = 61,
+        I1 = 62,
+        I1e = 63,
+        Ndtri = 64,
+        Ndtr = 65,
+        LogNdtr = 66,
+        Erfcx = 67,
+        Entr = 68,
     ]
 );
 op_enum!(
@@ -199,6 +210,7 @@ op_enum!(
         Remainder = 18,
         FloorDiv = 19,
         DivTrunc = 20,
+        Xlog1py = 21,
     ]
 );
 op_enum!(

@@ -282,7 +282,11 @@ pub(super) fn grid_sampler(k: &mut KernelCtx) -> Out {
         outs: vec4(outs),
         ..Default::default()
     };
-    let variant = if r == 5 { &GRID_SAMPLE_3D } else { &GRID_SAMPLE };
+    let variant = if r == 5 {
+        &GRID_SAMPLE_3D
+    } else {
+        &GRID_SAMPLE
+    };
     k.dispatch(
         &variant.typed(elems),
         bytemuck::bytes_of(&meta),

@@ -5,6 +5,9 @@
 //! the executor reads back only that word, and then encodes the output of that size: the
 //! flat source offsets of the selected elements (`emit`) or the repeated positions
 //! (`repeat_index`), gathered from the source with the index shader's `gather`.
+//! `masked_scatter` reads its count back only to raise torch's error for a short source;
+//! its output (of `self`'s broadcast shape) is one more pass over the counted mask
+//! (`scatter_ranked`).
 
 use super::{coalesce, grid, pad8, KernelCtx, MAX_RANK};
 use crate::dtype::DType;
@@ -17,9 +20,10 @@ pub const COUNT: Variant = Variant::new(Shader::Select, "count");
 pub const SCAN: Variant = Variant::new(Shader::Select, "scan");
 pub const EMIT: Variant = Variant::new(Shader::Select, "emit");
 pub const REPEAT_INDEX: Variant = Variant::new(Shader::Select, "repeat_index");
+pub const SCATTER_RANKED: Variant = Variant::new(Shader::Select, "scatter_ranked");
 
 pub fn variants() -> Vec<Variant> {
-    vec![COUNT, SCAN, EMIT, REPEAT_INDEX]
+    vec![COUNT, SCAN, EMIT, REPEAT_INDEX, SCATTER_RANKED]
 }
 
 /// Elements per block of `count` / `emit` (the shader's workgroup size).
@@ -35,7 +39,8 @@ pub struct SelectMeta {
     pub shape: [u32; 8],
     pub strides: [u32; 8],
     pub weights: [u32; 8],
-    /// (source offset, source stride (scan), blocks or offsets, 0)
+    /// (source offset, source stride (scan) or scattered source offset, blocks or offsets,
+    /// base offset)
     pub offs: [u32; 4],
 }
 
@@ -152,6 +157,53 @@ pub(crate) fn coords(k: &mut KernelCtx, c: &Counted, n: usize) -> Result<GTensor
         super::index::copy_into(k, &col, &dst)?;
     }
     Ok(out)
+}
+
+/// Encode masked_scatter's output: `base` (the counted mask's shape) where the mask is
+/// false, and at the masked positions the elements of `source` (at least as many as the
+/// count, which the caller checked) in row-major order. None for a dtype or size the
+/// shader does not move.
+pub(crate) fn scatter_ranked(
+    k: &mut KernelCtx,
+    c: &Counted,
+    base: &GTensor,
+    source: &GTensor,
+) -> Result<Option<GTensor>> {
+    if [base, source].iter().any(|t| !usable(k, t))
+        || source.dtype != base.dtype
+        || base.sizes != c.mask.sizes
+    {
+        return Ok(None);
+    }
+    let out = k.new_out(base.dtype, &base.sizes)?;
+    if out.numel() == 0 {
+        return Ok(Some(out));
+    }
+    let source = if source.is_contiguous() {
+        k.ensure(source)?;
+        source.clone()
+    } else {
+        let flat = k.new_out(source.dtype, &source.sizes)?;
+        super::index::encode_copy(k, source, &flat)?;
+        flat
+    };
+    k.ensure(base)?;
+    let (mut meta, groups) = mask_pass(&c.mask, &base.strides);
+    meta.offs[1] = source.offset as u32;
+    meta.offs[3] = base.offset as u32;
+    k.dispatch(
+        &SCATTER_RANKED,
+        bytemuck::bytes_of(&meta),
+        &[
+            (1, &c.mask),
+            (2, &out),
+            (3, &c.offsets),
+            (4, base),
+            (5, &source),
+        ],
+        groups,
+    )?;
+    Ok(Some(out))
 }
 
 /// Encode the sum of `repeats` (a 1-D int tensor): None when the shader cannot read it.

@@ -157,6 +157,9 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
         ("aten.masked_select", "default") => {
             same_out && gpu_dtype(inputs[0]) && inputs[1..] == [DType::Bool]
         }
+        ("aten.masked_scatter", "default") => {
+            same_out && gpu_dtype(inputs[0]) && inputs[1..] == [DType::Bool, inputs[0]]
+        }
         // One boolean mask (integer indices: the gathers of `lookup`).
         ("aten.index" | "aten._unsafe_index", "Tensor") if inputs.get(1) == Some(&DType::Bool) => {
             same_out && gpu_dtype(inputs[0]) && inputs.len() == 2

@@ -185,6 +185,7 @@ pub fn gpu_table() -> &'static GpuTable {
         super::pool::register(&mut t);
         super::resample::register(&mut t);
         super::index::register(&mut t);
+        super::bag::register(&mut t);
         super::scatter::register(&mut t);
         super::sort::register(&mut t);
         super::ints::register(&mut t);

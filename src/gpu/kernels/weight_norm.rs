@@ -67,7 +67,11 @@ fn weight_norm(k: &mut KernelCtx) -> Out {
     let mut outs = vec![Slot::Tensor(w)];
     if interface {
         let gs = g.sizes.clone();
-        outs.push(Slot::Tensor(norm.view(gs.clone(), contiguous_strides(&gs), norm.offset)));
+        outs.push(Slot::Tensor(norm.view(
+            gs.clone(),
+            contiguous_strides(&gs),
+            norm.offset,
+        )));
     }
     Ok(Some(outs))
 }

@@ -1,10 +1,18 @@
 //! `embedding_bag` (and its `padding_idx` overload, `_embedding_bag`,
 //! `_embedding_bag_forward_only`): the rows of `weight` that `indices` name, reduced per bag
 //! (`offsets` start each bag) by sum (optionally weighted per sample), mean or max. Torch's
-//! four outputs, with the shapes its CPU kernel gives: `output [bags, D]`, `offset2bag`
-//! (`[0]` on the sum fast path, else one bag id per index), `bag_size` (one entry per offset,
-//! as torch's meta function: with `include_last_offset` the last is 0) and `max_indices`
-//! (`[bags, D]` for max, else one entry per bag).
+//! four outputs, as its CPU kernel gives them (measured with torch 2.15; the cases are in
+//! tests/fixgen/ops/index.py):
+//! - bag b holds indices `offsets[b]..offsets[b + 1]`, the last bag running to the end of
+//!   `indices`, with `include_last_offset` too (its trailing indices join the last bag);
+//! - except that float weights (f32/f16/bf16, columns at stride 1) summed or averaged
+//!   without a padding row take torch's offsets kernel, which reduces `offsets[b]..offsets[b + 1]` only (the trailing
+//!   indices are left out, though a mean still divides by the bag size above);
+//! - `output [bags, D]`; `offset2bag` one bag id per index, `[0]` on the sum fast path
+//!   (the offsets kernel summing); `bag_size` the bag's indices less its padding entries
+//!   (zeros for sum): one per bag from `_embedding_bag`, one per offset from the others (as
+//!   torch's meta function has it; eager torch gives one per bag there too); `max_indices` the max's rows `[bags, D]` (max), `bag_size`
+//!   again (mean) or zeros (sum).
 
 use crate::cpu::{Elem, Tensor};
 use crate::dtype::DType;
@@ -26,20 +34,24 @@ pub(super) fn register(r: &mut OpTable) {
     );
 }
 
-const MODE_SUM: i64 = 0;
-const MODE_MEAN: i64 = 1;
-const MODE_MAX: i64 = 2;
+pub(crate) const MODE_SUM: i64 = 0;
+pub(crate) const MODE_MEAN: i64 = 1;
+pub(crate) const MODE_MAX: i64 = 2;
 
-/// The parsed arguments, shared by the kernel and the shape rule.
-struct BagParams {
-    mode: i64,
-    include_last_offset: bool,
+/// The parsed arguments, shared by the kernels (CPU and GPU) and the shape rule.
+pub(crate) struct BagParams {
+    pub(crate) mode: i64,
+    pub(crate) include_last_offset: bool,
     /// The padding row (wrapped), or None.
-    padding_idx: Option<i64>,
+    pub(crate) padding_idx: Option<i64>,
+    /// bag_size has one entry per offset (torch's meta function of `embedding_bag` and
+    /// `_embedding_bag_forward_only`, the entries past the bags 0), else one per bag
+    /// (`_embedding_bag`).
+    pub(crate) size_per_offset: bool,
 }
 
 impl BagParams {
-    fn parse(
+    pub(crate) fn parse(
         target: &str,
         mode: i64,
         include_last_offset: bool,
@@ -68,14 +80,44 @@ impl BagParams {
             mode,
             include_last_offset,
             padding_idx,
+            size_per_offset: target != "aten._embedding_bag.default",
         })
     }
 
-    /// Whether torch's CPU kernel skips offset2bag (sum of float rows without padding).
-    fn sum_fast_path(&self, weight: DType) -> bool {
-        self.mode == MODE_SUM
-            && matches!(weight, DType::F32 | DType::F16)
+    /// The length of bag_size for `offsets` offsets and `bags` bags.
+    pub(crate) fn bag_size_len(&self, offsets: usize, bags: usize) -> usize {
+        if self.size_per_offset {
+            offsets
+        } else {
+            bags
+        }
+    }
+
+    /// The node's arguments (`rows`: the weight's).
+    pub(crate) fn of(ctx: &OpCtx, rows: usize) -> Result<BagParams> {
+        BagParams::parse(
+            ctx.target(),
+            ctx.int_or("mode", 0)?,
+            ctx.bool_or("include_last_offset", false)?,
+            ctx.opt_int("padding_idx")?,
+            rows,
+        )
+        .map_err(|m| ctx.err(m))
+    }
+
+    /// Whether torch's CPU kernel reduces bags by their offsets alone (float rows summed or
+    /// averaged without padding, the weight's columns at stride `col_stride` 1; see the
+    /// module doc).
+    pub(crate) fn by_offsets(&self, weight: DType, col_stride: usize) -> bool {
+        self.mode != MODE_MAX
+            && matches!(weight, DType::F32 | DType::F16 | DType::BF16)
             && self.padding_idx.is_none()
+            && col_stride == 1
+    }
+
+    /// Whether torch's CPU kernel skips offset2bag (the offsets kernel summing).
+    pub(crate) fn sum_fast_path(&self, weight: DType, col_stride: usize) -> bool {
+        self.mode == MODE_SUM && self.by_offsets(weight, col_stride)
     }
 }
 
@@ -101,7 +143,8 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     )?;
     let bags = offsets.sizes[0].saturating_sub(p.include_last_offset as usize);
     let it = offsets.dtype;
-    let offset2bag = if p.sum_fast_path(w.dtype) {
+    // The meta backend has no strides: a weight with unit column stride is assumed.
+    let offset2bag = if p.sum_fast_path(w.dtype, 1) {
         0
     } else {
         indices.sizes[0]
@@ -114,7 +157,10 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     Ok(vec![
         MValue::Tensor(w.with_sizes(vec![bags, w.sizes[1]])),
         MValue::Tensor(MetaTensor::new(it, vec![offset2bag])),
-        MValue::Tensor(MetaTensor::new(it, offsets.sizes.clone())),
+        MValue::Tensor(MetaTensor::new(
+            it,
+            vec![p.bag_size_len(offsets.sizes[0], bags)],
+        )),
         MValue::Tensor(MetaTensor::new(it, max_indices)),
     ])
 }
@@ -132,14 +178,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             indices.sizes, offsets.sizes
         )));
     }
-    let p = BagParams::parse(
-        ctx.target(),
-        ctx.int_or("mode", 0)?,
-        ctx.bool_or("include_last_offset", false)?,
-        ctx.opt_int("padding_idx")?,
-        w.sizes[0],
-    )
-    .map_err(|m| ctx.err(m))?;
+    let p = BagParams::of(ctx, w.sizes[0])?;
     let psw = ctx.opt_tensor("per_sample_weights")?;
     let (rows, dim) = (w.sizes[0], w.sizes[1]);
     let ids = index_values(ctx, &indices, "indices")?;
@@ -167,7 +206,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if offs.first().is_some_and(|&o| o != 0) {
         return Err(ctx.err(format!("offsets[0] must be 0, got {}", offs[0])));
     }
-    // Bag b holds indices start(b)..end(b).
+    // Bag b holds indices start(b)..last(b); the offsets kernel reduces start(b)..end(b).
     let start = |b: usize| (offs[b].clamp(0, n as i64)) as usize;
     let end = |b: usize| {
         if b + 1 < offs.len() {
@@ -176,6 +215,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             n
         }
     };
+    let last = |b: usize| if b + 1 < bags { end(b) } else { n };
     for b in 0..bags {
         if end(b) < start(b) {
             return Err(ctx.err(format!(
@@ -185,7 +225,8 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             )));
         }
     }
-    let mut bag_size = vec![0i64; offs.len()];
+    let by_offsets = p.by_offsets(w.dtype, w.strides[1]);
+    let mut bag_size = vec![0i64; p.bag_size_len(offs.len(), bags)];
     let mut offset2bag = vec![0i64; n];
     let max_len = if p.mode == MODE_MAX { bags * dim } else { bags };
     let mut max_idx = vec![0i64; max_len];
@@ -198,15 +239,14 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         for b in 0..bags {
             acc.iter_mut().for_each(|a| *a = 0.0);
             let mut first = true;
-            // torch's bag size: the offsets' difference, the last bag reaching the end of
-            // `indices` even with include_last_offset (whose trailing indices it does not
-            // sum), less the padding entries met; mean divides by it.
-            let nominal = if b + 1 < bags { end(b) } else { n };
-            let mut count = nominal as i64 - start(b) as i64;
-            for (k, &id) in ids.iter().enumerate().take(end(b)).skip(start(b)) {
+            let mut count = 0i64;
+            for (k, &id) in ids.iter().enumerate().take(last(b)).skip(start(b)) {
                 offset2bag[k] = b as i64;
                 if p.padding_idx == Some(id) {
-                    count -= 1;
+                    continue;
+                }
+                count += 1;
+                if by_offsets && k >= end(b) {
                     continue;
                 }
                 let row = &wv[id as usize * dim..(id as usize + 1) * dim];
@@ -228,7 +268,12 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 }
                 first = false;
             }
-            bag_size[b] = count;
+            if p.mode != MODE_SUM {
+                bag_size[b] = count;
+            }
+            if p.mode == MODE_MEAN {
+                max_idx[b] = count;
+            }
             for j in 0..dim {
                 out[b * dim + j] = T::from_f64(if p.mode == MODE_MEAN && count > 0 {
                     acc[j] / count as f64
@@ -239,7 +284,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         }
         Tensor::from_vec(out, &[bags, dim])
     }, else return Err(ctx.err(format!("dtype {} is not supported", w.dtype))));
-    if p.sum_fast_path(w.dtype) {
+    if p.sum_fast_path(w.dtype, w.strides[1]) {
         offset2bag.clear();
     }
     let it = offsets.dtype;
@@ -250,10 +295,11 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         vec![bags]
     };
     let o2b_len = offset2bag.len();
+    let sizes_len = bag_size.len();
     Ok(vec![
         out.into(),
         ints(offset2bag, &[o2b_len])?.into(),
-        ints(bag_size, &[offs.len()])?.into(),
+        ints(bag_size, &[sizes_len])?.into(),
         ints(max_idx, &max_sizes)?.into(),
     ])
 }

@@ -57,10 +57,7 @@ fn sizes(r: usize, rows: usize) -> Vec<usize> {
 fn combinations(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
     if x.rank() != 1 {
-        return Err(ctx.err(format!(
-            "expected a 1-D input, got shape {:?}",
-            x.sizes
-        )));
+        return Err(ctx.err(format!("expected a 1-D input, got shape {:?}", x.sizes)));
     }
     let n = x.sizes[0];
     let with_replacement = ctx.bool_or("with_replacement", false)?;
@@ -82,7 +79,11 @@ fn combinations(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             };
             idx[k] += 1;
             for j in k + 1..r {
-                idx[j] = if with_replacement { idx[k] } else { idx[j - 1] + 1 };
+                idx[j] = if with_replacement {
+                    idx[k]
+                } else {
+                    idx[j - 1] + 1
+                };
             }
         }
     }
@@ -90,7 +91,9 @@ fn combinations(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let flat = index_select_t(ctx, &x, 0, &index)?;
     let shape = sizes(r, rows);
     let strides = contiguous_strides(&shape);
-    Ok(vec![RValue::Tensor(flat.contiguous().view_with(shape, strides, 0))])
+    Ok(vec![RValue::Tensor(
+        flat.contiguous().view_with(shape, strides, 0),
+    )])
 }
 
 fn rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {

@@ -6,7 +6,7 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
-mod bag;
+pub(crate) mod bag;
 mod combinations;
 mod flat;
 pub(crate) mod scatter;

@@ -224,6 +224,63 @@ def _embedding_bag(w, ids, offs, psw, ids2):
     )
 
 
+def _masked_scatter_more(x, m, s, xi, mi, si, col):
+    return (
+        x.masked_scatter(m, s.t()),  # a non-contiguous source (read in row-major order)
+        x.masked_scatter(col, s),  # a [rows, 1] mask broadcast along the columns
+        x[:, ::2].masked_scatter(m[:, ::2], s),  # strided self and mask
+        x.masked_scatter(torch.zeros_like(m), s[:0]),  # nothing masked, an empty source
+        xi.masked_scatter(mi, si),  # int64
+        mi.masked_scatter(m, mi),  # bool values
+        x[:0].masked_scatter(m[:0], s),  # empty self
+    )
+
+
+def _masked_scatter_blocks(x, m, s):
+    # 37 x 19 elements: the rank of a masked element crosses the shader's 256-element blocks.
+    return x.masked_scatter(m, s), x.t().masked_scatter(m.t(), s)
+
+
+def _embedding_bag_outputs(w, wt, ids, offs, psw):
+    """All four outputs of _embedding_bag (offset2bag, bag_size, max_indices as torch's CPU
+    kernel gives them): empty bags (offsets 2, 2 and 9, 9), integer-valued rows for ties in
+    max mode, padding_idx, include_last_offset (trailing indices 9, 10 in no bag)."""
+    bag = torch.ops.aten._embedding_bag
+    return (
+        bag(w, ids, offs, False, 0),
+        bag(w, ids, offs, False, 1),
+        bag(wt, ids, offs, False, 2),
+        bag(w, ids, offs, False, 0, False, psw),
+        bag(w, ids, offs, False, 1, False, None, True),
+        bag(w, ids, offs, False, 0, False, None, False, 2),
+        bag(wt, ids, offs, False, 2, False, None, True, 4),
+        bag(w.t().contiguous().t(), ids, offs, False, 1, False, None, False, 4),
+    )
+
+
+def _embedding_bag_module(w, ids, offs, psw):
+    return (
+        F.embedding_bag(ids, w.t(), offs, mode="max", padding_idx=0),  # a strided weight
+        # A strided weight leaves torch's offsets kernel (the trailing indices join the last bag).
+        F.embedding_bag(ids, w.t(), offs, mode="mean", include_last_offset=True),
+        F.embedding_bag(ids, w.t().contiguous(), offs, mode="sum", per_sample_weights=psw, include_last_offset=True),
+    )
+
+
+CASES += [
+    Case("masked_scatter_more", _masked_scatter_more,
+         [x34, randn(3, 4, seed=40) > 0, randn(4, 3, seed=41), i34, randn(3, 4, seed=42) > 0,
+          randint(-9, 9, 12, seed=43), torch.tensor([[True], [False], [True]])]),
+    Case("masked_scatter_blocks", _masked_scatter_blocks,
+         [randn(37, 19, seed=44), randn(37, 19, seed=45) > -0.3, randn(37 * 19, seed=46)]),
+    Case("embedding_bag_outputs", _embedding_bag_outputs,
+         [randn(6, 3, seed=47), randint(-2, 3, 6, 3, seed=48).float(),
+          torch.tensor([1, 2, 4, 5, 4, 3, 2, 0, 2, 1, 3]), torch.tensor([0, 2, 2, 5, 9, 9]),
+          randn(11, seed=49)]),
+    Case("embedding_bag_strided", _embedding_bag_module,
+         [randn(5, 8, seed=50), randint(0, 8, 10, seed=51), torch.tensor([0, 4, 4, 7]), randn(10, seed=52)]),
+]
+
 CASES += [
     Case("index_reduce", _index_reduce, [x34, torch.tensor([0, 2, 0, 2, 1]), randn(5, 4, seed=21), torch.tensor([3, 3, 0]),
                                          randn(3, 3, seed=22), i34, randint(-50, 50, 5, 4, seed=23),
