@@ -21,7 +21,7 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1
 [ -f .cache/models/gpt2_static.generate.json ] || "$PY" tests/fixgen/gen_lm.py
 # PyTorch's OpInfo samples (op_db) exported as op cases, with torch's results (tests/opinfo.rs):
 # float32, 3 samples per entry (about 3 minutes on 2 CPU cores, 20 MB), and the other dtypes
-# each entry supports, 1 sample per entry and dtype (about TODO minutes, TODO MB). Rebuilt when
+# each entry supports, 1 sample per entry and dtype (about 7 minutes, 35 MB). Rebuilt when
 # the generator changes.
 OPINFO_SHA=$(sha256sum tests/fixgen/gen_opinfo.py | cut -d' ' -f1)
 for set in "opinfo float32 3" "opinfo-dtypes other 1"; do
