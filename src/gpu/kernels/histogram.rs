@@ -24,7 +24,7 @@ struct HistMeta {
 
 /// Every bin reads every element: past this many (bins x elements) reads the CPU kernel's
 /// single pass is the better choice.
-const MAX_READS: usize = 1 << 32;
+const MAX_READS: u64 = 1 << 32;
 
 fn histc(k: &mut KernelCtx) -> Out {
     let Some(x) = k.t("self") else {
@@ -41,7 +41,7 @@ fn histc(k: &mut KernelCtx) -> Out {
         || bins < 1
         || bins as usize >= u32::MAX as usize
         || numel >= u32::MAX as usize
-        || numel.saturating_mul(bins as usize) > MAX_READS
+        || (numel as u64).saturating_mul(bins as u64) > MAX_READS
         || !(lo.is_finite() && hi.is_finite() && lo < hi)
     {
         return Ok(None);
