@@ -22,6 +22,7 @@ mod concrete;
 mod loss;
 mod math;
 mod shape;
+mod signal;
 
 pub(crate) use concrete::register;
 
@@ -103,6 +104,7 @@ fn table() -> &'static [(&'static str, Decomp)] {
         ("aten.take_along_dim.default", shape::take_along_dim),
         ("aten.sum_to_size.default", shape::sum_to_size),
         ("aten.mH.default", shape::adjoint),
+        ("aten.stft.default", signal::stft),
         (
             "prims.convert_element_type.default",
             shape::convert_element_type,
