@@ -50,7 +50,9 @@ pub(super) fn stft(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let pad = [left, n_fft - win_length - left];
     let window = match opt_tensor(n, "window")? {
         Some(w) if b.sizes(w)? == [win_length as usize] && b.dtype(w)? == dtype => Some(w),
-        Some(_) => return Err("a window that is not 1-D of win_length in the signal's dtype".into()),
+        Some(_) => {
+            return Err("a window that is not 1-D of win_length in the signal's dtype".into())
+        }
         None if win_length == n_fft => None,
         None => Some(b.full(&[win_length], 1.0, dtype)?),
     };
