@@ -529,3 +529,36 @@ pub(super) fn matrix_sqrth(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
         vec![("self", Arg::Tensor(vs)), ("other", Arg::Tensor(vt))],
     )?)
 }
+
+/// `linalg_polar(A)` (`torch.linalg.polar`) of real matrices, from the thin SVD
+/// `A = W diag(S) Vh` as torch's CPU path computes it: `U = W Vh`, `H = Vhᴴ diag(S) Vh`
+/// (unique for a full-rank `A`, whatever signs the SVD picks).
+pub(super) fn polar_decomposition(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
+    let a = tensor(n, "A")?;
+    if !b.dtype(a)?.is_float() || b.rank(a)? < 2 {
+        return Err("linalg_polar of a non-float or non-matrix tensor".into());
+    }
+    let usv = b.multi(
+        "aten._linalg_svd.default",
+        vec![
+            ("A", Arg::Tensor(a)),
+            ("full_matrices", Arg::Bool(false)),
+            ("compute_uv", Arg::Bool(true)),
+        ],
+    )?;
+    let [w, s, vh] = usv[..] else {
+        return Err("the SVD gave no singular vectors".into());
+    };
+    let matmul = |b: &mut Builder, x, y| {
+        b.t(
+            "aten.matmul.default",
+            vec![("self", Arg::Tensor(x)), ("other", Arg::Tensor(y))],
+        )
+    };
+    let u = matmul(b, w, vh)?;
+    let v = b.transpose(vh, -2, -1)?;
+    let su = b.unsqueeze(s, -2)?;
+    let vs = b.bin("mul", v, su)?;
+    let h = matmul(b, vs, vh)?;
+    Ok(vec![Arg::Tensor(u), Arg::Tensor(h)])
+}

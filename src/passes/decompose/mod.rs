@@ -136,6 +136,7 @@ fn table() -> &'static [(&'static str, Decomp)] {
         ("aten.nanquantile.scalar", math::quantile),
         ("aten.gradient.scalarint", math::gradient),
         ("aten.linalg_matrix_sqrth.default", math::matrix_sqrth),
+        ("aten.linalg_polar.default", math::polar_decomposition),
         ("aten.mse_loss.default", loss::mse),
         ("aten.l1_loss.default", loss::l1),
         ("aten.smooth_l1_loss.default", loss::smooth_l1),

@@ -300,3 +300,9 @@ CASES += [
                                torch.dist(a, b, p=float("inf")), torch.dist(a, b, p=3.5), torch.dist(a[:0], b[:0])),
          [randn(4, 3, seed=74), randn(4, 3, seed=75)], tol="loose"),
 ]
+
+# torch.linalg.polar (a decomposition over the thin SVD): square, batched and tall matrices.
+CASES += [
+    Case("polar", lambda a, b, c: (*torch.linalg.polar(a), *torch.linalg.polar(b), *torch.linalg.polar(c)),
+         [randn(4, 4, seed=76), randn(2, 3, 3, seed=77), randn(5, 3, seed=78)], tol="loose"),
+]
