@@ -136,10 +136,10 @@ fn apply(x: vec2<f32>, y: vec2<f32>) -> vec2<f32> {
         }
         case ComplexOp_Exp: {
             let r = exp(x.x);
-            return vec2<f32>(r * cos(x.y), r * sin(x.y));
+            return vec2<f32>(r * sin_cos(x.y, true), r * sin_cos(x.y, false));
         }
         case ComplexOp_Polar: {
-            return vec2<f32>(x.x * cos(y.x), x.x * sin(y.x));
+            return vec2<f32>(x.x * sin_cos(y.x, true), x.x * sin_cos(y.x, false));
         }
         case ComplexOp_Make: {
             return vec2<f32>(x.x, y.x);

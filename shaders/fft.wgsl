@@ -75,7 +75,7 @@ fn cmul(x: vec2<f32>, y: vec2<f32>) -> vec2<f32> {
 // exp(i * angle), the sign of the transform's direction applied.
 fn twiddle(angle: f32) -> vec2<f32> {
     let a = select(-angle, angle, (params.flags & INVERSE) != 0u);
-    return vec2<f32>(cos(a), sin(a));
+    return vec2<f32>(sin_cos(a, true), sin_cos(a, false));
 }
 
 @compute @workgroup_size(64)

@@ -164,6 +164,11 @@ impl Shader {
             if self == Shader::Elementwise {
                 text.push_str(MATH);
             }
+            // Complex exp / polar and the FFT twiddles need sin and cos to f32 accuracy
+            // (WGSL's own promise 2^-11 absolute; SwiftShader keeps to that).
+            if matches!(self, Shader::Complex | Shader::Fft) {
+                text.push_str(TRIG);
+            }
             if self == Shader::RowsSubgroup {
                 text.push_str(&with_group_reductions(Shader::Rows.source(), self.source()));
             } else {
@@ -230,9 +235,14 @@ impl Shader {
     }
 }
 
+/// NaN / inf helpers and accurate sin / cos (`shaders/trig.wgsl`): the start of [`MATH`],
+/// and of the complex and FFT modules.
+pub const TRIG: &str = include_str!("../../shaders/trig.wgsl");
+
 /// The scalar math of the elementwise ops by op code (`shaders/math.wgsl`): part of the
 /// elementwise module and of every generated one.
 pub const MATH: &str = concat!(
+    include_str!("../../shaders/trig.wgsl"),
     include_str!("../../shaders/math.wgsl"),
     include_str!("../../shaders/special.wgsl")
 );
