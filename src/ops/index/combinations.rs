@@ -22,7 +22,7 @@ const MAX_ELEMENTS: u128 = 1 << 28;
 fn count(n: usize, r: usize, with_replacement: bool) -> std::result::Result<usize, String> {
     // C(m, r) with m = n (+ r - 1 with replacement), exactly in u128 while it stays small.
     let m = if with_replacement && n > 0 {
-        n + r - 1
+        n.saturating_add(r - 1)
     } else {
         n
     };
