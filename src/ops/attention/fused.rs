@@ -12,11 +12,16 @@
 //! - `safe`: whether a fully masked row gives zeros (the `_safe_softmax` decomposition) or
 //!   NaN (`_softmax`).
 //!
-//! The CPU kernel and the shape rule run the body, so the node computes exactly what the
-//! graph did. The GPU backend runs the streaming attention kernel on q, k, v and the mask
-//! where they lie (one dispatch, `src/gpu/kernels/attention.rs`), or the body where it
-//! declines.
+//! The shape rule runs the body, so the node has exactly the graph's shapes. The CPU kernel
+//! runs the fused attention of `scaled_dot_product_attention` ([`super::attend`]: scores,
+//! mask and softmax a block of keys at a time) on f32 / f64 q, k, v [B, H, ., .] and a mask of
+//! their dtype, and the body otherwise (other dtypes, where the body's per-op rounding is the
+//! program's, or `backends::set_attention("math")`). The GPU backend runs the streaming
+//! attention kernel on q, k, v and the mask where they lie (one dispatch,
+//! `src/gpu/kernels/attention.rs`), or the body where it declines.
 
+use crate::cpu::Tensor;
+use crate::dtype::DType;
 use crate::error::Result;
 use crate::meta::{MValue, MetaCtx, RuleResult};
 use crate::ops::{OpCtx, OpTable};
@@ -79,9 +84,12 @@ pub(super) fn register(r: &mut OpTable) {
     r.define(TARGET, run, rule);
 }
 
-/// The CPU kernel: the body's ops.
+/// The CPU kernel: the fused attention where it applies, else the body's ops.
 fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let parts = Parts::of(ctx.node).map_err(|e| ctx.err(e))?;
+    if let Some(out) = fused(ctx, &parts)? {
+        return Ok(vec![out.into()]);
+    }
     let mut inputs = parts
         .inputs
         .iter()
@@ -92,6 +100,40 @@ fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     run_graph(parts.body, inputs, ctx.state)
         .map_err(|e| ctx.err(format!("in the attention body: {e}")))
+}
+
+/// The attention of the node's q, k, v and mask in one kernel, or `None` where the body runs.
+fn fused(ctx: &mut OpCtx, parts: &Parts) -> Result<Option<Tensor>> {
+    if crate::backends::attention() == crate::backends::Attention::Math {
+        return Ok(None);
+    }
+    let ts = parts
+        .inputs
+        .iter()
+        .map(|&id| ctx.resolve(&Arg::Tensor(id)))
+        .collect::<Result<Vec<_>>>()?;
+    let ts: Vec<&Tensor> = ts.iter().filter_map(|t| t.as_tensor()).collect();
+    let [q, k, v, mask @ ..] = ts.as_slice() else {
+        return Ok(None);
+    };
+    if !matches!(q.dtype, DType::F32 | DType::F64)
+        || [*k, *v].iter().chain(mask).any(|t| t.dtype != q.dtype)
+        || [q, k, v].iter().any(|t| t.rank() != 4)
+    {
+        return Ok(None);
+    }
+    let opts = super::Opts::fused(parts.scale, parts.safe);
+    let target = ctx.node.target.clone();
+    let (out, _) = super::attend(
+        &target,
+        q,
+        k,
+        v,
+        mask.first().copied(),
+        &opts,
+        &mut ctx.state.rng,
+    )?;
+    Ok(Some(out))
 }
 
 /// The shape rule: the body's rules.

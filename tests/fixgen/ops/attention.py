@@ -36,6 +36,12 @@ CASES = [
          qkv(1, 4, 2, 300, 32) + [randn(2, 300, seed=7).masked_fill(torch.arange(300) % 97 < 40, float("-inf")).index_fill(0, torch.tensor([1]), float("-inf"))], core=False),
     Case("sdpa_decode_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 3, 3, 200, 16), core=False),
     Case("sdpa_decode_gqa", lambda q, k, v: sdpa(q, k, v, enable_gqa=True), qkv(1, 8, 1, 300, 32, hk=2), core=False),
+    # Core ATen's attention becomes one fused node (src/ops/attention/fused.rs) that the CPU
+    # runs a block of keys at a time (256 per block): causal rows over several key blocks, and
+    # an additive mask with -inf runs and a fully masked row, over 600 keys.
+    Case("sdpa_long_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 1, 270, 270, 8)),
+    Case("sdpa_long_float_mask", lambda q, k, v, m: sdpa(q, k, v, attn_mask=m),
+         qkv(1, 1, 3, 600, 8) + [randn(3, 600, seed=4).masked_fill(torch.arange(600) % 311 < 90, float("-inf")).index_fill(0, torch.tensor([2]), float("-inf"))]),
     Case("sdpa_value_dim", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 4, 6, 8, ev=5), core=False),
     Case("sdpa_causal", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(2, 2, 6, 6, 4), core=False),
     Case("sdpa_causal_rect", lambda q, k, v: sdpa(q, k, v, is_causal=True), qkv(1, 2, 3, 5, 4)),
