@@ -628,26 +628,32 @@ fn complex64_cases_run_on_gpu_kernels() {
         "div_broadcast_real",
         "real_minus_complex",
     ];
+    let failures = all_on_gpu(&dev, "complex", names);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The failures of the named cases of family `fam` (both IRs): a case that does not match
+/// PyTorch, a name with no case, a CPU fallback or no GPU node. Prints each case's largest
+/// difference.
+fn all_on_gpu(dev: &Arc<GpuDevice>, fam: &str, names: &[&str]) -> Vec<String> {
     let mut failures = Vec::new();
     for name in names {
-        let rep = run_cases(&dev, "complex", |p| {
-            p == *name || p == format!("{name}__core")
-        });
+        let rep = run_cases(dev, fam, |p| p == *name || p == format!("{name}__core"));
         for (p, d) in &rep.max_diff {
-            eprintln!("complex/{p}: max |diff| vs torch {d:.2e}");
+            eprintln!("{fam}/{p}: max |diff| vs torch {d:.2e}");
         }
         failures.extend(rep.failures);
         if rep.passed == 0 {
-            failures.push(format!("complex/{name}: no case ran"));
+            failures.push(format!("{fam}/{name}: no case ran"));
         }
         if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes + rep.stats.view_nodes == 0 {
             failures.push(format!(
-                "complex/{name}: CPU fallbacks {:?} ({} GPU nodes)",
+                "{fam}/{name}: CPU fallbacks {:?} ({} GPU nodes)",
                 rep.stats.fallbacks, rep.stats.gpu_nodes
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    failures
 }
 
 /// The counting ops of issue 16 on their GPU kernels: bincount (int inputs of every width,
@@ -657,33 +663,23 @@ fn complex64_cases_run_on_gpu_kernels() {
 #[test]
 fn counting_cases_run_on_gpu_kernels() {
     let Some(dev) = device() else { return };
-    let cases: &[(&str, &[&str])] = &[
-        (
-            "reduce",
-            &["bincount", "bincount_dtypes", "histc_data_range"],
-        ),
-        ("index", &["nonzero_static", "nonzero_static_dtypes"]),
-    ];
-    let mut failures = Vec::new();
-    for (fam, names) in cases {
-        for name in *names {
-            let rep = run_cases(&dev, fam, |p| p == *name || p == format!("{name}__core"));
-            for (p, d) in &rep.max_diff {
-                eprintln!("{fam}/{p}: max |diff| vs torch {d:.2e}");
-            }
-            failures.extend(rep.failures);
-            if rep.passed == 0 {
-                failures.push(format!("{fam}/{name}: no case ran"));
-            }
-            if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes == 0 {
-                failures.push(format!(
-                    "{fam}/{name}: CPU fallbacks {:?} ({} GPU nodes)",
-                    rep.stats.fallbacks, rep.stats.gpu_nodes
-                ));
-            }
-        }
-    }
+    let mut failures = all_on_gpu(
+        &dev,
+        "reduce",
+        &["bincount", "bincount_dtypes", "histc_data_range"],
+    );
+    failures.extend(all_on_gpu(
+        &dev,
+        "index",
+        &["nonzero_static", "nonzero_static_dtypes"],
+    ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// An op-suite archive of tests/fixtures/ops.
+fn ops_archive(file: &str) -> Pt2Archive {
+    let bytes = std::fs::read(common::fixtures().join("ops").join(file)).unwrap();
+    Pt2Archive::open(file, bytes, Limits::default()).unwrap()
 }
 
 /// The errors the counting ops find in the data on the GPU (a negative bincount input, a
@@ -691,13 +687,7 @@ fn counting_cases_run_on_gpu_kernels() {
 #[test]
 fn counting_errors_match_the_cpu_kernels() {
     let Some(dev) = device() else { return };
-    let dir = common::fixtures().join("ops");
-    let archive = Pt2Archive::open(
-        "reduce.pt2",
-        std::fs::read(dir.join("reduce.pt2")).unwrap(),
-        Limits::default(),
-    )
-    .unwrap();
+    let archive = ops_archive("reduce.pt2");
     let run = |program: &str, inputs: &[Tensor], gpu: bool| -> String {
         let p = archive
             .program(Some(program), &LoadOptions::default())
@@ -812,12 +802,7 @@ fn device_memory_api() {
 fn run_counters() {
     let Some(dev) = device() else { return };
     let dir = common::fixtures().join("ops");
-    let archive = Pt2Archive::open(
-        "matmul.pt2",
-        std::fs::read(dir.join("matmul.pt2")).unwrap(),
-        Limits::default(),
-    )
-    .unwrap();
+    let archive = ops_archive("matmul.pt2");
     let pname = "linear_3d_bias__core".to_string();
     assert!(archive.program_names().contains(&pname));
     let cases: Value =
