@@ -7,7 +7,8 @@
 //   size the output;
 // - `emit`: each block again, the position of its nonzero elements from a workgroup prefix
 //   sum plus the block's offset, writing Σ coord[d] * weights[d] there (a flat offset the
-//   host gathers with);
+//   host gathers with) when the position is below the output's length (nonzero_static
+//   keeps the first `size`);
 // - `repeat_index`: out[j] = the last i whose exclusive offset is <= j;
 // - `scatter_ranked` (masked_scatter): each element again, the masked ones taking the source
 //   element of their rank among the masked elements (the block's offset plus a workgroup
@@ -24,7 +25,8 @@ struct Meta {
     shape: array<vec4<u32>, 2>,
     strides: array<vec4<u32>, 2>,
     weights: array<vec4<u32>, 2>,
-    // (source offset, source stride (scan), blocks (count, emit) or offsets (repeat_index), 0)
+    // (source offset, source stride (scan), blocks (count, emit) or offsets (repeat_index),
+    // output length (emit) or base offset (scatter_ranked))
     offs: vec4<u32>,
 }
 
@@ -149,7 +151,7 @@ fn emit(
 ) {
     let i = gid.x + gid.y * params.row;
     let r = rank_of(i, l);
-    if r >= 0 {
+    if r >= 0 && u32(r) < params.offs.w {
         out[r] = i32(locate(i).y);
     }
 }

@@ -3,9 +3,9 @@
 
 use pt2web::cpu::Data;
 use pt2web::gpu::kernels::{
-    AttentionMeta, BagMeta, BatchNormMeta, ConvMeta, ElemMeta, FftMeta, GateMeta, IndexMeta,
-    MatmulMeta, PoolMeta, ReduceMeta, ResampleMeta, RowMeta, ScatterMeta, SelectMeta, ShapeMeta,
-    SortMeta,
+    AttentionMeta, BagMeta, BatchNormMeta, ConvMeta, ElemMeta, FftMeta, GateMeta, HistMeta,
+    IndexMeta, MatmulMeta, PoolMeta, ReduceMeta, ResampleMeta, RowMeta, ScatterMeta, SelectMeta,
+    ShapeMeta, SortMeta,
 };
 use pt2web::gpu::shaders::{all_variants, Shader, Variant, MATH};
 use pt2web::gpu::store::{from_gpu_bytes, to_gpu_bytes};
@@ -147,6 +147,7 @@ fn uniform_layouts_match() {
         (Shader::Complex, std::mem::size_of::<ElemMeta>()),
         (Shader::Fft, std::mem::size_of::<FftMeta>()),
         (Shader::Bag, std::mem::size_of::<BagMeta>()),
+        (Shader::Histogram, std::mem::size_of::<HistMeta>()),
     ] {
         let module = naga::front::wgsl::parse_str(s.module())
             .unwrap_or_else(|e| panic!("{}: {}", s.name(), e.emit_to_string(s.module())));

@@ -628,26 +628,111 @@ fn complex64_cases_run_on_gpu_kernels() {
         "div_broadcast_real",
         "real_minus_complex",
     ];
+    let failures = all_on_gpu(&dev, "complex", names);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The failures of the named cases of family `fam` (both IRs): a case that does not match
+/// PyTorch, a name with no case, a CPU fallback or no GPU node. Prints each case's largest
+/// difference.
+fn all_on_gpu(dev: &Arc<GpuDevice>, fam: &str, names: &[&str]) -> Vec<String> {
     let mut failures = Vec::new();
     for name in names {
-        let rep = run_cases(&dev, "complex", |p| {
-            p == *name || p == format!("{name}__core")
-        });
+        let rep = run_cases(dev, fam, |p| p == *name || p == format!("{name}__core"));
         for (p, d) in &rep.max_diff {
-            eprintln!("complex/{p}: max |diff| vs torch {d:.2e}");
+            eprintln!("{fam}/{p}: max |diff| vs torch {d:.2e}");
         }
         failures.extend(rep.failures);
         if rep.passed == 0 {
-            failures.push(format!("complex/{name}: no case ran"));
+            failures.push(format!("{fam}/{name}: no case ran"));
         }
         if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes + rep.stats.view_nodes == 0 {
             failures.push(format!(
-                "complex/{name}: CPU fallbacks {:?} ({} GPU nodes)",
+                "{fam}/{name}: CPU fallbacks {:?} ({} GPU nodes)",
                 rep.stats.fallbacks, rep.stats.gpu_nodes
             ));
         }
     }
+    failures
+}
+
+/// The counting ops of issue 16 on their GPU kernels: bincount (int inputs of every width,
+/// strided, empty, minlength, f32 weights), histc over the data's range (the extrema read
+/// back) and nonzero_static (no readback), each case with no CPU fallback and within the
+/// fixtures' tolerances of PyTorch (tests/fixgen/ops/reduce.py, index.py).
+#[test]
+fn counting_cases_run_on_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    let mut failures = all_on_gpu(
+        &dev,
+        "reduce",
+        &["bincount", "bincount_dtypes", "histc_data_range"],
+    );
+    failures.extend(all_on_gpu(
+        &dev,
+        "index",
+        &["nonzero_static", "nonzero_static_dtypes"],
+    ));
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// An op-suite archive of tests/fixtures/ops.
+fn ops_archive(file: &str) -> Pt2Archive {
+    let bytes = std::fs::read(common::fixtures().join("ops").join(file)).unwrap();
+    Pt2Archive::open(file, bytes, Limits::default()).unwrap()
+}
+
+/// The errors the counting ops find in the data on the GPU (a negative bincount input, a
+/// NaN or infinity in histc's data range) read as the CPU kernel's, which are torch's.
+#[test]
+fn counting_errors_match_the_cpu_kernels() {
+    let Some(dev) = device() else { return };
+    let archive = ops_archive("reduce.pt2");
+    let run = |program: &str, inputs: &[Tensor], gpu: bool| -> String {
+        let p = archive
+            .program(Some(program), &LoadOptions::default())
+            .unwrap();
+        let inputs = inputs.iter().cloned().map(RValue::Tensor).collect();
+        let r = if gpu {
+            GpuSession::new(p, dev.clone()).unwrap().run(inputs)
+        } else {
+            pt2web::runtime::Session::new(p).unwrap().run(inputs)
+        };
+        match r {
+            Ok(_) => format!("{program}: no error"),
+            Err(e) => e.to_string(),
+        }
+    };
+    let mut ints: Vec<i64> = (0..20).map(|v| v % 7).collect();
+    (ints[5], ints[11]) = (-3, -9);
+    let weights = Tensor::from_vec(vec![1.0f32; 20], &[20]);
+    let data = |special: f32| {
+        let mut x = vec![0.5f32; 30];
+        x[17] = special;
+        vec![
+            Tensor::from_vec(x, &[6, 5]),
+            Tensor::from_vec(vec![2.5f32; 5], &[5]),
+            Tensor::from_vec(vec![0.0f32; 3000], &[3000]),
+        ]
+    };
+    let cases = [
+        (
+            "bincount",
+            vec![Tensor::from_vec(ints, &[20]), weights],
+            "got -3",
+        ),
+        ("histc_data_range", data(f32::NAN), "is not finite"),
+        (
+            "histc_data_range",
+            data(f32::INFINITY),
+            "inf] is not finite",
+        ),
+    ];
+    for (program, inputs, want) in cases {
+        let (gpu, cpu) = (run(program, &inputs, true), run(program, &inputs, false));
+        assert!(gpu.contains(want), "{program}: {gpu}");
+        assert_eq!(gpu, cpu, "{program}: the GPU's error vs the CPU kernel's");
+    }
 }
 
 /// Memory counters move with allocations; the memory-fraction limit gives a typed error and
@@ -717,12 +802,7 @@ fn device_memory_api() {
 fn run_counters() {
     let Some(dev) = device() else { return };
     let dir = common::fixtures().join("ops");
-    let archive = Pt2Archive::open(
-        "matmul.pt2",
-        std::fs::read(dir.join("matmul.pt2")).unwrap(),
-        Limits::default(),
-    )
-    .unwrap();
+    let archive = ops_archive("matmul.pt2");
     let pname = "linear_3d_bias__core".to_string();
     assert!(archive.program_names().contains(&pname));
     let cases: Value =

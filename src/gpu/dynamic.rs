@@ -16,6 +16,12 @@
 //!   writes the output of that size.
 //! - `masked_scatter`: the same count of the mask, read back to raise torch's error for a
 //!   source shorter than it, then a pass writes each masked position's source element.
+//! - `bincount`: a GPU pass finds the largest input and the first negative one
+//!   ([`super::kernels::histogram`]), the host reads back four words (the CPU kernel's error
+//!   for a negative input) and sizes the bins, then a pass counts with atomics.
+//! - `histc` over the data's range (`min == max`): the same pass finds the extrema and
+//!   whether a NaN is there, read back for torch's range and errors, then the histogram pass
+//!   of a given range. A given range needs no readback (the op table's kernel).
 //!
 //! - `pt2web.fused_elementwise`: one generated kernel ([`super::kernels::fused_kernel`]), no
 //!   readback; where it declines, its body's nodes one by one.
@@ -30,7 +36,7 @@
 //! (counted in [`RunStats::submits`](super::exec::RunStats)).
 
 use super::exec::{run_graph, Env, Runner, Slot};
-use super::kernels::{select, KernelCtx};
+use super::kernels::{histogram, select, KernelCtx};
 use super::store::{gpu_dtype, GTensor};
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -123,6 +129,14 @@ impl<'d> At<'_, 'd> {
             ))),
         }
     }
+    /// Read back what [`histogram::extrema`] encoded for `x` (None where it declines).
+    async fn extrema(&mut self, x: &GTensor) -> Result<Option<histogram::Extrema>> {
+        let Some(words) = histogram::extrema(&mut self.kc(), x)? else {
+            return Ok(None);
+        };
+        let t = self.r.to_cpu(&words).await?;
+        Ok(Some(histogram::Extrema::of(&t.to_vec::<i32>(), x.dtype)))
+    }
     /// Read back a count encoded by [`select`] (the one int64 word of `total`).
     async fn read_count(&mut self, c: &select::Counted) -> Result<i64> {
         let t = self.r.to_cpu(&c.total).await?;
@@ -143,6 +157,8 @@ pub(super) enum Dynamic {
     Nonzero,
     IndexMask,
     RepeatInterleave,
+    Bincount,
+    Histc,
     Fused,
     Epilogue,
     Attention,
@@ -169,6 +185,8 @@ impl Dynamic {
             ("aten.nonzero" | "aten.argwhere", "default") => Dynamic::Nonzero,
             ("aten.index" | "aten._unsafe_index", "Tensor") => Dynamic::IndexMask,
             ("aten.repeat_interleave", "self_Tensor" | "Tensor") => Dynamic::RepeatInterleave,
+            ("aten.bincount", "default") => Dynamic::Bincount,
+            ("aten.histc", "default") => Dynamic::Histc,
             _ => return None,
         })
     }
@@ -202,6 +220,8 @@ pub(super) async fn run(
         Dynamic::Nonzero => nonzero(a).await,
         Dynamic::IndexMask => index_mask(a).await,
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
+        Dynamic::Bincount => bincount(a).await,
+        Dynamic::Histc => histc(a).await,
         Dynamic::Fused => fused(a).await,
         Dynamic::Epilogue => epilogue(a).await,
         Dynamic::Attention => attention(a).await,
@@ -636,8 +656,7 @@ async fn nonzero(a: &mut At<'_, '_>) -> Out {
             "the GPU counted {n} nonzero elements (a kernel fault)"
         ))
     })?;
-    let out = select::coords(&mut a.kc(), &c, n)?;
-    Ok(Some(vec![Slot::Tensor(out)]))
+    Ok(select::coords(&mut a.kc(), &c, n, None)?.map(|o| vec![Slot::Tensor(o)]))
 }
 
 /// `self` and its bool `mask` broadcast to one shape (None: a non-bool mask or shapes
@@ -752,4 +771,68 @@ async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
     };
     let idx = select::repeat_index(k, &c, n as usize, DType::I64)?;
     Ok(select::gather_dim(k, &x, d, &idx)?.map(|o| vec![Slot::Tensor(o)]))
+}
+
+/// `bincount(self, weights=None, minlength=0)` of a 1-D int tensor, unweighted or with f32
+/// weights: the largest value and the first negative one read back (the CPU kernel's
+/// error), then the counts. Other dtypes and arguments the CPU kernel refuses decline to it.
+async fn bincount(a: &mut At<'_, '_>) -> Out {
+    use crate::ops::reduce::histogram::{bincount_len, bincount_negative};
+    let Some(x) = a.arg_tensor("self")? else {
+        return Ok(None);
+    };
+    let weights = a.arg_tensor("weights")?;
+    let minlength = a.ctx().int_or("minlength", 0)?;
+    if x.rank() != 1
+        || minlength < 0
+        || !super::kernels::table::int(x.dtype)
+        || weights.as_ref().is_some_and(|w| w.dtype != DType::F32)
+    {
+        return Ok(None);
+    }
+    // torch: int64 zeros for an empty input, weighted or not.
+    let weights = weights.filter(|_| x.numel() > 0);
+    let max = if x.numel() == 0 {
+        None
+    } else {
+        match a.extrema(&x).await? {
+            None => return Ok(None),
+            Some(histogram::Extrema::Negative(first)) => {
+                return Err(a.err(bincount_negative(first)))
+            }
+            Some(histogram::Extrema::Range(_, hi)) => Some(hi as i64),
+            Some(histogram::Extrema::NaN) => return Ok(None),
+        }
+    };
+    let len = bincount_len(&a.ctx(), max, minlength)?;
+    histogram::encode_bincount(&mut a.kc(), &x, weights.as_ref(), len)
+}
+
+/// `histc` over the data's range (`min == max`) of an f32 tensor: its extrema read back,
+/// torch's range (widened when all equal) and errors (a NaN or an infinity in the data),
+/// then the histogram over that range. A given range: the op table's kernel.
+async fn histc(a: &mut At<'_, '_>) -> Out {
+    let Some(x) = a.arg_tensor("self")? else {
+        return Ok(None);
+    };
+    let ctx = a.ctx();
+    let (lo, hi) = (ctx.float_or("min", 0.0)?, ctx.float_or("max", 0.0)?);
+    let bins = ctx.int_or("bins", 100)?;
+    if lo != hi || x.dtype != DType::F32 || bins < 1 {
+        return Ok(None);
+    }
+    let Some(flat) = histogram::flat(&mut a.kc(), &x)? else {
+        return Ok(None);
+    };
+    let (lo, hi) = if x.numel() == 0 {
+        (lo, hi)
+    } else {
+        match a.extrema(&flat).await? {
+            Some(histogram::Extrema::Range(lo, hi)) => (lo, hi),
+            Some(histogram::Extrema::NaN) => (f64::NAN, f64::NAN),
+            _ => return Ok(None),
+        }
+    };
+    let (lo, hi) = crate::ops::reduce::histogram::histc_range(lo, hi).map_err(|e| a.err(e))?;
+    histogram::encode_histc(&mut a.kc(), &flat, bins, lo as f32, hi as f32)
 }

@@ -7,9 +7,10 @@
 //! (`repeat_index`), gathered from the source with the index shader's `gather`.
 //! `masked_scatter` reads its count back only to raise torch's error for a short source;
 //! its output (of `self`'s broadcast shape) is one more pass over the counted mask
-//! (`scatter_ranked`).
+//! (`scatter_ranked`). `nonzero_static` needs no readback: its size is static, the count
+//! and emit passes write the first `size` coordinates into columns filled beforehand.
 
-use super::{coalesce, grid, pad8, KernelCtx, MAX_RANK};
+use super::{coalesce, grid, pad8, KernelCtx, Out, MAX_RANK};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::shaders::{Shader, Variant};
@@ -40,7 +41,7 @@ pub struct SelectMeta {
     pub strides: [u32; 8],
     pub weights: [u32; 8],
     /// (source offset, source stride (scan) or scattered source offset, blocks or offsets,
-    /// base offset)
+    /// output length (emit) or base offset (scatter_ranked))
     pub offs: [u32; 4],
 }
 
@@ -128,35 +129,90 @@ pub(crate) fn count_nonzero(k: &mut KernelCtx, mask: &GTensor) -> Result<Option<
 /// elements of the counted mask, in row-major order, as an int64 tensor of shape [n].
 pub(crate) fn emit(k: &mut KernelCtx, c: &Counted, weights: &[usize], n: usize) -> Result<GTensor> {
     let out = k.new_out(DType::I64, &[n])?;
-    if n == 0 {
-        return Ok(out);
-    }
-    let (meta, groups) = mask_pass(&c.mask, weights);
-    k.dispatch(
-        &EMIT,
-        bytemuck::bytes_of(&meta),
-        &[(1, &c.mask), (2, &out), (3, &c.offsets)],
-        groups,
-    )?;
+    emit_into(k, c, weights, &out)?;
     Ok(out)
 }
 
-/// Encode nonzero's [n, rank] int64 coordinates of the counted mask (rank >= 1): one emit
-/// pass per dim (unit weights give that dim's coordinate), copied into its column.
-pub(crate) fn coords(k: &mut KernelCtx, c: &Counted, n: usize) -> Result<GTensor> {
+/// [`emit`] into `out` (a fresh contiguous int64 tensor): the first `out.numel()` offsets.
+fn emit_into(k: &mut KernelCtx, c: &Counted, weights: &[usize], out: &GTensor) -> Result<()> {
+    if out.numel() == 0 {
+        return Ok(());
+    }
+    let (mut meta, groups) = mask_pass(&c.mask, weights);
+    meta.offs[3] = out.numel() as u32;
+    k.dispatch(
+        &EMIT,
+        bytemuck::bytes_of(&meta),
+        &[(1, &c.mask), (2, out), (3, &c.offsets)],
+        groups,
+    )
+}
+
+/// Encode nonzero's [rows, rank] int64 coordinates of the counted mask (rank >= 1): one emit
+/// pass per dim (unit weights give that dim's coordinate), copied into its column. With
+/// `fill` (nonzero_static's word), `rows` need not be the count: the first `rows`
+/// coordinates, the rows past the count holding `fill`.
+pub(crate) fn coords(
+    k: &mut KernelCtx,
+    c: &Counted,
+    rows: usize,
+    fill: Option<u32>,
+) -> Result<Option<GTensor>> {
     let rank = c.mask.rank();
-    let out = k.new_out(DType::I64, &[n, rank])?;
-    if n == 0 {
-        return Ok(out);
+    let out = k.new_out(DType::I64, &[rows, rank])?;
+    if rows == 0 {
+        return Ok(Some(out));
     }
     for d in 0..rank {
         let mut unit = vec![0; rank];
         unit[d] = 1;
-        let col = emit(k, c, &unit, n)?;
-        let dst = out.view(vec![n], vec![rank], d);
+        let col = match fill {
+            None => k.new_out(DType::I64, &[rows])?,
+            Some(w) => {
+                let filled = super::index::encode_fill(k, DType::I64, &[rows], 0, [w, 0])?;
+                let Some(col) = super::one_t(filled) else {
+                    return Ok(None);
+                };
+                col
+            }
+        };
+        emit_into(k, c, &unit, &col)?;
+        let dst = out.view(vec![rows], vec![rank], d);
         super::index::copy_into(k, &col, &dst)?;
     }
-    Ok(out)
+    Ok(Some(out))
+}
+
+/// `nonzero_static(self, size, fill_value=-1)`: the first `size` coordinates of the nonzero
+/// elements, `fill_value` rows after them; no readback (the count stays on the GPU). A
+/// fill value outside int32 (the GPU's int64 word) declines to the CPU kernel.
+fn nonzero_static(k: &mut KernelCtx) -> Out {
+    let Some(x) = k.t("self") else {
+        return Ok(None);
+    };
+    let (size, fill) = (k.op.int("size")?, k.op.int_or("fill_value", -1)?);
+    let (Ok(size), Ok(fill)) = (usize::try_from(size), i32::try_from(fill)) else {
+        return Ok(None);
+    };
+    if x.rank() == 0 || !k.out_is(DType::I64) || size.saturating_mul(x.rank()) >= u32::MAX as usize
+    {
+        return Ok(None);
+    }
+    let Some(c) = count_nonzero(k, &x)? else {
+        return Ok(None);
+    };
+    Ok(coords(k, &c, size, Some(fill as u32))?.map(|o| vec![super::Slot::Tensor(o)]))
+}
+
+/// The targets of this file run by the op table (the others by [`crate::gpu::dynamic`]).
+pub(super) fn register(t: &mut super::table::GpuTable) {
+    use super::table::On;
+    t.kernel(
+        &["aten.nonzero_static"],
+        On::Only(&["default"]),
+        nonzero_static,
+        |ins, outs| ins.len() == 1 && gpu_dtype(ins[0]) && outs == [DType::I64],
+    );
 }
 
 /// Encode masked_scatter's output: `base` (the counted mask's shape) where the mask is

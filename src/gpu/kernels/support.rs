@@ -168,6 +168,13 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
             same_out && gpu_dtype(inputs[0]) && inputs.len() == 2 && int(inputs[1])
         }
         ("aten.repeat_interleave", "Tensor") => same_out && inputs.len() == 1 && int(inputs[0]),
+        // Unweighted int64 counts, or f32 sums of f32 weights (f64 ones stay on the CPU;
+        // an empty input gives int64 zeros, weighted or not).
+        ("aten.bincount", "default") => match inputs {
+            [x] => int(*x) && outputs == [DType::I64],
+            [x, DType::F32] => int(*x) && matches!(outputs, [DType::F32 | DType::I64]),
+            _ => false,
+        },
         _ => return None,
     })
 }

@@ -178,6 +178,7 @@ pub fn gpu_table() -> &'static GpuTable {
         super::linalg::register(&mut t);
         super::distance::register(&mut t);
         super::histogram::register(&mut t);
+        super::select::register(&mut t);
         super::contract::register(&mut t);
         super::matmul::register(&mut t);
         super::reduce_ops::register(&mut t);

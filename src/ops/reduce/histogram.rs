@@ -264,19 +264,29 @@ fn histc(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 if x.is_nan() || a.is_nan() { (f64::NAN, f64::NAN) } else { (a.min(x), b.max(x)) }
             });
         }
-        if lo == hi {
-            (lo, hi) = (lo - 1.0, hi + 1.0);
-        }
-        if !(lo.is_finite() && hi.is_finite()) {
-            return Err(ctx.err(format!("range of [{lo}, {hi}] is not finite")));
-        }
-        if lo >= hi {
-            return Err(ctx.err("max must be larger than min"));
-        }
+        let (lo, hi) = histc_range(lo, hi).map_err(|e| ctx.err(e))?;
         let edges = linspace::<T>(lo, hi, bins + 1);
         let h = count(&data, &[edges], Algo::Linear, None, false);
         Ok(vec![Tensor::from_vec(h, &[bins]).into()])
     }, else Err(ctx.err(format!("dtype {} is not supported", t.dtype))))
+}
+
+/// histc's outer edges from [min, max] (the data's extrema when the caller's were equal):
+/// widened by 1 each way when equal, torch's errors for a range not finite (a NaN or an
+/// infinity in the data) or reversed. The GPU path (`src/gpu/dynamic.rs`) shares it.
+pub(crate) fn histc_range(lo: f64, hi: f64) -> std::result::Result<(f64, f64), String> {
+    let (lo, hi) = if lo == hi {
+        (lo - 1.0, hi + 1.0)
+    } else {
+        (lo, hi)
+    };
+    if !(lo.is_finite() && hi.is_finite()) {
+        return Err(format!("range of [{lo}, {hi}] is not finite"));
+    }
+    if lo >= hi {
+        return Err("max must be larger than min".into());
+    }
+    Ok((lo, hi))
 }
 
 fn histc_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
@@ -491,13 +501,13 @@ fn bincount(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let v = t.to_vec::<i64>();
     if let Some(&neg) = v.iter().find(|&&x| x < 0) {
-        return Err(ctx.err(format!("self must hold non-negative values, got {neg}")));
+        return Err(ctx.err(bincount_negative(neg)));
     }
-    let len = v.iter().map(|&x| x + 1).max().unwrap_or(0).max(minlength);
-    crate::ops::factory::check_numel(ctx, len as u64)?;
-    let len = len as usize;
+    let len = bincount_len(ctx, v.iter().copied().max(), minlength)?;
     let w = ctx.opt_tensor("weights")?;
     Ok(vec![match w {
+        // torch: an empty input gives int64 zeros, weighted or not.
+        _ if v.is_empty() => Tensor::from_vec(vec![0i64; len], &[len]).into(),
         None => {
             let mut c = vec![0i64; len];
             for &x in &v {
@@ -528,6 +538,19 @@ fn bincount(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             .into()
         }
     }])
+}
+
+/// bincount's error for a negative input (the first one, in element order).
+pub(crate) fn bincount_negative(first: i64) -> String {
+    format!("self must hold non-negative values, got {first}")
+}
+
+/// bincount's number of bins: `max(self) + 1` (0 for an empty input), at least `minlength`,
+/// within the tensor size limit.
+pub(crate) fn bincount_len(ctx: &OpCtx, max: Option<i64>, minlength: i64) -> Result<usize> {
+    let len = max.map_or(0, |m| m.saturating_add(1)).max(minlength);
+    crate::ops::factory::check_numel(ctx, len as u64)?;
+    Ok(len as usize)
 }
 
 /// bincount's length is `max(self) + 1` (at least `minlength`): it depends on the data with

@@ -10,7 +10,7 @@
 pub(crate) mod meta;
 
 mod basic;
-mod histogram;
+pub(crate) mod histogram;
 mod scan;
 mod segment;
 pub(crate) mod softmax;

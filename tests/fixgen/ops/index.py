@@ -292,3 +292,17 @@ CASES += [
                                            torch.tensor([0, 3, 3, 7]), randn(9, seed=31), randint(0, 10, 3, 4, seed=32)]),
     Case("index_select_0d", lambda x, i: torch.index_select(x, 0, i), [torch.tensor(2.5), torch.tensor([0])]),
 ]
+
+
+# --- issue 16 (GPU): nonzero_static over int, bool and strided inputs, counts past one
+# 256-element block, sizes below and above the count
+def _nonzero_static_dtypes(a, b, m):
+    return (torch.nonzero_static(a, size=5), torch.nonzero_static(b, size=30, fill_value=4),
+            torch.nonzero_static(m, size=8), torch.nonzero_static(a.permute(2, 0, 1), size=40, fill_value=0),
+            torch.nonzero_static(b, size=600))
+
+
+CASES += [
+    Case("nonzero_static_dtypes", _nonzero_static_dtypes,
+         [randint(-1, 2, 3, 2, 4, seed=33), randint(0, 3, 700, seed=34, dtype=torch.int32), randn(10, seed=35) > 0]),
+]

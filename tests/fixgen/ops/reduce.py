@@ -134,3 +134,25 @@ CASES += [
                                       randn(2, 5, seed=57), torch.tensor([[1, 4], [3, 2]])]),
     Case("softmax_backward", _softmax_backward, [randn(3, 5, seed=58), randn(3, 5, seed=59)]),
 ]
+
+
+# --- issue 16 (GPU): bincount over int dtypes, strided and empty inputs, minlength below and
+# above the length, weights; histc over the data's range (min == max)
+def _bincount_dtypes(i, w, u8, i32, big, wbig):
+    return (torch.bincount(i[::2]), torch.bincount(i, w, minlength=3), torch.bincount(i[::3], w[1::3]),
+            torch.bincount(u8), torch.bincount(i32, minlength=40), torch.bincount(i[:0], w[:0], minlength=2),
+            torch.bincount(big), torch.bincount(big, wbig))
+
+
+def _histc_data_range(x, c, big):
+    return (torch.histc(x, bins=7), torch.histc(x.t(), bins=5, min=3, max=3), torch.histc(c, bins=4),
+            torch.histc(x[:0], bins=3), torch.histc(big, bins=50), torch.histc(x, bins=1))
+
+
+CASES += [
+    Case("bincount_dtypes", _bincount_dtypes,
+         [randint(0, 8, 20, seed=60), randn(20, seed=61), randint(0, 256, 50, seed=62, dtype=torch.uint8),
+          randint(0, 30, 25, seed=63, dtype=torch.int32), randint(0, 300, 1000, seed=64), randn(1000, seed=65)],
+         core=False),
+    Case("histc_data_range", _histc_data_range, [randn(6, 5, seed=66), torch.full((5,), 2.5), randn(3000, seed=67)]),
+]
