@@ -650,6 +650,43 @@ fn complex64_cases_run_on_gpu_kernels() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// unique (`_unique2`, `_unique`, `unique_consecutive`, `unique_dim`) on the GPU: sorted,
+/// consecutive, each flag combination, slices along dims 0 / 1 / -1, empty, NaN, integer and
+/// bool inputs; every case runs with no CPU fallback and matches torch (tests/fixgen/ops/sort.py).
+#[test]
+fn unique_cases_run_on_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    let names: &[&str] = &[
+        "unique",
+        "unique_core",
+        "unique_flags",
+        "unique_empty",
+        "unique_all_equal",
+        "unique_noncontig",
+        "unique_ints",
+        "unique_long",
+        "unique_dims",
+        "unique_dims_int",
+        "unique_dim_long",
+        "unique_private",
+    ];
+    let mut failures = Vec::new();
+    for name in names {
+        let rep = run_cases(&dev, "sort", |p| p == *name || p == format!("{name}__core"));
+        failures.extend(rep.failures);
+        if rep.passed == 0 {
+            failures.push(format!("sort/{name}: no case ran"));
+        }
+        if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes == 0 {
+            failures.push(format!(
+                "sort/{name}: CPU fallbacks {:?} ({} GPU nodes)",
+                rep.stats.fallbacks, rep.stats.gpu_nodes
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Memory counters move with allocations; the memory-fraction limit gives a typed error and
 /// the device stays usable.
 #[test]

@@ -16,6 +16,9 @@
 //!   writes the output of that size.
 //! - `masked_scatter`: the same count of the mask, read back to raise torch's error for a
 //!   source shorter than it, then a pass writes each masked position's source element.
+//! - `_unique2`, `_unique`, `unique_consecutive`, `unique_dim`(`_consecutive`): the GPU sorts
+//!   and flags the units ([`super::kernels::unique`]), the host reads back only the number of
+//!   unique ones, then passes write the values, inverse and counts of that size.
 //!
 //! - `pt2web.fused_elementwise`: one generated kernel ([`super::kernels::fused_kernel`]), no
 //!   readback; where it declines, its body's nodes one by one.
@@ -143,6 +146,7 @@ pub(super) enum Dynamic {
     Nonzero,
     IndexMask,
     RepeatInterleave,
+    Unique,
     Fused,
     Epilogue,
     Attention,
@@ -169,6 +173,14 @@ impl Dynamic {
             ("aten.nonzero" | "aten.argwhere", "default") => Dynamic::Nonzero,
             ("aten.index" | "aten._unsafe_index", "Tensor") => Dynamic::IndexMask,
             ("aten.repeat_interleave", "self_Tensor" | "Tensor") => Dynamic::RepeatInterleave,
+            (
+                "aten._unique2"
+                | "aten._unique"
+                | "aten.unique_consecutive"
+                | "aten.unique_dim"
+                | "aten.unique_dim_consecutive",
+                "default",
+            ) => Dynamic::Unique,
             _ => return None,
         })
     }
@@ -202,6 +214,7 @@ pub(super) async fn run(
         Dynamic::Nonzero => nonzero(a).await,
         Dynamic::IndexMask => index_mask(a).await,
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
+        Dynamic::Unique => unique(a).await,
         Dynamic::Fused => fused(a).await,
         Dynamic::Epilogue => epilogue(a).await,
         Dynamic::Attention => attention(a).await,
@@ -752,4 +765,48 @@ async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
     };
     let idx = select::repeat_index(k, &c, n as usize, DType::I64)?;
     Ok(select::gather_dim(k, &x, d, &idx)?.map(|o| vec![Slot::Tensor(o)]))
+}
+
+/// unique: the units grouped on the GPU, the number of unique ones read back, then the
+/// outputs of that length; the ones not asked for are empty `[0]` tensors, as torch's.
+async fn unique(a: &mut At<'_, '_>) -> Out {
+    use super::kernels::unique;
+    let Some(x) = a.arg_tensor("self")? else {
+        return Ok(None);
+    };
+    let p = crate::ops::sort::unique::UniqueParams::of(&a.ctx())?;
+    if !gatherable(a, &x) {
+        return Ok(None);
+    }
+    let Some(g) = unique::group(&mut a.kc(), &x, p.dim, p.consecutive)? else {
+        return Ok(None);
+    };
+    let n = match &g.counted {
+        Some(c) => a.read_count(c).await?,
+        None => 0,
+    };
+    let n = usize::try_from(n).map_err(|_| {
+        a.err(format!(
+            "the GPU counted {n} unique values (a kernel fault)"
+        ))
+    })?;
+    let k = &mut a.kc();
+    let Some([values, inverse, counts]) = unique::finish(k, &g, n)? else {
+        return Ok(None);
+    };
+    let inverse = if p.inverse {
+        inverse
+    } else {
+        k.new_out(DType::I64, &[0])?
+    };
+    let mut outs = vec![Slot::Tensor(values), Slot::Tensor(inverse)];
+    if !p.two_outputs {
+        let counts = if p.counts {
+            counts
+        } else {
+            k.new_out(DType::I64, &[0])?
+        };
+        outs.push(Slot::Tensor(counts));
+    }
+    Ok(Some(outs))
 }

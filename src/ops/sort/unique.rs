@@ -27,19 +27,29 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten.mode.default", mode, mode_rule);
 }
 
-/// What a unique target asks for.
-struct UniqueParams {
+/// What a unique target asks for (the CPU kernel's, the shape rule's and the GPU's,
+/// `crate::gpu::dynamic`).
+pub(crate) struct UniqueParams {
     /// Slices along this dim are the units (None: every element of the flattened input).
-    dim: Option<i64>,
+    pub dim: Option<i64>,
     /// Only runs of equal neighbours merge (no sort).
-    consecutive: bool,
-    inverse: bool,
-    counts: bool,
+    pub consecutive: bool,
+    pub inverse: bool,
+    pub counts: bool,
     /// `_unique` returns (output, inverse) only.
-    two_outputs: bool,
+    pub two_outputs: bool,
 }
 
 impl UniqueParams {
+    /// The parameters of the node `ctx` runs.
+    pub(crate) fn of(ctx: &OpCtx) -> Result<UniqueParams> {
+        Ok(UniqueParams::parse(
+            ctx.target(),
+            ctx.opt_int("dim")?,
+            ctx.bool_or("return_inverse", false)?,
+            ctx.bool_or("return_counts", false)?,
+        ))
+    }
     fn parse(target: &str, dim: Option<i64>, inverse: bool, counts: bool) -> UniqueParams {
         UniqueParams {
             dim,
@@ -67,12 +77,7 @@ fn lex<T: Elem>(a: &[T], b: &[T]) -> Ordering {
 
 fn unique(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let p = UniqueParams::parse(
-        ctx.target(),
-        ctx.opt_int("dim")?,
-        ctx.bool_or("return_inverse", false)?,
-        ctx.bool_or("return_counts", false)?,
-    );
+    let p = UniqueParams::of(ctx)?;
     // Units: `count` slices of `len` elements; `src` holds them one after another.
     let (src, d) = match p.dim {
         Some(dim) => {
