@@ -628,26 +628,31 @@ fn complex64_cases_run_on_gpu_kernels() {
         "div_broadcast_real",
         "real_minus_complex",
     ];
+    let failures = gpu_only_failures(&dev, "complex", names);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The named cases of family `fam` (each with its `__core` twin) run on the GPU: a mismatch
+/// with torch, a name with no case, or any CPU fallback is a failure.
+fn gpu_only_failures(dev: &Arc<GpuDevice>, fam: &str, names: &[&str]) -> Vec<String> {
     let mut failures = Vec::new();
     for name in names {
-        let rep = run_cases(&dev, "complex", |p| {
-            p == *name || p == format!("{name}__core")
-        });
+        let rep = run_cases(dev, fam, |p| p == *name || p == format!("{name}__core"));
         for (p, d) in &rep.max_diff {
-            eprintln!("complex/{p}: max |diff| vs torch {d:.2e}");
+            eprintln!("{fam}/{p}: max |diff| vs torch {d:.2e}");
         }
         failures.extend(rep.failures);
         if rep.passed == 0 {
-            failures.push(format!("complex/{name}: no case ran"));
+            failures.push(format!("{fam}/{name}: no case ran"));
         }
         if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes + rep.stats.view_nodes == 0 {
             failures.push(format!(
-                "complex/{name}: CPU fallbacks {:?} ({} GPU nodes)",
+                "{fam}/{name}: CPU fallbacks {:?} ({} GPU nodes)",
                 rep.stats.fallbacks, rep.stats.gpu_nodes
             ));
         }
     }
-    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    failures
 }
 
 /// unique (`_unique2`, `_unique`, `unique_consecutive`, `unique_dim`) on the GPU: sorted,
@@ -670,20 +675,7 @@ fn unique_cases_run_on_gpu_kernels() {
         "unique_dim_long",
         "unique_private",
     ];
-    let mut failures = Vec::new();
-    for name in names {
-        let rep = run_cases(&dev, "sort", |p| p == *name || p == format!("{name}__core"));
-        failures.extend(rep.failures);
-        if rep.passed == 0 {
-            failures.push(format!("sort/{name}: no case ran"));
-        }
-        if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes == 0 {
-            failures.push(format!(
-                "sort/{name}: CPU fallbacks {:?} ({} GPU nodes)",
-                rep.stats.fallbacks, rep.stats.gpu_nodes
-            ));
-        }
-    }
+    let failures = gpu_only_failures(&dev, "sort", names);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 

@@ -173,14 +173,7 @@ impl Dynamic {
             ("aten.nonzero" | "aten.argwhere", "default") => Dynamic::Nonzero,
             ("aten.index" | "aten._unsafe_index", "Tensor") => Dynamic::IndexMask,
             ("aten.repeat_interleave", "self_Tensor" | "Tensor") => Dynamic::RepeatInterleave,
-            (
-                "aten._unique2"
-                | "aten._unique"
-                | "aten.unique_consecutive"
-                | "aten.unique_dim"
-                | "aten.unique_dim_consecutive",
-                "default",
-            ) => Dynamic::Unique,
+            (op, "default") if super::kernels::unique::TARGETS.contains(&op) => Dynamic::Unique,
             _ => return None,
         })
     }

@@ -169,14 +169,7 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
         }
         ("aten.repeat_interleave", "Tensor") => same_out && inputs.len() == 1 && int(inputs[0]),
         // The GPU sort's key dtypes (src/gpu/kernels/unique.rs): values, int64 inverse and counts.
-        (
-            "aten._unique2"
-            | "aten._unique"
-            | "aten.unique_consecutive"
-            | "aten.unique_dim"
-            | "aten.unique_dim_consecutive",
-            "default",
-        ) => {
+        (name, "default") if super::unique::TARGETS.contains(&name) => {
             inputs.len() == 1
                 && super::unique::serves(inputs[0])
                 && outputs.first() == inputs.first()

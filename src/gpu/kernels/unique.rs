@@ -31,6 +31,16 @@ pub fn variants() -> Vec<Variant> {
     vec![COLUMN, FLAG, FINISH]
 }
 
+/// The unique targets (overload `default`), each run by [`crate::gpu::dynamic`] with a
+/// readback of the count.
+pub const TARGETS: [&str; 5] = [
+    "aten._unique2",
+    "aten._unique",
+    "aten.unique_consecutive",
+    "aten.unique_dim",
+    "aten.unique_dim_consecutive",
+];
+
 /// The longest slice unique_dim sorts on the GPU: its lexicographic order takes one GPU
 /// sort per element of a slice.
 pub const MAX_SORTED_SLICE: usize = 64;

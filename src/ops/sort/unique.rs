@@ -3,7 +3,8 @@
 //!
 //! torch's CPU `_unique2` always sorts (its `sorted=False` path sorts too), and treats every
 //! NaN as distinct; slices (`unique_dim`) sort lexicographically. Outputs that were not asked
-//! for (`return_inverse`, `return_counts`) are empty `[0]` tensors, as torch's.
+//! for (`return_inverse`, `return_counts`) are empty `[0]` tensors, as torch's, except with a
+//! dim, where torch always returns both.
 
 use super::{cmp_nan_last, squeeze_dim};
 use crate::cpu::{Elem, Tensor};
@@ -51,11 +52,13 @@ impl UniqueParams {
         ))
     }
     fn parse(target: &str, dim: Option<i64>, inverse: bool, counts: bool) -> UniqueParams {
+        // With a dim, torch's kernels (and its meta) return the inverse and the counts
+        // whatever the flags say.
         UniqueParams {
             dim,
             consecutive: target.contains("consecutive"),
-            inverse,
-            counts,
+            inverse: inverse || dim.is_some(),
+            counts: counts || dim.is_some(),
             two_outputs: target.starts_with("aten._unique."),
         }
     }

@@ -111,7 +111,8 @@ def _unique_dims(x):
     outs = []
     for d in (0, 1, -1):
         outs += list(torch.unique(x, dim=d, return_inverse=True, return_counts=True))
-        outs += list(torch.unique_consecutive(x, dim=d, return_inverse=True, return_counts=True))
+        # A nonnegative dim: torch's meta of unique_consecutive with dim=-1 gives [4, 3, ?, 4, 3, 2] for [4, 3, 2].
+        outs += list(torch.unique_consecutive(x, dim=d % x.dim(), return_inverse=True, return_counts=True))
     outs += [torch.unique(x, dim=0), torch.unique(x, dim=1, return_counts=True)[1]]
     return tuple(outs)
 
