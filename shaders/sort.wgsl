@@ -7,6 +7,11 @@
 // - `sort_wg`: the same for long lanes, one workgroup per lane (a bitonic sort whose ties
 //   break by input index, so the order is the stable sort's).
 // - `search`: one invocation per value: searchsorted / bucketize's binary search.
+// - `unique_column`, `unique_flag`, `unique_finish`: the passes of unique
+//   (src/gpu/kernels/unique.rs), over `rows` units of `n` words each (an element, or a slice
+//   of unique_dim), visited in the order of a permutation (`sorter`, bit 6 of `flags`) or in
+//   input order: one element of each unit gathered (the key of a lexicographic sort's pass),
+//   a flag where a unit differs from the previous one, and the segments' outputs.
 //
 // Element words: f32 bits, int32/int64 held as i32, bool as 0/1.
 
@@ -21,10 +26,13 @@ struct Meta {
     // Threads per row of the 2-D dispatch grid.
     row: u32,
     // bit 0 descending (search: right), bit 1 integer keys, bits 2-3 sort mode (0 range,
-    // 1 median, 2 nanmedian), bit 4 (search) a sorter is given, bit 5 (search) 1-d sequence.
+    // 1 median, 2 nanmedian), bit 4 (search) a sorter is given, bit 5 (search) 1-d sequence,
+    // bit 6 (unique) units in the order of `sorter`.
     flags: u32,
     // sort: the first sorted position written and how many (range mode);
-    // search: the sequence offset and the sorter offset.
+    // search: the sequence offset and the sorter offset;
+    // unique: the element of each unit gathered (`unique_column`) or the number of segments
+    // (`unique_finish`), and the sorter offset.
     start: u32,
     keep: u32,
     // The input's offset (search: the values').
@@ -290,4 +298,87 @@ fn search(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     inds[i] = i32(lo);
+}
+
+// unique: the unit at position i (of the permutation, or i itself).
+fn unit_at(i: u32) -> u32 {
+    if (params.flags & 64u) != 0u {
+        return u32(sorter[params.keep + i]);
+    }
+    return i;
+}
+
+// unique: element `start` of the unit at each position (`vals`).
+@compute @workgroup_size(64)
+fn unique_column(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.rows {
+        return;
+    }
+    vals[i] = x[params.x_off + unit_at(i) * params.n + params.start];
+}
+
+// unique: 1 where the unit at position i differs from the one before it (or i is 0), else 0
+// (`inds`). Floats compare as numbers: NaN differs from everything, itself included, and
+// -0.0 equals 0.0, as torch's unique.
+@compute @workgroup_size(64)
+fn unique_flag(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.rows {
+        return;
+    }
+    var differs = i == 0u;
+    if !differs {
+        let a = params.x_off + unit_at(i) * params.n;
+        let b = params.x_off + unit_at(i - 1u) * params.n;
+        for (var t = 0u; t < params.n; t = t + 1u) {
+            let u = x[a + t];
+            let v = x[b + t];
+            if (params.flags & 2u) != 0u {
+                differs = u != v;
+            } else {
+                // NaN tested on the bits: drivers may fold float comparisons with NaN.
+                differs = is_nan(u) || is_nan(v) || bitcast<f32>(u) != bitcast<f32>(v);
+            }
+            if differs {
+                break;
+            }
+        }
+    }
+    inds[i] = i32(differs);
+}
+
+// unique: with `seq` the first position of each of the `start` segments (ascending), the
+// unit at position i gets its segment in `inds` (the inverse); segment i, where there is
+// one, its length in `vals` (the counts) and its first unit in `scratch`.
+@compute @workgroup_size(64)
+fn unique_finish(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.rows {
+        return;
+    }
+    let segments = params.start;
+    // The last segment starting at or before i.
+    var lo = 0u;
+    var hi = segments;
+    loop {
+        if lo >= hi {
+            break;
+        }
+        let mid = lo + (hi - lo) / 2u;
+        if seq[mid] <= i {
+            lo = mid + 1u;
+        } else {
+            hi = mid;
+        }
+    }
+    inds[unit_at(i)] = i32(lo) - 1;
+    if i < segments {
+        var end = params.rows;
+        if i + 1u < segments {
+            end = seq[i + 1u];
+        }
+        vals[i] = end - seq[i];
+        scratch[i] = unit_at(seq[i]);
+    }
 }

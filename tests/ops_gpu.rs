@@ -676,6 +676,30 @@ fn counting_cases_run_on_gpu_kernels() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// unique (`_unique2`, `_unique`, `unique_consecutive`, `unique_dim`) on the GPU: sorted,
+/// consecutive, each flag combination, slices along dims 0 / 1 / -1, empty, NaN, integer and
+/// bool inputs; every case runs with no CPU fallback and matches torch (tests/fixgen/ops/sort.py).
+#[test]
+fn unique_cases_run_on_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    let names: &[&str] = &[
+        "unique",
+        "unique_core",
+        "unique_flags",
+        "unique_empty",
+        "unique_all_equal",
+        "unique_noncontig",
+        "unique_ints",
+        "unique_long",
+        "unique_dims",
+        "unique_dims_int",
+        "unique_dim_long",
+        "unique_private",
+    ];
+    let failures = all_on_gpu(&dev, "sort", names);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// An op-suite archive of tests/fixtures/ops.
 fn ops_archive(file: &str) -> Pt2Archive {
     let bytes = std::fs::read(common::fixtures().join("ops").join(file)).unwrap();

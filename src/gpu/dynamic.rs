@@ -22,6 +22,9 @@
 //! - `histc` over the data's range (`min == max`): the same pass finds the extrema and
 //!   whether a NaN is there, read back for torch's range and errors, then the histogram pass
 //!   of a given range. A given range needs no readback (the op table's kernel).
+//! - `_unique2`, `_unique`, `unique_consecutive`, `unique_dim`(`_consecutive`): the GPU sorts
+//!   and flags the units ([`super::kernels::unique`]), the host reads back only the number of
+//!   unique ones, then passes write the values, inverse and counts of that size.
 //!
 //! - `pt2web.fused_elementwise`: one generated kernel ([`super::kernels::fused_kernel`]), no
 //!   readback; where it declines, its body's nodes one by one.
@@ -159,6 +162,7 @@ pub(super) enum Dynamic {
     RepeatInterleave,
     Bincount,
     Histc,
+    Unique,
     Fused,
     Epilogue,
     Attention,
@@ -187,6 +191,7 @@ impl Dynamic {
             ("aten.repeat_interleave", "self_Tensor" | "Tensor") => Dynamic::RepeatInterleave,
             ("aten.bincount", "default") => Dynamic::Bincount,
             ("aten.histc", "default") => Dynamic::Histc,
+            (op, "default") if super::kernels::unique::TARGETS.contains(&op) => Dynamic::Unique,
             _ => return None,
         })
     }
@@ -222,6 +227,7 @@ pub(super) async fn run(
         Dynamic::RepeatInterleave => repeat_interleave(a).await,
         Dynamic::Bincount => bincount(a).await,
         Dynamic::Histc => histc(a).await,
+        Dynamic::Unique => unique(a).await,
         Dynamic::Fused => fused(a).await,
         Dynamic::Epilogue => epilogue(a).await,
         Dynamic::Attention => attention(a).await,
@@ -835,4 +841,48 @@ async fn histc(a: &mut At<'_, '_>) -> Out {
     };
     let (lo, hi) = crate::ops::reduce::histogram::histc_range(lo, hi).map_err(|e| a.err(e))?;
     histogram::encode_histc(&mut a.kc(), &flat, bins, lo as f32, hi as f32)
+}
+
+/// unique: the units grouped on the GPU, the number of unique ones read back, then the
+/// outputs of that length; the ones not asked for are empty `[0]` tensors, as torch's.
+async fn unique(a: &mut At<'_, '_>) -> Out {
+    use super::kernels::unique;
+    let Some(x) = a.arg_tensor("self")? else {
+        return Ok(None);
+    };
+    let p = crate::ops::sort::unique::UniqueParams::of(&a.ctx())?;
+    if !gatherable(a, &x) {
+        return Ok(None);
+    }
+    let Some(g) = unique::group(&mut a.kc(), &x, p.dim, p.consecutive)? else {
+        return Ok(None);
+    };
+    let n = match &g.counted {
+        Some(c) => a.read_count(c).await?,
+        None => 0,
+    };
+    let n = usize::try_from(n).map_err(|_| {
+        a.err(format!(
+            "the GPU counted {n} unique values (a kernel fault)"
+        ))
+    })?;
+    let k = &mut a.kc();
+    let Some([values, inverse, counts]) = unique::finish(k, &g, n)? else {
+        return Ok(None);
+    };
+    let inverse = if p.inverse {
+        inverse
+    } else {
+        k.new_out(DType::I64, &[0])?
+    };
+    let mut outs = vec![Slot::Tensor(values), Slot::Tensor(inverse)];
+    if !p.two_outputs {
+        let counts = if p.counts {
+            counts
+        } else {
+            k.new_out(DType::I64, &[0])?
+        };
+        outs.push(Slot::Tensor(counts));
+    }
+    Ok(Some(outs))
 }

@@ -49,6 +49,7 @@ mod shape;
 mod sort;
 pub mod support;
 pub mod table;
+pub(crate) mod unique;
 mod weight_norm;
 
 pub(crate) use attention::fused_attention;
@@ -116,6 +117,7 @@ pub fn nn_variants() -> Vec<Variant> {
     v.extend(scatter::variants());
     v.extend(sort::variants());
     v.extend(select::variants());
+    v.extend(unique::variants());
     v
 }
 

@@ -66,7 +66,7 @@ fn key_flags(d: DType) -> Option<u32> {
 }
 
 /// `x` contiguous (itself, or a copy into a fresh buffer).
-fn contig(k: &mut KernelCtx, x: &GTensor) -> crate::error::Result<GTensor> {
+pub(super) fn contig(k: &mut KernelCtx, x: &GTensor) -> crate::error::Result<GTensor> {
     if x.is_contiguous() {
         k.ensure(x)?;
         return Ok(x.clone());
@@ -139,6 +139,17 @@ fn encode_sort(
         (gx, gy, 1),
     )?;
     Ok(Some((vals, inds)))
+}
+
+/// The permutation (int64, the same length) that sorts the 1-D `x` ascending, stably, NaN
+/// last: the sort step of unique. None: not on the GPU (dtype, length).
+pub(super) fn argsort_lane(
+    k: &mut KernelCtx,
+    x: &GTensor,
+) -> crate::error::Result<Option<GTensor>> {
+    let n = x.numel();
+    let r = encode_sort(k, x, 0, false, Mode::Range(0, n), &[n])?;
+    Ok(r.map(|(_, order)| order))
 }
 
 fn dim_arg(k: &KernelCtx, x: &GTensor, default: i64) -> crate::error::Result<Option<usize>> {

@@ -175,6 +175,13 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
             [x, DType::F32] => int(*x) && matches!(outputs, [DType::F32 | DType::I64]),
             _ => false,
         },
+        // The GPU sort's key dtypes (src/gpu/kernels/unique.rs): values, int64 inverse and counts.
+        (name, "default") if super::unique::TARGETS.contains(&name) => {
+            inputs.len() == 1
+                && super::unique::serves(inputs[0])
+                && outputs.first() == inputs.first()
+                && all(&outputs[1..], |d| d == DType::I64)
+        }
         _ => return None,
     })
 }

@@ -7,7 +7,7 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 pub(crate) mod params;
-mod unique;
+pub(crate) mod unique;
 
 use params::{Search, SortParams, TopK};
 

@@ -3,7 +3,8 @@
 //!
 //! torch's CPU `_unique2` always sorts (its `sorted=False` path sorts too), and treats every
 //! NaN as distinct; slices (`unique_dim`) sort lexicographically. Outputs that were not asked
-//! for (`return_inverse`, `return_counts`) are empty `[0]` tensors, as torch's.
+//! for (`return_inverse`, `return_counts`) are empty `[0]` tensors, as torch's, except with a
+//! dim, where torch always returns both.
 
 use super::{cmp_nan_last, squeeze_dim};
 use crate::cpu::{Elem, Tensor};
@@ -27,25 +28,37 @@ pub(super) fn register(r: &mut OpTable) {
     r.define("aten.mode.default", mode, mode_rule);
 }
 
-/// What a unique target asks for.
-struct UniqueParams {
+/// What a unique target asks for (the CPU kernel's, the shape rule's and the GPU's,
+/// `crate::gpu::dynamic`).
+pub(crate) struct UniqueParams {
     /// Slices along this dim are the units (None: every element of the flattened input).
-    dim: Option<i64>,
+    pub dim: Option<i64>,
     /// Only runs of equal neighbours merge (no sort).
-    consecutive: bool,
-    inverse: bool,
-    counts: bool,
+    pub consecutive: bool,
+    pub inverse: bool,
+    pub counts: bool,
     /// `_unique` returns (output, inverse) only.
-    two_outputs: bool,
+    pub two_outputs: bool,
 }
 
 impl UniqueParams {
+    /// The parameters of the node `ctx` runs.
+    pub(crate) fn of(ctx: &OpCtx) -> Result<UniqueParams> {
+        Ok(UniqueParams::parse(
+            ctx.target(),
+            ctx.opt_int("dim")?,
+            ctx.bool_or("return_inverse", false)?,
+            ctx.bool_or("return_counts", false)?,
+        ))
+    }
     fn parse(target: &str, dim: Option<i64>, inverse: bool, counts: bool) -> UniqueParams {
+        // With a dim, torch's kernels (and its meta) return the inverse and the counts
+        // whatever the flags say.
         UniqueParams {
             dim,
             consecutive: target.contains("consecutive"),
-            inverse,
-            counts,
+            inverse: inverse || dim.is_some(),
+            counts: counts || dim.is_some(),
             two_outputs: target.starts_with("aten._unique."),
         }
     }
@@ -67,12 +80,7 @@ fn lex<T: Elem>(a: &[T], b: &[T]) -> Ordering {
 
 fn unique(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let x = ctx.tensor("self")?;
-    let p = UniqueParams::parse(
-        ctx.target(),
-        ctx.opt_int("dim")?,
-        ctx.bool_or("return_inverse", false)?,
-        ctx.bool_or("return_counts", false)?,
-    );
+    let p = UniqueParams::of(ctx)?;
     // Units: `count` slices of `len` elements; `src` holds them one after another.
     let (src, d) = match p.dim {
         Some(dim) => {

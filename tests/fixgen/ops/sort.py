@@ -89,3 +89,59 @@ CASES += [
     Case("unique_core", lambda x: torch.unique(x, return_counts=True), [randint(0, 5, 3, 4, seed=40)], training=False),
     Case("mode", _mode, [randint(0, 3, 4, 5, seed=42).float(), randint(-2, 2, 6, 3, seed=43).float(), randint(0, 4, 2, 7, seed=44)], tol="exact"),
 ]
+
+
+# --- issue 16: unique on the GPU (tests/ops_gpu.rs `unique_cases_run_on_gpu_kernels`): each
+# flag combination, empty / all-equal / NaN / signed-zero / non-contiguous / integer / bool
+# inputs, dims 0, 1, -1, and lanes past the GPU sort's workgroup width and the scan's block.
+def _unique_flags(x):
+    outs = []
+    for inv in (False, True):
+        for cnt in (False, True):
+            outs += list(torch.unique(x, return_inverse=inv, return_counts=cnt)) if inv or cnt else [torch.unique(x)]
+            outs += list(torch.unique_consecutive(x, return_inverse=inv, return_counts=cnt)) if inv or cnt else [torch.unique_consecutive(x)]
+    return tuple(outs)
+
+
+def _unique_all(x):
+    return torch.unique(x, return_inverse=True, return_counts=True) + torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+
+
+def _unique_dims(x):
+    outs = []
+    for d in (0, 1, -1):
+        outs += list(torch.unique(x, dim=d, return_inverse=True, return_counts=True))
+        # A nonnegative dim: torch's meta of unique_consecutive with dim=-1 gives [4, 3, ?, 4, 3, 2] for [4, 3, 2].
+        outs += list(torch.unique_consecutive(x, dim=d % x.dim(), return_inverse=True, return_counts=True))
+    outs += [torch.unique(x, dim=0), torch.unique(x, dim=1, return_counts=True)[1]]
+    return tuple(outs)
+
+
+def _signed_zeros():
+    return torch.tensor([[0.0, -0.0, nan, 1.5, -2.0], [1.5, nan, 0.0, -inf, -0.0], [inf, -2.0, 3.0, nan, 0.0]])
+
+
+def _unique_long():
+    x = randint(-40, 40, 1300, seed=45).to(torch.float32)
+    x[::101] = nan
+    return x
+
+
+CASES += [
+    Case("unique_flags", _unique_flags, [_signed_zeros()], tol="exact", core=False),
+    Case("unique_empty", _unique_all, [torch.zeros(0, 3)], tol="exact", core=False),
+    Case("unique_all_equal", _unique_all, [torch.full((4, 5), 2.5)], tol="exact", core=False),
+    Case("unique_noncontig", lambda x: _unique_all(x.t()[1:]), [randint(0, 4, 3, 5, seed=46).float()], tol="exact", core=False),
+    Case("unique_ints", lambda a, b: _unique_all(a) + _unique_all(b) + _unique_all(a > 0),
+         [randint(-3, 3, 4, 6, seed=47), randint(-5, 5, 17, seed=48, dtype=torch.int32)], tol="exact", core=False),
+    # torch orders the NaNs of a long input among themselves as its sort happens to (not by
+    # position): their inverse is checked where the input has none.
+    Case("unique_long", lambda x: torch.unique(x, return_counts=True) + torch.unique_consecutive(x, return_inverse=True, return_counts=True)
+         + _unique_all(torch.nan_to_num(x, nan=7.5)), [_unique_long()], tol="exact", core=False),
+    Case("unique_dims", _unique_dims, [randint(0, 2, 4, 3, 2, seed=49).float()], tol="exact", core=False),
+    Case("unique_dims_int", lambda x: _unique_dims(x) + _unique_dims(x.transpose(0, 2)),
+         [randint(0, 2, 3, 5, 2, seed=50, dtype=torch.int32)], tol="exact", core=False),
+    Case("unique_dim_long", lambda x: torch.unique(x, dim=0, return_inverse=True, return_counts=True),
+         [randint(0, 3, 300, 3, seed=51)], tol="exact", core=False),
+    Case("unique_private", lambda x: torch._unique(x, sorted=True, return_inverse=True), [randint(0, 5, 3, 4, seed=52)], tol="exact", core=False),
+]
