@@ -140,7 +140,8 @@ pub(super) fn randperm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 pub(super) fn multinomial(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;
     let replacement = ctx.bool_or("replacement", false)?;
-    let m = super::random::Multinomial::parse(&t.sizes, t.dtype, ctx.int("num_samples")?, replacement)?;
+    let m =
+        super::random::Multinomial::parse(&t.sizes, t.dtype, ctx.int("num_samples")?, replacement)?;
     one(MetaTensor::new(DType::I64, m.out_sizes(t.sizes.len())))
 }
 

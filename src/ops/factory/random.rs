@@ -346,7 +346,10 @@ impl Multinomial {
             return Err("probability tensor contains either `inf`, `nan` or element < 0".into());
         }
         let empty_rows = self.cats == 0 && self.rows > 0;
-        if empty_rows || w.chunks(self.cats.max(1)).any(|row| row.iter().sum::<f64>() <= 0.0) {
+        if empty_rows
+            || w.chunks(self.cats.max(1))
+                .any(|row| row.iter().sum::<f64>() <= 0.0)
+        {
             return Err("invalid multinomial distribution (sum of probabilities <= 0)".into());
         }
         Ok(())
@@ -392,9 +395,10 @@ impl Multinomial {
 
     /// The category of uniform `u` in weights `w` (-1 marks a category already drawn).
     fn pick(&self, w: &[f64], u: f64) -> usize {
-        let total = w
-            .iter()
-            .fold(0.0, |acc, &p| if p > 0.0 { self.round(acc + p) } else { acc });
+        let total = w.iter().fold(
+            0.0,
+            |acc, &p| if p > 0.0 { self.round(acc + p) } else { acc },
+        );
         let target = self.round(u * total);
         let mut acc = 0.0;
         let mut last = None;
@@ -409,7 +413,8 @@ impl Multinomial {
         }
         // Rounding left `u * total` at the total: the last positive category; no positive
         // weight left (without replacement): the first unused category.
-        last.or_else(|| w.iter().position(|&p| p >= 0.0)).unwrap_or(0)
+        last.or_else(|| w.iter().position(|&p| p >= 0.0))
+            .unwrap_or(0)
     }
 }
 
