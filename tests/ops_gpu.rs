@@ -766,29 +766,34 @@ fn run_counters() {
     }
 }
 
+/// The error of running `program` of tests/fixtures/ops/`file` on the GPU backend with
+/// `inputs` ("<program>: no error" when it runs).
+fn gpu_error(dev: &Arc<GpuDevice>, file: &str, program: &str, inputs: Vec<Tensor>) -> String {
+    let dir = common::fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        file,
+        std::fs::read(dir.join(file)).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let p = archive
+        .program(Some(program), &LoadOptions::default())
+        .unwrap();
+    let mut s = GpuSession::new(p, dev.clone()).unwrap();
+    match s.run(inputs.into_iter().map(RValue::Tensor).collect()) {
+        Ok(_) => format!("{program}: no error"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Out-of-range indices that the host can see (program inputs) are torch's errors on the GPU
 /// backend too: the scatter/index/sort kernels check them and leave such a node to the CPU
 /// kernel, which raises (src/gpu/kernels/scatter.rs).
 #[test]
 fn out_of_range_host_indices_are_errors() {
     let Some(dev) = device() else { return };
-    let dir = common::fixtures().join("ops");
-    let run = |file: &str, program: &str, inputs: Vec<Tensor>| -> String {
-        let archive = Pt2Archive::open(
-            file,
-            std::fs::read(dir.join(file)).unwrap(),
-            Limits::default(),
-        )
-        .unwrap();
-        let p = archive
-            .program(Some(program), &LoadOptions::default())
-            .unwrap();
-        let mut s = GpuSession::new(p, dev.clone()).unwrap();
-        match s.run(inputs.into_iter().map(RValue::Tensor).collect()) {
-            Ok(_) => format!("{program}: no error"),
-            Err(e) => e.to_string(),
-        }
-    };
+    let run =
+        |file: &str, program: &str, inputs: Vec<Tensor>| gpu_error(&dev, file, program, inputs);
     let f = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s);
     let i = |v: Vec<i64>, s: &[usize]| Tensor::from_vec(v, s);
     let x34 = || f((0..12).map(|v| v as f32).collect(), &[3, 4]);
@@ -1062,23 +1067,8 @@ fn istft_multinomial_run_on_gpu_kernels() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
     // torch's errors (messages as torch 2.15 words them).
-    let run = |file: &str, program: &str, inputs: Vec<Tensor>| -> String {
-        let dir = common::fixtures().join("ops");
-        let archive = Pt2Archive::open(
-            file,
-            std::fs::read(dir.join(file)).unwrap(),
-            Limits::default(),
-        )
-        .unwrap();
-        let p = archive
-            .program(Some(program), &LoadOptions::default())
-            .unwrap();
-        let mut s = GpuSession::new(p, dev.clone()).unwrap();
-        match s.run(inputs.into_iter().map(RValue::Tensor).collect()) {
-            Ok(_) => format!("{program}: no error"),
-            Err(e) => e.to_string(),
-        }
-    };
+    let run =
+        |file: &str, program: &str, inputs: Vec<Tensor>| gpu_error(&dev, file, program, inputs);
     // All-ones [3, 6] weights with `v` at the flat positions `at`.
     let w = |at: std::ops::Range<usize>, v: f32| {
         let mut x = vec![1.0f32; 18];
