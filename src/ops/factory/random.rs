@@ -1,4 +1,4 @@
-//! Random factories (rand, randn, randint, bernoulli, normal, uniform_, ...) and dropout,
+//! Random factories (rand, randn, randint, bernoulli, normal, uniform_, multinomial, ...) and dropout,
 //! drawn from the run's seeded generator (`ctx.state.rng`). Streams are reproducible for a
 //! seed but are not torch's: tests check shapes, dtypes, ranges and statistics.
 
