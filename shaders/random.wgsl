@@ -277,3 +277,75 @@ fn rand_feature_dropout(@builtin(global_invocation_id) gid: vec3<u32>) {
     out[i] = x[i] * select(0.0, 1.0, keep) * params.b;
     mask[i] = select(0u, 1u, keep);
 }
+
+// multinomial: the category of sample i's uniform in its row of the weights `x` (`thr_lo`
+// categories per row), as `Multinomial::pick` in src/ops/factory/random.rs: f32 running sums
+// of the positive weights in order, the first category whose sum exceeds u * total; the last
+// positive one when rounding leaves none; the first unused (w >= 0) when no weight is left.
+// `w` holds the row in `out` (without replacement, drawn categories are -1) or in `x`.
+fn multinomial_pick(base: u32, cats: u32, u: f32, from_out: bool) -> u32 {
+    var total = 0.0;
+    for (var c = 0u; c < cats; c = c + 1u) {
+        let p = select(x[base + c], out[base + c], from_out);
+        if p > 0.0 {
+            total = total + p;
+        }
+    }
+    let goal = u * total;
+    var acc = 0.0;
+    var last = cats;
+    var unused = cats;
+    for (var c = 0u; c < cats; c = c + 1u) {
+        let p = select(x[base + c], out[base + c], from_out);
+        if p > 0.0 {
+            acc = acc + p;
+            last = c;
+            if acc > goal {
+                return c;
+            }
+        }
+        if p >= 0.0 && unused == cats {
+            unused = c;
+        }
+    }
+    if last < cats {
+        return last;
+    }
+    return select(0u, unused, unused < cats);
+}
+
+// multinomial with replacement: sample i (of numel = rows * samples, samples in thr_hi) of row
+// i / samples from draw i, into `mask` as an int word.
+@compute @workgroup_size(64)
+fn rand_multinomial(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let i = index(gid);
+    if i >= params.numel {
+        return;
+    }
+    let cats = params.thr_lo;
+    let row = i / params.thr_hi;
+    mask[i] = multinomial_pick(row * cats, cats, uniform24(draw(i)), false);
+}
+
+// multinomial without replacement: one invocation per row (numel = rows) draws its samples in
+// order (sample s from draw row * samples + s), each drawn category set to -1 in the row's
+// copy in `out`.
+@compute @workgroup_size(64)
+fn rand_multinomial_distinct(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let row = index(gid);
+    if row >= params.numel {
+        return;
+    }
+    let cats = params.thr_lo;
+    let samples = params.thr_hi;
+    let base = row * cats;
+    for (var c = 0u; c < cats; c = c + 1u) {
+        out[base + c] = x[base + c];
+    }
+    for (var s = 0u; s < samples; s = s + 1u) {
+        let j = row * samples + s;
+        let c = multinomial_pick(base, cats, uniform24(draw(j)), true);
+        mask[j] = c;
+        out[base + c] = -1.0;
+    }
+}

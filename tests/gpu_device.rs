@@ -181,6 +181,7 @@ fn seeded_random_ops_match_cpu() {
         "aten.exponential.default",
         "aten.exponential_.default",
         "aten.randperm.default",
+        "aten.multinomial.default",
         "aten._scaled_dot_product_attention_math.default",
         "aten.scaled_dot_product_attention.default",
     ];
@@ -203,6 +204,10 @@ fn seeded_random_ops_match_cpu() {
         "normal_tensor_mean__core",
         "randperm_exponential",
         "randperm_exponential__core",
+        "multinomial_replacement",
+        "multinomial_replacement__core",
+        "multinomial_no_replacement",
+        "multinomial_no_replacement__core",
         "sdpa_dropout",
     ] {
         let program = archive

@@ -870,29 +870,34 @@ fn run_counters() {
     }
 }
 
+/// The error of running `program` of tests/fixtures/ops/`file` on the GPU backend with
+/// `inputs` ("<program>: no error" when it runs).
+fn gpu_error(dev: &Arc<GpuDevice>, file: &str, program: &str, inputs: Vec<Tensor>) -> String {
+    let dir = common::fixtures().join("ops");
+    let archive = Pt2Archive::open(
+        file,
+        std::fs::read(dir.join(file)).unwrap(),
+        Limits::default(),
+    )
+    .unwrap();
+    let p = archive
+        .program(Some(program), &LoadOptions::default())
+        .unwrap();
+    let mut s = GpuSession::new(p, dev.clone()).unwrap();
+    match s.run(inputs.into_iter().map(RValue::Tensor).collect()) {
+        Ok(_) => format!("{program}: no error"),
+        Err(e) => e.to_string(),
+    }
+}
+
 /// Out-of-range indices that the host can see (program inputs) are torch's errors on the GPU
 /// backend too: the scatter/index/sort kernels check them and leave such a node to the CPU
 /// kernel, which raises (src/gpu/kernels/scatter.rs).
 #[test]
 fn out_of_range_host_indices_are_errors() {
     let Some(dev) = device() else { return };
-    let dir = common::fixtures().join("ops");
-    let run = |file: &str, program: &str, inputs: Vec<Tensor>| -> String {
-        let archive = Pt2Archive::open(
-            file,
-            std::fs::read(dir.join(file)).unwrap(),
-            Limits::default(),
-        )
-        .unwrap();
-        let p = archive
-            .program(Some(program), &LoadOptions::default())
-            .unwrap();
-        let mut s = GpuSession::new(p, dev.clone()).unwrap();
-        match s.run(inputs.into_iter().map(RValue::Tensor).collect()) {
-            Ok(_) => format!("{program}: no error"),
-            Err(e) => e.to_string(),
-        }
-    };
+    let run =
+        |file: &str, program: &str, inputs: Vec<Tensor>| gpu_error(&dev, file, program, inputs);
     let f = |v: Vec<f32>, s: &[usize]| Tensor::from_vec(v, s);
     let i = |v: Vec<i64>, s: &[usize]| Tensor::from_vec(v, s);
     let x34 = || f((0..12).map(|v| v as f32).collect(), &[3, 4]);
@@ -1129,3 +1134,91 @@ fn fused_epilogues_save_a_dispatch_each() {
     backends::set_graph_passes(PassSet::ALL);
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+/// istft (decomposed at load: `_fft_c2r`/`_fft_c2c`, window, overlap-add by `col2im`, the
+/// window envelope) and multinomial (src/gpu/random.rs) cases run with no CPU fallback and
+/// match PyTorch (multinomial: torch's checks of the samples); bad multinomial weights and
+/// a window with a gap (NOLA) give torch's errors on the GPU backend too.
+#[test]
+fn istft_multinomial_run_on_gpu_kernels() {
+    let Some(dev) = device() else { return };
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "factory",
+            &["multinomial_replacement", "multinomial_no_replacement"],
+        ),
+        ("complex", ISTFT_CASES),
+    ];
+    let mut failures = Vec::new();
+    for (fam, names) in cases {
+        for name in *names {
+            let rep = run_cases(&dev, fam, |p| p == *name || p == format!("{name}__core"));
+            for (p, d) in &rep.max_diff {
+                eprintln!("{fam}/{p}: max |diff| vs torch {d:.2e}");
+            }
+            failures.extend(rep.failures);
+            if rep.passed == 0 {
+                failures.push(format!("{fam}/{name}: no case ran"));
+            }
+            if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes == 0 {
+                failures.push(format!(
+                    "{fam}/{name}: CPU fallbacks {:?} ({} GPU nodes)",
+                    rep.stats.fallbacks, rep.stats.gpu_nodes
+                ));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+
+    // torch's errors (messages as torch 2.15 words them).
+    let run =
+        |file: &str, program: &str, inputs: Vec<Tensor>| gpu_error(&dev, file, program, inputs);
+    // All-ones [3, 6] weights with `v` at the flat positions `at`.
+    let w = |at: std::ops::Range<usize>, v: f32| {
+        let mut x = vec![1.0f32; 18];
+        x[at].fill(v);
+        Tensor::from_vec(x, &[3, 6])
+    };
+    let ones = |n: usize| Tensor::from_vec(vec![1.0f32; n], &[n]);
+    let bad: Vec<(&str, Vec<Tensor>, &str)> = vec![
+        (
+            "multinomial_replacement",
+            vec![w(4..5, -1.0), ones(8)],
+            "probability tensor contains either `inf`, `nan` or element < 0",
+        ),
+        (
+            "multinomial_replacement__core",
+            vec![w(4..5, f32::NAN), ones(8)],
+            "probability tensor contains either `inf`, `nan` or element < 0",
+        ),
+        (
+            "multinomial_no_replacement",
+            vec![w(6..12, 0.0), ones(9)],
+            "invalid multinomial distribution (sum of probabilities <= 0)",
+        ),
+    ];
+    // A periodic Hann window is 0 at its first sample: without centring, the envelope is 0
+    // at the signal's first sample.
+    let spectrum = Tensor::from_vec(vec![pt2web::cpu::C64::new(1.0, 0.0); 2 * 9 * 8], &[2, 9, 8]);
+    let hann: Vec<f32> = (0..16)
+        .map(|i| (0.5 - 0.5 * (2.0 * std::f64::consts::PI * i as f64 / 16.0).cos()) as f32)
+        .collect();
+    // (The core ATen program is torch's own decomposition, which has no such check.)
+    let inputs = vec![spectrum, Tensor::from_vec(hann, &[16])];
+    let err = run("complex.pt2", "istft_center_false", inputs);
+    assert!(err.contains("window overlap add min"), "{err}");
+    for (program, inputs, msg) in bad {
+        let err = run("factory.pt2", program, inputs);
+        assert!(err.contains(msg), "{program}: {err}");
+    }
+}
+/// The istft cases of tests/fixgen/ops/complex.py.
+const ISTFT_CASES: &[&str] = &[
+    "istft_roundtrip",
+    "istft_hop_win_batch",
+    "istft_no_window_length",
+    "istft_center_false",
+    "istft_two_sided_complex",
+    "istft_normalized_long",
+    "istft_short_length",
+];

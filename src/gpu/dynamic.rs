@@ -9,7 +9,8 @@
 //! - `higher_order.map_impl`: the body runs on the GPU once per slice of the leading dim and
 //!   the results are stacked on the GPU.
 //! - `higher_order.scan`: the same, with the carry passed from step to step on the GPU.
-//! - `item` / `_local_scalar_dense`: a readback of the one element.
+//! - `item` / `_local_scalar_dense`: a readback of the one element; `_assert_async` the same,
+//!   then its CPU kernel raises the message when the element is false.
 //! - `masked_select`, `index.Tensor` with one boolean mask, `repeat_interleave` with a
 //!   tensor of repeats: a GPU pass counts the output elements
 //!   ([`super::kernels::select`]), the host reads back only the count, then a second pass
@@ -184,6 +185,9 @@ impl Dynamic {
         let (op, overload) = target.rsplit_once('.').unwrap_or((target, ""));
         Some(match (op, overload) {
             ("aten.item" | "aten._local_scalar_dense", "default") => Dynamic::Item,
+            // The one bool read back, then the CPU kernel raises the message (istft's NOLA
+            // check from src/passes/decompose/signal.rs).
+            ("aten._assert_async", "default" | "msg") => Dynamic::Item,
             ("aten.masked_select", "default") => Dynamic::MaskedSelect,
             ("aten.masked_scatter", "default") => Dynamic::MaskedScatter,
             ("aten.nonzero" | "aten.argwhere", "default") => Dynamic::Nonzero,

@@ -10,7 +10,8 @@
 //!
 //! GPU: `rand`, `rand_like`, `randn`, `randn_like`, `uniform`, `normal_functional`,
 //! `bernoulli` (with a number `p`, or probabilities in `self`), `dropout` and `native_dropout`
-//! in training (f32). In-place forms (`uniform_`, `normal_`, `bernoulli_`, `dropout_`),
+//! in training (f32), `multinomial` of f32 weights (sample `s` of row `r` uses draw
+//! `r * num_samples + s`, with the CPU kernel's f32 sums, so the indices are identical). In-place forms (`uniform_`, `normal_`, `bernoulli_`, `dropout_`),
 //! feature/alpha dropout, `randint` and other dtypes run the CPU kernel, which draws the same
 //! stream from the same generator, so mixing the two keeps the streams aligned.
 
@@ -45,7 +46,9 @@ pub const RANDINT: Variant = Variant::new(Shader::Random, "rand_int");
 pub const FEATURE_DROPOUT: Variant = Variant::new(Shader::Random, "rand_feature_dropout");
 pub const EXPONENTIAL: Variant = Variant::new(Shader::Random, "rand_exponential");
 pub const RANDPERM: Variant = Variant::new(Shader::Random, "rand_perm");
-pub const VARIANTS: [Variant; 9] = [
+pub const MULTINOMIAL: Variant = Variant::new(Shader::Random, "rand_multinomial");
+pub const MULTINOMIAL_DISTINCT: Variant = Variant::new(Shader::Random, "rand_multinomial_distinct");
+pub const VARIANTS: [Variant; 11] = [
     UNIFORM,
     NORMAL,
     BERNOULLI_P,
@@ -55,6 +58,8 @@ pub const VARIANTS: [Variant; 9] = [
     FEATURE_DROPOUT,
     EXPONENTIAL,
     RANDPERM,
+    MULTINOMIAL,
+    MULTINOMIAL_DISTINCT,
 ];
 
 /// `ceil(p * 2^53)`: a 53-bit draw `m` satisfies `m / 2^53 < p` iff `m < threshold(p)`.
@@ -213,6 +218,61 @@ pub fn randperm(k: &mut KernelCtx) -> Out {
         )?;
     }
     k.op.state.rng.advance(n.saturating_sub(1) as u64);
+    one(Ok(Some(out)))
+}
+
+/// multinomial(self, num_samples, replacement) of f32 weights: the CPU kernel's scheme and
+/// f32 arithmetic ([`Multinomial::sample`]) on the same draws, so both devices draw the same
+/// indices for a seed. With replacement one invocation per sample inverts its row's CDF;
+/// without, one invocation per row draws its samples in order, removing each drawn category
+/// from a copy of the row (the `out` scratch).
+///
+/// [`Multinomial::sample`]: crate::ops::factory::random::Multinomial::sample
+pub fn multinomial(k: &mut KernelCtx) -> Out {
+    use crate::ops::factory::random::Multinomial;
+    let Some(w) = k.t("self") else {
+        return Ok(None);
+    };
+    if w.dtype != DType::F32 || k.out_dtype(0) != Some(DType::I64) {
+        return Ok(None);
+    }
+    let samples = k.op.int("num_samples")?;
+    let replacement = k.op.bool_or("replacement", false)?;
+    // Bad arguments and bad weights: the CPU kernel reports torch's error. The weights need
+    // their values: a tensor with a current CPU copy is checked here; one that only lives on
+    // the GPU is not (a negative or NaN weight then counts as 0).
+    let Ok(m) = Multinomial::parse(&w.sizes, w.dtype, samples, replacement) else {
+        return Ok(None);
+    };
+    let n = m.rows * m.samples;
+    if !small_enough(n) || !small_enough(w.numel()) {
+        return Ok(None);
+    }
+    if super::store::lock(&w.cell).cpu_valid {
+        crate::gpu::tape::note_host_read();
+        if m.check_weights(&w.cpu_view()?.to_vec::<f64>()).is_err() {
+            return Ok(None);
+        }
+    }
+    let Some(wc) = contiguous(k, &w)? else {
+        return Ok(None);
+    };
+    let out = k.new_out(DType::I64, &m.out_sizes(w.rank()))?;
+    let meta = RandMeta {
+        thr_lo: m.cats as u32,
+        thr_hi: m.samples as u32,
+        ..Default::default()
+    };
+    // Both entry points share the pick, which names `out`: with replacement it is never read
+    // and one word stands in for it.
+    let (v, left, threads) = if m.replacement {
+        (MULTINOMIAL, k.new_out(DType::F32, &[1])?, n)
+    } else {
+        let left = k.new_out(DType::F32, &[m.rows, m.cats])?;
+        (MULTINOMIAL_DISTINCT, left, m.rows)
+    };
+    let bufs = [(1, &left), (2, &wc), (3, &out)];
+    launch(k, v, meta, &bufs, threads, n as u64)?;
     one(Ok(Some(out)))
 }
 
@@ -484,6 +544,12 @@ pub(crate) fn register(t: &mut super::kernels::table::GpuTable) {
         int_draws,
     );
     t.kernel(&["aten.bernoulli"], On::All, bernoulli, all_f32);
+    t.kernel(
+        &["aten.multinomial"],
+        On::Only(&["default"]),
+        multinomial,
+        |i, o| i == [DType::F32] && o == [DType::I64],
+    );
     t.kernel(
         &["aten.randint"],
         On::Only(&["default", "low"]),

@@ -16,7 +16,7 @@ pub(crate) mod complex;
 pub(crate) mod control;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
-mod factory;
+pub(crate) mod factory;
 pub(crate) mod fft;
 pub(crate) use factory::sizes_arg;
 pub(crate) mod index;

@@ -11,7 +11,9 @@
 //! Bluestein's chirp-z: a circular convolution of a power-of-two length m >= 2n - 1 through
 //! three FFTs of length m (the filter's included). All in f32; twiddles and chirps are
 //! computed in the shader from exactly reduced angles (j^2 mod 2n for the chirp).
-//! `stft` / `istft` stay single CPU kernels (src/ops/fft/stft.rs).
+//! `stft` and `istft` reach these kernels as load-time decompositions
+//! (src/passes/decompose/signal.rs); the forms those refuse run the CPU kernels
+//! (src/ops/fft/stft.rs).
 
 use super::table::{GpuTable, On};
 use super::*;

@@ -151,6 +151,7 @@ fn with_readback(target: &str, inputs: &[DType], outputs: &[DType]) -> Option<bo
     let same_out = outputs.len() == 1 && Some(&outputs[0]) == inputs.first();
     Some(match (name, overload) {
         ("aten.item" | "aten._local_scalar_dense", "default") => true,
+        ("aten._assert_async", "default" | "msg") => true,
         ("aten.nonzero" | "aten.argwhere", "default") => {
             inputs.len() == 1 && gpu_dtype(inputs[0]) && outputs == [DType::I64]
         }

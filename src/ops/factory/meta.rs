@@ -135,6 +135,16 @@ pub(super) fn randperm(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(MetaTensor::new(d, vec![n as usize]))
 }
 
+/// `multinomial(self, num_samples, replacement)`: int64 `[num_samples]` or
+/// `[rows, num_samples]`, with torch's argument errors.
+pub(super) fn multinomial(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    let replacement = ctx.bool_or("replacement", false)?;
+    let m =
+        super::random::Multinomial::parse(&t.sizes, t.dtype, ctx.int("num_samples")?, replacement)?;
+    one(MetaTensor::new(DType::I64, m.out_sizes(t.sizes.len())))
+}
+
 /// `randint(high, size)`, `randint(low, high, size)` or `randint_like(self, ...)`.
 pub(super) fn randint(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     if ctx.has("size") {

@@ -5,7 +5,7 @@
 /// Shape and dtype rules (the meta device) of this family's targets.
 pub(crate) mod meta;
 
-mod random;
+pub(crate) mod random;
 
 use super::elementwise::convert::{layout_for, materialize};
 use super::elementwise::engine::scalar_full;

@@ -1,4 +1,4 @@
-//! Random factories (rand, randn, randint, bernoulli, normal, uniform_, ...) and dropout,
+//! Random factories (rand, randn, randint, bernoulli, normal, uniform_, multinomial, ...) and dropout,
 //! drawn from the run's seeded generator (`ctx.state.rng`). Streams are reproducible for a
 //! seed but are not torch's: tests check shapes, dtypes, ranges and statistics.
 
@@ -39,6 +39,7 @@ pub(super) fn register(r: &mut OpTable) {
     r.define_op("aten.exponential_", exponential, super::meta::like);
     r.define_op("aten.exponential", exponential, super::meta::like);
     r.define_op("aten.randperm", randperm, super::meta::randperm);
+    r.define_op("aten.multinomial", multinomial, super::meta::multinomial);
     for op in [
         "dropout",
         "feature_dropout",
@@ -274,6 +275,168 @@ fn randperm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let r = with_dtype!(dtype, T => Tensor::from_vec(v.into_iter().map(cast::<i64, T>).collect(), &[len]),
         else return Err(ctx.err(format!("dtype {dtype} is not supported"))));
     one(r)
+}
+
+/// The most categories `multinomial` samples from (torch's limit).
+const MULTINOMIAL_MAX_CATEGORIES: usize = 1 << 24;
+
+/// The checked arguments of `multinomial(self, num_samples, replacement)`: `rows` rows of
+/// `cats` non-negative finite weights (row-major, f64) with a positive sum.
+pub struct Multinomial {
+    pub rows: usize,
+    pub cats: usize,
+    pub samples: usize,
+    pub replacement: bool,
+    /// Whether the arithmetic is f32 (every input dtype but float64), as on the GPU.
+    pub f32: bool,
+}
+
+impl Multinomial {
+    /// torch's checks, in torch's order and with its messages (the weights are checked
+    /// separately by [`Multinomial::check_weights`], which needs the values).
+    pub fn parse(
+        sizes: &[usize],
+        dtype: DType,
+        samples: i64,
+        replacement: bool,
+    ) -> std::result::Result<Multinomial, String> {
+        if !dtype.is_float() {
+            return Err(format!(
+                "multinomial only supports floating-point dtypes for input, got: {dtype}"
+            ));
+        }
+        let (rows, cats) = match sizes {
+            [c] => (1, *c),
+            [r, c] => (*r, *c),
+            _ => return Err("prob_dist must be 1 or 2 dim".into()),
+        };
+        if samples <= 0 {
+            return Err("cannot sample n_sample <= 0 samples".into());
+        }
+        let samples = samples as usize;
+        if !replacement && samples > cats {
+            return Err(
+                "cannot sample n_sample > prob_dist.size(-1) samples without replacement".into(),
+            );
+        }
+        if cats > MULTINOMIAL_MAX_CATEGORIES {
+            return Err("number of categories cannot exceed 2^24".into());
+        }
+        Ok(Multinomial {
+            rows,
+            cats,
+            samples,
+            replacement,
+            f32: dtype != DType::F64,
+        })
+    }
+
+    /// The output's sizes: `[num_samples]` or `[rows, num_samples]`.
+    pub fn out_sizes(&self, in_rank: usize) -> Vec<usize> {
+        if in_rank == 1 {
+            vec![self.samples]
+        } else {
+            vec![self.rows, self.samples]
+        }
+    }
+
+    /// torch's errors for weights that are negative, infinite or NaN, or a row summing to 0.
+    pub fn check_weights(&self, w: &[f64]) -> std::result::Result<(), String> {
+        if w.iter().any(|&p| !(p.is_finite() && p >= 0.0)) {
+            return Err("probability tensor contains either `inf`, `nan` or element < 0".into());
+        }
+        let empty_rows = self.cats == 0 && self.rows > 0;
+        if empty_rows
+            || w.chunks(self.cats.max(1))
+                .any(|row| row.iter().sum::<f64>() <= 0.0)
+        {
+            return Err("invalid multinomial distribution (sum of probabilities <= 0)".into());
+        }
+        Ok(())
+    }
+
+    /// Rounds an f64 result of an operation on two operands to the kernel's precision: for
+    /// f32 operands, an f64 sum or product rounded to f32 is the f32 operation's result, so
+    /// the CPU reproduces the GPU's f32 arithmetic bit for bit.
+    fn round(&self, x: f64) -> f64 {
+        if self.f32 {
+            x as f32 as f64
+        } else {
+            x
+        }
+    }
+
+    /// The sampled categories of every row: `draws[r * samples + s]` is the 64-bit draw of
+    /// sample `s` of row `r` (draw index `r * samples + s`, so the GPU knows every draw).
+    ///
+    /// Each sample inverts the CDF of the row's (remaining) weights: with `u` uniform in
+    /// [0, 1) (24 bits in f32, 53 in f64), the first category whose running sum exceeds
+    /// `u * total`. Without replacement the drawn category's weight then drops out of the
+    /// row (sequential draws without replacement, distributed as torch's exponential race),
+    /// and once only zero weights remain the smallest unused categories follow. Only sums,
+    /// one product and comparisons: no transcendental whose last bit differs between devices.
+    pub fn sample(&self, w: &[f64], draws: &[u64]) -> Vec<i64> {
+        let bits = if self.f32 { 24 } else { 53 };
+        let mut out = Vec::with_capacity(self.rows * self.samples);
+        for (r, row) in w.chunks(self.cats.max(1)).take(self.rows).enumerate() {
+            let mut left = row.to_vec();
+            for s in 0..self.samples {
+                let z = draws[r * self.samples + s];
+                let u = (z >> (64 - bits)) as f64 / (1u64 << bits) as f64;
+                let c = self.pick(&left, u);
+                if !self.replacement {
+                    left[c] = -1.0;
+                }
+                out.push(c as i64);
+            }
+        }
+        out
+    }
+
+    /// The category of uniform `u` in weights `w` (-1 marks a category already drawn).
+    fn pick(&self, w: &[f64], u: f64) -> usize {
+        let total = w.iter().fold(
+            0.0,
+            |acc, &p| if p > 0.0 { self.round(acc + p) } else { acc },
+        );
+        let target = self.round(u * total);
+        let mut acc = 0.0;
+        let mut last = None;
+        for (i, &p) in w.iter().enumerate() {
+            if p > 0.0 {
+                acc = self.round(acc + p);
+                last = Some(i);
+                if acc > target {
+                    return i;
+                }
+            }
+        }
+        // Rounding left `u * total` at the total: the last positive category; no positive
+        // weight left (without replacement): the first unused category.
+        last.or_else(|| w.iter().position(|&p| p >= 0.0))
+            .unwrap_or(0)
+    }
+}
+
+/// multinomial(self, num_samples, replacement): int64 category indices per row, from the
+/// run's generator ([`Multinomial::sample`]; one draw per sample).
+fn multinomial(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let m = Multinomial::parse(
+        &t.sizes,
+        t.dtype,
+        ctx.int("num_samples")?,
+        ctx.bool_or("replacement", false)?,
+    )
+    .map_err(|e| ctx.err(e))?;
+    let n = m.rows as u64 * m.samples as u64;
+    super::check_numel(ctx, n)?;
+    let w = t.to_vec::<f64>();
+    m.check_weights(&w).map_err(|e| ctx.err(e))?;
+    let rng = &mut ctx.state.rng;
+    let draws: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let v = m.sample(&w, &draws);
+    one(Tensor::from_vec(v, &m.out_sizes(t.rank())))
 }
 
 /// Keep-masks for dropout: one draw per element, or per (N, C) channel for feature dropout

@@ -14,6 +14,10 @@ pub(crate) mod meta;
 pub(crate) mod engine;
 mod stft;
 
+/// `istft`'s error for a window envelope below 1e-11 somewhere (the NOLA condition fails):
+/// the CPU kernel's, and the GPU's through the decomposition's assertion.
+pub(crate) const ISTFT_NOLA: &str = "istft: window overlap add min: the window envelope is zero somewhere (check the window and hop_length: NOLA)";
+
 use super::{OpCtx, OpTable};
 use crate::cpu::complex::{complex_dtype, real_dtype};
 use crate::cpu::{Tensor, C128};

@@ -283,6 +283,12 @@ impl IstftPlan {
         };
         let n_fft = ctx.int("n_fft")?.max(1) as usize;
         let frames = Frames::parse(ctx, "istft", true, bins != n_fft)?;
+        if frames.hop > frames.win_length {
+            return Err(ctx.err(format!(
+                "istft: expected 0 < hop_length <= win_length, but got hop_length={} and win_length={}",
+                frames.hop, frames.win_length
+            )));
+        }
         let want = if frames.onesided {
             n_fft / 2 + 1
         } else {
@@ -386,9 +392,7 @@ impl IstftPlan {
                     continue;
                 }
                 if env[j].abs() < 1e-11 {
-                    return Err(ctx.err(
-                        "istft: window overlap add min: the window envelope is zero somewhere (check the window and hop_length: NOLA)",
-                    ));
+                    return Err(ctx.err(super::ISTFT_NOLA));
                 }
                 out.push(y[j].scale(1.0 / env[j]));
             }

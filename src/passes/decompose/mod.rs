@@ -105,6 +105,7 @@ fn table() -> &'static [(&'static str, Decomp)] {
         ("aten.sum_to_size.default", shape::sum_to_size),
         ("aten.mH.default", shape::adjoint),
         ("aten.stft.default", signal::stft),
+        ("aten.istft.default", signal::istft),
         (
             "prims.convert_element_type.default",
             shape::convert_element_type,

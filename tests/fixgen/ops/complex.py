@@ -167,3 +167,19 @@ CASES = [
          [crandn(40), hann], tol="loose"),
     Case("istft_roundtrip", istft_roundtrip, [randn(2, 64), hann], tol="loose"),
 ]
+
+
+# --- issue 16: istft on every backend (decomposed at load: c2r, window, col2im overlap-add,
+# envelope division, trim, length).
+def istft_of(**kw):
+    return lambda z, *w: torch.istft(z, window=w[0] if w else None, **kw)
+
+
+CASES += [
+    Case("istft_hop_win_batch", istft_of(n_fft=16, hop_length=5, win_length=10), [crandn(3, 9, 14), torch.hann_window(10)], tol="loose"),
+    Case("istft_no_window_length", istft_of(n_fft=8, hop_length=2, length=30), [crandn(5, 17)], tol="loose"),
+    Case("istft_center_false", istft_of(n_fft=16, hop_length=4, center=False), [crandn(2, 9, 8), hann + 0.1], tol="loose"),
+    Case("istft_two_sided_complex", istft_of(n_fft=8, hop_length=2, onesided=False), [crandn(8, 11), torch.hann_window(8) + 0.05], tol="loose"),
+    Case("istft_normalized_long", istft_of(n_fft=12, hop_length=3, normalized=True, length=50), [crandn(7, 12), torch.hamming_window(12)], tol="loose"),
+    Case("istft_short_length", istft_of(n_fft=16, hop_length=4, length=20), [crandn(2, 9, 10), hann], tol="loose"),
+]

@@ -132,3 +132,40 @@ CASES += [
                                                   torch.ops.aten.native_dropout_backward(g.t(), m.t(), 0.5)),
          [randn(3, 4, seed=95), randn(3, 4, seed=96) > 0]),
 ]
+
+
+# --- issue 16: multinomial. The streams are not torch's: the outputs are shapes (`r * 0`,
+# int64) and checks torch's own samples pass: values in range, zero-weight categories never
+# drawn, no repeats without replacement, and per-category counts within 5 sigma of n * p.
+def within_5_sigma(samples, p, cats):
+    counts = (samples.unsqueeze(-1) == torch.arange(cats)).sum(-2).to(p.dtype)
+    n = samples.shape[-1]
+    p = p / p.sum(-1, keepdim=True)
+    sigma = (n * p * (1 - p)).sqrt()
+    return ((counts - n * p).abs() <= 5 * sigma + 1e-6).all()
+
+
+def multinomial_replacement(w, v):
+    r = torch.multinomial(w, 20000, replacement=True)
+    one_d = torch.multinomial(v, 7, replacement=True)
+    in_range = ((r >= 0) & (r < w.shape[-1])).all()
+    return r[:, :5] * 0, one_d * 0, in_range, within_5_sigma(r, w, w.shape[-1]), (v[one_d] > 0).all()
+
+
+def multinomial_no_replacement(w, v):
+    s = torch.multinomial(w, 4)
+    picked = torch.gather(w, 1, s)
+    distinct = (s.unsqueeze(-1) != s.unsqueeze(-2)).sum((-1, -2)) == 4 * 3
+    all_of_v = torch.multinomial(v, v.shape[0]).sort().values
+    # The first draw of many rows without replacement is distributed as one with replacement.
+    first = torch.multinomial(w[:1].expand(8000, -1), 2)[:, 0]
+    return s * 0, (picked > 0).all(), distinct.all(), all_of_v, within_5_sigma(first, w[0], w.shape[-1])
+
+
+MULTINOMIAL_W = torch.tensor([[1.0, 0.0, 3.0, 0.5, 0.0, 2.5], [0.2, 0.2, 0.0, 0.2, 0.2, 0.2], [0.0, 9.0, 0.0, 0.0, 1.0, 0.01]])
+MULTINOMIAL_V = torch.tensor([0.3, 0.0, 1.7, 4.0, 0.0, 0.0, 2.0, 1.0])
+CASES += [
+    Case("multinomial_replacement", multinomial_replacement, [MULTINOMIAL_W, MULTINOMIAL_V], tol="exact"),
+    Case("multinomial_no_replacement", multinomial_no_replacement, [MULTINOMIAL_W, torch.rand(9, generator=torch.Generator().manual_seed(3)) + 0.1], tol="exact"),
+    Case("multinomial_f64", lambda w: (torch.multinomial(w, 3) * 0, torch.multinomial(w, 50, True).max() < 4), [MULTINOMIAL_W[:, :4].double()], tol="exact"),
+]
