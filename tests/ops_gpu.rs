@@ -1149,25 +1149,10 @@ fn istft_multinomial_run_on_gpu_kernels() {
         ),
         ("complex", ISTFT_CASES),
     ];
-    let mut failures = Vec::new();
-    for (fam, names) in cases {
-        for name in *names {
-            let rep = run_cases(&dev, fam, |p| p == *name || p == format!("{name}__core"));
-            for (p, d) in &rep.max_diff {
-                eprintln!("{fam}/{p}: max |diff| vs torch {d:.2e}");
-            }
-            failures.extend(rep.failures);
-            if rep.passed == 0 {
-                failures.push(format!("{fam}/{name}: no case ran"));
-            }
-            if rep.stats.fallback_nodes() != 0 || rep.stats.gpu_nodes == 0 {
-                failures.push(format!(
-                    "{fam}/{name}: CPU fallbacks {:?} ({} GPU nodes)",
-                    rep.stats.fallbacks, rep.stats.gpu_nodes
-                ));
-            }
-        }
-    }
+    let failures: Vec<String> = cases
+        .iter()
+        .flat_map(|(fam, names)| all_on_gpu(&dev, fam, names))
+        .collect();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 
     // torch's errors (messages as torch 2.15 words them).
@@ -1212,6 +1197,7 @@ fn istft_multinomial_run_on_gpu_kernels() {
         assert!(err.contains(msg), "{program}: {err}");
     }
 }
+
 /// The istft cases of tests/fixgen/ops/complex.py.
 const ISTFT_CASES: &[&str] = &[
     "istft_roundtrip",

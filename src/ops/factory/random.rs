@@ -379,6 +379,31 @@ impl Multinomial {
         let bits = if self.f32 { 24 } else { 53 };
         let mut out = Vec::with_capacity(self.rows * self.samples);
         for (r, row) in w.chunks(self.cats.max(1)).take(self.rows).enumerate() {
+            if self.replacement {
+                // The row's running sums once (a scan per sample would make rows x samples x
+                // categories steps): bisection finds the first category whose sum exceeds the
+                // target, the one the scan of `pick` finds (the sums never decrease, and only
+                // a positive weight raises them).
+                let mut acc = 0.0;
+                let sums: Vec<f64> = row
+                    .iter()
+                    .map(|&p| {
+                        if p > 0.0 {
+                            acc = self.round(acc + p);
+                        }
+                        acc
+                    })
+                    .collect();
+                let last = row.iter().rposition(|&p| p > 0.0).unwrap_or(0);
+                for s in 0..self.samples {
+                    let z = draws[r * self.samples + s];
+                    let u = (z >> (64 - bits)) as f64 / (1u64 << bits) as f64;
+                    let target = self.round(u * acc);
+                    let c = sums.partition_point(|&x| x <= target);
+                    out.push(if c < row.len() { c } else { last } as i64);
+                }
+                continue;
+            }
             let mut left = row.to_vec();
             for s in 0..self.samples {
                 let z = draws[r * self.samples + s];
