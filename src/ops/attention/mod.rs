@@ -259,7 +259,7 @@ pub(crate) fn attend(
     let heads = if gqa && q.rank() >= 3 && k.rank() >= 3 && v.rank() >= 3 {
         let hq = q.sizes[q.rank() - 3];
         let (hk, hv) = (k.sizes[k.rank() - 3], v.sizes[v.rank() - 3]);
-        if hk == 0 || hv == 0 || hq % hk != 0 || hq % hv != 0 {
+        if hk == 0 || hv == 0 || !hq.is_multiple_of(hk) || !hq.is_multiple_of(hv) {
             return Err(err(format!("enable_gqa: query heads ({hq}) must be a multiple of key ({hk}) and value ({hv}) heads")));
         }
         Some(Heads { hq, hk, hv })
