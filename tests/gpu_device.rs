@@ -458,8 +458,16 @@ fn attention_math_and_streaming_agree() {
         };
         for (x, y) in m.iter().zip(st) {
             if let (RValue::Tensor(x), RValue::Tensor(y)) = (x, y) {
+                // The two forms round differently in the f32 they compute in (the streaming
+                // one normalizes once, at the end): within 1e-5, or one step of a half
+                // output's rounding.
                 let (d, _) = common::metrics(x, y);
-                assert!(d <= 1e-5, "{pname}: math vs streaming differ by {d}");
+                let tol = match x.dtype {
+                    pt2web::DType::F16 => 1e-3,
+                    pt2web::DType::BF16 => 8e-3,
+                    _ => 1e-5,
+                };
+                assert!(d <= tol, "{pname}: math vs streaming differ by {d}");
             }
         }
         compared += 1;
