@@ -54,6 +54,19 @@ pub trait Backend {
     /// computes no values: it answers with an error naming [`Backend::run_with`].
     #[cfg(not(target_arch = "wasm32"))]
     fn run(&mut self, inputs: Vec<RValue>) -> Result<Vec<RValue>>;
+    /// [`Backend::run`] that `options` may stop (a cancel token, a timeout): the run ends
+    /// with [`Error::Cancelled`] before its next node, and the backend stays usable.
+    #[cfg(not(target_arch = "wasm32"))]
+    fn run_options(
+        &mut self,
+        inputs: Vec<RValue>,
+        options: &crate::runtime::RunOptions,
+    ) -> Result<Vec<RValue>> {
+        self.session_mut().run_state.stop = crate::runtime::Stop::start(options);
+        let r = self.run(inputs);
+        self.session_mut().run_state.stop = Default::default();
+        r
+    }
     /// [`Backend::prepare_with`], waiting (native only).
     #[cfg(not(target_arch = "wasm32"))]
     fn prepare(&mut self, inputs: &[MValue]) -> Result<PrepareStats>;

@@ -88,6 +88,11 @@ pub enum Error {
         allocated: u64,
         limit: u64,
     },
+
+    /// A run was stopped from outside ([`crate::runtime::RunOptions`]: its cancel token or
+    /// its timeout) before node `at`; the session stays usable.
+    #[error("run stopped ({reason}) before node '{at}'")]
+    Cancelled { reason: String, at: String },
 }
 
 impl Error {
@@ -146,6 +151,7 @@ impl Error {
             Error::Write(_) => "WRITE",
             Error::Gpu(_) => "GPU",
             Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
+            Error::Cancelled { .. } => "CANCELLED",
         }
     }
 }

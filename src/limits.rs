@@ -19,6 +19,9 @@ pub struct Limits {
     pub max_nodes: usize,
     /// Rank of one tensor.
     pub max_rank: usize,
+    /// Iterations of one `while_loop` in a run (a condition that never turns false ends
+    /// with a `Limit` error instead of running forever).
+    pub max_loop_iterations: u64,
 }
 
 impl Default for Limits {
@@ -31,6 +34,7 @@ impl Default for Limits {
             max_tensor_elements: 1 << 32,
             max_nodes: 1 << 22,
             max_rank: 16,
+            max_loop_iterations: 10_000_000,
         }
     }
 }

@@ -180,3 +180,93 @@ fn guard_violations_name_the_input_dim_value_and_constraint() {
     assert!(msg.contains("'y'") && msg.contains('6'), "{msg}");
     good_call_works(&mut s, &ins, &want, "an equality violation");
 }
+
+/// The `while_input_bound` op case (tests/fixgen/ops/control.py: a loop of `n` iterations,
+/// `n` an input) loaded under `limits`, with torch's inputs and outputs.
+fn loop_case(limits: pt2web::Limits) -> (Session, Vec<Tensor>, Vec<Tensor>) {
+    use pt2web::archive::pt2::LoadOptions;
+    let dir = fixtures().join("ops");
+    let archive = pt2web::program::Pt2Archive::open(
+        "control.pt2",
+        std::fs::read(dir.join("control.pt2")).unwrap(),
+        limits,
+    )
+    .unwrap();
+    let opts = LoadOptions {
+        limits,
+        ..Default::default()
+    };
+    let program = archive.program(Some("while_input_bound"), &opts).unwrap();
+    let io_bytes = std::fs::read(dir.join("control.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let get = |k: String| to_tensor(&io.tensor(&k).unwrap());
+    let ins = (0..2)
+        .map(|i| get(format!("while_input_bound/input_{i}")))
+        .collect();
+    let outs = (0..2)
+        .map(|i| get(format!("while_input_bound/output_{i}")))
+        .collect();
+    (Session::new(program).unwrap(), ins, outs)
+}
+
+/// A loop that would run (nearly) forever ends with a typed error: the loop limit
+/// (`Limits::max_loop_iterations`), a timeout or a cancel token (`RunOptions`), each naming
+/// the node; and the same session then runs a good call and still matches PyTorch.
+#[test]
+fn runaway_loops_stop_at_the_limit_a_timeout_or_a_cancel() {
+    use pt2web::runtime::{CancelToken, RunOptions};
+    let limits = pt2web::Limits {
+        max_loop_iterations: 1000,
+        ..Default::default()
+    };
+    let (mut s, ins, want) = loop_case(limits);
+    let huge = |x: &Tensor| {
+        vec![
+            RValue::Tensor(Tensor::scalar(i64::MAX)),
+            RValue::Tensor(x.clone()),
+        ]
+    };
+    let e = s.run(huge(&ins[1])).unwrap_err();
+    assert_eq!(e.code(), "LIMIT", "{e}");
+    let msg = e.to_string();
+    assert!(msg.contains("while_loop") && msg.contains("1000"), "{msg}");
+    good_call_works(&mut s, &ins, &want, "the loop limit");
+
+    // The default limit (10 M iterations) is far away: the timeout stops it first.
+    let (mut s, ins, want) = loop_case(pt2web::Limits::default());
+    let t = std::time::Instant::now();
+    let timeout = RunOptions {
+        timeout_ms: Some(100.0),
+        ..Default::default()
+    };
+    let e = s.run_options(huge(&ins[1]), &timeout).unwrap_err();
+    let secs = t.elapsed().as_secs_f64();
+    assert_eq!(e.code(), "CANCELLED", "{e}");
+    assert!(e.to_string().contains("timed out after 100 ms"), "{e}");
+    assert!(secs < 5.0, "the timeout took {secs} s to stop the run");
+    good_call_works(&mut s, &ins, &want, "a timeout");
+    // A run that finishes in time is not stopped.
+    let got = s.run_options(tensors(&ins), &timeout).unwrap();
+    assert_eq!(got.len(), want.len());
+
+    // A cancel token set from another thread stops the run in progress.
+    let token = CancelToken::new();
+    let cancel = RunOptions {
+        cancel: Some(token.clone()),
+        ..Default::default()
+    };
+    let t = std::time::Instant::now();
+    let stopper = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        token.cancel();
+    });
+    let e = s.run_options(huge(&ins[1]), &cancel).unwrap_err();
+    stopper.join().unwrap();
+    assert_eq!(e.code(), "CANCELLED", "{e}");
+    assert!(e.to_string().contains("(cancelled)"), "{e}");
+    assert!(t.elapsed().as_secs_f64() < 5.0);
+    good_call_works(&mut s, &ins, &want, "a cancel");
+    // The token stays cancelled: a run given it stops before its first node.
+    let e = s.run_options(tensors(&ins), &cancel).unwrap_err();
+    assert_eq!(e.code(), "CANCELLED", "{e}");
+}

@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// Show progress bars on stderr even when it is not a terminal.
     #[arg(long)]
     progress: bool,
+    /// Stop a run that takes longer than this many seconds (an error naming the node it
+    /// stopped before; with --repeat, each run has this long).
+    #[arg(long, value_name = "SECONDS")]
+    timeout: Option<f64>,
 }
 
 /// Where a program runs: `--device`, `--backend`, `--program` (`pt2web run`, `generate`).
@@ -327,7 +331,13 @@ pub fn run(args: RunArgs) -> Result<(), String> {
                 })
                 .collect();
         } else {
-            outs = session.run(inputs.clone()).map_err(|e| e.to_string())?;
+            let options = pt2web::runtime::RunOptions {
+                timeout_ms: args.timeout.map(|s| s * 1e3),
+                ..Default::default()
+            };
+            outs = session
+                .run_options(inputs.clone(), &options)
+                .map_err(|e| e.to_string())?;
         }
         times.push(t.elapsed().as_secs_f64() * 1e3);
     }

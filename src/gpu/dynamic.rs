@@ -410,9 +410,8 @@ async fn cond(a: &mut At<'_, '_>) -> Out {
     Ok(Some(node_results(node, outs)))
 }
 
-/// Iterations after which a while_loop is taken to be runaway (the CPU runtime's limit).
-const MAX_WHILE_ITERATIONS: u64 = 1 << 31;
-
+/// `while_loop` on the GPU, bounded as the CPU's (`Limits::max_loop_iterations`, the run's
+/// cancel token and timeout before each iteration).
 async fn while_loop(a: &mut At<'_, '_>) -> Out {
     let node = a.node;
     let (cond_g, body_g) = (subgraph(node, 0, "cond_fn")?, subgraph(node, 1, "body_fn")?);
@@ -428,10 +427,14 @@ async fn while_loop(a: &mut At<'_, '_>) -> Out {
             break;
         }
         iterations += 1;
-        if iterations > MAX_WHILE_ITERATIONS {
-            return Err(a.err(format!(
-                "while_loop ran more than {MAX_WHILE_ITERATIONS} iterations"
-            )));
+        a.st.stop.check(&node.name)?;
+        let limit = a.st.loop_limit();
+        if iterations > limit {
+            return Err(Error::limit(
+                format!("the iterations of while_loop '{}'", node.name),
+                iterations,
+                limit,
+            ));
         }
         let what = format!("body_fn (iteration {iterations})");
         let next = a.run_sub(body_g, with_extra(&carried), &what).await?;

@@ -313,6 +313,19 @@ impl GpuSession {
             .collect()
     }
 
+    /// [`GpuSession::run_async`] that `options` may stop (a cancel token, a timeout): the
+    /// run ends with [`Error::Cancelled`] before its next node, and the session stays usable.
+    pub async fn run_async_options(
+        &mut self,
+        inputs: Inputs,
+        options: &crate::runtime::RunOptions,
+    ) -> Result<Vec<RValue>> {
+        self.cpu.run_state.stop = crate::runtime::Stop::start(options);
+        let r = self.run_async(inputs).await;
+        self.cpu.run_state.stop = Default::default();
+        r
+    }
+
     /// Run with user inputs that may already be on the GPU (kept outputs of an earlier run).
     /// `keep`: user outputs stay on the GPU (`Slot::Tensor`, nothing read back for them; buffer
     /// mutations are still written back to the state); otherwise they come back as

@@ -184,6 +184,7 @@ pub async fn run_graph(
             last_yield = crate::runtime::profile::now_ms();
         }
         let node = &graph.nodes[step.node];
+        st.stop.check(&node.name)?;
         let ids = &step.reads;
         // Profiled runs: host time per node (GPU kernels get GPU timestamps from the
         // timer instead, where the device has them).
@@ -194,7 +195,11 @@ pub async fn run_graph(
             Some(d) => super::dynamic::run(r, node, graph, &mut env, st, d)
                 .await
                 .map_err(|e| match e {
-                    e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
+                    e @ (Error::Op { .. }
+                    | Error::OutOfMemory { .. }
+                    | Error::Gpu(_)
+                    | Error::Limit { .. }
+                    | Error::Cancelled { .. }) => e,
                     e => Error::op(&node.target, e),
                 })?,
             None => None,

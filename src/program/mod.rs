@@ -189,6 +189,8 @@ pub struct Program {
     /// What loading made of its float32 computation (`LoadOptions::dtype`):
     /// [`Precision::F16`] after [`crate::passes::half::to_f16`].
     pub precision: crate::passes::half::Precision,
+    /// The limits it was loaded under; runs keep to them too (`max_loop_iterations`).
+    pub limits: crate::Limits,
 }
 
 impl Program {
@@ -373,6 +375,7 @@ impl Program {
             serialized,
             sample_inputs_bytes: raw.sample_inputs_bytes,
             precision: Default::default(),
+            limits: *limits,
         };
         verify::verify(&p, &raw.file)?;
         Ok(p)

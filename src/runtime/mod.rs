@@ -5,10 +5,13 @@
 
 mod inputs;
 pub mod profile;
+mod stop;
 mod value;
 
 pub use inputs::order_named_inputs;
 pub use profile::{OpEvent, OpSummary, Profiler};
+pub(crate) use stop::Stop;
+pub use stop::{CancelToken, RunOptions};
 pub use value::RValue;
 
 use crate::cpu::Tensor;
@@ -38,6 +41,19 @@ pub struct RunState {
     /// An activation the CPU's fused-epilogue kernel offers the convolution it runs next,
     /// which takes it when it applies it to its result's tiles.
     pub(crate) tile_act: Option<crate::ops::elementwise::epilogue::TileAct>,
+    /// The run's cancel token and deadline ([`RunOptions`]), checked before each node.
+    pub(crate) stop: Stop,
+    /// Iterations one `while_loop` may run ([`crate::Limits::max_loop_iterations`] of the
+    /// program; the default limit when unset).
+    pub(crate) max_loop_iterations: Option<u64>,
+}
+
+impl RunState {
+    /// Iterations one `while_loop` may run.
+    pub(crate) fn loop_limit(&self) -> u64 {
+        self.max_loop_iterations
+            .unwrap_or(crate::Limits::default().max_loop_iterations)
+    }
 }
 
 /// A small, seedable generator (SplitMix64); streams are reproducible for a seed.
@@ -109,6 +125,7 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
     let plan = st.graph_plans.get(graph);
     for step in &plan.steps {
         let node = &graph.nodes[step.node];
+        st.stop.check(&node.name)?;
         let kernel = step
             .kernel
             .ok_or_else(|| crate::passes::decompose::unsupported(node, "cpu"))?;
@@ -319,7 +336,10 @@ impl Session {
                     .map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}")))
             })
             .collect::<Result<Vec<_>>>()?;
-        let mut run_state = RunState::default();
+        let mut run_state = RunState {
+            max_loop_iterations: Some(program.limits.max_loop_iterations),
+            ..RunState::default()
+        };
         run_state.prepared.freeze(&program, &state);
         Ok(Session {
             program: Arc::new(program),
@@ -430,6 +450,15 @@ impl Session {
                 msg: format!("expected the 16 bytes get_rng_state returns, got {n}"),
             }),
         }
+    }
+
+    /// [`Session::run`] that `options` may stop (a cancel token, a timeout): the run ends
+    /// with [`Error::Cancelled`] before the next node, and the session stays usable.
+    pub fn run_options(&mut self, inputs: Inputs, options: &RunOptions) -> Result<Vec<RValue>> {
+        self.run_state.stop = Stop::start(options);
+        let r = self.run(inputs);
+        self.run_state.stop = Stop::default();
+        r
     }
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.

@@ -168,9 +168,9 @@ fn cond(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(node_results(ctx, outs))
 }
 
-/// Iterations after which a while_loop is taken to be runaway (a model's loop is far shorter).
-const MAX_WHILE_ITERATIONS: u64 = 1 << 31;
-
+/// `while_loop`: at most `Limits::max_loop_iterations` iterations (a condition that never
+/// turns false ends with a `Limit` error), the run's cancel token and timeout checked before
+/// each (an empty body has no node to check them at).
 fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (cond_g, body_g) = (subgraph(ctx, 0, "cond_fn")?, subgraph(ctx, 1, "body_fn")?);
     let mut carried = flat_values(ctx, positional(ctx, 2, "carried_inputs")?)?;
@@ -193,10 +193,14 @@ fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             break;
         }
         iterations += 1;
-        if iterations > MAX_WHILE_ITERATIONS {
-            return Err(ctx.err(format!(
-                "while_loop ran more than {MAX_WHILE_ITERATIONS} iterations"
-            )));
+        ctx.state.stop.check(&ctx.node.name)?;
+        let limit = ctx.state.loop_limit();
+        if iterations > limit {
+            return Err(crate::error::Error::limit(
+                format!("the iterations of while_loop '{}'", ctx.node.name),
+                iterations,
+                limit,
+            ));
         }
         let next = run_graph(body_g, with_extra(&carried), ctx.state)
             .map_err(|e| ctx.err(format!("in body_fn (iteration {iterations}): {e}")))?;

@@ -33,6 +33,18 @@ def _while(x):
     return torch._higher_order_ops.while_loop(cond_fn, body_fn, (torch.tensor(0), x))
 
 
+def _while_n(n, x):
+    # As many iterations as the input `n` asks for: bad calls (tests/bad_calls.rs) pass a
+    # huge n to meet the loop limit, a timeout and a cancel.
+    def cond_fn(i, x):
+        return i < n
+
+    def body_fn(i, x):
+        return i + 1, x * 0.5 + 1.0
+
+    return torch._higher_order_ops.while_loop(cond_fn, body_fn, (torch.tensor(0), x))
+
+
 def _scan(init, xs, w):
     from torch._higher_order_ops.scan import scan
 
@@ -116,6 +128,7 @@ CASES = [
     Case("cond_false", _cond, [-x34.abs(), randn(2, 3)]),
     Case("cond_sym_pred", _cond_sym, [randn(6, 3)], dynamic_shapes=(({0: Dim("b", min=2, max=64)},),)),
     Case("while_loop", _while, [x34]),
+    Case("while_input_bound", _while_n, [torch.tensor(7), randn(3, 4)]),
     Case("map", _map, [randn(3, 4), randn(2)]),
     Case("scan", _scan, [randn(2, 3), randn(5, 2, 3, seed=1), randn(3, 3, seed=2)]),
     Case("scan_reverse_dim1", _scan_reverse, [randn(2), randn(2, 4, seed=3), randn(4, 2, seed=4)]),
