@@ -133,6 +133,14 @@ impl Error {
             msg: msg.to_string(),
         }
     }
+    /// An error of a subgraph (`what`: "in cond_fn", ...) as an error of the node `op` that
+    /// ran it; a stopped run ([`Error::Cancelled`]) stays what it is.
+    pub fn within(self, op: &str, what: impl fmt::Display) -> Self {
+        match self {
+            e @ Error::Cancelled { .. } => e,
+            e => Error::op(op, format!("{what}: {e}")),
+        }
+    }
     /// A short machine-readable code (used by the JS bindings as `error.code`).
     pub fn code(&self) -> &'static str {
         match self {

@@ -1208,3 +1208,46 @@ const ISTFT_CASES: &[&str] = &[
     "istft_normalized_long",
     "istft_short_length",
 ];
+
+/// On the GPU too, a runaway `while_loop` stops at the loop limit or a timeout with a typed
+/// error naming the loop or the node, and the session then runs torch's inputs again.
+#[test]
+fn runaway_loops_stop_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let limits = Limits {
+        max_loop_iterations: 50,
+        ..Limits::default()
+    };
+    let archive = Pt2Archive::open(
+        "control.pt2",
+        std::fs::read(common::fixtures().join("ops").join("control.pt2")).unwrap(),
+        limits,
+    )
+    .unwrap();
+    let opts = LoadOptions {
+        limits,
+        ..Default::default()
+    };
+    let p = archive.program(Some("while_input_bound"), &opts).unwrap();
+    let mut s = GpuSession::new(p, dev).unwrap();
+    let io_bytes = std::fs::read(common::fixtures().join("ops/control.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let get = |k: &str| common::to_tensor(&io.tensor(&format!("while_input_bound/{k}")).unwrap());
+    let x = get("input_1");
+    let call = |n: i64| vec![RValue::Tensor(Tensor::scalar(n)), RValue::Tensor(x.clone())];
+    // (int64 lives in int32 on the GPU: the largest n it holds.)
+    let e = s.run(call(i32::MAX as i64)).unwrap_err();
+    assert_eq!(e.code(), "LIMIT", "{e}");
+    assert!(e.to_string().contains("while_loop"), "{e}");
+    let timeout = pt2web::runtime::RunOptions {
+        timeout_ms: Some(0.0),
+        ..Default::default()
+    };
+    let good = vec![RValue::Tensor(get("input_0")), RValue::Tensor(x.clone())];
+    let e = pollster::block_on(s.run_async_options(good.clone(), &timeout)).unwrap_err();
+    assert_eq!(e.code(), "CANCELLED", "{e}");
+    // Then torch's call gives torch's answer.
+    let out = s.run(good).unwrap();
+    let (d, _) = common::metrics(out[1].as_tensor().unwrap(), &get("output_1"));
+    assert!(d < 1e-6, "after the stopped runs: max |diff| vs torch {d}");
+}

@@ -111,7 +111,7 @@ impl<'d> At<'_, 'd> {
     async fn run_sub(&mut self, g: &Graph, inputs: Vec<Slot>, what: &str) -> Result<Vec<Slot>> {
         Box::pin(run_graph(self.r, g, inputs, self.st))
             .await
-            .map_err(|e| Error::op(&self.node.target, format!("in {what}: {e}")))
+            .map_err(|e| e.within(&self.node.target, format!("in {what}")))
     }
     /// Truth of a predicate: a one-element GPU tensor (read back), a (sym) bool or a number.
     async fn truth(&mut self, s: &Slot, what: &str) -> Result<bool> {

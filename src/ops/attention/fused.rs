@@ -99,7 +99,7 @@ fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         inputs.push(ctx.resolve(&Arg::SymInt(i.clone()))?);
     }
     run_graph(parts.body, inputs, ctx.state)
-        .map_err(|e| ctx.err(format!("in the attention body: {e}")))
+        .map_err(|e| e.within(&ctx.node.target, "in the attention body"))
 }
 
 /// The attention of the node's q, k, v and mask in one kernel, or `None` where the body runs.

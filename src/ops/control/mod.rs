@@ -163,8 +163,8 @@ fn cond(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         subgraph(ctx, 2, "false_fn")?
     };
     let operands = flat_values(ctx, positional(ctx, 3, "operands")?)?;
-    let outs =
-        run_graph(branch, operands, ctx.state).map_err(|e| ctx.err(format!("in branch: {e}")))?;
+    let outs = run_graph(branch, operands, ctx.state)
+        .map_err(|e| e.within(&ctx.node.target, "in branch"))?;
     Ok(node_results(ctx, outs))
 }
 
@@ -182,7 +182,7 @@ fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let mut iterations = 0u64;
     loop {
         let p = run_graph(cond_g, with_extra(&carried), ctx.state)
-            .map_err(|e| ctx.err(format!("in cond_fn: {e}")))?;
+            .map_err(|e| e.within(&ctx.node.target, "in cond_fn"))?;
         let go = truth(
             ctx,
             p.first()
@@ -202,8 +202,12 @@ fn while_loop(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
                 limit,
             ));
         }
-        let next = run_graph(body_g, with_extra(&carried), ctx.state)
-            .map_err(|e| ctx.err(format!("in body_fn (iteration {iterations}): {e}")))?;
+        let next = run_graph(body_g, with_extra(&carried), ctx.state).map_err(|e| {
+            e.within(
+                &ctx.node.target,
+                format!("in body_fn (iteration {iterations})"),
+            )
+        })?;
         if next.len() != carried.len() {
             return Err(ctx.err(format!(
                 "body_fn returned {} values for {} carried inputs",
@@ -284,7 +288,7 @@ fn map_impl(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             .collect();
         inputs.extend(pos.iter().cloned());
         let outs = run_graph(f, inputs, ctx.state)
-            .map_err(|e| ctx.err(format!("in map body (slice {i}): {e}")))?;
+            .map_err(|e| e.within(&ctx.node.target, format!("in map body (slice {i})")))?;
         if per_out.is_empty() {
             per_out = vec![Vec::with_capacity(n); outs.len()];
         }
@@ -359,7 +363,7 @@ fn scan(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         }));
         inputs.extend(extra.iter().cloned());
         let mut outs = run_graph(f, inputs, ctx.state)
-            .map_err(|e| ctx.err(format!("in combine_fn (step {i}): {e}")))?;
+            .map_err(|e| e.within(&ctx.node.target, format!("in combine_fn (step {i})")))?;
         if outs.len() < k {
             return Err(ctx.err(format!(
                 "combine_fn returned {} values for {k} carried values",

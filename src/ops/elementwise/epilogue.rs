@@ -120,14 +120,15 @@ fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let produced = run_graph(parts.producer, pins, ctx.state);
     // Taken by the producer: applied.
     let applied = act.is_some() && ctx.state.tile_act.take().is_none();
-    let mut eins = produced.map_err(|e| ctx.err(format!("in the producer: {e}")))?;
+    let mut eins = produced.map_err(|e| e.within(&ctx.node.target, "in the producer"))?;
     if applied {
         eins.truncate(1);
         return Ok(eins);
     }
     eins.truncate(1);
     eins.extend(resolve(ctx, parts.extra_inputs())?);
-    run_graph(parts.epilogue, eins, ctx.state).map_err(|e| ctx.err(format!("in the epilogue: {e}")))
+    run_graph(parts.epilogue, eins, ctx.state)
+        .map_err(|e| e.within(&ctx.node.target, "in the epilogue"))
 }
 
 /// The shape rule: the producer's rule, then the epilogue's.

@@ -266,7 +266,7 @@ fn run(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .iter()
         .map(|&id| ctx.resolve(&Arg::Tensor(id)))
         .collect::<Result<Vec<_>>>()?;
-    run_graph(g, inputs, ctx.state).map_err(|e| ctx.err(format!("in the fused body: {e}")))
+    run_graph(g, inputs, ctx.state).map_err(|e| e.within(&ctx.node.target, "in the fused body"))
 }
 
 /// The shape rule: the body's rules.
