@@ -279,6 +279,9 @@ fn randperm(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 
 /// The most categories `multinomial` samples from (torch's limit).
 const MULTINOMIAL_MAX_CATEGORIES: usize = 1 << 24;
+/// The most row steps of one `multinomial` without replacement (rows x samples x
+/// categories; seconds of work).
+const MULTINOMIAL_MAX_STEPS: u128 = 1 << 32;
 
 /// The checked arguments of `multinomial(self, num_samples, replacement)`: `rows` rows of
 /// `cats` non-negative finite weights (row-major, f64) with a positive sum.
@@ -321,6 +324,16 @@ impl Multinomial {
         }
         if cats > MULTINOMIAL_MAX_CATEGORIES {
             return Err("number of categories cannot exceed 2^24".into());
+        }
+        // Without replacement each sample is a pass over its row (sequential draws, the
+        // same on CPU and GPU): bounded so that a program cannot ask for hours of work.
+        let steps = (rows as u128) * (samples as u128) * (cats as u128);
+        if !replacement && steps > MULTINOMIAL_MAX_STEPS {
+            return Err(format!(
+                "multinomial without replacement takes a pass over the row per sample: \
+                 {rows} rows x {samples} samples x {cats} categories is more than \
+                 {MULTINOMIAL_MAX_STEPS} steps"
+            ));
         }
         Ok(Multinomial {
             rows,
@@ -592,4 +605,25 @@ fn native_dropout_backward(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             .collect();
         Ok(vec![Tensor::from_vec(v, &g.sizes).into()])
     }, else Err(ctx.err(format!("dtype {} is not supported", g.dtype))))
+}
+
+#[cfg(test)]
+mod multinomial_tests {
+    use super::*;
+
+    /// Sampling without replacement is a pass over the row per sample: a request that would
+    /// take more than `MULTINOMIAL_MAX_STEPS` steps is refused up front (on every device,
+    /// which all parse through here); the same sizes with replacement are fine.
+    #[test]
+    fn sampling_without_replacement_is_bounded() {
+        let e = Multinomial::parse(&[1, 1 << 17], DType::F32, 1 << 16, false)
+            .err()
+            .unwrap();
+        assert!(
+            e.contains("1 rows x 65536 samples x 131072 categories"),
+            "{e}"
+        );
+        assert!(Multinomial::parse(&[1, 1 << 17], DType::F32, 1 << 16, true).is_ok());
+        assert!(Multinomial::parse(&[4, 1 << 12], DType::F32, 1 << 12, false).is_ok());
+    }
 }
