@@ -262,8 +262,9 @@ def main():
         print(f"  note: {n}")
     if a.json:
         Path(a.json).write_text(json.dumps({"threads": threads, "peak_gflops": peak, "peak": peak_how, "rows": rows}, indent=1))
-    if a.gemm != "none":
-        gemm_rows(a.gemm.split(","), a.runs, peak)
+    shapes = [g for g in a.gemm.split(",") if g and g != "none"]
+    if shapes:
+        gemm_rows(shapes, a.runs, peak)
 
 
 if __name__ == "__main__":
