@@ -136,7 +136,11 @@ impl PadParams {
         for k in 0..pad.len() / 2 {
             let d = r - 1 - k;
             let (lo, hi, n) = (pad[2 * k], pad[2 * k + 1], sizes[d] as i64);
-            let size = n + lo + hi;
+            let Some(size) = n.checked_add(lo).and_then(|s| s.checked_add(hi)) else {
+                return Err(ctx.err(format!(
+                    "padding ({lo}, {hi}) at dimension {d} overflows the output size"
+                )));
+            };
             if size < 0 {
                 return Err(ctx.err(format!("the input size {n} at dimension {d}, plus negative padding {lo} and {hi}, resulted in a negative output size")));
             }
@@ -146,6 +150,8 @@ impl PadParams {
                 PadMode::Circular => lo > n || hi > n,
                 PadMode::Replicate => n == 0,
             };
+            // (a size beyond the element limit would not even fit a wasm32 usize)
+            crate::ops::factory::check_numel(ctx, size as u64)?;
             if bad {
                 return Err(ctx.err(format!("padding ({lo}, {hi}) at dimension {d} is too large for an input of size {n} in {:?} mode (input shape {sizes:?})", self.mode)));
             }
@@ -189,8 +195,16 @@ fn source(mode: PadMode, o: i64, lo: i64, n: i64) -> Option<usize> {
 
 /// Pad `t` as `p` says.
 pub(crate) fn pad_t(ctx: &OpCtx, t: &Tensor, p: &PadParams) -> Result<Tensor> {
+    let dims = p.dims(ctx, &t.sizes)?;
+    // The output is materialized: bounded before anything is allocated.
+    let numel = p
+        .out_sizes(ctx, &t.sizes)?
+        .iter()
+        .try_fold(1u64, |a, &n| a.checked_mul(n as u64))
+        .unwrap_or(u64::MAX);
+    crate::ops::factory::check_numel(ctx, numel)?;
     let mut maps: Vec<DimMap> = t.sizes.iter().map(|&n| identity(n)).collect();
-    for d in p.dims(ctx, &t.sizes)? {
+    for d in dims {
         let n = t.sizes[d.dim] as i64;
         maps[d.dim] = (0..d.size as i64)
             .map(|o| source(p.mode, o, d.lo, n))

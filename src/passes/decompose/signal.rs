@@ -173,7 +173,7 @@ pub(super) fn istft(b: &mut Builder, n: &Node) -> DResult<Vec<Arg>> {
     let full = n_fft + hop * (n_frames - 1);
     let start = if center { n_fft / 2 } else { 0 };
     let end = match opt_int(n, "length")? {
-        Some(l) if l >= 0 => start + l,
+        Some(l) if l >= 0 => start.saturating_add(l),
         Some(l) => return Err(format!("length {l}")),
         None if center => full - n_fft / 2,
         None => full,
