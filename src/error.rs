@@ -79,10 +79,13 @@ pub enum Error {
     #[error("gpu: {0}")]
     Gpu(String),
 
-    /// A GPU allocation would pass the limit set with `set_per_process_memory_fraction`.
-    /// The device stays usable: free tensors or raise the fraction and try again.
-    #[error("gpu out of memory: allocating {requested} bytes for {what} with {allocated} bytes in use would exceed the limit of {limit} bytes (raise it with set_per_process_memory_fraction or free tensors)")]
+    /// An allocation would pass a memory limit: on the GPU the one set with
+    /// `set_per_process_memory_fraction`; in a WebAssembly instance, the memory it could not
+    /// reserve for a run. Nothing was allocated and the session stays usable.
+    #[error("{memory} out of memory: allocating {requested} bytes for {what} with {allocated} bytes in use would exceed the limit of {limit} bytes ({hint})", hint = oom_hint(memory))]
     OutOfMemory {
+        /// Which memory: [`GPU_MEMORY`] or [`WASM_MEMORY`].
+        memory: &'static str,
         what: String,
         requested: u64,
         allocated: u64,
@@ -93,6 +96,18 @@ pub enum Error {
     /// its timeout) before node `at`; the session stays usable.
     #[error("run stopped ({reason}) before node '{at}'")]
     Cancelled { reason: String, at: String },
+}
+
+/// [`Error::OutOfMemory`] of a GPU device.
+pub const GPU_MEMORY: &str = "gpu";
+/// [`Error::OutOfMemory`] of a WebAssembly instance's linear memory.
+pub const WASM_MEMORY: &str = "wasm";
+
+fn oom_hint(memory: &str) -> &'static str {
+    match memory {
+        GPU_MEMORY => "raise it with set_per_process_memory_fraction or free tensors",
+        _ => "the instance could not grow its memory: use smaller inputs, or the GPU",
+    }
 }
 
 impl Error {
@@ -134,10 +149,21 @@ impl Error {
         }
     }
     /// An error of a subgraph (`what`: "in cond_fn", ...) as an error of the node `op` that
-    /// ran it; a stopped run ([`Error::Cancelled`]) stays what it is.
+    /// ran it; a stopped run ([`Error::Cancelled`]), a limit and an out-of-memory error keep
+    /// their kind (and code).
     pub fn within(self, op: &str, what: impl fmt::Display) -> Self {
         match self {
-            e @ Error::Cancelled { .. } => e,
+            e @ (Error::Cancelled { .. } | Error::OutOfMemory { .. }) => e,
+            // A limit stays a limit (its code is what callers act on), with the context.
+            Error::Limit {
+                what: w,
+                value,
+                limit,
+            } => Error::Limit {
+                what: format!("{op}: {what}: {w}"),
+                value,
+                limit,
+            },
             e => Error::op(op, format!("{what}: {e}")),
         }
     }

@@ -270,3 +270,80 @@ fn runaway_loops_stop_at_the_limit_a_timeout_or_a_cancel() {
     let e = s.run_options(tensors(&ins), &cancel).unwrap_err();
     assert_eq!(e.code(), "CANCELLED", "{e}");
 }
+
+/// The hostile sizes of `hostile_alloc` (see tests/fixgen/gen_fixtures.py), each a LIMIT
+/// error naming the node and op before anything is allocated (the process would abort on
+/// a failed 16 GiB allocation otherwise), under the default limits; the session then runs
+/// torch's call and matches it.
+#[test]
+fn huge_allocations_are_refused_before_anything_is_allocated() {
+    let (mut s, ins, want) = fixture("hostile_alloc");
+    let with = |i: usize, t: Tensor| {
+        let mut v = ins.clone();
+        v[i] = t;
+        tensors(&v)
+    };
+    let refused = |s: &mut Session, call: Vec<RValue>, words: &[&str]| {
+        let e = s.run(call).unwrap_err();
+        let msg = e.to_string();
+        assert_eq!(e.code(), "LIMIT", "{msg}");
+        for w in words {
+            assert!(msg.contains(w), "'{msg}' should mention '{w}'");
+        }
+    };
+    // zeros(65536, 65536): 16 GiB of float32, refused by the Plan's meta pass.
+    let x = Tensor::zeros(DType::F32, &[65536, 3]).unwrap();
+    refused(
+        &mut s,
+        with(0, x),
+        &[
+            "node 'zeros'",
+            "aten.zeros",
+            "17179869184",
+            "max_tensor_bytes",
+        ],
+    );
+    good_call_works(&mut s, &ins, &want, "zeros(65536, 65536)");
+    // expand(2^20, 2^12).contiguous(): a view of 4 MiB made 16 GiB by the copy.
+    let y = Tensor::zeros(DType::F32, &[1 << 20, 1]).unwrap();
+    refused(
+        &mut s,
+        with(1, y),
+        &["node 'contiguous'", "17179869184", "max_tensor_bytes"],
+    );
+    good_call_works(&mut s, &ins, &want, "expand().contiguous()");
+    // repeat_interleave with counts from tensor data: refused by the kernel once it has
+    // summed them, before building anything.
+    // 2^31 float32 elements: within the element limit, 8 GiB.
+    let r = Tensor::from_vec(vec![1i64 << 31, 0, 0], &[3]);
+    refused(
+        &mut s,
+        with(3, r),
+        &["repeat_interleave", "8589934592", "max_tensor_bytes"],
+    );
+    good_call_works(&mut s, &ins, &want, "repeat_interleave");
+}
+
+/// `Limits::max_live_bytes` bounds the peak of a run (the Plan's estimate) before it starts.
+#[test]
+fn the_live_byte_budget_is_checked_before_a_run() {
+    let (program, ins, want) = first_io_case("hostile_alloc");
+    // The example call's peak is about 1 MiB (its zeros(4, 65536)).
+    let limits = pt2web::Limits {
+        max_live_bytes: 2 << 20,
+        ..program.limits
+    };
+    let mut s = Session::new(pt2web::program::Program { limits, ..program }).unwrap();
+    good_call_works(&mut s, &ins, &want, "nothing");
+    // zeros(16, 65536) is 4 MiB: under the tensor limit, over the live one.
+    let mut big = ins.clone();
+    big[0] = Tensor::zeros(DType::F32, &[16, 3]).unwrap();
+    let e = s.run(tensors(&big)).unwrap_err();
+    assert_eq!(e.code(), "LIMIT", "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("max_live_bytes") && msg.contains("2097152"),
+        "{msg}"
+    );
+    good_call_works(&mut s, &ins, &want, "the live budget");
+}

@@ -1251,3 +1251,49 @@ fn runaway_loops_stop_on_the_gpu() {
     let (d, _) = common::metrics(out[1].as_tensor().unwrap(), &get("output_1"));
     assert!(d < 1e-6, "after the stopped runs: max |diff| vs torch {d}");
 }
+
+/// The byte budget holds on the GPU as on the CPU (tests/bad_calls.rs): `hostile_alloc`'s
+/// huge sizes are LIMIT errors naming the node before any buffer is made, and the session
+/// then runs torch's call.
+#[test]
+fn huge_allocations_are_refused_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let (program, ins, want) = common::first_io_case("hostile_alloc");
+    let mut s = GpuSession::new(program, dev).unwrap();
+    let call = |i: usize, t: Tensor| {
+        let mut v: Vec<RValue> = ins.iter().cloned().map(RValue::Tensor).collect();
+        v[i] = RValue::Tensor(t);
+        v
+    };
+    let huge = [
+        (
+            0,
+            Tensor::zeros(DType::F32, &[65536, 3]).unwrap(),
+            "node 'zeros'",
+        ),
+        (
+            1,
+            Tensor::zeros(DType::F32, &[1 << 20, 1]).unwrap(),
+            "node 'contiguous'",
+        ),
+        (
+            3,
+            // (Each count within int32, in which the GPU holds int64; 8 GiB in all.)
+            Tensor::from_vec(vec![1i64 << 30, 1 << 30, 0], &[3]),
+            "repeat_interleave",
+        ),
+    ];
+    for (i, t, node) in huge {
+        let e = s.run(call(i, t)).unwrap_err();
+        assert_eq!(e.code(), "LIMIT", "{e}");
+        assert!(e.to_string().contains(node), "{e}");
+        let out = s
+            .run(ins.iter().cloned().map(RValue::Tensor).collect())
+            .unwrap();
+        for (g, w) in out.iter().zip(&want) {
+            // Sums of 4096 float32 terms (of size ~1000) in another order than torch's.
+            let (d, _) = common::metrics(g.as_tensor().unwrap(), w);
+            assert!(d < 0.5, "after {node}: max |diff| vs torch {d}");
+        }
+    }
+}

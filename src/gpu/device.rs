@@ -312,6 +312,7 @@ impl GpuDevice {
         if let Some(limit) = p.limit {
             if p.stats.allocated + size > limit {
                 return Err(Error::OutOfMemory {
+                    memory: crate::error::GPU_MEMORY,
                     what: what.to_string(),
                     requested: size,
                     allocated: p.stats.allocated,

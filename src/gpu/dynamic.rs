@@ -770,6 +770,19 @@ async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
     {
         return Ok(None);
     }
+    // The counts are summed in 32 bits here: their largest, read back first, bounds the sum,
+    // and one that could pass i32 declines to the CPU kernel (which sums in 64 bits and
+    // checks the size against the limits).
+    if reps.numel() > 1 {
+        match a.extrema(&reps).await? {
+            Some(histogram::Extrema::Range(_, hi))
+                if hi * reps.numel() as f64 <= i32::MAX as f64 => {}
+            Some(histogram::Extrema::Negative(_)) => {
+                return Err(a.err("repeats can not be negative"))
+            }
+            _ => return Ok(None),
+        }
+    }
     let Some(c) = select::count_repeats(&mut a.kc(), &reps)? else {
         return Ok(None);
     };
@@ -777,6 +790,9 @@ async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
     if n < 0 {
         return Err(a.err("repeats can not be negative"));
     }
+    let row = x.as_ref().map_or(1, |x| x.numel() / x.sizes[d].max(1));
+    let dtype = x.as_ref().map_or(reps.dtype, |x| x.dtype);
+    crate::ops::factory::check_alloc(&a.ctx(), (n as u64).saturating_mul(row as u64), dtype)?;
     let k = &mut a.kc();
     let Some(x) = x else {
         let idx = select::repeat_index(k, &c, n as usize, reps.dtype)?;

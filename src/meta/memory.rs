@@ -185,7 +185,7 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
 }
 
 /// Ops whose output shares the storage of their first tensor argument on the CPU backend.
-fn is_view(target: &str) -> bool {
+pub(crate) fn is_view(target: &str) -> bool {
     let op = target
         .strip_prefix("aten.")
         .and_then(|t| t.split('.').next())

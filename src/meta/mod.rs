@@ -248,6 +248,17 @@ pub fn bind_inputs(program: &Program, inputs: &[MValue]) -> Result<Bindings, Met
 /// Run the meta pass: bind the symbols from `inputs` (user inputs in flattened pytree order),
 /// take the state's dtypes and shapes, and apply every node's rule.
 pub fn infer(program: &Program, inputs: &[MValue]) -> Result<Inferred, MetaError> {
+    infer_with(program, inputs, false)
+}
+
+/// [`infer`] that goes on past a node it cannot size (no rule, or a size that depends on
+/// tensor data): that node's outputs, and whatever is computed from them, stay `None`, and
+/// everything else is sized. The run's byte budget is checked on what this knows.
+pub fn infer_partial(program: &Program, inputs: &[MValue]) -> Result<Inferred, MetaError> {
+    infer_with(program, inputs, true)
+}
+
+fn infer_with(program: &Program, inputs: &[MValue], partial: bool) -> Result<Inferred, MetaError> {
     let bindings = bind_inputs(program, inputs)?;
     let mut user = inputs.iter();
     let mut graph_inputs = Vec::with_capacity(program.inputs.len());
@@ -268,7 +279,7 @@ pub fn infer(program: &Program, inputs: &[MValue]) -> Result<Inferred, MetaError
             InputKind::ConstantValue { .. } => MValue::None,
         });
     }
-    let values = run_graph(&program.graph, graph_inputs, &bindings)?;
+    let values = run_graph_with(&program.graph, graph_inputs, &bindings, partial)?;
     Ok(Inferred { bindings, values })
 }
 
@@ -277,6 +288,17 @@ pub fn run_graph(
     graph: &Graph,
     inputs: Vec<MValue>,
     bindings: &Bindings,
+) -> Result<Vec<Option<MValue>>, MetaError> {
+    run_graph_with(graph, inputs, bindings, false)
+}
+
+/// [`run_graph`]; `partial`: a node whose rule is missing or fails leaves its outputs
+/// `None` instead of ending the pass ([`infer_partial`]).
+fn run_graph_with(
+    graph: &Graph,
+    inputs: Vec<MValue>,
+    bindings: &Bindings,
+    partial: bool,
 ) -> Result<Vec<Option<MValue>>, MetaError> {
     if inputs.len() != graph.inputs.len() {
         return Err(MetaError::Input(format!(
@@ -296,15 +318,22 @@ pub fn run_graph(
             target: node.target.clone(),
             msg,
         };
-        let rule = table
-            .shape_rule(&node.target)
-            .ok_or_else(|| MetaError::MissingRule {
+        let Some(rule) = table.shape_rule(&node.target) else {
+            if partial {
+                continue;
+            }
+            return Err(MetaError::MissingRule {
                 node: node.name.clone(),
                 target: node.target.clone(),
-            })?;
+            });
+        };
         let outs = {
             let mut ctx = MetaCtx::new(node, graph, &env, bindings);
-            rule(&mut ctx).map_err(invalid)?
+            match rule(&mut ctx) {
+                Ok(outs) => outs,
+                Err(_) if partial => continue,
+                Err(e) => return Err(invalid(e)),
+            }
         };
         let declared = node
             .outputs

@@ -17,6 +17,7 @@
 //! signature that passed them once passes them again.
 
 mod bind;
+pub mod budget;
 mod prepared;
 pub use bind::bind_signature;
 pub use prepared::Prepared;

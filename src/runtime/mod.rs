@@ -43,16 +43,15 @@ pub struct RunState {
     pub(crate) tile_act: Option<crate::ops::elementwise::epilogue::TileAct>,
     /// The run's cancel token and deadline ([`RunOptions`]), checked before each node.
     pub(crate) stop: Stop,
-    /// Iterations one `while_loop` may run ([`crate::Limits::max_loop_iterations`] of the
-    /// program; the default limit when unset).
-    pub(crate) max_loop_iterations: Option<u64>,
+    /// The program's limits: iterations of one `while_loop`, bytes of one tensor (checked
+    /// by kernels whose output size depends on tensor data).
+    pub(crate) limits: crate::Limits,
 }
 
 impl RunState {
     /// Iterations one `while_loop` may run.
     pub(crate) fn loop_limit(&self) -> u64 {
-        self.max_loop_iterations
-            .unwrap_or(crate::Limits::default().max_loop_iterations)
+        self.limits.max_loop_iterations
     }
 }
 
@@ -337,7 +336,7 @@ impl Session {
             })
             .collect::<Result<Vec<_>>>()?;
         let mut run_state = RunState {
-            max_loop_iterations: Some(program.limits.max_loop_iterations),
+            limits: program.limits,
             ..RunState::default()
         };
         run_state.prepared.freeze(&program, &state);
@@ -372,6 +371,7 @@ impl Session {
         let bindings = crate::plan::bind_signature(&self.program, &sig, &self.guards)?;
         self.run_state.graph_plans.get(&self.program.graph);
         let mut plan = crate::plan::Plan::build(&self.program, sig, bindings);
+        crate::plan::budget::check(&self.program, &plan)?;
         plan.prepare_ms = profile::now_ms() - start;
         let plan = Arc::new(plan);
         self.plans.insert(plan.clone());
@@ -464,6 +464,7 @@ impl Session {
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.
     pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
         let plan = self.plan_for(crate::plan::signature(&inputs))?;
+        crate::plan::budget::reserve(&plan)?;
         self.run_state.bindings = plan.bindings.clone();
         let p = self.program.clone();
         let mut user = inputs.clone().into_iter();

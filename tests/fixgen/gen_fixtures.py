@@ -342,6 +342,30 @@ def _f():
     return _dyn_batch("dyn_batch_core", True)
 
 
+class HostileAlloc(nn.Module):
+    """Sizes a caller controls: `zeros(b, 65536)`, `y.expand(c, 2**18).contiguous()` and
+    `repeat_interleave(z, r)` with tensor counts (data-dependent). Small calls run; with
+    b = 65536 (16 GiB), c = 2**20 (16 GiB) or r = [2**31, 0, 0] (8 GiB) a run must be
+    refused before anything is allocated (tests/bad_calls.rs). (Rows stay short: lavapipe
+    ends any shader loop after 65,535 iterations, so a longer `sum` row is wrong there.)"""
+
+    def forward(self, x, y, z, r):
+        a = torch.zeros(x.shape[0], 65536).sum(1) + x.sum(1)
+        b = y.expand(y.shape[0], 1 << 12).contiguous().sum(1)
+        c = torch.repeat_interleave(z, r, dim=0)
+        return a, b, c.sum()
+
+
+@fixture("hostile_alloc")
+def _f():
+    seeded(11)
+    args = (rnd(4, 3), rnd(2, 1), rnd(3), torch.tensor([1, 0, 3]))
+    return single("hostile_alloc", "sizes the caller controls (zeros, expand+contiguous, repeat_interleave with "
+                  "tensor counts): small calls match; huge ones must be refused by the byte budget",
+                  HostileAlloc(), args,
+                  dynamic_shapes=({0: Dim("b")}, {0: Dim("c")}, {0: Dim("k")}, {0: Dim("k")}))
+
+
 class DerivedPlus1(nn.Module):
     def forward(self, x, y):
         return x + y[1:], y[:-1] * 2 - x, torch.cat([x, y]).cumsum(0)

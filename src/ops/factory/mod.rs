@@ -12,7 +12,7 @@ use super::elementwise::engine::scalar_full;
 use super::{OpCtx, OpTable, Scalar};
 use crate::cpu::{cast, Tensor};
 use crate::dtype::DType;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::limits::Limits;
 use crate::program::Arg;
 use crate::runtime::RValue;
@@ -60,12 +60,43 @@ pub(crate) fn sizes_arg(ctx: &OpCtx, name: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// Refuse a tensor of `numel` elements before it is allocated: more elements than
+/// [`Limits::max_tensor_elements`], or more bytes than [`Limits::max_tensor_bytes`] at one
+/// byte per element (every dtype has at least one; [`check_alloc`] counts the dtype's).
 pub(crate) fn check_numel(ctx: &OpCtx, numel: u64) -> Result<()> {
-    let max = Limits::default().max_tensor_elements;
-    if numel > max {
-        return Err(ctx.err(format!(
-            "a tensor of {numel} elements exceeds the limit of {max}"
-        )));
+    check_bytes(ctx, numel, numel)
+}
+
+/// [`check_numel`] for a tensor of `dtype`, its bytes counted exactly.
+pub(crate) fn check_alloc(ctx: &OpCtx, numel: u64, dtype: DType) -> Result<()> {
+    check_bytes(ctx, numel, numel.saturating_mul(dtype.size() as u64))
+}
+
+fn check_bytes(ctx: &OpCtx, numel: u64, bytes: u64) -> Result<()> {
+    let Limits {
+        max_tensor_elements,
+        max_tensor_bytes,
+        ..
+    } = ctx.state.limits;
+    let made_by = |what: &str, limit: &str| {
+        format!(
+            "the {what} of a tensor made by node '{}' ({}) ({limit})",
+            ctx.node.name, ctx.node.target
+        )
+    };
+    if numel > max_tensor_elements {
+        return Err(Error::limit(
+            made_by("elements", "Limits::max_tensor_elements"),
+            numel,
+            max_tensor_elements,
+        ));
+    }
+    if bytes > max_tensor_bytes {
+        return Err(Error::limit(
+            made_by("bytes", "Limits::max_tensor_bytes"),
+            bytes,
+            max_tensor_bytes,
+        ));
     }
     Ok(())
 }
@@ -105,6 +136,7 @@ fn full(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         DType::F32
     };
     let dtype = ctx.opt_dtype("dtype")?.unwrap_or(default);
+    check_alloc(ctx, sizes.iter().map(|&s| s as u64).product(), dtype)?;
     one(scalar_full(dtype, &sizes, value)?)
 }
 
@@ -151,7 +183,7 @@ fn empty_strided(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             .map(|(&n, &s)| (n as u64 - 1).saturating_mul(s as u64))
             .fold(0u64, |a, b| a.saturating_add(b))
     };
-    check_numel(ctx, storage)?;
+    check_alloc(ctx, storage, dtype)?;
     let base = Tensor::zeros(dtype, &[storage as usize])?;
     one(base.view_with(sizes, strides, 0))
 }

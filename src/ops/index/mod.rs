@@ -435,7 +435,10 @@ fn nonzero(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let t = ctx.tensor("self")?;
     let flags = t.to_vec::<bool>();
     let rank = t.rank();
-    let mut coords: Vec<i64> = Vec::new();
+    // The output's size depends on the data: checked once it is known, before allocating.
+    let count = flags.iter().filter(|&&f| f).count() as u64;
+    crate::ops::factory::check_alloc(ctx, count.saturating_mul(rank as u64), crate::DType::I64)?;
+    let mut coords: Vec<i64> = Vec::with_capacity(count as usize * rank);
     let mut c = vec![0usize; rank];
     for &f in &flags {
         if f {

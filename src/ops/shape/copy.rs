@@ -306,6 +306,7 @@ fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         if reps.rank() > 1 || counts.iter().any(|&c| c < 0) {
             return Err(ctx.err("repeats must be a 1-d tensor of non-negative counts"));
         }
+        check_repeats(ctx, &counts, 1, reps.dtype)?;
         let idx: Vec<i64> = counts
             .iter()
             .enumerate()
@@ -339,6 +340,7 @@ fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     if counts.iter().any(|&c| c < 0) {
         return Err(ctx.err("repeats can not be negative"));
     }
+    check_repeats(ctx, &counts, src.numel() / n.max(1), src.dtype)?;
     let mut maps: Vec<DimMap> = src.sizes.iter().map(|&s| identity(s)).collect();
     if src.rank() == 0 {
         return one(fresh(&src)?);
@@ -349,6 +351,16 @@ fn repeat_interleave(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .flat_map(|(i, &c)| std::iter::repeat_n(Some(i), c as usize))
         .collect();
     one(gather_dims(&src, &maps, 0.0)?)
+}
+
+/// The output of repeat_interleave (`sum(counts)` rows of `row` elements) within the
+/// limits, checked before its index map is built: the counts come from tensor data or
+/// from the program.
+fn check_repeats(ctx: &OpCtx, counts: &[i64], row: usize, dtype: crate::DType) -> Result<()> {
+    let total = counts
+        .iter()
+        .fold(0u64, |a, &c| a.saturating_add(c.max(0) as u64));
+    crate::ops::factory::check_alloc(ctx, total.saturating_mul(row as u64), dtype)
 }
 
 // ---------------------------------------------------------------------------------------
