@@ -21,6 +21,27 @@ struct Meta {
     // `norm`: the order p. The int entry points (`reduce_i`, `arg_reduce_i`, `scan_i`):
     // the small int dtype of the int output, as bits (see `wrap_small`).
     p: f32,
+    // `reduce` / `reduce_i` in parts (`chunks` > 1): thread t reduces run t % chunks, of
+    // `chunk_len` elements, of output t / chunks into out[t]; a second dispatch reduces the
+    // runs. (lavapipe ends a shader's loops after 65,535 iterations in all; long rows also
+    // want more threads than outputs on any GPU.)
+    chunks: u32,
+    chunk_len: u32,
+}
+
+// The output and the range of reduced elements of thread `t` of `reduce` / `reduce_i`.
+struct Part {
+    out: u32,
+    first: u32,
+    end: u32,
+}
+
+fn part_of(t: u32) -> Part {
+    if params.chunks <= 1u {
+        return Part(t, 0u, params.n_red);
+    }
+    let first = (t % params.chunks) * params.chunk_len;
+    return Part(t / params.chunks, first, min(params.n_red, first + params.chunk_len));
 }
 
 override OP: u32 = 0u;
@@ -73,11 +94,12 @@ fn is_nan(v: f32) -> bool {
 
 @compute @workgroup_size(64)
 fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * params.row;
-    if i >= params.n_out {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.n_out * max(params.chunks, 1u) {
         return;
     }
-    var rem = i;
+    let part = part_of(t);
+    var rem = part.out;
     var base = params.offset;
     var d = params.kept_rank;
     loop {
@@ -96,7 +118,7 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         acc = bitcast<f32>(INF_BITS);
     }
     var nan = false;
-    for (var j = 0u; j < params.n_red; j = j + 1u) {
+    for (var j = part.first; j < part.end; j = j + 1u) {
         var r = j;
         var o = base;
         var e = params.red_rank;
@@ -120,9 +142,9 @@ fn reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
         }
     }
     if OP == ReduceOp_Sum {
-        out[i] = to_out(acc * params.scale);
+        out[t] = to_out(acc * params.scale);
     } else {
-        out[i] = to_out(select(acc, bitcast<f32>(NAN_BITS), nan));
+        out[t] = to_out(select(acc, bitcast<f32>(NAN_BITS), nan));
     }
 }
 
@@ -162,11 +184,12 @@ fn red_offset(j: u32) -> u32 {
 
 @compute @workgroup_size(64)
 fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * params.row;
-    if i >= params.n_out {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.n_out * max(params.chunks, 1u) {
         return;
     }
-    let base = base_of(i);
+    let part = part_of(t);
+    let base = base_of(part.out);
     var acc = 0;
     if OP == ReduceIntOp_Max {
         acc = -2147483647 - 1;
@@ -175,7 +198,7 @@ fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
     } else if OP == ReduceIntOp_Prod {
         acc = 1;
     }
-    for (var j = 0u; j < params.n_red; j = j + 1u) {
+    for (var j = part.first; j < part.end; j = j + 1u) {
         let v = x_i[base + red_offset(j)];
         if OP == ReduceIntOp_Sum {
             acc = acc + v;
@@ -187,7 +210,7 @@ fn reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
             acc = acc * v;
         }
     }
-    out_i[i] = wrap_small(acc);
+    out_i[t] = wrap_small(acc);
 }
 
 fn inf_() -> f32 {

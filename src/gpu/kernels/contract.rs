@@ -7,7 +7,7 @@
 
 use super::elementwise::binary_f32;
 use super::linalg::{contiguous, encode_mm, is_int};
-use super::{grid, pad8, BinaryOp, KernelCtx, Out, ReduceMeta, ReduceOp};
+use super::{pad8, BinaryOp, KernelCtx, Out, ReduceMeta, ReduceOp};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
@@ -62,7 +62,6 @@ fn sum_except(k: &mut KernelCtx, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<O
     k.ensure(&op.t)?;
     let out = k.new_out(d, &ks)?;
     if n_out > 0 {
-        let (gx, gy, row) = grid(n_out, 64);
         let meta = ReduceMeta {
             n_out: n_out as u32,
             n_red: n_red as u32,
@@ -73,16 +72,10 @@ fn sum_except(k: &mut KernelCtx, op: Op, keep: &dyn Fn(u32) -> bool) -> Result<O
             red_shape: pad8(&gs),
             red_strides: pad8(&gv.strides),
             offset: op.t.offset as u32,
-            row,
             scale: 1.0,
-            p: 0.0,
+            ..Default::default()
         };
-        let (v, bufs) = if is_int(d) {
-            (ReduceOp::Sum.int_variant(), [(3, &out), (4, &op.t)])
-        } else {
-            (ReduceOp::Sum.variant(), [(1, &out), (2, &op.t)])
-        };
-        k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
+        super::reduce_ops::dispatch_reduce(k, meta, ReduceOp::Sum, &op.t, &out, is_int(d))?;
     }
     Ok(Some(Op {
         t: out,

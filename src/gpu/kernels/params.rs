@@ -70,6 +70,11 @@ pub struct ReduceMeta {
     pub scale: f32,
     /// `stats` norm: the order p.
     pub p: f32,
+    /// `reduce` / `reduce_i` in parts: each output's reduced elements split into `chunks`
+    /// runs of `chunk_len` (0: one run), a partial result per (output, run), row-major.
+    pub chunks: u32,
+    pub chunk_len: u32,
+    pub _pad: [u32; 2],
 }
 
 /// An enum of op codes and the WGSL `const`s the shader switches on: `Name::Variant = n`

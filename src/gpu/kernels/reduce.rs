@@ -108,6 +108,7 @@ pub(super) fn plan(x: &GTensor, red: &[bool], keepdim: bool) -> Plan {
         row,
         scale: 1.0,
         p: 0.0,
+        ..Default::default()
     };
     Plan {
         meta,

@@ -316,7 +316,6 @@ pub(super) fn encode_reduce(
         return Ok(out);
     }
     let sel = |ds: &[usize], v: &[usize]| -> Vec<usize> { ds.iter().map(|&d| v[d]).collect() };
-    let (gx, gy, row) = grid(n_out, 64);
     let meta = ReduceMeta {
         n_out: n_out as u32,
         n_red: n_red as u32,
@@ -327,17 +326,76 @@ pub(super) fn encode_reduce(
         red_shape: pad8(&sel(&rd, &x.sizes)),
         red_strides: pad8(&sel(&rd, &x.strides)),
         offset: x.offset as u32,
-        row,
+        row: 0,
         scale,
         // reduce_i: a small int output wraps to its dtype (sum(dtype=torch.uint8)).
         p: f32::from_bits(crate::gpu::store::SmallInt::code(out_dtype)),
+        ..Default::default()
     };
-    let (v, bufs) = match k.elems(x.dtype, out_dtype) {
-        Some(e) if !int_mode => (rop.variant().typed(e), [(1, &out), (2, x)]),
-        _ => (rop.int_variant(), [(3, &out), (4, x)]),
-    };
-    k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))?;
+    let int = int_mode || k.elems(x.dtype, out_dtype).is_none();
+    dispatch_reduce(k, meta, rop, x, &out, int)?;
     Ok(out)
+}
+
+/// Reduced elements one thread of `reduce` / `reduce_i` takes at most; longer rows are
+/// reduced in parts, then the parts (see reduce.wgsl).
+const PART_LEN: usize = 4096;
+
+/// Dispatch `reduce` (`int`: `reduce_i`) of `meta` from `x` into `out`: one thread per
+/// output, or for rows longer than [`PART_LEN`] one per part of a row, then one per output
+/// over its parts (f32 or int32 partial results; `scale` and the small-int wrap applied
+/// once, at the end).
+pub(super) fn dispatch_reduce(
+    k: &mut KernelCtx,
+    meta: ReduceMeta,
+    rop: ReduceOp,
+    x: &GTensor,
+    out: &GTensor,
+    int: bool,
+) -> Result<()> {
+    let one = |k: &mut KernelCtx, mut meta: ReduceMeta, x: &GTensor, out: &GTensor| {
+        let threads = meta.n_out as usize * meta.chunks.max(1) as usize;
+        let (gx, gy, row) = grid(threads, 64);
+        meta.row = row;
+        let (v, bufs) = match k.elems(x.dtype, out.dtype) {
+            Some(e) if !int => (rop.variant().typed(e), [(1, out), (2, x)]),
+            _ => (rop.int_variant(), [(3, out), (4, x)]),
+        };
+        k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))
+    };
+    let (n_out, n_red) = (meta.n_out as usize, meta.n_red as usize);
+    let part_dtype = if int { DType::I32 } else { DType::F32 };
+    let typed = |k: &KernelCtx| {
+        int || (k.elems(x.dtype, part_dtype).is_some() && k.elems(part_dtype, out.dtype).is_some())
+    };
+    if n_red <= PART_LEN || !typed(k) {
+        return one(k, meta, x, out);
+    }
+    let chunks = n_red.div_ceil(PART_LEN);
+    let parts = k.new_out(part_dtype, &[n_out, chunks])?;
+    let first = ReduceMeta {
+        chunks: chunks as u32,
+        chunk_len: PART_LEN as u32,
+        scale: 1.0,
+        // reduce_i: the partial sums as they are (no small-int wrap yet).
+        p: f32::from_bits(0),
+        ..meta
+    };
+    one(k, first, x, &parts)?;
+    let second = ReduceMeta {
+        n_out: n_out as u32,
+        n_red: chunks as u32,
+        kept_rank: 1,
+        red_rank: 1,
+        kept_shape: pad8(&[n_out]),
+        kept_strides: pad8(&[chunks]),
+        red_shape: pad8(&[chunks]),
+        red_strides: pad8(&[1]),
+        scale: meta.scale,
+        p: meta.p,
+        ..Default::default()
+    };
+    one(k, second, &parts, out)
 }
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).

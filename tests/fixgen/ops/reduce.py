@@ -34,6 +34,13 @@ CASES = [
     Case("sum_half", lambda x, y: (x.sum(-1), y.sum(0)), [randn(4, 64, dtype=f16), randn(16, 3, dtype=bf16)], tol="half", core=False),
     Case("sum_edge", lambda x, y: (x.sum(0), y.sum(), x.mean(0), x.prod(0)), [torch.zeros(0, 3), torch.tensor(2.5)]),
     Case("sum_dynamic", lambda x: (x.sum(0), x.mean(-1, keepdim=True)), [randn(5, 3)], dynamic_shapes=(({0: B},),), core=False),
+    # Rows past the GPU's one-thread-per-output length (reduced in parts) and past lavapipe's
+    # 65,535 loop iterations per invocation; the data is made in the program to stay small.
+    Case("sum_long_rows", lambda x, n: (
+        (y := x * torch.sin(torch.arange(60000, dtype=torch.float32)).reshape(2, 30000)).sum(1), y.mean(1),
+        y.amax(1), y.amin(0).sum(), y.t().sum(0), (y > 0).sum(1),
+        (n * torch.arange(30000, dtype=torch.int32) % 7).reshape(3, 10000).sum(1)),
+        [randn(2, 1), torch.tensor(3, dtype=torch.int32)], core=False),
     Case("nan_reductions", lambda x: (x.nansum(1), x.nanmean(1), x.sum(0)), [with_nan()]),
     Case("mean", lambda x: (x.mean(1), x.mean((0, 1, 2), keepdim=True), x.mean()), [randn(3, 4, 5)], core=False),
     Case("mean_f16", lambda x: x.mean(-1), [randn(4, 100, dtype=f16)], tol="half", core=False),
