@@ -93,6 +93,12 @@ pub enum Error {
     /// its timeout) before node `at`; the session stays usable.
     #[error("run stopped ({reason}) before node '{at}'")]
     Cancelled { reason: String, at: String },
+
+    /// The GPU device was lost (destroyed, or dropped by the driver or the browser): every
+    /// session on it fails with this. Open a new device (JS `gpu.open()`) and load the
+    /// model again.
+    #[error("gpu device lost ({reason}): open the device again and reload the model")]
+    DeviceLost { reason: String },
 }
 
 impl Error {
@@ -134,10 +140,10 @@ impl Error {
         }
     }
     /// An error of a subgraph (`what`: "in cond_fn", ...) as an error of the node `op` that
-    /// ran it; a stopped run ([`Error::Cancelled`]) stays what it is.
+    /// ran it; a stopped run ([`Error::Cancelled`]) and a lost device stay what they are.
     pub fn within(self, op: &str, what: impl fmt::Display) -> Self {
         match self {
-            e @ Error::Cancelled { .. } => e,
+            e @ (Error::Cancelled { .. } | Error::DeviceLost { .. }) => e,
             e => Error::op(op, format!("{what}: {e}")),
         }
     }
@@ -160,6 +166,7 @@ impl Error {
             Error::Gpu(_) => "GPU",
             Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
             Error::Cancelled { .. } => "CANCELLED",
+            Error::DeviceLost { .. } => "DEVICE_LOST",
         }
     }
 }
