@@ -242,7 +242,7 @@ impl<'d> Runner<'d> {
         self.flush()?;
         let waits: Vec<_> = pending
             .iter()
-            .map(|(_, st, ..)| map_read(&self.dev, st.buffer()))
+            .map(|(_, st, ..)| map_read(self.dev, st.buffer()))
             .collect();
         let wait_start = crate::runtime::profile::now_ms();
         #[cfg(not(target_arch = "wasm32"))]

@@ -1,41 +1,18 @@
 // The npm package and the demo page in a real browser: Debian chromium driven by playwright-core.
 // WebGPU is SwiftShader (flags from DESIGN.md). Suites run on both devices: 'webgpu' (wgpu's
 // WebGPU backend, ops without a GPU kernel on the CPU backend) and 'cpu' (WASM SIMD).
-import { test, before, after } from 'node:test';
+import { test, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { serve } from '../../scripts/serve.mjs';
+import { chromiumSuite } from './chromium.mjs';
 import { ROOT, metas } from '../js/helpers.mjs';
 import { runFixtureInPage } from './fixture_page.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
-  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'];
-let server;
-let browser;
+const suite = chromiumSuite();
+const newPage = (init) => suite.newPage(init);
 let origin;
-
-before(async () => {
-  server = await serve(0);
-  origin = `http://127.0.0.1:${server.address().port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
-async function newPage(init) {
-  const ctx = await browser.newContext();
-  if (init) await ctx.addInitScript(init);
-  const page = await ctx.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${origin}/www/blank.html`);
-  return { page, ctx, errors };
-}
+before(() => ({ origin } = suite));
 
 for (const device of ['webgpu', 'cpu']) {
   test(`the fixture suite runs in Chromium on ${device} and matches PyTorch`, async () => {

@@ -3,35 +3,18 @@
 // DEVICE_LOST and never leaves a promise pending; `gpu.open()` and a reload recover. Runs
 // stop on an AbortSignal with CANCELLED, and the next run answers PyTorch's values. A small
 // soak (scripts/soak.sh runs the full count). Expected values: PyTorch's fixtures.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { serve } from '../../scripts/serve.mjs';
+import { chromiumSuite } from './chromium.mjs';
 import { ROOT } from '../js/helpers.mjs';
 import { soakInPage, SOAK_ARGS, SOAK_MODEL } from './soak_page.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-let server;
-let browser;
-let origin;
-
-before(async () => {
-  server = await serve(0);
-  origin = `http://127.0.0.1:${server.address().port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: SOAK_ARGS, headless: true });
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
+const suite = chromiumSuite(SOAK_ARGS);
 
 async function newPage() {
-  const page = await (await browser.newContext()).newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${origin}/www/blank.html`);
+  const { page, errors } = await suite.newPage();
   return { page, errors };
 }
 

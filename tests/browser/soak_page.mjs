@@ -5,6 +5,8 @@
 // heap (`performance.memory`, after a GC where the page has `gc`) and pt2web's GPU memory
 // (`gpu.memoryStats()`: live bytes, bytes held from the driver). Shared by
 // tests/browser/hostile.test.mjs (a small count) and scripts/soak.sh (the full count).
+import { WEBGPU_ARGS } from './chromium.mjs';
+
 export async function soakInPage({ url, runs, maxBatch, minSeq, maxSeq, vocab, seed = 1 }) {
   const { load, gpu } = await import('/js/index.js');
   const model = await load(url, { device: 'webgpu' });
@@ -53,9 +55,7 @@ export async function soakInPage({ url, runs, maxBatch, minSeq, maxSeq, vocab, s
 
 /** Chromium's flags (tests/browser's, with SwiftShader WebGPU) plus exact JS heap sizes and a
  * page-visible `gc()` for the measures. */
-export const SOAK_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
-  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic',
-  '--enable-precise-memory-info', '--js-flags=--expose-gc'];
+export const SOAK_ARGS = [...WEBGPU_ARGS, '--enable-precise-memory-info', '--js-flags=--expose-gc'];
 
 /** The soak's model: GPT-2's small test config (scripts/build_models.sh; input_ids [batch
  * 1..32, seq 2..256]), run at batches 1..4 and lengths 2..64 (SwiftShader is slow). */
