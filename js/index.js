@@ -794,7 +794,9 @@ export class Model {
       if (this.#stopping) await this.#stopping;
       if (signal) {
         token = new WasmCancelToken();
-        signal.addEventListener('abort', onAbort, { once: true });
+        // It may have aborted while the run before was stopping.
+        if (signal.aborted) token.cancel();
+        else signal.addEventListener('abort', onAbort, { once: true });
       }
       const running = track(wasm.run(wire, keepOnGpu, token?.share(), timeoutMs));
       flat = await (signal ? this.#untilAbort(running, signal) : running);
