@@ -108,11 +108,16 @@ export interface PrepareStats {
   stopped: string | null;
 }
 
-/** An error from pt2web; the message is the one the Rust core wrote. */
+/**
+ * An error from pt2web; the message is the one the Rust core wrote. `CANCELLED`: a run's
+ * AbortSignal or timeout stopped it (the model stays usable); `DEVICE_LOST`: the WebGPU
+ * device was lost (`gpu.open()` and loading the model again recover); `INTERNAL` with a
+ * message saying the instance is poisoned: pt2web trapped and must be reloaded.
+ */
 export class Pt2WebError extends Error {
   readonly code: 'INPUT' | 'GUARD' | 'OP' | 'ARCHIVE' | 'LIMIT' | 'PICKLE' | 'SCHEMA' | 'VERSION'
     | 'TENSOR' | 'VERIFY' | 'SYM' | 'NO_SUCH_PROGRAM' | 'DEVICE' | 'DISPOSED' | 'INTERNAL'
-    | 'GPU' | 'OUT_OF_MEMORY' | 'BUSY' | string;
+    | 'GPU' | 'OUT_OF_MEMORY' | 'BUSY' | 'CANCELLED' | 'DEVICE_LOST' | string;
 }
 
 export interface GenerateOptions {
@@ -207,6 +212,11 @@ export class Model {
 export interface RunOptions {
   /** WebGPU models: tensor outputs stay on the GPU as GpuTensors (nothing read back). */
   keepOnGpu?: boolean;
+  /** Aborting it rejects the run with code CANCELLED (at once when already aborted; on
+   * WebGPU as soon as it aborts; a CPU run, one synchronous call, checks it before it starts). */
+  signal?: AbortSignal;
+  /** Stop the run with code CANCELLED once it has taken this long (milliseconds). */
+  timeoutMs?: number;
 }
 
 /** A tensor kept in WebGPU memory; also accepted as an input of `run`. */
@@ -340,7 +350,13 @@ export class Shader {
 export const gpu: {
   /** Open the shared device now (loading a WebGPU model also opens it). */
   open(): Promise<void>;
+  /** Whether the shared device is open and not lost. */
   isOpen(): boolean;
+  /** Destroy the shared device (`GPUDevice.destroy()`): its models reject with DEVICE_LOST;
+   * `open()` and loading them again recover. */
+  destroy(): void;
+  /** The shared device's GPUDevice, for a page's own WebGPU work on pt2web's buffers. */
+  webgpuDevice(): Promise<any>; // GPUDevice (typed by @webgpu/types where installed)
   Event: typeof GpuEvent;
   /** Validate WGSL (naga; errors give the line) and compile it; WebGPU only (DEVICE error otherwise). */
   compileShader(source: string, options?: { device?: 'webgpu' | 'cpu' }): Promise<Shader>;
@@ -371,6 +387,8 @@ export function cpuThreading(): {
   reason: string;
   simd: 'relaxed' | 'simd128';
 };
+/** Bytes of pt2web's WebAssembly memory (0 before `init`); it grows and never shrinks. */
+export function wasmMemoryBytes(): number;
 export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;
 export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
 export function isPt2Package(bytes: ArrayBuffer | Uint8Array): Promise<boolean>;

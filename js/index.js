@@ -6,13 +6,15 @@
 // (pkg/threads/) on cross-origin isolated pages, the single-threaded one (pkg/) otherwise.
 let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDeviceProperties,
   gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize,
-  gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads;
+  gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy,
+  gpuWebGpuDevice, panicForTest;
 function bindGlue(m) {
   ({
     default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
     programNames: wasmProgramNames, gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction,
     gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen,
-    gpuCompileShader, WasmEvent, cpuThreads,
+    gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy, gpuWebGpuDevice,
+    __panicForTest: panicForTest,
   } = m);
 }
 
@@ -25,7 +27,62 @@ export class Pt2WebError extends Error {
   }
 }
 
+// A panic traps the WebAssembly instance (panic = abort): its memory may be half-updated, so
+// no call may enter it again. The first trap (a WebAssembly.RuntimeError from a call, or the
+// panic hook's message, which also reaches panics inside futures the event loop polls)
+// poisons pt2web: the calls in flight reject, every later call throws at once.
+let poisonedBy = null;
+const inFlight = new Set();
+
+function poisonedError() {
+  return new Pt2WebError(`pt2web's WebAssembly instance is poisoned (${poisonedBy}) and cannot run anything more: reload pt2web (the page, or a new Worker)`, 'INTERNAL');
+}
+
+function poison(why) {
+  if (poisonedBy === null) poisonedBy = String(why).replace(/\s*\n\s*/g, ' ');
+  const err = poisonedError();
+  for (const reject of inFlight) reject(err);
+  inFlight.clear();
+  return err;
+}
+
+// The panic hook's handler: poison, and absorb the trap that follows where no caller catches
+// it (a future polled from the event loop): in Node an uncaught exception would end the
+// process, in a page it would be reported as an uncaught error. Only that one
+// WebAssembly.RuntimeError is absorbed; the calls in flight have already been rejected.
+// (wasm-bindgen-futures runs futures from a promise callback: the trap rejects that promise,
+// an unhandled rejection; a trap elsewhere may be an uncaught exception: both are armed.)
+function onPanic(msg) {
+  poison(msg);
+  if (isNode) {
+    const absorb = (e) => { if (!(e instanceof WebAssembly.RuntimeError)) throw e; };
+    process.once('unhandledRejection', absorb);
+    process.once('uncaughtException', absorb);
+  } else if (globalThis.addEventListener) {
+    const absorb = (ev) => { if ((ev.error ?? ev.reason) instanceof WebAssembly.RuntimeError) ev.preventDefault(); };
+    globalThis.addEventListener('unhandledrejection', absorb, { once: true });
+    globalThis.addEventListener('error', absorb, { once: true });
+  }
+}
+
+// Throws the poisoned error once the instance trapped.
+function usable() {
+  if (poisonedBy !== null) throw poisonedError();
+}
+
+// A promise from the wasm glue, rejected with the poisoned error if the instance traps
+// before it settles (a trap in a future polled from the event loop never settles it).
+function track(p) {
+  usable();
+  return new Promise((resolve, reject) => {
+    inFlight.add(reject);
+    p.then((v) => { inFlight.delete(reject); resolve(v); }, (e) => { inFlight.delete(reject); reject(wrapError(e)); });
+  });
+}
+
 function wrapError(e) {
+  if (e instanceof WebAssembly.RuntimeError) return poison(e.message);
+  if (poisonedBy !== null) return poisonedError();
   if (e instanceof Pt2WebError) return e;
   if (e && e.name === 'Pt2WebError') return new Pt2WebError(e.message, e.code);
   if (e instanceof Error) return new Pt2WebError(e.message, 'INTERNAL');
@@ -35,6 +92,8 @@ function wrapError(e) {
 const isNode = typeof globalThis.process !== 'undefined' && !!globalThis.process.versions?.node;
 let ready = null;
 let wasmReady = false;
+// The instance's exports (its linear memory: `wasmMemoryBytes`).
+let wasmExports = null;
 
 // How the CPU backend got its threads and SIMD: { threads, build, reason, simd }.
 let threading = { threads: 1, build: 'single', reason: 'not initialized', simd: 'simd128' };
@@ -72,10 +131,11 @@ async function loadBuild(dir) {
   const url = new URL(`${base}pt2web_bg.wasm`, import.meta.url);
   if (isNode && url.protocol === 'file:') {
     const { readFile } = await import('node:fs/promises');
-    await initWasm({ module_or_path: await readFile(url) });
+    wasmExports = await initWasm({ module_or_path: await readFile(url) });
   } else {
-    await initWasm({ module_or_path: url });
+    wasmExports = await initWasm({ module_or_path: url });
   }
+  m.setPanicHandler(onPanic);
   return m;
 }
 
@@ -89,6 +149,7 @@ async function loadBuild(dir) {
  * `Cross-Origin-Embedder-Policy: require-corp`); elsewhere, and in Node, it runs on one.
  */
 export function init(options = {}) {
+  if (poisonedBy !== null) return Promise.reject(poisonedError());
   if (!ready) {
     ready = (async () => {
       const want = options.threads ?? 'auto';
@@ -136,6 +197,14 @@ export function init(options = {}) {
 }
 
 /**
+ * Bytes of pt2web's WebAssembly memory (0 before `init`): the high-water mark of the core's
+ * heap, which grows and never shrinks; steady over many runs when nothing leaks.
+ */
+export function wasmMemoryBytes() {
+  return wasmExports?.memory?.buffer?.byteLength ?? 0;
+}
+
+/**
  * The CPU backend's threads and SIMD: `{ threads, build: 'threads' | 'single', reason, simd:
  * 'relaxed' | 'simd128' }` (`simd`: the relaxed-SIMD build where the engine has relaxed SIMD).
  */
@@ -169,6 +238,7 @@ export class GpuTensor {
   #w;
   constructor(w) { this.#w = w; }
   #live() {
+    usable();
     if (!this.#w) throw new Pt2WebError('the GPU tensor was disposed', 'DISPOSED');
     return this.#w;
   }
@@ -184,9 +254,9 @@ export class GpuTensor {
   }
   /** Copy to the CPU: `{data, shape, dtype}`. */
   async read() {
-    try { return fromWire(await this.#live().read()); } catch (e) { throw wrapError(e); }
+    try { return fromWire(await track(this.#live().read())); } catch (e) { throw wrapError(e); }
   }
-  dispose() { if (this.#w) { this.#w.free(); this.#w = null; } }
+  dispose() { if (this.#w && poisonedBy === null) this.#w.free(); this.#w = null; }
 }
 
 /** A tensor for `model.run`: `tensor(new Float32Array([...]), [2, 3])`. */
@@ -195,14 +265,66 @@ export function tensor(data, shape, dtype) {
   return { data, shape: shape ?? [data.length], ...(dtype ? { dtype } : {}) };
 }
 
+// A value as error messages show it (never throws: BigInts, symbols, null prototypes).
+function show(v) {
+  if (typeof v === 'bigint') return `${v}n`;
+  if (typeof v === 'string') return JSON.stringify(v.length > 40 ? `${v.slice(0, 40)}...` : v);
+  if (v === null || typeof v !== 'object') return String(typeof v === 'symbol' ? v.description : v);
+  return Array.isArray(v) ? 'an array' : (v.constructor?.name ?? 'an object');
+}
+
+// A tensor's sizes as Numbers: non-negative safe integers (a BigInt size is taken when it
+// is one); the core bounds each size and the element count.
+function sizesOf(what, shape) {
+  if (!Array.isArray(shape)) throw new Pt2WebError(`${what}: shape must be an array of sizes, got ${show(shape)}`, 'INPUT');
+  return shape.map((d, i) => {
+    const n = typeof d === 'bigint' ? Number(d) : d;
+    if (!Number.isSafeInteger(n) || n < 0 || (typeof d === 'bigint' && BigInt(n) !== d)) {
+      throw new Pt2WebError(`${what}: size ${show(d)} of dim ${i} is not a non-negative integer`, 'INPUT');
+    }
+    return n;
+  });
+}
+
+// A scalar input (SymInt, SymFloat, SymBool): a Number, a BigInt (for integers) or a boolean.
+function scalarToWire(name, v, expected) {
+  if (typeof v === 'bigint') {
+    if (expected !== 'symint' || !Number.isSafeInteger(Number(v))) throw new Pt2WebError(`input '${name}': got the BigInt ${v}n, expected ${expected === 'symint' ? 'an integer within ±2^53' : `a ${expected}`}`, 'INPUT');
+    return Number(v);
+  }
+  if (expected === 'symint' && !Number.isSafeInteger(v)) throw new Pt2WebError(`input '${name}': expected an integer (symint), got ${show(v)}`, 'INPUT');
+  if (expected === 'symbool' && typeof v !== 'boolean') throw new Pt2WebError(`input '${name}': expected a boolean (symbool), got ${show(v)}`, 'INPUT');
+  if (expected === 'symfloat' && typeof v !== 'number') throw new Pt2WebError(`input '${name}': expected a number (symfloat), got ${show(v)}`, 'INPUT');
+  return v;
+}
+
+const SCALAR_KINDS = new Set(['symint', 'symfloat', 'symbool']);
+
+// The bytes of a typed array, without copying; a detached buffer (transferred to a Worker
+// or to wasm memory that grew) is an INPUT error, not a TypeError.
+function bytesOf(name, data) {
+  if (data.buffer?.detached) throw new Pt2WebError(`input '${name}': its ${data.constructor.name}'s ArrayBuffer is detached (transferred elsewhere): pass a live copy`, 'INPUT');
+  try {
+    return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+  } catch (e) {
+    throw new Pt2WebError(`input '${name}': its ${data.constructor.name} cannot be read (${e.message}): a detached or resized ArrayBuffer?`, 'INPUT');
+  }
+}
+
 function toWire(name, t, expected) {
-  if (typeof t === 'number' || typeof t === 'boolean') return t;
+  if (typeof t === 'number' || typeof t === 'boolean' || typeof t === 'bigint') {
+    if (expected && !SCALAR_KINDS.has(expected)) throw new Pt2WebError(`input '${name}': expected a tensor of ${expected} {data: TypedArray, shape}, got the ${typeof t} ${show(t)}`, 'INPUT');
+    return scalarToWire(name, t, expected ?? (typeof t === 'bigint' ? 'symint' : undefined));
+  }
+  if (expected && SCALAR_KINDS.has(expected)) throw new Pt2WebError(`input '${name}': expected a ${expected === 'symbool' ? 'boolean' : 'number'} (${expected}), got ${show(t)}`, 'INPUT');
   if (t instanceof GpuTensor) {
     if (expected && expected !== t.dtype) throw new Pt2WebError(`input '${name}': expected dtype ${expected}, got a GPU tensor of ${t.dtype}`, 'INPUT');
     return { gpuId: t.id };
   }
   if (!isTensorLike(t)) {
-    throw new Pt2WebError(`input '${name}': expected a tensor {data: TypedArray, shape}, got ${t === null ? 'null' : typeof t}`, 'INPUT');
+    if (t !== null && typeof t === 'object' && ArrayBuffer.isView(t.data)) sizesOf(`input '${name}'`, t.shape);
+    const why = t !== null && typeof t === 'object' && 'data' in t && !ArrayBuffer.isView(t.data) ? ` with data ${show(t.data)} (not a typed array)` : '';
+    throw new Pt2WebError(`input '${name}': expected a tensor {data: TypedArray, shape}, got ${show(t)}${why}`, 'INPUT');
   }
   const ctor = t.data.constructor;
   let dtype = t.dtype;
@@ -211,7 +333,8 @@ function toWire(name, t, expected) {
     // Uint8Array is also bool's array, Uint16Array also bfloat16's: follow the program.
     if (expected && ARRAY_OF[expected] === ctor) dtype = expected;
   }
-  if (!dtype || !(dtype in ARRAY_OF)) {
+  if (dtype !== undefined && typeof dtype !== 'string') throw new Pt2WebError(`input '${name}': dtype must be a string such as 'float32', got ${show(dtype)}`, 'INPUT');
+  if (!dtype || !Object.hasOwn(ARRAY_OF, dtype)) {
     throw new Pt2WebError(`input '${name}': unsupported data type ${ctor.name}${t.dtype ? ` / dtype '${t.dtype}'` : ''}`, 'INPUT');
   }
   if (ARRAY_OF[dtype] !== ctor) {
@@ -220,8 +343,7 @@ function toWire(name, t, expected) {
   if (expected && expected !== dtype) {
     throw new Pt2WebError(`input '${name}': expected dtype ${expected} (${ARRAY_OF[expected]?.name ?? expected}), got ${dtype} (${ctor.name})`, 'INPUT');
   }
-  const bytes = new Uint8Array(t.data.buffer, t.data.byteOffset, t.data.byteLength);
-  return { dtype, shape: t.shape, bytes };
+  return { dtype, shape: sizesOf(`input '${name}'`, t.shape), bytes: bytesOf(name, t.data) };
 }
 
 function fromWire(o) {
@@ -475,10 +597,13 @@ export const gpu = {
   /** Adapter and device: `{name, backend, deviceType, driver, features, limits, recommendedMaxMemory}`. */
   async properties() {
     await init();
-    try { return await gpuDeviceProperties(); } catch (e) { throw wrapError(e); }
+    try { return await track(gpuDeviceProperties()); } catch (e) { throw wrapError(e); }
   },
   /** `{allocated, peak, driverAllocated, buffersCreated, limit, recommendedMax}`, or null before any WebGPU model loads. */
-  memoryStats() { return ready ? gpuMemoryStats() : null; },
+  memoryStats() {
+    usable();
+    return wasmReady ? gpuMemoryStats() : null;
+  },
   /** Bytes in buffers holding live tensors (torch.mps.current_allocated_memory). */
   currentAllocatedMemory() { return this.memoryStats()?.allocated ?? 0; },
   /** Bytes pt2web holds from the driver, live plus cached (torch.mps.driver_allocated_memory). */
@@ -486,20 +611,35 @@ export const gpu = {
   /** Cap live allocations at `fraction` of the recommended maximum; past it, OUT_OF_MEMORY. */
   async setPerProcessMemoryFraction(fraction) {
     await init();
-    try { await gpuSetMemoryFraction(fraction); } catch (e) { throw wrapError(e); }
+    if (typeof fraction !== 'number') throw new Pt2WebError(`setPerProcessMemoryFraction(): fraction must be a number in (0, 1], got ${show(fraction)}`, 'INPUT');
+    try { await track(gpuSetMemoryFraction(fraction)); } catch (e) { throw wrapError(e); }
   },
   /** Release cached buffers to the driver (torch.mps.empty_cache). */
-  emptyCache() { if (ready) { try { gpuEmptyCache(); } catch (e) { throw wrapError(e); } } },
+  emptyCache() { usable(); if (wasmReady) { try { gpuEmptyCache(); } catch (e) { throw wrapError(e); } } },
   /** Reset the peak to the current allocation. */
-  resetPeakMemoryStats() { if (ready) gpuResetPeakMemoryStats(); },
+  resetPeakMemoryStats() { usable(); if (wasmReady) gpuResetPeakMemoryStats(); },
   /** Open the shared WebGPU device now (loading a WebGPU model also opens it). */
   async open() {
     await init();
     if (!globalThis.navigator?.gpu) throw new Pt2WebError('WebGPU is not available: navigator.gpu is missing', 'DEVICE');
-    try { await gpuOpen(); } catch (e) { throw wrapError(e); }
+    try { await track(gpuOpen()); } catch (e) { throw wrapError(e); }
   },
-  /** Whether the shared WebGPU device is open. */
-  isOpen() { return wasmReady && gpuDeviceOpen(); },
+  /** Whether the shared WebGPU device is open (and not lost). */
+  isOpen() { usable(); return wasmReady && gpuDeviceOpen(); },
+  /**
+   * Destroy the shared WebGPU device now (`GPUDevice.destroy()`), e.g. to hand its memory
+   * back when a page is done with its models. Every model on it then rejects its runs with
+   * code DEVICE_LOST, as after a loss the browser causes (a GPU reset, a driver update);
+   * `await gpu.open()` and loading the models again recover.
+   */
+  destroy() { usable(); if (wasmReady) gpuDestroy(); },
+  /** The shared device's `GPUDevice` (opening it if needed), for a page's own WebGPU work on
+   * pt2web's buffers (`GpuTensor.buffer`). Do not destroy it: use `gpu.destroy()`. */
+  async webgpuDevice() {
+    await init();
+    if (!globalThis.navigator?.gpu) throw new Pt2WebError('WebGPU is not available: navigator.gpu is missing', 'DEVICE');
+    try { return await track(gpuWebGpuDevice()); } catch (e) { throw wrapError(e); }
+  },
   /** `new gpu.Event({enableTiming: true})`: see GpuEvent. */
   Event: GpuEvent,
   /**
@@ -513,12 +653,13 @@ export const gpu = {
     if (typeof source !== 'string') throw new Pt2WebError('compileShader: source must be a WGSL string', 'INPUT');
     await init();
     if (!globalThis.navigator?.gpu) throw new Pt2WebError('compileShader: user WGSL shaders need WebGPU, and navigator.gpu is missing (the CPU backend cannot run them)', 'DEVICE');
-    try { return new Shader(await gpuCompileShader(source)); } catch (e) { throw wrapError(e); }
+    try { return new Shader(await track(gpuCompileShader(source))); } catch (e) { throw wrapError(e); }
   },
   /** Resolves when all submitted GPU work is done (torch.mps.synchronize). */
   async synchronize() {
-    if (!ready) return;
-    try { await gpuSynchronize(); } catch (e) { throw wrapError(e); }
+    usable();
+    if (!wasmReady) return;
+    try { await track(gpuSynchronize()); } catch (e) { throw wrapError(e); }
   },
 };
 
@@ -533,8 +674,28 @@ class StateView {
   /** The tensor as it is now (a copy). A promise: on WebGPU the state a run updates stays on
    * the GPU and is read back here, only when asked. */
   async get(name) {
-    try { return fromWire(await this.#m.model().stateTensor(name)); } catch (e) { throw wrapError(e); }
+    if (typeof name !== 'string') throw new Pt2WebError(`state.get(): name must be a string, got ${show(name)}`, 'INPUT');
+    try { return fromWire(await track(this.#m.model().stateTensor(name))); } catch (e) { throw wrapError(e); }
   }
+}
+
+// The options of `run`, checked: `{keepOnGpu, signal, timeoutMs}`.
+function runOptions(options) {
+  if (options === undefined || options === null) return { keepOnGpu: false };
+  if (typeof options !== 'object') throw new Pt2WebError(`run(): options must be an object such as {signal, timeoutMs, keepOnGpu}, got ${show(options)}`, 'INPUT');
+  const { signal, timeoutMs } = options;
+  if (signal !== undefined && signal !== null && !(typeof signal === 'object' && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function')) {
+    throw new Pt2WebError(`run(): options.signal must be an AbortSignal, got ${show(signal)}`, 'INPUT');
+  }
+  if (timeoutMs !== undefined && timeoutMs !== null && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) {
+    throw new Pt2WebError(`run(): options.timeoutMs must be a non-negative number of milliseconds, got ${show(timeoutMs)}`, 'INPUT');
+  }
+  return { signal: signal ?? undefined, timeoutMs: timeoutMs ?? undefined, keepOnGpu: !!options.keepOnGpu };
+}
+
+function cancelled(signal) {
+  const why = signal.reason === undefined ? '' : `: ${signal.reason?.message ?? String(signal.reason)}`;
+  return new Pt2WebError(`run stopped: its AbortSignal was aborted${why}`, 'CANCELLED');
 }
 
 /** A loaded program. */
@@ -553,8 +714,25 @@ export class Model {
     this.state = new StateView({ model: () => this.#live() });
   }
   #live() {
+    usable();
     if (!this.#wasm) throw new Pt2WebError('the model was disposed', 'DISPOSED');
     return this.#wasm;
+  }
+  #stopping = null;
+  // `running`, or CANCELLED as soon as `signal` aborts; the run given up then finishes (at
+  // its next node) before the next run starts.
+  #untilAbort(running, signal) {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        const settled = running.then(() => {}, () => {});
+        this.#stopping = settled;
+        settled.then(() => { if (this.#stopping === settled) this.#stopping = null; });
+        reject(cancelled(signal));
+      };
+      if (signal.aborted) { onAbort(); return; }
+      signal.addEventListener('abort', onAbort, { once: true });
+      running.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
   }
   /** Inputs, outputs, dynamic dims and ranges, parameter bytes, op histogram... */
   get info() { return this.#info; }
@@ -596,16 +774,37 @@ export class Model {
 
   /**
    * Run the program; `inputs` keep the structure the model was exported with.
-   * options: `{keepOnGpu: true}` (WebGPU models) returns tensor outputs as GpuTensors.
+   * options: `{keepOnGpu: true}` (WebGPU models) returns tensor outputs as GpuTensors;
+   * `signal` (an AbortSignal) and `timeoutMs` stop the run: it rejects with code CANCELLED
+   * (at once for a signal already aborted; on WebGPU as soon as the signal aborts, the work
+   * itself stopping before its next node), and the model stays usable. A CPU run is one
+   * synchronous call: the signal is checked before it starts, `timeoutMs` during it.
    */
   async run(inputs, options = {}) {
     const wasm = this.#live();
     let flat;
+    let token = null;
+    const onAbort = () => token?.cancel();
+    const { signal, timeoutMs, keepOnGpu } = runOptions(options);
     try {
-      if (options.keepOnGpu && this.device !== 'webgpu') throw new Pt2WebError('keepOnGpu needs a model loaded on WebGPU', 'INPUT');
-      flat = await wasm.run(this.#flatInputs(inputs), !!options.keepOnGpu);
+      if (keepOnGpu && this.device !== 'webgpu') throw new Pt2WebError('keepOnGpu needs a model loaded on WebGPU', 'INPUT');
+      if (signal?.aborted) throw cancelled(signal);
+      const wire = this.#flatInputs(inputs);
+      // A run given up at an abort holds the model until it stops at its next node.
+      if (this.#stopping) await this.#stopping;
+      if (signal) {
+        token = new WasmCancelToken();
+        // It may have aborted while the run before was stopping.
+        if (signal.aborted) token.cancel();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }
+      const running = track(wasm.run(wire, keepOnGpu, token?.share(), timeoutMs));
+      flat = await (signal ? this.#untilAbort(running, signal) : running);
     } catch (e) {
       throw wrapError(e);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      token?.free();
     }
     const leaves = Array.from(flat, fromWire);
     const outSpec = this.#info.specs.outSpec;
@@ -631,8 +830,9 @@ export class Model {
     }
     let out;
     try {
-      const prompt = Float64Array.from(promptIds ?? [], Number);
-      out = await wasm.generate(prompt, rest, onToken);
+      if (!Array.isArray(promptIds) && !ArrayBuffer.isView(promptIds)) throw new Pt2WebError(`generate(): promptIds must be an array of token ids, got ${show(promptIds)}`, 'INPUT');
+      const prompt = Float64Array.from(promptIds, (t) => (typeof t === 'bigint' || typeof t === 'number' ? Number(t) : NaN));
+      out = await track(wasm.generate(prompt, rest, onToken));
     } catch (e) {
       throw wrapError(e);
     }
@@ -681,14 +881,14 @@ export class Model {
         return { dtype: inp.dtype, shape: dims };
       }
       if (typeof v === 'number' || typeof v === 'boolean') return v;
-      if (Array.isArray(v)) return { dtype: inp.dtype, shape: v };
-      if (v && Array.isArray(v.shape)) return { dtype: v.dtype ?? inp.dtype, shape: v.shape };
+      if (Array.isArray(v)) return { dtype: inp.dtype, shape: sizesOf(`prepare(): input '${inp.name}'`, v) };
+      if (v && Array.isArray(v.shape)) return { dtype: v.dtype ?? inp.dtype, shape: sizesOf(`prepare(): input '${inp.name}'`, v.shape) };
       throw new Pt2WebError(`prepare(): input '${inp.name}': expected its sizes, a tensor or a number`, 'INPUT');
     });
-    options.onProgress?.(0, 1);
     let stats;
+    options.onProgress?.(0, 1);
     try {
-      stats = await wasm.prepare(wire);
+      stats = await track(wasm.prepare(wire));
     } catch (e) {
       throw wrapError(e);
     }
@@ -712,6 +912,8 @@ export class Model {
 
   /** Seed the program's random generator (rand, randn, bernoulli, dropout in training mode). */
   manualSeed(seed) {
+    const ok = (typeof seed === 'bigint' || Number.isSafeInteger(seed)) && BigInt(seed) >= 0n && BigInt(seed) < 2n ** 64n;
+    if (!ok) throw new Pt2WebError(`manualSeed(): the seed must be an integer in [0, 2^64), got ${show(seed)}`, 'INPUT');
     try { this.#live().manualSeed(BigInt(seed)); } catch (e) { throw wrapError(e); }
   }
 
@@ -725,12 +927,24 @@ export class Model {
   /** Free the program's memory now, GPU buffers included (the model cannot run afterwards). */
   dispose() {
     if (!this.#wasm) return;
+    // A poisoned instance is not entered again, not even to free.
+    if (poisonedBy !== null) { this.#wasm = null; return; }
     const onGpu = this.device === 'webgpu';
     this.#wasm.free();
     this.#wasm = null;
     // The weights' buffers went back to the pool: hand the pool's unused buffers to the driver.
     if (onGpu) gpuEmptyCache();
   }
+}
+
+/**
+ * Panic inside pt2web on purpose, for tests of the poisoned state: at once, or with
+ * `{pending: true}` inside a call the event loop runs (a promise nothing else would settle).
+ * @internal
+ */
+export async function __panicForTest(options = {}) {
+  await init();
+  try { await track(panicForTest(!!options.pending)); } catch (e) { throw wrapError(e); }
 }
 
 /** `true` when the bytes are a PT2 archive. */
@@ -754,6 +968,7 @@ export async function programNames(source) {
  * again) and `model.prepareStats` holds what it did.
  */
 export async function load(source, options = {}) {
+  options = loadOptions(options);
   const model = await loadModel(source, options);
   if (options.prepare) {
     const shapes = options.prepare === true ? undefined : options.prepare;
@@ -768,6 +983,18 @@ export async function load(source, options = {}) {
   return model;
 }
 
+// The string options of `load`, checked (the glue would coerce or throw a TypeError).
+function loadOptions(options) {
+  if (options === undefined || options === null) return {};
+  if (typeof options !== 'object') throw new Pt2WebError(`load(): options must be an object, got ${show(options)}`, 'INPUT');
+  for (const k of ['device', 'program', 'weights', 'dtype']) {
+    const v = options[k];
+    if (v !== undefined && v !== null && typeof v !== 'string') throw new Pt2WebError(`load(): options.${k} must be a string, got ${show(v)}`, 'INPUT');
+  }
+  if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw new Pt2WebError(`load(): options.onProgress must be a function, got ${show(options.onProgress)}`, 'INPUT');
+  return options;
+}
+
 async function loadModel(source, options) {
   await init();
   const wanted = options.device ?? 'auto';
@@ -778,7 +1005,7 @@ async function loadModel(source, options) {
   const dtype = options.dtype ?? undefined;
   if (choice.device === 'webgpu') {
     try {
-      return new Model(await WasmModel.loadGpu(bytes, program, weights, dtype), choice);
+      return new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype)), choice);
     } catch (e) {
       const err = wrapError(e);
       // 'auto' falls back when the device cannot be opened, not when the archive is bad.

@@ -48,6 +48,9 @@ bash tests/js/pack_test.sh
 step "browser tests (Debian chromium + playwright-core)"
 node --test tests/browser/
 
+step "soak (issue 17), a small count: scripts/soak.sh's defaults are the full counts"
+PT2WEB_SOAK_CALLS=1000 PT2WEB_SOAK_RUNS=50 bash scripts/soak.sh
+
 if [ "${PT2WEB_FUZZ_SECONDS:-0}" != "0" ] && [ -d fuzz ]; then
   step "fuzz the loader for ${PT2WEB_FUZZ_SECONDS}s"
   scripts/fuzz.sh "${PT2WEB_FUZZ_SECONDS}"

@@ -96,6 +96,12 @@ pub enum Error {
     /// its timeout) before node `at`; the session stays usable.
     #[error("run stopped ({reason}) before node '{at}'")]
     Cancelled { reason: String, at: String },
+
+    /// The GPU device was lost (destroyed, or dropped by the driver or the browser): every
+    /// session on it fails with this. Open a new device (JS `gpu.open()`) and load the
+    /// model again.
+    #[error("gpu device lost ({reason}): open the device again and reload the model")]
+    DeviceLost { reason: String },
 }
 
 /// [`Error::OutOfMemory`] of a GPU device.
@@ -149,11 +155,12 @@ impl Error {
         }
     }
     /// An error of a subgraph (`what`: "in cond_fn", ...) as an error of the node `op` that
-    /// ran it; a stopped run ([`Error::Cancelled`]), a limit and an out-of-memory error keep
-    /// their kind (and code).
+    /// ran it; a stopped run ([`Error::Cancelled`]), a lost device, a limit and an
+    /// out-of-memory error keep their kind (and code).
     pub fn within(self, op: &str, what: impl fmt::Display) -> Self {
         match self {
-            e @ (Error::Cancelled { .. } | Error::OutOfMemory { .. }) => e,
+            e
+            @ (Error::Cancelled { .. } | Error::DeviceLost { .. } | Error::OutOfMemory { .. }) => e,
             // A limit stays a limit (its code is what callers act on), with the context.
             Error::Limit {
                 what: w,
@@ -186,6 +193,7 @@ impl Error {
             Error::Gpu(_) => "GPU",
             Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
             Error::Cancelled { .. } => "CANCELLED",
+            Error::DeviceLost { .. } => "DEVICE_LOST",
         }
     }
 }

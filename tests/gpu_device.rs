@@ -899,3 +899,50 @@ fn pt2e_quantized_programs_match_pytorch_on_the_gpu() {
         );
     }
 }
+
+/// Device loss (issue 17): once the device is lost, through wgpu's device-lost callback
+/// (`wgpu::Device::destroy`, as a driver reset would) or `GpuDevice::destroy`, every run and
+/// wait on it fails with DEVICE_LOST instead of hanging or answering zeros; a new device
+/// and a new session recover and answer PyTorch's values again.
+#[test]
+fn a_lost_device_fails_every_run_and_a_new_one_recovers() {
+    let Some(dev) = device() else { return };
+    let (program, inputs, want) = common::first_io_case("mlp_core");
+    let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
+    let answers_pytorch = |s: &mut GpuSession| {
+        let out = s.run(inputs.clone()).unwrap();
+        let RValue::Tensor(got) = &out[0] else {
+            panic!("a tensor output")
+        };
+        common::compare(got, &want[0], "loose").unwrap();
+    };
+    let fails_lost = |s: &mut GpuSession, what: &str| {
+        let e = s.run(inputs.clone()).unwrap_err();
+        assert_eq!(e.code(), "DEVICE_LOST", "{what}: {e}");
+        eprintln!("{what}: {e}");
+    };
+    let mut s = GpuSession::new(program.clone(), dev.clone()).unwrap();
+    answers_pytorch(&mut s);
+    // wgpu's own destroy: pt2web learns of it through the device-lost callback.
+    dev.device.destroy();
+    fails_lost(&mut s, "run after wgpu's destroy");
+    fails_lost(&mut s, "the next run");
+    assert_eq!(dev.synchronize().unwrap_err().code(), "DEVICE_LOST");
+    let e = pollster::block_on(dev.synchronize_async()).unwrap_err();
+    assert_eq!(e.code(), "DEVICE_LOST");
+    let e = GpuSession::new(program.clone(), dev.clone())
+        .and_then(|mut s| s.run(inputs.clone()))
+        .unwrap_err();
+    assert_eq!(
+        e.code(),
+        "DEVICE_LOST",
+        "a new session on the lost device: {e}"
+    );
+
+    let dev2 = device().unwrap();
+    let mut s2 = GpuSession::new(program, dev2.clone()).unwrap();
+    answers_pytorch(&mut s2);
+    // pt2web's destroy marks the device lost at once.
+    dev2.destroy();
+    fails_lost(&mut s2, "run after GpuDevice::destroy");
+}

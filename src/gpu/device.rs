@@ -155,6 +155,8 @@ pub struct GpuDevice {
     bind_groups_created: std::sync::atomic::AtomicU64,
     /// Validation errors wgpu reported outside an error scope (checked after each submit).
     errors: Arc<Mutex<Vec<String>>>,
+    /// Set by wgpu's device-lost callback or [`GpuDevice::destroy`] (`lost.rs`).
+    lost: Arc<super::lost::Lost>,
     /// Kernel choices timed per shape on this adapter (`tune.rs`).
     pub tuner: super::tune::Tuner,
 }
@@ -229,6 +231,11 @@ impl GpuDevice {
                 .unwrap_or_else(|e| e.into_inner())
                 .push(e.to_string());
         }));
+        let lost: Arc<super::lost::Lost> = Arc::default();
+        let mark = lost.clone();
+        device.set_device_lost_callback(move |reason, msg| {
+            mark.mark(format!("{reason:?}: {msg}"));
+        });
         let timestamp_period = queue.get_timestamp_period();
         let tuner = super::tune::Tuner::new(format!(
             "{} ({} {:04x}:{:04x}, {} {})",
@@ -252,8 +259,49 @@ impl GpuDevice {
             bind_groups: Mutex::default(),
             bind_groups_created: Default::default(),
             errors,
+            lost,
             tuner,
         })
+    }
+
+    /// Destroy the device now (WebGPU's `GPUDevice.destroy()`): its memory goes back to the
+    /// driver at once, and every session on it fails from now on with
+    /// [`Error::DeviceLost`], as after a loss the driver or the browser caused. Open a new
+    /// device to go on.
+    pub fn destroy(&self) {
+        self.lost.mark("destroyed");
+        self.device.destroy();
+    }
+
+    /// `Err(DeviceLost)` once the device is lost.
+    pub fn check_lost(&self) -> Result<()> {
+        self.lost.check()
+    }
+
+    /// `fut`'s output, or `Err(DeviceLost)` as soon as the device is lost: for waits on the
+    /// device's callbacks, which a lost device may never make.
+    pub fn until_lost<'a, F: std::future::Future + 'a>(
+        &'a self,
+        fut: F,
+    ) -> impl std::future::Future<Output = Result<F::Output>> + 'a {
+        self.lost.until(fut)
+    }
+
+    /// What an error of work on this device means: [`Error::DeviceLost`] when the device is
+    /// lost (what failed is then a consequence), else the error itself. The loss may be
+    /// reported after the failure it caused: natively the callback comes from a poll, in
+    /// the browser from the event loop, so both get a turn first.
+    pub async fn lost_or(&self, e: Error) -> Error {
+        if matches!(e, Error::DeviceLost { .. }) {
+            return e;
+        }
+        if self.check_lost().is_ok() {
+            #[cfg(not(target_arch = "wasm32"))]
+            let _ = self.device.poll(wgpu::PollType::Poll);
+            #[cfg(target_arch = "wasm32")]
+            super::wait::yield_to_page().await;
+        }
+        self.check_lost().err().unwrap_or(e)
     }
 
     /// Whether GPU timestamps are available (the adapter offers `timestamp-query`).
@@ -567,6 +615,7 @@ impl GpuDevice {
 
     /// Wait for all submitted work, then recycle freed buffers (torch.cuda.synchronize).
     pub fn synchronize(&self) -> Result<()> {
+        self.check_lost()?;
         self.device
             .poll(wgpu::PollType::wait_indefinitely())
             .map_err(|e| Error::Gpu(format!("synchronize: {e}")))?;
@@ -577,13 +626,14 @@ impl GpuDevice {
     /// [`GpuDevice::synchronize`] as a future (the browser cannot block): resolves when
     /// the work submitted so far is done.
     pub async fn synchronize_async(&self) -> Result<()> {
+        self.check_lost()?;
         let (tx, rx) = super::wait::channel();
         self.queue.on_submitted_work_done(move || tx.send(()));
         #[cfg(not(target_arch = "wasm32"))]
-        self.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map_err(|e| Error::Gpu(format!("synchronize: {e}")))?;
-        rx.await;
+        if let Err(e) = self.device.poll(wgpu::PollType::wait_indefinitely()) {
+            return Err(self.lost_or(Error::Gpu(format!("synchronize: {e}"))).await);
+        }
+        self.until_lost(rx).await?;
         self.recycle();
         Ok(())
     }

@@ -330,7 +330,18 @@ impl GpuSession {
     /// `keep`: user outputs stay on the GPU (`Slot::Tensor`, nothing read back for them; buffer
     /// mutations are still written back to the state); otherwise they come back as
     /// `Slot::Value` CPU values.
+    /// On a lost device the run fails with [`Error::DeviceLost`], whatever failed first.
     pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
+        let r = self.run_with_tuning(inputs, keep).await;
+        // A loss during the run may have left zeros where results should be: never those.
+        match r.and_then(|outs| self.device.check_lost().map(|()| outs)) {
+            Ok(outs) => Ok(outs),
+            Err(e) => Err(self.device.lost_or(e).await),
+        }
+    }
+
+    async fn run_with_tuning(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
+        self.device.check_lost()?;
         let outs = self.run_inner(inputs, keep, false).await?;
         // Shapes met for the first time without a prepare are timed now: the next run takes
         // the tuned kernels.
@@ -351,6 +362,7 @@ impl GpuSession {
     /// workgroup), so the driver's work at a buffer's first use and a pipeline's first
     /// dispatch is paid here, not by the first run.
     pub async fn prepare_async(&mut self, inputs: &[crate::meta::MValue]) -> Result<PrepareStats> {
+        self.device.check_lost()?;
         let start = crate::runtime::profile::now_ms();
         let sig = crate::plan::meta_signature(inputs);
         self.cpu.plan_for(sig.clone())?;

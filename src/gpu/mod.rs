@@ -30,6 +30,7 @@ pub mod event;
 pub mod exec;
 mod graph;
 pub mod kernels;
+mod lost;
 mod pipelines;
 pub mod random;
 mod runner;

@@ -50,13 +50,19 @@ pub(super) fn addr(d: &Arc<RwLock<crate::cpu::Data>>) -> usize {
     Arc::as_ptr(d) as usize
 }
 
-/// Start mapping a whole buffer for reading; the future resolves when it is mapped.
-pub(crate) fn map_read(buf: &wgpu::Buffer) -> impl std::future::Future<Output = Result<()>> {
+/// Start mapping a whole buffer of `dev` for reading; the future resolves when it is
+/// mapped, or with [`Error::DeviceLost`] when the device is lost first (a lost device may
+/// never answer the map).
+pub(crate) fn map_read<'a>(
+    dev: &'a super::device::GpuDevice,
+    buf: &wgpu::Buffer,
+) -> impl std::future::Future<Output = Result<()>> + 'a {
     let (tx, rx) = super::wait::channel();
     buf.slice(..)
         .map_async(wgpu::MapMode::Read, move |r| tx.send(r));
     async move {
-        rx.await
+        dev.until_lost(rx)
+            .await?
             .map_err(|e| Error::Gpu(format!("mapping a readback buffer: {e}")))
     }
 }
@@ -236,7 +242,7 @@ impl<'d> Runner<'d> {
         self.flush()?;
         let waits: Vec<_> = pending
             .iter()
-            .map(|(_, st, ..)| map_read(st.buffer()))
+            .map(|(_, st, ..)| map_read(self.dev, st.buffer()))
             .collect();
         let wait_start = crate::runtime::profile::now_ms();
         #[cfg(not(target_arch = "wasm32"))]

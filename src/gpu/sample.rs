@@ -147,7 +147,7 @@ impl GpuSession {
         enc.copy_buffer_to_buffer(out.buffer(), 0, staging.buffer(), 0, 8);
         dev.queue.submit([enc.finish()]);
         dev.take_error()?;
-        let wait = super::runner::map_read(staging.buffer());
+        let wait = super::runner::map_read(&dev, staging.buffer());
         let start = crate::runtime::profile::now_ms();
         #[cfg(not(target_arch = "wasm32"))]
         dev.device

@@ -391,7 +391,7 @@ pub(crate) async fn replay(
     dev.take_error()?;
     let waits: Vec<_> = staged
         .iter()
-        .map(|(_, st, ..)| super::exec::map_read(st.buffer()))
+        .map(|(_, st, ..)| super::exec::map_read(dev, st.buffer()))
         .collect();
     let wait_start = crate::runtime::profile::now_ms();
     #[cfg(not(target_arch = "wasm32"))]

@@ -270,7 +270,7 @@ async fn time(dev: &GpuDevice, c: &Candidate, meta: &[u8], bufs: &[(u32, u64)]) 
         enc.resolve_query_set(&qs, 0..2, &resolve, 0);
         enc.copy_buffer_to_buffer(&resolve, 0, &read, 0, 16);
         dev.queue.submit([enc.finish()]);
-        let wait = super::exec::map_read(&read);
+        let wait = super::exec::map_read(dev, &read);
         #[cfg(not(target_arch = "wasm32"))]
         dev.device
             .poll(wgpu::PollType::wait_indefinitely())

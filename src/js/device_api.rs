@@ -26,10 +26,32 @@ pub async fn gpu_device_properties() -> Result<JsValue, JsValue> {
     }))
 }
 
-/// Whether the shared WebGPU device is open (a WebGPU model was loaded, or `gpuOpen`).
+/// Whether the shared WebGPU device is open (a WebGPU model was loaded, or `gpuOpen`) and
+/// not lost.
 #[wasm_bindgen(js_name = gpuDeviceOpen)]
 pub fn gpu_device_open() -> bool {
-    DEVICE.with(|d| d.borrow().is_some())
+    DEVICE.with(|d| d.borrow().as_ref().is_some_and(|d| d.check_lost().is_ok()))
+}
+
+/// Destroy the shared WebGPU device now (`GPUDevice.destroy()`): its memory goes back to
+/// the browser at once; every model on it rejects its runs with `DEVICE_LOST` from now on.
+/// `gpuOpen` (or loading a WebGPU model) opens a new one.
+#[wasm_bindgen(js_name = gpuDestroy)]
+pub fn gpu_destroy() {
+    if let Some(d) = DEVICE.with(|d| d.borrow_mut().take()) {
+        d.destroy();
+    }
+}
+
+/// The shared device's `GPUDevice` (opens it if needed), for a page's own WebGPU work on
+/// pt2web's buffers (`GpuTensor.buffer` belongs to this device).
+#[wasm_bindgen(js_name = gpuWebGpuDevice)]
+pub async fn gpu_webgpu_device() -> Result<JsValue, JsValue> {
+    let d = device().await?;
+    d.device
+        .as_webgpu()
+        .map(|g| JsValue::from(g.clone()))
+        .ok_or_else(|| js_error("DEVICE", "not a WebGPU device"))
 }
 
 /// Open the shared WebGPU device now (otherwise the first WebGPU model opens it).

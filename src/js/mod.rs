@@ -199,9 +199,12 @@ impl WasmGpuTensor {
 }
 
 /// The shared WebGPU device, requested from `navigator.gpu` on first use.
+/// A lost device is replaced (the models on it stay lost: load them again).
 async fn device() -> Result<Arc<GpuDevice>, JsValue> {
     if let Some(d) = DEVICE.with(|d| d.borrow().clone()) {
-        return Ok(d);
+        if d.check_lost().is_ok() {
+            return Ok(d);
+        }
     }
     let d = Arc::new(
         GpuDevice::request(BackendChoice::WebGpu)
@@ -354,20 +357,35 @@ impl WasmModel {
     /// Run with flat user inputs: an array of `{dtype, shape, bytes}` (little-endian bytes),
     /// `{gpuId}` (a [`WasmGpuTensor`], WebGPU models only) or numbers (SymInt inputs).
     /// Resolves to the flat user outputs in the same form; with `keep` (WebGPU models),
-    /// tensor outputs stay on the GPU as [`WasmGpuTensor`]s.
+    /// tensor outputs stay on the GPU as [`WasmGpuTensor`]s. `cancel` (cancelled by the JS
+    /// `AbortSignal`) and `timeout_ms` stop the run before its next node with a `CANCELLED`
+    /// error ([`crate::runtime::RunOptions`]).
     // The engine stays borrowed across the GPU wait on purpose: a second run() (or a state
     // read) meanwhile gets a BUSY error instead of seeing a half-run model.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub fn run(&self, inputs: Array, keep: Option<bool>) -> js_sys::Promise {
+    pub fn run(
+        &self,
+        inputs: Array,
+        keep: Option<bool>,
+        cancel: Option<WasmCancelToken>,
+        timeout_ms: Option<f64>,
+    ) -> js_sys::Promise {
         let keep = keep.unwrap_or(false);
         let flat = match self.flat_inputs(&inputs, gpu_input) {
             Ok(f) => f,
             Err(e) => return js_sys::Promise::reject(&e),
         };
+        let options = crate::runtime::RunOptions {
+            cancel: cancel.map(|c| c.0),
+            timeout_ms,
+        };
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut e = borrow_idle(&engine)?;
-            let outs: Vec<Slot> = e.run_with(flat, keep).await.map_err(to_js)?;
+            e.session_mut().run_state.stop = crate::runtime::Stop::start(&options);
+            let outs = e.run_with(flat, keep).await;
+            e.session_mut().run_state.stop = Default::default();
+            let outs: Vec<Slot> = outs.map_err(to_js)?;
             let dev = e.gpu().map(|g| g.device.clone());
             let arr: Array = outs
                 .into_iter()
@@ -639,6 +657,71 @@ impl WasmModel {
     }
 }
 
+/// A run's cancel flag, set from JS (`js/index.js` cancels it from the run's `AbortSignal`):
+/// the run stops before its next node with a `CANCELLED` error.
+#[wasm_bindgen]
+pub struct WasmCancelToken(crate::runtime::CancelToken);
+
+impl Default for WasmCancelToken {
+    fn default() -> Self {
+        WasmCancelToken::new()
+    }
+}
+
+#[wasm_bindgen]
+impl WasmCancelToken {
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> WasmCancelToken {
+        WasmCancelToken(crate::runtime::CancelToken::new())
+    }
+    /// Stop every run holding this token (or a [`WasmCancelToken::share`] of it).
+    pub fn cancel(&self) {
+        self.0.cancel()
+    }
+    /// Another handle on the same flag, for `run` to take (it consumes its argument).
+    pub fn share(&self) -> WasmCancelToken {
+        WasmCancelToken(self.0.clone())
+    }
+}
+
+thread_local! {
+    /// The JS function told about a panic before the instance traps ([`set_panic_handler`]).
+    static ON_PANIC: RefCell<Option<js_sys::Function>> = const { RefCell::new(None) };
+}
+
+/// Call `f(message)` when Rust panics, before the instance traps (`panic = abort`: every
+/// later call into it is unsafe). `js/index.js` marks pt2web poisoned there and rejects the
+/// calls in flight, whose promises would otherwise never settle: a trap inside a future
+/// polled from the event loop reaches no caller.
+#[wasm_bindgen(js_name = setPanicHandler)]
+pub fn set_panic_handler(f: js_sys::Function) {
+    ON_PANIC.with(|h| *h.borrow_mut() = Some(f));
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info.to_string();
+        ON_PANIC.with(|h| {
+            if let Ok(h) = h.try_borrow() {
+                if let Some(f) = h.as_ref() {
+                    let _ = f.call1(&JsValue::NULL, &JsValue::from_str(&msg));
+                }
+            }
+        });
+    }));
+}
+
+/// Panic on purpose (tests of the poisoned state): at once, or, with `pending`, inside a
+/// future polled from the event loop (a promise that never settles by itself).
+#[doc(hidden)]
+#[wasm_bindgen(js_name = __panicForTest)]
+pub fn panic_for_test(pending: bool) -> js_sys::Promise {
+    if !pending {
+        panic!("pt2web: a panic asked for by a test");
+    }
+    wasm_bindgen_futures::future_to_promise(async {
+        crate::gpu::wait::yield_to_page().await;
+        panic!("pt2web: a panic asked for by a test, in a pending call");
+    })
+}
+
 /// The engine for a run or a prepare: BUSY while another one holds it.
 fn borrow_idle(engine: &Rc<RefCell<Engine>>) -> Result<std::cell::RefMut<'_, Engine>, JsValue> {
     engine.try_borrow_mut().map_err(|_| {
@@ -690,11 +773,16 @@ fn input_value(name: &str, v: &JsValue) -> Result<RValue, JsValue> {
             &format!("input '{name}': data must be a typed array"),
         )
     })?;
-    let numel = shape
+    let Some((numel, want)) = shape
         .iter()
         .try_fold(1usize, |a, &d| a.checked_mul(d))
-        .unwrap_or(usize::MAX);
-    let want = numel.saturating_mul(dtype.size());
+        .and_then(|n| Some((n, n.checked_mul(dtype.size())?)))
+    else {
+        return Err(js_error(
+            "INPUT",
+            &format!("input '{name}': shape {shape:?} of {dtype} has more bytes than this platform can address"),
+        ));
+    };
     if bytes.length() as usize != want {
         return Err(js_error(
             "INPUT",

@@ -1,41 +1,16 @@
 // The npm package and the demo page in a real browser: Debian chromium driven by playwright-core.
 // WebGPU is SwiftShader (flags from DESIGN.md). Suites run on both devices: 'webgpu' (wgpu's
 // WebGPU backend, ops without a GPU kernel on the CPU backend) and 'cpu' (WASM SIMD).
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { existsSync, mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { serve } from '../../scripts/serve.mjs';
+import { chromiumSuite } from './chromium.mjs';
 import { ROOT, metas } from '../js/helpers.mjs';
 import { runFixtureInPage } from './fixture_page.mjs';
 
-const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
-const ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
-  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'];
-let server;
-let browser;
-let origin;
-
-before(async () => {
-  server = await serve(0);
-  origin = `http://127.0.0.1:${server.address().port}`;
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: ARGS, headless: true });
-});
-after(async () => {
-  await browser?.close();
-  server?.close();
-});
-
-async function newPage(init) {
-  const ctx = await browser.newContext();
-  if (init) await ctx.addInitScript(init);
-  const page = await ctx.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${origin}/www/blank.html`);
-  return { page, ctx, errors };
-}
+const suite = chromiumSuite();
+const newPage = (init) => suite.newPage(init);
 
 for (const device of ['webgpu', 'cpu']) {
   test(`the fixture suite runs in Chromium on ${device} and matches PyTorch`, async () => {
@@ -540,7 +515,7 @@ test('the package works in a module Worker', async () => {
       } catch (e) { postMessage({ error: String(e && e.message || e) }); }`;
     const w = new Worker(URL.createObjectURL(new Blob([src], { type: 'text/javascript' })), { type: 'module' });
     return new Promise((resolve) => { w.onmessage = (e) => resolve(e.data); w.onerror = (e) => resolve({ error: e.message }); });
-  }, { origin, programs: meta.programs });
+  }, { origin: suite.origin, programs: meta.programs });
   assert.equal(n.error, undefined, n.error);
   assert.equal(n.ok, 2);
   assert.equal(n.device, 'webgpu');
@@ -548,7 +523,7 @@ test('the package works in a module Worker', async () => {
 
 test('demo page: open any .pt2 runs a fixture', async () => {
   const { page, errors } = await newPage();
-  await page.goto(`${origin}/`);
+  await page.goto(`${suite.origin}/`);
   await page.setInputFiles('#file', path.join(ROOT, 'tests', 'fixtures', 'mlp_train.pt2'));
   await page.waitForSelector('#runBtn:not([disabled])', { timeout: 60000 });
   assert.match(await page.textContent('#info'), /aten\.linear/);
@@ -593,7 +568,7 @@ function npyBytes(t) {
 test('demo page: open any .pt2 with inputs uploaded as .safetensors / .npy shows the right outputs', async () => {
   const st = await import('../js/st.mjs');
   const { page, errors } = await newPage();
-  await page.goto(`${origin}/`);
+  await page.goto(`${suite.origin}/`);
   const readOuts = () => page.evaluate(async () => {
     const st = await import('/tests/js/st.mjs');
     return st.flattenOut(window.pt2webDemo.lastOutputs).map((t) => ({ dtype: t.dtype, shape: t.shape, data: Array.from(t.data, Number) }));
@@ -639,7 +614,7 @@ const SIM = path.join(ROOT, '.cache', 'models', 'minilm.similarity.json');
 test('demo page: sentence similarity matches PyTorch within 1e-4', { skip: !existsSync(SIM) && process.env.PT2WEB_REQUIRE_MODELS !== '1' && 'no .cache/models (scripts/build_models.sh)' }, async () => {
   const want = JSON.parse(readFileSync(SIM, 'utf8'));
   const { page, errors } = await newPage();
-  await page.goto(`${origin}/`);
+  await page.goto(`${suite.origin}/`);
   await page.waitForSelector('#simBtn:not([disabled])', { timeout: 300000 });
   await page.fill('#sentences', want.sentences.join('\n'));
   await page.click('#simBtn');

@@ -1,0 +1,42 @@
+// The Chromium harness of the browser tests: Debian chromium driven by playwright-core, with
+// SwiftShader WebGPU (flags from DESIGN.md), and the repo served on a free port.
+import { before, after } from 'node:test';
+import { chromium } from 'playwright-core';
+import { serve } from '../../scripts/serve.mjs';
+
+export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
+export const WEBGPU_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
+  '--disable-component-update', '--no-first-run', '--disable-sync', '--disable-quic'];
+
+/**
+ * Start the server and a headless Chromium with `args` before the file's tests, close them
+ * after. The returned object holds `origin` and `browser` once started, and `newPage(init)`:
+ * a page on a blank document of the server (`init`: a script run before the page's own),
+ * with its uncaught errors collected in `errors`.
+ */
+export function chromiumSuite(args = WEBGPU_ARGS) {
+  const suite = {
+    origin: null,
+    browser: null,
+    server: null,
+    async newPage(init) {
+      const ctx = await suite.browser.newContext();
+      if (init) await ctx.addInitScript(init);
+      const page = await ctx.newPage();
+      const errors = [];
+      page.on('pageerror', (e) => errors.push(e.message));
+      await page.goto(`${suite.origin}/www/blank.html`);
+      return { page, ctx, errors };
+    },
+  };
+  before(async () => {
+    suite.server = await serve(0);
+    suite.origin = `http://127.0.0.1:${suite.server.address().port}`;
+    suite.browser = await chromium.launch({ executablePath: CHROMIUM, args, headless: true });
+  });
+  after(async () => {
+    await suite.browser?.close();
+    suite.server?.close();
+  });
+  return suite;
+}
