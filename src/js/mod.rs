@@ -792,9 +792,35 @@ fn input_value(name: &str, v: &JsValue) -> Result<RValue, JsValue> {
             ),
         ));
     }
+    reserve_input(name, want)?;
     let data = Data::from_le_bytes(dtype, &bytes.to_vec())
         .ok_or_else(|| js_error("INPUT", &format!("input '{name}': bad {dtype} data")))?;
     Ok(RValue::Tensor(Tensor::from_data(data, &shape)))
+}
+
+/// Room for an input's two copies (its bytes, then its tensor) before making them: a failed
+/// allocation would trap the instance, a refused one is an error naming the input.
+fn reserve_input(name: &str, bytes: usize) -> Result<(), JsValue> {
+    let max = Limits::default().max_tensor_bytes;
+    if bytes as u64 > max {
+        return Err(to_js(Error::limit(
+            format!("the bytes of input '{name}' (Limits::max_tensor_bytes)"),
+            bytes as u64,
+            max,
+        )));
+    }
+    let mut probe: Vec<u8> = Vec::new();
+    if probe.try_reserve_exact(bytes.saturating_mul(2)).is_err() {
+        return Err(js_error(
+            "OUT_OF_MEMORY",
+            &format!(
+                "input '{name}': the instance could not reserve {} bytes for its {bytes} bytes \
+                 (and a copy); use smaller inputs, or the GPU",
+                bytes.saturating_mul(2)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A user input of `prepare`: `{dtype, shape}` (no data needed) or a number.

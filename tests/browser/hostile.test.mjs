@@ -131,3 +131,43 @@ test('a small WebGPU soak: random shapes, JS heap and GPU memory flat', async (t
   assert.equal(r.gpuAllocatedDeltaMiB, 0, 'live GPU bytes after the runs differ from after the warm-up');
   assert.deepEqual(errors, []);
 });
+
+test('sizes the caller controls past the byte budget are LIMIT errors in wasm and on WebGPU; the model then answers PyTorch', async () => {
+  const { page, errors } = await newPage();
+  const r = await page.evaluate(async () => {
+    const { load } = await import('/js/index.js');
+    const st = await import('/tests/js/st.mjs');
+    const io = st.parseSafetensors(new Uint8Array(await (await fetch('/fixtures/hostile_alloc.io.safetensors')).arrayBuffer()));
+    const bytes = new Uint8Array(await (await fetch('/fixtures/hostile_alloc.pt2')).arrayBuffer());
+    const good = [0, 1, 2, 3].map((i) => io[`input_${i}`]);
+    const matches = async (model) => {
+      const got = await model.run(good);
+      for (let k = 0; k < 3; k++) {
+        const want = io[`output_${k}`].data;
+        for (let i = 0; i < want.length; i++) {
+          if (!(Math.abs(got[k].data[i] - want[i]) <= 1e-2 + 1e-4 * Math.abs(want[i]))) return `output ${k}[${i}]: ${got[k].data[i]} vs ${want[i]}`;
+        }
+      }
+      return true;
+    };
+    // zeros(65536, 65536), expand(2^20, 4096).contiguous(): 16 GiB each.
+    const huge = [
+      [0, { dtype: 'float32', shape: [65536, 3], data: new Float32Array(65536 * 3) }],
+      [1, { dtype: 'float32', shape: [1 << 20, 1], data: new Float32Array(1 << 20) }],
+    ];
+    const out = {};
+    for (const device of ['cpu', 'webgpu']) {
+      const model = await load(bytes, { device });
+      out[device] = [];
+      for (const [i, t] of huge) {
+        const call = good.slice();
+        call[i] = t;
+        try { await model.run(call); out[device].push('no error'); } catch (e) { out[device].push(`${e.code} ${/made by node/.test(e.message)} ${await matches(model)}`); }
+      }
+      model.dispose();
+    }
+    return out;
+  });
+  for (const device of ['cpu', 'webgpu']) assert.deepEqual(r[device], ['LIMIT true true', 'LIMIT true true'], device);
+  assert.deepEqual(errors, []);
+});
