@@ -157,6 +157,8 @@ pub struct GpuDevice {
     errors: Arc<Mutex<Vec<String>>>,
     /// Kernel choices timed per shape on this adapter (`tune.rs`).
     pub tuner: super::tune::Tuner,
+    /// The index fault record kernels write and its sites (`fault.rs`).
+    pub(crate) faults: super::fault::Faults,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -239,7 +241,9 @@ impl GpuDevice {
             properties.driver,
             properties.driver_info
         ));
+        let faults = super::fault::Faults::new(&device);
         Ok(GpuDevice {
+            faults,
             device,
             queue,
             properties,

@@ -64,6 +64,7 @@ pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
         plans: &mut plans,
         dry: false,
         rec: None,
+        faults_armed: false,
         timer: None,
     };
     let c = r.to_cpu(t).await?;
@@ -161,6 +162,7 @@ impl GpuSession {
             plans: &mut s.plans,
             dry: false,
             rec: None,
+            faults_armed: false,
         };
         // Weights go up once; tensors sharing a storage share one GPU buffer. State the
         // graph does not read (a weight the passes folded into a new constant) stays on the
@@ -244,6 +246,7 @@ impl GpuSession {
             plans: &mut self.plans,
             dry: false,
             rec: None,
+            faults_armed: false,
             timer: None,
         }
     }
@@ -562,6 +565,7 @@ impl GpuSession {
             plans: &mut self.plans,
             dry,
             rec: record.then(super::tape::Recording::default),
+            faults_armed: false,
         };
         let mut user = inputs.iter();
         let mut graph_inputs = Vec::with_capacity(p.inputs.len());
