@@ -1043,6 +1043,61 @@ fn index_faults_fail_the_run_and_the_session_recovers() {
     assert!(recovered >= 10, "{recovered} sessions recovered");
 }
 
+/// `--weights int8` makes the index_errors `embedding_module` table a `pt2web.embedding_q`:
+/// its GPU kernel reports the indices torch refuses too, and the session then looks up valid
+/// ids within int8's rounding of torch's rows (half a step of the row's scale, max|row|/127).
+#[test]
+fn quantized_embedding_faults_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let dir = common::fixtures().join("ops");
+    let cases: Value =
+        serde_json::from_slice(&std::fs::read(dir.join("index_errors.cases.json")).unwrap())
+            .unwrap();
+    let io_bytes = std::fs::read(dir.join("index_errors.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let archive = ops_archive("index_errors.pt2");
+    let opts = LoadOptions {
+        weights: pt2web::passes::quantize::WeightFormat::Int8,
+        ..Default::default()
+    };
+    let tensor = |key: String| common::to_tensor(&io.tensor(&key).unwrap());
+    let mut checked = 0;
+    for c in cases["cases"].as_array().unwrap() {
+        let pname = c["program"].as_str().unwrap();
+        if !pname.starts_with("embedding_module_") || c.get("error").is_none() {
+            continue;
+        }
+        let p = archive.program(Some(pname), &opts).unwrap();
+        let ops = p.graph.op_histogram();
+        assert_eq!(
+            ops.get("pt2web.embedding_q.default"),
+            Some(&1),
+            "{pname}: {ops:?}"
+        );
+        let mut s = GpuSession::new(p, dev.clone()).unwrap();
+        let run = s
+            .run(vec![RValue::Tensor(tensor(format!("{pname}/input_0")))])
+            .map_err(|e| e.to_string());
+        assert_eq!(common::raised(c, &run), Some(Ok(())), "{pname}: {run:?}");
+        let err = run.unwrap_err();
+        assert!(err.contains("found by its GPU kernel"), "{pname}: {err}");
+        let ok = pname.replacen("_hi", "_ok", 1).replacen("_lo", "_ok", 1);
+        let outs = s
+            .run(vec![RValue::Tensor(tensor(format!("{ok}/input_0")))])
+            .unwrap();
+        let got = outs[0].as_tensor().unwrap().contiguous().to_vec::<f32>();
+        let want = tensor(format!("{ok}/output_0")).to_vec::<f32>();
+        assert_eq!(got.len(), want.len(), "{ok}");
+        for (row, (g, w)) in got.chunks(8).zip(want.chunks(8)).enumerate() {
+            let step = w.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+            let d = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(d <= step * 0.5 + 1e-6, "{ok} row {row}: {g:?} vs {w:?}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "embedding_module_{{hi,lo}}(__core)");
+}
+
 /// The fusion cases (tests/fixgen/ops/fusion.py) on the GPU: each fused chain is one
 /// dispatch of its generated kernel (the op suite checks the values against PyTorch), also
 /// for a batch size the program was not exported with.

@@ -38,6 +38,8 @@ pub enum IndexText {
     WeightRows,
     /// Rows of a quantized embedding: "index i is out of range for an embedding of n rows".
     EmbeddingRows,
+    /// searchsorted's sorter: "sorter index i is out of range for a sequence of length n".
+    Sorter,
 }
 
 impl IndexText {
@@ -47,6 +49,7 @@ impl IndexText {
             IndexText::Range { dim } => crate::ops::shape::out_of_range(index, dim, size),
             IndexText::WeightRows => crate::ops::index::bag::bad_row(index, size),
             IndexText::EmbeddingRows => crate::ops::matmul::quant::bad_row(index, size),
+            IndexText::Sorter => crate::ops::sort::bad_sorter(index, size),
         }
     }
 }

@@ -170,6 +170,7 @@ pub fn reports_faults(v: &Variant) -> bool {
         scatter::PUT_TARGET,
         quant::EMBEDDING_Q,
         bag::POOL,
+        sort::SEARCH,
     ]
     .contains(v)
 }

@@ -241,7 +241,7 @@ impl Shader {
     pub fn reads_indices(self) -> bool {
         matches!(
             self,
-            Shader::Index | Shader::Scatter | Shader::Bag | Shader::Quant
+            Shader::Index | Shader::Scatter | Shader::Bag | Shader::Quant | Shader::Sort
         )
     }
 }

@@ -33,6 +33,20 @@ def embedding_direct(w, i):
     return F.embedding(i, w)
 
 
+class EmbeddingModule(torch.nn.Module):
+    """An embedding table as a parameter: `--weights int8` quantizes it at load
+    (tests/ops_gpu.rs::quantized_embedding_faults_on_the_gpu)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(6, 8)
+        with torch.no_grad():
+            self.emb.weight.copy_(randn(6, 8, seed=4))
+
+    def forward(self, i):
+        return self.emb(on_device(i))
+
+
 def embedding_bag(w, i, offsets):
     return F.embedding_bag(on_device(i), w, offsets, mode="sum")
 
@@ -89,13 +103,20 @@ def index_fill(x, i):
     return x.index_fill(1, on_device(i), -1.0)
 
 
+def searchsorted(s, v, o):
+    return torch.searchsorted(s, v, sorter=on_device(o))
+
+
 s32 = randn(3, 2, seed=2)
+s4 = t(3.0, 1.0, 2.0, 4.0)
+v3 = t(1.5, 2.5, 0.0)
 r4 = randn(2, 4, seed=3)
 
 # (name, fn, inputs with an index too large, the same too negative, valid inputs or None)
 OPS = [
     ("embedding", embedding, [w53, t(1, 5)], [w53, t(-1, 2)], [w53, t(4, 0)]),
     ("embedding_direct", embedding_direct, [w53, t(7, 0)], [w53, t(0, -6)], [w53, t(1, 2)]),
+    ("embedding_module", EmbeddingModule(), [t(1, 6)], [t(-7, 0)], [t(5, 0)]),
     ("embedding_bag", embedding_bag, [w53, t(0, 5, 1), t(0, 2)], [w53, t(0, -1, 1), t(0, 2)], None),
     ("index_select", index_select, [x34, t(0, 4)], [x34, t(-5, 1)], None),
     ("gather", gather, [x34, t([0, 4], [1, 1], [2, 2])], [x34, t([0, 1], [-1, 1], [2, 2])], None),
@@ -111,11 +132,14 @@ OPS = [
     ("index_add", index_add, [x34, t(0, 4), s32], [x34, t(-1, 0), s32], None),
     ("index_copy", index_copy, [x34, t(4, 0), s32], [x34, t(0, -1), s32], None),
     ("index_fill", index_fill, [x34, t(0, 4)], [x34, t(-5, 0)], None),
+    ("searchsorted", searchsorted, [s4, v3, t(1, 2, 0, 4)], [s4, v3, t(1, -1, 0, 3)], [s4, v3, t(1, 2, 0, 3)]),
 ]
 
 CASES = []
 for name, fn, hi, lo, ok in OPS:
-    CASES.append(Case(f"{name}_hi", fn, hi, tol="exact", raises=True))
-    CASES.append(Case(f"{name}_lo", fn, lo, tol="exact", raises=True))
+    # searchsorted has no core ATen decomposition to export (as in sort.py).
+    core = name != "searchsorted"
+    CASES.append(Case(f"{name}_hi", fn, hi, tol="exact", raises=True, core=core))
+    CASES.append(Case(f"{name}_lo", fn, lo, tol="exact", raises=True, core=core))
     if ok is not None:
-        CASES.append(Case(f"{name}_ok", fn, ok, tol="exact"))
+        CASES.append(Case(f"{name}_ok", fn, ok, tol="exact", core=core))
