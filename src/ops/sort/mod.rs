@@ -33,13 +33,13 @@ pub(crate) fn register(r: &mut OpTable) {
     unique::register(r);
 }
 
-#[inline]
-#[allow(clippy::eq_op)]
 /// The error of a searchsorted sorter index outside its row (the GPU's faults too).
 pub(crate) fn bad_sorter(index: i64, len: impl std::fmt::Display) -> String {
     format!("sorter index {index} is out of range for a sequence of length {len}")
 }
 
+#[inline]
+#[allow(clippy::eq_op)]
 fn is_nan<T: Elem>(x: T) -> bool {
     x != x
 }
