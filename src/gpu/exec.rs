@@ -65,6 +65,7 @@ pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
         dry: false,
         rec: None,
         faults_armed: false,
+        fault_record: dev.faults.record().clone(),
         timer: None,
     };
     let c = r.to_cpu(t).await?;
@@ -121,6 +122,8 @@ pub struct GpuSession {
     pub last_prepare: Option<PrepareStats>,
     /// Warm runs replayed from a recording (see [`super::tape`]).
     tapes: super::tape::Tapes,
+    /// The index fault record of this session's runs (see [`super::fault`]).
+    fault_record: wgpu::Buffer,
 }
 
 impl GpuSession {
@@ -139,6 +142,7 @@ impl GpuSession {
             )));
         }
         let cpu = Session::new(program)?;
+        let fault_record = super::fault::new_record(&device.device);
         let mut s = GpuSession {
             cpu,
             device,
@@ -149,6 +153,7 @@ impl GpuSession {
             total_stats: RunStats::default(),
             last_prepare: None,
             tapes: Default::default(),
+            fault_record,
         };
         let dev = s.device.clone();
         let before = dev.memory_stats().buffers_created;
@@ -163,6 +168,7 @@ impl GpuSession {
             dry: false,
             rec: None,
             faults_armed: false,
+            fault_record: s.fault_record.clone(),
         };
         // Weights go up once; tensors sharing a storage share one GPU buffer. State the
         // graph does not read (a weight the passes folded into a new constant) stays on the
@@ -247,6 +253,7 @@ impl GpuSession {
             dry: false,
             rec: None,
             faults_armed: false,
+            fault_record: self.fault_record.clone(),
             timer: None,
         }
     }
@@ -465,7 +472,7 @@ impl GpuSession {
         };
         let dev = self.device.clone();
         let before = dev.memory_stats().buffers_created;
-        let Some(done) = super::tape::replay(&dev, &tape, inputs).await? else {
+        let Some(done) = super::tape::replay(&dev, &tape, inputs, &self.fault_record).await? else {
             // Its buffers are in use elsewhere (or were released): run the executor.
             self.tapes.drop_tape();
             return Ok(None);
@@ -566,6 +573,7 @@ impl GpuSession {
             dry,
             rec: record.then(super::tape::Recording::default),
             faults_armed: false,
+            fault_record: self.fault_record.clone(),
         };
         let mut user = inputs.iter();
         let mut graph_inputs = Vec::with_capacity(p.inputs.len());

@@ -2,9 +2,10 @@
 //! torch's error on the GPU as it does on the CPU, never give a silent value.
 //!
 //! A kernel cannot return an error, and waiting for the GPU after every node would serialize
-//! the run. So each kernel that reads an index tensor ([`super::kernels::reports_faults`]) also binds the device's
-//! fault record (four words at binding [`BINDING`]: a code, the site, the bad index, the size
-//! of the dimension), skips the access an invalid index would make, and makes the first bad
+//! the run. So each kernel that reads an index tensor ([`super::kernels::reports_faults`])
+//! also binds its session's fault record (four words at binding [`BINDING`]: a code, the
+//! site, the bad index, the size of the dimension; one record per session, so that sessions
+//! sharing a device cannot clear or read each other's faults), skips the access an invalid index would make, and makes the first bad
 //! index of the run win the record (`atomicMax` on the code). The host reads the record with
 //! the next readback the run makes anyway (the outputs at its end, or a mid-run read for
 //! control flow or a data-dependent size: [`super::runner::Runner::download`]), in the same
@@ -62,10 +63,22 @@ struct Site {
     text: IndexText,
 }
 
-/// A device's fault record and the sites its kernels name.
+/// The sites a device's kernels name, and the fault record of runs outside a session.
 pub struct Faults {
     record: wgpu::Buffer,
     sites: Mutex<Sites>,
+}
+
+/// A fresh fault record (zeroed: no fault).
+pub(crate) fn new_record(device: &wgpu::Device) -> wgpu::Buffer {
+    device.create_buffer(&wgpu::BufferDescriptor {
+        label: Some("index fault record"),
+        size: BYTES,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_SRC
+            | wgpu::BufferUsages::COPY_DST,
+        mapped_at_creation: false,
+    })
 }
 
 #[derive(Default)]
@@ -76,22 +89,13 @@ struct Sites {
 
 impl Faults {
     pub(crate) fn new(device: &wgpu::Device) -> Faults {
-        let record = device.create_buffer(&wgpu::BufferDescriptor {
-            label: Some("index fault record"),
-            size: BYTES,
-            usage: wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_SRC
-                | wgpu::BufferUsages::COPY_DST,
-            // Zeroed: no fault.
-            mapped_at_creation: false,
-        });
         Faults {
-            record,
+            record: new_record(device),
             sites: Mutex::default(),
         }
     }
 
-    /// The record's buffer (bound at [`BINDING`]).
+    /// The record of runs outside a session ([`super::exec::read_tensor`]).
     pub(crate) fn record(&self) -> &wgpu::Buffer {
         &self.record
     }
@@ -147,15 +151,15 @@ impl Faults {
             )),
         })
     }
-
-    /// Clear the record after a fault was reported (the next run starts clean).
-    pub(crate) fn reset(&self, queue: &wgpu::Queue) {
-        queue.write_buffer(&self.record, 0, &[0; BYTES as usize]);
-    }
 }
 
-/// Read a fault record copied into the mapped staging buffer `st`: the run's error, if any.
-pub(crate) fn check(dev: &super::device::GpuDevice, st: &wgpu::Buffer) -> Result<()> {
+/// Read the fault record `record`, copied into the mapped staging buffer `st`: the run's
+/// error, if any (the record is then cleared: the next run starts clean).
+pub(crate) fn check(
+    dev: &super::device::GpuDevice,
+    record: &wgpu::Buffer,
+    st: &wgpu::Buffer,
+) -> Result<()> {
     let fault = {
         let view = st
             .slice(..)
@@ -166,7 +170,7 @@ pub(crate) fn check(dev: &super::device::GpuDevice, st: &wgpu::Buffer) -> Result
     st.unmap();
     match fault {
         Some(e) => {
-            dev.faults.reset(&dev.queue);
+            dev.queue.write_buffer(record, 0, &[0; BYTES as usize]);
             Err(e)
         }
         None => Ok(()),

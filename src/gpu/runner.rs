@@ -44,6 +44,8 @@ pub struct Runner<'d> {
     /// Whether kernels that report index faults were encoded since the fault record was
     /// last read ([`Runner::download`] reads it; see `fault.rs`).
     pub(crate) faults_armed: bool,
+    /// The fault record of this run's session (`fault.rs`).
+    pub(crate) fault_record: wgpu::Buffer,
 }
 
 /// Why a prepare pass stopped early (at a readback or a CPU fallback).
@@ -80,7 +82,7 @@ impl<'d> Runner<'d> {
             return;
         }
         self.faults_armed = true;
-        let record = self.dev.faults.record().clone();
+        let record = self.fault_record.clone();
         self.encoder().clear_buffer(&record, 0, None);
     }
 
@@ -248,7 +250,7 @@ impl<'d> Runner<'d> {
         }
         let fault = if self.faults_armed {
             let st = self.dev.alloc_readback(super::fault::BYTES)?;
-            let record = self.dev.faults.record().clone();
+            let record = self.fault_record.clone();
             self.encoder()
                 .copy_buffer_to_buffer(&record, 0, st.buffer(), 0, super::fault::BYTES);
             self.faults_armed = false;
@@ -277,7 +279,7 @@ impl<'d> Runner<'d> {
         }
         self.stats.wait_us += ((crate::runtime::profile::now_ms() - wait_start) * 1e3) as u64;
         if let Some(st) = fault {
-            let found = super::fault::check(self.dev, st.buffer());
+            let found = super::fault::check(self.dev, &self.fault_record, st.buffer());
             if found.is_err() {
                 pending.iter().for_each(|(_, st, ..)| st.buffer().unmap());
             }

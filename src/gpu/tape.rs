@@ -331,12 +331,14 @@ pub(crate) struct Replayed {
     pub wait_us: u64,
 }
 
-/// Replay `tape` with `inputs` (checked with [`Tape::accepts`]): `None` when its buffers
-/// cannot all be had now (the caller runs the executor and drops the tape).
+/// Replay `tape` with `inputs` (checked with [`Tape::accepts`]), `record` the session's
+/// fault record: `None` when its buffers cannot all be had now (the caller runs the executor
+/// and drops the tape).
 pub(crate) async fn replay(
     dev: &GpuDevice,
     tape: &Tape,
     inputs: &[RValue],
+    record: &wgpu::Buffer,
 ) -> Result<Option<Replayed>> {
     let Some(held) = dev.take_free(&tape.buffers) else {
         return Ok(None);
@@ -366,7 +368,7 @@ pub(crate) async fn replay(
         .iter()
         .any(|d| super::kernels::reports_faults(&d.variant));
     if faults {
-        enc.clear_buffer(dev.faults.record(), 0, None);
+        enc.clear_buffer(record, 0, None);
     }
     {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
@@ -398,7 +400,7 @@ pub(crate) async fn replay(
         true => {
             let st = dev.alloc_readback(super::fault::BYTES)?;
             let bytes = super::fault::BYTES;
-            enc.copy_buffer_to_buffer(dev.faults.record(), 0, st.buffer(), 0, bytes);
+            enc.copy_buffer_to_buffer(record, 0, st.buffer(), 0, bytes);
             Some(st)
         }
         false => None,
@@ -422,7 +424,7 @@ pub(crate) async fn replay(
     }
     let wait_us = ((crate::runtime::profile::now_ms() - wait_start) * 1e3) as u64;
     if let Some(st) = fault {
-        let found = super::fault::check(dev, st.buffer());
+        let found = super::fault::check(dev, record, st.buffer());
         if found.is_err() {
             staged.iter().for_each(|(_, st, ..)| st.buffer().unmap());
         }

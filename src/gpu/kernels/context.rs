@@ -145,7 +145,7 @@ impl KernelCtx<'_, '_, '_> {
         let bound_bytes: u64 = bound.iter().map(|b| b.2).sum();
         if reports_faults(v) {
             // Not a pool buffer: no class (a replay takes nothing from the pool for it).
-            let record = self.r.dev.faults.record().clone();
+            let record = self.r.fault_record.clone();
             bound.push((crate::gpu::fault::BINDING, record, crate::gpu::fault::BYTES));
             self.r.arm_faults();
         }
