@@ -950,6 +950,14 @@ fn out_of_range_host_indices_are_errors() {
     }
 }
 
+/// The cases.json index and the io.safetensors bytes of op family `fam`.
+fn op_family(fam: &str) -> (Value, Vec<u8>) {
+    let dir = common::fixtures().join("ops");
+    let cases = std::fs::read(dir.join(format!("{fam}.cases.json"))).unwrap();
+    let io = std::fs::read(dir.join(format!("{fam}.io.safetensors"))).unwrap();
+    (serde_json::from_slice(&cases).unwrap(), io)
+}
+
 /// The index_errors cases (tests/fixgen/ops/index_errors.py: indices computed on the device,
 /// or read from a program input by embedding) on the GPU: each invalid index is found by
 /// the GPU kernel itself (the host never sees it), and the run fails with the CPU kernel's
@@ -959,11 +967,7 @@ fn out_of_range_host_indices_are_errors() {
 #[test]
 fn index_faults_fail_the_run_and_the_session_recovers() {
     let Some(dev) = device() else { return };
-    let dir = common::fixtures().join("ops");
-    let cases: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("index_errors.cases.json")).unwrap())
-            .unwrap();
-    let io_bytes = std::fs::read(dir.join("index_errors.io.safetensors")).unwrap();
+    let (cases, io_bytes) = op_family("index_errors");
     let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
     let archive = ops_archive("index_errors.pt2");
     let all = cases["cases"].as_array().unwrap();
@@ -1049,11 +1053,7 @@ fn index_faults_fail_the_run_and_the_session_recovers() {
 #[test]
 fn quantized_embedding_faults_on_the_gpu() {
     let Some(dev) = device() else { return };
-    let dir = common::fixtures().join("ops");
-    let cases: Value =
-        serde_json::from_slice(&std::fs::read(dir.join("index_errors.cases.json")).unwrap())
-            .unwrap();
-    let io_bytes = std::fs::read(dir.join("index_errors.io.safetensors")).unwrap();
+    let (cases, io_bytes) = op_family("index_errors");
     let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
     let archive = ops_archive("index_errors.pt2");
     let opts = LoadOptions {
