@@ -8,7 +8,7 @@
 // - `bag_ids`: one invocation per index and per bag: the bag of each index (offset2bag)
 //   and each bag's size (bag_size: its indices less the padding ones; 0 for sum).
 // Offsets are clamped to [0, n] as the CPU kernel does; an index outside the weight's rows
-// cannot raise on the GPU: its row is skipped (the host checks indices it has a copy of).
+// is reported (fault.wgsl) and its row skipped.
 // `Meta` mirrors `BagMeta` in src/gpu/kernels/bag.rs.
 
 struct Meta {
@@ -36,7 +36,8 @@ struct Meta {
     psw: vec2<u32>,
     // Entries of bag_size (the bags, or the offsets: those past the bags are 0).
     sizes: u32,
-    _pad: u32,
+    // The fault site of an index outside the weight's rows.
+    fault_site: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Meta;
@@ -109,7 +110,11 @@ fn pool(@builtin(global_invocation_id) gid: vec3<u32>) {
     var first = true;
     for (var k = r.x; k < r.y; k = k + 1u) {
         let id = index_at(k);
-        if is_padding(id) || id < 0 || u32(id) >= params.rows {
+        if is_padding(id) {
+            continue;
+        }
+        if id < 0 || u32(id) >= params.rows {
+            raise_index(params.fault_site, id, params.rows);
             continue;
         }
         let x = weight[params.w_offset + u32(id) * params.w_rows + j * params.w_cols];

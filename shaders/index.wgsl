@@ -11,7 +11,7 @@ struct Meta {
     row: u32,
     // fill: 0 constant `value.x`, 1 f32 arange (start, step in value.xy as f32 bits),
     // 2 int arange (start, step as i32 bits), 3 linspace, 4 logspace, 5 fractional f32
-    // arange (see `fill`).
+    // arange (see `fill`); gather: 1 when negative indices count from the end.
     flags: u32,
     shape: array<vec4<u32>, 2>,
     // Source strides per output dim (0 on the dims the index supplies).
@@ -21,6 +21,7 @@ struct Meta {
     // (source offset, index or destination offset, source stride of the indexed dim,
     //  size of the indexed dim)
     offs: vec4<u32>,
+    // fill: the values (see `flags`); gather: (fault site, _, _, _).
     value: vec4<u32>,
 }
 
@@ -58,8 +59,8 @@ fn offsets(i: u32) -> vec2<u32> {
     return o;
 }
 
-// out[i] = src[offset(i) + index * stride]; a negative index counts from the end. An index
-// outside the dimension cannot raise on the GPU: it reads 0 (see the module doc in Rust).
+// out[i] = src[offset(i) + index * stride]; a negative index counts from the end where
+// `flags` says so. An index outside the dimension is reported (fault.wgsl) and reads 0.
 @compute @workgroup_size(64)
 fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
     let i = index(gid);
@@ -67,11 +68,13 @@ fn gather(@builtin(global_invocation_id) gid: vec3<u32>) {
         return;
     }
     let o = offsets(i);
-    var j = idx[o.y];
-    if j < 0 {
+    let given = idx[o.y];
+    var j = given;
+    if j < 0 && params.flags == 1u {
         j = j + i32(params.offs.w);
     }
     if j < 0 || u32(j) >= params.offs.w {
+        raise_index(params.value.x, given, params.offs.w);
         out[i] = 0u;
         return;
     }

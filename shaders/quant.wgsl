@@ -19,7 +19,8 @@ struct Meta {
     bias_off: u32,
     // Invocations per row of the 2-D dispatch grid.
     row: u32,
-    pad0: u32,
+    // embedding: the fault site of an index outside the rows (fault.wgsl).
+    fault_site: u32,
     pad1: u32,
     pad2: u32,
 }
@@ -212,8 +213,8 @@ fn dequant(@builtin(global_invocation_id) gid: vec3<u32>) {
     }
 }
 
-// `embedding_q`: out[t, :] = W[idx[t], :] for t < m, one invocation per (t, word). Indices
-// out of range were refused on the host where known; here they give zeros.
+// `embedding_q`: out[t, :] = W[idx[t], :] for t < m, one invocation per (t, word). An index
+// out of range is reported (fault.wgsl) and gives zeros.
 @compute @workgroup_size(64)
 fn embedding_q(@builtin(global_invocation_id) gid: vec3<u32>) {
     let e = gid.x + gid.y * params.row;
@@ -227,6 +228,7 @@ fn embedding_q(@builtin(global_invocation_id) gid: vec3<u32>) {
     let per_word = 32u / params.bits;
     let o = t * params.k + wi * per_word;
     if id < 0 || u32(id) >= params.n {
+        raise_index(params.fault_site, id, params.n);
         for (var i = 0u; i < per_word; i = i + 1u) {
             out[o + i] = 0.0;
         }

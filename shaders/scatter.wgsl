@@ -43,6 +43,8 @@ struct Meta {
     // (scalar value, alpha (f32 or i32 bits), rank of B, number of entries in B);
     // put_target: (size of the indexed dim, its output stride, rank of B, entries in B).
     value: vec4<u32>,
+    // scatter, index_write, put_target: (fault site, _, _, _) for an invalid index.
+    fault_site: vec4<u32>,
 }
 
 // An index outside its dimension (after counting negatives from the end).
@@ -206,11 +208,15 @@ fn scatter(@builtin(global_invocation_id) gid: vec3<u32>) {
         let is = params.idx_strides[d / 4u][d % 4u];
         let ss = params.src_strides[d / 4u][d % 4u];
         for (var j = 0u; j < entries; j = j + 1u) {
-            var t = idx[ib + j * is];
+            let given = idx[ib + j * is];
+            var t = given;
             if t < 0 && wrap {
                 t = t + size;
             }
-            // An index outside the dim (never equal to cd) is skipped (see scatter.rs).
+            // An index outside the dim (never equal to cd) is reported and skipped.
+            if t < 0 || t >= size {
+                raise_index(params.fault_site.x, given, u32(size));
+            }
             if t != i32(cd) {
                 continue;
             }
@@ -255,6 +261,7 @@ fn index_write(@builtin(global_invocation_id) gid: vec3<u32>) {
         if k == d {
             let t = idx[params.offs.z + c * params.idx_strides[k / 4u][k % 4u]];
             if t < 0 || u32(t) >= params.value.x {
+                raise_index(params.fault_site.x, t, params.value.x);
                 valid = false;
             }
             at = u32(t);
@@ -294,6 +301,9 @@ fn put_target(@builtin(global_invocation_id) gid: vec3<u32>) {
     var prev = 0;
     if (params.flags & 256u) == 0u {
         prev = lin[b];
+    }
+    if t < 0 || t >= size {
+        raise_index(params.fault_site.x, idx[io], params.value.x);
     }
     if t < 0 || t >= size || prev == INVALID {
         lin[b] = INVALID;

@@ -37,6 +37,11 @@ struct Meta {
     keep: u32,
     // The input's offset (search: the values').
     x_off: u32,
+    // search: the fault site of a sorter index outside the row (fault.wgsl).
+    fault_site: u32,
+    pad0: u32,
+    pad1: u32,
+    pad2: u32,
 }
 
 @group(0) @binding(0) var<uniform> params: Meta;
@@ -251,7 +256,7 @@ fn sort_wg(@builtin(local_invocation_id) lid: vec3<u32>, @builtin(workgroup_id) 
 fn seq_at(rbase: u32, j: u32) -> u32 {
     var p = j;
     if (params.flags & 16u) != 0u {
-        // A sorter index outside the row cannot raise here: it is clamped (see sort.rs).
+        // A sorter index outside the row is clamped (`search` reports it).
         p = u32(clamp(sorter[params.keep + rbase + j], 0, i32(params.n) - 1));
     }
     return seq[params.start + rbase + p];
@@ -267,6 +272,19 @@ fn search(@builtin(global_invocation_id) gid: vec3<u32>) {
     var rbase = 0u;
     if (params.flags & 32u) == 0u {
         rbase = (i / params.inner) * params.n;
+    }
+    // Every sorter entry is checked (as torch does), each by one invocation: i, i + rows...
+    if (params.flags & 16u) != 0u {
+        var entries = params.n;
+        if (params.flags & 32u) == 0u {
+            entries = params.rows / params.inner * params.n;
+        }
+        for (var e = i; e < entries; e = e + params.rows) {
+            let s = sorter[params.keep + e];
+            if s < 0 || u32(s) >= params.n {
+                raise_index(params.fault_site, s, params.n);
+            }
+        }
     }
     let right = (params.flags & 1u) != 0u;
     var lo = 0u;

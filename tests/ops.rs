@@ -41,7 +41,11 @@ fn run_family(fam: &str) {
                     ))
                 })
                 .collect();
-            let outs = session.run(inputs).map_err(|e| e.to_string())?;
+            let outs = session.run(inputs).map_err(|e| e.to_string());
+            if let Some(raised) = common::raised(c, &outs) {
+                return raised;
+            }
+            let outs = outs?;
             let mut k = 0;
             for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
                 if !o.is_array() {

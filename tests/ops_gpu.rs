@@ -159,9 +159,12 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
                     ))
                 })
                 .collect();
-            let outs = session.run(inputs);
+            let outs = session.run(inputs).map_err(|e| e.to_string());
             stats = session.last_stats.clone();
-            let outs = outs.map_err(|e| e.to_string())?;
+            if let Some(raised) = common::raised(c, &outs) {
+                return raised;
+            }
+            let outs = outs?;
             // `pt2web check --device gpu` reads the GPU table too: a node it says falls back
             // must fall back (kernels may still decline nodes it puts on the GPU, for their
             // arguments).
@@ -945,6 +948,154 @@ fn out_of_range_host_indices_are_errors() {
         let err = run(file, program, inputs);
         assert!(err.contains(msg), "{file} {program}: {err}");
     }
+}
+
+/// The cases.json index and the io.safetensors bytes of op family `fam`.
+fn op_family(fam: &str) -> (Value, Vec<u8>) {
+    let dir = common::fixtures().join("ops");
+    let cases = std::fs::read(dir.join(format!("{fam}.cases.json"))).unwrap();
+    let io = std::fs::read(dir.join(format!("{fam}.io.safetensors"))).unwrap();
+    (serde_json::from_slice(&cases).unwrap(), io)
+}
+
+/// The index_errors cases (tests/fixgen/ops/index_errors.py: indices computed on the device,
+/// or read from a program input by embedding) on the GPU: each invalid index is found by
+/// the GPU kernel itself (the host never sees it), and the run fails with the CPU kernel's
+/// error naming the node. The session that failed then runs valid inputs of the same program
+/// correctly, also once its runs are replayed from a tape (whose fault goes through the
+/// replay's readback), and fails again on the invalid ones.
+#[test]
+fn index_faults_fail_the_run_and_the_session_recovers() {
+    let Some(dev) = device() else { return };
+    let (cases, io_bytes) = op_family("index_errors");
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let archive = ops_archive("index_errors.pt2");
+    let all = cases["cases"].as_array().unwrap();
+    let tensors = |pname: &str, kind: &str| -> Vec<Tensor> {
+        (0..)
+            .map_while(|i| io.tensor(&format!("{pname}/{kind}_{i}")).ok())
+            .map(|t| common::to_tensor(&t))
+            .collect()
+    };
+    let inputs = |pname: &str| -> Vec<RValue> {
+        tensors(pname, "input")
+            .into_iter()
+            .map(RValue::Tensor)
+            .collect()
+    };
+    let mut failures = Vec::new();
+    let mut recovered = 0;
+    for c in all.iter().filter(|c| c.get("error").is_some()) {
+        let pname = c["program"].as_str().unwrap();
+        let program = archive
+            .program(Some(pname), &LoadOptions::default())
+            .unwrap();
+        let mut s = GpuSession::new(program, dev.clone()).unwrap();
+        let mut bad = || {
+            let run = s.run(inputs(pname)).map_err(|e| e.to_string());
+            let fallbacks = s.last_stats.fallback_nodes();
+            match (common::raised(c, &run), run) {
+                (Some(Err(e)), _) => Err(e),
+                (_, Err(e)) if !e.contains("found by its GPU kernel") || fallbacks > 0 => Err(
+                    format!("not the GPU kernel's error ({fallbacks} CPU fallbacks): {e}"),
+                ),
+                _ => Ok(()),
+            }
+        };
+        if let Err(e) = bad() {
+            failures.push(format!("  {pname}: {e}"));
+            continue;
+        }
+        // The valid inputs of the same program (`<case>_ok`), if the family has them.
+        let ok = pname.replacen("_hi", "_ok", 1).replacen("_lo", "_ok", 1);
+        if !all.iter().any(|o| o["program"] == ok.as_str()) {
+            continue;
+        }
+        let want = tensors(&ok, "output");
+        let good = |s: &mut GpuSession| -> Result<(), String> {
+            let outs = s.run(inputs(&ok)).map_err(|e| format!("{ok}: {e}"))?;
+            for (i, (o, w)) in outs.iter().zip(&want).enumerate() {
+                let got = o
+                    .as_tensor()
+                    .ok_or(format!("{ok} output {i}: not a tensor"))?;
+                common::compare(got, w, "exact").map_err(|e| format!("{ok} output {i}: {e}"))?;
+            }
+            Ok(())
+        };
+        let mut replayed = 0;
+        let result = (|| {
+            for _ in 0..3 {
+                good(&mut s)?;
+                replayed += s.last_stats.replayed as u32;
+            }
+            let again = s.run(inputs(pname)).map_err(|e| e.to_string());
+            if let Some(Err(e)) = common::raised(c, &again) {
+                return Err(format!("after valid runs: {e}"));
+            }
+            good(&mut s)
+        })();
+        match result {
+            Ok(()) if replayed == 0 => {
+                failures.push(format!("  {pname}: the valid runs were never replayed"))
+            }
+            Ok(()) => recovered += 1,
+            Err(e) => failures.push(format!("  {pname}: {e}")),
+        }
+    }
+    eprintln!("index faults: {recovered} sessions recovered after a fault");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(recovered >= 10, "{recovered} sessions recovered");
+}
+
+/// `--weights int8` makes the index_errors `embedding_module` table a `pt2web.embedding_q`:
+/// its GPU kernel reports the indices torch refuses too, and the session then looks up valid
+/// ids within int8's rounding of torch's rows (half a step of the row's scale, max|row|/127).
+#[test]
+fn quantized_embedding_faults_on_the_gpu() {
+    let Some(dev) = device() else { return };
+    let (cases, io_bytes) = op_family("index_errors");
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let archive = ops_archive("index_errors.pt2");
+    let opts = LoadOptions {
+        weights: pt2web::passes::quantize::WeightFormat::Int8,
+        ..Default::default()
+    };
+    let tensor = |key: String| common::to_tensor(&io.tensor(&key).unwrap());
+    let mut checked = 0;
+    for c in cases["cases"].as_array().unwrap() {
+        let pname = c["program"].as_str().unwrap();
+        if !pname.starts_with("embedding_module_") || c.get("error").is_none() {
+            continue;
+        }
+        let p = archive.program(Some(pname), &opts).unwrap();
+        let ops = p.graph.op_histogram();
+        assert_eq!(
+            ops.get("pt2web.embedding_q.default"),
+            Some(&1),
+            "{pname}: {ops:?}"
+        );
+        let mut s = GpuSession::new(p, dev.clone()).unwrap();
+        let run = s
+            .run(vec![RValue::Tensor(tensor(format!("{pname}/input_0")))])
+            .map_err(|e| e.to_string());
+        assert_eq!(common::raised(c, &run), Some(Ok(())), "{pname}: {run:?}");
+        let err = run.unwrap_err();
+        assert!(err.contains("found by its GPU kernel"), "{pname}: {err}");
+        let ok = pname.replacen("_hi", "_ok", 1).replacen("_lo", "_ok", 1);
+        let outs = s
+            .run(vec![RValue::Tensor(tensor(format!("{ok}/input_0")))])
+            .unwrap();
+        let got = outs[0].as_tensor().unwrap().contiguous().to_vec::<f32>();
+        let want = tensor(format!("{ok}/output_0")).to_vec::<f32>();
+        assert_eq!(got.len(), want.len(), "{ok}");
+        for (row, (g, w)) in got.chunks(8).zip(want.chunks(8)).enumerate() {
+            let step = w.iter().fold(0f32, |m, v| m.max(v.abs())) / 127.0;
+            let d = g.iter().zip(w).fold(0f32, |m, (a, b)| m.max((a - b).abs()));
+            assert!(d <= step * 0.5 + 1e-6, "{ok} row {row}: {g:?} vs {w:?}");
+        }
+        checked += 1;
+    }
+    assert_eq!(checked, 4, "embedding_module_{{hi,lo}}(__core)");
 }
 
 /// The fusion cases (tests/fixgen/ops/fusion.py) on the GPU: each fused chain is one

@@ -159,6 +159,8 @@ pub struct GpuDevice {
     lost: Arc<super::lost::Lost>,
     /// Kernel choices timed per shape on this adapter (`tune.rs`).
     pub tuner: super::tune::Tuner,
+    /// The index fault record kernels write and its sites (`fault.rs`).
+    pub(crate) faults: super::fault::Faults,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -246,7 +248,9 @@ impl GpuDevice {
             properties.driver,
             properties.driver_info
         ));
+        let faults = super::fault::Faults::new(&device);
         Ok(GpuDevice {
+            faults,
             device,
             queue,
             properties,

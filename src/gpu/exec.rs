@@ -64,6 +64,8 @@ pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
         plans: &mut plans,
         dry: false,
         rec: None,
+        faults_armed: false,
+        fault_record: dev.faults.record().clone(),
         timer: None,
     };
     let c = r.to_cpu(t).await?;
@@ -120,6 +122,8 @@ pub struct GpuSession {
     pub last_prepare: Option<PrepareStats>,
     /// Warm runs replayed from a recording (see [`super::tape`]).
     tapes: super::tape::Tapes,
+    /// The index fault record of this session's runs (see [`super::fault`]).
+    fault_record: wgpu::Buffer,
 }
 
 impl GpuSession {
@@ -138,6 +142,7 @@ impl GpuSession {
             )));
         }
         let cpu = Session::new(program)?;
+        let fault_record = super::fault::new_record(&device.device);
         let mut s = GpuSession {
             cpu,
             device,
@@ -148,6 +153,7 @@ impl GpuSession {
             total_stats: RunStats::default(),
             last_prepare: None,
             tapes: Default::default(),
+            fault_record,
         };
         let dev = s.device.clone();
         let before = dev.memory_stats().buffers_created;
@@ -161,6 +167,8 @@ impl GpuSession {
             plans: &mut s.plans,
             dry: false,
             rec: None,
+            faults_armed: false,
+            fault_record: s.fault_record.clone(),
         };
         // Weights go up once; tensors sharing a storage share one GPU buffer. State the
         // graph does not read (a weight the passes folded into a new constant) stays on the
@@ -244,6 +252,8 @@ impl GpuSession {
             plans: &mut self.plans,
             dry: false,
             rec: None,
+            faults_armed: false,
+            fault_record: self.fault_record.clone(),
             timer: None,
         }
     }
@@ -474,7 +484,7 @@ impl GpuSession {
         };
         let dev = self.device.clone();
         let before = dev.memory_stats().buffers_created;
-        let Some(done) = super::tape::replay(&dev, &tape, inputs).await? else {
+        let Some(done) = super::tape::replay(&dev, &tape, inputs, &self.fault_record).await? else {
             // Its buffers are in use elsewhere (or were released): run the executor.
             self.tapes.drop_tape();
             return Ok(None);
@@ -574,6 +584,8 @@ impl GpuSession {
             plans: &mut self.plans,
             dry,
             rec: record.then(super::tape::Recording::default),
+            faults_armed: false,
+            fault_record: self.fault_record.clone(),
         };
         let mut user = inputs.iter();
         let mut graph_inputs = Vec::with_capacity(p.inputs.len());

@@ -159,6 +159,22 @@ pub fn has_f16_variants(v: &Variant) -> bool {
     ) || (v.shader == Shader::Reduce && v.entry == "reduce")
 }
 
+/// Whether a variant reads an index tensor and reports an invalid index into the run's fault
+/// record (`src/gpu/fault.rs`; its module includes `shaders/fault.wgsl`): the dispatch
+/// binds the record.
+pub fn reports_faults(v: &Variant) -> bool {
+    [
+        index::GATHER,
+        scatter::SCATTER,
+        scatter::INDEX_WRITE,
+        scatter::PUT_TARGET,
+        quant::EMBEDDING_Q,
+        bag::POOL,
+        sort::SEARCH,
+    ]
+    .contains(v)
+}
+
 /// f32 or f16 (the float dtypes with GPU kernels).
 fn is_float(d: DType) -> bool {
     matches!(d, DType::F32 | DType::F16)

@@ -28,6 +28,7 @@ pub mod device;
 mod dynamic;
 pub mod event;
 pub mod exec;
+pub mod fault;
 mod graph;
 pub mod kernels;
 mod lost;

@@ -41,6 +41,11 @@ pub struct Runner<'d> {
     pub(crate) dry: bool,
     /// What the run encodes and uploads, while it is recorded for a [`super::tape::Tape`].
     pub(crate) rec: Option<super::tape::Recording>,
+    /// Whether kernels that report index faults were encoded since the fault record was
+    /// last read ([`Runner::download`] reads it; see `fault.rs`).
+    pub(crate) faults_armed: bool,
+    /// The fault record of this run's session (`fault.rs`).
+    pub(crate) fault_record: wgpu::Buffer,
 }
 
 /// Why a prepare pass stopped early (at a readback or a CPU fallback).
@@ -74,6 +79,17 @@ impl<'d> Runner<'d> {
                 .device
                 .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None })
         })
+    }
+
+    /// Note that a kernel reporting index faults is about to be encoded: the first since the
+    /// record was read clears it (in the encoder, before the kernel).
+    pub(crate) fn arm_faults(&mut self) {
+        if self.faults_armed || self.dry {
+            return;
+        }
+        self.faults_armed = true;
+        let record = self.fault_record.clone();
+        self.encoder().clear_buffer(&record, 0, None);
     }
 
     /// Keep a buffer alive until the next submit (kernel parameters).
@@ -208,6 +224,8 @@ impl<'d> Runner<'d> {
     /// Make the CPU copies of `cells` current: one copy per stale store into a staging
     /// buffer, encoded after the pending work, one submit, then one wait for all of them
     /// (natively a blocking poll; in the browser the future yields to the event loop).
+    /// The index fault record comes back in the same wait when kernels that write it ran
+    /// since it was read: a fault fails the download with the node's error (`fault.rs`).
     pub async fn download(&mut self, cells: &[Cell]) -> Result<()> {
         if self.dry {
             return Err(Error::Gpu(DRY_STOP.into()));
@@ -236,13 +254,25 @@ impl<'d> Runner<'d> {
                 .copy_buffer_to_buffer(&buf, 0, staging.buffer(), 0, bytes);
             pending.push((cell.clone(), staging, len, dtype));
         }
-        if pending.is_empty() {
+        let fault = if self.faults_armed {
+            let st = self.dev.alloc_readback(super::fault::BYTES)?;
+            let record = self.fault_record.clone();
+            self.encoder()
+                .copy_buffer_to_buffer(&record, 0, st.buffer(), 0, super::fault::BYTES);
+            self.faults_armed = false;
+            Some(st)
+        } else {
+            None
+        };
+        if pending.is_empty() && fault.is_none() {
             return Ok(());
         }
         self.flush()?;
         let waits: Vec<_> = pending
             .iter()
-            .map(|(_, st, ..)| map_read(self.dev, st.buffer()))
+            .map(|(_, st, ..)| st)
+            .chain(&fault)
+            .map(|st| map_read(self.dev, st.buffer()))
             .collect();
         let wait_start = crate::runtime::profile::now_ms();
         #[cfg(not(target_arch = "wasm32"))]
@@ -254,6 +284,13 @@ impl<'d> Runner<'d> {
             w.await?;
         }
         self.stats.wait_us += ((crate::runtime::profile::now_ms() - wait_start) * 1e3) as u64;
+        if let Some(st) = fault {
+            let found = super::fault::check(self.dev, &self.fault_record, st.buffer());
+            if found.is_err() {
+                pending.iter().for_each(|(_, st, ..)| st.buffer().unmap());
+            }
+            found?;
+        }
         for (cell, staging, len, dtype) in pending {
             let data = {
                 let view = staging

@@ -169,6 +169,9 @@ impl Shader {
             if matches!(self, Shader::Complex | Shader::Fft) {
                 text.push_str(TRIG);
             }
+            if self.reads_indices() {
+                text.push_str(FAULT);
+            }
             if self == Shader::RowsSubgroup {
                 text.push_str(&with_group_reductions(Shader::Rows.source(), self.source()));
             } else {
@@ -233,7 +236,18 @@ impl Shader {
     pub fn uses_subgroups(self) -> bool {
         self == Shader::RowsSubgroup
     }
+    /// Whether the module has kernels that read index tensors and report invalid indices
+    /// (it includes [`FAULT`]; `src/gpu/fault.rs`).
+    pub fn reads_indices(self) -> bool {
+        matches!(
+            self,
+            Shader::Index | Shader::Scatter | Shader::Bag | Shader::Quant | Shader::Sort
+        )
+    }
 }
+
+/// The index fault record and `raise_index` (`shaders/fault.wgsl`, `src/gpu/fault.rs`).
+pub const FAULT: &str = include_str!("../../shaders/fault.wgsl");
 
 /// NaN / inf helpers and accurate sin / cos (`shaders/trig.wgsl`): the start of [`MATH`],
 /// and of the complex and FFT modules.

@@ -331,12 +331,14 @@ pub(crate) struct Replayed {
     pub wait_us: u64,
 }
 
-/// Replay `tape` with `inputs` (checked with [`Tape::accepts`]): `None` when its buffers
-/// cannot all be had now (the caller runs the executor and drops the tape).
+/// Replay `tape` with `inputs` (checked with [`Tape::accepts`]), `record` the session's
+/// fault record: `None` when its buffers cannot all be had now (the caller runs the executor
+/// and drops the tape).
 pub(crate) async fn replay(
     dev: &GpuDevice,
     tape: &Tape,
     inputs: &[RValue],
+    record: &wgpu::Buffer,
 ) -> Result<Option<Replayed>> {
     let Some(held) = dev.take_free(&tape.buffers) else {
         return Ok(None);
@@ -361,6 +363,13 @@ pub(crate) async fn replay(
     let mut enc = dev
         .device
         .create_command_encoder(&wgpu::CommandEncoderDescriptor { label: None });
+    let faults = tape
+        .dispatches
+        .iter()
+        .any(|d| super::kernels::reports_faults(&d.variant));
+    if faults {
+        enc.clear_buffer(record, 0, None);
+    }
     {
         let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
             label: Some("replay"),
@@ -386,12 +395,24 @@ pub(crate) async fn replay(
         enc.copy_buffer_to_buffer(&t.buffer, 0, st.buffer(), 0, bytes);
         staged.push((t.buffer.clone(), st, t.dtype, t.len));
     }
+    // The index fault record, read in the same wait (`fault.rs`).
+    let fault = match faults {
+        true => {
+            let st = dev.alloc_readback(super::fault::BYTES)?;
+            let bytes = super::fault::BYTES;
+            enc.copy_buffer_to_buffer(record, 0, st.buffer(), 0, bytes);
+            Some(st)
+        }
+        false => None,
+    };
     dev.queue.submit([enc.finish()]);
     dev.recycle();
     dev.take_error()?;
     let waits: Vec<_> = staged
         .iter()
-        .map(|(_, st, ..)| super::exec::map_read(dev, st.buffer()))
+        .map(|(_, st, ..)| st)
+        .chain(&fault)
+        .map(|st| super::exec::map_read(dev, st.buffer()))
         .collect();
     let wait_start = crate::runtime::profile::now_ms();
     #[cfg(not(target_arch = "wasm32"))]
@@ -402,6 +423,13 @@ pub(crate) async fn replay(
         w.await?;
     }
     let wait_us = ((crate::runtime::profile::now_ms() - wait_start) * 1e3) as u64;
+    if let Some(st) = fault {
+        let found = super::fault::check(dev, record, st.buffer());
+        if found.is_err() {
+            staged.iter().for_each(|(_, st, ..)| st.buffer().unmap());
+        }
+        found?;
+    }
     let staged_bytes = staged.iter().map(|(_, _, d, n)| gpu_bytes(*d, *n)).sum();
     let mut data: Vec<(wgpu::Buffer, Tensor)> = Vec::with_capacity(staged.len());
     for (buffer, st, dtype, len) in staged {

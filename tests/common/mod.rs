@@ -515,3 +515,27 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: &str) -> Result<(), String> {
         )),
     }
 }
+
+/// For an op case whose eager torch call raised (`error` in its cases.json entry, written by
+/// tests/fixgen/gen_op_cases.py): whether the run failed as torch did, naming the invalid
+/// index torch names (or, where torch's message names none, saying the index is out of range
+/// or bounds). None for a case torch ran.
+pub fn raised<T>(case: &Value, run: &Result<T, String>) -> Option<Result<(), String>> {
+    let error = case.get("error")?;
+    let torch = error["message"].as_str().unwrap_or_default();
+    Some(match run {
+        Ok(_) => Err(format!("ran, where torch raised: {torch}")),
+        Err(e) => {
+            let named = match error["index"].as_i64() {
+                Some(i) => format!("index {i} is out of"),
+                None => "is out of".to_string(),
+            };
+            match e.contains(&named) {
+                true => Ok(()),
+                false => Err(format!(
+                    "error {e:?} does not say {named:?} (torch: {torch})"
+                )),
+            }
+        }
+    })
+}

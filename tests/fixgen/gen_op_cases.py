@@ -9,6 +9,7 @@ Tensor keys: "<program>/input_<i>" and "<program>/output_<i>" (pytree-flattened)
 import importlib
 import json
 import pkgutil
+import re
 import sys
 import traceback
 import zipfile
@@ -39,15 +40,33 @@ def flat(x):
     return [t for t in torch.utils._pytree.tree_leaves(x)]
 
 
+def call(fn, args, raises: bool):
+    """fn(*args) as (flat outputs, None), or for a `raises` case whose call raises, ([], its
+    error: type, first line, and the invalid index the message names, if any)."""
+    with torch.no_grad():
+        try:
+            return flat(fn(*[a.clone() for a in args])), None
+        except Exception as e:  # torch's error is the expectation of a `raises` case
+            if not raises:
+                raise
+            error = {"type": type(e).__name__, "message": str(e).splitlines()[0]}
+            # "index 5 is out of bounds", "takes value 5", "id=5"; embedding's "index out of
+            # range in self" names none.
+            named = re.search(r"(?:index |value |id=)(-?\d+)", error["message"])
+            if named:
+                error["index"] = int(named.group(1))
+            return [], error
+
+
 def build_family(fam: str) -> None:
     mod = importlib.import_module(f"ops.{fam}")
     programs, tensors, index = {}, {}, []
     for case in mod.CASES:
         m = case.module()
         args = tuple(case.inputs)
-        with torch.no_grad():
-            eager = m(*[a.clone() for a in args])
-        outs = [o for o in flat(eager)]
+        outs, error = call(m, args, case.raises)
+        if case.raises and error is None:
+            raise SystemExit(f"{fam}/{case.name}: the case says torch raises, but it did not")
         try:
             ep = torch.export.export(m, args, dynamic_shapes=case.dynamic_shapes, strict=False)
         except Exception as e:  # a case torch cannot export is a bug in the case list
@@ -60,6 +79,10 @@ def build_family(fam: str) -> None:
             variants.append((case.name + "__core", ep.run_decompositions()))
         for pname, prog in variants:
             programs[pname] = prog
+            if case.raises:
+                # What the exported program itself does: a decomposition may accept what the
+                # eager op refuses (core ATen's index_add is an index_put, which wraps -1).
+                outs, error = call(prog.module(), args, True)
             for i, a in enumerate(flat(list(args))):
                 tensors[f"{pname}/input_{i}"] = a.contiguous().clone()
             for i, o in enumerate(outs):
@@ -70,12 +93,15 @@ def build_family(fam: str) -> None:
                     if o.is_complex():
                         o = torch.view_as_real(o.resolve_conj())
                     tensors[f"{pname}/output_{i}"] = o.contiguous().clone()
-            index.append({
+            entry = {
                 "program": pname, "case": case.name, "tol": case.tol, "note": case.note,
                 "inputs": [[str(a.dtype).replace("torch.", ""), list(a.shape)] for a in flat(list(args))],
                 "outputs": [[str(o.dtype).replace("torch.", ""), list(o.shape)] if isinstance(o, torch.Tensor) else repr(o) for o in outs],
                 "ops": sorted({str(n.target) for n in prog.graph.nodes if n.op == "call_function"}),
-            })
+            }
+            if error is not None:
+                entry["error"] = error
+            index.append(entry)
     OUT.mkdir(parents=True, exist_ok=True)
     package_pt2(str(OUT / f"{fam}.pt2"), exported_programs=programs)
     deflate_in_place(OUT / f"{fam}.pt2")

@@ -6,12 +6,14 @@
 //!
 //! Bad indices or offsets: where the host has a current copy of `indices` or `offsets` (a
 //! program input, a constant) it checks them, and invalid ones send the node to the CPU
-//! kernel, which raises torch's error. Values computed on the GPU cannot raise there: an
-//! index outside the weight's rows is skipped and offsets are clamped to the indices.
+//! kernel, which raises torch's error. Values computed on the GPU: an index outside the
+//! weight's rows is skipped and reported (`gpu::fault`: the run fails with the CPU kernel's
+//! error); offsets are clamped to the indices.
 
 use super::{grid, KernelCtx, Out};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
+use crate::gpu::fault::IndexText;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{lock, GTensor};
 use crate::ops::index::bag::{BagParams, MODE_MAX, MODE_SUM};
@@ -40,7 +42,7 @@ pub struct BagMeta {
     pub offs: [u32; 2],
     pub psw: [u32; 2],
     pub sizes: u32,
-    pub _pad: u32,
+    pub fault_site: u32,
 }
 
 /// (offset, stride) of a 1-D tensor.
@@ -138,6 +140,7 @@ fn embedding_bag(k: &mut KernelCtx) -> Out {
         offs: line(&offs),
         psw: psw.as_ref().map(line).unwrap_or_default(),
         sizes: sizes as u32,
+        fault_site: k.fault_site(IndexText::WeightRows),
         ..Default::default()
     };
     if bags * dim > 0 {

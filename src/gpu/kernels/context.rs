@@ -113,7 +113,15 @@ impl KernelCtx<'_, '_, '_> {
         gpu_bytes(s.dtype, s.len)
     }
 
-    /// Encode one dispatch. `bufs`: (binding, tensor) for every storage binding.
+    /// The fault site of this node for its kernels' parameters (`gpu::fault`): invalid
+    /// indices then fail the run with the CPU kernel's error, worded as `text` says.
+    pub(crate) fn fault_site(&self, text: crate::gpu::fault::IndexText) -> u32 {
+        let n = &self.op.node;
+        self.r.dev.faults.site(&n.target, &n.name, text)
+    }
+
+    /// Encode one dispatch. `bufs`: (binding, tensor) for every storage binding; a kernel
+    /// that reads indices ([`reports_faults`]) also binds the fault record.
     pub(crate) fn dispatch(
         &mut self,
         v: &Variant,
@@ -135,6 +143,12 @@ impl KernelCtx<'_, '_, '_> {
             }
         }
         let bound_bytes: u64 = bound.iter().map(|b| b.2).sum();
+        if reports_faults(v) {
+            // Not a pool buffer: no class (a replay takes nothing from the pool for it).
+            let record = self.r.fault_record.clone();
+            bound.push((crate::gpu::fault::BINDING, record, crate::gpu::fault::BYTES));
+            self.r.arm_faults();
+        }
         if self.r.dry {
             // A prepare pass: the bind group exists now, the pipeline is created with the
             // others at the end of the pass (`pipelines.rs`); nothing is encoded.

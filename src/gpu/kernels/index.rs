@@ -3,8 +3,9 @@
 //! bool alike.
 //!
 //! - gathers along one dim: `embedding`, `index_select`, `gather`, `index.Tensor` with one
-//!   integer index tensor (leading `None`s allowed). Negative indices count from the end;
-//!   an index outside the dim cannot raise on the GPU, it reads 0 (the CPU kernel raises).
+//!   integer index tensor (leading `None`s allowed). Negative indices count from the end
+//!   where torch's do (`index.Tensor`); an index outside the dim reads 0 and is reported
+//!   (`gpu::fault`): the run fails with the error the CPU kernel gives.
 //! - `cat` / `stack`: one strided copy per input into its slice of the output.
 //! - `full`, `zeros`, `ones`, `empty` (zeros), `new_*`, the `*_like` forms of a contiguous
 //!   tensor, `scalar_tensor`, and `arange` for integer dtypes, or f32: exact with integer
@@ -15,6 +16,7 @@ use super::{grid, norm_dim, pad8, KernelCtx, Out, MAX_RANK};
 use crate::dtype::DType;
 use crate::error::Result;
 use crate::gpu::exec::Slot;
+use crate::gpu::fault::IndexText;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{gpu_dtype, GTensor};
 use crate::ops::Scalar;
@@ -44,6 +46,31 @@ fn is_int(d: DType) -> bool {
     matches!(d, DType::I64 | DType::I32)
 }
 
+/// How a gather reads its indices: whether negatives count from the end, and the fault site
+/// an invalid one reports (`gpu::fault`).
+#[derive(Clone, Copy)]
+pub(crate) struct Indexing {
+    wrap: bool,
+    site: u32,
+}
+
+impl Indexing {
+    /// Indices the backend computed itself (flat offsets, permutations), valid by
+    /// construction: negatives wrap, and a fault would name no node.
+    pub(crate) const INTERNAL: Indexing = Indexing {
+        wrap: true,
+        site: 0,
+    };
+    /// The node's own index argument, checked as its CPU kernel checks it (`text`):
+    /// negatives wrap where that kernel wraps them.
+    pub(crate) fn of(k: &KernelCtx, text: IndexText) -> Indexing {
+        Indexing {
+            wrap: matches!(text, IndexText::Range { .. }),
+            site: k.fault_site(text),
+        }
+    }
+}
+
 /// out[coords] = src[src_strides . coords + idx[idx_strides . coords] * dim_stride].
 #[allow(clippy::too_many_arguments)]
 pub(super) fn encode_gather(
@@ -55,6 +82,7 @@ pub(super) fn encode_gather(
     idx_strides: &[usize],
     dim_stride: usize,
     dim_size: usize,
+    ix: Indexing,
 ) -> Out {
     let numel: usize = shape.iter().product();
     if shape.len() > MAX_RANK
@@ -78,6 +106,7 @@ pub(super) fn encode_gather(
         idx_strides,
         dim_stride,
         dim_size,
+        ix,
     )?;
     Ok(Some(vec![Slot::Tensor(out)]))
 }
@@ -94,6 +123,7 @@ fn dispatch_gather(
     idx_strides: &[usize],
     dim_stride: usize,
     dim_size: usize,
+    ix: Indexing,
 ) -> crate::Result<()> {
     let numel: usize = shape.iter().product();
     k.ensure(src)?;
@@ -104,6 +134,7 @@ fn dispatch_gather(
             numel: numel as u32,
             rank: shape.len() as u32,
             row,
+            flags: ix.wrap as u32,
             shape: pad8(shape),
             src_strides: pad8(src_strides),
             idx_strides: pad8(idx_strides),
@@ -113,7 +144,7 @@ fn dispatch_gather(
                 dim_stride as u32,
                 dim_size as u32,
             ],
-            ..Default::default()
+            value: [ix.site, 0, 0, 0],
         };
         k.dispatch(
             &GATHER,
@@ -138,10 +169,11 @@ pub(super) fn embedding(k: &mut KernelCtx) -> Out {
     ss.push(w.strides[1]);
     let mut is = idx.strides.clone();
     is.push(0);
+    let ix = Indexing::of(k, IndexText::Bounds { dim: 0 });
     if w.dtype == DType::F16 {
-        return embedding_f16(k, &w, &idx, shape, is);
+        return embedding_f16(k, &w, &idx, shape, is, ix);
     }
-    encode_gather(k, &w, &idx, &shape, &ss, &is, w.strides[0], w.sizes[0])
+    encode_gather(k, &w, &idx, &shape, &ss, &is, w.strides[0], w.sizes[0], ix)
 }
 
 /// An f16 embedding (`--dtype f16`): its rows gathered as words, pairs of f16 (the f32 path
@@ -152,6 +184,7 @@ fn embedding_f16(
     idx: &GTensor,
     mut shape: Vec<usize>,
     is: Vec<usize>,
+    ix: Indexing,
 ) -> Out {
     let Some(ww) = w.as_f16_pairs() else {
         return Ok(None);
@@ -184,6 +217,7 @@ fn embedding_f16(
         &is,
         ww.strides[0],
         ww.sizes[0],
+        ix,
     )?;
     Ok(Some(vec![Slot::Tensor(out)]))
 }
@@ -210,7 +244,8 @@ pub(super) fn index_select(k: &mut KernelCtx) -> Out {
     let mut is = vec![0; x.rank()];
     is[d] = istride;
     let idx1 = idx.view(vec![n], vec![istride], idx.offset);
-    encode_gather(k, &x, &idx1, &shape, &ss, &is, x.strides[d], x.sizes[d])
+    let ix = Indexing::of(k, IndexText::Bounds { dim: d });
+    encode_gather(k, &x, &idx1, &shape, &ss, &is, x.strides[d], x.sizes[d], ix)
 }
 
 pub(super) fn gather(k: &mut KernelCtx) -> Out {
@@ -230,7 +265,8 @@ pub(super) fn gather(k: &mut KernelCtx) -> Out {
     ss[d] = 0;
     let shape = idx.sizes.clone();
     let is = idx.strides.clone();
-    encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d])
+    let ix = Indexing::of(k, IndexText::Bounds { dim: d });
+    encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d], ix)
 }
 
 /// index.Tensor with exactly one integer index tensor (after any number of `None`s).
@@ -267,7 +303,8 @@ pub(super) fn index_tensor(k: &mut KernelCtx) -> Out {
     let mut is = vec![0; d];
     is.extend_from_slice(&idx.strides);
     is.extend(std::iter::repeat_n(0, x.rank() - d - 1));
-    encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d])
+    let ix = Indexing::of(k, IndexText::Range { dim: d });
+    encode_gather(k, &x, &idx, &shape, &ss, &is, x.strides[d], x.sizes[d], ix)
 }
 
 /// index.Tensor with several index tensors on adjacent dims (`x[:, i, j]`): the result is
@@ -319,8 +356,9 @@ fn index_multi(k: &mut KernelCtx, x: &GTensor, present: &[(usize, usize)]) -> Ou
         let mut is = vec![0; d0];
         is.extend_from_slice(&ib.strides);
         is.extend(std::iter::repeat_n(0, y.rank() - gd - 1));
-        let Some(out) = encode_gather(k, &y, &ib, &shape, &ss, &is, y.strides[gd], y.sizes[gd])?
-        else {
+        let ix = Indexing::of(k, IndexText::Range { dim: d0 + j });
+        let (stride, size) = (y.strides[gd], y.sizes[gd]);
+        let Some(out) = encode_gather(k, &y, &ib, &shape, &ss, &is, stride, size, ix)? else {
             return Ok(None);
         };
         let [Slot::Tensor(t)] = &out[..] else {

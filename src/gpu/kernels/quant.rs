@@ -15,6 +15,7 @@
 use super::matmul::encode_matmul;
 use super::views::contiguous;
 use super::*;
+use crate::gpu::fault::IndexText;
 use bytemuck::{Pod, Zeroable};
 
 pub const LINEAR_Q: Variant = Variant::new(Shader::Quant, "linear_q");
@@ -41,7 +42,9 @@ struct QuantMeta {
     x_off: u32,
     bias_off: u32,
     row: u32,
-    _p: [u32; 3],
+    /// embedding_q: the fault site of an index outside the rows (`gpu::fault`).
+    fault_site: u32,
+    _p: [u32; 2],
 }
 
 fn is_int(d: DType) -> bool {
@@ -214,6 +217,7 @@ fn embedding_q(k: &mut KernelCtx) -> Out {
         meta.m = t as u32;
         meta.row = row;
         meta.x_off = ic.offset as u32;
+        meta.fault_site = k.fault_site(IndexText::EmbeddingRows);
         k.dispatch(
             &EMBEDDING_Q,
             bytemuck::bytes_of(&meta),

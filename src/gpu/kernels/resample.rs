@@ -215,7 +215,8 @@ fn nearest_int(
     src_strides.resize(r, 0);
     let mut idx_strides = vec![0, 0];
     idx_strides.extend_from_slice(&contiguous_strides(&outs)[3 - nd..]);
-    super::index::encode_gather(k, &xc, &it, sizes, &src_strides, &idx_strides, 1, plane)
+    let ix = super::index::Indexing::INTERNAL;
+    super::index::encode_gather(k, &xc, &it, sizes, &src_strides, &idx_strides, 1, plane, ix)
 }
 
 /// `grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)`: 4-D

@@ -14,11 +14,11 @@
 //!
 //! Out-of-range indices: an index tensor with a current CPU copy (a program input, a
 //! constant, anything computed on the CPU) is checked on the host, and an invalid one sends
-//! the node to the CPU kernel, which raises torch's error. An index computed on the GPU
-//! cannot raise there: as index.rs's gathers do, the kernels then count a negative index
-//! from the end where torch does (index_put, index_fill, take, index) and skip an entry
-//! whose index is still outside the dim (scatter, index_add and index_copy take no negative
-//! indices: those entries are skipped too). Integers combine in 32-bit arithmetic (int64 lives as i32 on the
+//! the node to the CPU kernel, which raises torch's error. An index computed on the GPU is
+//! checked by the kernels: as index.rs's gathers do, they count a negative index from the
+//! end where torch does (index_put, index_fill, take, index), skip an entry whose index is
+//! still outside the dim (scatter, index_add and index_copy take no negative indices) and
+//! report it (`gpu::fault`): the run fails with the CPU kernel's error. Integers combine in 32-bit arithmetic (int64 lives as i32 on the
 //! GPU), so an int64 sum or product that leaves the i32 range wraps where the CPU's would
 //! not. f32 sums and products round like torch's f32 loops; index_add's alpha multiplies
 //! in f32 as torch does. bool only takes plain assignment here (reductions of bools stay on
@@ -27,6 +27,7 @@
 use super::{grid, index, norm_dim, pad8, KernelCtx, Out, MAX_RANK};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
+use crate::gpu::fault::IndexText;
 use crate::gpu::shaders::{Shader, Variant};
 use crate::gpu::store::{contiguous_strides, gpu_dtype, lock, GTensor};
 use crate::ops::index::scatter::{index_put_reduce, Reduce, ScatterParams};
@@ -62,6 +63,7 @@ pub struct ScatterMeta {
     pub bstrides: [u32; 8],
     pub offs: [u32; 4],
     pub value: [u32; 4],
+    pub fault_site: [u32; 4],
 }
 
 code_enum!(
@@ -111,6 +113,15 @@ pub(super) fn host_in_range(t: &GTensor, n: usize, wrap: bool) -> bool {
     // A decision from the data: a replayed run repeats it (see gpu::tape).
     crate::gpu::tape::note_range_check(t, lo, n);
     v.to_vec::<i64>().iter().all(|&i| (lo..n).contains(&i))
+}
+
+/// How the CPU kernel words an invalid index along `dim` (`gpu::fault`): "out of range"
+/// where negatives wrap, "out of bounds" where they are refused.
+fn index_text(wrap: bool, dim: usize) -> IndexText {
+    match wrap {
+        true => IndexText::Range { dim },
+        false => IndexText::Bounds { dim },
+    }
 }
 
 /// A 0-d tensor as the 1-element vector the kernels index.
@@ -211,6 +222,7 @@ fn encode_scatter(
                 d as u32,
             ],
             value: [value, alpha, 0, 0],
+            fault_site: [k.fault_site(index_text(wrap, d)), 0, 0, 0],
             ..Default::default()
         };
         k.dispatch(
@@ -447,6 +459,7 @@ fn index_write(k: &mut KernelCtx, x: &GTensor, d: usize, iv: &GTensor, src: &GTe
                 d as u32,
             ],
             value: [x.sizes[d] as u32, 0, 0, 0],
+            fault_site: [k.fault_site(index_text(false, d)), 0, 0, 0],
             ..Default::default()
         };
         k.dispatch(
@@ -550,6 +563,7 @@ fn targets(
                 b.len() as u32,
                 bn as u32,
             ],
+            fault_site: [k.fault_site(index_text(true, *d)), 0, 0, 0],
             ..Default::default()
         };
         k.dispatch(
@@ -713,7 +727,7 @@ pub(super) fn index_put(k: &mut KernelCtx) -> Out {
 }
 
 /// take: a gather from the flattened (contiguous) input. Negative indices count from the
-/// end; an index outside reads 0 (index.rs's gather convention; the CPU kernel raises).
+/// end; an index outside reads 0 and fails the run (index.rs's gather convention).
 pub(super) fn take(k: &mut KernelCtx) -> Out {
     let (Some(x), Some(idx)) = (k.t("self"), k.t("index")) else {
         return Ok(None);
@@ -731,6 +745,7 @@ pub(super) fn take(k: &mut KernelCtx) -> Out {
     };
     let flat = c.view(vec![c.numel()], vec![1], c.offset);
     let r = idx.rank();
+    let ix = index::Indexing::of(k, IndexText::Range { dim: 0 });
     index::encode_gather(
         k,
         &flat,
@@ -740,6 +755,7 @@ pub(super) fn take(k: &mut KernelCtx) -> Out {
         &idx.strides,
         1,
         flat.numel(),
+        ix,
     )
 }
 
@@ -797,8 +813,10 @@ pub(super) fn index_nonadjacent(k: &mut KernelCtx) -> Out {
     ss.extend(rest.iter().map(|&d| x.strides[d]));
     let mut is = lin.strides.clone();
     is.extend(std::iter::repeat_n(0, rest.len()));
-    // Flat targets index the storage from x's offset; INVALID (i32::MIN) reads 0.
-    index::encode_gather(k, &x, &lin, &shape, &ss, &is, 1, x.span().max(1))
+    // Flat targets index the storage from x's offset; INVALID (i32::MIN) reads 0 (the
+    // targets' kernel reported the index that made it).
+    let ix = index::Indexing::INTERNAL;
+    index::encode_gather(k, &x, &lin, &shape, &ss, &is, 1, x.span().max(1), ix)
 }
 
 /// The targets of this file (the GPU side of the op table, `table.rs`).

@@ -327,6 +327,7 @@ pub(crate) fn gather_flat(
         flat_strides,
         1,
         x.span().max(1),
+        super::index::Indexing::INTERNAL,
     )?;
     Ok(super::one_t(r))
 }
@@ -344,7 +345,9 @@ pub(crate) fn gather_dim(
     ss[dim] = 0;
     let mut is = vec![0; x.rank()];
     is[dim] = 1;
-    let r = super::index::encode_gather(k, x, idx, &shape, &ss, &is, x.strides[dim], x.sizes[dim])?;
+    let (stride, size) = (x.strides[dim], x.sizes[dim]);
+    let ix = super::index::Indexing::INTERNAL;
+    let r = super::index::encode_gather(k, x, idx, &shape, &ss, &is, stride, size, ix)?;
     Ok(super::one_t(r))
 }
 

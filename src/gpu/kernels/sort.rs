@@ -9,7 +9,8 @@
 //!
 //! searchsorted's `sorter`: one with a current CPU copy is checked on the host (an index
 //! outside the row sends the node to the CPU kernel, which raises); one computed on the GPU
-//! cannot raise there, and an index outside the row is clamped into it.
+//! is checked by the search kernel, every entry as torch does (an index outside the row is
+//! clamped into it and reported: `gpu::fault` fails the run with the CPU kernel's error).
 
 use super::{grid, index, norm_dim, KernelCtx, Out};
 use crate::dtype::DType;
@@ -39,6 +40,9 @@ pub struct SortMeta {
     pub start: u32,
     pub keep: u32,
     pub x_off: u32,
+    /// search: the fault site of a sorter index outside the row (`gpu::fault`).
+    pub fault_site: u32,
+    pub _pad: [u32; 3],
 }
 
 /// The longest lane sorted on the GPU.
@@ -131,6 +135,7 @@ fn encode_sort(
         start: start as u32,
         keep: keep as u32,
         x_off: c.offset as u32,
+        ..Default::default()
     };
     k.dispatch(
         v,
@@ -366,6 +371,8 @@ pub(super) fn searchsorted(k: &mut KernelCtx) -> Out {
         start: sc.offset as u32,
         keep: so.as_ref().map_or(0, |s| s.offset as u32),
         x_off: vc.offset as u32,
+        fault_site: k.fault_site(crate::gpu::fault::IndexText::Sorter),
+        _pad: [0; 3],
     };
     let sorter_buf = so.as_ref().unwrap_or(&sc);
     // `out` holds i32 words for int32 and int64 alike.

@@ -91,6 +91,7 @@ fn pass(
         start: start as u32,
         keep: order.map_or(0, |o| o.offset as u32),
         x_off: units.offset as u32,
+        ..Default::default()
     };
     (meta, (gx, gy, 1))
 }

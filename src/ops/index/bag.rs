@@ -165,6 +165,11 @@ fn bag_rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     ])
 }
 
+/// The error of an index outside the weight's rows (the GPU's faults too).
+pub(crate) fn bad_row(index: i64, rows: impl std::fmt::Display) -> String {
+    format!("index {index} is out of range for a weight of {rows} rows")
+}
+
 fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let w = ctx.tensor("weight")?;
     let indices = ctx.tensor("indices")?;
@@ -186,9 +191,7 @@ fn embedding_bag(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let n = ids.len();
     for &i in &ids {
         if i < 0 || i >= rows as i64 {
-            return Err(ctx.err(format!(
-                "index {i} is out of range for a weight of {rows} rows"
-            )));
+            return Err(ctx.err(bad_row(i, rows)));
         }
     }
     if let Some(s) = &psw {

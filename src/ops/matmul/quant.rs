@@ -370,6 +370,11 @@ fn dot_block(group: usize) -> usize {
     }
 }
 
+/// The error of an index outside the rows of a quantized embedding (the GPU's faults too).
+pub(crate) fn bad_row(index: i64, rows: impl std::fmt::Display) -> String {
+    format!("index {index} is out of range for an embedding of {rows} rows")
+}
+
 fn embedding_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     let (qw, sc) = (ctx.tensor("qweight")?, ctx.tensor("scale")?);
     let idx = ctx.tensor("indices")?;
@@ -379,10 +384,7 @@ fn embedding_q(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     }
     let ids: Vec<i64> = idx.contiguous().to_vec();
     if let Some(&bad) = ids.iter().find(|&&id| id < 0 || id as usize >= l.n) {
-        return Err(ctx.err(format!(
-            "index {bad} is out of range for an embedding of {} rows",
-            l.n
-        )));
+        return Err(ctx.err(bad_row(bad, l.n)));
     }
     let mut out = vec![0f32; ids.len() * l.k];
     super::gemm::with_contiguous::<i32, _>(&qw, |words| {

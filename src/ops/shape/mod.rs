@@ -118,13 +118,21 @@ pub(super) fn fresh(t: &Tensor) -> Result<Tensor> {
     t.to_dtype(t.dtype)
 }
 
+/// The error of an index outside `-size..size` ([`wrap_index`]; the GPU's faults too).
+pub(crate) fn out_of_range(index: i64, dim: usize, size: impl std::fmt::Display) -> String {
+    format!("index {index} is out of range for dimension {dim} with size {size}")
+}
+
+/// The error of an index outside `0..size` ([`bounded_index`]; the GPU's faults too).
+pub(crate) fn out_of_bounds(index: i64, dim: usize, size: impl std::fmt::Display) -> String {
+    format!("index {index} is out of bounds for dimension {dim} with size {size}")
+}
+
 /// Wrap a possibly negative index into `0..size`, or an error naming the dimension.
 pub(super) fn wrap_index(ctx: &OpCtx, index: i64, size: usize, dim: usize) -> Result<usize> {
     let n = size as i64;
     if index < -n || index >= n {
-        return Err(ctx.err(format!(
-            "index {index} is out of range for dimension {dim} with size {size}"
-        )));
+        return Err(ctx.err(out_of_range(index, dim, size)));
     }
     Ok(if index < 0 {
         (index + n) as usize
@@ -137,9 +145,7 @@ pub(super) fn wrap_index(ctx: &OpCtx, index: i64, size: usize, dim: usize) -> Re
 /// index_add, index_copy and embedding refuse negative indices in torch).
 pub(super) fn bounded_index(ctx: &OpCtx, index: i64, size: usize, dim: usize) -> Result<usize> {
     if index < 0 || index >= size as i64 {
-        return Err(ctx.err(format!(
-            "index {index} is out of bounds for dimension {dim} with size {size}"
-        )));
+        return Err(ctx.err(out_of_bounds(index, dim, size)));
     }
     Ok(index as usize)
 }

@@ -33,6 +33,11 @@ pub(crate) fn register(r: &mut OpTable) {
     unique::register(r);
 }
 
+/// The error of a searchsorted sorter index outside its row (the GPU's faults too).
+pub(crate) fn bad_sorter(index: i64, len: impl std::fmt::Display) -> String {
+    format!("sorter index {index} is out of range for a sequence of length {len}")
+}
+
 #[inline]
 #[allow(clippy::eq_op)]
 fn is_nan<T: Elem>(x: T) -> bool {
@@ -297,9 +302,7 @@ fn searchsorted(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             for j in 0..m {
                 let o = order[r * m + j];
                 if o < 0 || o as usize >= m {
-                    return Err(ctx.err(format!(
-                        "sorter index {o} is out of range for a sequence of length {m}"
-                    )));
+                    return Err(ctx.err(bad_sorter(o, m)));
                 }
                 s[r * m + j] = raw[r * m + o as usize];
             }

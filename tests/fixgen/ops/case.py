@@ -27,6 +27,9 @@ class Case:
     training: bool = True  # export the training IR program
     dynamic_shapes: Optional[Any] = None
     note: str = ""
+    # Eager torch raises for these inputs (an out-of-range index): the case records torch's
+    # error instead of outputs, and the runtime must fail the same way (tests/common).
+    raises: bool = False
 
     def module(self) -> torch.nn.Module:
         if isinstance(self.fn, torch.nn.Module):
