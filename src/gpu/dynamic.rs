@@ -770,10 +770,17 @@ async fn repeat_interleave(a: &mut At<'_, '_>) -> Out {
     {
         return Ok(None);
     }
-    // The counts are summed in 32 bits here: their largest, read back first, bounds the sum,
-    // and one that could pass i32 declines to the CPU kernel (which sums in 64 bits and
-    // checks the size against the limits).
-    if reps.numel() > 1 {
+    // The counts are summed in 32 bits here: a sum that could pass i32 declines to the CPU
+    // kernel (which sums in 64 bits and checks the size against the limits). Counts with a
+    // current CPU copy are summed on the host; others are bounded by their largest, read
+    // back first.
+    if super::store::lock(&reps.cell).cpu_valid {
+        crate::gpu::tape::note_host_read();
+        let counts = reps.cpu_view()?.to_vec::<i64>();
+        if counts.iter().map(|&c| c.max(0)).sum::<i64>() > i32::MAX as i64 {
+            return Ok(None);
+        }
+    } else if reps.numel() > 1 {
         match a.extrema(&reps).await? {
             Some(histogram::Extrema::Range(_, hi))
                 if hi * reps.numel() as f64 <= i32::MAX as f64 => {}
