@@ -93,6 +93,15 @@ pub enum Error {
     /// its timeout) before node `at`; the session stays usable.
     #[error("run stopped ({reason}) before node '{at}'")]
     Cancelled { reason: String, at: String },
+
+    /// A kernel panicked: a pt2web bug, caught at the node that ran it (natively; wasm32
+    /// aborts). The run fails, the session stays usable.
+    #[error("internal error in node '{node}' ({op}): {msg} (a bug in pt2web: please report it with the program)")]
+    Internal {
+        node: String,
+        op: String,
+        msg: String,
+    },
 }
 
 impl Error {
@@ -134,10 +143,11 @@ impl Error {
         }
     }
     /// An error of a subgraph (`what`: "in cond_fn", ...) as an error of the node `op` that
-    /// ran it; a stopped run ([`Error::Cancelled`]) stays what it is.
+    /// ran it; a stopped run ([`Error::Cancelled`]) and a caught panic ([`Error::Internal`])
+    /// stay what they are.
     pub fn within(self, op: &str, what: impl fmt::Display) -> Self {
         match self {
-            e @ Error::Cancelled { .. } => e,
+            e @ (Error::Cancelled { .. } | Error::Internal { .. }) => e,
             e => Error::op(op, format!("{what}: {e}")),
         }
     }
@@ -160,6 +170,7 @@ impl Error {
             Error::Gpu(_) => "GPU",
             Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
             Error::Cancelled { .. } => "CANCELLED",
+            Error::Internal { .. } => "INTERNAL",
         }
     }
 }

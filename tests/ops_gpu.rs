@@ -1251,3 +1251,32 @@ fn runaway_loops_stop_on_the_gpu() {
     let (d, _) = common::metrics(out[1].as_tensor().unwrap(), &get("output_1"));
     assert!(d < 1e-6, "after the stopped runs: max |diff| vs torch {d}");
 }
+
+/// A GPU kernel that panics (a panic injected into `relu`'s) ends its run with
+/// `Error::Internal` naming the node and its op, and the same session's next run gives
+/// PyTorch's answer.
+#[test]
+fn a_panicking_gpu_kernel_is_an_internal_error() {
+    let Some(dev) = device() else { return };
+    let (program, inputs, want) = common::first_io_case("mlp_core");
+    let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
+    let mut session = GpuSession::new(program, dev).unwrap();
+    pt2web::runtime::inject_kernel_panic(Some("aten.relu.default"));
+    let err = session.run(inputs.clone());
+    pt2web::runtime::inject_kernel_panic(None);
+    match err {
+        Err(e @ Error::Internal { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("node 'relu' (aten.relu.default)") && text.contains("injected panic"),
+                "{text}"
+            );
+        }
+        other => panic!("expected an internal error, got {other:?}"),
+    }
+    let outs = session.run(inputs).unwrap();
+    let Some(RValue::Tensor(got)) = outs.first() else {
+        panic!("no tensor output")
+    };
+    common::compare(got, &want[0], "close").unwrap();
+}
