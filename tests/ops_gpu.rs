@@ -1252,14 +1252,21 @@ fn runaway_loops_stop_on_the_gpu() {
     assert!(d < 1e-6, "after the stopped runs: max |diff| vs torch {d}");
 }
 
-/// A GPU kernel that panics (a panic injected into `relu`'s) ends its run with
-/// `Error::Internal` naming the node and its op, and the same session's next run gives
-/// PyTorch's answer.
+/// A GPU kernel that panics (a panic injected into `relu`'s, on integers: no fusion takes
+/// it) ends its run with `Error::Internal` naming the node and its op, and the same session's
+/// next run gives PyTorch's answer.
 #[test]
 fn a_panicking_gpu_kernel_is_an_internal_error() {
     let Some(dev) = device() else { return };
-    let (program, inputs, want) = common::first_io_case("mlp_core");
-    let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
+    let archive = ops_archive("activation.pt2");
+    let program = archive
+        .program(Some("relu_int"), &LoadOptions::default())
+        .unwrap();
+    let io_bytes = std::fs::read(common::fixtures().join("ops/activation.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let read = |k: &str| common::to_tensor(&io.tensor(k).unwrap());
+    let inputs = vec![RValue::Tensor(read("relu_int/input_0"))];
+    let want = [read("relu_int/output_0")];
     let mut session = GpuSession::new(program, dev).unwrap();
     pt2web::runtime::inject_kernel_panic(Some("aten.relu.default"));
     let err = session.run(inputs.clone());
