@@ -49,7 +49,7 @@ step "browser tests (Debian chromium + playwright-core)"
 node --test tests/browser/
 
 if [ "${PT2WEB_FUZZ_SECONDS:-0}" != "0" ] && [ -d fuzz ]; then
-  step "fuzz the loader for ${PT2WEB_FUZZ_SECONDS}s"
+  step "fuzz every target (scripts/fuzz.sh) for ${PT2WEB_FUZZ_SECONDS}s each"
   scripts/fuzz.sh "${PT2WEB_FUZZ_SECONDS}"
 fi
 
