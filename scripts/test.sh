@@ -52,7 +52,7 @@ step "soak (issue 17), a small count: scripts/soak.sh's defaults are the full co
 PT2WEB_SOAK_CALLS=1000 PT2WEB_SOAK_RUNS=50 bash scripts/soak.sh
 
 if [ "${PT2WEB_FUZZ_SECONDS:-0}" != "0" ] && [ -d fuzz ]; then
-  step "fuzz the loader for ${PT2WEB_FUZZ_SECONDS}s"
+  step "fuzz every target (scripts/fuzz.sh) for ${PT2WEB_FUZZ_SECONDS}s each"
   scripts/fuzz.sh "${PT2WEB_FUZZ_SECONDS}"
 fi
 

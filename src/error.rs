@@ -102,6 +102,14 @@ pub enum Error {
     /// model again.
     #[error("gpu device lost ({reason}): open the device again and reload the model")]
     DeviceLost { reason: String },
+    /// A kernel panicked: a pt2web bug, caught at the node that ran it (natively; wasm32
+    /// aborts). The run fails, the session stays usable.
+    #[error("internal error in node '{node}' ({op}): {msg} (a bug in pt2web: please report it with the program)")]
+    Internal {
+        node: String,
+        op: String,
+        msg: String,
+    },
 }
 
 /// [`Error::OutOfMemory`] of a GPU device.
@@ -155,12 +163,14 @@ impl Error {
         }
     }
     /// An error of a subgraph (`what`: "in cond_fn", ...) as an error of the node `op` that
-    /// ran it; a stopped run ([`Error::Cancelled`]), a lost device, a limit and an
-    /// out-of-memory error keep their kind (and code).
+    /// ran it; a stopped run ([`Error::Cancelled`]), a lost device, a caught panic
+    /// ([`Error::Internal`]), a limit and an out-of-memory error keep their kind (and code).
     pub fn within(self, op: &str, what: impl fmt::Display) -> Self {
         match self {
-            e
-            @ (Error::Cancelled { .. } | Error::DeviceLost { .. } | Error::OutOfMemory { .. }) => e,
+            e @ (Error::Cancelled { .. }
+            | Error::DeviceLost { .. }
+            | Error::OutOfMemory { .. }
+            | Error::Internal { .. }) => e,
             // A limit stays a limit (its code is what callers act on), with the context.
             Error::Limit {
                 what: w,
@@ -194,6 +204,7 @@ impl Error {
             Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
             Error::Cancelled { .. } => "CANCELLED",
             Error::DeviceLost { .. } => "DEVICE_LOST",
+            Error::Internal { .. } => "INTERNAL",
         }
     }
 }

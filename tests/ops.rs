@@ -28,43 +28,55 @@ fn run_family(fam: &str) {
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
         let tol = c["tol"].as_str().unwrap();
-        let result = (|| -> Result<(), String> {
-            let program = archive
-                .program(Some(pname), &LoadOptions::default())
-                .map_err(|e| e.to_string())?;
-            let mut session = Session::new(program).map_err(|e| e.to_string())?;
-            let n_in = c["inputs"].as_array().unwrap().len();
-            let inputs: Vec<RValue> = (0..n_in)
-                .map(|i| {
-                    RValue::Tensor(common::to_tensor(
-                        &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
-                    ))
-                })
-                .collect();
-            let outs = session.run(inputs).map_err(|e| e.to_string());
-            if let Some(raised) = common::raised(c, &outs) {
-                return raised;
-            }
-            let outs = outs?;
-            let mut k = 0;
-            for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
-                if !o.is_array() {
-                    // A None output (one an output_mask turns off) holds its place.
-                    if matches!(outs.get(k), Some(RValue::None)) {
-                        k += 1;
-                    }
-                    continue;
+        // A panic (in a kernel the runtime did not catch, or in the comparison of a
+        // malformed result) is this case's failure, named, not the end of the family.
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| -> Result<(), String> {
+                let program = archive
+                    .program(Some(pname), &LoadOptions::default())
+                    .map_err(|e| e.to_string())?;
+                let mut session = Session::new(program).map_err(|e| e.to_string())?;
+                let n_in = c["inputs"].as_array().unwrap().len();
+                let inputs: Vec<RValue> = (0..n_in)
+                    .map(|i| {
+                        RValue::Tensor(common::to_tensor(
+                            &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+                        ))
+                    })
+                    .collect();
+                let outs = session.run(inputs).map_err(|e| e.to_string());
+                if let Some(raised) = common::raised(c, &outs) {
+                    return raised;
                 }
-                let want = common::to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
-                let got = match outs.get(k) {
-                    Some(RValue::Tensor(t)) => t.clone(),
-                    other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
-                };
-                common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
-                k += 1;
-            }
-            Ok(())
-        })();
+                let outs = outs?;
+                let mut k = 0;
+                for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
+                    if !o.is_array() {
+                        // A None output (one an output_mask turns off) holds its place.
+                        if matches!(outs.get(k), Some(RValue::None)) {
+                            k += 1;
+                        }
+                        continue;
+                    }
+                    let want =
+                        common::to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
+                    let got = match outs.get(k) {
+                        Some(RValue::Tensor(t)) => t.clone(),
+                        other => {
+                            return Err(format!("output {i}: got {:?}", other.map(|v| v.kind())))
+                        }
+                    };
+                    common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
+                    k += 1;
+                }
+                Ok(())
+            }))
+            .unwrap_or_else(|p| {
+                Err(format!(
+                    "panicked: {}",
+                    pt2web::runtime::panic_message(p.as_ref())
+                ))
+            });
         match result {
             Ok(()) => passed += 1,
             Err(e) => failures.push(format!("  {pname}: {e}")),
@@ -114,4 +126,32 @@ fn op_suite_cpu() {
         dir.display()
     );
     assert!(failed.is_empty(), "{}", failed.join("\n"));
+}
+
+/// A kernel that panics (a panic injected into `relu`'s) ends its run with `Error::Internal`
+/// naming the node and its op, and the same session's next run gives PyTorch's answer.
+#[test]
+fn a_panicking_kernel_is_an_internal_error() {
+    let (program, inputs, want) = common::first_io_case("mlp_core");
+    let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
+    let mut session = Session::new(program).unwrap();
+    pt2web::runtime::inject_kernel_panic(Some("aten.relu.default"));
+    let err = session.run(inputs.clone());
+    pt2web::runtime::inject_kernel_panic(None);
+    match err {
+        Err(e @ pt2web::Error::Internal { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("node 'relu' (aten.relu.default)") && text.contains("injected panic"),
+                "{text}"
+            );
+            assert_eq!(e.code(), "INTERNAL");
+        }
+        other => panic!("expected an internal error, got {other:?}"),
+    }
+    let outs = session.run(inputs).unwrap();
+    let Some(RValue::Tensor(got)) = outs.first() else {
+        panic!("no tensor output")
+    };
+    common::compare(got, &want[0], "close").unwrap();
 }

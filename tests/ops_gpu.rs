@@ -1448,3 +1448,39 @@ fn huge_allocations_are_refused_on_the_gpu() {
         }
     }
 }
+
+/// A GPU kernel that panics (a panic injected into `relu`'s, on integers: no fusion takes
+/// it) ends its run with `Error::Internal` naming the node and its op, and the same session's
+/// next run gives PyTorch's answer.
+#[test]
+fn a_panicking_gpu_kernel_is_an_internal_error() {
+    let Some(dev) = device() else { return };
+    let archive = ops_archive("activation.pt2");
+    let program = archive
+        .program(Some("relu_int"), &LoadOptions::default())
+        .unwrap();
+    let io_bytes = std::fs::read(common::fixtures().join("ops/activation.io.safetensors")).unwrap();
+    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+    let read = |k: &str| common::to_tensor(&io.tensor(k).unwrap());
+    let inputs = vec![RValue::Tensor(read("relu_int/input_0"))];
+    let want = [read("relu_int/output_0")];
+    let mut session = GpuSession::new(program, dev).unwrap();
+    pt2web::runtime::inject_kernel_panic(Some("aten.relu.default"));
+    let err = session.run(inputs.clone());
+    pt2web::runtime::inject_kernel_panic(None);
+    match err {
+        Err(e @ Error::Internal { .. }) => {
+            let text = e.to_string();
+            assert!(
+                text.contains("node 'relu' (aten.relu.default)") && text.contains("injected panic"),
+                "{text}"
+            );
+        }
+        other => panic!("expected an internal error, got {other:?}"),
+    }
+    let outs = session.run(inputs).unwrap();
+    let Some(RValue::Tensor(got)) = outs.first() else {
+        panic!("no tensor output")
+    };
+    common::compare(got, &want[0], "close").unwrap();
+}

@@ -219,12 +219,40 @@ fn run(cli: Cli) -> Result<(), String> {
     }
 }
 
+/// Exit status of a panic (sysexits' EX_SOFTWARE): a pt2web bug, told apart from a user
+/// error's 1 and from Rust's own 101.
+const INTERNAL_EXIT: u8 = 70;
+
 fn main() -> ExitCode {
-    match run(Cli::parse()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => {
+    let cli = Cli::parse();
+    // Where the last panic happened: kept by a silent hook, printed in one line below (a
+    // kernel's panic the runtime catches is already an `internal error` naming its node).
+    // RUST_BACKTRACE keeps Rust's own report, with its backtrace.
+    static LAST_PANIC: std::sync::Mutex<Option<String>> = std::sync::Mutex::new(None);
+    if std::env::var_os("RUST_BACKTRACE").is_none() {
+        std::panic::set_hook(Box::new(|info| {
+            let at = info
+                .location()
+                .map(|l| format!(" at {}:{}", l.file(), l.line()));
+            let mut last = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner());
+            *last = Some(at.unwrap_or_default());
+        }));
+    }
+    match std::panic::catch_unwind(|| run(cli)) {
+        Ok(Ok(())) => ExitCode::SUCCESS,
+        Ok(Err(e)) => {
             eprintln!("error: {e}");
             ExitCode::FAILURE
+        }
+        Err(payload) => {
+            let at = LAST_PANIC.lock().unwrap_or_else(|e| e.into_inner()).take();
+            eprintln!(
+                "error: INTERNAL: pt2web panicked{}: {} (a bug in pt2web: please report it with \
+                 the program and the command; RUST_BACKTRACE=1 shows the backtrace)",
+                at.unwrap_or_default(),
+                pt2web::runtime::panic_message(payload.as_ref())
+            );
+            ExitCode::from(INTERNAL_EXIT)
         }
     }
 }

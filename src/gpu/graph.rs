@@ -199,7 +199,8 @@ pub async fn run_graph(
                     | Error::OutOfMemory { .. }
                     | Error::Gpu(_)
                     | Error::Limit { .. }
-                    | Error::Cancelled { .. }) => e,
+                    | Error::Cancelled { .. }
+                    | Error::Internal { .. }) => e,
                     e => Error::op(&node.target, e),
                 })?,
             None => None,
@@ -217,10 +218,15 @@ pub async fn run_graph(
             };
             let dispatched = r.stats.dispatches;
             let mut k = KernelCtx::new(r, &env.t, op_ctx);
-            outs = kernels::run(&mut k, op).map_err(|e| match e {
-                e @ (Error::Op { .. } | Error::OutOfMemory { .. } | Error::Gpu(_)) => e,
-                e => Error::op(&node.target, e),
-            })?;
+            outs = crate::runtime::guarded(node, || kernels::run(&mut k, op)).map_err(
+                |e| match e {
+                    e @ (Error::Op { .. }
+                    | Error::OutOfMemory { .. }
+                    | Error::Gpu(_)
+                    | Error::Internal { .. }) => e,
+                    e => Error::op(&node.target, e),
+                },
+            )?;
             if outs.is_some() {
                 on_gpu = true;
                 // A view that had to copy (a reshape of strides it cannot view) is a
@@ -258,7 +264,7 @@ pub async fn run_graph(
                         env: &env.v,
                         state: st,
                     };
-                    kernel(&mut ctx)
+                    crate::runtime::guarded(node, || kernel(&mut ctx))
                 };
                 for &id in ids {
                     if env.t[id].is_some() {

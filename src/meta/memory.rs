@@ -33,10 +33,10 @@ fn bytes_of(v: &MValue) -> (u64, bool) {
     match v {
         MValue::Tensor(t) => (t.nbytes(), t.data_dependent),
         MValue::Tensors(ts) => ts.iter().fold((0, false), |(b, d), t| {
-            (b + t.nbytes(), d || t.data_dependent)
+            (b.saturating_add(t.nbytes()), d || t.data_dependent)
         }),
         MValue::OptTensors(ts) => ts.iter().flatten().fold((0, false), |(b, d), t| {
-            (b + t.nbytes(), d || t.data_dependent)
+            (b.saturating_add(t.nbytes()), d || t.data_dependent)
         }),
         _ => (0, false),
     }
@@ -59,7 +59,7 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
             StateKind::Buffer { .. } => 1,
             StateKind::Constant => 2,
         };
-        state[slot] += b;
+        state[slot] = state[slot].saturating_add(b);
     }
     let g = &program.graph;
     let n = g.nodes.len();
@@ -128,8 +128,8 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
         if let Arg::Tensor(id) = a {
             if user.contains(g.value(*id).name.as_str()) {
                 let (b, _) = value_bytes(*id);
-                input_bytes += b;
-                live += b;
+                input_bytes = input_bytes.saturating_add(b);
+                live = live.saturating_add(b);
             }
         }
     }
@@ -155,7 +155,8 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
                 // A view: no new storage; its base's last use already covers it.
                 continue;
             }
-            live += b;
+            // Saturating: a hostile program's sizes only make the estimate "too much".
+            live = live.saturating_add(b);
             match last_use.get(id).copied().flatten() {
                 Some(u) => free_at[u].push(id),
                 // Never read: freed right after the node.
@@ -170,7 +171,7 @@ pub fn estimate(program: &Program, inferred: &Inferred) -> MemoryEstimate {
             live = live.saturating_sub(value_bytes(id).0);
         }
     }
-    let state_total = state.iter().sum::<u64>();
+    let state_total = state.iter().fold(0u64, |a, &b| a.saturating_add(b));
     MemoryEstimate {
         parameter_bytes: state[0],
         buffer_bytes: state[1],

@@ -6,12 +6,15 @@
 mod inputs;
 pub mod profile;
 mod stop;
+mod unwind;
 mod value;
 
 pub use inputs::order_named_inputs;
 pub use profile::{OpEvent, OpSummary, Profiler};
 pub(crate) use stop::Stop;
 pub use stop::{CancelToken, RunOptions};
+pub(crate) use unwind::guarded;
+pub use unwind::{inject_kernel_panic, panic_message};
 pub use value::RValue;
 
 use crate::cpu::Tensor;
@@ -139,7 +142,7 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
                 env: &env,
                 state: st,
             };
-            kernel(&mut ctx)
+            guarded(node, || kernel(&mut ctx))
         };
         if let (Some(p), Some(start)) = (st.profiler.as_mut(), start) {
             p.depth -= 1;

@@ -216,7 +216,8 @@ pub(super) fn topk(k: &mut KernelCtx) -> Out {
     if kk < 0 || kk as usize > n || k.out_dtype(0) != Some(x.dtype) {
         return Ok(None);
     }
-    let kk = kk as usize;
+    // A 0-d input is its own top-k for k = 0 as for k = 1 (torch returns it either way).
+    let kk = if x.rank() == 0 { 1 } else { kk as usize };
     // Sorted order is also a valid answer for sorted=False (the CPU kernel's as well).
     let sizes = resized(&x, dim, kk);
     let Some((v, i)) = encode_sort(k, &x, dim, largest, Mode::Range(0, kk), &sizes)? else {

@@ -37,6 +37,8 @@ pub(crate) fn register(r: &mut OpTable) {
     r.define_op("aten.empty_strided", empty_strided, meta::sized);
     r.define_op("aten.empty_permuted", empty_permuted, meta::empty_permuted);
     r.define_op("aten.scalar_tensor", scalar_tensor, meta::scalar_tensor);
+    // What core ATen's `where` with a number operand decomposes into.
+    r.define_op("prims.scalar_tensor", scalar_tensor, meta::scalar_tensor);
     r.define_op("aten.linspace", linspace, meta::linspace);
     r.define_op("aten.logspace", linspace, meta::linspace);
     r.define_op("aten.eye", eye, meta::eye);

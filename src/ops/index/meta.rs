@@ -145,6 +145,18 @@ pub(super) fn embedding(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     one(w.with_sizes(s))
 }
 
+/// `one_hot`: int64 `self.shape + [num_classes]`; `-1` (classes from the data) has no shape
+/// before the run (torch.export refuses it too).
+pub(super) fn one_hot(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
+    let t = ctx.tensor("self")?;
+    let c = ctx.int_or("num_classes", -1)?;
+    let c = usize::try_from(c)
+        .map_err(|_| format!("num_classes {c}: the number of classes depends on the data"))?;
+    let mut s = t.sizes.clone();
+    s.push(c);
+    one(MetaTensor::new(DType::I64, s))
+}
+
 /// `masked_select`: a 1-d result of data-dependent length (at most the broadcast numel).
 pub(super) fn masked_select(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
     let t = ctx.tensor("self")?;

@@ -64,6 +64,7 @@ pub(crate) fn register(r: &mut OpTable) {
         meta::index_select,
     );
     r.define("aten.take.default", take, meta::take);
+    r.define("aten.one_hot.default", one_hot, meta::one_hot);
     combinations::register(r);
     r.define(
         "aten.masked_select.default",
@@ -427,6 +428,42 @@ fn take(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
         .map(|&v| wrap_index(ctx, v, all.len(), 0).map(|i| Some(all[i])))
         .collect::<Result<Vec<_>>>()?;
     one(gather_storage(&t, &offs, 0.0, &index.sizes)?)
+}
+
+/// `one_hot(self, num_classes=-1)`: int64 `self.shape + [num_classes]` with a 1 at each
+/// index; `-1` takes the largest index + 1 (an error for an empty input, as in torch).
+fn one_hot(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
+    let t = ctx.tensor("self")?;
+    let vals = index_values(ctx, &t, "self")?;
+    let classes = match ctx.int_or("num_classes", -1)? {
+        -1 => match vals.iter().max() {
+            Some(&m) => m.saturating_add(1),
+            None => {
+                return Err(ctx.err(
+                    "cannot infer the number of classes from an empty tensor: give num_classes",
+                ))
+            }
+        },
+        c => c,
+    };
+    let c = usize::try_from(classes)
+        .map_err(|_| ctx.err(format!("num_classes must be >= -1, got {classes}")))?;
+    let mut sizes = t.sizes.clone();
+    sizes.push(c);
+    let mut out = vec![
+        0i64;
+        vals.len().checked_mul(c).ok_or_else(|| {
+            ctx.err(format!("{} indices x {c} classes overflow", vals.len()))
+        })?
+    ];
+    for (i, &v) in vals.iter().enumerate() {
+        let k = usize::try_from(v)
+            .ok()
+            .filter(|&k| k < c)
+            .ok_or_else(|| ctx.err(format!("index {v} is out of range for {c} classes")))?;
+        out[i * c + k] = 1;
+    }
+    one(Tensor::from_vec(out, &sizes))
 }
 
 /// nonzero / argwhere: the coordinates of the nonzero elements (NaN counts), row-major, as

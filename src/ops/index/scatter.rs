@@ -282,6 +282,10 @@ fn scatter_into(ctx: &OpCtx, out: &Tensor) -> Result<()> {
     let index = ctx.tensor("index")?;
     let d = wrap_dim(ctx, dim, out.rank())?;
     let src = ctx.opt_tensor("src")?;
+    // torch skips the shape checks of an empty index (`scatter_shape_check`): nothing to write.
+    if index.numel() == 0 {
+        return Ok(());
+    }
     let vals = check_index(ctx, out, d, &index, src.as_ref())?;
     let offs = addressed(ctx, out, d, &index, &vals)?;
     // Source elements at the index positions, in the output dtype.

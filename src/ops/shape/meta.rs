@@ -208,13 +208,15 @@ pub(super) fn movedim(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
             "movedim: source {src:?} and destination {dst:?} differ in length"
         ));
     }
-    let mut order: Vec<Option<usize>> = vec![None; r];
+    // A 0-d tensor's dim 0 (or -1) wraps to 0, as in torch: one slot, nothing to move.
+    let mut order: Vec<Option<usize>> = vec![None; r.max(1)];
     for (&s, &d) in src.iter().zip(&dst) {
         order[d] = Some(s);
     }
     let mut rest = (0..r).filter(|i| !src.contains(i));
     let perm: Vec<i64> = order
         .into_iter()
+        .take(r)
         .map(|o| o.or_else(|| rest.next()).unwrap_or(0) as i64)
         .collect();
     one(permuted(ctx, &t, &perm)?)

@@ -123,8 +123,10 @@ fn topk(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
             "selected index k = {k} out of range for a dim of size {n}"
         )));
     }
+    // A 0-d input is its own top-k for k = 0 as for k = 1 (torch returns it either way).
+    let k = if x.rank() == 0 { 1 } else { k as usize };
     // `sorted=False` leaves the order unspecified in torch; sorted order is one valid answer.
-    let (vals, idx) = sort_lanes(&x, dim, largest, k as usize)?;
+    let (vals, idx) = sort_lanes(&x, dim, largest, k)?;
     Ok(vec![vals.into(), idx.into()])
 }
 
