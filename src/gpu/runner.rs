@@ -84,10 +84,15 @@ impl<'d> Runner<'d> {
     /// Note that a kernel reporting index faults is about to be encoded: the first since the
     /// record was read clears it (in the encoder, before the kernel).
     pub(crate) fn arm_faults(&mut self) {
-        if self.faults_armed || self.dry {
+        if self.faults_armed {
             return;
         }
         self.faults_armed = true;
+        // A prepare pass only notes it: its end reserves the record's staging buffer
+        // (`reserve_readbacks`), so the first run allocates nothing.
+        if self.dry {
+            return;
+        }
         let record = self.fault_record.clone();
         self.encoder().clear_buffer(&record, 0, None);
     }
@@ -357,6 +362,9 @@ impl<'d> Runner<'d> {
                 (s.len, s.dtype)
             };
             staging.push(self.dev.alloc_readback(gpu_bytes(dtype, len))?);
+        }
+        if std::mem::take(&mut self.faults_armed) {
+            staging.push(self.dev.alloc_readback(super::fault::BYTES)?);
         }
         Ok(())
     }
