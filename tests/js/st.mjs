@@ -107,6 +107,17 @@ export async function runOpFamily(load, fam, fetchBytes, device = 'auto', dir = 
       model = await load(bytes, { program: c.program, device });
       const names = model.info.inputs.map((i) => i.name);
       const inputs = Object.fromEntries(names.map((n, i) => [n, io[`${c.program}/input_${i}`]]));
+      if (c.error) {
+        // torch raised for this case (tests/fixgen/ops/case.py `raises`): the run must fail
+        // naming the index torch named (as tests/common/mod.rs `raised`).
+        const named = c.error.index != null ? `index ${c.error.index} is out of` : 'is out of';
+        let message = null;
+        try { await model.run(inputs); } catch (e) { message = String(e?.message); }
+        if (message === null) throw new Error(`ran, where torch raised: ${c.error.message}`);
+        if (!message.includes(named)) throw new Error(`error ${JSON.stringify(message)} does not say ${JSON.stringify(named)} (torch: ${c.error.message})`);
+        passed++;
+        continue;
+      }
       const got = flattenOut(await model.run(inputs)).filter((v) => v && v.shape);
       let k = 0;
       c.outputs.forEach((o, i) => {

@@ -14,10 +14,15 @@ ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures"
 BIN = os.environ.get("PT2WEB_BIN", str(ROOT / "target" / "release" / "pt2web"))
 
+# hostile_alloc's repeat_interleave of tensor counts has a size with no bound before the run:
+# its meta pass stops there by design (the run's byte budget is checked by the kernel).
+NO_ESTIMATE = {"hostile_alloc"}
+
 SINGLE = sorted(
     p.name[: -len(".meta.json")]
     for p in FIX.glob("*.meta.json")
     if len(json.loads(p.read_text())["programs"]) == 1
+    and p.name[: -len(".meta.json")] not in NO_ESTIMATE
 )
 
 SIZES = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "int64": 8, "int32": 4,
