@@ -23,6 +23,9 @@ pub struct BenchArgs {
     /// GPU backend: auto, vulkan, metal, dx12, gl.
     #[arg(long, default_value = "auto")]
     backend: String,
+    /// The GPU adapter to use, by its number in `pt2web devices` (the best one by default).
+    #[arg(long, value_name = "N")]
+    adapter: Option<usize>,
     #[arg(long)]
     program: Option<String>,
     /// Timed warm runs.
@@ -126,13 +129,13 @@ fn bench_one(
     inputs: &[RValue],
 ) -> Result<DeviceResult, String> {
     let t0 = Instant::now();
-    let mut e = open_backend(p.clone(), device, &args.backend)?;
+    let mut e = open_backend(p.clone(), device, &args.backend, args.adapter)?;
     let session_ms = t0.elapsed().as_secs_f64() * 1e3;
     let t = Instant::now();
     let prepare = if args.no_prepare {
         None
     } else {
-        prepare_like(&mut *e, inputs)?
+        prepare_like(&mut *e, inputs, args.progress)?
     };
     let prepare_ms = if args.no_prepare {
         0.0

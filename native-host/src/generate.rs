@@ -2,6 +2,7 @@
 //! ([`pt2web::generate`], which says which programs it takes and how tokens are chosen).
 //! Tokenizers stay with the caller: ids in, ids out.
 
+use crate::progress::Progress;
 use crate::run::{check_device, load_with_progress, open_backend, Target};
 use clap::Args;
 use pt2web::generate::{GenerateOptions, LmSignature, Sampling};
@@ -42,6 +43,9 @@ pub struct GenerateArgs {
     /// Print JSON: the tokens, prefill time, decode speed and bytes read back per token.
     #[arg(long)]
     json: bool,
+    /// Show progress bars (loading, tokens) on stderr even when it is not a terminal.
+    #[arg(long)]
+    progress: bool,
 }
 
 pub fn generate(args: GenerateArgs) -> Result<(), String> {
@@ -60,7 +64,7 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
     let (source, p, load_ms) = load_with_progress(
         &model,
         args.target.program.as_deref(),
-        false,
+        args.progress,
         args.target.load_options()?,
     )?;
     LmSignature::of(&p).map_err(|e| format!("{source}: {e}"))?;
@@ -70,7 +74,12 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
         .map(|e| e.tensor.nbytes())
         .max()
         .unwrap_or(0);
-    let mut session = open_backend(p, &args.target.device, &args.target.backend)?;
+    let mut session = open_backend(
+        p,
+        &args.target.device,
+        &args.target.backend,
+        args.target.adapter,
+    )?;
     // What pt2web holds on the host once the model is loaded (and, on the GPU, uploaded).
     let heap_after_load = crate::heap::live();
     let opts = GenerateOptions {
@@ -79,13 +88,26 @@ pub fn generate(args: GenerateArgs) -> Result<(), String> {
         eos: args.eos,
     };
     let prompt = &args.prompt_ids;
+    let mut bar = Progress::new(
+        args.progress,
+        "generating",
+        opts.max_new_tokens as u64,
+        "tokens",
+    );
+    bar.set(0);
+    let mut made = 0u64;
     let out = pollster::block_on(pt2web::generate::generate(
         session.as_mut(),
         prompt,
         &opts,
-        &mut |_| Ok(()),
-    ))
-    .map_err(|e| format!("{source}: {e}"))?;
+        &mut |_| {
+            made += 1;
+            bar.set(made);
+            Ok(())
+        },
+    ));
+    bar.finish();
+    let out = out.map_err(|e| format!("{source}: {e}"))?;
     if args.json {
         let v = serde_json::json!({
             "model": source,

@@ -223,7 +223,25 @@ fn run(cli: Cli) -> Result<(), String> {
 /// error's 1 and from Rust's own 101.
 const INTERNAL_EXIT: u8 = 70;
 
+/// Keep Mesa's Vulkan device-select layer out of adapter enumeration where no Wayland session
+/// exists. The layer (an implicit layer every Mesa install registers) connects to Wayland to
+/// find the display's GPU, and without `XDG_RUNTIME_DIR` libwayland prints
+/// `error: XDG_RUNTIME_DIR is invalid or not set in the environment.` on every enumeration,
+/// which reads as a failure. pt2web ranks adapters itself (discrete first) and `--adapter N`
+/// picks one, so the layer adds nothing here. `NODEVICE_SELECT` is the layer's documented
+/// off switch; a value the user set is kept.
+fn quiet_device_select() {
+    let wayland = std::env::var_os("XDG_RUNTIME_DIR").is_some()
+        && std::env::var_os("WAYLAND_DISPLAY").is_some();
+    if !wayland && std::env::var_os("NODEVICE_SELECT").is_none() {
+        // Called first thing in `main`, before any thread exists: nothing reads the
+        // environment concurrently.
+        std::env::set_var("NODEVICE_SELECT", "1");
+    }
+}
+
 fn main() -> ExitCode {
+    quiet_device_select();
     let cli = Cli::parse();
     // Where the last panic happened: kept by a silent hook, printed in one line below (a
     // kernel's panic the runtime catches is already an `internal error` naming its node).

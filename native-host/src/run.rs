@@ -65,6 +65,10 @@ pub struct Target {
     /// GPU backend for --device gpu/auto: auto, vulkan, metal, dx12, gl.
     #[arg(long, default_value = "auto")]
     pub backend: String,
+    /// The GPU adapter to use, by its number in `pt2web devices` (the first, best one by
+    /// default).
+    #[arg(long, value_name = "N")]
+    pub adapter: Option<usize>,
     /// Only this program of a multi-program archive.
     #[arg(long)]
     pub program: Option<String>,
@@ -102,11 +106,12 @@ pub(crate) fn check_device(device: &str) -> Result<(), String> {
 }
 
 /// The backend for `--device` (`cpu`, `gpu`, or `auto`: the GPU where wgpu finds an adapter
-/// of `--backend`, else the CPU).
+/// of `--backend`, else the CPU); `adapter` is `--adapter N`, a number in `pt2web devices`.
 pub(crate) fn open_backend(
     p: Program,
     device: &str,
     backend: &str,
+    adapter: Option<usize>,
 ) -> Result<Box<dyn Backend>, String> {
     let cpu = |p: Program| -> Result<Box<dyn Backend>, String> {
         if p.precision == pt2web::archive::pt2::Precision::F16 {
@@ -124,7 +129,16 @@ pub(crate) fn open_backend(
         )),
         "gpu" | "auto" => {
             let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
-            match pt2web::gpu::GpuDevice::open(b, None) {
+            if let Some(n) = adapter {
+                let count = pt2web::gpu::adapters(b).len();
+                if n >= count {
+                    return Err(format!(
+                        "--adapter {n}: wgpu finds {count} adapter(s) for --backend {backend}, \
+                         numbered from 0 (see `pt2web devices`)"
+                    ));
+                }
+            }
+            match pt2web::gpu::GpuDevice::open(b, adapter) {
                 Ok(d) => Ok(Box::new(
                     pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
                         .map_err(|e| e.to_string())?,
@@ -139,12 +153,18 @@ pub(crate) fn open_backend(
 
 /// Prepare for inputs shaped like `inputs` ([`Backend::prepare`]): on the GPU, what the
 /// prepare pass did.
+/// A bar with the elapsed time stands for the pass while it works (a terminal, or `--progress`).
 pub(crate) fn prepare_like(
     b: &mut dyn Backend,
     inputs: &[RValue],
+    progress: bool,
 ) -> Result<Option<pt2web::gpu::PrepareStats>, String> {
     let metas = pt2web::plan::metas(&pt2web::plan::signature(inputs));
-    let stats = b.prepare(&metas).map_err(|e| e.to_string())?;
+    let mut bar = crate::progress::Progress::new(progress, "preparing", 1, "pass");
+    bar.set(0);
+    let stats = b.prepare(&metas).map_err(|e| e.to_string());
+    bar.finish();
+    let stats = stats?;
     Ok(b.gpu().map(|_| stats))
 }
 
@@ -295,7 +315,12 @@ pub fn run(args: RunArgs) -> Result<(), String> {
         })
         .collect();
     let t0 = Instant::now();
-    let mut session = open_backend(p, &args.target.device, &args.target.backend)?;
+    let mut session = open_backend(
+        p,
+        &args.target.device,
+        &args.target.backend,
+        args.target.adapter,
+    )?;
     let prepare_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut times = Vec::new();
     let mut outs = Vec::new();
