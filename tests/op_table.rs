@@ -289,3 +289,22 @@ fn core_aten_is_covered() {
     assert!(count > 200, "only {count} ops listed");
     assert!(gaps.is_empty(), "core ATen coverage:\n{}", gaps.join("\n"));
 }
+
+/// docs/ops.md is what `pt2web ops` prints today (regenerate it when the op table changes).
+#[test]
+fn the_support_page_is_up_to_date() {
+    let page = pt2web::ops::doc::support_page();
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/ops.md");
+    let committed = std::fs::read_to_string(&path).unwrap_or_default();
+    assert!(
+        page == committed,
+        "docs/ops.md is stale: regenerate it with \
+         `cargo run --release -p pt2web-native -- ops > docs/ops.md`"
+    );
+    // The page says what the tables say: a GPU kernel's row names dtypes.
+    assert!(page.contains("| `aten.add` | yes"), "aten.add row missing");
+    assert!(page
+        .lines()
+        .filter(|l| l.contains("| kernel"))
+        .all(|l| !l.trim_end().ends_with("| |")));
+}

@@ -61,6 +61,9 @@ enum Cmd {
     /// Generate tokens with a language model exported with a static KV cache (transformers'
     /// `convert_and_export_with_cache`, ExecuTorch's LLM export): prompt ids in, new ids out.
     Generate(generate::GenerateArgs),
+    /// Print the ops-and-dtypes support page (Markdown, as docs/ops.md): every op pt2web
+    /// knows, with its CPU kernel, shape rule, and what the GPU does with it.
+    Ops,
     /// List the GPU adapters wgpu finds: name, backend, type, key limits, features.
     Devices {
         /// auto, vulkan, metal, dx12 or gl.
@@ -166,6 +169,10 @@ fn run(cli: Cli) -> Result<(), String> {
         Cmd::Run(args) => run::run(args),
         Cmd::Bench(args) => bench::bench(args),
         Cmd::Generate(args) => generate::generate(args),
+        Cmd::Ops => {
+            print!("{}", pt2web::ops::doc::support_page());
+            Ok(())
+        }
         Cmd::Devices { backend, json } => run::devices(&backend, json),
         Cmd::Check {
             model,

@@ -6,6 +6,7 @@
 //! argument name) and returns one [`RValue`] per schema return, in order.
 
 mod ctx;
+pub mod doc;
 mod table;
 pub mod util;
 

@@ -241,6 +241,23 @@ fn lookup(target: &str) -> Option<Decomp> {
         .copied()
 }
 
+/// Every target decomposed at load, and the aliases (`aten.absolute` → `aten.abs`) folded
+/// into the ops they name: (target, what it becomes), sorted. For the support page
+/// (`crate::ops::doc`).
+pub fn decomposed_targets() -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = table()
+        .iter()
+        .map(|(t, _)| (t.to_string(), "its decomposition".to_string()))
+        .chain(
+            ALIASES
+                .iter()
+                .map(|(a, to)| (format!("aten.{a}"), format!("`aten.{to}`"))),
+        )
+        .collect();
+    v.sort();
+    v
+}
+
 /// Whether pt2web decomposes `target` at load (so it needs no kernel or shape rule).
 pub fn decomposes(target: &str) -> bool {
     lookup(target).is_some() || canonical(target).is_some()
