@@ -434,14 +434,7 @@ fn attention_math_and_streaming_agree() {
     let mut compared = 0;
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
-        let n_in = c["inputs"].as_array().unwrap().len();
-        let inputs: Vec<RValue> = (0..n_in)
-            .map(|i| {
-                RValue::Tensor(common::to_tensor(
-                    &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
-                ))
-            })
-            .collect();
+        let inputs = common::case_inputs(&io, c);
         let program = archive
             .program(Some(pname), &LoadOptions::default())
             .unwrap();

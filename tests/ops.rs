@@ -27,7 +27,6 @@ fn run_family(fam: &str) {
     let mut passed = 0;
     for c in cases["cases"].as_array().unwrap() {
         let pname = c["program"].as_str().unwrap();
-        let tol = c["tol"].as_str().unwrap();
         // A panic (in a kernel the runtime did not catch, or in the comparison of a
         // malformed result) is this case's failure, named, not the end of the family.
         let result =
@@ -36,39 +35,14 @@ fn run_family(fam: &str) {
                     .program(Some(pname), &LoadOptions::default())
                     .map_err(|e| e.to_string())?;
                 let mut session = Session::new(program).map_err(|e| e.to_string())?;
-                let n_in = c["inputs"].as_array().unwrap().len();
-                let inputs: Vec<RValue> = (0..n_in)
-                    .map(|i| {
-                        RValue::Tensor(common::to_tensor(
-                            &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
-                        ))
-                    })
-                    .collect();
-                let outs = session.run(inputs).map_err(|e| e.to_string());
+                let outs = session
+                    .run(common::case_inputs(&io, c))
+                    .map_err(|e| e.to_string());
                 if let Some(raised) = common::raised(c, &outs) {
                     return raised;
                 }
                 let outs = outs?;
-                let mut k = 0;
-                for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
-                    if !o.is_array() {
-                        // A None output (one an output_mask turns off) holds its place.
-                        if matches!(outs.get(k), Some(RValue::None)) {
-                            k += 1;
-                        }
-                        continue;
-                    }
-                    let want =
-                        common::to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
-                    let got = match outs.get(k) {
-                        Some(RValue::Tensor(t)) => t.clone(),
-                        other => {
-                            return Err(format!("output {i}: got {:?}", other.map(|v| v.kind())))
-                        }
-                    };
-                    common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
-                    k += 1;
-                }
+                common::compare_case_outputs(&io, c, &outs)?;
                 Ok(())
             }))
             .unwrap_or_else(|p| {

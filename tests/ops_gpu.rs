@@ -136,7 +136,6 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
         if !want(pname) {
             continue;
         }
-        let tol = c["tol"].as_str().unwrap();
         let mut stats = RunStats::default();
         let mut bf16 = 0;
         let mut diff = 0.0f64;
@@ -151,15 +150,9 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
             pt2web::passes::run(&mut planned, pt2web::backends::graph_passes());
             let predicted = predicted_fallbacks(&planned, dev.f16_enabled());
             let mut session = GpuSession::new(program, dev.clone()).map_err(|e| e.to_string())?;
-            let n_in = c["inputs"].as_array().unwrap().len();
-            let inputs: Vec<RValue> = (0..n_in)
-                .map(|i| {
-                    RValue::Tensor(common::to_tensor(
-                        &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
-                    ))
-                })
-                .collect();
-            let outs = session.run(inputs).map_err(|e| e.to_string());
+            let outs = session
+                .run(common::case_inputs(&io, c))
+                .map_err(|e| e.to_string());
             stats = session.last_stats.clone();
             if let Some(raised) = common::raised(c, &outs) {
                 return raised;
@@ -176,24 +169,7 @@ fn run_cases(dev: &Arc<GpuDevice>, fam: &str, want: impl Fn(&str) -> bool) -> Fa
                     ));
                 }
             }
-            let mut k = 0;
-            for (i, o) in c["outputs"].as_array().unwrap().iter().enumerate() {
-                if !o.is_array() {
-                    // A None output (one an output_mask turns off) holds its place.
-                    if matches!(outs.get(k), Some(RValue::None)) {
-                        k += 1;
-                    }
-                    continue;
-                }
-                let want = common::to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
-                let got = match outs.get(k) {
-                    Some(RValue::Tensor(t)) => t.clone(),
-                    other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
-                };
-                common::compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
-                diff = diff.max(common::max_abs_diff(&got, &want).unwrap_or(f64::NAN));
-                k += 1;
-            }
+            diff = diff.max(common::compare_case_outputs(&io, c, &outs)?);
             Ok(())
         })();
         rep.stats.add(&stats);

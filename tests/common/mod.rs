@@ -539,3 +539,47 @@ pub fn raised<T>(case: &Value, run: &Result<T, String>) -> Option<Result<(), Str
         }
     })
 }
+
+/// An op case's inputs (`<program>/input_<i>` in its io.safetensors), in order.
+pub fn case_inputs(io: &safetensors::SafeTensors, case: &Value) -> Vec<RValue> {
+    let pname = case["program"].as_str().unwrap();
+    let n_in = case["inputs"].as_array().unwrap().len();
+    (0..n_in)
+        .map(|i| {
+            RValue::Tensor(to_tensor(
+                &io.tensor(&format!("{pname}/input_{i}")).unwrap(),
+            ))
+        })
+        .collect()
+}
+
+/// Compare a run's outputs with an op case's expected ones (torch's, in its io.safetensors)
+/// within the case's tolerance; the largest absolute difference met.
+pub fn compare_case_outputs(
+    io: &safetensors::SafeTensors,
+    case: &Value,
+    outs: &[RValue],
+) -> Result<f64, String> {
+    let pname = case["program"].as_str().unwrap();
+    let tol = case["tol"].as_str().unwrap();
+    let mut diff = 0.0f64;
+    let mut k = 0;
+    for (i, o) in case["outputs"].as_array().unwrap().iter().enumerate() {
+        if !o.is_array() {
+            // A None output (one an output_mask turns off) holds its place.
+            if matches!(outs.get(k), Some(RValue::None)) {
+                k += 1;
+            }
+            continue;
+        }
+        let want = to_tensor(&io.tensor(&format!("{pname}/output_{i}")).unwrap());
+        let got = match outs.get(k) {
+            Some(RValue::Tensor(t)) => t.clone(),
+            other => return Err(format!("output {i}: got {:?}", other.map(|v| v.kind()))),
+        };
+        compare(&got, &want, tol).map_err(|e| format!("output {i}: {e}"))?;
+        diff = diff.max(max_abs_diff(&got, &want).unwrap_or(f64::NAN));
+        k += 1;
+    }
+    Ok(diff)
+}
