@@ -123,14 +123,26 @@ function variants(dir) {
   return [{ dir: dir ? `${dir}-relaxed` : 'relaxed', simd: 'relaxed' }, plain];
 }
 
+// Each build's glue and module, named by literal specifiers so that bundlers (Vite, webpack,
+// esbuild) see them and ship them with an app; a computed path would leave them behind. A
+// build that scripts/build_wasm.sh skipped has a placeholder glue that throws when imported.
+const BUILDS = {
+  '': { glue: () => import('../pkg/pt2web.js'), wasm: () => new URL('../pkg/pt2web_bg.wasm', import.meta.url) },
+  relaxed: { glue: () => import('../pkg/relaxed/pt2web.js'), wasm: () => new URL('../pkg/relaxed/pt2web_bg.wasm', import.meta.url) },
+  threads: { glue: () => import('../pkg/threads/pt2web.js'), wasm: () => new URL('../pkg/threads/pt2web_bg.wasm', import.meta.url) },
+  'threads-relaxed': { glue: () => import('../pkg/threads-relaxed/pt2web.js'), wasm: () => new URL('../pkg/threads-relaxed/pt2web_bg.wasm', import.meta.url) },
+};
+
+// Node's file reader, imported by a computed name so that bundlers leave it out of web builds.
+const NODE_FS = 'node:fs/promises';
+
 // Import and instantiate one build of the glue from pkg/`dir`.
 async function loadBuild(dir) {
-  const base = dir ? `../pkg/${dir}/` : '../pkg/';
-  const m = await import(`${base}pt2web.js`);
+  const m = await BUILDS[dir].glue();
   bindGlue(m);
-  const url = new URL(`${base}pt2web_bg.wasm`, import.meta.url);
+  const url = BUILDS[dir].wasm();
   if (isNode && url.protocol === 'file:') {
-    const { readFile } = await import('node:fs/promises');
+    const { readFile } = await import(/* @vite-ignore */ NODE_FS);
     wasmExports = await initWasm({ module_or_path: await readFile(url) });
   } else {
     wasmExports = await initWasm({ module_or_path: url });
@@ -421,7 +433,7 @@ async function readSource(source, onProgress) {
   if (typeof source === 'string' || source instanceof URL) {
     const url = source instanceof URL ? source : new URL(source, globalThis.location?.href ?? `file://${globalThis.process?.cwd?.() ?? ''}/`);
     if (url.protocol === 'file:' && isNode) {
-      const { readFile } = await import('node:fs/promises');
+      const { readFile } = await import(/* @vite-ignore */ NODE_FS);
       const b = new Uint8Array(await readFile(url));
       onProgress?.(b.length, b.length);
       return b;

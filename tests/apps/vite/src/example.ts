@@ -1,0 +1,96 @@
+// An app's use of pt2web, touching its whole public API under `tsc --strict`: run
+// tests/fixtures/mlp_train.pt2 and compare with PyTorch's outputs and weights (mlp_train.io /
+// .state.safetensors). The page (main.ts) and the Worker (worker.ts) both call `example`.
+import {
+  load, tensor, init, cpuThreading, wasmMemoryBytes, isPt2Package, programNames, gpu,
+  Pt2WebError, GpuTensor,
+  type Model, type LoadOptions, type ModelInfo, type PrepareStats, type Profile, type RunStats,
+  type Tensor, type GpuProperties, type GpuMemoryStats, type GenerateOptions,
+} from 'pt2web';
+import { fetchBytes, maxDiff, parseSafetensors } from './fixture';
+
+export interface ExampleResult {
+  device: 'webgpu' | 'cpu';
+  /** Largest difference of the output from PyTorch's, and of a weight read back from the state. */
+  outputDiff: number;
+  stateDiff: number;
+  outputShape: number[];
+  programs: string[];
+  isPt2: boolean;
+  notPt2: boolean;
+  inputError: string;
+  planSteps: number;
+  profiled: number;
+  firstRunPipelines: number | null;
+  gpuTensorDiff: number | null;
+  adapter: string | null;
+  threads: number;
+  wasmBytes: number;
+}
+
+export async function example(device: 'webgpu' | 'cpu', base = ''): Promise<ExampleResult> {
+  await init({ threads: 'auto' });
+  const archive = await fetchBytes(`${base}/fixtures/mlp_train.pt2`);
+  const io = parseSafetensors(await fetchBytes(`${base}/fixtures/mlp_train.io.safetensors`));
+  const weights = parseSafetensors(await fetchBytes(`${base}/fixtures/mlp_train.state.safetensors`));
+
+  const progress: number[] = [];
+  const options: LoadOptions = { device, prepare: true, onProgress: (loaded) => { progress.push(loaded); } };
+  const model: Model = await load(archive, options);
+  const info: ModelInfo = model.info;
+  const prepared: PrepareStats | undefined = model.prepareStats;
+
+  const x: Tensor = io.input_0;
+  const y = (await model.run([tensor(x.data, x.shape, 'float32')])) as Tensor; // one output
+  const stats: RunStats | null = model.lastRunStats();
+
+  let gpuTensorDiff: number | null = null;
+  let adapter: string | null = null;
+  if (model.device === 'webgpu') {
+    const onGpu = (await model.run({ x }, { keepOnGpu: true })) as GpuTensor;
+    gpuTensorDiff = maxDiff(await onGpu.read(), io.output_0);
+    onGpu.dispose();
+    const props: GpuProperties = await gpu.properties();
+    const mem: GpuMemoryStats | null = gpu.memoryStats();
+    adapter = `${props.name} (${props.backend}), ${mem?.allocated ?? 0} bytes allocated`;
+    await gpu.synchronize();
+  }
+
+  model.manualSeed(0);
+  model.startProfiler();
+  await model.run([x], { timeoutMs: 60_000 });
+  const profile: Profile | null = model.stopProfiler();
+
+  let inputError = '';
+  try {
+    await model.run([tensor(new Float32Array(3), [3])]);
+  } catch (e) {
+    if (e instanceof Pt2WebError) inputError = e.code;
+  }
+  const weight = await model.state.get('fc1.weight');
+  // Only the type: mlp_train is no language model (generate is exercised in tests/js).
+  const generateOptions: GenerateOptions = { maxNewTokens: 4, temperature: 0 };
+  void generateOptions;
+
+  const result: ExampleResult = {
+    device: model.device,
+    outputDiff: maxDiff(y, io.output_0),
+    stateDiff: maxDiff(weight, weights['fc1.weight']),
+    outputShape: y.shape,
+    programs: await programNames(archive),
+    isPt2: await isPt2Package(archive),
+    notPt2: await isPt2Package(new Uint8Array(8)),
+    inputError,
+    planSteps: prepared?.planSteps ?? 0,
+    profiled: profile?.events.length ?? 0,
+    firstRunPipelines: stats ? stats.pipelinesCreated : null,
+    gpuTensorDiff,
+    adapter,
+    threads: cpuThreading().threads,
+    wasmBytes: wasmMemoryBytes(),
+  };
+  if (progress.at(-1) !== archive.length && progress.length === 0) throw new Error('no load progress');
+  if (info.inputs[0].name !== 'x') throw new Error(`inputs: ${JSON.stringify(info.inputs)}`);
+  model.dispose();
+  return result;
+}
