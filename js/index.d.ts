@@ -58,8 +58,18 @@ export interface LoadOptions {
   device?: 'webgpu' | 'cpu' | 'auto';
   /** The program to load from a multi-program archive. */
   program?: string;
-  /** Called while the archive streams in; `total` is 0 when the size is unknown. */
-  onProgress?: (loaded: number, total: number) => void;
+  /** Called as loading goes on: `(loaded, total, {phase, loaded, total})`; `total` is 0 when
+   * the size is unknown. Phases in order: 'download' (bytes from the network) or 'cache' (bytes
+   * from the archive cache), 'upload' (0 then the archive's bytes: the weights decoded, and on
+   * WebGPU uploaded), and with `prepare`, 'prepare' (0 of 1, then 1 of 1). */
+  onProgress?: (loaded: number, total: number, progress: LoadProgress) => void;
+  /** Keep archives loaded from URLs in a cache (default 'auto' in browsers and Workers, 'none'
+   * in Node): 'auto' takes the Cache API where the context has one, else the origin private
+   * file system (OPFS); 'cache-api' / 'opfs' name one. Keyed by URL and remembered with the
+   * server's ETag, Last-Modified and size: a later load sends one HEAD request and, when they
+   * still match, reads the bytes from the cache (none from the network); otherwise it downloads
+   * again. Without a network, the cached copy is used. `clearCache` forgets. */
+  cache?: 'auto' | 'none' | 'cache-api' | 'opfs';
   /** Prepare before resolving (see `Model.prepare`): `true` for the declared shapes (a
    * program with dynamic dims needs them given), or the shapes themselves. */
   prepare?: true | PrepareShapes;
@@ -74,6 +84,13 @@ export interface LoadOptions {
    * load with the reason, 'auto' falls back to the CPU backend (which computes f16 too, with
    * no speed gain). Default 'float32': as exported. */
   dtype?: 'float32' | 'float16' | 'f32' | 'f16';
+}
+
+export interface LoadProgress {
+  phase: 'download' | 'cache' | 'upload' | 'prepare';
+  loaded: number;
+  /** 0 when unknown (a download without a Content-Length). */
+  total: number;
 }
 
 /** Shapes for `Model.prepare`: by input name or in input order; sizes, a tensor (its shape
@@ -390,6 +407,9 @@ export function cpuThreading(): {
 /** Bytes of pt2web's WebAssembly memory (0 before `init`); it grows and never shrinks. */
 export function wasmMemoryBytes(): number;
 export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;
+/** Forget cached archives (`LoadOptions.cache`): the one of `url`, or all when omitted.
+ * Resolves to the number of stores that had something removed. */
+export function clearCache(url?: string | URL): Promise<number>;
 export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
 export function isPt2Package(bytes: ArrayBuffer | Uint8Array): Promise<boolean>;
 export function programNames(source: string | URL | Response | ArrayBuffer | Uint8Array): Promise<string[]>;

@@ -2,8 +2,11 @@
 // The Rust core (compiled to WebAssembly by wasm-bindgen into ../pkg) works on flat lists of
 // tensors; this wrapper loads archives (with progress), flattens and unflattens the pytree
 // structures torch recorded, maps typed arrays to dtypes, and turns errors into Pt2WebError.
+// The archive cache (`load`'s `cache` option) is js/cache.js.
 // The wasm-bindgen glue is imported when `init` runs: the multi-threaded build
 // (pkg/threads/) on cross-origin isolated pages, the single-threaded one (pkg/) otherwise.
+import * as cache from './cache.js';
+
 let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDeviceProperties,
   gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize,
   gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy,
@@ -425,43 +428,78 @@ function unflatten(spec, leaves) {
   }
 }
 
-async function readSource(source, onProgress) {
+// `onProgress` as `load` calls it: `(loaded, total, {phase, loaded, total})`, phase 'download',
+// 'cache', 'upload' or 'prepare' (the first two arguments kept for callers written before phases).
+function progressOf(onProgress) {
+  return (phase, loaded, total) => onProgress?.(loaded, total, { phase, loaded, total });
+}
+
+// A Response's body, read in chunks with progress (`total`: its size when known, else 0).
+async function readBody(response, phase, total, progress) {
+  if (!response.body) {
+    const b = new Uint8Array(await response.arrayBuffer());
+    progress(phase, b.length, total || b.length);
+    return b;
+  }
+  const reader = response.body.getReader();
+  const chunks = [];
+  let loaded = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    progress(phase, loaded, total);
+  }
+  const out = new Uint8Array(loaded);
+  let o = 0;
+  for (const c of chunks) { out.set(c, o); o += c.length; }
+  return out;
+}
+
+function okResponse(response) {
+  if (!response.ok) throw new Pt2WebError(`fetching the model failed: HTTP ${response.status} ${response.statusText}`, 'ARCHIVE');
+  return Number(response.headers.get('content-length')) || 0;
+}
+
+// An archive at a URL, through the cache of `load`'s `cache` option (js/cache.js): from the
+// store when the server still serves the version cached, else downloaded (and stored).
+async function fetchArchive(url, cacheMode, progress) {
+  const store = cache.storeFor(cacheMode);
+  if (store) {
+    const hit = await cache.cachedResponse(store, url.href).catch(() => null);
+    if (hit) {
+      const bytes = await readBody(hit.body, 'cache', hit.version.size, progress);
+      // Checked on read: a store cut short (quota, an interrupted write) is downloaded again.
+      if (bytes.length === hit.version.size && wasmIsPt2(bytes)) return bytes;
+      await store.delete(url.href).catch(() => {});
+    }
+  }
+  const response = await fetch(url);
+  const bytes = await readBody(response, 'download', okResponse(response), progress);
+  // A full store or a private window refuses to keep it: the load goes on uncached.
+  if (store) await store.put(url.href, cache.versionOf(response.headers, bytes.length), bytes).catch(() => {});
+  return bytes;
+}
+
+// The archive's bytes from a URL, a Response or bytes. `options.cache`: see `load`.
+async function readSource(source, options = {}) {
+  const progress = progressOf(options.onProgress);
   if (source instanceof Uint8Array) return source;
   if (source instanceof ArrayBuffer) return new Uint8Array(source);
   if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-  let response = source;
   if (typeof source === 'string' || source instanceof URL) {
     const url = source instanceof URL ? source : new URL(source, globalThis.location?.href ?? `file://${globalThis.process?.cwd?.() ?? ''}/`);
     if (url.protocol === 'file:' && isNode) {
       const { readFile } = await import(/* @vite-ignore */ NODE_FS);
       const b = new Uint8Array(await readFile(url));
-      onProgress?.(b.length, b.length);
+      progress('download', b.length, b.length);
       return b;
     }
-    response = await fetch(url);
+    return fetchArchive(url, options.cache ?? (isNode ? 'none' : 'auto'), progress);
   }
-  if (typeof Response !== 'undefined' && response instanceof Response) {
-    if (!response.ok) throw new Pt2WebError(`fetching the model failed: HTTP ${response.status} ${response.statusText}`, 'ARCHIVE');
-    const total = Number(response.headers.get('content-length')) || 0;
-    if (!response.body) {
-      const b = new Uint8Array(await response.arrayBuffer());
-      onProgress?.(b.length, total || b.length);
-      return b;
-    }
-    const reader = response.body.getReader();
-    const chunks = [];
-    let loaded = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      loaded += value.length;
-      onProgress?.(loaded, total);
-    }
-    const out = new Uint8Array(loaded);
-    let o = 0;
-    for (const c of chunks) { out.set(c, o); o += c.length; }
-    return out;
+  if (typeof Response !== 'undefined' && source instanceof Response) {
+    return readBody(source, 'download', okResponse(source), progress);
   }
   throw new Pt2WebError('load(): source must be a URL, a Response, an ArrayBuffer or a Uint8Array', 'INPUT');
 }
@@ -973,36 +1011,56 @@ export async function programNames(source) {
 
 /**
  * Load a `.pt2`: `source` is a URL, Response, ArrayBuffer or Uint8Array.
- * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program, onProgress(loaded, total),
+ * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program,
+ * onProgress(loaded, total, {phase, loaded, total}), cache: 'auto'|'none'|'cache-api'|'opfs',
  * prepare: true (the declared shapes) or shapes as `model.prepare` takes them,
  * weights: 'f32' (default) | 'int8' | 'int4' | 'int4:GROUP' (quantized at load)}.
- * With `prepare`, `onProgress` is called once more when it is done (`loaded === total`
- * again) and `model.prepareStats` holds what it did.
+ * `onProgress` phases, in order: 'download' (bytes from the network) or 'cache' (bytes from
+ * the archive cache), 'upload' (the weights decoded into the model, on WebGPU uploaded), and
+ * with `prepare`, 'prepare' (0 of 1, then 1 of 1); `model.prepareStats` then holds what it did.
+ * `cache` (URLs only; default 'auto' in browsers and Workers, 'none' in Node): see js/cache.js.
  */
 export async function load(source, options = {}) {
   options = loadOptions(options);
   const model = await loadModel(source, options);
   if (options.prepare) {
     const shapes = options.prepare === true ? undefined : options.prepare;
+    const progress = progressOf(options.onProgress);
     try {
-      model.prepareStats = await model.prepare(shapes);
+      model.prepareStats = await model.prepare(shapes, { onProgress: (done, total) => progress('prepare', done, total) });
     } catch (e) {
       model.dispose();
       throw e;
     }
-    options.onProgress?.(1, 1);
   }
   return model;
 }
 
-// The string options of `load`, checked (the glue would coerce or throw a TypeError).
+/**
+ * Forget cached archives (`load`'s `cache`): the one of `url`, or every one when omitted, in
+ * every store this context has. Resolves to the number of stores that had something removed.
+ */
+export async function clearCache(url) {
+  if (url !== undefined && typeof url !== 'string' && !(url instanceof URL)) throw new Pt2WebError(`clearCache(): url must be a string or a URL, got ${show(url)}`, 'INPUT');
+  const href = url === undefined ? null : new URL(url, globalThis.location?.href).href;
+  let removed = 0;
+  for (const store of cache.allStores()) {
+    if (await (href === null ? store.clear() : store.delete(href))) removed += 1;
+  }
+  return removed;
+}
+
+const CACHE_MODES = ['auto', 'none', 'cache-api', 'opfs'];
+
+// The options of `load`, checked (the glue would coerce or throw a TypeError).
 function loadOptions(options) {
   if (options === undefined || options === null) return {};
   if (typeof options !== 'object') throw new Pt2WebError(`load(): options must be an object, got ${show(options)}`, 'INPUT');
-  for (const k of ['device', 'program', 'weights', 'dtype']) {
+  for (const k of ['device', 'program', 'weights', 'dtype', 'cache']) {
     const v = options[k];
     if (v !== undefined && v !== null && typeof v !== 'string') throw new Pt2WebError(`load(): options.${k} must be a string, got ${show(v)}`, 'INPUT');
   }
+  if (options.cache != null && !CACHE_MODES.includes(options.cache)) throw new Pt2WebError(`load(): options.cache must be one of ${CACHE_MODES.join(', ')}, got ${show(options.cache)}`, 'INPUT');
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw new Pt2WebError(`load(): options.onProgress must be a function, got ${show(options.onProgress)}`, 'INPUT');
   return options;
 }
@@ -1011,13 +1069,17 @@ async function loadModel(source, options) {
   await init();
   const wanted = options.device ?? 'auto';
   let choice = await pickDevice(wanted);
-  const bytes = await readSource(source, options.onProgress);
+  const bytes = await readSource(source, options);
   const program = options.program ?? undefined;
   const weights = options.weights ?? undefined;
   const dtype = options.dtype ?? undefined;
+  // One step for the core: it decodes every weight (and on WebGPU uploads it) in one call.
+  const progress = progressOf(options.onProgress);
+  progress('upload', 0, bytes.length);
+  let model = null;
   if (choice.device === 'webgpu') {
     try {
-      return new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype)), choice);
+      model = new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype)), choice);
     } catch (e) {
       const err = wrapError(e);
       // 'auto' falls back when the device cannot be opened, not when the archive is bad.
@@ -1025,9 +1087,13 @@ async function loadModel(source, options) {
       choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
     }
   }
-  try {
-    return new Model(new WasmModel(bytes, program, weights, dtype), choice);
-  } catch (e) {
-    throw wrapError(e);
+  if (!model) {
+    try {
+      model = new Model(new WasmModel(bytes, program, weights, dtype), choice);
+    } catch (e) {
+      throw wrapError(e);
+    }
   }
+  progress('upload', bytes.length, bytes.length);
+  return model;
 }

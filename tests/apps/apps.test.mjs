@@ -101,6 +101,7 @@ test('the built app, a Worker and the README quick start run in Chromium and mat
     assert.ok(x.outputDiff <= TOL && x.stateDiff === 0, `${url}: output ${x.outputDiff}, weight ${x.stateDiff}`);
     assert.deepEqual(x.outputShape, [4, 8]);
     assert.deepEqual(x.programs, ['model']);
+    assert.deepEqual(x.phases, ['download', 'upload', 'prepare'], url);
     assert.equal(x.isPt2, true);
     assert.equal(x.notPt2, false);
     assert.equal(x.inputError, 'INPUT');
