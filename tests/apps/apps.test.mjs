@@ -101,6 +101,9 @@ test('the built app, a Worker and the README quick start run in Chromium and mat
     assert.ok(x.outputDiff <= TOL && x.stateDiff === 0, `${url}: output ${x.outputDiff}, weight ${x.stateDiff}`);
     assert.deepEqual(x.outputShape, [4, 8]);
     assert.deepEqual(x.programs, ['model']);
+    const meta = JSON.parse(readFileSync(path.join(FIXTURES, 'mlp_train.meta.json'), 'utf8'));
+    assert.deepEqual([x.listed, x.extraFiles, x.moduleCalls], [Object.keys(meta.programs), Object.keys(meta.extra_files), meta.programs.model.module_call_graph.map((e) => e.fqn)]);
+    assert.deepEqual(x.backendsBuilt.sort(), ['cpu', 'webgpu']);
     assert.deepEqual(x.phases, ['download', 'upload', 'prepare'], url);
     assert.equal(x.isPt2, true);
     assert.equal(x.notPt2, false);

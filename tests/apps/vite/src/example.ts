@@ -3,7 +3,8 @@
 // .state.safetensors). The page (main.ts) and the Worker (worker.ts) both call `example`.
 import {
   load, tensor, init, cpuThreading, wasmMemoryBytes, isPt2Package, programNames, gpu, clearCache,
-  Pt2WebError, GpuTensor,
+  backends, openArchive, listPrograms, Pt2WebError, GpuTensor, Archive,
+  type BackendSwitches, type ModuleCallEntry,
   type Model, type LoadOptions, type LoadProgress, type ModelInfo, type PrepareStats, type Profile, type RunStats,
   type Tensor, type GpuProperties, type GpuMemoryStats, type GenerateOptions,
 } from 'pt2web';
@@ -16,6 +17,10 @@ export interface ExampleResult {
   stateDiff: number;
   outputShape: number[];
   programs: string[];
+  listed: string[];
+  extraFiles: string[];
+  moduleCalls: string[];
+  backendsBuilt: string[];
   phases: string[];
   isPt2: boolean;
   notPt2: boolean;
@@ -53,6 +58,8 @@ export async function example(device: 'webgpu' | 'cpu', base = ''): Promise<Exam
   let gpuTensorDiff: number | null = null;
   let adapter: string | null = null;
   if (model.device === 'webgpu') {
+    const adapters: number = await gpu.deviceCount();
+    if (adapters !== 1) throw new Error(`gpu.deviceCount() = ${adapters}`);
     const onGpu = (await model.run({ x }, { keepOnGpu: true })) as GpuTensor;
     gpuTensorDiff = maxDiff(await onGpu.read(), io.output_0);
     onGpu.dispose();
@@ -74,6 +81,12 @@ export async function example(device: 'webgpu' | 'cpu', base = ''): Promise<Exam
     if (e instanceof Pt2WebError) inputError = e.code;
   }
   const weight = await model.state.get('fc1.weight');
+  // Setting a weight to what it holds changes nothing.
+  model.state.set('fc1.weight', weight);
+  const calls: ModuleCallEntry[] = info.moduleCallGraph;
+  const opened: Archive = await openArchive(archive);
+  const switches: BackendSwitches & { built: string[] } = await backends.get();
+  await backends.set({ deterministic: switches.deterministic });
   // Only the type: mlp_train is no language model (generate is exercised in tests/js).
   const generateOptions: GenerateOptions = { maxNewTokens: 4, temperature: 0 };
   void generateOptions;
@@ -84,6 +97,10 @@ export async function example(device: 'webgpu' | 'cpu', base = ''): Promise<Exam
     stateDiff: maxDiff(weight, weights['fc1.weight']),
     outputShape: y.shape,
     programs: await programNames(archive),
+    listed: await listPrograms(opened),
+    extraFiles: Object.keys(opened.extraFiles()),
+    moduleCalls: calls.map((c) => c.fqn),
+    backendsBuilt: switches.built,
     phases,
     isPt2: await isPt2Package(archive),
     notPt2: await isPt2Package(new Uint8Array(8)),
