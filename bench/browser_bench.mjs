@@ -10,6 +10,10 @@
 // cross-origin isolated; `--threads N` serves the page with COOP/COEP, starts pt2web's
 // multi-threaded build with N workers (`init({ threads: N })`) and sets ORT Web's
 // `numThreads` to N. `--cpu-only` skips both WebGPU columns.
+// Then, per model on WebGPU (each in a fresh page: its own device, pipelines and archive cache),
+// the cold start of `load(url)` + first run without `prepare` and with `prepare` at load
+// (issue 18 item 3), and the load from the archive cache against the download
+// (`--no-cold-start` skips this part).
 import { chromium } from 'playwright-core';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
@@ -25,6 +29,7 @@ const PT2WEB_ONLY = process.argv.includes('--pt2web-only');
 const NO_PREPARE = process.argv.includes('--no-prepare');
 const THREADS = Number(arg('threads', 1));
 const CPU_ONLY = process.argv.includes('--cpu-only');
+const COLD_START = !process.argv.includes('--no-cold-start') && !CPU_ONLY;
 
 async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare, threads, cpuOnly }) {
   const { load, init, cpuThreading } = await import('/js/index.js');
@@ -115,6 +120,38 @@ async function benchInPage({ name, meta, runs, gpuRuns, pt2webOnly, noPrepare, t
   return out;
 }
 
+// Cold start on WebGPU in a fresh page: `load(url, {prepare})` (the shapes of the inputs, or
+// none) and the first run, with the phases onProgress reports; then, with `cached`, a second
+// load of the same URL, which reads the archive cache.
+async function coldStartInPage({ meta, prepare, cached }) {
+  const { load, clearCache } = await import('/js/index.js');
+  const st = await import('/tests/js/st.mjs');
+  const c = meta.programs.model.io_cases[0];
+  const io = st.parseSafetensors(new Uint8Array(await (await fetch(`/models/${c.file}`)).arrayBuffer()));
+  const leaves = c.inputs.map((i) => io[i.key]);
+  await clearCache();
+  const loadTimed = async (options) => {
+    const at = {};
+    const t0 = performance.now();
+    const model = await load(`/models/${meta.archive}`, { device: 'webgpu', ...options, onProgress: (_l, _t, p) => { at[p.phase] ??= performance.now() - t0; } });
+    return { model, ms: performance.now() - t0, at };
+  };
+  const { model, ms, at } = await loadTimed(prepare ? { prepare: leaves.map((t) => ({ shape: t.shape, dtype: t.dtype })) } : {});
+  const [args, kwargs] = st.unflattenSpec(model.info.specs.inSpec, [...leaves]);
+  const t1 = performance.now();
+  await model.run({ args, kwargs });
+  const out = { load: ms, first: performance.now() - t1, prepareMs: at.prepare === undefined ? 0 : ms - at.prepare, pipelinesInFirstRun: model.lastRunStats()?.pipelinesCreated };
+  out.downloadLoad = at.prepare ?? ms;
+  model.dispose();
+  if (cached) {
+    const again = await loadTimed({});
+    out.cachedLoad = again.ms;
+    out.fromCache = 'cache' in again.at && !('download' in again.at);
+    again.model.dispose();
+  }
+  return out;
+}
+
 const server = await serve(0, { isolated: THREADS > 1 });
 const origin = `http://127.0.0.1:${server.address().port}`;
 const browser = await chromium.launch({
@@ -129,9 +166,17 @@ try {
     await page.goto(`${origin}/www/blank.html`);
     const meta = JSON.parse(readFileSync(path.join(ROOT, '.cache', 'models', `${name}.meta.json`), 'utf8'));
     const r = await page.evaluate(benchInPage, { name, meta, runs: RUNS, gpuRuns: GPU_RUNS, pt2webOnly: PT2WEB_ONLY, noPrepare: NO_PREPARE, threads: THREADS, cpuOnly: CPU_ONLY });
+    await page.close();
+    if (COLD_START) {
+      for (const prepare of [false, true]) {
+        const cold = await browser.newPage();
+        await cold.goto(`${origin}/www/blank.html`);
+        r[prepare ? 'cold_prepared' : 'cold_unprepared'] = await cold.evaluate(coldStartInPage, { meta, prepare, cached: prepare }).catch((e) => ({ error: String(e.message ?? e).slice(0, 200) }));
+        await cold.close();
+      }
+    }
     console.error(JSON.stringify(r));
     rows.push(r);
-    await page.close();
   }
 } finally {
   await browser.close();
@@ -150,6 +195,14 @@ for (const r of rows) {
   if (ph) console.log(`${''.padEnd(32)}pt2web webgpu cold start: load ${f(ph.load)} + prepare ${f(ph.prepare)} (pipelines ${f(ph.prepare_pipelines)}, warm-up ${f(ph.prepare_warm_up)}, device wait ${f(ph.prepare_wait)}, longest page stall ${f(ph.prepare_stall)}) + first run ${f(ph.first)} ms (${fs?.pipelinesCreated} pipelines created in the first run); warm run ${f(r.pt2web_webgpu_warm)} ms, first/warm ${ratio(ph.first, r.pt2web_webgpu_warm)}; host per warm run ${r.pt2web_webgpu_host === undefined ? '-' : r.pt2web_webgpu_host.toFixed(2)} ms${r.pt2web_webgpu_stats?.replayed ? ' (replayed)' : ''}`);
   const st = r.pt2web_webgpu_stats;
   if (st) console.log(`${''.padEnd(32)}pt2web webgpu per run: ${st.submits} submits, ${st.bufferAllocations} buffer allocations, ${st.pipelinesCreated} pipelines created, ${st.gpuNodes} GPU nodes, ${st.fallbackNodes} CPU fallbacks ${JSON.stringify(st.fallbacks)}`);
+  const [cu, cp] = [r.cold_unprepared, r.cold_prepared];
+  if (cu && cp) {
+    if (cu.error || cp.error) console.log(`${''.padEnd(32)}cold start: ${cu.error ?? cp.error}`);
+    else {
+      console.log(`${''.padEnd(32)}pt2web webgpu cold start, load(url) + first run: without prepare ${f(cu.load)} + ${f(cu.first)} = ${f(cu.load + cu.first)} ms (${cu.pipelinesInFirstRun} pipelines in the first run); with prepare at load ${f(cp.load)} (prepare ${f(cp.prepareMs)}) + ${f(cp.first)} = ${f(cp.load + cp.first)} ms (${cp.pipelinesInFirstRun})`);
+      console.log(`${''.padEnd(32)}pt2web webgpu load(url): downloaded ${f(cp.downloadLoad)} ms, from the archive cache ${f(cp.cachedLoad)} ms${cp.fromCache ? '' : ' (NOT read from the cache)'}`);
+    }
+  }
   for (const k of ['pt2web_webgpu', 'pt2web_cpu', 'ort_webgpu', 'ort_wasm']) if (r[`${k}_error`]) console.log(`${''.padEnd(32)}${k}: ${r[`${k}_error`]}`);
 }
 console.log('\ncold = load + first run, warm = median of later runs (ms); ratio = pt2web / ORT Web (below 1: pt2web is faster).');

@@ -51,15 +51,41 @@ export interface ModelInfo {
   /** The CPU backend's WebAssembly build: relaxed SIMD (fused multiply-adds) or plain simd128. */
   simd: 'relaxed' | 'simd128';
   specs: { inSpec: unknown; outSpec: unknown };
+  /** torch's `module_call_graph`: the root module (fqn '') first, then its submodules; the
+   * calling convention (`inSpec`, `outSpec`, `forwardArgNames`) where export kept one. */
+  moduleCallGraph: ModuleCallEntry[];
+}
+
+export interface ModuleCallEntry {
+  fqn: string;
+  inSpec: unknown | null;
+  outSpec: unknown | null;
+  forwardArgNames: string[];
 }
 
 export interface LoadOptions {
-  /** Default 'auto': WebGPU when available, otherwise the CPU backend (and `deviceNote` says why). */
-  device?: 'webgpu' | 'cpu' | 'auto';
+  /** Default 'auto': WebGPU when available, otherwise the CPU backend (and `deviceNote` says
+   * why). A GPUDevice the app owns: WebGPU on that device (as `gpu.fromExternalDevice`). */
+  device?: 'webgpu' | 'cpu' | 'auto' | GPUDeviceLike;
+  /** The adapter pt2web's WebGPU device opens on, when it is not open yet. */
+  powerPreference?: 'high-performance' | 'low-power';
+  /** Opset versions the program must have been exported with, by namespace (`{aten: 10}`),
+   * as `torch.export.load(expected_opset_version=)`: a mismatch rejects with code VERSION. */
+  expectedOpsetVersion?: Record<string, number>;
   /** The program to load from a multi-program archive. */
   program?: string;
-  /** Called while the archive streams in; `total` is 0 when the size is unknown. */
-  onProgress?: (loaded: number, total: number) => void;
+  /** Called as loading goes on: `(loaded, total, {phase, loaded, total})`; `total` is 0 when
+   * the size is unknown. Phases in order: 'download' (bytes from the network) or 'cache' (bytes
+   * from the archive cache), 'upload' (0 then the archive's bytes: the weights decoded, and on
+   * WebGPU uploaded), and with `prepare`, 'prepare' (0 of 1, then 1 of 1). */
+  onProgress?: (loaded: number, total: number, progress: LoadProgress) => void;
+  /** Keep archives loaded from URLs in a cache (default 'auto' in browsers and Workers, 'none'
+   * in Node): 'auto' takes the Cache API where the context has one, else the origin private
+   * file system (OPFS); 'cache-api' / 'opfs' name one. Keyed by URL and remembered with the
+   * server's ETag, Last-Modified and size: a later load sends one HEAD request and, when they
+   * still match, reads the bytes from the cache (none from the network); otherwise it downloads
+   * again. Without a network, the cached copy is used. `clearCache` forgets. */
+  cache?: 'auto' | 'none' | 'cache-api' | 'opfs';
   /** Prepare before resolving (see `Model.prepare`): `true` for the declared shapes (a
    * program with dynamic dims needs them given), or the shapes themselves. */
   prepare?: true | PrepareShapes;
@@ -74,6 +100,13 @@ export interface LoadOptions {
    * load with the reason, 'auto' falls back to the CPU backend (which computes f16 too, with
    * no speed gain). Default 'float32': as exported. */
   dtype?: 'float32' | 'float16' | 'f32' | 'f16';
+}
+
+export interface LoadProgress {
+  phase: 'download' | 'cache' | 'upload' | 'prepare';
+  loaded: number;
+  /** 0 when unknown (a download without a Content-Length). */
+  total: number;
 }
 
 /** Shapes for `Model.prepare`: by input name or in input order; sizes, a tensor (its shape
@@ -146,9 +179,18 @@ export interface GenerateStats {
   readbackBytesPerToken: number;
 }
 
+/** A WebGPU `GPUDevice` (typed by @webgpu/types where installed). */
+export type GPUDeviceLike = { createBuffer(...args: any[]): any; queue: object };
+
 export interface StateView {
   keys(): string[];
   has(name: string): boolean;
+  /** Replace a parameter, buffer or constant with `tensor` (its dtype and shape); the next run
+   * reads it (on WebGPU written into the same GPU buffer). Refused (INPUT, with the reason)
+   * for state the graph passes folded into constants at load (load after
+   * `backends.set({graphPasses: 'none'})` to set it), state the graph does not read, and
+   * state sharing its storage with other state. */
+  set(name: string, tensor: Tensor): void;
   /** A copy of a parameter, buffer or constant as it is now: buffers show the mutations made
    * by runs. A promise: on WebGPU the state a run updates stays on the GPU and is read back
    * only when asked. */
@@ -348,8 +390,14 @@ export class Shader {
 
 /** The shared WebGPU device (torch.mps-style). */
 export const gpu: {
-  /** Open the shared device now (loading a WebGPU model also opens it). */
-  open(): Promise<void>;
+  /** Open the shared device now (loading a WebGPU model also opens it), on the adapter
+   * `powerPreference` asks for. */
+  open(options?: { powerPreference?: 'high-performance' | 'low-power' }): Promise<void>;
+  /** WebGPU adapters pt2web can choose from: 1 where `navigator.gpu` gives one, else 0. */
+  deviceCount(): Promise<number>;
+  /** Run pt2web's WebGPU work on a GPUDevice the app owns (before the first WebGPU load);
+   * `gpu.destroy()` then refuses: the app destroys its device. */
+  fromExternalDevice(device: GPUDeviceLike): Promise<void>;
   /** Whether the shared device is open and not lost. */
   isOpen(): boolean;
   /** Destroy the shared device (`GPUDevice.destroy()`): its models reject with DEVICE_LOST;
@@ -389,7 +437,49 @@ export function cpuThreading(): {
 };
 /** Bytes of pt2web's WebAssembly memory (0 before `init`); it grows and never shrinks. */
 export function wasmMemoryBytes(): number;
-export function load(source: string | URL | Response | ArrayBuffer | Uint8Array, options?: LoadOptions): Promise<Model>;
+export function load(source: string | URL | Response | ArrayBuffer | Uint8Array | Archive, options?: LoadOptions): Promise<Model>;
+/** Forget cached archives (`LoadOptions.cache`): the one of `url`, or all when omitted.
+ * Resolves to the number of stores that had something removed. */
+export function clearCache(url?: string | URL): Promise<number>;
+export type BackendName = 'cpu' | 'vulkan' | 'metal' | 'dx12' | 'gl' | 'webgpu';
+export type GraphPass = 'functionalize' | 'noop' | 'dce' | 'attention' | 'cse' | 'qparams' | 'const_fold' | 'fold_bn' | 'fuse' | 'epilogue' | 'reinplace';
+
+/** The backend switches (Rust's `pt2web::backends`); see the README's table. */
+export interface BackendSwitches {
+  allowF16ReducedPrecision: boolean;
+  attention: 'math' | 'streaming';
+  attentionKernel: 'auto' | 'row' | 'tiled';
+  convAlgorithm: 'auto' | 'tiled' | 'blocked' | 'gemm';
+  matmulAlgorithm: 'auto' | 'tiled' | 'blocked';
+  rowAlgorithm: 'auto' | 'thread' | 'workgroup' | 'subgroup';
+  autotune: 'auto' | 'on' | 'off';
+  deterministic: boolean;
+  /** The graph passes of models loaded from now on (set: 'all', 'none', a comma-separated
+   * string or an array of names). */
+  graphPasses: GraphPass[];
+}
+
+export const backends: {
+  /** Every switch now, and `built`: the backends this build holds. */
+  get(): Promise<BackendSwitches & { built: BackendName[] }>;
+  set(switches: Partial<Omit<BackendSwitches, 'graphPasses'>> & { graphPasses?: 'all' | 'none' | string | GraphPass[] }): Promise<void>;
+  isBuilt(name: BackendName): Promise<boolean>;
+  /** Built and usable here ('webgpu': an adapter is available). */
+  isAvailable(name: BackendName): Promise<boolean>;
+};
+
+/** A `.pt2` archive read once: its programs and extra files (torch's PT2ArchiveReader). */
+export class Archive {
+  readonly bytes: Uint8Array;
+  programs(): string[];
+  /** The extra files `torch.export.save(extra_files=...)` stored, by name. */
+  extraFiles(): Record<string, Uint8Array>;
+}
+/** Open an archive (`options`: `cache` and `onProgress`, as `load`); `load` takes it too. */
+export function openArchive(source: string | URL | Response | ArrayBuffer | Uint8Array | Archive, options?: Pick<LoadOptions, 'cache' | 'onProgress'>): Promise<Archive>;
+/** The program names of an archive. */
+export function listPrograms(archive: Archive | string | URL | Response | ArrayBuffer | Uint8Array): Promise<string[]>;
+
 export function tensor(data: TypedArray, shape?: number[], dtype?: DType): Tensor;
 export function isPt2Package(bytes: ArrayBuffer | Uint8Array): Promise<boolean>;
 export function programNames(source: string | URL | Response | ArrayBuffer | Uint8Array): Promise<string[]>;

@@ -2,19 +2,22 @@
 // The Rust core (compiled to WebAssembly by wasm-bindgen into ../pkg) works on flat lists of
 // tensors; this wrapper loads archives (with progress), flattens and unflattens the pytree
 // structures torch recorded, maps typed arrays to dtypes, and turns errors into Pt2WebError.
+// The archive cache (`load`'s `cache` option) is js/cache.js.
 // The wasm-bindgen glue is imported when `init` runs: the multi-threaded build
 // (pkg/threads/) on cross-origin isolated pages, the single-threaded one (pkg/) otherwise.
+import * as cache from './cache.js';
+
 let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDeviceProperties,
   gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize,
   gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy,
-  gpuWebGpuDevice, panicForTest;
+  gpuWebGpuDevice, panicForTest, wasmExtraFiles, backendsGet, backendsSet;
 function bindGlue(m) {
   ({
     default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
     programNames: wasmProgramNames, gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction,
     gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen,
     gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy, gpuWebGpuDevice,
-    __panicForTest: panicForTest,
+    __panicForTest: panicForTest, extraFiles: wasmExtraFiles, backendsGet, backendsSet,
   } = m);
 }
 
@@ -123,14 +126,26 @@ function variants(dir) {
   return [{ dir: dir ? `${dir}-relaxed` : 'relaxed', simd: 'relaxed' }, plain];
 }
 
+// Each build's glue and module, named by literal specifiers so that bundlers (Vite, webpack,
+// esbuild) see them and ship them with an app; a computed path would leave them behind. A
+// build that scripts/build_wasm.sh skipped has a placeholder glue that throws when imported.
+const BUILDS = {
+  '': { glue: () => import('../pkg/pt2web.js'), wasm: () => new URL('../pkg/pt2web_bg.wasm', import.meta.url) },
+  relaxed: { glue: () => import('../pkg/relaxed/pt2web.js'), wasm: () => new URL('../pkg/relaxed/pt2web_bg.wasm', import.meta.url) },
+  threads: { glue: () => import('../pkg/threads/pt2web.js'), wasm: () => new URL('../pkg/threads/pt2web_bg.wasm', import.meta.url) },
+  'threads-relaxed': { glue: () => import('../pkg/threads-relaxed/pt2web.js'), wasm: () => new URL('../pkg/threads-relaxed/pt2web_bg.wasm', import.meta.url) },
+};
+
+// Node's file reader, imported by a computed name so that bundlers leave it out of web builds.
+const NODE_FS = 'node:fs/promises';
+
 // Import and instantiate one build of the glue from pkg/`dir`.
 async function loadBuild(dir) {
-  const base = dir ? `../pkg/${dir}/` : '../pkg/';
-  const m = await import(`${base}pt2web.js`);
+  const m = await BUILDS[dir].glue();
   bindGlue(m);
-  const url = new URL(`${base}pt2web_bg.wasm`, import.meta.url);
+  const url = BUILDS[dir].wasm();
   if (isNode && url.protocol === 'file:') {
-    const { readFile } = await import('node:fs/promises');
+    const { readFile } = await import(/* @vite-ignore */ NODE_FS);
     wasmExports = await initWasm({ module_or_path: await readFile(url) });
   } else {
     wasmExports = await initWasm({ module_or_path: url });
@@ -413,57 +428,167 @@ function unflatten(spec, leaves) {
   }
 }
 
-async function readSource(source, onProgress) {
+// `onProgress` as `load` calls it: `(loaded, total, {phase, loaded, total})`, phase 'download',
+// 'cache', 'upload' or 'prepare' (the first two arguments kept for callers written before phases).
+function progressOf(onProgress) {
+  return (phase, loaded, total) => onProgress?.(loaded, total, { phase, loaded, total });
+}
+
+// A Response's body, read in chunks with progress (`total`: its size when known, else 0).
+async function readBody(response, phase, total, progress) {
+  if (!response.body) {
+    const b = new Uint8Array(await response.arrayBuffer());
+    progress(phase, b.length, total || b.length);
+    return b;
+  }
+  const reader = response.body.getReader();
+  const chunks = [];
+  let loaded = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    chunks.push(value);
+    loaded += value.length;
+    progress(phase, loaded, total);
+  }
+  const out = new Uint8Array(loaded);
+  let o = 0;
+  for (const c of chunks) { out.set(c, o); o += c.length; }
+  return out;
+}
+
+function okResponse(response) {
+  if (!response.ok) throw new Pt2WebError(`fetching the model failed: HTTP ${response.status} ${response.statusText}`, 'ARCHIVE');
+  return Number(response.headers.get('content-length')) || 0;
+}
+
+// An archive at a URL, through the cache of `load`'s `cache` option (js/cache.js): from the
+// store when the server still serves the version cached, else downloaded (and stored).
+async function fetchArchive(url, cacheMode, progress) {
+  const store = cache.storeFor(cacheMode);
+  if (store) {
+    const hit = await cache.cachedResponse(store, url.href).catch(() => null);
+    if (hit) {
+      const bytes = await readBody(hit.body, 'cache', hit.version.size, progress);
+      // Checked on read: a store cut short (quota, an interrupted write) is downloaded again.
+      if (bytes.length === hit.version.size && wasmIsPt2(bytes)) return bytes;
+      await store.delete(url.href).catch(() => {});
+    }
+  }
+  const response = await fetch(url);
+  const bytes = await readBody(response, 'download', okResponse(response), progress);
+  // A full store or a private window refuses to keep it: the load goes on uncached.
+  if (store) await store.put(url.href, cache.versionOf(response.headers, bytes.length), bytes).catch(() => {});
+  return bytes;
+}
+
+// The archive's bytes from a URL, a Response or bytes. `options.cache`: see `load`.
+async function readSource(source, options = {}) {
+  const progress = progressOf(options.onProgress);
+  if (source instanceof Archive) return source.bytes;
   if (source instanceof Uint8Array) return source;
   if (source instanceof ArrayBuffer) return new Uint8Array(source);
   if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
-  let response = source;
   if (typeof source === 'string' || source instanceof URL) {
     const url = source instanceof URL ? source : new URL(source, globalThis.location?.href ?? `file://${globalThis.process?.cwd?.() ?? ''}/`);
     if (url.protocol === 'file:' && isNode) {
-      const { readFile } = await import('node:fs/promises');
+      const { readFile } = await import(/* @vite-ignore */ NODE_FS);
       const b = new Uint8Array(await readFile(url));
-      onProgress?.(b.length, b.length);
+      progress('download', b.length, b.length);
       return b;
     }
-    response = await fetch(url);
+    return fetchArchive(url, options.cache ?? (isNode ? 'none' : 'auto'), progress);
   }
-  if (typeof Response !== 'undefined' && response instanceof Response) {
-    if (!response.ok) throw new Pt2WebError(`fetching the model failed: HTTP ${response.status} ${response.statusText}`, 'ARCHIVE');
-    const total = Number(response.headers.get('content-length')) || 0;
-    if (!response.body) {
-      const b = new Uint8Array(await response.arrayBuffer());
-      onProgress?.(b.length, total || b.length);
-      return b;
-    }
-    const reader = response.body.getReader();
-    const chunks = [];
-    let loaded = 0;
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      loaded += value.length;
-      onProgress?.(loaded, total);
-    }
-    const out = new Uint8Array(loaded);
-    let o = 0;
-    for (const c of chunks) { out.set(c, o); o += c.length; }
-    return out;
+  if (typeof Response !== 'undefined' && source instanceof Response) {
+    return readBody(source, 'download', okResponse(source), progress);
   }
   throw new Pt2WebError('load(): source must be a URL, a Response, an ArrayBuffer or a Uint8Array', 'INPUT');
 }
 
 async function pickDevice(device) {
+  if (isGpuDevice(device)) {
+    await useExternalDevice(device);
+    return { device: 'webgpu', reason: "the app's GPUDevice (load option device)" };
+  }
   if (device === 'cpu') return { device: 'cpu', reason: 'requested' };
-  if (device !== 'auto' && device !== 'webgpu') throw new Pt2WebError(`device must be 'webgpu', 'cpu' or 'auto', got '${device}'`, 'INPUT');
+  if (device !== 'auto' && device !== 'webgpu') throw new Pt2WebError(`device must be 'webgpu', 'cpu', 'auto' or a GPUDevice, got ${show(device)}`, 'INPUT');
+  if (adapterChoice.device) return { device: 'webgpu', reason: "the app's GPUDevice (gpu.fromExternalDevice)" };
   const gpu = globalThis.navigator?.gpu;
   let reason;
   if (!gpu) reason = 'navigator.gpu is missing (no WebGPU in this environment)';
-  else if (!(await gpu.requestAdapter().catch(() => null))) reason = 'no WebGPU adapter';
+  else if (!(await gpu.requestAdapter(adapterOptions()).catch(() => null))) reason = 'no WebGPU adapter';
   else return { device: 'webgpu', reason: device === 'auto' ? 'WebGPU adapter found' : 'requested' };
   if (device === 'webgpu') throw new Pt2WebError(`device 'webgpu' is not available: ${reason}`, 'DEVICE');
   return { device: 'cpu', reason: `fell back to the CPU backend: ${reason}` };
+}
+
+// How pt2web's shared WebGPU device is chosen when it opens: `powerPreference` (the adapter
+// asked for), or `device`, a GPUDevice the app owns (gpu.fromExternalDevice).
+const adapterChoice = { powerPreference: undefined, device: null };
+const adapterOptions = () => (adapterChoice.powerPreference ? { powerPreference: adapterChoice.powerPreference } : {});
+const isGpuDevice = (d) => d !== null && typeof d === 'object' && typeof d.createBuffer === 'function' && typeof d.queue === 'object';
+
+// The adapter pt2web's device opens on: `powerPreference` ('high-performance' or
+// 'low-power'), while no device is open (or the open one was chosen so).
+async function choosePowerPreference(who, pp) {
+  if (pp === undefined || pp === null) return;
+  if (pp !== 'high-performance' && pp !== 'low-power') throw new Pt2WebError(`${who}: powerPreference must be 'high-performance' or 'low-power', got ${show(pp)}`, 'INPUT');
+  await init();
+  if (gpuDeviceOpen() && pp !== adapterChoice.powerPreference) throw new Pt2WebError(`${who}: the WebGPU device is already open (powerPreference ${adapterChoice.powerPreference ?? 'default'}): gpu.destroy() it first to choose another adapter`, 'DEVICE');
+  adapterChoice.powerPreference = pp;
+}
+
+// An adapter whose requestDevice gives the app's device: wgpu reads an adapter's features,
+// limits and info, then asks it for a device with every limit it has (the device's own).
+function adapterOf(device) {
+  const info = device.adapterInfo ?? { vendor: '', architecture: '', device: '', description: "the app's GPUDevice" };
+  return {
+    features: device.features, limits: device.limits, info, isFallbackAdapter: false,
+    requestAdapterInfo: async () => info,
+    requestDevice: async () => device,
+  };
+}
+
+// Open pt2web's device unless it is open: wgpu (inside the core) asks `navigator.gpu` for an
+// adapter, which for this one call answers with the chosen adapter (or the app's device).
+// One opening at a time (concurrent loads wait for it), so the answer is put back once.
+let opening = null;
+async function openDevice() {
+  await init();
+  const g = globalThis.navigator?.gpu;
+  if (!g) throw new Pt2WebError('WebGPU is not available: navigator.gpu is missing', 'DEVICE');
+  while (opening) await opening.catch(() => {});
+  if (gpuDeviceOpen()) return;
+  opening = openWithChoice(g);
+  try { await opening; } finally { opening = null; }
+}
+
+// The opening itself: while the core opens its device, `navigator.gpu.requestAdapter` gives the
+// adapter asked for (or one whose requestDevice gives the app's device).
+async function openWithChoice(g) {
+  const own = Object.getOwnPropertyDescriptor(g, 'requestAdapter');
+  const requestAdapter = g.requestAdapter;
+  g.requestAdapter = adapterChoice.device
+    ? async () => adapterOf(adapterChoice.device)
+    : (options) => requestAdapter.call(g, { ...options, ...adapterOptions() });
+  try {
+    await track(gpuOpen());
+  } catch (e) {
+    throw wrapError(e);
+  } finally {
+    if (own) Object.defineProperty(g, 'requestAdapter', own);
+    else delete g.requestAdapter;
+  }
+}
+
+// Make `device` pt2web's WebGPU device: at once when none is open; an error when another is.
+async function useExternalDevice(device) {
+  await init();
+  if (gpuDeviceOpen() && (await track(gpuWebGpuDevice())) !== device) {
+    throw new Pt2WebError("pt2web's WebGPU device is already open and is not this GPUDevice: give the app's device before the first WebGPU load (or gpu.destroy() pt2web's own first)", 'DEVICE');
+  }
+  adapterChoice.device = device;
+  await openDevice();
 }
 
 const hostNow = () => globalThis.performance?.now() ?? Date.now();
@@ -597,6 +722,8 @@ export const gpu = {
   /** Adapter and device: `{name, backend, deviceType, driver, features, limits, recommendedMaxMemory}`. */
   async properties() {
     await init();
+    // Opened here with the adapter choice (else the core would open its default one).
+    if (globalThis.navigator?.gpu) await openDevice();
     try { return await track(gpuDeviceProperties()); } catch (e) { throw wrapError(e); }
   },
   /** `{allocated, peak, driverAllocated, buffersCreated, limit, recommendedMax}`, or null before any WebGPU model loads. */
@@ -619,10 +746,25 @@ export const gpu = {
   /** Reset the peak to the current allocation. */
   resetPeakMemoryStats() { usable(); if (wasmReady) gpuResetPeakMemoryStats(); },
   /** Open the shared WebGPU device now (loading a WebGPU model also opens it). */
-  async open() {
-    await init();
-    if (!globalThis.navigator?.gpu) throw new Pt2WebError('WebGPU is not available: navigator.gpu is missing', 'DEVICE');
-    try { await track(gpuOpen()); } catch (e) { throw wrapError(e); }
+  async open(options = {}) {
+    await choosePowerPreference('gpu.open()', options?.powerPreference);
+    await openDevice();
+  },
+  /**
+   * How many WebGPU adapters pt2web can choose from: 1 where `navigator.gpu` gives an adapter,
+   * else 0 (WebGPU hands out one adapter per request, chosen by `powerPreference`).
+   */
+  async deviceCount() {
+    return (await this.isAvailable()) ? 1 : 0;
+  },
+  /**
+   * Run pt2web's WebGPU work on a GPUDevice the app owns (shared with its rendering): call it
+   * before the first WebGPU load. GpuTensor buffers are then the app's device's buffers. wgpu
+   * sets the device's `onuncapturederror` handler; `gpu.destroy()` refuses (the app destroys it).
+   */
+  async fromExternalDevice(device) {
+    if (!isGpuDevice(device)) throw new Pt2WebError(`gpu.fromExternalDevice(): expected a GPUDevice, got ${show(device)}`, 'INPUT');
+    await useExternalDevice(device);
   },
   /** Whether the shared WebGPU device is open (and not lost). */
   isOpen() { usable(); return wasmReady && gpuDeviceOpen(); },
@@ -632,12 +774,15 @@ export const gpu = {
    * code DEVICE_LOST, as after a loss the browser causes (a GPU reset, a driver update);
    * `await gpu.open()` and loading the models again recover.
    */
-  destroy() { usable(); if (wasmReady) gpuDestroy(); },
+  destroy() {
+    usable();
+    if (adapterChoice.device) throw new Pt2WebError("gpu.destroy(): the WebGPU device is the app's (gpu.fromExternalDevice): destroy it yourself; pt2web's models on it then reject with DEVICE_LOST", 'DEVICE');
+    if (wasmReady) gpuDestroy();
+  },
   /** The shared device's `GPUDevice` (opening it if needed), for a page's own WebGPU work on
    * pt2web's buffers (`GpuTensor.buffer`). Do not destroy it: use `gpu.destroy()`. */
   async webgpuDevice() {
-    await init();
-    if (!globalThis.navigator?.gpu) throw new Pt2WebError('WebGPU is not available: navigator.gpu is missing', 'DEVICE');
+    await openDevice();
     try { return await track(gpuWebGpuDevice()); } catch (e) { throw wrapError(e); }
   },
   /** `new gpu.Event({enableTiming: true})`: see GpuEvent. */
@@ -653,6 +798,7 @@ export const gpu = {
     if (typeof source !== 'string') throw new Pt2WebError('compileShader: source must be a WGSL string', 'INPUT');
     await init();
     if (!globalThis.navigator?.gpu) throw new Pt2WebError('compileShader: user WGSL shaders need WebGPU, and navigator.gpu is missing (the CPU backend cannot run them)', 'DEVICE');
+    await openDevice();
     try { return new Shader(await track(gpuCompileShader(source))); } catch (e) { throw wrapError(e); }
   },
   /** Resolves when all submitted GPU work is done (torch.mps.synchronize). */
@@ -662,6 +808,69 @@ export const gpu = {
     try { await track(gpuSynchronize()); } catch (e) { throw wrapError(e); }
   },
 };
+
+const SWITCHES = ['allowF16ReducedPrecision', 'attention', 'attentionKernel', 'convAlgorithm', 'matmulAlgorithm', 'rowAlgorithm', 'autotune', 'deterministic', 'graphPasses'];
+
+/**
+ * The backend switches of this page or Worker (Rust's `pt2web::backends`, in the spirit of
+ * `torch.backends`): the kernel forms and precision the next op uses, and the graph passes of
+ * models loaded afterwards.
+ */
+export const backends = {
+  /** Every switch as it is now, and `built`: the backends this build holds. */
+  async get() {
+    await init();
+    try { return backendsGet(); } catch (e) { throw wrapError(e); }
+  },
+  /** Set switches: `await backends.set({ graphPasses: 'none', matmulAlgorithm: 'tiled' })`. */
+  async set(switches) {
+    if (switches === null || typeof switches !== 'object') throw new Pt2WebError(`backends.set(): expected an object of switches (${SWITCHES.join(', ')}), got ${show(switches)}`, 'INPUT');
+    await init();
+    for (const [k, v] of Object.entries(switches)) {
+      try { backendsSet(k, v); } catch (e) { throw wrapError(e); }
+    }
+  },
+  /** Whether this build holds the backend ('cpu', 'webgpu', 'vulkan', ...). */
+  async isBuilt(name) {
+    return (await this.get()).built.includes(name);
+  },
+  /** Whether the backend is built and usable here ('webgpu': an adapter is available). */
+  async isAvailable(name) {
+    if (!(await this.isBuilt(name))) return false;
+    return name === 'webgpu' ? gpu.isAvailable() : name === 'cpu';
+  },
+};
+
+/**
+ * A `.pt2` archive's bytes, read once (`openArchive`) for several questions and loads
+ * (`load(archive)`): its programs and extra files, as torch's `PT2ArchiveReader` gives them.
+ */
+export class Archive {
+  #bytes;
+  constructor(bytes) { this.#bytes = bytes; }
+  /** The archive's bytes. */
+  get bytes() { return this.#bytes; }
+  /** The program names (several: `package_pt2(exported_programs=...)`). */
+  programs() {
+    try { return wasmProgramNames(this.#bytes); } catch (e) { throw wrapError(e); }
+  }
+  /** The extra files `torch.export.save(extra_files=...)` stored: `{name: Uint8Array}`. */
+  extraFiles() {
+    try { return wasmExtraFiles(this.#bytes); } catch (e) { throw wrapError(e); }
+  }
+}
+
+/** Open an archive from a URL, Response or bytes (`options`: `cache`, `onProgress`, as `load`). */
+export async function openArchive(source, options = {}) {
+  await init();
+  if (source instanceof Archive) return source;
+  return new Archive(await readSource(source, loadOptions(options)));
+}
+
+/** The program names of an archive (an `Archive`, or what `openArchive` takes). */
+export async function listPrograms(archive) {
+  return (await openArchive(archive)).programs();
+}
 
 /** Named parameters, buffers and constants of a loaded program. */
 class StateView {
@@ -676,6 +885,18 @@ class StateView {
   async get(name) {
     if (typeof name !== 'string') throw new Pt2WebError(`state.get(): name must be a string, got ${show(name)}`, 'INPUT');
     try { return fromWire(await track(this.#m.model().stateTensor(name))); } catch (e) { throw wrapError(e); }
+  }
+  /**
+   * Replace a parameter, buffer or constant with `tensor` (its dtype and shape): the next run
+   * reads it (on WebGPU written into the same GPU buffer). Refused, saying why, for state the
+   * graph passes folded into constants at load (load after `backends.set({graphPasses:
+   * 'none'})` to set it), state the graph does not read, and state sharing its storage.
+   */
+  set(name, tensor) {
+    if (typeof name !== 'string') throw new Pt2WebError(`state.set(): name must be a string, got ${show(name)}`, 'INPUT');
+    const wire = toWire(name, tensor);
+    if (typeof wire !== 'object' || !wire.bytes) throw new Pt2WebError(`state.set('${name}'): expected a tensor {data, shape, dtype}`, 'INPUT');
+    try { this.#m.model().setStateTensor(name, wire); } catch (e) { throw wrapError(e); }
   }
 }
 
@@ -961,61 +1182,97 @@ export async function programNames(source) {
 
 /**
  * Load a `.pt2`: `source` is a URL, Response, ArrayBuffer or Uint8Array.
- * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program, onProgress(loaded, total),
+ * options: {device: 'webgpu'|'cpu'|'auto' (default 'auto'), program,
+ * onProgress(loaded, total, {phase, loaded, total}), cache: 'auto'|'none'|'cache-api'|'opfs',
  * prepare: true (the declared shapes) or shapes as `model.prepare` takes them,
  * weights: 'f32' (default) | 'int8' | 'int4' | 'int4:GROUP' (quantized at load)}.
- * With `prepare`, `onProgress` is called once more when it is done (`loaded === total`
- * again) and `model.prepareStats` holds what it did.
+ * `onProgress` phases, in order: 'download' (bytes from the network) or 'cache' (bytes from
+ * the archive cache), 'upload' (the weights decoded into the model, on WebGPU uploaded), and
+ * with `prepare`, 'prepare' (0 of 1, then 1 of 1); `model.prepareStats` then holds what it did.
+ * `cache` (URLs only; default 'auto' in browsers and Workers, 'none' in Node): see js/cache.js.
  */
 export async function load(source, options = {}) {
   options = loadOptions(options);
   const model = await loadModel(source, options);
   if (options.prepare) {
     const shapes = options.prepare === true ? undefined : options.prepare;
+    const progress = progressOf(options.onProgress);
     try {
-      model.prepareStats = await model.prepare(shapes);
+      model.prepareStats = await model.prepare(shapes, { onProgress: (done, total) => progress('prepare', done, total) });
     } catch (e) {
       model.dispose();
       throw e;
     }
-    options.onProgress?.(1, 1);
   }
   return model;
 }
 
-// The string options of `load`, checked (the glue would coerce or throw a TypeError).
+/**
+ * Forget cached archives (`load`'s `cache`): the one of `url`, or every one when omitted, in
+ * every store this context has. Resolves to the number of stores that had something removed.
+ */
+export async function clearCache(url) {
+  if (url !== undefined && typeof url !== 'string' && !(url instanceof URL)) throw new Pt2WebError(`clearCache(): url must be a string or a URL, got ${show(url)}`, 'INPUT');
+  const href = url === undefined ? null : new URL(url, globalThis.location?.href).href;
+  let removed = 0;
+  for (const store of cache.allStores()) {
+    if (await (href === null ? store.clear() : store.delete(href))) removed += 1;
+  }
+  return removed;
+}
+
+const CACHE_MODES = ['auto', 'none', 'cache-api', 'opfs'];
+
+// The options of `load`, checked (the glue would coerce or throw a TypeError).
 function loadOptions(options) {
   if (options === undefined || options === null) return {};
   if (typeof options !== 'object') throw new Pt2WebError(`load(): options must be an object, got ${show(options)}`, 'INPUT');
-  for (const k of ['device', 'program', 'weights', 'dtype']) {
+  for (const k of ['device', 'program', 'weights', 'dtype', 'cache', 'powerPreference']) {
     const v = options[k];
+    if (k === 'device' && isGpuDevice(v)) continue;
     if (v !== undefined && v !== null && typeof v !== 'string') throw new Pt2WebError(`load(): options.${k} must be a string, got ${show(v)}`, 'INPUT');
   }
+  if (options.cache != null && !CACHE_MODES.includes(options.cache)) throw new Pt2WebError(`load(): options.cache must be one of ${CACHE_MODES.join(', ')}, got ${show(options.cache)}`, 'INPUT');
   if (options.onProgress !== undefined && typeof options.onProgress !== 'function') throw new Pt2WebError(`load(): options.onProgress must be a function, got ${show(options.onProgress)}`, 'INPUT');
+  const opset = options.expectedOpsetVersion;
+  if (opset != null && (typeof opset !== 'object' || Array.isArray(opset) || !Object.values(opset).every(Number.isSafeInteger))) {
+    throw new Pt2WebError(`load(): options.expectedOpsetVersion must be an object of integer versions by namespace ({aten: 10}), got ${show(opset)}`, 'INPUT');
+  }
   return options;
 }
 
 async function loadModel(source, options) {
   await init();
   const wanted = options.device ?? 'auto';
+  await choosePowerPreference('load()', options.powerPreference);
   let choice = await pickDevice(wanted);
-  const bytes = await readSource(source, options.onProgress);
+  const bytes = await readSource(source, options);
   const program = options.program ?? undefined;
   const weights = options.weights ?? undefined;
   const dtype = options.dtype ?? undefined;
+  // One step for the core: it decodes every weight (and on WebGPU uploads it) in one call.
+  const progress = progressOf(options.onProgress);
+  progress('upload', 0, bytes.length);
+  let model = null;
+  const opset = options.expectedOpsetVersion ?? undefined;
   if (choice.device === 'webgpu') {
     try {
-      return new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype)), choice);
+      await openDevice();
+      model = new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype, opset)), choice);
     } catch (e) {
       const err = wrapError(e);
       // 'auto' falls back when the device cannot be opened, not when the archive is bad.
-      if (wanted === 'webgpu' || err.code !== 'DEVICE') throw err;
+      if (wanted !== 'auto' || err.code !== 'DEVICE') throw err;
       choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
     }
   }
-  try {
-    return new Model(new WasmModel(bytes, program, weights, dtype), choice);
-  } catch (e) {
-    throw wrapError(e);
+  if (!model) {
+    try {
+      model = new Model(new WasmModel(bytes, program, weights, dtype, opset), choice);
+    } catch (e) {
+      throw wrapError(e);
+    }
   }
+  progress('upload', bytes.length, bytes.length);
+  return model;
 }

@@ -91,6 +91,15 @@ if want threads-relaxed; then
   threads_build " --cfg pt2web_relaxed_simd" target/wasm-threads-relaxed pkg/threads-relaxed
   check_relaxed pkg/threads-relaxed/pt2web_bg.wasm
 fi
+# A build left out gets a placeholder glue that throws when imported (js/index.js then takes
+# the next build): bundlers resolve every build js/index.js names, so an app using a partly
+# built package (tests/apps) still builds.
+for b in relaxed threads threads-relaxed; do
+  if ! want "$b"; then
+    mkdir -p "pkg/$b"
+    echo "throw new Error('pkg/$b was not built (scripts/build_wasm.sh: PT2WEB_WASM_BUILDS)');" > "pkg/$b/pt2web.js"
+  fi
+done
 # wasm-opt: npm's binaryen (package.json devDependency), else one on PATH; skipped while
 # iterating on the release profile.
 wasm_opt=""

@@ -51,6 +51,8 @@ export function serve(port = Number(process.env.PORT ?? 8080), { isolated = fals
     res.writeHead(200, {
       'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream',
       'content-length': statSync(file).size,
+      // What the package's archive cache checks a cached archive against (with the size).
+      'last-modified': statSync(file).mtime.toUTCString(),
       'cache-control': 'no-cache',
       ...(isolated ? {
         'cross-origin-opener-policy': 'same-origin',

@@ -42,6 +42,9 @@ if ! command -v chromium >/dev/null 2>&1; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q chromium
 fi
 npm ci --no-audit --no-fund
+# The Vite + TypeScript app of tests/apps (vite, typescript; its own lock file). The test
+# reinstalls it only when the lock file changed, then adds the packed tarball.
+(cd tests/apps/vite && npm ci --no-audit --no-fund)
 
 # Benchmark peers (`scripts/setup.sh --bench`; the tests do not need them): ONNX export and
 # ONNX Runtime in .venv (bench/requirements.txt), and ExecuTorch in a venv of its own

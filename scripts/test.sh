@@ -48,6 +48,9 @@ bash tests/js/pack_test.sh
 step "browser tests (Debian chromium + playwright-core)"
 node --test tests/browser/
 
+step "the package as apps use it: packed, in a Vite + TypeScript app (tsc --strict, vite build, Chromium), Node ESM, a Worker, the README quick start"
+node --test tests/apps/apps.test.mjs
+
 step "soak (issue 17), a small count: scripts/soak.sh's defaults are the full counts"
 PT2WEB_SOAK_CALLS=1000 PT2WEB_SOAK_RUNS=50 bash scripts/soak.sh
 

@@ -391,8 +391,9 @@ pub fn is_built(b: Backend) -> bool {
                 _ => wgpu::Backends::GL,
             })
         }
+        // The wasm32 build always has wgpu's WebGPU backend (Cargo.toml).
         #[cfg(target_arch = "wasm32")]
-        Backend::WebGpu => false,
+        Backend::WebGpu => true,
         #[cfg(target_arch = "wasm32")]
         _ => false,
     }

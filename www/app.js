@@ -25,7 +25,8 @@ async function loadMiniLM() {
   state.minilm?.dispose();
   state.minilm = await load('/models/minilm.pt2', {
     device: deviceOption(),
-    onProgress: (l, t) => { $('simStatus').textContent = `loading MiniLM… ${(l / 1e6).toFixed(1)}${t ? ` / ${(t / 1e6).toFixed(1)}` : ''} MB`; },
+    // Downloaded once, then read from the archive cache (phase 'cache') on later visits.
+    onProgress: (l, t, { phase }) => { $('simStatus').textContent = `loading MiniLM (${phase})… ${(l / 1e6).toFixed(1)}${t ? ` / ${(t / 1e6).toFixed(1)}` : ''} MB`; },
   });
   await showDevice(state.minilm);
   $('simStatus').textContent = 'ready';

@@ -220,6 +220,40 @@ impl GpuSession {
         read_tensor(&self.device, t).await
     }
 
+    /// Write new values into a parameter, buffer or constant that owns its whole storage
+    /// (`data`: the caller checked its dtype and length): into its GPU buffer in place, so
+    /// the Plans, bind groups and recorded runs that bind that buffer stay valid and the next
+    /// run reads the new values, and into its host copy (shared with the CPU session's state).
+    pub fn write_state(&mut self, name: &str, data: crate::cpu::Data) -> Result<()> {
+        let t = self.state.get(name).ok_or_else(|| Error::Input {
+            input: name.to_string(),
+            msg: "no parameter, buffer or constant of that name".into(),
+        })?;
+        let mut s = lock(&t.cell);
+        let whole =
+            t.offset == 0 && t.is_contiguous() && s.len == data.len() && s.dtype == data.dtype();
+        if !whole {
+            return Err(Error::Input {
+                input: name.to_string(),
+                msg: "it shares its storage with other state (a tied weight or a view), or is \
+                      held in another form on the GPU: it cannot be set alone"
+                    .into(),
+            });
+        }
+        if let (Some(buf), true) = (&s.gpu, s.gpu_valid) {
+            let mut bytes = super::store::to_gpu_bytes(&data, name)?;
+            // Queue writes go in 4-byte units (an odd count of f16 values).
+            bytes.resize(bytes.len().next_multiple_of(4), 0);
+            self.device.queue.write_buffer(buf.buffer(), 0, &bytes);
+        }
+        match &s.cpu {
+            Some(c) => *c.write().unwrap_or_else(|e| e.into_inner()) = data,
+            None => s.cpu = Some(Arc::new(std::sync::RwLock::new(data))),
+        }
+        s.cpu_valid = true;
+        Ok(())
+    }
+
     /// Make the host copy of the whole state current (`cpu.state`, what a state dict or the
     /// JS `model.state` reads): one readback of every state tensor whose current copy is on
     /// the GPU (buffers the runs updated there), nothing when none is.

@@ -25,6 +25,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
+mod backends_api;
 mod device_api;
 
 /// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
@@ -231,10 +232,45 @@ pub fn program_names(bytes: &[u8]) -> Result<Array, JsValue> {
         .collect())
 }
 
+/// The extra files `torch.export.save(extra_files=...)` stored, by name: `{name: Uint8Array}`.
+#[wasm_bindgen(js_name = extraFiles)]
+pub fn extra_files(bytes: &[u8]) -> Result<Object, JsValue> {
+    let a = Pt2Archive::open("model.pt2", bytes.to_vec(), Limits::default()).map_err(to_js)?;
+    let o = Object::new();
+    for (name, b) in a.extra_files().map_err(to_js)? {
+        Reflect::set(&o, &name.into(), &Uint8Array::from(&b[..]).into())?;
+    }
+    Ok(o)
+}
+
 /// `true` when the bytes look like a PT2 archive (torch's `is_pt2_package`).
 #[wasm_bindgen(js_name = isPt2Package)]
 pub fn is_pt2_package(bytes: &[u8]) -> bool {
     crate::archive::is_pt2_package(bytes)
+}
+
+/// torch's `module_call_graph`: `[{fqn, inSpec, outSpec, forwardArgNames}]`, the root module
+/// (fqn "") first, then the submodules export preserved the calling convention of
+/// (`preserve_module_call_signature`).
+fn module_call_graph(p: &crate::program::Program) -> Result<JsValue, JsValue> {
+    let spec = |s: &Option<crate::pytree::TreeSpec>| match s {
+        Some(s) => to_js_value(s),
+        None => Ok(JsValue::NULL),
+    };
+    let out = Array::new();
+    for m in &p.module_call_graph {
+        let o = Object::new();
+        Reflect::set(&o, &"fqn".into(), &m.fqn.as_str().into())?;
+        Reflect::set(&o, &"inSpec".into(), &spec(&m.in_spec)?)?;
+        Reflect::set(&o, &"outSpec".into(), &spec(&m.out_spec)?)?;
+        Reflect::set(
+            &o,
+            &"forwardArgNames".into(),
+            &to_js_value(&m.forward_arg_names)?,
+        )?;
+        out.push(&o);
+    }
+    Ok(out.into())
 }
 
 /// Parse the archive and describe the program: (program, info with `specs`, input names).
@@ -245,6 +281,7 @@ fn open_program(
     program: Option<&str>,
     weights: Option<&str>,
     dtype: Option<&str>,
+    opset: &JsValue,
 ) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
     // A load option: its default when absent, a clear INPUT error naming it when malformed.
     fn option<T: std::str::FromStr<Err = String> + Default>(
@@ -262,10 +299,24 @@ fn open_program(
     }
     let dtype = option(dtype, "dtype")?;
     let weights = option(weights, "weights")?;
+    // `expectedOpsetVersion`: `{namespace: version}`, as torch.export.load takes it.
+    let expected_opset_version = if opset.is_undefined() || opset.is_null() {
+        None
+    } else {
+        Some(serde_wasm_bindgen::from_value(opset.clone()).map_err(|e| {
+            to_js(crate::Error::Input {
+                input: "expectedOpsetVersion".into(),
+                msg: format!(
+                    "expected an object of opset versions by namespace ({{aten: 10}}): {e}"
+                ),
+            })
+        })?)
+    };
     let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
     let opts = LoadOptions {
         weights,
         dtype,
+        expected_opset_version,
         ..Default::default()
     };
     let p = archive.program(program, &opts).map_err(to_js)?;
@@ -280,6 +331,7 @@ fn open_program(
         Reflect::set(&specs, &k.into(), &v)?;
     }
     Reflect::set(&info_js, &"specs".into(), &specs)?;
+    Reflect::set(&info_js, &"moduleCallGraph".into(), &module_call_graph(&p)?)?;
     let names = p.user_inputs().iter().map(|u| u.name.clone()).collect();
     Ok((p, info_js, names))
 }
@@ -287,19 +339,22 @@ fn open_program(
 #[wasm_bindgen]
 impl WasmModel {
     /// Load a program (by name, or the only/first one) from the bytes of a `.pt2`, on the
-    /// CPU backend; `weights` quantizes at load, `dtype` converts (see `open_program`).
+    /// CPU backend; `weights` quantizes at load, `dtype` converts, `opset` is the expected
+    /// opset versions (see `open_program`).
     #[wasm_bindgen(constructor)]
     pub fn new(
         bytes: Vec<u8>,
         program: Option<String>,
         weights: Option<String>,
         dtype: Option<String>,
+        opset: JsValue,
     ) -> Result<WasmModel, JsValue> {
         let (p, info, names) = open_program(
             bytes,
             program.as_deref(),
             weights.as_deref(),
             dtype.as_deref(),
+            &opset,
         )?;
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
@@ -317,12 +372,14 @@ impl WasmModel {
         program: Option<String>,
         weights: Option<String>,
         dtype: Option<String>,
+        opset: JsValue,
     ) -> Result<WasmModel, JsValue> {
         let (p, info, names) = open_program(
             bytes,
             program.as_deref(),
             weights.as_deref(),
             dtype.as_deref(),
+            &opset,
         )?;
         let dev = device().await?;
         // An adapter without shader-f16 refuses an f16 program as a device problem, so
@@ -624,6 +681,21 @@ impl WasmModel {
         })
     }
 
+    /// Replace the values of a parameter, buffer or constant with `tensor` (`{dtype, shape,
+    /// bytes}`, its dtype and shape): the next run reads them, on WebGPU from the same GPU
+    /// buffer (written in place). Refused, with the reason, for state the graph passes folded
+    /// into constants at load, state that is not read by the graph, and state sharing its
+    /// storage with other state.
+    #[wasm_bindgen(js_name = setStateTensor)]
+    pub fn set_state_tensor(&self, name: &str, tensor: JsValue) -> Result<(), JsValue> {
+        let mut e = self.busy_mut()?;
+        let data = settable_data(e.session(), name, &tensor)?;
+        match e.gpu_mut() {
+            Some(g) => g.write_state(name, data).map_err(to_js),
+            None => write_cpu_state(e.session(), name, data),
+        }
+    }
+
     /// Start recording per-op times (clears an earlier recording).
     #[wasm_bindgen(js_name = startProfiler)]
     pub fn start_profiler(&self) -> Result<(), JsValue> {
@@ -868,6 +940,68 @@ fn dtype_and_shape(name: &str, v: &JsValue) -> Result<(DType, Vec<usize>), JsVal
         }
     }
     Ok((dtype, shape))
+}
+
+/// The data of `tensor` for the state `name`, once checked: `name` is state the graph reads,
+/// no state was folded into constants at load (those would keep the old values), and
+/// `tensor` has its dtype and shape.
+fn settable_data(s: &Session, name: &str, tensor: &JsValue) -> Result<Data, JsValue> {
+    let refuse = |why: String| js_error("INPUT", &format!("state.set('{name}'): {why}"));
+    let Some(cur) = s
+        .state
+        .get(name)
+        .filter(|_| !name.starts_with(crate::passes::FOLDED_PREFIX))
+    else {
+        return Err(refuse(
+            "no parameter, buffer or constant of that name".into(),
+        ));
+    };
+    if let Some(folded) = s
+        .state
+        .keys()
+        .find(|k| k.starts_with(crate::passes::FOLDED_PREFIX))
+    {
+        return Err(refuse(format!(
+            "the graph passes folded state into constants at load ('{folded}'), which would keep \
+             the old values: load the model after backends.set({{graphPasses: 'none'}}) (or without \
+             const_fold and fold_bn) to set state"
+        )));
+    }
+    let read = crate::passes::graph_reads_state(&s.program, name);
+    if !read {
+        return Err(refuse(
+            "the graph (after the graph passes) does not read it: batch-norm folding or dead-code \
+             elimination removed its uses; load the model after backends.set({graphPasses: 'none'}) \
+             to set it"
+                .into(),
+        ));
+    }
+    let RValue::Tensor(t) = input_value(name, tensor)? else {
+        return Err(refuse("expected a tensor {data, shape, dtype}".into()));
+    };
+    if t.dtype != cur.dtype || t.sizes != cur.sizes {
+        return Err(refuse(format!(
+            "expected {} {:?}, got {} {:?}",
+            cur.dtype, cur.sizes, t.dtype, t.sizes
+        )));
+    }
+    let data = t.data.read().unwrap_or_else(|e| e.into_inner()).clone();
+    Ok(data)
+}
+
+/// [`settable_data`]'s data written into a CPU session's state tensor, in place (its Plans
+/// hold the same storage), when that tensor owns its whole storage.
+fn write_cpu_state(s: &Session, name: &str, data: Data) -> Result<(), JsValue> {
+    let cur = &s.state[name];
+    let mut d = cur.data.write().unwrap_or_else(|e| e.into_inner());
+    if cur.offset != 0 || !cur.is_contiguous() || d.len() != data.len() {
+        return Err(js_error(
+            "INPUT",
+            &format!("state.set('{name}'): it shares its storage with other state (a tied weight or a view): it cannot be set alone"),
+        ));
+    }
+    *d = data;
+    Ok(())
 }
 
 fn tensor_to_js(name: &str, t: &Tensor) -> Result<JsValue, JsValue> {

@@ -513,6 +513,25 @@ fn output_values(g: &Graph) -> Vec<ValueId> {
 }
 
 /// How many times each value is read: by a node's inputs or as a graph output.
+/// Whether the graph reads the state tensor `fqn` (a parameter, buffer or constant whose
+/// placeholder has a use): after batch-norm folding or dead-code elimination some no longer
+/// are (what `model.state.set` in JS checks before writing one).
+pub fn graph_reads_state(p: &Program, fqn: &str) -> bool {
+    use crate::program::InputKind;
+    let uses = use_counts(&p.graph);
+    p.inputs.iter().any(|i| match &i.kind {
+        InputKind::Parameter { name }
+        | InputKind::Buffer { name, .. }
+        | InputKind::Constant { name } => {
+            name == fqn
+                && p.graph
+                    .id(&i.name)
+                    .is_some_and(|id| uses.get(id).is_some_and(|&u| u > 0))
+        }
+        _ => false,
+    })
+}
+
 fn use_counts(g: &Graph) -> Vec<usize> {
     let mut uses = vec![0usize; g.values.len()];
     let mut ids = Vec::new();

@@ -1,6 +1,9 @@
 // The Chromium harness of the browser tests: Debian chromium driven by playwright-core, with
 // SwiftShader WebGPU (flags from DESIGN.md), and the repo served on a free port.
 import { before, after } from 'node:test';
+import { createServer } from 'node:http';
+import { createReadStream, existsSync, statSync } from 'node:fs';
+import path from 'node:path';
 import { chromium } from 'playwright-core';
 import { serve } from '../../scripts/serve.mjs';
 
@@ -39,4 +42,29 @@ export function chromiumSuite(args = WEBGPU_ARGS) {
     suite.server?.close();
   });
   return suite;
+}
+
+const TYPES = { '.html': 'text/html', '.js': 'text/javascript', '.mjs': 'text/javascript', '.wasm': 'application/wasm', '.json': 'application/json' };
+
+/**
+ * A static file server on a free port of 127.0.0.1, as an app's own server would be:
+ * `resolve(pathname)` maps a URL path to a file (null: 404); `handle(req, res)`, when given,
+ * sees each request first and returns true when it answered it. Resolves to `{server, origin}`.
+ */
+export async function serveFiles(resolve, handle) {
+  const server = createServer((req, res) => {
+    if (handle?.(req, res)) return;
+    const u = decodeURIComponent(new URL(req.url, 'http://x').pathname);
+    const file = u.includes('..') ? null : resolve(u.endsWith('/') ? `${u}index.html` : u);
+    if (!file || !existsSync(file) || !statSync(file).isFile()) {
+      res.writeHead(404, { 'content-type': 'text/plain' });
+      res.end(`not found: ${u}\n`);
+      return;
+    }
+    res.writeHead(200, { 'content-type': TYPES[path.extname(file)] ?? 'application/octet-stream', 'content-length': statSync(file).size });
+    if (req.method === 'HEAD') res.end();
+    else createReadStream(file).pipe(res);
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  return { server, origin: `http://127.0.0.1:${server.address().port}` };
 }

@@ -327,6 +327,12 @@ def program_meta(ep, ir: str) -> dict:
         "out_spec": str(ep.call_spec.out_spec),
         "in_spec_json": _treespec_json(ep.call_spec.in_spec),
         "out_spec_json": _treespec_json(ep.call_spec.out_spec),
+        # torch's module_call_graph: the root module ("") and the submodules export kept the
+        # calling convention of (`preserve_module_call_signature`)
+        "module_call_graph": [
+            {"fqn": e.fqn, "forward_arg_names": list(e.signature.forward_arg_names or []) if e.signature else None}
+            for e in ep.module_call_graph
+        ],
     }
     return meta, state
 

@@ -154,17 +154,18 @@ def rnd(*shape, dtype=torch.float32):
 # ---- static ---------------------------------------------------------------------------
 
 
-def _mlp(name, core):
+def _mlp(name, core, cases=None):
     seeded(1)
     m = MLP().eval()
     x = rnd(4, 16)
     return single(name, "static MLP: linear + relu, " + ("core ATen (addmm/permute)" if core else "training IR"),
-                  m, (x,), core=core)
+                  m, (x,), core=core, cases=cases)
 
 
 @fixture("mlp_train")
 def _f():
-    return _mlp("mlp_train", False)
+    # "half": the README's quick start (an input of 0.5s), which tests/apps/apps.test.mjs runs.
+    return _mlp("mlp_train", False, [Case((torch.full((4, 16), 0.5),), label="half")])
 
 
 @fixture("mlp_core")

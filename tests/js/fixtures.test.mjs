@@ -5,7 +5,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { load, tensor, Pt2WebError, isPt2Package, programNames } from '../../js/index.js';
+import { clearCache, load, tensor, Pt2WebError, isPt2Package, programNames } from '../../js/index.js';
 import { FIXTURES, metas, readSafetensors, assertClose, unflattenSpec, flattenOut } from './helpers.mjs';
 
 const bytesOf = (f) => new Uint8Array(readFileSync(path.join(FIXTURES, f)));
@@ -161,4 +161,19 @@ test('prepare on the CPU: the declared shapes, given shapes, and a guard error',
   assert.deepEqual(out[0].shape.slice(0, 1), [3]);
   m.dispose();
   d.dispose();
+});
+
+test('load() reports its phases; Node keeps no archive cache; bad cache options are INPUT errors', async () => {
+  const bytes = bytesOf('mlp_train.pt2');
+  const seen = [];
+  const file = new URL(`file://${path.join(FIXTURES, 'mlp_train.pt2')}`);
+  const model = await load(file, { cache: 'auto', prepare: true, onProgress: (l, t, p) => seen.push([p.phase, l, t]) });
+  const phases = seen.map(([p]) => p).filter((p, i, a) => p !== a[i - 1]);
+  assert.deepEqual(phases, ['download', 'upload', 'prepare']);
+  assert.deepEqual(seen.find(([p]) => p === 'download'), ['download', bytes.length, bytes.length]);
+  assert.deepEqual(seen.at(-1), ['prepare', 1, 1]);
+  model.dispose();
+  assert.equal(await clearCache(), 0, 'Node has neither the Cache API nor OPFS');
+  await assert.rejects(load(bytes, { cache: 'disk' }), (e) => e.code === 'INPUT' && /options.cache must be one of auto, none/.test(e.message));
+  await assert.rejects(clearCache(42), (e) => e.code === 'INPUT');
 });
