@@ -1425,38 +1425,51 @@ fn huge_allocations_are_refused_on_the_gpu() {
     }
 }
 
-/// A GPU kernel that panics (a panic injected into `relu`'s, on integers: no fusion takes
-/// it) ends its run with `Error::Internal` naming the node and its op, and the same session's
-/// next run gives PyTorch's answer.
+/// A GPU kernel that panics ends its run with `Error::Internal` naming the node and its op,
+/// and the same session's next run gives PyTorch's answer: a panic injected into `relu`'s
+/// kernel (on integers: no fusion takes it), and into `nonzero`'s, whose GPU step awaits a
+/// readback between its dispatches (src/gpu/dynamic.rs).
 #[test]
 fn a_panicking_gpu_kernel_is_an_internal_error() {
     let Some(dev) = device() else { return };
-    let archive = ops_archive("activation.pt2");
-    let program = archive
-        .program(Some("relu_int"), &LoadOptions::default())
+    for (file, name, node, target) in [
+        ("activation", "relu_int", "relu", "aten.relu.default"),
+        ("index", "nonzero", "nonzero", "aten.nonzero.default"),
+    ] {
+        let archive = ops_archive(&format!("{file}.pt2"));
+        let program = archive
+            .program(Some(name), &LoadOptions::default())
+            .unwrap();
+        let io_bytes =
+            std::fs::read(common::fixtures().join(format!("ops/{file}.io.safetensors"))).unwrap();
+        let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
+        let cases: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(common::fixtures().join(format!("ops/{file}.cases.json"))).unwrap(),
+        )
         .unwrap();
-    let io_bytes = std::fs::read(common::fixtures().join("ops/activation.io.safetensors")).unwrap();
-    let io = safetensors::SafeTensors::deserialize(&io_bytes).unwrap();
-    let read = |k: &str| common::to_tensor(&io.tensor(k).unwrap());
-    let inputs = vec![RValue::Tensor(read("relu_int/input_0"))];
-    let want = [read("relu_int/output_0")];
-    let mut session = GpuSession::new(program, dev).unwrap();
-    pt2web::runtime::inject_kernel_panic(Some("aten.relu.default"));
-    let err = session.run(inputs.clone());
-    pt2web::runtime::inject_kernel_panic(None);
-    match err {
-        Err(e @ Error::Internal { .. }) => {
-            let text = e.to_string();
-            assert!(
-                text.contains("node 'relu' (aten.relu.default)") && text.contains("injected panic"),
-                "{text}"
-            );
+        let case = cases["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["program"] == name)
+            .unwrap();
+        let inputs = common::case_inputs(&io, case);
+        let mut session = GpuSession::new(program, dev.clone()).unwrap();
+        pt2web::runtime::inject_kernel_panic(Some(target));
+        let err = session.run(inputs.clone());
+        pt2web::runtime::inject_kernel_panic(None);
+        match err {
+            Err(e @ Error::Internal { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("node '{node}' ({target})"))
+                        && text.contains("injected panic"),
+                    "{text}"
+                );
+            }
+            other => panic!("{target}: expected an internal error, got {other:?}"),
         }
-        other => panic!("expected an internal error, got {other:?}"),
+        let outs = session.run(inputs).unwrap();
+        common::compare_case_outputs(&io, case, &outs).unwrap();
     }
-    let outs = session.run(inputs).unwrap();
-    let Some(RValue::Tensor(got)) = outs.first() else {
-        panic!("no tensor output")
-    };
-    common::compare(got, &want[0], "close").unwrap();
 }

@@ -192,17 +192,20 @@ pub async fn run_graph(
         let mut on_gpu = false;
         // Control flow and data-dependent sizes: GPU work with readbacks (see `dynamic`).
         let mut outs = match dynamic {
-            Some(d) => super::dynamic::run(r, node, graph, &mut env, st, d)
-                .await
-                .map_err(|e| match e {
-                    e @ (Error::Op { .. }
-                    | Error::OutOfMemory { .. }
-                    | Error::Gpu(_)
-                    | Error::Limit { .. }
-                    | Error::Cancelled { .. }
-                    | Error::Internal { .. }) => e,
-                    e => Error::op(&node.target, e),
-                })?,
+            Some(d) => crate::runtime::guarded_async(
+                node,
+                super::dynamic::run(r, node, graph, &mut env, st, d),
+            )
+            .await
+            .map_err(|e| match e {
+                e @ (Error::Op { .. }
+                | Error::OutOfMemory { .. }
+                | Error::Gpu(_)
+                | Error::Limit { .. }
+                | Error::Cancelled { .. }
+                | Error::Internal { .. }) => e,
+                e => Error::op(&node.target, e),
+            })?,
             None => None,
         };
         if outs.is_some() {

@@ -13,7 +13,7 @@ pub use inputs::order_named_inputs;
 pub use profile::{OpEvent, OpSummary, Profiler};
 pub(crate) use stop::Stop;
 pub use stop::{CancelToken, RunOptions};
-pub(crate) use unwind::guarded;
+pub(crate) use unwind::{guarded, guarded_async};
 pub use unwind::{inject_kernel_panic, panic_message};
 pub use value::RValue;
 

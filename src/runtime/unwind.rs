@@ -18,13 +18,33 @@ pub(crate) fn guarded<T>(node: &Node, kernel: impl FnOnce() -> Result<T>) -> Res
         injected_panic(node);
         kernel()
     }))
-    .unwrap_or_else(|payload| {
-        Err(Error::Internal {
-            node: node.name.clone(),
-            op: node.target.clone(),
-            msg: format!("panicked: {}", panic_message(payload.as_ref())),
-        })
+    .unwrap_or_else(|payload| Err(internal(node, payload.as_ref())))
+}
+
+/// [`guarded`] for a kernel that awaits (the GPU's control flow and data-dependent sizes,
+/// which read values back between dispatches): every poll is guarded, and a panic ends the
+/// future with [`Error::Internal`] (it is never polled again).
+pub(crate) async fn guarded_async<T>(
+    node: &Node,
+    kernel: impl std::future::Future<Output = Result<T>>,
+) -> Result<T> {
+    let mut kernel = std::pin::pin!(kernel);
+    std::future::poll_fn(|cx| {
+        catch_unwind(AssertUnwindSafe(|| {
+            injected_panic(node);
+            kernel.as_mut().poll(cx)
+        }))
+        .unwrap_or_else(|payload| std::task::Poll::Ready(Err(internal(node, payload.as_ref()))))
     })
+    .await
+}
+
+fn internal(node: &Node, payload: &(dyn Any + Send)) -> Error {
+    Error::Internal {
+        node: node.name.clone(),
+        op: node.target.clone(),
+        msg: format!("panicked: {}", panic_message(payload)),
+    }
 }
 
 /// The text of a panic's payload (`panic!` gives a `&str` or a `String`).
