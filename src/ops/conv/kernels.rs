@@ -151,46 +151,67 @@ fn chunks<T: Send>(
     }
 }
 
-/// Unfold one group of one image (`x`: Cg planes) into `col`: row (c, kz, ky, kx) holds
-/// the input value under that kernel tap for every output position (zero in the padding).
-fn im2col<T: Float>(g: &Geometry, x: &[T], col: &mut [T], threads: bool) {
+/// The most bytes a convolution's column buffer (im2col's, or the transposed convolution's
+/// GEMM result) takes: the columns are made and consumed a band of rows at a time, so a
+/// large kernel over a large input (a 64×64 kernel over a 1024² image is 45 GB of columns)
+/// costs time, never an allocation the process cannot make.
+const COL_BYTES: usize = 32 << 20;
+
+/// How many rows of `row_len` values (of `per_row` columns each) fit [`COL_BYTES`]: at least
+/// one, at most `rows`.
+fn band_rows<T>(per_row: usize, row_len: usize, rows: usize) -> usize {
+    let row_bytes = per_row
+        .saturating_mul(row_len)
+        .saturating_mul(std::mem::size_of::<T>())
+        .max(1);
+    (COL_BYTES / row_bytes).clamp(1, rows.max(1))
+}
+
+/// Unfold one group of one image (`x`: Cg planes) into `col` for the output rows `rows` (of
+/// the od·oh rows of ow positions): row (c, kz, ky, kx) of `col` holds the input value under
+/// that kernel tap for each of those output positions (zero in the padding).
+fn im2col<T: Float>(
+    g: &Geometry,
+    x: &[T],
+    col: &mut [T],
+    rows: std::ops::Range<usize>,
+    threads: bool,
+) {
     let [kd, kh, kw] = g.ks;
-    let [od, oh, ow] = g.outs;
+    let [_, oh, ow] = g.outs;
     let [id, ih, iw] = g.ins;
     let [sd, sh, sw] = g.stride;
     let [dd, dh, dw] = g.dil;
     let [pd, ph, pw] = g.pad_lo;
     let plane = id * ih * iw;
-    chunks(col, od * oh * ow, od * oh * ow, threads, |r, dst| {
+    let n = rows.len() * ow;
+    chunks(col, n, n, threads, |r, dst| {
         let kx = r % kw;
         let ky = (r / kw) % kh;
         let kz = (r / (kw * kh)) % kd;
         let c = r / (kw * kh * kd);
         let xc = &x[c * plane..(c + 1) * plane];
         let (x0, x1) = valid_range(ow, sw, kx * dw, pw, iw);
-        for oz in 0..od {
-            let slab = &mut dst[oz * oh * ow..(oz + 1) * oh * ow];
+        for (q, row) in rows.clone().zip(dst.chunks_mut(ow)) {
+            let (oz, oy) = (q / oh, q % oh);
             let Some(iz) = source(oz, sd, kz * dd, pd, id) else {
-                slab.fill(T::ZERO);
+                row.fill(T::ZERO);
                 continue;
             };
-            for oy in 0..oh {
-                let row = &mut slab[oy * ow..(oy + 1) * ow];
-                let Some(iy) = source(oy, sh, ky * dh, ph, ih) else {
-                    row.fill(T::ZERO);
-                    continue;
-                };
-                let src = &xc[(iz * ih + iy) * iw..(iz * ih + iy + 1) * iw];
-                row[..x0].fill(T::ZERO);
-                row[x1..].fill(T::ZERO);
-                if x0 < x1 {
-                    let s0 = x0 * sw + kx * dw - pw;
-                    if sw == 1 {
-                        row[x0..x1].copy_from_slice(&src[s0..s0 + (x1 - x0)]);
-                    } else {
-                        for (j, v) in row[x0..x1].iter_mut().enumerate() {
-                            *v = src[s0 + j * sw];
-                        }
+            let Some(iy) = source(oy, sh, ky * dh, ph, ih) else {
+                row.fill(T::ZERO);
+                continue;
+            };
+            let src = &xc[(iz * ih + iy) * iw..(iz * ih + iy + 1) * iw];
+            row[..x0].fill(T::ZERO);
+            row[x1..].fill(T::ZERO);
+            if x0 < x1 {
+                let s0 = x0 * sw + kx * dw - pw;
+                if sw == 1 {
+                    row[x0..x1].copy_from_slice(&src[s0..s0 + (x1 - x0)]);
+                } else {
+                    for (j, v) in row[x0..x1].iter_mut().enumerate() {
+                        *v = src[s0 + j * sw];
                     }
                 }
             }
@@ -272,22 +293,29 @@ pub(super) fn conv_forward<T: Float>(
                 threads,
             )
         } else {
-            let mut col = vec![T::ZERO; kf * op];
-            im2col(g, xg, &mut col, threads);
-            gemm(
-                og,
-                op,
-                kf,
-                Mat::new(wg, 0, kf, 1),
-                Mat::new(&col, 0, op, 1),
-                dst,
-                0,
-                op,
-                1,
-                T::ONE,
-                beta,
-                threads,
-            )
+            // A band of output rows at a time (see COL_BYTES).
+            let [od, oh, ow] = g.outs;
+            let band = band_rows::<T>(kf, ow, od * oh);
+            let mut col = vec![T::ZERO; kf * band * ow];
+            (0..od * oh).step_by(band).try_for_each(|r0| {
+                let rows = r0..(r0 + band).min(od * oh);
+                let n = rows.len() * ow;
+                im2col(g, xg, &mut col[..kf * n], rows, threads);
+                gemm(
+                    og,
+                    n,
+                    kf,
+                    Mat::new(wg, 0, kf, 1),
+                    Mat::new(&col, 0, n, 1),
+                    dst,
+                    r0 * ow,
+                    op,
+                    1,
+                    T::ONE,
+                    beta,
+                    threads,
+                )
+            })
         };
         record(&err, r);
     };
@@ -323,68 +351,83 @@ pub(super) fn conv_transposed<T: Float>(
         return Ok(out);
     }
     let rows = og * taps;
-    let mut col = vec![T::ZERO; rows * ip];
+    // A band of input rows (of the id·ih rows of iw positions) at a time (see COL_BYTES).
+    let [id, ih, iw] = g.ins;
+    let band = band_rows::<T>(rows, iw, id * ih);
+    let mut col = vec![T::ZERO; rows * band * iw];
     for t in 0..g.n * g.groups {
         let (n, gi) = (t / g.groups, t % g.groups);
         let xg = &x[(n * g.c + gi * cg) * ip..(n * g.c + (gi + 1) * cg) * ip];
         let wg = &w[gi * cg * rows..(gi + 1) * cg * rows];
-        gemm(
-            rows,
-            ip,
-            cg,
-            Mat::new(wg, 0, 1, rows),
-            Mat::new(xg, 0, ip, 1),
-            &mut col,
-            0,
-            ip,
-            1,
-            T::ONE,
-            T::ZERO,
-            true,
-        )?;
         let dst = &mut out[(n * g.o + gi * og) * op..(n * g.o + (gi + 1) * og) * op];
-        let col = &col;
-        par_chunks(dst, op, ip * taps, |o, plane| {
+        for (o, plane) in dst.chunks_mut(op).enumerate() {
             plane.fill(bias.map_or(T::ZERO, |b| b[gi * og + o]));
-            col2im(g, &col[o * taps * ip..(o + 1) * taps * ip], plane);
-        });
+        }
+        for r0 in (0..id * ih).step_by(band) {
+            let band = r0..(r0 + band).min(id * ih);
+            let cols = band.len() * iw;
+            let col = &mut col[..rows * cols];
+            gemm(
+                rows,
+                cols,
+                cg,
+                Mat::new(wg, 0, 1, rows),
+                Mat::new(xg, r0 * iw, ip, 1),
+                col,
+                0,
+                cols,
+                1,
+                T::ONE,
+                T::ZERO,
+                true,
+            )?;
+            let col = &*col;
+            par_chunks(dst, op, cols * taps, |o, plane| {
+                col2im(
+                    g,
+                    &col[o * taps * cols..(o + 1) * taps * cols],
+                    plane,
+                    band.clone(),
+                );
+            });
+        }
     }
     Ok(out)
 }
 
-/// Scatter-add the `taps` rows of one output channel's columns into its output plane.
-fn col2im<T: Float>(g: &Geometry, col: &[T], plane: &mut [T]) {
+/// Scatter-add the `taps` rows of one output channel's columns, for the input rows `band`
+/// (of the id·ih rows of iw positions), into its output plane.
+fn col2im<T: Float>(g: &Geometry, col: &[T], plane: &mut [T], band: std::ops::Range<usize>) {
     let [kd, kh, kw] = g.ks;
     let [od, oh, ow] = g.outs;
-    let [id, ih, iw] = g.ins;
+    let [_, ih, iw] = g.ins;
     let [sd, sh, sw] = g.stride;
     let [dd, dh, dw] = g.dil;
     let [pd, ph, pw] = g.pad_lo;
-    let ip = id * ih * iw;
+    let n = band.len() * iw;
     for kz in 0..kd {
         for ky in 0..kh {
             for kx in 0..kw {
-                let row =
-                    &col[((kz * kh + ky) * kw + kx) * ip..((kz * kh + ky) * kw + kx + 1) * ip];
+                let tap = (kz * kh + ky) * kw + kx;
+                let row = &col[tap * n..(tap + 1) * n];
                 let (x0, x1) = valid_range(iw, sw, kx * dw, pw, ow);
                 if x0 >= x1 {
                     continue;
                 }
                 let o0 = x0 * sw + kx * dw - pw;
-                for iz in 0..id {
-                    let Some(oz) = source(iz, sd, kz * dd, pd, od) else {
+                for (i, q) in band.clone().enumerate() {
+                    let (iz, iy) = (q / ih, q % ih);
+                    let (Some(oz), Some(oy)) = (
+                        source(iz, sd, kz * dd, pd, od),
+                        source(iy, sh, ky * dh, ph, oh),
+                    ) else {
                         continue;
                     };
-                    for iy in 0..ih {
-                        let Some(oy) = source(iy, sh, ky * dh, ph, oh) else {
-                            continue;
-                        };
-                        let src = &row[(iz * ih + iy) * iw + x0..(iz * ih + iy) * iw + x1];
-                        let dst = &mut plane[(oz * oh + oy) * ow..(oz * oh + oy + 1) * ow];
-                        for (j, &v) in src.iter().enumerate() {
-                            let d = &mut dst[o0 + j * sw];
-                            *d = *d + v;
-                        }
+                    let src = &row[i * iw + x0..i * iw + x1];
+                    let dst = &mut plane[(oz * oh + oy) * ow..(oz * oh + oy + 1) * ow];
+                    for (j, &v) in src.iter().enumerate() {
+                        let d = &mut dst[o0 + j * sw];
+                        *d = *d + v;
                     }
                 }
             }

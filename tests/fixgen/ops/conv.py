@@ -31,6 +31,11 @@ CASES = [
     Case("conv2d_noncontig", lambda x, w: F.conv2d(x.transpose(2, 3), w, padding=1), [randn(1, 3, 5, 7), randn(2, 3, 3, 3, seed=1)], tol="loose"),
     Case("conv2d_channels_last", lambda x, w: F.conv2d(x.contiguous(memory_format=torch.channels_last), w), [randn(1, 3, 5, 5), randn(2, 3, 2, 2, seed=1)], tol="loose"),
     Case("conv2d_empty_batch", F.conv2d, [randn(0, 3, 5, 5), randn(2, 3, 3, 3, seed=1)], tol="exact"),
+    # Column buffers past src/ops/conv/kernels.rs's COL_BYTES (32 MiB): made a band of rows at
+    # a time (a 48x48 kernel over 96x96 in float64 is 42 MB of im2col columns; the transposed
+    # 48x48 kernel over 64x64, 38 MB of GEMM columns).
+    Case("conv2d_f64_banded", F.conv2d, [randn(1, 1, 96, 96, dtype=f64), randn(1, 1, 48, 48, seed=1, dtype=f64)], tol="close"),
+    Case("conv_transpose2d_banded", F.conv_transpose2d, [randn(1, 1, 64, 64), randn(1, 1, 48, 48, seed=1)], tol="loose"),
     Case("conv2d_f64", F.conv2d, [randn(1, 3, 6, 6, dtype=f64), randn(4, 3, 3, 3, seed=1, dtype=f64), randn(4, seed=2, dtype=f64)], {"padding": 1}, tol="close"),
     Case("conv2d_f16", F.conv2d, [randn(1, 3, 6, 6, dtype=f16), randn(4, 3, 3, 3, seed=1, dtype=f16), randn(4, seed=2, dtype=f16)], {"padding": 1}, tol="half"),
     Case("conv2d_bf16", F.conv2d, [randn(1, 3, 6, 6, dtype=bf16), randn(4, 3, 3, 3, seed=1, dtype=bf16)], {"padding": 1}, tol="half"),
