@@ -26,6 +26,7 @@ use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 mod device_api;
+mod stream;
 
 /// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
 /// module's memory as rayon's pool; `js/index.js` calls it on cross-origin isolated pages
@@ -88,6 +89,43 @@ pub struct WasmModel {
     engine: Rc<RefCell<Engine>>,
     info: JsValue,
     names: Vec<String>,
+}
+
+impl WasmModel {
+    /// A model on the CPU backend from [`open_program`]'s result.
+    fn on_cpu(
+        (p, info, names): (crate::program::Program, JsValue, Vec<String>),
+    ) -> Result<WasmModel, JsValue> {
+        let session = Session::new(p).map_err(to_js)?;
+        Ok(WasmModel {
+            engine: Rc::new(RefCell::new(Box::new(session))),
+            info,
+            names,
+        })
+    }
+
+    /// A model on WebGPU from [`open_program`]'s result (each weight uploaded as the
+    /// session takes it).
+    async fn on_gpu(
+        (p, info, names): (crate::program::Program, JsValue, Vec<String>),
+    ) -> Result<WasmModel, JsValue> {
+        let dev = device().await?;
+        // An adapter without shader-f16 refuses an f16 program as a device problem, so
+        // `device: 'auto'` falls back to the CPU backend with the reason.
+        let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
+        let session = GpuSession::new(p, dev).map_err(|e| {
+            if f16 {
+                js_error("DEVICE", &e.to_string())
+            } else {
+                to_js(e)
+            }
+        })?;
+        Ok(WasmModel {
+            engine: Rc::new(RefCell::new(Box::new(session))),
+            info,
+            names,
+        })
+    }
 }
 
 thread_local! {
@@ -241,7 +279,7 @@ pub fn is_pt2_package(bytes: &[u8]) -> bool {
 /// `weights`: `load`'s `weights` option (`'f32'`, `'int8'`, `'int4'`, `'int4:GROUP'`);
 /// `dtype`: its `dtype` option (`'float32'`, `'float16'`: [`crate::passes::half`]).
 fn open_program(
-    bytes: Vec<u8>,
+    archive: Pt2Archive,
     program: Option<&str>,
     weights: Option<&str>,
     dtype: Option<&str>,
@@ -262,7 +300,6 @@ fn open_program(
     }
     let dtype = option(dtype, "dtype")?;
     let weights = option(weights, "weights")?;
-    let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
     let opts = LoadOptions {
         weights,
         dtype,
@@ -295,18 +332,14 @@ impl WasmModel {
         weights: Option<String>,
         dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(
-            bytes,
+        let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
+        let loaded = open_program(
+            archive,
             program.as_deref(),
             weights.as_deref(),
             dtype.as_deref(),
         )?;
-        let session = Session::new(p).map_err(to_js)?;
-        Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Box::new(session))),
-            info,
-            names,
-        })
+        WasmModel::on_cpu(loaded)
     }
 
     /// Load a program on WebGPU (weights uploaded once); ops without a GPU kernel run on
@@ -318,28 +351,14 @@ impl WasmModel {
         weights: Option<String>,
         dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(
-            bytes,
+        let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
+        let loaded = open_program(
+            archive,
             program.as_deref(),
             weights.as_deref(),
             dtype.as_deref(),
         )?;
-        let dev = device().await?;
-        // An adapter without shader-f16 refuses an f16 program as a device problem, so
-        // `device: 'auto'` falls back to the CPU backend with the reason.
-        let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
-        let session = GpuSession::new(p, dev).map_err(|e| {
-            if f16 {
-                js_error("DEVICE", &e.to_string())
-            } else {
-                to_js(e)
-            }
-        })?;
-        Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Box::new(session))),
-            info,
-            names,
-        })
+        WasmModel::on_gpu(loaded).await
     }
 
     /// `"webgpu"` or `"cpu"`.
