@@ -93,9 +93,7 @@ pub struct WasmModel {
 
 impl WasmModel {
     /// A model on the CPU backend from [`open_program`]'s result.
-    fn on_cpu(
-        (p, info, names): (crate::program::Program, JsValue, Vec<String>),
-    ) -> Result<WasmModel, JsValue> {
+    fn on_cpu((p, info, names): Loaded) -> Result<WasmModel, JsValue> {
         let session = Session::new(p).map_err(to_js)?;
         Ok(WasmModel {
             engine: Rc::new(RefCell::new(Box::new(session))),
@@ -106,9 +104,7 @@ impl WasmModel {
 
     /// A model on WebGPU from [`open_program`]'s result (each weight uploaded as the
     /// session takes it).
-    async fn on_gpu(
-        (p, info, names): (crate::program::Program, JsValue, Vec<String>),
-    ) -> Result<WasmModel, JsValue> {
+    async fn on_gpu((p, info, names): Loaded) -> Result<WasmModel, JsValue> {
         let dev = device().await?;
         // An adapter without shader-f16 refuses an f16 program as a device problem, so
         // `device: 'auto'` falls back to the CPU backend with the reason.
@@ -275,6 +271,25 @@ pub fn is_pt2_package(bytes: &[u8]) -> bool {
     crate::archive::is_pt2_package(bytes)
 }
 
+/// What [`open_program`] gives: the program, its info with `specs`, its input names.
+type Loaded = (crate::program::Program, JsValue, Vec<String>);
+
+/// [`open_program`] from the bytes of a whole `.pt2`, with `load`'s options.
+fn open_bytes(
+    bytes: Vec<u8>,
+    program: Option<String>,
+    weights: Option<String>,
+    dtype: Option<String>,
+) -> Result<Loaded, JsValue> {
+    let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
+    open_program(
+        archive,
+        program.as_deref(),
+        weights.as_deref(),
+        dtype.as_deref(),
+    )
+}
+
 /// Parse the archive and describe the program: (program, info with `specs`, input names).
 /// `weights`: `load`'s `weights` option (`'f32'`, `'int8'`, `'int4'`, `'int4:GROUP'`);
 /// `dtype`: its `dtype` option (`'float32'`, `'float16'`: [`crate::passes::half`]).
@@ -283,7 +298,7 @@ fn open_program(
     program: Option<&str>,
     weights: Option<&str>,
     dtype: Option<&str>,
-) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
+) -> Result<Loaded, JsValue> {
     // A load option: its default when absent, a clear INPUT error naming it when malformed.
     fn option<T: std::str::FromStr<Err = String> + Default>(
         v: Option<&str>,
@@ -332,14 +347,7 @@ impl WasmModel {
         weights: Option<String>,
         dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
-        let loaded = open_program(
-            archive,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-        )?;
-        WasmModel::on_cpu(loaded)
+        WasmModel::on_cpu(open_bytes(bytes, program, weights, dtype)?)
     }
 
     /// Load a program on WebGPU (weights uploaded once); ops without a GPU kernel run on
@@ -351,14 +359,7 @@ impl WasmModel {
         weights: Option<String>,
         dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
-        let loaded = open_program(
-            archive,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-        )?;
-        WasmModel::on_gpu(loaded).await
+        WasmModel::on_gpu(open_bytes(bytes, program, weights, dtype)?).await
     }
 
     /// `"webgpu"` or `"cpu"`.

@@ -12,7 +12,7 @@
 //! const model = await load.finishGpu(program, weights, dtype); // or load.finishCpu(...)
 //! ```
 
-use super::{open_program, to_js, WasmModel};
+use super::{open_program, to_js, Loaded, WasmModel};
 use crate::archive::stream::{directory_range, StreamingLoad};
 use crate::limits::Limits;
 use js_sys::{Array, Object, Reflect};
@@ -89,18 +89,7 @@ impl WasmStreamingLoad {
         weights: Option<String>,
         dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let archive = self
-            .0
-            .take()
-            .ok_or_else(finished)?
-            .finish()
-            .map_err(to_js)?;
-        WasmModel::on_cpu(open_program(
-            archive,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-        )?)
+        WasmModel::on_cpu(self.take_program(program, weights, dtype)?)
     }
 
     /// The model on WebGPU (see `WasmModel.loadGpu` for the options).
@@ -111,25 +100,34 @@ impl WasmStreamingLoad {
         weights: Option<String>,
         dtype: Option<String>,
     ) -> Result<WasmModel, JsValue> {
-        let archive = self
-            .0
-            .take()
-            .ok_or_else(finished)?
-            .finish()
-            .map_err(to_js)?;
-        let loaded = open_program(
-            archive,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-        )?;
-        WasmModel::on_gpu(loaded).await
+        WasmModel::on_gpu(self.take_program(program, weights, dtype)?).await
     }
 }
 
 impl WasmStreamingLoad {
     fn load(&self) -> Result<&StreamingLoad, JsValue> {
         self.0.as_ref().ok_or_else(finished)
+    }
+
+    /// The archive (every range pushed) and its program, once.
+    fn take_program(
+        &mut self,
+        program: Option<String>,
+        weights: Option<String>,
+        dtype: Option<String>,
+    ) -> Result<Loaded, JsValue> {
+        let archive = self
+            .0
+            .take()
+            .ok_or_else(finished)?
+            .finish()
+            .map_err(to_js)?;
+        open_program(
+            archive,
+            program.as_deref(),
+            weights.as_deref(),
+            dtype.as_deref(),
+        )
     }
 }
 
