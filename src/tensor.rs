@@ -4,6 +4,7 @@
 //! one [`Storage`] after loading, each with its own sizes, strides and storage offset, exactly
 //! as `torch.as_strided(storage, size, stride, offset)` would rebuild them.
 
+use crate::archive::source::EntryBytes;
 use crate::dtype::DType;
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -13,10 +14,15 @@ use std::sync::Arc;
 /// A storage can be *released* ([`Storage::released`]): its bytes are gone (a session holds
 /// the tensor in its own form, decoded on the CPU or uploaded to the GPU) but its length and
 /// its sharing stay, for the memory estimate and for tensors that shared it.
-#[derive(Clone, PartialEq)]
+///
+/// A storage can be *deferred* ([`Storage::deferred`]): its bytes are still in the archive
+/// (a file) and [`Storage::load`] reads them, so that a large archive's weights go to their
+/// session one record at a time instead of all sitting in memory first.
+#[derive(Clone)]
 pub struct Storage {
     bytes: Arc<Vec<u8>>,
     len: usize,
+    deferred: Option<Arc<EntryBytes>>,
 }
 
 impl Storage {
@@ -25,6 +31,7 @@ impl Storage {
         Storage {
             bytes: Arc::new(bytes),
             len,
+            deferred: None,
         }
     }
     /// A storage of `len` bytes whose contents were dropped (see the type's doc).
@@ -32,15 +39,41 @@ impl Storage {
         Storage {
             bytes: Arc::new(Vec::new()),
             len,
+            deferred: None,
         }
     }
-    /// The bytes; empty for a released storage.
+    /// A storage whose bytes stay in the archive until [`Storage::load`] (see the type's doc).
+    /// Its length saturates at `usize::MAX` on a 32-bit target (loading it then fails).
+    pub fn deferred(entry: Arc<EntryBytes>) -> Self {
+        Storage {
+            bytes: Arc::new(Vec::new()),
+            len: usize::try_from(entry.len).unwrap_or(usize::MAX),
+            deferred: Some(entry),
+        }
+    }
+    /// The bytes held in memory; empty for a released or a deferred storage (use
+    /// [`Storage::load`] to read those too).
     pub fn bytes(&self) -> &[u8] {
         &self.bytes
     }
+    /// The bytes, read from the archive when the storage is deferred; an error when they
+    /// were released or cannot be read.
+    pub fn load(&self) -> Result<std::borrow::Cow<'_, [u8]>> {
+        match &self.deferred {
+            Some(e) => Ok(std::borrow::Cow::Owned(e.read_all()?)),
+            None if self.is_released() => Err(Error::Verify(
+                "internal: a tensor's storage was released (its session holds it)".into(),
+            )),
+            None => Ok(std::borrow::Cow::Borrowed(&self.bytes)),
+        }
+    }
+    /// The archive record a deferred storage reads from.
+    pub fn deferred_entry(&self) -> Option<&Arc<EntryBytes>> {
+        self.deferred.as_ref()
+    }
     /// Whether the bytes were dropped ([`Storage::released`]).
     pub fn is_released(&self) -> bool {
-        self.bytes.len() != self.len
+        self.deferred.is_none() && self.bytes.len() != self.len
     }
     /// The length in bytes (also of a released storage).
     pub fn len(&self) -> usize {
@@ -59,9 +92,22 @@ impl Storage {
     }
 }
 
+impl PartialEq for Storage {
+    fn eq(&self, other: &Storage) -> bool {
+        let same_entry = match (&self.deferred, &other.deferred) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (a, b) => a.is_none() && b.is_none(),
+        };
+        same_entry && self.len == other.len && self.bytes == other.bytes
+    }
+}
+
 impl std::fmt::Debug for Storage {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Storage({} bytes)", self.len)
+        match &self.deferred {
+            Some(e) => write!(f, "Storage({} bytes in '{}')", self.len, e.entry),
+            None => write!(f, "Storage({} bytes)", self.len),
+        }
     }
 }
 
@@ -187,11 +233,16 @@ impl HostTensor {
     }
 
     /// The elements in row-major order as little-endian bytes (copies when strided). The
-    /// storage must not be released.
+    /// storage must not be released; a deferred one is read (empty when that read fails).
     pub fn contiguous_bytes(&self) -> Vec<u8> {
         let es = self.dtype.size();
         let n = self.numel();
-        let src = self.storage.bytes();
+        let Ok(src) = self.storage.load() else {
+            return Vec::new();
+        };
+        if src.len() != self.storage.len() {
+            return Vec::new();
+        }
         if self.is_contiguous() {
             let start = self.storage_offset * es;
             return src[start..start + n * es].to_vec();

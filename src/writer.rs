@@ -68,7 +68,7 @@ pub fn write_pt2(
                         weight_idx += 1;
                         (paths::WEIGHTS_DIR, format!("weight_{}", weight_idx - 1))
                     };
-                    w.file(&format!("{dir}{name}"), t.storage.bytes())?;
+                    w.file(&format!("{dir}{name}"), &t.storage.load()?)?;
                     written.push((t.storage.clone(), name.clone(), is_const));
                     name
                 }

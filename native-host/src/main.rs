@@ -99,12 +99,22 @@ enum Cmd {
     },
 }
 
-pub(crate) fn read_model(path: &Option<PathBuf>) -> Result<(String, Vec<u8>), String> {
+/// The archive at `path` (read on demand, never whole: [`Pt2Archive::open_file`]), or the
+/// embedded example; with the name it goes by in messages.
+pub(crate) fn open_model(
+    path: &Option<PathBuf>,
+    limits: Limits,
+) -> Result<(String, Pt2Archive), String> {
     match path {
-        None => Ok(("<embedded mlp_train.pt2>".into(), DEFAULT_MODEL.to_vec())),
-        Some(p) => std::fs::read(p)
-            .map(|b| (p.display().to_string(), b))
-            .map_err(|e| format!("cannot read {}: {e}", p.display())),
+        None => {
+            let source = "<embedded mlp_train.pt2>";
+            Pt2Archive::open(source, DEFAULT_MODEL, limits)
+                .map(|a| (source.to_string(), a))
+                .map_err(|e| e.to_string())
+        }
+        Some(p) => Pt2Archive::open_file(p, limits)
+            .map(|a| (p.display().to_string(), a))
+            .map_err(|e| e.to_string()),
     }
 }
 
@@ -117,7 +127,6 @@ fn run(cli: Cli) -> Result<(), String> {
             max_bytes,
             plan,
         } => {
-            let (source, bytes) = read_model(&model)?;
             let mut limits = Limits::default();
             if let Some(m) = max_bytes {
                 limits.max_total_bytes = m;
@@ -127,7 +136,7 @@ fn run(cli: Cli) -> Result<(), String> {
                 limits,
                 ..Default::default()
             };
-            let archive = Pt2Archive::open(&source, bytes, limits).map_err(|e| e.to_string())?;
+            let (source, archive) = open_model(&model, limits)?;
             let mut info = pt2web::info::archive_info_filtered(&archive, &opts, program.as_deref())
                 .map_err(|e| e.to_string())?;
             info.source = source;
@@ -186,9 +195,7 @@ fn run(cli: Cli) -> Result<(), String> {
             output,
             extra,
         } => {
-            let (source, bytes) = read_model(&Some(input))?;
-            let archive =
-                Pt2Archive::open(&source, bytes, Limits::default()).map_err(|e| e.to_string())?;
+            let (_, archive) = open_model(&Some(input), Limits::default())?;
             let opts = LoadOptions::default();
             let programs = archive
                 .program_names()

@@ -1,8 +1,10 @@
 //! A one-line progress bar on stderr: shown only when stderr is a terminal or `--progress`
 //! forces it, so logs and pipes stay clean.
 
-use std::io::{IsTerminal, Read, Write};
+use pt2web::archive::source::{ByteSource, FileSource};
+use std::io::{IsTerminal, Write};
 use std::path::Path;
+use std::sync::Mutex;
 use std::time::Instant;
 
 pub struct Progress {
@@ -82,28 +84,49 @@ impl Progress {
     }
 }
 
-/// Read a file with a progress bar by bytes (large archives take seconds).
-pub fn read_with_progress(path: &Path, force: bool) -> Result<Vec<u8>, String> {
-    let mut f =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    let len = f.metadata().map(|m| m.len()).unwrap_or(0);
-    // Small files need no bar.
-    let mut bar = Progress::new(force, "reading", len, "B");
-    if len < 64 << 20 && !force {
-        bar.on = false;
-    }
-    let mut out = Vec::with_capacity(len as usize);
-    let mut buf = vec![0u8; 4 << 20];
-    loop {
-        let n = f
-            .read(&mut buf)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        if n == 0 {
-            break;
+/// A `.pt2` file read on demand ([`pt2web::archive::source::FileSource`]) with a progress bar
+/// by bytes read (large archives take seconds: their weights are read as the session takes
+/// them). The bar ends when the source is dropped.
+pub struct ProgressFile {
+    file: FileSource,
+    bar: Mutex<(Progress, u64)>,
+}
+
+impl ProgressFile {
+    pub fn open(path: &Path, force: bool) -> Result<ProgressFile, String> {
+        let file = FileSource::open(path).map_err(|e| e.to_string())?;
+        let mut bar = Progress::new(force, "reading", file.len(), "B");
+        // Small files need no bar.
+        if file.len() < 64 << 20 && !force {
+            bar.on = false;
         }
-        out.extend_from_slice(&buf[..n]);
-        bar.set(out.len() as u64);
+        Ok(ProgressFile {
+            file,
+            bar: Mutex::new((bar, 0)),
+        })
     }
-    bar.finish();
-    Ok(out)
+}
+
+impl ByteSource for ProgressFile {
+    fn len(&self) -> u64 {
+        self.file.len()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.file.read_at(offset, buf)?;
+        let mut bar = self.bar.lock().unwrap_or_else(|e| e.into_inner());
+        bar.1 = bar.1.saturating_add(buf.len() as u64).min(self.file.len());
+        let done = bar.1;
+        bar.0.set(done);
+        Ok(())
+    }
+}
+
+impl Drop for ProgressFile {
+    fn drop(&mut self) {
+        self.bar
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .0
+            .finish();
+    }
 }

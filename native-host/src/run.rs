@@ -1,6 +1,6 @@
 //! `pt2web run` (and the loading helpers `pt2web check` shares).
 
-use crate::read_model;
+use crate::open_model;
 use crate::tensors_io::{read_npy, read_safetensors, write_safetensors};
 use clap::Args;
 use pt2web::archive::pt2::LoadOptions;
@@ -217,14 +217,17 @@ pub(crate) fn load_with_progress(
     opts: LoadOptions,
 ) -> Result<(String, Program, f64), String> {
     let t0 = Instant::now();
-    let (source, bytes) = match model {
-        Some(p) => (
-            p.display().to_string(),
-            crate::progress::read_with_progress(p, force)?,
-        ),
-        None => read_model(model)?,
+    let (source, archive) = match model {
+        // Read on demand: the weights go from the file to the session one at a time.
+        Some(p) => {
+            let src = crate::progress::ProgressFile::open(p, force)?;
+            let source = p.display().to_string();
+            let archive = Pt2Archive::open_source(&source, std::sync::Arc::new(src), opts.limits)
+                .map_err(|e| e.to_string())?;
+            (source, archive)
+        }
+        None => open_model(model, opts.limits)?,
     };
-    let archive = Pt2Archive::open(&source, bytes, opts.limits).map_err(|e| e.to_string())?;
     let p = archive.program(program, &opts).map_err(|e| e.to_string())?;
     Ok((source, p, t0.elapsed().as_secs_f64() * 1e3))
 }

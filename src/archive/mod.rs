@@ -7,11 +7,14 @@
 
 pub mod legacy;
 pub mod pt2;
+pub mod source;
+pub mod stream;
 
 use crate::error::{Error, Result};
 use crate::limits::Limits;
+use source::{ByteSource, EntryBytes, MemSource, SourceCursor};
 use std::collections::BTreeMap;
-use std::io::{Cursor, Read};
+use std::io::Read;
 use std::sync::Arc;
 
 /// Paths inside the archive root (torch's `pt2_archive_constants`).
@@ -44,9 +47,11 @@ struct Entry {
     size: u64,
 }
 
-/// A zip archive held in memory, with every size checked against [`Limits`].
+/// A zip archive read from a [`ByteSource`] (in memory or a file), with every size checked
+/// against [`Limits`].
 pub struct ArchiveReader {
-    zip: zip::ZipArchive<Cursor<Arc<[u8]>>>,
+    zip: zip::ZipArchive<SourceCursor>,
+    src: Arc<dyn ByteSource>,
     root: String,
     entries: BTreeMap<String, Entry>,
     limits: Limits,
@@ -56,15 +61,21 @@ pub struct ArchiveReader {
 }
 
 impl ArchiveReader {
-    /// Open an archive. `source` names it in errors (a path, a URL, "<bytes>").
+    /// Open an archive held in memory. `source` names it in errors (a path, a URL,
+    /// "<bytes>").
     pub fn new(source: &str, bytes: impl Into<Arc<[u8]>>, limits: Limits) -> Result<Self> {
-        let bytes: Arc<[u8]> = bytes.into();
+        ArchiveReader::from_source(source, Arc::new(MemSource(bytes.into())), limits)
+    }
+
+    /// Open an archive on a random-access source: reads the end-of-central-directory records
+    /// (zip64 too) and the central directory, nothing else until an entry is asked for.
+    pub fn from_source(source: &str, src: Arc<dyn ByteSource>, limits: Limits) -> Result<Self> {
         // torch archives start at byte 0; a fixed offset also stops the zip crate from being
         // misled by the end-of-directory records of nested torch.save zips (sample inputs).
         let config = zip::read::Config {
             archive_offset: zip::read::ArchiveOffset::Known(0),
         };
-        let zip = zip::ZipArchive::with_config(config, Cursor::new(bytes))
+        let zip = zip::ZipArchive::with_config(config, SourceCursor::new(src.clone()))
             .map_err(|e| Error::archive(source, format!("not a readable zip archive: {e}")))?;
         if zip.len() > limits.max_entries {
             return Err(Error::limit(
@@ -129,6 +140,7 @@ impl ArchiveReader {
         }
         Ok(ArchiveReader {
             zip,
+            src,
             root,
             entries,
             limits,
@@ -163,9 +175,7 @@ impl ArchiveReader {
 
     /// Read one record. The bytes actually read must match the declared size.
     pub fn read_bytes(&self, name: &str) -> Result<Vec<u8>> {
-        let entry = self.entries.get(name).ok_or_else(|| {
-            Error::archive(&self.source, format!("no entry '{name}' in the archive"))
-        })?;
+        let entry = self.entry(name)?;
         let total = self.read_so_far.get().saturating_add(entry.size);
         if total > self.limits.max_total_bytes {
             return Err(Error::limit(
@@ -198,6 +208,67 @@ impl ArchiveReader {
         Ok(out)
     }
 
+    /// Where a stored (uncompressed) record's bytes lie in the source, found from its local
+    /// header; `None` for a compressed record (it must go through the decoder).
+    pub fn stored_entry(&self, name: &str) -> Result<Option<EntryBytes>> {
+        let entry = self.entry(name)?;
+        let mut zip = self.zip.clone();
+        let f = zip
+            .by_index_raw(entry.index)
+            .map_err(|e| Error::archive(&self.source, format!("entry '{name}': {e}")))?;
+        if f.compression() != zip::CompressionMethod::Stored || f.compressed_size() != entry.size {
+            return Ok(None);
+        }
+        let offset = f.data_start().ok_or_else(|| {
+            Error::archive(&self.source, format!("entry '{name}': no local header"))
+        })?;
+        let end = offset.checked_add(entry.size);
+        if end.is_none_or(|e| e > self.src.len()) {
+            return Err(Error::archive(
+                &self.source,
+                format!(
+                    "entry '{name}' ({} bytes at offset {offset}) runs past the end of the archive ({} bytes)",
+                    entry.size,
+                    self.src.len()
+                ),
+            ));
+        }
+        Ok(Some(EntryBytes {
+            src: self.src.clone(),
+            archive: self.source.clone(),
+            entry: name.to_string(),
+            offset,
+            len: entry.size,
+        }))
+    }
+
+    /// One record as a tensor storage. From a source other than memory a stored record is
+    /// not read now: its storage reads it when a session takes it (file → tensor or GPU
+    /// buffer, one copy, one record at a time). From memory, or compressed, it is read now.
+    pub fn storage(&self, name: &str) -> Result<crate::tensor::Storage> {
+        if !self.src.in_memory() {
+            if let Some(e) = self.stored_entry(name)? {
+                return Ok(crate::tensor::Storage::deferred(Arc::new(e)));
+            }
+        }
+        Ok(crate::tensor::Storage::new(self.read_bytes(name)?))
+    }
+
+    /// Where a record's local header starts in the file (from the central directory).
+    pub(crate) fn header_start(&self, name: &str) -> Result<u64> {
+        let entry = self.entry(name)?;
+        self.zip
+            .by_index_data(entry.index)
+            .map(|f| f.header_start())
+            .map_err(|e| Error::archive(&self.source, format!("entry '{name}': {e}")))
+    }
+
+    fn entry(&self, name: &str) -> Result<&Entry> {
+        self.entries.get(name).ok_or_else(|| {
+            Error::archive(&self.source, format!("no entry '{name}' in the archive"))
+        })
+    }
+
     /// Read one record as UTF-8 text.
     pub fn read_string(&self, name: &str) -> Result<String> {
         String::from_utf8(self.read_bytes(name)?)
@@ -228,17 +299,17 @@ impl ArchiveReader {
     }
 }
 
+/// An entry's uncompressed size as the central directory declares it (no local header read:
+/// a streaming load has none yet).
 fn zip_entry_size(
-    zip: &zip::ZipArchive<Cursor<Arc<[u8]>>>,
+    zip: &zip::ZipArchive<SourceCursor>,
     i: usize,
     source: &str,
     name: &str,
 ) -> Result<u64> {
-    let mut z = zip.clone();
-    let f = z
-        .by_index_raw(i)
-        .map_err(|e| Error::archive(source, format!("entry '{name}': {e}")))?;
-    Ok(f.size())
+    zip.by_index_data(i)
+        .map(|f| f.size())
+        .map_err(|e| Error::archive(source, format!("entry '{name}': {e}")))
 }
 
 /// `torch.export.pt2_archive.is_pt2_package`: a zip whose root holds `archive_format == "pt2"`.

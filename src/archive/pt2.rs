@@ -76,7 +76,22 @@ pub struct Pt2File {
 impl Pt2File {
     /// Open an archive from bytes. `source` names it in errors.
     pub fn open(source: &str, bytes: impl Into<Arc<[u8]>>, limits: Limits) -> Result<Self> {
-        let reader = ArchiveReader::new(source, bytes, limits)?;
+        Pt2File::from_reader(ArchiveReader::new(source, bytes, limits)?)
+    }
+
+    /// Open an archive on a random-access source (a file, streamed ranges): its weights are
+    /// read when a session takes them ([`ArchiveReader::storage`]).
+    pub fn open_source(
+        source: &str,
+        src: Arc<dyn super::source::ByteSource>,
+        limits: Limits,
+    ) -> Result<Self> {
+        Pt2File::from_reader(ArchiveReader::from_source(source, src, limits)?)
+    }
+
+    /// Check the layout of an opened archive and list its programs.
+    pub fn from_reader(reader: ArchiveReader) -> Result<Self> {
+        let source = &reader.source().to_string();
         if reader.has_record(paths::ARCHIVE_FORMAT) {
             let fmt = reader.read_bytes(paths::ARCHIVE_FORMAT)?;
             if fmt != b"pt2" {
@@ -291,8 +306,9 @@ pub(crate) fn concrete_layout(
     Ok((sizes, strides, offset))
 }
 
-/// Load every payload of a weights/constants config. Raw storages are read once per file,
-/// so tensors that share a file share one [`Storage`].
+/// Load every payload of a weights/constants config. Raw storages are read once per file
+/// (or deferred, [`ArchiveReader::storage`]), so tensors that share a file share one
+/// [`Storage`].
 fn load_payloads(
     r: &ArchiveReader,
     config_file: &str,
@@ -353,23 +369,24 @@ fn load_payloads(
         let storage = match storages.get(&meta.path_name) {
             Some(s) => s.clone(),
             None => {
-                let bytes = r.read_bytes(&entry)?;
-                if bytes.len() % tm.dtype.size() != 0 {
+                // Read now from memory; from a file, read when a session takes it.
+                let stored = r.storage(&entry)?;
+                if stored.len() % tm.dtype.size() != 0 {
                     return Err(Error::tensor(
                         fqn,
                         format!(
                             "{entry} holds {} bytes, not a multiple of the {} element size {}",
-                            bytes.len(),
+                            stored.len(),
                             tm.dtype,
                             tm.dtype.size()
                         ),
                     ));
                 }
-                let s = if bytes.is_empty() {
+                let s = if stored.is_empty() {
                     // torch writes fake/empty tensors as zero-byte records and rebuilds zeros.
                     zeros_for(fqn, &sizes, tm.dtype.size(), r.limits())?
                 } else {
-                    Storage::new(bytes)
+                    stored
                 };
                 storages.insert(meta.path_name.clone(), s.clone());
                 s

@@ -248,13 +248,8 @@ impl Tensor {
 
     /// From a loaded archive tensor (copies into typed storage; keeps sizes/strides/offset).
     pub fn from_host(t: &HostTensor) -> Result<Tensor> {
-        if t.storage.is_released() {
-            return Err(Error::Verify(
-                "internal: a tensor's storage was released (its session holds it)".into(),
-            ));
-        }
-        let data =
-            Data::from_le_bytes(t.dtype, t.storage.bytes()).ok_or_else(|| unsupported(t.dtype))?;
+        let bytes = t.storage.load()?;
+        let data = Data::from_le_bytes(t.dtype, &bytes).ok_or_else(|| unsupported(t.dtype))?;
         Ok(Tensor {
             dtype: t.dtype,
             sizes: t.sizes.clone(),

@@ -126,6 +126,69 @@ pub struct GpuSession {
     fault_record: wgpu::Buffer,
 }
 
+/// The weight upload of a new [`GpuSession`], one state tensor at a time as the CPU session
+/// makes it ([`Session::with_state_sink`]). Tensors sharing a storage share one GPU buffer.
+/// State the graph does not read (a weight the passes folded into a new constant) stays on
+/// the CPU until something asks for it. Once on the GPU, the host copy of a tensor the
+/// program does not mutate is dropped at once (a CPU fallback that reads one downloads it
+/// and keeps it); mutated buffers keep theirs, since a run whose mutation comes back from the
+/// CPU writes into it.
+#[derive(Default)]
+struct WeightStream {
+    state: BTreeMap<String, GTensor>,
+    /// The state the graph reads, and the storages of mutated state (made on the first call:
+    /// the passes have run by then).
+    plan: Option<(
+        std::collections::BTreeSet<String>,
+        std::collections::HashSet<usize>,
+    )>,
+    /// Bytes written since the queue last went idle.
+    pending_bytes: u64,
+}
+
+/// Bytes of weight uploads between two waits for the queue: wgpu stages each
+/// `write_buffer` in host memory until its submission is done, so without a wait the staging
+/// copies of a whole model would pile up.
+const UPLOAD_SYNC_BYTES: u64 = 64 << 20;
+
+impl WeightStream {
+    fn take(&mut self, r: &mut Runner<'_>, p: &Program, fqn: &str, t: &Tensor) -> Result<()> {
+        let (read, mutated) = self.plan.get_or_insert_with(|| {
+            let read = read_state(p).into_iter().map(str::to_string).collect();
+            let mutated = p
+                .mutated_state()
+                .iter()
+                .filter_map(|n| p.state.get(n).map(|e| e.tensor.storage.id()))
+                .collect();
+            (read, mutated)
+        });
+        let g = r.wrap(t);
+        // f32 weights, f16 ones where the device holds f16 (`--dtype f16`), and int32
+        // ones (quantized weights' words: an int32 never fails the upload's range check,
+        // as an int64 might).
+        let uploads = matches!(g.dtype, crate::DType::F32 | crate::DType::I32)
+            || (g.dtype == crate::DType::F16 && r.dev.f16_enabled());
+        if uploads && read.contains(fqn) {
+            let before = r.stats.upload_bytes;
+            r.upload(&g.cell, &format!("parameter '{fqn}'"))?;
+            self.pending_bytes += r.stats.upload_bytes - before;
+        }
+        let storage = p.state.get(fqn).map(|e| e.tensor.storage.id());
+        if !storage.is_some_and(|id| mutated.contains(&id)) {
+            super::store::release_host(&g.cell);
+        }
+        if self.pending_bytes >= UPLOAD_SYNC_BYTES {
+            self.pending_bytes = 0;
+            r.flush()?;
+            r.dev.queue.submit([]);
+            #[cfg(not(target_arch = "wasm32"))]
+            r.dev.synchronize()?;
+        }
+        self.state.insert(fqn.to_string(), g);
+        Ok(())
+    }
+}
+
 impl GpuSession {
     pub fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSession> {
         if program.precision == crate::passes::half::Precision::F16 && !device.f16_enabled() {
@@ -141,12 +204,37 @@ impl GpuSession {
                 program.name
             )));
         }
-        let cpu = Session::new(program)?;
         let fault_record = super::fault::new_record(&device.device);
+        let dev = device.clone();
+        let before = dev.memory_stats().buffers_created;
+        let mut ident = HashMap::new();
+        let mut plans = GpuPlans::default();
+        let mut r = Runner {
+            dev: &dev,
+            enc: None,
+            held: Vec::new(),
+            stats: RunStats::default(),
+            timer: None,
+            ident: &mut ident,
+            plans: &mut plans,
+            dry: false,
+            rec: None,
+            faults_armed: false,
+            fault_record: fault_record.clone(),
+        };
+        // Weights go up once, each as soon as the CPU session has made it (read from the
+        // archive then, when the archive is a file), so the host never holds the whole state:
+        // see [`WeightStream`].
+        let mut weights = WeightStream::default();
+        let set = crate::backends::session_graph_passes().map_err(Error::Verify)?;
+        let cpu = Session::with_state_sink(program, set, &mut |p, fqn, t| {
+            weights.take(&mut r, p, fqn, t)
+        })?;
+        r.flush()?;
         let mut s = GpuSession {
             cpu,
             device,
-            state: BTreeMap::new(),
+            state: weights.state,
             ident: HashMap::new(),
             plans: GpuPlans::default(),
             last_stats: RunStats::default(),
@@ -155,57 +243,11 @@ impl GpuSession {
             tapes: Default::default(),
             fault_record,
         };
-        let dev = s.device.clone();
-        let before = dev.memory_stats().buffers_created;
-        let mut r = Runner {
-            dev: &dev,
-            enc: None,
-            held: Vec::new(),
-            stats: RunStats::default(),
-            timer: None,
-            ident: &mut s.ident,
-            plans: &mut s.plans,
-            dry: false,
-            rec: None,
-            faults_armed: false,
-            fault_record: s.fault_record.clone(),
-        };
-        // Weights go up once; tensors sharing a storage share one GPU buffer. State the
-        // graph does not read (a weight the passes folded into a new constant) stays on the
-        // CPU until something asks for it.
-        let read = read_state(&s.cpu.program);
-        for (fqn, t) in &s.cpu.state {
-            let g = r.wrap(t);
-            // f32 weights, f16 ones where the device holds f16 (`--dtype f16`), and int32
-            // ones (quantized weights' words: an int32 never fails the upload's range check,
-            // as an int64 might).
-            let uploads = matches!(g.dtype, crate::DType::F32 | crate::DType::I32)
-                || (g.dtype == crate::DType::F16 && dev.f16_enabled());
-            if uploads && read.contains(fqn.as_str()) {
-                r.upload(&g.cell, &format!("parameter '{fqn}'"))?;
-            }
-            s.state.insert(fqn.clone(), g);
-        }
-        r.flush()?;
-        // Weights are not kept twice: once on the GPU, the host copy of every state tensor
-        // the program does not mutate is dropped (a CPU fallback that reads one downloads it
-        // and keeps it). Mutated buffers keep theirs: a run whose mutation comes back from
-        // the CPU writes into it.
-        let cell_id = |t: &GTensor| Arc::as_ptr(&t.cell) as *const () as usize;
-        let mutated: std::collections::HashSet<usize> = s
-            .cpu
-            .program
-            .mutated_state()
-            .iter()
-            .filter_map(|n| s.state.get(n).map(cell_id))
-            .collect();
-        for t in s.state.values() {
-            if !mutated.contains(&cell_id(t)) {
-                super::store::release_host(&t.cell);
-            }
-        }
         r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
-        let stats = r.stats;
+        let stats = std::mem::take(&mut r.stats);
+        drop(r);
+        s.ident = ident;
+        s.plans = plans;
         s.total_stats.add(&stats);
         Ok(s)
     }

@@ -27,6 +27,7 @@ use wasm_bindgen::prelude::*;
 
 mod backends_api;
 mod device_api;
+mod stream;
 
 /// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
 /// module's memory as rayon's pool; `js/index.js` calls it on cross-origin isolated pages
@@ -89,6 +90,39 @@ pub struct WasmModel {
     engine: Rc<RefCell<Engine>>,
     info: JsValue,
     names: Vec<String>,
+}
+
+impl WasmModel {
+    /// A model on the CPU backend from [`open_program`]'s result.
+    fn on_cpu((p, info, names): Loaded) -> Result<WasmModel, JsValue> {
+        let session = Session::new(p).map_err(to_js)?;
+        Ok(WasmModel {
+            engine: Rc::new(RefCell::new(Box::new(session))),
+            info,
+            names,
+        })
+    }
+
+    /// A model on WebGPU from [`open_program`]'s result (each weight uploaded as the
+    /// session takes it).
+    async fn on_gpu((p, info, names): Loaded) -> Result<WasmModel, JsValue> {
+        let dev = device().await?;
+        // An adapter without shader-f16 refuses an f16 program as a device problem, so
+        // `device: 'auto'` falls back to the CPU backend with the reason.
+        let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
+        let session = GpuSession::new(p, dev).map_err(|e| {
+            if f16 {
+                js_error("DEVICE", &e.to_string())
+            } else {
+                to_js(e)
+            }
+        })?;
+        Ok(WasmModel {
+            engine: Rc::new(RefCell::new(Box::new(session))),
+            info,
+            names,
+        })
+    }
 }
 
 thread_local! {
@@ -273,16 +307,37 @@ fn module_call_graph(p: &crate::program::Program) -> Result<JsValue, JsValue> {
     Ok(out.into())
 }
 
+/// What [`open_program`] gives: the program, its info with `specs`, its input names.
+type Loaded = (crate::program::Program, JsValue, Vec<String>);
+
+/// [`open_program`] from the bytes of a whole `.pt2`, with `load`'s options.
+fn open_bytes(
+    bytes: Vec<u8>,
+    program: Option<String>,
+    weights: Option<String>,
+    dtype: Option<String>,
+    opset: &JsValue,
+) -> Result<Loaded, JsValue> {
+    let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
+    open_program(
+        archive,
+        program.as_deref(),
+        weights.as_deref(),
+        dtype.as_deref(),
+        opset,
+    )
+}
+
 /// Parse the archive and describe the program: (program, info with `specs`, input names).
 /// `weights`: `load`'s `weights` option (`'f32'`, `'int8'`, `'int4'`, `'int4:GROUP'`);
 /// `dtype`: its `dtype` option (`'float32'`, `'float16'`: [`crate::passes::half`]).
 fn open_program(
-    bytes: Vec<u8>,
+    archive: Pt2Archive,
     program: Option<&str>,
     weights: Option<&str>,
     dtype: Option<&str>,
     opset: &JsValue,
-) -> Result<(crate::program::Program, JsValue, Vec<String>), JsValue> {
+) -> Result<Loaded, JsValue> {
     // A load option: its default when absent, a clear INPUT error naming it when malformed.
     fn option<T: std::str::FromStr<Err = String> + Default>(
         v: Option<&str>,
@@ -312,7 +367,6 @@ fn open_program(
             })
         })?)
     };
-    let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
     let opts = LoadOptions {
         weights,
         dtype,
@@ -349,19 +403,7 @@ impl WasmModel {
         dtype: Option<String>,
         opset: JsValue,
     ) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(
-            bytes,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-            &opset,
-        )?;
-        let session = Session::new(p).map_err(to_js)?;
-        Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Box::new(session))),
-            info,
-            names,
-        })
+        WasmModel::on_cpu(open_bytes(bytes, program, weights, dtype, &opset)?)
     }
 
     /// Load a program on WebGPU (weights uploaded once); ops without a GPU kernel run on
@@ -374,29 +416,7 @@ impl WasmModel {
         dtype: Option<String>,
         opset: JsValue,
     ) -> Result<WasmModel, JsValue> {
-        let (p, info, names) = open_program(
-            bytes,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-            &opset,
-        )?;
-        let dev = device().await?;
-        // An adapter without shader-f16 refuses an f16 program as a device problem, so
-        // `device: 'auto'` falls back to the CPU backend with the reason.
-        let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
-        let session = GpuSession::new(p, dev).map_err(|e| {
-            if f16 {
-                js_error("DEVICE", &e.to_string())
-            } else {
-                to_js(e)
-            }
-        })?;
-        Ok(WasmModel {
-            engine: Rc::new(RefCell::new(Box::new(session))),
-            info,
-            names,
-        })
+        WasmModel::on_gpu(open_bytes(bytes, program, weights, dtype, &opset)?).await
     }
 
     /// `"webgpu"` or `"cpu"`.

@@ -287,7 +287,7 @@ pub fn to_f16(p: &mut Program) -> Result<HalfReport> {
         let s = match new_storage.get(&id) {
             Some(s) => s.clone(),
             None => {
-                let b = e.tensor.storage.bytes();
+                let b = e.tensor.storage.load()?;
                 if !b.len().is_multiple_of(4) {
                     return refuse(format!(
                         "the storage of '{name}' is {} bytes, not whole float32s",

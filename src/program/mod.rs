@@ -641,6 +641,25 @@ impl Pt2Archive {
             file: Pt2File::open(source, bytes, limits)?,
         })
     }
+    /// Open a `.pt2` on a random-access source ([`crate::archive::source`]): only the zip
+    /// directory and the programs are read up front; each weight is read when a session
+    /// takes it, straight into its CPU tensor or GPU buffer.
+    pub fn open_source(
+        source: &str,
+        src: Arc<dyn crate::archive::source::ByteSource>,
+        limits: crate::Limits,
+    ) -> Result<Self> {
+        Ok(Pt2Archive {
+            file: Pt2File::open_source(source, src, limits)?,
+        })
+    }
+    /// Open a `.pt2` file natively without reading it whole ([`Pt2Archive::open_source`]
+    /// over positioned reads of the file).
+    #[cfg(any(unix, windows))]
+    pub fn open_file(path: &std::path::Path, limits: crate::Limits) -> Result<Self> {
+        let src = crate::archive::source::FileSource::open(path)?;
+        Pt2Archive::open_source(&path.display().to_string(), Arc::new(src), limits)
+    }
     pub fn program_names(&self) -> &[String] {
         self.file.program_names()
     }

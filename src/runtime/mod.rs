@@ -304,12 +304,30 @@ impl Session {
 
     /// A session over `program` after the graph passes `set` (whatever the process-wide
     /// choice).
-    pub fn with_passes(mut program: Program, set: crate::passes::PassSet) -> Result<Session> {
+    pub fn with_passes(program: Program, set: crate::passes::PassSet) -> Result<Session> {
+        Session::with_state_sink(program, set, &mut |_, _, _| Ok(()))
+    }
+
+    /// [`Session::with_passes`] that hands each state tensor to `sink` as soon as it is made
+    /// (a GPU session uploads it there and drops its host copy). With weights deferred in a
+    /// file ([`crate::tensor::Storage::deferred`]) each one is read only then, so the host
+    /// never holds more than one record besides what the session keeps.
+    pub(crate) fn with_state_sink(
+        mut program: Program,
+        set: crate::passes::PassSet,
+        sink: &mut dyn FnMut(&Program, &str, &Tensor) -> Result<()>,
+    ) -> Result<Session> {
         let passes = crate::passes::run(&mut program, set);
         let mut state = BTreeMap::new();
         // Tensors that share a storage in the archive (tied weights, views of a buffer) share
         // one CPU storage too, so an in-place update of one is seen through the others.
         let mut shared: BTreeMap<(usize, crate::DType), Tensor> = BTreeMap::new();
+        // State tensors left to make per storage: a deferred one's archive bytes are released
+        // after the last (a streamed archive frees them then, [`crate::archive::stream`]).
+        let mut left: std::collections::HashMap<usize, usize> = Default::default();
+        for e in program.state.values() {
+            *left.entry(e.tensor.storage.id()).or_default() += 1;
+        }
         for (fqn, e) in &program.state {
             let key = (e.tensor.storage.id(), e.tensor.dtype);
             let t = match shared.get(&key) {
@@ -324,6 +342,13 @@ impl Session {
                     t
                 }
             };
+            if let Some(n) = left.get_mut(&e.tensor.storage.id()) {
+                *n -= 1;
+                if let (0, Some(d)) = (*n, e.tensor.storage.deferred_entry()) {
+                    d.release();
+                }
+            }
+            sink(&program, fqn, &t)?;
             state.insert(fqn.clone(), t);
         }
         // The session holds the state now: the archive's bytes of it are not kept too.
