@@ -33,6 +33,11 @@ cargo test --workspace --release 2>&1 | tee target/cargo-test.log
 # One closing line for the whole Rust suite (cargo prints one line per test binary).
 awk '/^test result:/ {p+=$4; f+=$6} END {printf "rust: %d passed, %d failed\n", p, f}' target/cargo-test.log
 
+if [ -x .venv/bin/python ] && [ "${PT2WEB_BIG_ARCHIVE:-1}" != "0" ]; then
+  step "a 2.7 GB archive loaded from its file on the CPU and the GPU, host peak printed (scripts/big_archive.sh; PT2WEB_BIG_ARCHIVE=0 skips)"
+  bash scripts/big_archive.sh
+fi
+
 if [ -x .venv/bin/python ]; then
   step "python tests (torch round trips)"
   cargo build --release -p pt2web-native
