@@ -639,6 +639,8 @@ pub(super) fn streaming(
         || (s > STREAMING_MAX_KEYS_SOFTWARE
             && key_split(l, s).is_none()
             && crate::gpu::is_software(&k.r.dev.properties))
+        // Flash-decoding's ranges: a thread walks its keys, each key its e + ev elements.
+        || key_split(l, s).is_some_and(|(_, chunk)| !super::loops_fit(k, chunk + 2, e + ev + 3))
         || nb * l >= u32::MAX as usize
         || !matches!(q.dtype, DType::F32 | DType::F16)
         || (q.dtype == DType::F16 && !k.r.dev.f16_enabled())
