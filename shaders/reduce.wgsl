@@ -27,6 +27,9 @@ struct Meta {
     // want more threads than outputs on any GPU.)
     chunks: u32,
     chunk_len: u32,
+    // 1: the second pass of `arg_reduce(_i)` / `scan(_i)` in parts (see each); 0 otherwise.
+    // `arg_reduce(_i)` and `scan(_i)` in parts take thread t's part as `reduce` does.
+    join: u32,
 }
 
 // The output and the range of reduced elements of thread `t` of `reduce` / `reduce_i`.
@@ -73,6 +76,9 @@ fn to_out(v: f32) -> TOut {
 @group(0) @binding(4) var<storage, read> x_i: array<i32>;
 // The int64 indices of `arg_reduce_i` and of `scan_i`'s cummax / cummin.
 @group(0) @binding(5) var<storage, read_write> idx_i: array<i32>;
+// The second pass (`join`) of `arg_reduce(_i)` and `scan(_i)` in parts: the indices the first
+// pass found (a 1-word stand-in where there are none).
+@group(0) @binding(6) var<storage, read> part_i: array<i32>;
 
 // An int result as its output dtype stores it (as in ints.wgsl): code 1 uint8 (the low 8
 // bits), 2 int8, 3 int16 (the low 8 / 16 bits sign-extended), 0 as it is. The code is the
@@ -332,53 +338,71 @@ fn stats(@builtin(global_invocation_id) gid: vec3<u32>) {
 
 // max / min with the index of the first extreme (a NaN counts as the extreme, the first
 // one wins), as torch's max.dim / argmax. `OP`: `ArgOp_*` / `ArgIntOp_*`. Values to `out`, indices to
-// `out_i`.
+// `out_i`. In parts (`chunks` > 1): thread t takes part t % chunks of output t / chunks
+// (its value and index to out[t], out_i[t]); then `join` reduces each output's parts (x, and
+// their indices in `part_i`) in order, so the first extreme of the first part that holds one
+// wins, as in one pass.
+
+// Does `v` take over from `best` (reached first)?
+fn arg_takes(v: f32, best: f32) -> bool {
+    return is_nan(v) || (OP == ArgOp_Max && v > best) || (OP == ArgOp_Min && v < best);
+}
+
 @compute @workgroup_size(64)
 fn arg_reduce(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * params.row;
-    if i >= params.n_out {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.n_out * max(params.chunks, 1u) {
         return;
     }
-    let base = base_of(i);
-    var best = f32(x[base]);
-    var bi = 0u;
+    let part = part_of(t);
+    let base = base_of(part.out);
+    var best = f32(x[base + red_offset(part.first)]);
+    var bi = part.first;
     if !is_nan(best) {
-        for (var j = 1u; j < params.n_red; j = j + 1u) {
+        for (var j = part.first + 1u; j < part.end; j = j + 1u) {
             let v = f32(x[base + red_offset(j)]);
-            if is_nan(v) {
+            if arg_takes(v, best) {
                 best = v;
                 bi = j;
-                break;
-            }
-            if (OP == ArgOp_Max && v > best) || (OP == ArgOp_Min && v < best) {
-                best = v;
-                bi = j;
+                if is_nan(v) {
+                    break;
+                }
             }
         }
     }
-    out[i] = to_out(best);
-    out_i[i] = i32(bi);
+    out[t] = to_out(best);
+    if params.join != 0u {
+        out_i[t] = part_i[base + red_offset(bi)];
+    } else {
+        out_i[t] = i32(bi);
+    }
 }
 
-// arg_reduce of int words: values to `out_i`, indices to `idx_i` (the first extreme).
+// arg_reduce of int words: values to `out_i`, indices to `idx_i` (the first extreme); in
+// parts as `arg_reduce`.
 @compute @workgroup_size(64)
 fn arg_reduce_i(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * params.row;
-    if i >= params.n_out {
+    let t = gid.x + gid.y * params.row;
+    if t >= params.n_out * max(params.chunks, 1u) {
         return;
     }
-    let base = base_of(i);
-    var best = x_i[base];
-    var bi = 0u;
-    for (var j = 1u; j < params.n_red; j = j + 1u) {
+    let part = part_of(t);
+    let base = base_of(part.out);
+    var best = x_i[base + red_offset(part.first)];
+    var bi = part.first;
+    for (var j = part.first + 1u; j < part.end; j = j + 1u) {
         let v = x_i[base + red_offset(j)];
         if (OP == ArgIntOp_Max && v > best) || (OP == ArgIntOp_Min && v < best) {
             best = v;
             bi = j;
         }
     }
-    out_i[i] = best;
-    idx_i[i] = i32(bi);
+    out_i[t] = best;
+    if params.join != 0u {
+        idx_i[t] = part_i[base + red_offset(bi)];
+    } else {
+        idx_i[t] = i32(bi);
+    }
 }
 
 // count_nonzero of f32 elements (an int output).
@@ -402,82 +426,158 @@ fn count_nz(@builtin(global_invocation_id) gid: vec3<u32>) {
 // (the output has its layout): `OP` (`ScanOp_*`) cumsum, cumprod, cummax, cummin (with indices
 // to `out_i`: a NaN takes over and each later NaN moves the index; ties take the later
 // index, as torch), logcumsumexp.
+//
+// In parts (`chunks` > 1; lavapipe ends an invocation's loops after 65,535 iterations): thread
+// t scans part t % chunks of line t / chunks on its own; then `join` (a thread per element,
+// the first pass's output as `x` / `x_i` and its indices as `part_i`) folds the last elements
+// of the parts before the element's own into a carry and applies it to the element.
+
+// A scan's running value and, for cummax / cummin, the index it came from.
+struct Acc {
+    v: f32,
+    i: i32,
+}
+
+// The running value before the first element: 1 for cumprod, 0 otherwise.
+fn scan_start() -> Acc {
+    return Acc(select(0.0, 1.0, OP == ScanOp_Prod), 0);
+}
+
+// The scan after `acc` takes `v` (from index `i`; `first`: nothing before it).
+fn scan_step(acc: Acc, v: f32, i: i32, first: bool) -> Acc {
+    if OP == ScanOp_Sum {
+        return Acc(acc.v + v, 0);
+    } else if OP == ScanOp_Prod {
+        return Acc(acc.v * v, 0);
+    } else if OP == ScanOp_LogSumExp {
+        // logcumsumexp: log(exp(acc) + exp(v)), NaN kept, equal infinities kept.
+        if first || is_nan(acc.v) || is_nan(v) {
+            return Acc(v, 0);
+        }
+        let m = max(acc.v, v);
+        if !(abs(m) == inf_() && acc.v == v) && m != -inf_() {
+            return Acc(m + log(1.0 + exp(-abs(acc.v - v))), 0);
+        }
+        return Acc(m, 0);
+    }
+    let better = (OP == ScanOp_Max && v >= acc.v) || (OP == ScanOp_Min && v <= acc.v);
+    if first || is_nan(v) || (!is_nan(acc.v) && better) {
+        return Acc(v, i);
+    }
+    return acc;
+}
+
+// The element and the line (`base`) of `join`'s thread t, and the index of its part.
+struct JoinAt {
+    o: u32,
+    base: u32,
+    part: u32,
+}
+
+fn join_at(t: u32) -> JoinAt {
+    let j = t % params.n_red;
+    let base = base_of(t / params.n_red);
+    return JoinAt(base + j * params.red_strides[0].x, base, j / params.chunk_len);
+}
+
+// Offset of the last element of part `p` of the line at `base`.
+fn part_last(base: u32, p: u32) -> u32 {
+    return base + ((p + 1u) * params.chunk_len - 1u) * params.red_strides[0].x;
+}
+
 @compute @workgroup_size(64)
 fn scan(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * params.row;
-    if i >= params.n_out {
+    let t = gid.x + gid.y * params.row;
+    if params.join != 0u {
+        if t >= params.n_out * params.n_red {
+            return;
+        }
+        let at = join_at(t);
+        var acc = scan_start();
+        for (var p = 0u; p < at.part; p = p + 1u) {
+            let l = part_last(at.base, p);
+            acc = scan_step(acc, f32(x[l]), part_i[l], p == 0u);
+        }
+        let own = scan_step(acc, f32(x[at.o]), part_i[at.o], at.part == 0u);
+        out[at.o] = to_out(own.v);
+        if OP == ScanOp_Max || OP == ScanOp_Min {
+            out_i[at.o] = own.i;
+        }
         return;
     }
-    let base = base_of(i);
-    let st = params.red_strides[0].x;
-    var acc = 0.0;
-    if OP == ScanOp_Prod {
-        acc = 1.0;
+    if t >= params.n_out * max(params.chunks, 1u) {
+        return;
     }
-    var bi = 0u;
-    for (var j = 0u; j < params.n_red; j = j + 1u) {
+    let part = part_of(t);
+    let base = base_of(part.out);
+    let st = params.red_strides[0].x;
+    var acc = scan_start();
+    for (var j = part.first; j < part.end; j = j + 1u) {
         let o = base + j * st;
-        let v = f32(x[o]);
-        if OP == ScanOp_Sum {
-            acc = acc + v;
-        } else if OP == ScanOp_Prod {
-            acc = acc * v;
-        } else if OP == ScanOp_LogSumExp {
-            // logcumsumexp: log(exp(acc) + exp(v)), NaN kept, equal infinities kept.
-            if j == 0u || is_nan(acc) {
-                acc = v;
-            } else if is_nan(v) {
-                acc = v;
-            } else {
-                let m = max(acc, v);
-                if !(abs(m) == inf_() && acc == v) && m != -inf_() {
-                    acc = m + log(1.0 + exp(-abs(acc - v)));
-                } else {
-                    acc = m;
-                }
-            }
-        } else {
-            let better = (OP == ScanOp_Max && v >= acc) || (OP == ScanOp_Min && v <= acc);
-            if j == 0u || is_nan(v) || (!is_nan(acc) && better) {
-                acc = v;
-                bi = j;
-            }
-            out_i[o - params.offset] = i32(bi);
+        acc = scan_step(acc, f32(x[o]), i32(j), j == part.first);
+        if OP == ScanOp_Max || OP == ScanOp_Min {
+            out_i[o - params.offset] = acc.i;
         }
-        out[o - params.offset] = to_out(acc);
+        out[o - params.offset] = to_out(acc.v);
     }
 }
 
 // Scans of int and bool words (an int output, wrapping in 32 bits, then to a small int
 // output dtype): `OP` (`ScanIntOp_*`) cumsum, cumprod, cummax, cummin (indices to `idx_i`,
-// ties take the later index, as torch).
+// ties take the later index, as torch); in parts as `scan` (wrapping is modular, so the
+// parts' wrapped results combine to the wrapped whole).
+
+// The running value before the first element: 1 for cumprod, 0 otherwise.
+fn scan_start_i() -> vec2<i32> {
+    return vec2<i32>(select(0, 1, OP == ScanIntOp_Prod), 0);
+}
+
+// The int scan after `acc` takes `v` (from index `i`; `first`: nothing before it).
+fn scan_step_i(acc: vec2<i32>, v: i32, i: i32, first: bool) -> vec2<i32> {
+    if OP == ScanIntOp_Sum {
+        return vec2<i32>(acc.x + v, 0);
+    } else if OP == ScanIntOp_Prod {
+        return vec2<i32>(acc.x * v, 0);
+    }
+    if first || (OP == ScanIntOp_Max && v >= acc.x) || (OP == ScanIntOp_Min && v <= acc.x) {
+        return vec2<i32>(v, i);
+    }
+    return acc;
+}
+
 @compute @workgroup_size(64)
 fn scan_i(@builtin(global_invocation_id) gid: vec3<u32>) {
-    let i = gid.x + gid.y * params.row;
-    if i >= params.n_out {
+    let t = gid.x + gid.y * params.row;
+    if params.join != 0u {
+        if t >= params.n_out * params.n_red {
+            return;
+        }
+        let at = join_at(t);
+        var acc = scan_start_i();
+        for (var p = 0u; p < at.part; p = p + 1u) {
+            let l = part_last(at.base, p);
+            acc = scan_step_i(acc, x_i[l], part_i[l], p == 0u);
+        }
+        let own = scan_step_i(acc, x_i[at.o], part_i[at.o], at.part == 0u);
+        out_i[at.o] = wrap_small(own.x);
+        if OP == ScanIntOp_Max || OP == ScanIntOp_Min {
+            idx_i[at.o] = own.y;
+        }
         return;
     }
-    let base = base_of(i);
-    let st = params.red_strides[0].x;
-    var acc = 0;
-    if OP == ScanIntOp_Prod {
-        acc = 1;
+    if t >= params.n_out * max(params.chunks, 1u) {
+        return;
     }
-    var bi = 0u;
-    for (var j = 0u; j < params.n_red; j = j + 1u) {
+    let part = part_of(t);
+    let base = base_of(part.out);
+    let st = params.red_strides[0].x;
+    var acc = scan_start_i();
+    for (var j = part.first; j < part.end; j = j + 1u) {
         let o = base + j * st;
-        let v = x_i[o];
-        if OP == ScanIntOp_Sum {
-            acc = acc + v;
-        } else if OP == ScanIntOp_Prod {
-            acc = acc * v;
-        } else {
-            if j == 0u || (OP == ScanIntOp_Max && v >= acc) || (OP == ScanIntOp_Min && v <= acc) {
-                acc = v;
-                bi = j;
-            }
-            idx_i[o - params.offset] = i32(bi);
+        acc = scan_step_i(acc, x_i[o], i32(j), j == part.first);
+        if OP == ScanIntOp_Max || OP == ScanIntOp_Min {
+            idx_i[o - params.offset] = acc.y;
         }
-        out_i[o - params.offset] = wrap_small(acc);
+        out_i[o - params.offset] = wrap_small(acc.x);
     }
 }

@@ -939,3 +939,31 @@ fn a_lost_device_fails_every_run_and_a_new_one_recovers() {
     dev2.destroy();
     fails_lost(&mut s2, "run after GpuDevice::destroy");
 }
+
+/// A buffer past the device's `max_buffer_size` is a `LIMIT` error naming the tensor, the
+/// limit and the size before anything is asked of wgpu (not a validation error), and the
+/// device stays usable (issue 17). Kernel outputs past `max_storage_buffer_binding_size`
+/// fail the same way in `KernelCtx::new_out`.
+#[test]
+fn buffers_past_the_device_limits_are_limit_errors() {
+    let Some(dev) = device() else {
+        return;
+    };
+    let l = &dev.properties.limits;
+    eprintln!(
+        "{}: max_buffer_size {} max_storage_buffer_binding_size {}",
+        dev.properties.name, l.max_buffer_size, l.max_storage_buffer_binding_size
+    );
+    let what = "the output of aten.zeros.default (zeros)";
+    let Err(e) = dev.alloc_output(l.max_buffer_size + 1, what) else {
+        panic!("a buffer past max_buffer_size was allocated");
+    };
+    let text = e.to_string();
+    assert_eq!(e.code(), "LIMIT", "{text}");
+    assert!(
+        text.contains("max_buffer_size") && text.contains(what),
+        "{text}"
+    );
+    assert!(dev.alloc_output(1024, "a small output").is_ok());
+    dev.take_error().unwrap();
+}

@@ -134,6 +134,9 @@ fn size_class(bytes: u64) -> u64 {
     }
 }
 
+/// How `on_uncaptured_error` marks the driver's out-of-memory errors.
+const DRIVER_OOM: &str = "the GPU driver is out of memory: ";
+
 /// One wgpu device and queue with its buffer pool.
 pub struct GpuDevice {
     pub device: wgpu::Device,
@@ -229,9 +232,12 @@ impl GpuDevice {
         let sink = errors.clone();
         // wgpu's default handler panics; keep the error and return it from the next submit.
         device.on_uncaptured_error(Arc::new(move |e: wgpu::Error| {
-            sink.lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .push(e.to_string());
+            // The driver's out-of-memory is told apart (`take_error`).
+            let text = match e {
+                wgpu::Error::OutOfMemory { .. } => format!("{DRIVER_OOM}{e}"),
+                e => e.to_string(),
+            };
+            sink.lock().unwrap_or_else(|e| e.into_inner()).push(text);
         }));
         let lost: Arc<super::lost::Lost> = Arc::default();
         let mark = lost.clone();
@@ -330,16 +336,28 @@ impl GpuDevice {
         self.timestamp_period
     }
 
-    /// The first error wgpu reported since the last call, as an [`Error::Gpu`].
+    /// The errors wgpu reported since the last call, as an [`Error::Gpu`], or as an
+    /// [`Error::OutOfMemory`] of [`crate::error::GPU_MEMORY`] when the driver ran out of
+    /// memory (a buffer it could not create).
     pub fn take_error(&self) -> Result<()> {
         let mut e = self.errors.lock().unwrap_or_else(|e| e.into_inner());
-        match e.is_empty() {
-            true => Ok(()),
-            false => {
-                let all = std::mem::take(&mut *e);
-                Err(Error::Gpu(all.join("; ")))
-            }
+        if e.is_empty() {
+            return Ok(());
         }
+        let all = std::mem::take(&mut *e);
+        let text = all.join("; ");
+        if all.iter().any(|m| m.starts_with(DRIVER_OOM)) {
+            drop(e);
+            let allocated = self.pool().stats.allocated;
+            return Err(Error::OutOfMemory {
+                memory: crate::error::GPU_MEMORY,
+                what: text,
+                requested: 0,
+                allocated,
+                limit: allocated,
+            });
+        }
+        Err(Error::Gpu(text))
     }
 
     fn pool(&self) -> MutexGuard<'_, Pool> {
@@ -356,9 +374,13 @@ impl GpuDevice {
         let size = size_class(bytes);
         let max = self.properties.limits.max_buffer_size;
         if size > max {
-            return Err(Error::Gpu(format!(
-                "{what}: {bytes} bytes is larger than the device's largest buffer ({max} bytes)"
-            )));
+            return Err(Error::Limit {
+                what: format!(
+                    "{what}: GPU buffer bytes (the device's max_buffer_size; run it on the CPU)"
+                ),
+                value: bytes,
+                limit: max,
+            });
         }
         let mut p = self.pool();
         if let Some(limit) = p.limit {

@@ -191,6 +191,23 @@ pub enum GpuOp {
     Custom(fn(&mut KernelCtx) -> Result<Option<Vec<Slot>>>),
 }
 
+/// Loop iterations one invocation may run, in all its loops together, on an adapter that
+/// caps them. Mesa's lavapipe (llvmpipe, a CPU adapter) ends every loop of an invocation
+/// once its loops have taken 65,535 steps in all (each loop's exit test counts as a step),
+/// without an error: a kernel whose thread walks a long row silently answers with the row
+/// cut short (`sum` over 30,000 elements gave the sum of the first 21,845). Half of it, for
+/// the small loops an estimate leaves out (index arithmetic, setup).
+pub(crate) const LOOP_BUDGET: usize = 65_535 / 2;
+
+/// Whether a thread taking `steps` loop steps for each of `n` items (its own loop's exit
+/// test and the inner loops included) stays within [`LOOP_BUDGET`] on this adapter. GPUs
+/// run loops to the end; CPU adapters and SwiftShader are held to the budget. Kernels split
+/// longer work in parts (the reductions, arg-reductions and scans of reduce.wgsl) or decline
+/// the node, whose CPU kernel then runs.
+pub(crate) fn loops_fit(k: &KernelCtx, n: usize, steps: usize) -> bool {
+    !crate::gpu::is_software(&k.r.dev.properties) || n.saturating_mul(steps) <= LOOP_BUDGET
+}
+
 /// A 2-D grid of 64-thread workgroups covering `n` threads: (x, y, threads per row).
 pub(crate) fn grid(n: usize, per_group: usize) -> (u32, u32, u32) {
     let groups = n.div_ceil(per_group).max(1);

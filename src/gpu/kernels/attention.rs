@@ -596,10 +596,11 @@ fn attention_tiled(p: &crate::gpu::DeviceProperties) -> bool {
 const STREAMING_MAX_E: usize = 128;
 /// Most keys the streaming kernel takes on a CPU adapter. On lavapipe (Mesa 22-24, LLVM 15)
 /// both of its forms return wrong rows from about 480 keys on (every output column but the
-/// first zero, for any mask; the same shader is right at 448 and below, and the parameters and
-/// buffers it sees are right): a miscompile we could not pin down yet. The math form (scores
-/// materialized) is right there, so longer key sequences take it on CPU adapters (the test:
-/// the op case `sdpa_long_keys`).
+/// first zero, for any mask; the same shader is right at 448 and below): not a miscompile but
+/// lavapipe's cap of 65,535 loop steps per invocation ([`super::LOOP_BUDGET`]), which a row
+/// reaches at about 480 keys of e + ev = 128 steps each. The math form (scores materialized)
+/// is right there, so longer key sequences take it on CPU adapters (the test: the op case
+/// `sdpa_long_keys`).
 const STREAMING_MAX_KEYS_SOFTWARE: usize = 256;
 
 /// What the streaming kernel computes besides q, k, v and the mask.
@@ -639,6 +640,8 @@ pub(super) fn streaming(
         || (s > STREAMING_MAX_KEYS_SOFTWARE
             && key_split(l, s).is_none()
             && crate::gpu::is_software(&k.r.dev.properties))
+        // Flash-decoding's ranges: a thread walks its keys, each key its e + ev elements.
+        || key_split(l, s).is_some_and(|(_, chunk)| !super::loops_fit(k, chunk + 2, e + ev + 3))
         || nb * l >= u32::MAX as usize
         || !matches!(q.dtype, DType::F32 | DType::F16)
         || (q.dtype == DType::F16 && !k.r.dev.f16_enabled())

@@ -83,6 +83,21 @@ impl KernelCtx<'_, '_, '_> {
     }
     pub(crate) fn new_out(&mut self, dtype: DType, sizes: &[usize]) -> Result<GTensor> {
         let n: usize = sizes.iter().product();
+        // Every kernel output is bound whole as a storage buffer: past the device's binding
+        // limit a dispatch would be a validation error, not a result.
+        let bytes = gpu_bytes(dtype, n);
+        let limit = self.r.dev.properties.limits.max_storage_buffer_binding_size;
+        if bytes > limit {
+            return Err(Error::Limit {
+                what: format!(
+                    "the output of {}: GPU storage binding bytes (the device's \
+                     max_storage_buffer_binding_size; run it on the CPU)",
+                    self.name()
+                ),
+                value: bytes,
+                limit,
+            });
+        }
         let cell = gpu_store(
             self.r.dev,
             dtype,

@@ -60,6 +60,8 @@ pub(crate) fn encode_histc(k: &mut KernelCtx, x: &GTensor, bins: i64, lo: f32, h
         || bins as usize >= u32::MAX as usize
         || numel >= u32::MAX as usize
         || (numel as u64).saturating_mul(bins as u64) > MAX_READS
+        // Each bin's thread walks every element (see `super::LOOP_BUDGET`).
+        || !super::loops_fit(k, numel, 1)
         || !(lo.is_finite() && hi.is_finite() && lo < hi)
     {
         return Ok(None);

@@ -229,8 +229,18 @@ fn batch_norm_train(k: &mut KernelCtx, x: GTensor, training: bool) -> Out {
     let mut pl = reduce::plan(&x, &red, false);
     pl.meta.scale = 1.0 / n as f32;
     k.ensure(&x)?;
-    let var = reduce::encode_stats(k, &x, &pl, reduce::StatsOp::Var)?;
-    let mean = reduce::encode_stats(k, &x, &pl, reduce::StatsOp::Mean)?;
+    let (var, mean) = if reduce::stats_fit(k, &pl, reduce::StatsOp::Var) {
+        let var = reduce::encode_stats(k, &x, &pl, reduce::StatsOp::Var)?;
+        (
+            var,
+            reduce::encode_stats(k, &x, &pl, reduce::StatsOp::Mean)?,
+        )
+    } else {
+        match reduce::var_in_parts(k, &x, &red, &pl, false)? {
+            Some(vm) => vm,
+            None => return Ok(None),
+        }
+    };
     let mut cs = vec![mean.clone(), var.clone()];
     for p in [w.as_ref(), b.as_ref()].into_iter().flatten() {
         match flat(k, p, c)? {
@@ -393,6 +403,9 @@ pub(super) fn layer_norm(k: &mut KernelCtx) -> Out {
     let axis = norm.axis;
     let eps = NormParams::parse(&k.op, x.dtype)?.eps as f32;
     let (cols, rows) = (norm.len, norm.rows);
+    if !super::rows_fit(k, cols) {
+        return Ok(None);
+    }
     let Some(xc) = contiguous(k, &x)? else {
         return Ok(None);
     };

@@ -74,7 +74,9 @@ pub struct ReduceMeta {
     /// runs of `chunk_len` (0: one run), a partial result per (output, run), row-major.
     pub chunks: u32,
     pub chunk_len: u32,
-    pub _pad: [u32; 2],
+    /// 1: the second pass of `arg_reduce(_i)` / `scan(_i)` in parts (reduce.wgsl).
+    pub join: u32,
+    pub _pad: u32,
 }
 
 /// An enum of op codes and the WGSL `const`s the shader switches on: `Name::Variant = n`
@@ -360,8 +362,16 @@ impl RowForm {
         } else {
             RowForm::Workgroup
         };
+        // A thread per row walks it four times (softmax_row): on an adapter that caps loops
+        // (`super::LOOP_BUDGET`) long rows take a workgroup whatever was asked.
+        let thread = if cols * 4 <= super::LOOP_BUDGET || !crate::gpu::is_software(&dev.properties)
+        {
+            RowForm::Thread
+        } else {
+            RowForm::Workgroup
+        };
         match chosen {
-            RowAlgorithm::Thread => RowForm::Thread,
+            RowAlgorithm::Thread => thread,
             RowAlgorithm::Workgroup => RowForm::Workgroup,
             RowAlgorithm::Subgroup => group,
             RowAlgorithm::Auto if crate::gpu::is_software(&dev.properties) => {
@@ -448,6 +458,13 @@ fn row_algorithm() -> crate::backends::RowAlgorithm {
     #[cfg(target_arch = "wasm32")]
     let chosen = crate::backends::row_algorithm();
     chosen
+}
+
+/// Whether a row kernel's workgroup per row (each of its 64 threads walking every 64th
+/// element of the row, up to four times) keeps its loops within [`super::LOOP_BUDGET`];
+/// kernels decline longer rows (the CPU kernel runs).
+pub(crate) fn rows_fit(k: &super::KernelCtx, cols: usize) -> bool {
+    super::loops_fit(k, cols.div_ceil(64) + 1, 4)
 }
 
 /// The softmax variant for rows of `cols` on `dev` (`v` is one of the `softmax` variants)

@@ -6,6 +6,7 @@
 //! cummin (an output of a small int dtype wraps to it on store, see src/gpu/store.rs);
 //! indices are int64 (held as i32).
 
+use super::reduce_ops::{over_parts, PART_LEN};
 use super::{grid, ints, norm_dim, pad8, KernelCtx, Out, ReduceMeta};
 use crate::dtype::DType;
 use crate::gpu::exec::Slot;
@@ -148,6 +149,9 @@ fn int_prod(k: &mut KernelCtx, x: GTensor) -> Out {
     }
     let red = red_mask(k, &x)?;
     let mut pl = plan(&x, &red, k.op.bool_or("keepdim", false)?);
+    if !stats_fit(k, &pl, StatsOp::Prod) {
+        return Ok(None);
+    }
     pl.meta.p = wrap_code(out_dtype);
     k.ensure(&x)?;
     let out = k.new_out(out_dtype, &pl.out_sizes)?;
@@ -157,6 +161,60 @@ fn int_prod(k: &mut KernelCtx, x: GTensor) -> Out {
         k.dispatch(&PROD_I, meta, &[(3, &out), (4, &x)], (gx, gy, 1))?;
     }
     Ok(Some(vec![Slot::Tensor(out)]))
+}
+
+/// Whether `stats` of `op` over `pl` keeps each thread's loops within
+/// [`super::LOOP_BUDGET`]: a thread reduces a whole row, once or twice (`var`, `std`,
+/// `logsumexp`), and walks the reduced dims for every element. Longer rows decline the node
+/// (its CPU kernel runs) rather than answer with a row cut short.
+pub(super) fn stats_fit(k: &KernelCtx, pl: &Plan, op: StatsOp) -> bool {
+    let passes = match op {
+        StatsOp::Var | StatsOp::Std | StatsOp::LogSumExp => 2,
+        _ => 1,
+    };
+    super::loops_fit(k, pl.n_red * passes, 2 + pl.meta.red_rank as usize)
+}
+
+/// var (std with `std`) and mean of `x` over `red` (`pl`: its plan, `pl.meta.scale` the
+/// variance's 1 / (n - correction)) for rows too long for `stats` ([`stats_fit`]): the same
+/// two passes, each a sum reduced in parts (`dispatch_reduce`), the squared deviations from
+/// the mean computed elementwise in between (a NaN mean gives a NaN variance, as `stats`).
+pub(super) fn var_in_parts(
+    k: &mut KernelCtx,
+    x: &GTensor,
+    red: &[bool],
+    pl: &Plan,
+    std: bool,
+) -> crate::error::Result<Option<(GTensor, GTensor)>> {
+    use super::{reduce_ops::dispatch_reduce, BinaryOp, ReduceOp, UnaryOp};
+    let mean = k.new_out(DType::F32, &pl.out_sizes)?;
+    let to_mean = ReduceMeta {
+        scale: 1.0 / pl.n_red as f32,
+        ..pl.meta
+    };
+    dispatch_reduce(k, to_mean, ReduceOp::Sum, x, &mean, false)?;
+    // The mean with the reduced dims kept as 1s, to broadcast against x.
+    let kept: Vec<usize> = (x.sizes.iter().zip(red))
+        .map(|(&n, &r)| if r { 1 } else { n })
+        .collect();
+    let sub = BinaryOp::Sub.variant();
+    let Some(dev) = ew(k, sub, x, Some(reshape(&mean, &kept)), 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let Some(sq) = ew(k, UnaryOp::Square.variant(), &dev, None, 1.0, 0.0)? else {
+        return Ok(None);
+    };
+    let to_var = ReduceMeta {
+        scale: pl.meta.scale,
+        ..plan(&sq, red, false).meta
+    };
+    let var = k.new_out(DType::F32, &pl.out_sizes)?;
+    dispatch_reduce(k, to_var, ReduceOp::Sum, &sq, &var, false)?;
+    if !std {
+        return Ok(Some((var, mean)));
+    }
+    let sqrt = UnaryOp::Sqrt.variant();
+    Ok(ew(k, sqrt, &var, None, 1.0, 0.0)?.map(|s| (s, mean)))
 }
 
 pub(super) fn encode_stats(
@@ -230,6 +288,16 @@ pub(super) fn stats(k: &mut KernelCtx) -> Out {
             } else {
                 StatsOp::Var
             };
+            if !stats_fit(k, &pl, sop) {
+                let Some((v, m)) = var_in_parts(k, &x, &red, &pl, sop == StatsOp::Std)? else {
+                    return Ok(None);
+                };
+                let mut outs = vec![Slot::Tensor(v)];
+                if op.ends_with("_mean") {
+                    outs.push(Slot::Tensor(m));
+                }
+                return Ok(Some(outs));
+            }
             if op.ends_with("_mean") {
                 let v = encode_stats(k, &x, &pl, sop)?;
                 let m = encode_stats(k, &x, &pl, StatsOp::Mean)?;
@@ -249,11 +317,16 @@ pub(super) fn stats(k: &mut KernelCtx) -> Out {
         }
         _ => return Ok(None),
     };
+    if !stats_fit(k, &pl, sop) {
+        return Ok(None);
+    }
     let out = encode_stats(k, &x, &pl, sop)?;
     Ok(Some(vec![Slot::Tensor(out)]))
 }
 
-/// max / min with indices: (values of `x`'s dtype, f32 or int, and int64 indices).
+/// max / min with indices: (values of `x`'s dtype, f32 or int, and int64 indices). Rows
+/// longer than [`PART_LEN`] in parts: a value and an index per part, then a `join` pass over
+/// each output's parts (see reduce.wgsl).
 fn encode_arg(
     k: &mut KernelCtx,
     x: &GTensor,
@@ -262,20 +335,53 @@ fn encode_arg(
 ) -> crate::error::Result<(GTensor, GTensor)> {
     let vals = k.new_out(x.dtype, &pl.out_sizes)?;
     let idx = k.new_out(DType::I64, &pl.out_sizes)?;
-    if pl.n_out > 0 {
-        let (gx, gy, _) = grid(pl.n_out, 64);
-        let meta = bytemuck::bytes_of(&pl.meta);
-        if ints::is_int(x.dtype) {
-            let op = if min { ArgIntOp::Min } else { ArgIntOp::Max };
-            let bufs = [(3, &vals), (4, x), (5, &idx)];
-            k.dispatch(&op.variant(), meta, &bufs, (gx, gy, 1))?;
-        } else {
-            let op = if min { ArgOp::Min } else { ArgOp::Max };
-            let bufs = [(1, &vals), (2, x), (3, &idx)];
-            k.dispatch(&op.variant(), meta, &bufs, (gx, gy, 1))?;
-        }
+    if pl.n_out == 0 {
+        return Ok((vals, idx));
     }
+    let none = no_indices(k)?;
+    if pl.n_red <= PART_LEN {
+        dispatch_arg(k, pl.meta, [x, &vals, &idx, &none], min)?;
+        return Ok((vals, idx));
+    }
+    let chunks = pl.n_red.div_ceil(PART_LEN);
+    let part_vals = k.new_out(x.dtype, &[pl.n_out, chunks])?;
+    let part_idx = k.new_out(DType::I64, &[pl.n_out, chunks])?;
+    let first = ReduceMeta {
+        chunks: chunks as u32,
+        chunk_len: PART_LEN as u32,
+        ..pl.meta
+    };
+    dispatch_arg(k, first, [x, &part_vals, &part_idx, &none], min)?;
+    let join = ReduceMeta {
+        join: 1,
+        ..over_parts(pl.n_out, chunks)
+    };
+    dispatch_arg(k, join, [&part_vals, &vals, &idx, &part_idx], min)?;
     Ok((vals, idx))
+}
+
+/// The 1-word stand-in for `part_i` (reduce.wgsl) where a pass has no indices to read.
+fn no_indices(k: &mut KernelCtx) -> crate::error::Result<GTensor> {
+    k.new_out(DType::I64, &[1])
+}
+
+/// One `arg_reduce(_i)` pass of `meta` over `[input, values out, indices out, part_i]`.
+fn dispatch_arg(
+    k: &mut KernelCtx,
+    meta: ReduceMeta,
+    [x, vals, idx, part_idx]: [&GTensor; 4],
+    min: bool,
+) -> crate::error::Result<()> {
+    let (gx, gy, row) = grid(meta.n_out as usize * meta.chunks.max(1) as usize, 64);
+    let meta = ReduceMeta { row, ..meta };
+    let (v, bufs) = if ints::is_int(x.dtype) {
+        let op = if min { ArgIntOp::Min } else { ArgIntOp::Max };
+        (op.variant(), [(3, vals), (4, x), (5, idx), (6, part_idx)])
+    } else {
+        let op = if min { ArgOp::Min } else { ArgOp::Max };
+        (op.variant(), [(1, vals), (2, x), (3, idx), (6, part_idx)])
+    };
+    k.dispatch(&v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))
 }
 
 /// max.dim / min.dim, argmax / argmin, max.default / min.default, aminmax.
@@ -384,6 +490,10 @@ pub(super) fn count_nonzero(k: &mut KernelCtx) -> Out {
     }
     let red = red_mask(k, &x)?;
     let pl = plan(&x, &red, false);
+    // One pass over each row, as a product's.
+    if !stats_fit(k, &pl, StatsOp::Prod) {
+        return Ok(None);
+    }
     k.ensure(&x)?;
     let out = k.new_out(DType::I64, &pl.out_sizes)?;
     if pl.n_out > 0 {
@@ -454,36 +564,59 @@ pub(super) fn scan(k: &mut KernelCtx) -> Out {
         None
     };
     if pl.n_out > 0 && pl.n_red > 0 {
-        let (gx, gy, _) = grid(pl.n_out, 64);
-        // The scan entry points declare the index output: a 1-word stand-in for sums.
-        let dummy;
-        let ib = match &idx {
-            Some(i) => i,
-            None => {
-                dummy = k.new_out(DType::I64, &[1])?;
-                &dummy
-            }
-        };
-        let (v, bufs) = if int_mode {
+        let v = if int_mode {
             pl.meta.p = wrap_code(out_dtype);
-            let v = match op.as_str() {
+            match op.as_str() {
                 "cumprod" => ScanIntOp::Prod,
                 "cummax" => ScanIntOp::Max,
                 "cummin" => ScanIntOp::Min,
                 _ => ScanIntOp::Sum,
-            };
-            (v.variant(), [(3, &out), (4, &xc), (5, ib)])
+            }
+            .variant()
         } else {
-            let v = match op.as_str() {
+            match op.as_str() {
                 "cumsum" => ScanOp::Sum,
                 "cumprod" => ScanOp::Prod,
                 "cummax" => ScanOp::Max,
                 "logcumsumexp" => ScanOp::LogSumExp,
                 _ => ScanOp::Min,
-            };
-            (v.variant(), [(1, &out), (2, &xc), (3, ib)])
+            }
+            .variant()
         };
-        k.dispatch(&v, bytemuck::bytes_of(&pl.meta), &bufs, (gx, gy, 1))?;
+        // The scan entry points declare the index output and `part_i`: 1-word stand-ins
+        // where a pass has none (distinct buffers: one is written, the other read).
+        let none = no_indices(k)?;
+        let no_out = match idx {
+            Some(_) => None,
+            None => Some(no_indices(k)?),
+        };
+        let Some(ib) = idx.as_ref().or(no_out.as_ref()) else {
+            return Ok(None);
+        };
+        if pl.n_red <= PART_LEN {
+            dispatch_scan(k, &v, pl.meta, [&xc, &out, ib, &none])?;
+        } else {
+            // In parts: each part scanned on its own into `local`, then joined.
+            let chunks = pl.n_red.div_ceil(PART_LEN);
+            let local = k.new_out(out_dtype, &x.sizes)?;
+            let local_idx = match ext {
+                true => k.new_out(DType::I64, &x.sizes)?,
+                false => no_indices(k)?,
+            };
+            let first = ReduceMeta {
+                chunks: chunks as u32,
+                chunk_len: PART_LEN as u32,
+                ..pl.meta
+            };
+            dispatch_scan(k, &v, first, [&xc, &local, &local_idx, &none])?;
+            let join = ReduceMeta {
+                join: 1,
+                chunk_len: PART_LEN as u32,
+                offset: 0,
+                ..pl.meta
+            };
+            dispatch_scan(k, &v, join, [&local, &out, ib, &local_idx])?;
+        }
     }
     if inplace {
         super::index::copy_into(k, &out, &x)?;
@@ -495,6 +628,28 @@ pub(super) fn scan(k: &mut KernelCtx) -> Out {
         outs.push(Slot::Tensor(i));
     }
     Ok(Some(outs))
+}
+
+/// One `scan(_i)` pass (variant `v`) of `meta` over `[input, values out, indices out,
+/// part_i]`: a thread per line, per part of a line (`chunks`), or per element (`join`).
+fn dispatch_scan(
+    k: &mut KernelCtx,
+    v: &Variant,
+    meta: ReduceMeta,
+    [x, out, idx, part_idx]: [&GTensor; 4],
+) -> crate::error::Result<()> {
+    let threads = match meta.join {
+        0 => meta.n_out as usize * meta.chunks.max(1) as usize,
+        _ => meta.n_out as usize * meta.n_red as usize,
+    };
+    let (gx, gy, row) = grid(threads, 64);
+    let meta = ReduceMeta { row, ..meta };
+    let bufs = if v.entry == "scan_i" {
+        [(3, out), (4, x), (5, idx), (6, part_idx)]
+    } else {
+        [(1, out), (2, x), (3, idx), (6, part_idx)]
+    };
+    k.dispatch(v, bytemuck::bytes_of(&meta), &bufs, (gx, gy, 1))
 }
 
 /// One elementwise f32 op (`b` broadcast against `a`).
@@ -562,7 +717,7 @@ pub(super) fn group_norm(k: &mut KernelCtx) -> Out {
     };
     let inner: usize = x.sizes[2..].iter().product();
     let len = c / g * inner;
-    if len == 0 || n == 0 {
+    if len == 0 || n == 0 || !super::rows_fit(k, len) {
         return Ok(None);
     }
     let Some(xc) = super::contiguous(k, &x)? else {
@@ -649,13 +804,7 @@ pub(super) fn rms_norm(k: &mut KernelCtx) -> Out {
     let mut pl = plan(&sq, &[false, true], true);
     pl.meta.scale = 1.0 / len as f32;
     let ms = k.new_out(DType::F32, &pl.out_sizes)?;
-    let (gx, gy, _) = grid(pl.n_out, 64);
-    k.dispatch(
-        &ReduceOp::Sum.variant(),
-        bytemuck::bytes_of(&pl.meta),
-        &[(1, &ms), (2, &sq)],
-        (gx, gy, 1),
-    )?;
+    super::reduce_ops::dispatch_reduce(k, pl.meta, ReduceOp::Sum, &sq, &ms, false)?;
     let Some(mse) = ew(k, UnaryOp::Affine.variant(), &ms, None, 1.0, eps)? else {
         return Ok(None);
     };

@@ -45,6 +45,9 @@ pub(super) fn softmax(k: &mut KernelCtx) -> Out {
     };
     let cols = x.sizes[dim];
     let rows = x.numel() / cols.max(1);
+    if !rows_fit(k, cols) {
+        return Ok(None);
+    }
     let out = k.new_out(od, &pv.sizes)?;
     if rows * cols > 0 {
         let base = if safe {
@@ -337,9 +340,27 @@ pub(super) fn encode_reduce(
     Ok(out)
 }
 
-/// Reduced elements one thread of `reduce` / `reduce_i` takes at most; longer rows are
-/// reduced in parts, then the parts (see reduce.wgsl).
-const PART_LEN: usize = 4096;
+/// Reduced elements one thread of `reduce` / `reduce_i` (and of `arg_reduce`, `scan`) takes
+/// at most; longer rows are reduced in parts, then the parts (see reduce.wgsl). Mesa's
+/// lavapipe ends an invocation's loops, silently, once they have run 65,535 iterations in
+/// all (every loop counts, the index arithmetic's too: `sum` stopped after 21,845 elements);
+/// long rows also want more threads than outputs on any GPU.
+pub(super) const PART_LEN: usize = 4096;
+
+/// The [`ReduceMeta`] of a pass over the `[n_out, chunks]` partial results of a pass in parts.
+pub(super) fn over_parts(n_out: usize, chunks: usize) -> ReduceMeta {
+    ReduceMeta {
+        n_out: n_out as u32,
+        n_red: chunks as u32,
+        kept_rank: 1,
+        red_rank: 1,
+        kept_shape: pad8(&[n_out]),
+        kept_strides: pad8(&[chunks]),
+        red_shape: pad8(&[chunks]),
+        red_strides: pad8(&[1]),
+        ..Default::default()
+    }
+}
 
 /// Dispatch `reduce` (`int`: `reduce_i`) of `meta` from `x` into `out`: one thread per
 /// output, or for rows longer than [`PART_LEN`] one per part of a row, then one per output
@@ -383,17 +404,9 @@ pub(super) fn dispatch_reduce(
     };
     one(k, first, x, &parts)?;
     let second = ReduceMeta {
-        n_out: n_out as u32,
-        n_red: chunks as u32,
-        kept_rank: 1,
-        red_rank: 1,
-        kept_shape: pad8(&[n_out]),
-        kept_strides: pad8(&[chunks]),
-        red_shape: pad8(&[chunks]),
-        red_strides: pad8(&[1]),
         scale: meta.scale,
         p: meta.p,
-        ..Default::default()
+        ..over_parts(n_out, chunks)
     };
     one(k, second, &parts, out)
 }

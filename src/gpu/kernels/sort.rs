@@ -51,6 +51,19 @@ pub const MAX_LANE: usize = 1 << 18;
 /// invocation each (`sort`).
 pub const WG_LANE: usize = 128;
 
+/// Whether the sort of a lane of `n` keeps each thread's loop steps within
+/// [`super::LOOP_BUDGET`]: `sort_wg`'s 256 threads take p / 512 + 1 steps (p: `n` to a power
+/// of two) in each of its log2(p) (log2(p) + 1) / 2 bitonic passes, and the loads and stores;
+/// `sort` (lanes under [`WG_LANE`]) merges n log2(n) at most.
+fn sort_fits(k: &KernelCtx, n: usize) -> bool {
+    if n < WG_LANE {
+        return super::loops_fit(k, n * (WG_LANE.trailing_zeros() as usize + 2), 1);
+    }
+    let p = n.next_power_of_two();
+    let passes = p.trailing_zeros() as usize;
+    super::loops_fit(k, passes * (passes + 1) / 2 + 4, p.div_ceil(512) + 1)
+}
+
 /// How the sorted lane is reduced to the output.
 #[derive(Clone, Copy, PartialEq)]
 enum Mode {
@@ -104,7 +117,7 @@ fn encode_sort(
     let numel = x.numel();
     let rows = numel.checked_div(n).unwrap_or(0);
     let limit = k.r.dev.properties.limits.max_storage_buffer_binding_size;
-    if n > MAX_LANE || !k.fits(&x) || (numel as u64) * 16 > limit {
+    if n > MAX_LANE || !k.fits(&x) || (numel as u64) * 16 > limit || !sort_fits(k, n) {
         return Ok(None);
     }
     let vals = k.new_out(x.dtype, out_sizes)?;

@@ -45,6 +45,9 @@ fn weight_norm(k: &mut KernelCtx) -> Out {
     }
     let mut pl = reduce::plan(&v, &red, true);
     pl.meta.p = 2.0;
+    if !reduce::stats_fit(k, &pl, StatsOp::Norm) {
+        return Ok(None);
+    }
     k.ensure(&v)?;
     // Norms in the keepdim shape [1, .., size, .., 1], and g viewed the same way.
     let norm = reduce::encode_stats(k, &v, &pl, StatsOp::Norm)?;

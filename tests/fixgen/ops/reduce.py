@@ -23,6 +23,31 @@ def ties():
     return torch.tensor([[1.0, 3.0, 3.0, -2.0], [0.0, 0.0, -1.0, -1.0], [5.0, 5.0, 5.0, 5.0]])
 
 
+
+def _long_t(n):
+    """The positions of two rows of 100,000 (n is 1: an input, so nothing is folded away)."""
+    return (n * torch.arange(200000, dtype=torch.int32)).reshape(2, 100000)
+
+
+def _long_pattern(x, n):
+    """Two rows of 100,000 integer-valued floats in [0, 10006] (ties every 10,007 columns),
+    times x (1 and 0.5), with a largest value late in each row (column 90,001)."""
+    t = _long_t(n)
+    return x * (t * 7919 % 10007).float() + 20000.0 * (t % 100000 == 90001)
+
+
+def _every_1009th(*outs):
+    """Every 1009th column of each output: the long rows' outputs stay small in the fixture."""
+    return tuple(o[..., ::1009] for o in outs)
+
+
+def _long_factors(n):
+    """Factors 1, 2 and 0.5 whose products along a row of 100,000 are exact (2**50 in all;
+    1 after any 21,845)."""
+    t = _long_t(n)
+    return 1.0 + (t % 1000 == 0) - 0.5 * ((t % 1000 == 500) & (t % 100000 < 50000))
+
+
 B = torch.export.Dim("b", min=2, max=64)
 
 CASES = [
@@ -41,6 +66,25 @@ CASES = [
         y.amax(1), y.amin(0).sum(), y.t().sum(0), (y > 0).sum(1),
         (n * torch.arange(30000, dtype=torch.int32) % 7).reshape(3, 10000).sum(1)),
         [randn(2, 1), torch.tensor(3, dtype=torch.int32)], core=False),
+    # Rows past lavapipe's loop cap for the other one-thread-per-row kernels (arg-reduce,
+    # scans, statistics; issue 17): the cap counts every loop iteration of an invocation, so
+    # rows of 100,000 are past it whatever the loop's body. Integer-valued data (made in the
+    # program) keeps sums and products exact; a late extreme, a NaN and ties cross the parts.
+    Case("arg_long_rows", lambda x, n: (
+        (y := _long_pattern(x, n)).argmax(1), y.argmin(1), y.max(1), (-y).min(1), y.argmax(),
+        torch.where(_long_t(n) == 70001, nan, y).argmax(1),
+        (n * torch.arange(100000, dtype=torch.int32) * 7919 % 10007).reshape(1, 100000).argmax(1)),
+        [torch.tensor([[1.0], [0.5]]), torch.tensor(1, dtype=torch.int32)], tol="exact", core=False),
+    Case("scan_long_rows", lambda x, n: _every_1009th(
+        (y := _long_pattern(x, n) % 5 - 2).cumsum(1), *y.cummax(1), *y.cummin(1),
+        _long_factors(n).cumprod(1), (0.001 * y).logcumsumexp(1),
+        (n * torch.arange(100000, dtype=torch.int32) % 3 - 1).cumsum(0)),
+        [torch.tensor([[1.0], [0.5]]), torch.tensor(1, dtype=torch.int32)], tol="loose", core=False),
+    Case("stats_long_rows", lambda x, n: (
+        (y := _long_pattern(x, n) / 10007).var(1), y.std(1), *torch.var_mean(y, 1), y.logsumexp(1),
+        y.norm(dim=1), torch.linalg.vector_norm(y, 3.0, dim=1), _long_factors(n).prod(1), torch.count_nonzero(y, 1),
+        *_every_1009th(y.softmax(1), y.log_softmax(1), torch.nn.functional.layer_norm(y, (100000,)))),
+        [torch.tensor([[1.0], [0.5]]), torch.tensor(1, dtype=torch.int32)], tol="loose", core=False),
     Case("nan_reductions", lambda x: (x.nansum(1), x.nanmean(1), x.sum(0)), [with_nan()]),
     Case("mean", lambda x: (x.mean(1), x.mean((0, 1, 2), keepdim=True), x.mean()), [randn(3, 4, 5)], core=False),
     Case("mean_f16", lambda x: x.mean(-1), [randn(4, 100, dtype=f16)], tol="half", core=False),

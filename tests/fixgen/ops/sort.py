@@ -23,7 +23,18 @@ def long_rows():
     return x
 
 
+def _lane_200k(n):
+    """A lane of 200,000 distinct integer-valued floats in a scrambled order (n is 1: an
+    input, so nothing is folded away): past the lane length whose bitonic sort stays within
+    lavapipe's 65,535 loop steps per invocation (issue 17)."""
+    return ((n * torch.arange(200000, dtype=torch.int64) * 7919) % 200003).float()
+
+
 CASES = [
+    Case("sort_long_lane", lambda n: (
+        (s := _lane_200k(n).sort(stable=True))[0][::1009], s[1][::1009], _lane_200k(n).topk(5),
+        _lane_200k(n).argsort(descending=True, stable=True)[:7]),
+        [torch.tensor(1)], tol="exact", core=False),
     Case("sort_last", lambda x: x.sort(), [randn(3, 6)], core=False),
     Case("sort_dim0_desc", lambda x: x.sort(0, descending=True), [randn(5, 3)], core=False),
     Case("sort_stable_ties", lambda x: (torch.sort(x, stable=True), torch.sort(x, dim=1, descending=True, stable=True)), [tied()], core=False),
