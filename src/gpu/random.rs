@@ -200,6 +200,12 @@ pub fn randperm(k: &mut KernelCtx) -> Out {
         return Ok(None); // the CPU kernel reports n < 0
     }
     let n = n as usize;
+    // One invocation takes about 35 loop steps per element (the identity, the swap, mod64's
+    // 32 bits): past the loop cap of CPU adapters the CPU kernel shuffles (lavapipe gave a
+    // non-permutation for n = 100,000).
+    if !crate::gpu::kernels::loops_fit(k, n, 35) {
+        return Ok(None);
+    }
     let out = k.new_out(dtype, &[n])?;
     let rng = &mut k.op.state.rng;
     let s = rng.state();

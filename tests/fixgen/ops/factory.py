@@ -65,6 +65,13 @@ def perm_exp_checks(x):
     return p.sort().values, p * 0, (e >= 0).all(), (e.mean() - 0.5).abs() < 0.05
 
 
+def perm_long_checks(x):
+    # Past lavapipe's 65,535 loop steps per invocation (the GPU shuffles in one invocation):
+    # still a permutation of 0..n-1.
+    n = 100_000
+    return (torch.randperm(n).sort().values == torch.arange(n)).all(), x * 0
+
+
 def sdpa_dropout(q, k, v):
     # attention weights are dropped (0) or kept and scaled by 1 / (1 - p) = 2
     out, attn = torch.ops.aten._scaled_dot_product_attention_math.default(q, k, v, None, 0.5)
@@ -116,6 +123,7 @@ CASES = [
     Case("bernoulli", bernoulli_checks, [randn(1)], tol="exact"),
     Case("normal_tensor_mean", normal_checks, [randn(3, 4)], tol="exact"),
     Case("randperm_exponential", perm_exp_checks, [randn(1)], tol="exact"),
+    Case("randperm_long", perm_long_checks, [randn(1)], tol="exact"),
     # dropout: identity in eval; masked and rescaled in training
     Case("dropout_eval", nn.Sequential(nn.Dropout(0.5), nn.Dropout2d(0.3), nn.AlphaDropout(0.2)), [randn(2, 3, 4, 4)]),
     Case("dropout_eval_fn", lambda x: F.dropout(x, 0.5, training=False) + 1, [randn(3, 4)]),
