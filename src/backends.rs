@@ -11,6 +11,7 @@
 //! | [`set_row_algorithm`] | [`RowAlgorithm::Auto`] | the GPU kernel of row reductions (softmax, log_softmax, layer norm, group norm; also the form of matrix products of at most 4 rows, whose dot products are rows: `Thread` one invocation per 4 outputs, the others a 64-invocation workgroup per 4 outputs splitting K, `Auto` the first on software adapters and the second on GPUs): `Auto` takes one invocation per row for rows up to 1024 long and a 64-invocation workgroup per longer row on CPU adapters and SwiftShader, and on GPUs a workgroup per row whose reductions use subgroup operations where the device has `subgroups` (natively; wgpu's browser backend does not pass the feature through), else workgroup memory; the others force one (`Subgroup` without the feature takes `Workgroup`; the tests run each on lavapipe); `PT2WEB_ROW_KERNEL=thread\|workgroup\|subgroup\|auto` overrides natively |
 //! | [`set_autotune`] | [`Autotune::Auto`] | whether GPU kernels with several forms (the matrix multiply's tiled and blocked kernels, where [`set_matmul_algorithm`] leaves the choice to `Auto`) time them per shape and keep the fastest (`src/gpu/tune.rs`; cached per adapter in memory and natively in `autotune-v1.json` under `PT2WEB_CACHE_DIR` or `~/.cache/pt2web`): `Auto` tunes on hardware adapters only, `On` everywhere, `Off` nowhere (the heuristic choice); `PT2WEB_AUTOTUNE=0\|1` overrides natively |
 //! | [`set_graph_passes`] | [`PassSet::ALL`] | the graph passes a session applies when it is created (`src/passes/`: dead-code elimination, removal of no-op copies and views, functionalization of in-place ops, constant folding, batch-norm folding, attention recognition, float32 scales of dynamic quantization, elementwise and epilogue fusion, reinplacing of buffer updates); [`PassSet::NONE`] plans the graph exactly as exported. `PT2WEB_PASSES=none\|all\|functionalize,noop,dce,attention,cse,qparams,const_fold,fold_bn,fuse,epilogue,reinplace` sets it natively when the program has not set it |
+//! | [`opt_einsum::set_enabled`], [`opt_einsum::set_strategy`] | `true`, [`opt_einsum::Strategy::Auto`] | the order in which `einsum` (and `bilinear`, `_trilinear`) contracts three or more operands, on CPU and GPU (torch's `torch.backends.opt_einsum`): enabled, the pairwise order of fewest multiply-adds (`src/ops/matmul/einsum_path.rs`: `Optimal` searches every order, `Greedy` takes the cheapest pair first, `Auto` searches up to 5 operands and is greedy beyond); disabled, left to right |
 //! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
 //!
 //! Every pt2web kernel is already deterministic in its arithmetic: there are no atomics in the
@@ -420,5 +421,74 @@ pub fn is_available(b: Backend) -> bool {
     #[cfg(target_arch = "wasm32")]
     {
         b == Backend::Cpu
+    }
+}
+
+/// `torch.backends.opt_einsum`: how contractions of three or more operands choose their
+/// pairwise order (see the module table and `src/ops/matmul/einsum_path.rs`).
+pub mod opt_einsum {
+    use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+    static ENABLED: AtomicBool = AtomicBool::new(true);
+    static STRATEGY: AtomicU8 = AtomicU8::new(Strategy::Auto as u8);
+
+    /// The path search (torch's `torch.backends.opt_einsum.strategy`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(u8)]
+    pub enum Strategy {
+        /// `Optimal` up to 5 operands, `Greedy` beyond (the default).
+        Auto = 0,
+        /// The cheapest pair first, repeatedly.
+        Greedy = 1,
+        /// Every contraction tree (dynamic programming over operand subsets); past 8
+        /// operands it is `Greedy`, as the search grows as 3^n.
+        Optimal = 2,
+    }
+
+    impl Strategy {
+        pub const ALL: [Strategy; 3] = [Strategy::Auto, Strategy::Greedy, Strategy::Optimal];
+        /// `auto`, `greedy` or `optimal`.
+        pub fn parse(s: &str) -> Option<Strategy> {
+            Strategy::ALL
+                .into_iter()
+                .find(|a| a.name() == s.to_ascii_lowercase())
+        }
+        pub fn name(self) -> &'static str {
+            match self {
+                Strategy::Auto => "auto",
+                Strategy::Greedy => "greedy",
+                Strategy::Optimal => "optimal",
+            }
+        }
+    }
+
+    /// Always true: the path optimizer is part of pt2web (torch needs the `opt_einsum`
+    /// package).
+    pub fn is_available() -> bool {
+        true
+    }
+
+    /// Whether contractions follow an optimized path (else left to right).
+    pub fn enabled() -> bool {
+        ENABLED.load(Ordering::Relaxed)
+    }
+
+    /// Optimize contraction paths (the default) or contract left to right.
+    pub fn set_enabled(on: bool) {
+        ENABLED.store(on, Ordering::Relaxed)
+    }
+
+    /// The current path search.
+    pub fn strategy() -> Strategy {
+        let v = STRATEGY.load(Ordering::Relaxed);
+        Strategy::ALL
+            .into_iter()
+            .find(|a| *a as u8 == v)
+            .unwrap_or(Strategy::Auto)
+    }
+
+    /// Choose the path search for every session (takes effect at the next op).
+    pub fn set_strategy(s: Strategy) {
+        STRATEGY.store(s as u8, Ordering::Relaxed)
     }
 }

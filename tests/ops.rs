@@ -129,3 +129,20 @@ fn a_panicking_kernel_is_an_internal_error() {
     };
     common::compare(got, &want[0], "close").unwrap();
 }
+
+/// The matmul family (einsum with 3 to 5 operands among it) under every
+/// `backends::opt_einsum` strategy and left to right (disabled): each path gives PyTorch's
+/// answer.
+#[test]
+fn einsum_paths_match_pytorch() {
+    use pt2web::backends::opt_einsum::{self, Strategy};
+    for s in Strategy::ALL {
+        opt_einsum::set_strategy(s);
+        run_family("matmul");
+    }
+    opt_einsum::set_strategy(Strategy::Auto);
+    opt_einsum::set_enabled(false);
+    let r = std::panic::catch_unwind(|| run_family("matmul"));
+    opt_einsum::set_enabled(true);
+    assert!(r.is_ok(), "left to right failed");
+}
