@@ -18,8 +18,12 @@
 //! WGSL kernels, and CPU kernels split work by output blocks, so the summation order never
 //! depends on the thread count. The random ops are seeded (`manual_seed`).
 //!
+//! [`set_verbose`] (`PT2WEB_VERBOSE=1`) logs one line per kernel run, with its inputs, the
+//! kernel variant and its time.
+//!
 //! [`is_built`] / [`is_available`] say which backends this build holds and which have an
-//! adapter on this machine.
+//! adapter on this machine; [`cpu::get_cpu_capability`] says which vector instructions the CPU
+//! kernels can use here.
 
 pub use crate::passes::{Pass, PassSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
@@ -490,5 +494,138 @@ pub mod opt_einsum {
     /// Choose the path search for every session (takes effect at the next op).
     pub fn set_strategy(s: Strategy) {
         STRATEGY.store(s as u8, Ordering::Relaxed)
+    }
+}
+
+/// `torch.backends.cpu`: what the CPU backend runs on.
+pub mod cpu {
+    /// The widest vector instruction set of this CPU (natively, detected at run time) or of
+    /// this build (wasm32, fixed when it was compiled), with torch's names: `"AVX512"`
+    /// (avx512f, bw, vl and dq, as torch asks), `"AVX2"` (avx2 and fma), `"DEFAULT"` (other
+    /// x86, and every aarch64: NEON is always there, so torch names nothing more);
+    /// `"WASM_RELAXED_SIMD"` (the relaxed-SIMD builds of scripts/build_wasm.sh,
+    /// `--cfg pt2web_relaxed_simd`), `"WASM_SIMD128"` (the plain build, `+simd128`).
+    pub fn get_cpu_capability() -> &'static str {
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        {
+            let avx512 = std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512dq");
+            let avx2 =
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+            if avx512 {
+                "AVX512"
+            } else if avx2 {
+                "AVX2"
+            } else {
+                "DEFAULT"
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            if cfg!(pt2web_relaxed_simd) {
+                "WASM_RELAXED_SIMD"
+            } else if cfg!(target_feature = "simd128") {
+                "WASM_SIMD128"
+            } else {
+                "DEFAULT"
+            }
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "x86", target_arch = "wasm32")))]
+        {
+            "DEFAULT"
+        }
+    }
+
+    #[cfg(all(
+        test,
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "x86")
+    ))]
+    mod tests {
+        /// What /proc/cpuinfo's flags say, by torch's rule.
+        #[test]
+        fn capability_matches_proc_cpuinfo() {
+            let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+            let flags: Vec<&str> = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, f)| f.split_whitespace().collect())
+                .expect("a flags line in /proc/cpuinfo");
+            let has = |f: &str| flags.contains(&f);
+            let want = if ["avx512f", "avx512bw", "avx512vl", "avx512dq"]
+                .iter()
+                .all(|f| has(f))
+            {
+                "AVX512"
+            } else if has("avx2") && has("fma") {
+                "AVX2"
+            } else {
+                "DEFAULT"
+            };
+            assert_eq!(super::get_cpu_capability(), want, "flags: {flags:?}");
+        }
+    }
+}
+
+/// [`VERBOSE`] before [`set_verbose`] was called or `PT2WEB_VERBOSE` was read.
+const VERBOSE_UNSET: u32 = u32::MAX;
+static VERBOSE: AtomicU32 = AtomicU32::new(VERBOSE_UNSET);
+
+/// A receiver of the verbose kernel log's lines (see [`set_verbose_sink`]).
+pub type VerboseSink = Box<dyn Fn(&str) + Send + Sync>;
+static VERBOSE_SINK: std::sync::RwLock<Option<VerboseSink>> = std::sync::RwLock::new(None);
+
+/// The verbose kernel log's level (`mkldnn.verbose`'s, for pt2web): 0 off, 1 and above one
+/// line per kernel run. Set by [`set_verbose`], else natively by `PT2WEB_VERBOSE` (read
+/// once), else 0. One relaxed atomic load once known: the interpreters read it per node.
+pub fn verbose() -> u32 {
+    match VERBOSE.load(Ordering::Relaxed) {
+        VERBOSE_UNSET => {
+            #[cfg(not(target_arch = "wasm32"))]
+            let level = std::env::var("PT2WEB_VERBOSE")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            #[cfg(target_arch = "wasm32")]
+            let level = 0;
+            // A set_verbose racing this read wins.
+            let _ = VERBOSE.compare_exchange(
+                VERBOSE_UNSET,
+                level,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            VERBOSE.load(Ordering::Relaxed).min(VERBOSE_UNSET - 1)
+        }
+        v => v,
+    }
+}
+
+/// Turn the verbose kernel log on (`level` ≥ 1) or off (0), for every session; overrides
+/// `PT2WEB_VERBOSE`. Each kernel run writes one line: `pt2web_verbose,<device>,<op>,
+/// <node>,<inputs>,<kernel variant>,<time> ms` with inputs as `float32[2x3];int64[4]` (CPU: measured around the
+/// kernel; GPU: the host time to record its dispatches, not GPU time).
+pub fn set_verbose(level: u32) {
+    VERBOSE.store(level.min(VERBOSE_UNSET - 1), Ordering::Relaxed)
+}
+
+/// Send the verbose log's lines to `sink` instead of stderr (natively) or the console
+/// (wasm32); `None` restores those.
+pub fn set_verbose_sink(sink: Option<VerboseSink>) {
+    *VERBOSE_SINK.write().unwrap_or_else(|e| e.into_inner()) = sink;
+}
+
+/// Write one verbose log line to the sink, stderr or the console.
+pub(crate) fn verbose_line(line: &str) {
+    let sink = VERBOSE_SINK.read().unwrap_or_else(|e| e.into_inner());
+    match sink.as_ref() {
+        Some(f) => f(line),
+        #[cfg(not(target_arch = "wasm32"))]
+        None => eprintln!("{line}"),
+        #[cfg(target_arch = "wasm32")]
+        None => web_sys::console::log_1(&line.into()),
     }
 }

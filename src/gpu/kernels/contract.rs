@@ -14,7 +14,7 @@ use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::{contiguous_strides, GTensor};
 use crate::ops::matmul::einsum::{arranged_strides, label_size};
-use crate::ops::matmul::einsum_path::contract_along;
+use crate::ops::matmul::einsum_path::{contract_along, labelled};
 use crate::program::Arg;
 
 /// The GPU tensors of a tensor-list argument.
@@ -159,13 +159,7 @@ fn contract_ops(k: &mut KernelCtx, ops: Vec<Op>, out: &[u32]) -> Result<Option<G
     if !(d == DType::F32 || is_int(d)) || ops.iter().any(|o| o.t.dtype != d) {
         return Ok(None);
     }
-    let described = |o: &Op| -> Vec<(u32, usize)> {
-        o.labels
-            .iter()
-            .copied()
-            .zip(o.t.sizes.iter().copied())
-            .collect()
-    };
+    let described = |o: &Op| labelled(&o.labels, &o.t.sizes);
     let Some(acc) = contract_along(ops, out, described, |a, b, keep| pair(k, a, b, keep))? else {
         return Ok(None);
     };

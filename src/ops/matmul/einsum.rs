@@ -4,7 +4,7 @@
 //! right), each pair as one batched GEMM ([batch, kept-left, contracted] @ [batch,
 //! contracted, kept-right]). Size-1 dims broadcast, as in torch.
 
-use super::einsum_path::contract_along;
+use super::einsum_path::{contract_along, labelled};
 use super::{as_dtype, compute_dtype, gemm::batched_matmul};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
@@ -345,13 +345,7 @@ pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
 /// `backends::opt_einsum` path (einsum_path.rs) into the labels `out`; the result is in the
 /// compute dtype.
 fn contract_ops(ctx: &OpCtx, ops: Vec<Op>, out: &[u32]) -> Result<Tensor> {
-    let described = |o: &Op| -> Vec<(u32, usize)> {
-        o.labels
-            .iter()
-            .copied()
-            .zip(o.t.sizes.iter().copied())
-            .collect()
-    };
+    let described = |o: &Op| labelled(&o.labels, &o.t.sizes);
     let acc = contract_along(ops, out, described, |a, b, keep| {
         pair(ctx, a, b, keep).map(Some)
     })?

@@ -252,6 +252,11 @@ fn emit(mask: usize, split: &[usize], slots: &mut Vec<usize>, steps: &mut Vec<(u
     slots.remove(b);
 }
 
+/// An operand's labels paired with its sizes, as [`contract_along`] takes them.
+pub(crate) fn labelled(labels: &[u32], sizes: &[usize]) -> Vec<(u32, usize)> {
+    labels.iter().copied().zip(sizes.iter().copied()).collect()
+}
+
 /// Contract `ops` along the current path, the same way on every device: `labels` gives an
 /// operand's labels and sizes, `pair(a, b, keep)` contracts two operands keeping the labels
 /// for which `keep` holds (`None`: the device declines, and so does the whole contraction).
