@@ -457,12 +457,32 @@ export interface BackendSwitches {
   /** The graph passes of models loaded from now on (set: 'all', 'none', a comma-separated
    * string or an array of names). */
   graphPasses: GraphPass[];
+  /** torch's `torch.backends.opt_einsum`: the contraction order of einsum with 3+ operands
+   * (`enabled: false`: left to right); `isAvailable` is always true (read only). */
+  optEinsum: OptEinsum;
+}
+
+/** `backends.optEinsum` (torch's `torch.backends.opt_einsum`). */
+export interface OptEinsum {
+  enabled: boolean;
+  /** 'optimal' searches every order (up to 8 operands, greedy beyond), 'greedy' takes the
+   * pair that shrinks the operands most first, 'auto' is 'optimal' up to 5 operands. */
+  strategy: 'auto' | 'greedy' | 'optimal';
+  readonly isAvailable: boolean;
 }
 
 export const backends: {
   /** Every switch now, and `built`: the backends this build holds. */
   get(): Promise<BackendSwitches & { built: BackendName[] }>;
-  set(switches: Partial<Omit<BackendSwitches, 'graphPasses'>> & { graphPasses?: 'all' | 'none' | string | GraphPass[] }): Promise<void>;
+  set(switches: Partial<Omit<BackendSwitches, 'graphPasses' | 'optEinsum'>> & { graphPasses?: 'all' | 'none' | string | GraphPass[]; optEinsum?: Partial<Omit<OptEinsum, 'isAvailable'>> }): Promise<void>;
+  /** torch's `torch.backends.cpu`: the WebAssembly build running. */
+  cpu: { getCpuCapability(): Promise<'WASM_SIMD128' | 'WASM_RELAXED_SIMD' | 'DEFAULT'> };
+  /** The verbose kernel log: one console line per kernel run; 0 turns it off. */
+  setVerbose(level: number): Promise<void>;
+  optEinsum: {
+    get(): Promise<OptEinsum>;
+    set(v: Partial<Omit<OptEinsum, 'isAvailable'>>): Promise<void>;
+  };
   isBuilt(name: BackendName): Promise<boolean>;
   /** Built and usable here ('webgpu': an adapter is available). */
   isAvailable(name: BackendName): Promise<boolean>;

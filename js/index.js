@@ -10,14 +10,16 @@ import * as cache from './cache.js';
 let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDeviceProperties,
   gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize,
   gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy,
-  gpuWebGpuDevice, panicForTest, wasmExtraFiles, backendsGet, backendsSet;
+  gpuWebGpuDevice, panicForTest, wasmExtraFiles, backendsGet, backendsSet, backendsCpuCapability,
+  backendsSetVerbose;
 function bindGlue(m) {
   ({
     default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
     programNames: wasmProgramNames, gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction,
     gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen,
     gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy, gpuWebGpuDevice,
-    __panicForTest: panicForTest, extraFiles: wasmExtraFiles, backendsGet, backendsSet,
+    __panicForTest: panicForTest, extraFiles: wasmExtraFiles, backendsGet, backendsSet, backendsCpuCapability,
+    backendsSetVerbose,
   } = m);
 }
 
@@ -809,7 +811,7 @@ export const gpu = {
   },
 };
 
-const SWITCHES = ['allowF16ReducedPrecision', 'attention', 'attentionKernel', 'convAlgorithm', 'matmulAlgorithm', 'rowAlgorithm', 'autotune', 'deterministic', 'graphPasses'];
+const SWITCHES = ['allowF16ReducedPrecision', 'attention', 'attentionKernel', 'convAlgorithm', 'matmulAlgorithm', 'rowAlgorithm', 'autotune', 'deterministic', 'graphPasses', 'optEinsum'];
 
 /**
  * The backend switches of this page or Worker (Rust's `pt2web::backends`, in the spirit of
@@ -829,6 +831,31 @@ export const backends = {
     for (const [k, v] of Object.entries(switches)) {
       try { backendsSet(k, v); } catch (e) { throw wrapError(e); }
     }
+  },
+  /**
+   * torch's `torch.backends.opt_einsum`: the order in which einsum contracts 3+ operands, on
+   * CPU and WebGPU. `await backends.optEinsum.get()` is `{enabled, strategy, isAvailable}`;
+   * `await backends.optEinsum.set({enabled: false})` contracts left to right,
+   * `set({strategy: 'greedy'})` ('auto', 'greedy', 'optimal') picks the search.
+   */
+  /** torch's `torch.backends.cpu`: `await backends.cpu.getCpuCapability()` is the
+   * WebAssembly build running, 'WASM_SIMD128' or 'WASM_RELAXED_SIMD'. */
+  cpu: {
+    async getCpuCapability() {
+      await init();
+      return backendsCpuCapability();
+    },
+  },
+  /** The verbose kernel log (torch's `mkldnn.verbose`): `await backends.setVerbose(1)` logs
+   * one console line per kernel run (op, node, input shapes, variant, host time); 0: off. */
+  async setVerbose(level) {
+    if (!Number.isInteger(level) || level < 0) throw new Pt2WebError(`backends.setVerbose(): expected a level >= 0, got ${show(level)}`, 'INPUT');
+    await init();
+    backendsSetVerbose(level);
+  },
+  optEinsum: {
+    async get() { return (await backends.get()).optEinsum; },
+    async set(v) { return backends.set({ optEinsum: v }); },
   },
   /** Whether this build holds the backend ('cpu', 'webgpu', 'vulkan', ...). */
   async isBuilt(name) {

@@ -11,14 +11,19 @@
 //! | [`set_row_algorithm`] | [`RowAlgorithm::Auto`] | the GPU kernel of row reductions (softmax, log_softmax, layer norm, group norm; also the form of matrix products of at most 4 rows, whose dot products are rows: `Thread` one invocation per 4 outputs, the others a 64-invocation workgroup per 4 outputs splitting K, `Auto` the first on software adapters and the second on GPUs): `Auto` takes one invocation per row for rows up to 1024 long and a 64-invocation workgroup per longer row on CPU adapters and SwiftShader, and on GPUs a workgroup per row whose reductions use subgroup operations where the device has `subgroups` (natively; wgpu's browser backend does not pass the feature through), else workgroup memory; the others force one (`Subgroup` without the feature takes `Workgroup`; the tests run each on lavapipe); `PT2WEB_ROW_KERNEL=thread\|workgroup\|subgroup\|auto` overrides natively |
 //! | [`set_autotune`] | [`Autotune::Auto`] | whether GPU kernels with several forms (the matrix multiply's tiled and blocked kernels, where [`set_matmul_algorithm`] leaves the choice to `Auto`) time them per shape and keep the fastest (`src/gpu/tune.rs`; cached per adapter in memory and natively in `autotune-v1.json` under `PT2WEB_CACHE_DIR` or `~/.cache/pt2web`): `Auto` tunes on hardware adapters only, `On` everywhere, `Off` nowhere (the heuristic choice); `PT2WEB_AUTOTUNE=0\|1` overrides natively |
 //! | [`set_graph_passes`] | [`PassSet::ALL`] | the graph passes a session applies when it is created (`src/passes/`: dead-code elimination, removal of no-op copies and views, functionalization of in-place ops, constant folding, batch-norm folding, attention recognition, float32 scales of dynamic quantization, elementwise and epilogue fusion, reinplacing of buffer updates); [`PassSet::NONE`] plans the graph exactly as exported. `PT2WEB_PASSES=none\|all\|functionalize,noop,dce,attention,cse,qparams,const_fold,fold_bn,fuse,epilogue,reinplace` sets it natively when the program has not set it |
+//! | [`opt_einsum::set_enabled`], [`opt_einsum::set_strategy`] | `true`, [`opt_einsum::Strategy::Auto`] | the order in which `einsum` (and `bilinear`, `_trilinear`) contracts three or more operands, on CPU and GPU (torch's `torch.backends.opt_einsum`): enabled, the pairwise order of fewest multiply-adds (`src/ops/matmul/einsum_path.rs`: `Optimal` searches every order, `Greedy` takes the cheapest pair first, `Auto` searches up to 5 operands and is greedy beyond); disabled, left to right |
 //! | [`set_deterministic`] | `false` | GPU buffers are zero-filled when taken from the pool (torch's `fill_uninitialized_memory`: memory a kernel does not write reads the same on every run, not whatever the previous tensor left there); costs one queue write of zeros per buffer taken |
 //!
 //! Every pt2web kernel is already deterministic in its arithmetic: there are no atomics in the
 //! WGSL kernels, and CPU kernels split work by output blocks, so the summation order never
 //! depends on the thread count. The random ops are seeded (`manual_seed`).
 //!
+//! [`set_verbose`] (`PT2WEB_VERBOSE=1`) logs one line per kernel run, with its inputs, the
+//! kernel variant and its time.
+//!
 //! [`is_built`] / [`is_available`] say which backends this build holds and which have an
-//! adapter on this machine.
+//! adapter on this machine; [`cpu::get_cpu_capability`] says which vector instructions the CPU
+//! kernels can use here.
 
 pub use crate::passes::{Pass, PassSet};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
@@ -420,5 +425,207 @@ pub fn is_available(b: Backend) -> bool {
     #[cfg(target_arch = "wasm32")]
     {
         b == Backend::Cpu
+    }
+}
+
+/// `torch.backends.opt_einsum`: how contractions of three or more operands choose their
+/// pairwise order (see the module table and `src/ops/matmul/einsum_path.rs`).
+pub mod opt_einsum {
+    use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+
+    static ENABLED: AtomicBool = AtomicBool::new(true);
+    static STRATEGY: AtomicU8 = AtomicU8::new(Strategy::Auto as u8);
+
+    /// The path search (torch's `torch.backends.opt_einsum.strategy`).
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    #[repr(u8)]
+    pub enum Strategy {
+        /// `Optimal` up to 5 operands, `Greedy` beyond (the default).
+        Auto = 0,
+        /// The cheapest pair first, repeatedly.
+        Greedy = 1,
+        /// Every contraction tree (dynamic programming over operand subsets); past 8
+        /// operands it is `Greedy`, as the search grows as 3^n.
+        Optimal = 2,
+    }
+
+    impl Strategy {
+        pub const ALL: [Strategy; 3] = [Strategy::Auto, Strategy::Greedy, Strategy::Optimal];
+        /// `auto`, `greedy` or `optimal`.
+        pub fn parse(s: &str) -> Option<Strategy> {
+            Strategy::ALL
+                .into_iter()
+                .find(|a| a.name() == s.to_ascii_lowercase())
+        }
+        pub fn name(self) -> &'static str {
+            match self {
+                Strategy::Auto => "auto",
+                Strategy::Greedy => "greedy",
+                Strategy::Optimal => "optimal",
+            }
+        }
+    }
+
+    /// Always true: the path optimizer is part of pt2web (torch needs the `opt_einsum`
+    /// package).
+    pub fn is_available() -> bool {
+        true
+    }
+
+    /// Whether contractions follow an optimized path (else left to right).
+    pub fn enabled() -> bool {
+        ENABLED.load(Ordering::Relaxed)
+    }
+
+    /// Optimize contraction paths (the default) or contract left to right.
+    pub fn set_enabled(on: bool) {
+        ENABLED.store(on, Ordering::Relaxed)
+    }
+
+    /// The current path search.
+    pub fn strategy() -> Strategy {
+        let v = STRATEGY.load(Ordering::Relaxed);
+        Strategy::ALL
+            .into_iter()
+            .find(|a| *a as u8 == v)
+            .unwrap_or(Strategy::Auto)
+    }
+
+    /// Choose the path search for every session (takes effect at the next op).
+    pub fn set_strategy(s: Strategy) {
+        STRATEGY.store(s as u8, Ordering::Relaxed)
+    }
+}
+
+/// `torch.backends.cpu`: what the CPU backend runs on.
+pub mod cpu {
+    /// The widest vector instruction set of this CPU (natively, detected at run time) or of
+    /// this build (wasm32, fixed when it was compiled), with torch's names: `"AVX512"`
+    /// (avx512f, bw, vl and dq, as torch asks), `"AVX2"` (avx2 and fma), `"DEFAULT"` (other
+    /// x86, and every aarch64: NEON is always there, so torch names nothing more);
+    /// `"WASM_RELAXED_SIMD"` (the relaxed-SIMD builds of scripts/build_wasm.sh,
+    /// `--cfg pt2web_relaxed_simd`), `"WASM_SIMD128"` (the plain build, `+simd128`).
+    pub fn get_cpu_capability() -> &'static str {
+        #[cfg(any(target_arch = "x86_64", target_arch = "x86"))]
+        {
+            let avx512 = std::is_x86_feature_detected!("avx512f")
+                && std::is_x86_feature_detected!("avx512bw")
+                && std::is_x86_feature_detected!("avx512vl")
+                && std::is_x86_feature_detected!("avx512dq");
+            let avx2 =
+                std::is_x86_feature_detected!("avx2") && std::is_x86_feature_detected!("fma");
+            if avx512 {
+                "AVX512"
+            } else if avx2 {
+                "AVX2"
+            } else {
+                "DEFAULT"
+            }
+        }
+        #[cfg(target_arch = "wasm32")]
+        {
+            if cfg!(pt2web_relaxed_simd) {
+                "WASM_RELAXED_SIMD"
+            } else if cfg!(target_feature = "simd128") {
+                "WASM_SIMD128"
+            } else {
+                "DEFAULT"
+            }
+        }
+        #[cfg(not(any(target_arch = "x86_64", target_arch = "x86", target_arch = "wasm32")))]
+        {
+            "DEFAULT"
+        }
+    }
+
+    #[cfg(all(
+        test,
+        target_os = "linux",
+        any(target_arch = "x86_64", target_arch = "x86")
+    ))]
+    mod tests {
+        /// What /proc/cpuinfo's flags say, by torch's rule.
+        #[test]
+        fn capability_matches_proc_cpuinfo() {
+            let info = std::fs::read_to_string("/proc/cpuinfo").expect("/proc/cpuinfo");
+            let flags: Vec<&str> = info
+                .lines()
+                .find_map(|l| l.strip_prefix("flags"))
+                .and_then(|l| l.split_once(':'))
+                .map(|(_, f)| f.split_whitespace().collect())
+                .expect("a flags line in /proc/cpuinfo");
+            let has = |f: &str| flags.contains(&f);
+            let want = if ["avx512f", "avx512bw", "avx512vl", "avx512dq"]
+                .iter()
+                .all(|f| has(f))
+            {
+                "AVX512"
+            } else if has("avx2") && has("fma") {
+                "AVX2"
+            } else {
+                "DEFAULT"
+            };
+            assert_eq!(super::get_cpu_capability(), want, "flags: {flags:?}");
+        }
+    }
+}
+
+/// [`VERBOSE`] before [`set_verbose`] was called or `PT2WEB_VERBOSE` was read.
+const VERBOSE_UNSET: u32 = u32::MAX;
+static VERBOSE: AtomicU32 = AtomicU32::new(VERBOSE_UNSET);
+
+/// A receiver of the verbose kernel log's lines (see [`set_verbose_sink`]).
+pub type VerboseSink = Box<dyn Fn(&str) + Send + Sync>;
+static VERBOSE_SINK: std::sync::RwLock<Option<VerboseSink>> = std::sync::RwLock::new(None);
+
+/// The verbose kernel log's level (`mkldnn.verbose`'s, for pt2web): 0 off, 1 and above one
+/// line per kernel run. Set by [`set_verbose`], else natively by `PT2WEB_VERBOSE` (read
+/// once), else 0. One relaxed atomic load once known: the interpreters read it per node.
+pub fn verbose() -> u32 {
+    match VERBOSE.load(Ordering::Relaxed) {
+        VERBOSE_UNSET => {
+            #[cfg(not(target_arch = "wasm32"))]
+            let level = std::env::var("PT2WEB_VERBOSE")
+                .ok()
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0);
+            #[cfg(target_arch = "wasm32")]
+            let level = 0;
+            // A set_verbose racing this read wins.
+            let _ = VERBOSE.compare_exchange(
+                VERBOSE_UNSET,
+                level,
+                Ordering::Relaxed,
+                Ordering::Relaxed,
+            );
+            VERBOSE.load(Ordering::Relaxed).min(VERBOSE_UNSET - 1)
+        }
+        v => v,
+    }
+}
+
+/// Turn the verbose kernel log on (`level` ≥ 1) or off (0), for every session; overrides
+/// `PT2WEB_VERBOSE`. Each kernel run writes one line: `pt2web_verbose,<device>,<op>,
+/// <node>,<inputs>,<kernel variant>,<time> ms` with inputs as `float32[2x3];int64[4]` (CPU: measured around the
+/// kernel; GPU: the host time to record its dispatches, not GPU time).
+pub fn set_verbose(level: u32) {
+    VERBOSE.store(level.min(VERBOSE_UNSET - 1), Ordering::Relaxed)
+}
+
+/// Send the verbose log's lines to `sink` instead of stderr (natively) or the console
+/// (wasm32); `None` restores those.
+pub fn set_verbose_sink(sink: Option<VerboseSink>) {
+    *VERBOSE_SINK.write().unwrap_or_else(|e| e.into_inner()) = sink;
+}
+
+/// Write one verbose log line to the sink, stderr or the console.
+pub(crate) fn verbose_line(line: &str) {
+    let sink = VERBOSE_SINK.read().unwrap_or_else(|e| e.into_inner());
+    match sink.as_ref() {
+        Some(f) => f(line),
+        #[cfg(not(target_arch = "wasm32"))]
+        None => eprintln!("{line}"),
+        #[cfg(target_arch = "wasm32")]
+        None => web_sys::console::log_1(&line.into()),
     }
 }

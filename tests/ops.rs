@@ -129,3 +129,62 @@ fn a_panicking_kernel_is_an_internal_error() {
     };
     common::compare(got, &want[0], "close").unwrap();
 }
+
+/// The matmul family (einsum with 3 to 5 operands among it) under every
+/// `backends::opt_einsum` strategy and left to right (disabled): each path gives PyTorch's
+/// answer.
+#[test]
+fn einsum_paths_match_pytorch() {
+    use pt2web::backends::opt_einsum::{self, Strategy};
+    for s in Strategy::ALL {
+        opt_einsum::set_strategy(s);
+        run_family("matmul");
+    }
+    opt_einsum::set_strategy(Strategy::Auto);
+    opt_einsum::set_enabled(false);
+    let r = std::panic::catch_unwind(|| run_family("matmul"));
+    opt_einsum::set_enabled(true);
+    assert!(r.is_ok(), "left to right failed");
+}
+
+/// The verbose kernel log (`backends::set_verbose`): one line per node the interpreter runs,
+/// naming its op and node, with the input shapes and a time; nothing once it is off.
+#[test]
+fn verbose_log_has_one_line_per_node() {
+    use pt2web::backends;
+    use std::sync::{Arc, Mutex};
+    let (program, inputs, _) = common::first_io_case("mlp_core");
+    let nodes: Vec<(String, String)> = program
+        .graph
+        .nodes
+        .iter()
+        .map(|n| (n.target.clone(), n.name.clone()))
+        .collect();
+    let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
+    let mut session = Session::with_passes(program, backends::PassSet::NONE).unwrap();
+    // Only this thread's lines: the other tests of this binary run sessions beside it.
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (sink, me) = (lines.clone(), std::thread::current().id());
+    backends::set_verbose_sink(Some(Box::new(move |l: &str| {
+        if std::thread::current().id() == me {
+            sink.lock().unwrap().push(l.to_string());
+        }
+    })));
+    backends::set_verbose(1);
+    let run = session.run(inputs.clone());
+    backends::set_verbose(0);
+    session.run(inputs).unwrap();
+    backends::set_verbose_sink(None);
+    run.unwrap();
+    let lines = lines.lock().unwrap().clone();
+    assert_eq!(lines.len(), nodes.len(), "{lines:#?}");
+    for (line, (target, name)) in lines.iter().zip(&nodes) {
+        let f: Vec<&str> = line.split(',').collect();
+        assert_eq!(&f[..4], ["pt2web_verbose", "cpu", target, name], "{line}");
+        assert!(f[6].ends_with(" ms"), "{line}");
+    }
+    assert!(
+        lines.iter().any(|l| l.contains("float32[32x16]")),
+        "input shapes are listed: {lines:#?}"
+    );
+}

@@ -279,6 +279,33 @@ fn matmul_algorithms_match_pytorch() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// The matmul family (einsum with 3 to 5 operands among it) on the GPU under every
+/// `backends::opt_einsum` strategy and left to right (`None`): the GPU follows the CPU's
+/// path, and each gives PyTorch's answer.
+#[test]
+fn einsum_paths_match_pytorch() {
+    use pt2web::backends::opt_einsum::{self, Strategy};
+    let Some(dev) = device() else { return };
+    let _switches = SWITCHES.lock().unwrap_or_else(|e| e.into_inner());
+    let failures = under_each(
+        &dev,
+        &[
+            Some(Strategy::Auto),
+            Some(Strategy::Greedy),
+            Some(Strategy::Optimal),
+            None,
+        ],
+        |s| s.map_or("disabled", Strategy::name).to_string(),
+        |s| {
+            opt_einsum::set_enabled(s.is_some());
+            opt_einsum::set_strategy(s.unwrap_or(Strategy::Auto));
+        },
+        &["matmul"],
+    );
+    opt_einsum::set_enabled(true);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Every row-reduction kernel form (softmax, log_softmax, the attention's safe softmax,
 /// layer, group and instance norm, and the few-row matrix products, whose dot products are
 /// rows too) on the families that use them: `Auto` takes one invocation per short row on

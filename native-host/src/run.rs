@@ -494,7 +494,9 @@ fn session_describe(s: &pt2web::gpu::GpuSession) -> String {
     )
 }
 
-/// `pt2web devices`: every adapter wgpu finds, with its key limits and features.
+/// `pt2web devices`: the CPU capability (`backends::cpu::get_cpu_capability`) and every
+/// adapter wgpu finds, with its key limits and features (`--json`: `{cpu_capability,
+/// adapters: [...]}`).
 pub fn devices(backend: &str, json: bool) -> Result<(), String> {
     let b = pt2web::gpu::BackendChoice::parse(backend).map_err(|e| e.to_string())?;
     let list: Vec<_> = pt2web::gpu::adapters(b)
@@ -521,12 +523,20 @@ pub fn devices(backend: &str, json: bool) -> Result<(), String> {
                 })
             })
             .collect();
+        let all = serde_json::json!({
+            "cpu_capability": pt2web::backends::cpu::get_cpu_capability(),
+            "adapters": v,
+        });
         println!(
             "{}",
-            serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?
+            serde_json::to_string_pretty(&all).map_err(|e| e.to_string())?
         );
         return Ok(());
     }
+    println!(
+        "cpu: capability {}",
+        pt2web::backends::cpu::get_cpu_capability()
+    );
     if list.is_empty() {
         println!("no GPU adapters (on Linux without a GPU: apt-get install mesa-vulkan-drivers)");
     }

@@ -32,7 +32,9 @@ fn autotune_parse(s: &str) -> Option<Autotune> {
 
 /// Every switch as it is now: `{allowF16ReducedPrecision, attention, attentionKernel,
 /// convAlgorithm, matmulAlgorithm, rowAlgorithm, autotune, deterministic, graphPasses,
-/// built}` (`graphPasses`: the pass names, `built`: the backends this build holds).
+/// optEinsum, built}` (`graphPasses`: the pass names, `optEinsum`: `{enabled, strategy,
+/// isAvailable}` as torch's `torch.backends.opt_einsum`, `built`: the backends this build
+/// holds).
 #[wasm_bindgen(js_name = backendsGet)]
 pub fn backends_get() -> Result<JsValue, JsValue> {
     let built: Vec<&str> = Built::ALL
@@ -55,6 +57,11 @@ pub fn backends_get() -> Result<JsValue, JsValue> {
         "autotune": autotune_name(b::autotune()),
         "deterministic": b::deterministic(),
         "graphPasses": passes,
+        "optEinsum": {
+            "enabled": b::opt_einsum::enabled(),
+            "strategy": b::opt_einsum::strategy().name(),
+            "isAvailable": b::opt_einsum::is_available(),
+        },
         "built": built,
     }))
 }
@@ -96,6 +103,7 @@ pub fn backends_set(name: &str, value: JsValue) -> Result<(), JsValue> {
         "matmulAlgorithm" => b::set_matmul_algorithm(choice(name, &value, MatmulAlgorithm::parse, "auto, tiled, blocked")?),
         "rowAlgorithm" => b::set_row_algorithm(choice(name, &value, RowAlgorithm::parse, "auto, thread, workgroup, subgroup")?),
         "autotune" => b::set_autotune(choice(name, &value, autotune_parse, "auto, on, off")?),
+        "optEinsum" => set_opt_einsum(&value)?,
         "graphPasses" => {
             let spec = if Array::is_array(&value) {
                 Array::from(&value)
@@ -122,9 +130,57 @@ pub fn backends_set(name: &str, value: JsValue) -> Result<(), JsValue> {
         other => {
             return Err(js_error(
                 "INPUT",
-                &format!("backends: no switch '{other}' (allowF16ReducedPrecision, attention, attentionKernel, convAlgorithm, matmulAlgorithm, rowAlgorithm, autotune, deterministic, graphPasses)"),
+                &format!("backends: no switch '{other}' (allowF16ReducedPrecision, attention, attentionKernel, convAlgorithm, matmulAlgorithm, rowAlgorithm, autotune, deterministic, graphPasses, optEinsum)"),
             ))
         }
     }
     Ok(())
+}
+
+/// `optEinsum`: an object with `enabled` (a boolean) and / or `strategy` (`'auto'`,
+/// `'greedy'`, `'optimal'`); both are checked before either is set.
+fn set_opt_einsum(value: &JsValue) -> Result<(), JsValue> {
+    if !value.is_object() {
+        return Err(js_error(
+            "INPUT",
+            &format!("backends.optEinsum: expected {{enabled, strategy}}, got {value:?}"),
+        ));
+    }
+    let field =
+        |k: &str| js_sys::Reflect::get(value, &JsValue::from_str(k)).unwrap_or(JsValue::UNDEFINED);
+    let (on, st) = (field("enabled"), field("strategy"));
+    let on = (!on.is_undefined())
+        .then(|| flag("optEinsum.enabled", &on))
+        .transpose()?;
+    let st = (!st.is_undefined())
+        .then(|| {
+            choice(
+                "optEinsum.strategy",
+                &st,
+                b::opt_einsum::Strategy::parse,
+                "auto, greedy, optimal",
+            )
+        })
+        .transpose()?;
+    if let Some(on) = on {
+        b::opt_einsum::set_enabled(on);
+    }
+    if let Some(st) = st {
+        b::opt_einsum::set_strategy(st);
+    }
+    Ok(())
+}
+
+/// `backends.cpu.getCpuCapability()`: which build of the WebAssembly runs
+/// (`WASM_SIMD128`, `WASM_RELAXED_SIMD`; see `backends::cpu::get_cpu_capability`).
+#[wasm_bindgen(js_name = backendsCpuCapability)]
+pub fn backends_cpu_capability() -> String {
+    b::cpu::get_cpu_capability().to_string()
+}
+
+/// `backends.setVerbose(level)`: the verbose kernel log (`backends::set_verbose`), one
+/// console line per kernel run; 0 turns it off.
+#[wasm_bindgen(js_name = backendsSetVerbose)]
+pub fn backends_set_verbose(level: u32) {
+    b::set_verbose(level)
 }

@@ -135,6 +135,7 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
             p.depth += 1;
             p.elapsed()
         });
+        let verbose_start = (crate::backends::verbose() > 0).then(profile::now_ms);
         let outs = {
             let mut ctx = OpCtx {
                 node,
@@ -155,6 +156,14 @@ pub fn run_graph(graph: &Graph, inputs: Vec<RValue>, st: &mut RunState) -> Resul
                 depth: p.depth,
                 cat: "op",
             });
+        }
+        if let Some(t0) = verbose_start {
+            let ms = profile::now_ms() - t0;
+            let inputs = step.reads.iter().map(|&id| match env.get(id) {
+                Some(Some(RValue::Tensor(t))) => Some((t.dtype, t.sizes.as_slice())),
+                _ => None,
+            });
+            profile::verbose_kernel("cpu", node, inputs, "cpu", ms);
         }
         let outs = outs?;
         st.nodes_run += 1;

@@ -137,3 +137,27 @@ pub fn now_ms() -> f64 {
     }
     js_sys::Date::now()
 }
+
+/// One line of the verbose kernel log (`backends::set_verbose`): the device, the op, the
+/// node, its tensor inputs (`float32[2x3]`, `;`-separated: the line stays comma-separated), the kernel variant and the time
+/// in ms.
+pub(crate) fn verbose_kernel<'a>(
+    device: &str,
+    node: &crate::program::Node,
+    inputs: impl Iterator<Item = Option<(crate::dtype::DType, &'a [usize])>>,
+    variant: &str,
+    ms: f64,
+) {
+    let inputs: Vec<String> = inputs
+        .flatten()
+        .map(|(d, s)| {
+            let dims: Vec<String> = s.iter().map(usize::to_string).collect();
+            format!("{d}[{}]", dims.join("x"))
+        })
+        .collect();
+    let inputs = inputs.join(";");
+    crate::backends::verbose_line(&format!(
+        "pt2web_verbose,{device},{},{},{inputs},{variant},{ms:.4} ms",
+        node.target, node.name
+    ));
+}

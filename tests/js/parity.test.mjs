@@ -110,3 +110,24 @@ test('backends: the switches read and set; graph passes off plan the graph as ex
   await assert.rejects(backends.set({ warp: true }), (e) => e.code === 'INPUT' && /no switch 'warp'/.test(e.message));
   await assert.rejects(backends.set({ graphPasses: ['dce', 'magic'] }), (e) => e.code === 'INPUT' && /unknown graph pass 'magic'/.test(e.message));
 });
+
+test('backends.optEinsum: torch.backends.opt_einsum read and set, bad values rejected', async () => {
+  assert.deepEqual(await backends.optEinsum.get(), { enabled: true, strategy: 'auto', isAvailable: true });
+  try {
+    await backends.optEinsum.set({ strategy: 'greedy' });
+    assert.deepEqual(await backends.optEinsum.get(), { enabled: true, strategy: 'greedy', isAvailable: true });
+    await backends.set({ optEinsum: { enabled: false, strategy: 'optimal' } });
+    assert.deepEqual((await backends.get()).optEinsum, { enabled: false, strategy: 'optimal', isAvailable: true });
+    await assert.rejects(backends.optEinsum.set({ strategy: 'dp' }), (e) => e.code === 'INPUT' && /auto, greedy, optimal/.test(e.message));
+    await assert.rejects(backends.optEinsum.set({ enabled: 'yes' }), (e) => e.code === 'INPUT' && /optEinsum.enabled/.test(e.message));
+    assert.equal((await backends.optEinsum.get()).strategy, 'optimal', 'a rejected set changes nothing');
+  } finally {
+    await backends.optEinsum.set({ enabled: true, strategy: 'auto' });
+  }
+});
+
+test('backends.cpu.getCpuCapability: the WebAssembly build running (Node runs pkg/, simd128)', async () => {
+  const cap = await backends.cpu.getCpuCapability();
+  assert.ok(['WASM_SIMD128', 'WASM_RELAXED_SIMD'].includes(cap), cap);
+  assert.equal(cap, 'WASM_SIMD128', 'Node 20 loads the plain build (no relaxed SIMD)');
+});

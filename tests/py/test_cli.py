@@ -24,7 +24,7 @@ def adapter_count():
     r = pt2web("devices", "--json")
     assert r.returncode == 0, r.stderr
 
-    return len(json.loads(r.stdout))
+    return len(json.loads(r.stdout)["adapters"])
 
 
 def test_devices_prints_no_stray_lines():

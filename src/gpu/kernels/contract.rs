@@ -1,7 +1,8 @@
 //! Contractions on the GPU: `einsum` (the CPU kernel's parser), `tensordot`, `inner`,
 //! `bilinear`, `_trilinear`, following the CPU kernel's contraction plan
 //! (src/ops/matmul/einsum.rs): diagonals as strided views, labels used nowhere else summed
-//! out (the reduce kernel), operands contracted left to right, each pair one batched GEMM of
+//! out (the reduce kernel), operands contracted pairwise along the CPU's path
+//! (src/ops/matmul/einsum_path.rs), each pair one batched GEMM of
 //! contiguous [batch, kept-left, contracted] @ [batch, contracted, kept-right] copies
 //! (the integer or float matmul). f32, or int32 / int64 operands of one dtype.
 
@@ -13,6 +14,7 @@ use crate::error::Result;
 use crate::gpu::exec::Slot;
 use crate::gpu::store::{contiguous_strides, GTensor};
 use crate::ops::matmul::einsum::{arranged_strides, label_size};
+use crate::ops::matmul::einsum_path::{contract_along, labelled};
 use crate::program::Arg;
 
 /// The GPU tensors of a tensor-list argument.
@@ -148,8 +150,8 @@ fn pair(k: &mut KernelCtx, a: Op, b: Op, keep: &dyn Fn(u32) -> bool) -> Result<O
     }))
 }
 
-/// Contract labelled operands (all f32, or all of one int dtype) left to right into the
-/// labels `out` (a contiguous result).
+/// Contract labelled operands (all f32, or all of one int dtype) along the CPU kernel's path
+/// (`einsum_path::contract_along`) into the labels `out` (a contiguous result).
 fn contract_ops(k: &mut KernelCtx, ops: Vec<Op>, out: &[u32]) -> Result<Option<GTensor>> {
     let Some(d) = ops.first().map(|o| o.t.dtype) else {
         return Ok(None);
@@ -157,22 +159,10 @@ fn contract_ops(k: &mut KernelCtx, ops: Vec<Op>, out: &[u32]) -> Result<Option<G
     if !(d == DType::F32 || is_int(d)) || ops.iter().any(|o| o.t.dtype != d) {
         return Ok(None);
     }
-    let all: Vec<Vec<u32>> = ops.iter().map(|o| o.labels.clone()).collect();
-    let needed_after =
-        |i: usize, l: u32| out.contains(&l) || all[i + 1..].iter().any(|ls| ls.contains(&l));
-    let mut it = ops.into_iter().enumerate();
-    let Some((_, first)) = it.next() else {
+    let described = |o: &Op| labelled(&o.labels, &o.t.sizes);
+    let Some(acc) = contract_along(ops, out, described, |a, b, keep| pair(k, a, b, keep))? else {
         return Ok(None);
     };
-    let Some(mut acc) = sum_except(k, first, &|l| needed_after(0, l))? else {
-        return Ok(None);
-    };
-    for (i, op) in it {
-        match pair(k, acc, op, &|l| needed_after(i, l))? {
-            Some(r) => acc = r,
-            None => return Ok(None),
-        }
-    }
     let Some(acc) = sum_except(k, acc, &|l| out.contains(&l))? else {
         return Ok(None);
     };

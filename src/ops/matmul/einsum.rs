@@ -1,8 +1,10 @@
 //! `aten.einsum`: a general contraction. Repeated labels within an operand take a diagonal (a
 //! strided view), labels used nowhere else are summed out first, and operands are contracted
-//! left to right, each pair as one batched GEMM ([batch, kept-left, contracted] @ [batch,
+//! pairwise along the path `backends::opt_einsum` chooses (einsum_path.rs; disabled, left to
+//! right), each pair as one batched GEMM ([batch, kept-left, contracted] @ [batch,
 //! contracted, kept-right]). Size-1 dims broadcast, as in torch.
 
+use super::einsum_path::{contract_along, labelled};
 use super::{as_dtype, compute_dtype, gemm::batched_matmul};
 use crate::cpu::Tensor;
 use crate::dtype::DType;
@@ -339,20 +341,15 @@ pub(super) fn einsum(ctx: &mut OpCtx) -> Result<Vec<RValue>> {
     Ok(vec![RValue::Tensor(as_dtype(&out_t, dt)?)])
 }
 
-/// Contract labelled operands (distinct labels per operand, compute dtype) left to right into
-/// the labels `out`; the result is in the compute dtype.
+/// Contract labelled operands (distinct labels per operand, compute dtype) along the
+/// `backends::opt_einsum` path (einsum_path.rs) into the labels `out`; the result is in the
+/// compute dtype.
 fn contract_ops(ctx: &OpCtx, ops: Vec<Op>, out: &[u32]) -> Result<Tensor> {
-    let all: Vec<Vec<u32>> = ops.iter().map(|o| o.labels.clone()).collect();
-    let needed_after =
-        |i: usize, l: u32| out.contains(&l) || all[i + 1..].iter().any(|ls| ls.contains(&l));
-    let mut it = ops.into_iter().enumerate();
-    let (_, first) = it
-        .next()
-        .ok_or_else(|| ctx.err("a contraction needs at least one operand"))?;
-    let mut acc = first.sum_except(&|l| needed_after(0, l))?;
-    for (i, op) in it {
-        acc = pair(ctx, acc, op, &|l| needed_after(i, l))?;
-    }
+    let described = |o: &Op| labelled(&o.labels, &o.t.sizes);
+    let acc = contract_along(ops, out, described, |a, b, keep| {
+        pair(ctx, a, b, keep).map(Some)
+    })?
+    .ok_or_else(|| ctx.err("a contraction needs at least one operand"))?;
     let acc = acc.sum_except(&|l| out.contains(&l))?;
     // Output order; a label no operand had (an ellipsis broadcast) has size 1.
     let sizes: Vec<usize> = out.iter().map(|&l| acc.size(l).unwrap_or(1)).collect();

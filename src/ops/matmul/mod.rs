@@ -10,6 +10,7 @@
 pub(crate) mod meta;
 
 pub(crate) mod einsum;
+pub(crate) mod einsum_path;
 pub(crate) mod gemm;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod gemv;

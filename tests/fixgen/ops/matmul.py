@@ -137,6 +137,13 @@ CASES = [
     Case("einsum_ellipsis_broadcast", lambda a, b: torch.einsum("...ij,jk", a, b), [randn(2, 2, 3, 4), randn(4, 2, seed=1)], tol="loose"),
     Case("einsum_three", lambda a, b, c: torch.einsum("abc,cd,de->abe", a, b, c), [randn(2, 3, 4), randn(4, 5, seed=1), randn(5, 2, seed=2)], tol="loose"),
     Case("einsum_bilinear", lambda a, w, b: torch.einsum("bn,anm,bm->ba", a, w, b), [randn(2, 3), randn(4, 3, 5, seed=1), randn(2, 5, seed=2)], tol="loose"),
+    # 3-5 operands where the contraction order matters (backends.opt_einsum's path; the
+    # tests run these under every strategy and left to right)
+    Case("einsum_chain4", lambda a, b, c, d: torch.einsum("ab,bc,cd,de->ae", a, b, c, d), [randn(6, 5), randn(5, 2, seed=1), randn(2, 7, seed=2), randn(7, 4, seed=3)], tol="loose"),
+    Case("einsum_mat_vec_chain", lambda a, b, c: torch.einsum("ij,jk,k->i", a, b, c), [randn(5, 6), randn(6, 7, seed=1), randn(7, seed=2)], tol="loose"),
+    Case("einsum_five", lambda a, b, c, d, e: torch.einsum("ab,bc,cd,de,ef->af", a, b, c, d, e), [randn(4, 6), randn(6, 2, seed=1), randn(2, 6, seed=2), randn(6, 3, seed=3), randn(3, 5, seed=4)], tol="loose"),
+    Case("einsum_batched_three", lambda a, b, c: torch.einsum("bij,bjk,bk->bi", a, b, c), [randn(2, 3, 4), randn(2, 4, 5, seed=1), randn(2, 5, seed=2)], tol="loose"),
+    Case("einsum_chain4_i64", lambda a, b, c, d: torch.einsum("ab,bc,cd,de->ae", a, b, c, d), [randint(-5, 5, 3, 4), randint(-5, 5, 4, 2, seed=1), randint(-5, 5, 2, 4, seed=2), randint(-5, 5, 4, 3, seed=3)], tol="exact"),
     Case("einsum_i64", lambda a, b: torch.einsum("ij,jk->ik", a, b), [randint(-9, 9, 3, 4), randint(-9, 9, 4, 2, seed=1)], tol="exact"),
     # composites that may stay or decompose
     Case("tensordot", lambda a, b: torch.tensordot(a, b, dims=([1, 2], [0, 1])), [randn(2, 3, 4), randn(3, 4, 5, seed=1)], tol="loose"),
