@@ -1415,36 +1415,44 @@ async function loadModel(source, options) {
   const wanted = options.device ?? 'auto';
   await choosePowerPreference('load()', options.powerPreference);
   let choice = await pickDevice(wanted);
+  // 'auto' falls back when the device cannot be opened or cannot run the model (no
+  // shader-f16, say), not when the archive is bad.
+  const fallback = (e) => {
+    const err = wrapError(e);
+    if (wanted !== 'auto' || err.code !== 'DEVICE' || choice.device !== 'webgpu') throw err;
+    choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
+  };
+  if (choice.device === 'webgpu') await openDevice().catch(fallback);
   const progress = progressOf(options.onProgress);
-  const { bytes, stream, size } = await openSource(source, options, progress);
-  const program = options.program ?? undefined;
-  const weights = options.weights ?? undefined;
-  const dtype = options.dtype ?? undefined;
-  const opset = options.expectedOpsetVersion ?? undefined;
-  if (stream) return finishStream(stream, size, choice, wanted, [program, weights, dtype, opset], progress);
-  // One step for the core: it decodes every weight (and on WebGPU uploads it) in one call.
-  progress('upload', 0, bytes.length);
-  let model = null;
-  if (choice.device === 'webgpu') {
+  const args = [options.program, options.weights, options.dtype, options.expectedOpsetVersion].map((v) => v ?? undefined);
+  let opened = await openSource(source, options, progress);
+  for (;;) {
     try {
-      await openDevice();
-      model = new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype, opset)), choice);
+      return await modelOn(choice, opened, args, progress);
     } catch (e) {
-      const err = wrapError(e);
-      // 'auto' falls back when the device cannot be opened, not when the archive is bad.
-      if (wanted !== 'auto' || err.code !== 'DEVICE') throw err;
-      choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
+      fallback(e);
+      // A stream is spent by its first finish: the archive is read again.
+      if (opened.stream) opened = await openSource(source, options, progress);
     }
   }
-  if (!model) {
-    try {
-      model = new Model(new WasmModel(bytes, program, weights, dtype, opset), choice);
-    } catch (e) {
-      throw wrapError(e);
-    }
+}
+
+// The Model of an opened archive (`openSource`: its bytes, or a stream with every range
+// pushed, used once) on `choice`'s device. One step for the core: it decodes every weight
+// (and on WebGPU uploads it) in one call.
+async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, progress) {
+  progress('upload', 0, size);
+  try {
+    const wasm = choice.device === 'webgpu'
+      ? await track(stream ? stream.finishGpu(...args) : WasmModel.loadGpu(bytes, ...args))
+      : stream ? stream.finishCpu(...args) : new WasmModel(bytes, ...args);
+    progress('upload', size, size);
+    return new Model(wasm, choice);
+  } catch (e) {
+    throw wrapError(e);
+  } finally {
+    stream?.free();
   }
-  progress('upload', bytes.length, bytes.length);
-  return model;
 }
 
 // What `load` reads: a URL (not a file: one in Node) streamed where it can be (see
@@ -1454,28 +1462,4 @@ async function openSource(source, options, progress) {
   // A threaded or relaxed build made before the streaming load has no WasmStreamingLoad.
   if (!url || url.protocol === 'file:' || !WasmStreamingLoad) return { bytes: await readSource(source, options) };
   return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress);
-}
-
-// A streamed archive made a Model on the chosen device. The stream is used once: WebGPU is
-// opened first, so that 'auto' still falls back to the CPU when no device opens.
-async function finishStream(stream, size, choice, wanted, args, progress) {
-  progress('upload', 0, size);
-  try {
-    if (choice.device === 'webgpu') {
-      try {
-        await openDevice();
-      } catch (e) {
-        const err = wrapError(e);
-        if (wanted !== 'auto' || err.code !== 'DEVICE') throw err;
-        choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
-      }
-    }
-    const wasm = choice.device === 'webgpu' ? await track(stream.finishGpu(...args)) : stream.finishCpu(...args);
-    progress('upload', size, size);
-    return new Model(wasm, choice);
-  } catch (e) {
-    throw wrapError(e);
-  } finally {
-    stream.free();
-  }
 }

@@ -4,21 +4,18 @@
 // size in all, and runs like PyTorch on WebGPU and on the CPU (tests/fixgen/gen_fixtures.py's
 // io); without ranges the whole archive is downloaded once, as before. With the archive cache
 // the streamed download is kept, and the second load reads no model bytes from the network.
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { chromium } from 'playwright-core';
-import { CHROMIUM, WEBGPU_ARGS, serveFiles } from './chromium.mjs';
-import { route, sendRanged } from '../../scripts/serve.mjs';
+import { WEBGPU_ARGS, chromiumSuite } from './chromium.mjs';
+import { sendRanged } from '../../scripts/serve.mjs';
 import { FIXTURES } from '../js/helpers.mjs';
 
 // tiny_gpt2_core: 285 KB, so past the 64 KiB tail the first request reads.
 const STEM = 'tiny_gpt2_core';
 const ARCHIVE = readFileSync(path.join(FIXTURES, `${STEM}.pt2`));
 const served = { ranges: true, gets: 0, rangeGets: 0, heads: 0, bytes: 0 };
-let site;
-let browser;
 
 function archive(req, res) {
   if (new URL(req.url, 'http://x').pathname !== '/model.pt2') return false;
@@ -37,14 +34,7 @@ function archive(req, res) {
   return true;
 }
 
-before(async () => {
-  site = await serveFiles(route, archive);
-  browser = await chromium.launch({ executablePath: CHROMIUM, args: WEBGPU_ARGS, headless: true });
-});
-after(async () => {
-  await browser?.close();
-  site?.server.close();
-});
+const suite = chromiumSuite(WEBGPU_ARGS, archive);
 
 // One load of /model.pt2 in the page and a run of the fixture's io case against PyTorch's
 // output (st.assertClose throws past its tolerance); the phases onProgress saw.
@@ -72,17 +62,9 @@ async function loadIn(page, options) {
   }, { stem: STEM, options });
 }
 
-async function newPage() {
-  const page = await (await browser.newContext()).newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(e.message));
-  await page.goto(`${site.origin}/www/blank.html`);
-  return { page, errors };
-}
-
 for (const device of ['webgpu', 'cpu']) {
   test(`a server with Range requests: load(url) streams the archive on ${device}, reading about its size once, and runs like PyTorch`, async () => {
-    const { page, errors } = await newPage();
+    const { page, errors } = await suite.newPage();
     Object.assign(served, { ranges: true, gets: 0, rangeGets: 0, heads: 0, bytes: 0 });
     const r = await loadIn(page, { device, cache: 'none' });
     assert.equal(r.device, device);
@@ -98,7 +80,7 @@ for (const device of ['webgpu', 'cpu']) {
 }
 
 test('a server without Range requests: the whole archive is downloaded once, as before', async () => {
-  const { page, errors } = await newPage();
+  const { page, errors } = await suite.newPage();
   Object.assign(served, { ranges: false, gets: 0, rangeGets: 0, heads: 0, bytes: 0 });
   const r = await loadIn(page, { device: 'webgpu', cache: 'none' });
   assert.deepEqual(r.phases, ['download', 'upload']);
@@ -109,7 +91,7 @@ test('a server without Range requests: the whole archive is downloaded once, as 
 
 for (const store of ['auto', 'opfs']) {
   test(`streamed into the archive cache (${store === 'auto' ? 'Cache API' : 'OPFS'}): the archive read once; the second load reads no model bytes from the network`, async () => {
-    const { page, errors } = await newPage();
+    const { page, errors } = await suite.newPage();
     Object.assign(served, { ranges: true, gets: 0, rangeGets: 0, heads: 0, bytes: 0 });
     const options = { device: 'cpu', cache: store };
     const first = await loadIn(page, options);
