@@ -26,7 +26,7 @@ const site = await serveFiles(route, (req, res) => {
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: WEBGPU_ARGS, headless: true });
 try {
   const page = await browser.newPage();
-  page.on('console', (m) => console.log(`page: ${m.text()}`));
+  page.on('response', (r) => { if (r.status() >= 400) console.log(`page: HTTP ${r.status()} for ${r.url()}`); });
   await page.goto(`${site.origin}/www/blank.html`);
   const r = await page.evaluate(async () => {
     const { load, wasmMemoryBytes, init } = await import('/js/index.js');
