@@ -1422,10 +1422,10 @@ async function loadModel(source, options) {
     if (wanted !== 'auto' || err.code !== 'DEVICE' || choice.device !== 'webgpu') throw err;
     choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
   };
-  if (choice.device === 'webgpu') await openDevice().catch(fallback);
   const progress = progressOf(options.onProgress);
   const args = [options.program, options.weights, options.dtype, options.expectedOpsetVersion].map((v) => v ?? undefined);
   let opened = await openSource(source, options, progress);
+  if (choice.device === 'webgpu') await openDevice().catch(fallback);
   for (;;) {
     try {
       return await modelOn(choice, opened, args, progress);
