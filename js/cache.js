@@ -3,8 +3,10 @@
 // remembered with the ETag, Last-Modified and size the server gave. A later load asks the
 // server with one HEAD request whether those still hold and then reads the bytes from the
 // cache, never from the network; a changed archive is downloaded again and replaces the entry.
-// The stores share one small interface (get/put/delete/clear), so a streaming loader can keep
-// entries the same way.
+// The stores share one small interface (get/put/delete/clear). A hit gives the bytes as a Blob
+// (`hit.blob()`, backed by the store's file, not read into memory), so `load` streams a cached
+// archive by slices as it streams one from the network by range requests; `put` takes bytes
+// or a ReadableStream of them (a streamed download written as it arrives).
 
 const STORE_NAME = 'pt2web-archives-v1';
 
@@ -40,7 +42,7 @@ class CacheApiStore {
     if (!r) return null;
     const h = r.headers;
     const version = { etag: h.get('x-pt2web-etag'), lastModified: h.get('x-pt2web-last-modified'), size: Number(h.get('x-pt2web-size')) };
-    return { version, body: r };
+    return { version, body: r, blob: () => r.blob() };
   }
   async put(url, version, bytes) {
     const headers = { 'content-type': 'application/octet-stream', 'x-pt2web-size': String(version.size) };
@@ -69,6 +71,10 @@ class OpfsStore {
   }
   async #write(dir, name, data) {
     const w = await (await dir.getFileHandle(name, { create: true })).createWritable();
+    if (data instanceof ReadableStream) {
+      await data.pipeTo(w); // closes `w`, or aborts it (nothing written) when `data` errors
+      return;
+    }
     await w.write(data);
     await w.close();
   }
@@ -80,7 +86,7 @@ class OpfsStore {
     if (!meta || !file) return null;
     const { url: stored, ...version } = JSON.parse(await meta.text());
     if (stored !== url) return null;
-    return { version, body: new Response(file.stream(), { headers: { 'content-length': String(file.size) } }) };
+    return { version, body: new Response(file.stream(), { headers: { 'content-length': String(file.size) } }), blob: async () => file };
   }
   async put(url, version, bytes) {
     const dir = await this.#dir();

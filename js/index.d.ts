@@ -84,7 +84,10 @@ export interface LoadOptions {
    * file system (OPFS); 'cache-api' / 'opfs' name one. Keyed by URL and remembered with the
    * server's ETag, Last-Modified and size: a later load sends one HEAD request and, when they
    * still match, reads the bytes from the cache (none from the network); otherwise it downloads
-   * again. Without a network, the cached copy is used. `clearCache` forgets. */
+   * again. Without a network, the cached copy is used. `clearCache` forgets. A server that
+   * answers Range requests streams the archive: its central directory, then each entry's byte
+   * range (requests of at most 32 MiB, a few at once), straight into the model, with no copy of
+   * the whole archive in memory; a cached archive is read the same way, by slices. */
   cache?: 'auto' | 'none' | 'cache-api' | 'opfs';
   /** Prepare before resolving (see `Model.prepare`): `true` for the declared shapes (a
    * program with dynamic dims needs them given), or the shapes themselves. */

@@ -11,7 +11,7 @@ let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDevicePr
   gpuMemoryStats, gpuSetMemoryFraction, gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize,
   gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy,
   gpuWebGpuDevice, panicForTest, wasmExtraFiles, backendsGet, backendsSet, backendsCpuCapability,
-  backendsSetVerbose;
+  backendsSetVerbose, WasmStreamingLoad;
 function bindGlue(m) {
   ({
     default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
@@ -19,7 +19,7 @@ function bindGlue(m) {
     gpuEmptyCache, gpuResetPeakMemoryStats, gpuSynchronize, gpuDeviceOpen, gpuOpen,
     gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy, gpuWebGpuDevice,
     __panicForTest: panicForTest, extraFiles: wasmExtraFiles, backendsGet, backendsSet, backendsCpuCapability,
-    backendsSetVerbose,
+    backendsSetVerbose, WasmStreamingLoad,
   } = m);
 }
 
@@ -477,11 +477,179 @@ async function fetchArchive(url, cacheMode, progress) {
       await store.delete(url.href).catch(() => {});
     }
   }
-  const response = await fetch(url);
+  return downloadWhole(await fetch(url), store, url, progress);
+}
+
+// A response's whole archive, read (and kept in `store`, when given).
+async function downloadWhole(response, store, url, progress) {
   const bytes = await readBody(response, 'download', okResponse(response), progress);
   // A full store or a private window refuses to keep it: the load goes on uncached.
   if (store) await store.put(url.href, cache.versionOf(response.headers, bytes.length), bytes).catch(() => {});
   return bytes;
+}
+
+// The streaming load (issue 18): an archive read by byte ranges, from the network (HTTP range
+// requests) or from a cached Blob, and pushed piece by piece into the core's WasmStreamingLoad
+// (src/js/stream.rs); no buffer of the whole archive is made, in JS or in wasm memory.
+const TAIL = 65536; // the file's end, where the central directory's end record is
+const REQUEST_MAX = 32 * 1024 * 1024; // the most bytes one range request asks for
+const REQUEST_GAP = 65536; // needed ranges this close are read by one request, gap included
+const IN_FLIGHT = 4; // range requests at once
+
+// The requests that read `ranges` (sorted, [{offset, len}]): neighbours within REQUEST_GAP
+// joined, each request at most REQUEST_MAX bytes (a larger range split).
+function rangeRequests(ranges) {
+  const out = [];
+  for (const { offset, len } of ranges) {
+    const end = offset + len;
+    let at = offset;
+    const last = out.at(-1);
+    if (last && offset - last.end <= REQUEST_GAP && last.start + REQUEST_MAX > offset) {
+      last.end = Math.max(last.end, Math.min(end, last.start + REQUEST_MAX));
+      at = Math.max(offset, last.end);
+    }
+    for (; at < end; at += REQUEST_MAX) out.push({ start: at, end: Math.min(end, at + REQUEST_MAX) });
+  }
+  return out;
+}
+
+// `bytes`, read at file offset `start`, handed to `load` where they overlap each needed range.
+function pushOverlaps(load, needed, start, bytes) {
+  const end = start + bytes.length;
+  for (const r of needed) {
+    const a = Math.max(start, r.offset);
+    const b = Math.min(end, r.offset + r.len);
+    if (a < b) load.pushChunk(r.name, a, bytes.subarray(a - start, b - start));
+  }
+}
+
+/**
+ * Stream an archive of `size` bytes into a new WasmStreamingLoad: `read(start, end)` gives
+ * those bytes; `tail` the file's last bytes when already read. Only the directory and the
+ * ranges the load needs are read, except with `sink`: it receives the whole file in order (the
+ * archive cache's copy), so every byte is read, once. Progress: `phase`, bytes read of bytes
+ * to read.
+ */
+async function streamArchive({ read, size, tail, phase, progress, sink }) {
+  let loaded = tail?.length ?? 0;
+  let total = size;
+  const reading = (start, end) => read(start, end).then((b) => {
+    if (b.length !== end - start) throw new Pt2WebError(`reading the model: bytes ${start}-${end - 1} came back as ${b.length} bytes`, 'ARCHIVE');
+    loaded += b.length;
+    progress(phase, loaded, Math.max(loaded, total));
+    return b;
+  });
+  tail ??= await reading(Math.max(0, size - TAIL), size);
+  const tailAt = size - tail.length;
+  let load = null;
+  try {
+    const [at, len] = WasmStreamingLoad.directoryRange(tail, size);
+    const directory = at >= tailAt ? tail.slice(at - tailAt, at - tailAt + len) : await reading(at, at + len);
+    load = new WasmStreamingLoad(directory, size);
+    const needed = load.neededRanges();
+    pushOverlaps(load, needed, tailAt, tail);
+    // What is left before the tail: every byte for the cache's copy, else the needed ranges.
+    const before = sink ? [{ offset: 0, len: tailAt }]
+      : needed.map((r) => ({ offset: r.offset, len: Math.min(r.offset + r.len, tailAt) - r.offset })).filter((r) => r.len > 0);
+    const requests = rangeRequests(before);
+    total = loaded + requests.reduce((n, r) => n + r.end - r.start, 0);
+    progress(phase, loaded, total);
+    // A few requests in flight, consumed in file order.
+    const pending = [];
+    let next = 0;
+    const startNext = () => {
+      if (next >= requests.length) return;
+      const r = requests[next++];
+      const p = reading(r.start, r.end);
+      p.catch(() => {}); // awaited below; a failure after an earlier one is not unhandled
+      pending.push(p);
+    };
+    for (let i = 0; i < IN_FLIGHT; i++) startNext();
+    for (const r of requests) {
+      const bytes = await pending.shift();
+      startNext();
+      pushOverlaps(load, needed, r.start, bytes);
+      sink?.(bytes);
+    }
+    sink?.(tail);
+    return load;
+  } catch (e) {
+    load?.free();
+    throw wrapError(e);
+  }
+}
+
+// The size of the file a 206 response is part of (its Content-Range `bytes a-b/size`), else null.
+function rangeTotal(response) {
+  if (response.status !== 206) return null;
+  const m = /^bytes \d+-\d+\/(\d+)$/.exec(response.headers.get('content-range') ?? '');
+  return m ? Number(m[1]) : null;
+}
+
+// A reader of `url`'s bytes by range requests, checked against the file's size.
+function rangeReader(url, size) {
+  return async (start, end) => {
+    const r = await fetch(url, { headers: { range: `bytes=${start}-${end - 1}` } });
+    if (rangeTotal(r) !== size) {
+      throw new Pt2WebError(`fetching the model: the range request for bytes ${start}-${end - 1} got HTTP ${r.status}${r.status === 206 ? ` of a file of ${rangeTotal(r)} bytes, not ${size} (changed on the server?)` : ''}`, 'ARCHIVE');
+    }
+    return new Uint8Array(await r.arrayBuffer());
+  };
+}
+
+// A cache entry the download writes as it streams: `write(bytes)` in file order, `end(error?)`.
+function cacheWriter(store, url, version) {
+  let controller;
+  const body = new ReadableStream({ start(c) { controller = c; } });
+  const done = store.put(url, version, body).catch(() => {});
+  return {
+    write: (bytes) => controller.enqueue(bytes),
+    async end(error) {
+      if (error) controller.error(error);
+      else controller.close();
+      await done;
+    },
+  };
+}
+
+/**
+ * `load`'s way to an archive at a URL: `{stream, size}` (a WasmStreamingLoad with every
+ * range pushed, the archive's size) where the server answers range requests or the archive
+ * cache holds it, else `{bytes}` (the whole archive). The first request asks for the
+ * file's last 64 KiB (`Range: bytes=-65536`): a server with ranges answers 206 with the size,
+ * one without answers 200 with the whole archive, read as before (no second download).
+ */
+async function streamFromUrl(url, cacheMode, progress) {
+  const store = cache.storeFor(cacheMode);
+  if (store) {
+    const hit = await cache.cachedResponse(store, url.href).catch(() => null);
+    const blob = hit && await hit.blob?.().catch(() => null);
+    if (blob && blob.size === hit.version.size) {
+      const read = async (start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer());
+      // Checked on read: an entry cut short or damaged is downloaded again.
+      try { return { stream: await streamArchive({ read, size: blob.size, phase: 'cache', progress }), size: blob.size }; } catch { /* downloaded below */ }
+    }
+    if (hit) await store.delete(url.href).catch(() => {});
+  }
+  const first = await fetch(url, { headers: { range: `bytes=-${TAIL}` } });
+  const size = rangeTotal(first);
+  if (size === null) return { bytes: await downloadWhole(first, store, url, progress) };
+  const tail = new Uint8Array(await first.arrayBuffer());
+  if (tail.length !== Math.min(size, TAIL)) throw new Pt2WebError(`fetching the model: asked for its last ${TAIL} bytes, got ${tail.length} of ${size}`, 'ARCHIVE');
+  const writer = store ? cacheWriter(store, url.href, cache.versionOf(first.headers, size)) : null;
+  try {
+    const stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write });
+    await writer?.end();
+    return { stream, size };
+  } catch (e) {
+    await writer?.end(e);
+    throw e;
+  }
+}
+
+// What a relative URL is relative to: the page (or Worker), in Node the working directory.
+function baseUrl() {
+  return globalThis.location?.href ?? `file://${globalThis.process?.cwd?.() ?? ''}/`;
 }
 
 // The archive's bytes from a URL, a Response or bytes. `options.cache`: see `load`.
@@ -492,7 +660,7 @@ async function readSource(source, options = {}) {
   if (source instanceof ArrayBuffer) return new Uint8Array(source);
   if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
   if (typeof source === 'string' || source instanceof URL) {
-    const url = source instanceof URL ? source : new URL(source, globalThis.location?.href ?? `file://${globalThis.process?.cwd?.() ?? ''}/`);
+    const url = new URL(source, baseUrl());
     if (url.protocol === 'file:' && isNode) {
       const { readFile } = await import(/* @vite-ignore */ NODE_FS);
       const b = new Uint8Array(await readFile(url));
@@ -1273,33 +1441,51 @@ async function loadModel(source, options) {
   const wanted = options.device ?? 'auto';
   await choosePowerPreference('load()', options.powerPreference);
   let choice = await pickDevice(wanted);
-  const bytes = await readSource(source, options);
-  const program = options.program ?? undefined;
-  const weights = options.weights ?? undefined;
-  const dtype = options.dtype ?? undefined;
-  // One step for the core: it decodes every weight (and on WebGPU uploads it) in one call.
+  // 'auto' falls back when the device cannot be opened or cannot run the model (no
+  // shader-f16, say), not when the archive is bad.
+  const fallback = (e) => {
+    const err = wrapError(e);
+    if (wanted !== 'auto' || err.code !== 'DEVICE' || choice.device !== 'webgpu') throw err;
+    choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
+  };
   const progress = progressOf(options.onProgress);
-  progress('upload', 0, bytes.length);
-  let model = null;
-  const opset = options.expectedOpsetVersion ?? undefined;
-  if (choice.device === 'webgpu') {
+  const args = [options.program, options.weights, options.dtype, options.expectedOpsetVersion].map((v) => v ?? undefined);
+  let opened = await openSource(source, options, progress);
+  if (choice.device === 'webgpu') await openDevice().catch(fallback);
+  for (;;) {
     try {
-      await openDevice();
-      model = new Model(await track(WasmModel.loadGpu(bytes, program, weights, dtype, opset)), choice);
+      return await modelOn(choice, opened, args, progress);
     } catch (e) {
-      const err = wrapError(e);
-      // 'auto' falls back when the device cannot be opened, not when the archive is bad.
-      if (wanted !== 'auto' || err.code !== 'DEVICE') throw err;
-      choice = { device: 'cpu', reason: `fell back to the CPU backend: ${err.message}` };
+      fallback(e);
+      // A stream is spent by its first finish: the archive is read again.
+      if (opened.stream) opened = await openSource(source, options, progress);
     }
   }
-  if (!model) {
-    try {
-      model = new Model(new WasmModel(bytes, program, weights, dtype, opset), choice);
-    } catch (e) {
-      throw wrapError(e);
-    }
+}
+
+// The Model of an opened archive (`openSource`: its bytes, or a stream with every range
+// pushed, used once) on `choice`'s device. One step for the core: it decodes every weight
+// (and on WebGPU uploads it) in one call.
+async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, progress) {
+  progress('upload', 0, size);
+  try {
+    const wasm = choice.device === 'webgpu'
+      ? await track(stream ? stream.finishGpu(...args) : WasmModel.loadGpu(bytes, ...args))
+      : stream ? stream.finishCpu(...args) : new WasmModel(bytes, ...args);
+    progress('upload', size, size);
+    return new Model(wasm, choice);
+  } catch (e) {
+    throw wrapError(e);
+  } finally {
+    stream?.free();
   }
-  progress('upload', bytes.length, bytes.length);
-  return model;
+}
+
+// What `load` reads: a URL (not a file: one in Node) streamed where it can be (see
+// `streamFromUrl`), anything else as bytes (`readSource`).
+async function openSource(source, options, progress) {
+  const url = typeof source === 'string' || source instanceof URL ? new URL(source, baseUrl()) : null;
+  // A threaded or relaxed build made before the streaming load has no WasmStreamingLoad.
+  if (!url || url.protocol === 'file:' || !WasmStreamingLoad) return { bytes: await readSource(source, options) };
+  return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress);
 }

@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import { createReadStream, existsSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { chromium } from 'playwright-core';
-import { serve } from '../../scripts/serve.mjs';
+import { serve, route } from '../../scripts/serve.mjs';
 
 export const CHROMIUM = process.env.CHROMIUM ?? '/usr/bin/chromium';
 export const WEBGPU_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-webgpu-adapter=swiftshader', '--disable-background-networking',
@@ -15,9 +15,10 @@ export const WEBGPU_ARGS = ['--no-sandbox', '--enable-unsafe-webgpu', '--use-web
  * Start the server and a headless Chromium with `args` before the file's tests, close them
  * after. The returned object holds `origin` and `browser` once started, and `newPage(init)`:
  * a page on a blank document of the server (`init`: a script run before the page's own),
- * with its uncaught errors collected in `errors`.
+ * with its uncaught errors collected in `errors`. `handle`, when given, sees each request first
+ * (as `serveFiles` takes it): a test's own archive route, counting what it serves.
  */
-export function chromiumSuite(args = WEBGPU_ARGS) {
+export function chromiumSuite(args = WEBGPU_ARGS, handle = undefined) {
   const suite = {
     origin: null,
     browser: null,
@@ -33,7 +34,7 @@ export function chromiumSuite(args = WEBGPU_ARGS) {
     },
   };
   before(async () => {
-    suite.server = await serve(0);
+    suite.server = handle ? (await serveFiles(route, handle)).server : await serve(0);
     suite.origin = `http://127.0.0.1:${suite.server.address().port}`;
     suite.browser = await chromium.launch({ executablePath: CHROMIUM, args, headless: true });
   });

@@ -7,7 +7,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import path from 'node:path';
-import { ROOT, FIXTURES, metas, readSafetensors, assertClose } from './helpers.mjs';
+import { ROOT, FIXTURES, metas, readSafetensors, assertClose, flattenOut } from './helpers.mjs';
 
 const glue = await import(path.join(ROOT, 'pkg', 'pt2web.js'));
 await glue.default({ module_or_path: readFileSync(path.join(ROOT, 'pkg', 'pt2web_bg.wasm')) });
@@ -71,4 +71,30 @@ test('bad pieces and an unfinished load are refused by name', () => {
   assert.throws(() => WasmStreamingLoad.directoryRange(new Uint8Array(100), 1000), /end-of-central-directory/);
   assert.throws(() => load.finishCpu(), /incomplete/);
   assert.throws(() => load.finishCpu(), /already finished/);
+});
+
+test("load(url) in Node streams from a server with Range requests (scripts/serve.mjs's sendRanged) and runs like PyTorch", async () => {
+  const { createServer } = await import('node:http');
+  const { sendRanged } = await import('../../scripts/serve.mjs');
+  const { load } = await import('../../js/index.js');
+  const bytes = readFileSync(path.join(FIXTURES, 'tiny_gpt2_core.pt2'));
+  const seen = [];
+  const server = createServer((req, res) => {
+    seen.push(req.headers.range ?? 'whole');
+    sendRanged(req, res, bytes, { 'content-type': 'application/octet-stream' });
+  });
+  await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+  try {
+    const io = readSafetensors(path.join(FIXTURES, 'tiny_gpt2_core.io.safetensors'));
+    const model = await load(`http://127.0.0.1:${server.address().port}/m.pt2`, { device: 'cpu' });
+    try {
+      assertClose('tiny_gpt2_core streamed', flattenOut(await model.run([io.input_0]))[0], io.output_0);
+    } finally {
+      model.dispose();
+    }
+    assert.equal(seen[0], 'bytes=-65536', 'the first request asks for the end');
+    assert.ok(seen.length >= 2 && !seen.includes('whole'), `requests: ${seen.join(', ')}`);
+  } finally {
+    server.close();
+  }
 });

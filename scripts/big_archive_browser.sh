@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The streaming load at scale in Chromium (opt-in, not in CI): writes a ~1 GB archive (16
+# embedding tables of 64 MiB: tests/fixgen/gen_big_archive.py --tables 16, into
+# target/big-browser/ unless PT2WEB_BIG_DIR says where), serves it with Range requests, loads it
+# in Chromium on WebGPU by streaming, runs it against PyTorch's output and prints the load time
+# and the page's wasm memory (scripts/big_archive_browser.mjs). Needs pkg/ (scripts/build_wasm.sh).
+#   scripts/big_archive_browser.sh [TABLES]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+out="${PT2WEB_BIG_DIR:-target/big-browser}"
+"$PY" tests/fixgen/gen_big_archive.py --tables "${1:-16}" --out "$out"
+node scripts/big_archive_browser.mjs "$out"
