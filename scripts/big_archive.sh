@@ -8,4 +8,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
 "$PY" tests/fixgen/gen_big_archive.py
-cargo test --release --test big_archive -- --ignored --exact big_archive_loads_without_a_second_copy --nocapture
+# --workspace: the features `cargo test --workspace` (scripts/test.sh) built with, so no rebuild.
+cargo test --workspace --release --test big_archive -- --ignored --exact big_archive_loads_without_a_second_copy --nocapture
