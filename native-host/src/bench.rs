@@ -51,6 +51,10 @@ pub struct BenchArgs {
     /// cold start of a caller that never prepares).
     #[arg(long)]
     no_prepare: bool,
+    /// How einsum contracts 3+ operands (`backends::opt_einsum`): auto, greedy, optimal, or
+    /// off (left to right).
+    #[arg(long, value_name = "STRATEGY", default_value = "auto")]
+    opt_einsum: String,
 }
 
 /// Random inputs of the program's declared shapes: floats uniform in [0, 1), integers 1 (a
@@ -222,6 +226,15 @@ pub fn bench(args: BenchArgs) -> Result<(), String> {
         "gpu" => vec!["gpu"],
         other => return Err(format!("--device {other}: expected cpu, gpu or both")),
     };
+    {
+        use pt2web::backends::opt_einsum;
+        match args.opt_einsum.as_str() {
+            "off" => opt_einsum::set_enabled(false),
+            s => opt_einsum::set_strategy(opt_einsum::Strategy::parse(s).ok_or_else(|| {
+                format!("--opt-einsum {s}: expected auto, greedy, optimal or off")
+            })?),
+        }
+    }
     if args.repeat == 0 {
         return Err("--repeat must be at least 1".into());
     }
