@@ -319,13 +319,7 @@ fn open_bytes(
     opset: &JsValue,
 ) -> Result<Loaded, JsValue> {
     let archive = Pt2Archive::open("model.pt2", bytes, Limits::default()).map_err(to_js)?;
-    open_program(
-        archive,
-        program.as_deref(),
-        weights.as_deref(),
-        dtype.as_deref(),
-        opset,
-    )
+    open_program(archive, program, weights, dtype, opset)
 }
 
 /// Parse the archive and describe the program: (program, info with `specs`, input names).
@@ -333,9 +327,9 @@ fn open_bytes(
 /// `dtype`: its `dtype` option (`'float32'`, `'float16'`: [`crate::passes::half`]).
 fn open_program(
     archive: Pt2Archive,
-    program: Option<&str>,
-    weights: Option<&str>,
-    dtype: Option<&str>,
+    program: Option<String>,
+    weights: Option<String>,
+    dtype: Option<String>,
     opset: &JsValue,
 ) -> Result<Loaded, JsValue> {
     // A load option: its default when absent, a clear INPUT error naming it when malformed.
@@ -352,8 +346,8 @@ fn open_program(
             })
         })
     }
-    let dtype = option(dtype, "dtype")?;
-    let weights = option(weights, "weights")?;
+    let dtype = option(dtype.as_deref(), "dtype")?;
+    let weights = option(weights.as_deref(), "weights")?;
     // `expectedOpsetVersion`: `{namespace: version}`, as torch.export.load takes it.
     let expected_opset_version = if opset.is_undefined() || opset.is_null() {
         None
@@ -373,7 +367,7 @@ fn open_program(
         expected_opset_version,
         ..Default::default()
     };
-    let p = archive.program(program, &opts).map_err(to_js)?;
+    let p = archive.program(program.as_deref(), &opts).map_err(to_js)?;
     let info = program_info(&p);
     let info_js = to_js_value(&info)?;
     let specs = Object::new();

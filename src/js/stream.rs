@@ -125,13 +125,7 @@ impl WasmStreamingLoad {
             .ok_or_else(finished)?
             .finish()
             .map_err(to_js)?;
-        open_program(
-            archive,
-            program.as_deref(),
-            weights.as_deref(),
-            dtype.as_deref(),
-            opset,
-        )
+        open_program(archive, program, weights, dtype, opset)
     }
 }
 
