@@ -104,7 +104,10 @@ test('the built app, a Worker and the README quick start run in Chromium and mat
     const meta = JSON.parse(readFileSync(path.join(FIXTURES, 'mlp_train.meta.json'), 'utf8'));
     assert.deepEqual([x.listed, x.extraFiles, x.moduleCalls], [Object.keys(meta.programs), Object.keys(meta.extra_files), meta.programs.model.module_call_graph.map((e) => e.fqn)]);
     assert.deepEqual(x.backendsBuilt.sort(), ['cpu', 'webgpu']);
-    assert.deepEqual(x.phases, ['download', 'upload', 'prepare'], url);
+    // The pages load side by side in one browser context and each clears the cache first, so a page
+    // may find the archive another one just cached: each downloads or reads the cache, never both.
+    assert.ok(['download', 'cache'].includes(x.phases[0]), `${url}: ${x.phases}`);
+    assert.deepEqual(x.phases.slice(1), ['upload', 'prepare'], url);
     assert.equal(x.isPt2, true);
     assert.equal(x.notPt2, false);
     assert.equal(x.inputError, 'INPUT');
@@ -115,6 +118,7 @@ test('the built app, a Worker and the README quick start run in Chromium and mat
     }
     assert.deepEqual(errors, [], url);
   }
+  assert.ok(runs.some(({ r }) => r.result.phases[0] === 'download'), 'the first page to ask downloads the archive');
   // The quick start prints "<device>: [<shape>] <values>" for an input of 0.5s.
   const want = readSafetensors(path.join(FIXTURES, 'mlp_train.io.half.safetensors')).output_0;
   const { page, errors } = await open('/quickstart/');
