@@ -513,14 +513,78 @@ function rangeRequests(ranges) {
   return out;
 }
 
-// `bytes`, read at file offset `start`, handed to `load` where they overlap each needed range.
-function pushOverlaps(load, needed, start, bytes) {
+// `bytes`, read at file offset `start`, handed to `load` where they overlap each needed range
+// (or kept in `held`, and `load` told so).
+function pushOverlaps(load, needed, start, bytes, held) {
   const end = start + bytes.length;
   for (const r of needed) {
     const a = Math.max(start, r.offset);
     const b = Math.min(end, r.offset + r.len);
-    if (a < b) load.pushChunk(r.name, a, bytes.subarray(a - start, b - start));
+    if (a >= b) continue;
+    if (held) {
+      held.put(a, bytes.subarray(a - start, b - start));
+      load.pushHeld(r.name, a, b - a);
+    } else {
+      load.pushChunk(r.name, a, bytes.subarray(a - start, b - start));
+    }
   }
+}
+
+/**
+ * The pieces of an archive JS keeps for a streaming load on WebGPU (`holdOutside`): the core
+ * reads each weight from here when its session takes it, uploads it and releases it, so wasm
+ * memory (which never shrinks) holds about one weight at a time, and the JS copy goes as the
+ * upload goes. Pieces never straddle two entries (pushOverlaps cuts them at entry bounds).
+ */
+class HeldPieces {
+  #starts = [];
+  #pieces = new Map();
+  put(start, bytes) {
+    const i = this.#after(start);
+    this.#starts.splice(i, 0, start);
+    this.#pieces.set(start, bytes);
+  }
+  // The index of the first piece starting after `offset`.
+  #after(offset) {
+    let lo = 0;
+    let hi = this.#starts.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (this.#starts[mid] <= offset) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  }
+  readAt(offset, len) {
+    let i = this.#after(offset) - 1;
+    const first = this.#pieces.get(this.#starts[i]);
+    if (first && offset + len <= this.#starts[i] + first.length) return first.subarray(offset - this.#starts[i], offset - this.#starts[i] + len);
+    const out = new Uint8Array(len);
+    for (let at = offset; at < offset + len; i += 1) {
+      const s = this.#starts[i];
+      const p = this.#pieces.get(s);
+      if (p === undefined || s > at || s + p.length <= at) throw new Error(`bytes at ${at} of the archive are not held`);
+      const n = Math.min(p.length - (at - s), offset + len - at);
+      out.set(p.subarray(at - s, at - s + n), at - offset);
+      at += n;
+    }
+    return out;
+  }
+  release(offset, len) {
+    const from = this.#after(offset - 1);
+    let to = from;
+    while (to < this.#starts.length && this.#starts[to] < offset + len) this.#pieces.delete(this.#starts[to++]);
+    this.#starts.splice(from, to - from);
+  }
+}
+
+// A cached archive's Blob read synchronously (in a Worker, FileReaderSync): the core reads
+// each entry straight from the cache's file, so nothing of the archive is held in memory.
+function blobHeld(blob) {
+  const reader = new FileReaderSync();
+  return {
+    readAt: (offset, len) => new Uint8Array(reader.readAsArrayBuffer(blob.slice(offset, offset + len))),
+    release() {},
+  };
 }
 
 /**
@@ -530,7 +594,7 @@ function pushOverlaps(load, needed, start, bytes) {
  * archive cache's copy), so every byte is read, once. Progress: `phase`, bytes read of bytes
  * to read.
  */
-async function streamArchive({ read, size, tail, phase, progress, sink }) {
+async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob }) {
   let loaded = tail?.length ?? 0;
   let total = size;
   const reading = (start, end) => read(start, end).then((b) => {
@@ -547,7 +611,17 @@ async function streamArchive({ read, size, tail, phase, progress, sink }) {
     const directory = at >= tailAt ? tail.slice(at - tailAt, at - tailAt + len) : await reading(at, at + len);
     load = new WasmStreamingLoad(directory, size);
     const needed = load.neededRanges();
-    pushOverlaps(load, needed, tailAt, tail);
+    if (blob) {
+      // Every entry read from the cached file when its session takes it: nothing more to read now.
+      const held = blobHeld(blob);
+      load.holdOutside(held.readAt, held.release);
+      for (const r of needed) load.pushHeld(r.name, r.offset, r.len);
+      progress(phase, size, size);
+      return load;
+    }
+    const held = hold ? new HeldPieces() : null;
+    if (held) load.holdOutside((o, n) => held.readAt(o, n), (o, n) => held.release(o, n));
+    pushOverlaps(load, needed, tailAt, tail, held);
     // What is left before the tail: every byte for the cache's copy, else the needed ranges.
     const before = sink ? [{ offset: 0, len: tailAt }]
       : needed.map((r) => ({ offset: r.offset, len: Math.min(r.offset + r.len, tailAt) - r.offset })).filter((r) => r.len > 0);
@@ -568,7 +642,7 @@ async function streamArchive({ read, size, tail, phase, progress, sink }) {
     for (const r of requests) {
       const bytes = await pending.shift();
       startNext();
-      pushOverlaps(load, needed, r.start, bytes);
+      pushOverlaps(load, needed, r.start, bytes, held);
       sink?.(bytes);
     }
     sink?.(tail);
@@ -619,15 +693,17 @@ function cacheWriter(store, url, version) {
  * file's last 64 KiB (`Range: bytes=-65536`): a server with ranges answers 206 with the size,
  * one without answers 200 with the whole archive, read as before (no second download).
  */
-async function streamFromUrl(url, cacheMode, progress) {
+async function streamFromUrl(url, cacheMode, progress, hold) {
   const store = cache.storeFor(cacheMode);
   if (store) {
     const hit = await cache.cachedResponse(store, url.href).catch(() => null);
     const blob = hit && await hit.blob?.().catch(() => null);
     if (blob && blob.size === hit.version.size) {
       const read = async (start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer());
+      // A Worker reads the cached file synchronously as the session takes each entry.
+      const fromFile = typeof globalThis.FileReaderSync === 'function' ? blob : undefined;
       // Checked on read: an entry cut short or damaged is downloaded again.
-      try { return { stream: await streamArchive({ read, size: blob.size, phase: 'cache', progress }), size: blob.size }; } catch { /* downloaded below */ }
+      try { return { stream: await streamArchive({ read, size: blob.size, phase: 'cache', progress, hold, blob: fromFile }), size: blob.size }; } catch { /* downloaded below */ }
     }
     if (hit) await store.delete(url.href).catch(() => {});
   }
@@ -638,7 +714,7 @@ async function streamFromUrl(url, cacheMode, progress) {
   if (tail.length !== Math.min(size, TAIL)) throw new Pt2WebError(`fetching the model: asked for its last ${TAIL} bytes, got ${tail.length} of ${size}`, 'ARCHIVE');
   const writer = store ? cacheWriter(store, url.href, cache.versionOf(first.headers, size)) : null;
   try {
-    const stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write });
+    const stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write, hold });
     await writer?.end();
     return { stream, size };
   } catch (e) {
@@ -1450,7 +1526,7 @@ async function loadModel(source, options) {
   };
   const progress = progressOf(options.onProgress);
   const args = [options.program, options.weights, options.dtype, options.expectedOpsetVersion].map((v) => v ?? undefined);
-  let opened = await openSource(source, options, progress);
+  let opened = await openSource(source, options, progress, choice.device === 'webgpu');
   if (choice.device === 'webgpu') await openDevice().catch(fallback);
   for (;;) {
     try {
@@ -1483,9 +1559,10 @@ async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, pr
 
 // What `load` reads: a URL (not a file: one in Node) streamed where it can be (see
 // `streamFromUrl`), anything else as bytes (`readSource`).
-async function openSource(source, options, progress) {
+async function openSource(source, options, progress, hold = false) {
   const url = typeof source === 'string' || source instanceof URL ? new URL(source, baseUrl()) : null;
   // A threaded or relaxed build made before the streaming load has no WasmStreamingLoad.
   if (!url || url.protocol === 'file:' || !WasmStreamingLoad) return { bytes: await readSource(source, options) };
-  return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress);
+  // On WebGPU the weights' home is the GPU: JS holds them until each is uploaded (HeldPieces).
+  return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress, hold);
 }

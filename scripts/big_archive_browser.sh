@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The streaming load at scale in Chromium (opt-in, not in CI): writes a ~1 GB archive (16
+# The streaming load at scale in Chromium (CI runs it with 4 tables): writes a ~1 GB archive (16
 # embedding tables of 64 MiB: tests/fixgen/gen_big_archive.py --tables 16, into
 # target/big-browser/ unless PT2WEB_BIG_DIR says where), serves it with Range requests, loads it
-# in Chromium on WebGPU by streaming, runs it against PyTorch's output and prints the load time
-# and the page's wasm memory (scripts/big_archive_browser.mjs). Needs pkg/ (scripts/build_wasm.sh).
+# in Chromium on WebGPU by streaming, in the page and in a Worker through the archive cache, runs
+# it against PyTorch's output and prints the load times and wasm memory, failing when wasm memory
+# grew by more than two entries (scripts/big_archive_browser.mjs). Needs pkg/ (scripts/build_wasm.sh).
 #   scripts/big_archive_browser.sh [TABLES]
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -144,3 +144,142 @@ fn a_load_that_frees_as_taken_ends_with_the_weights_in_the_session_only() {
         .to_string();
     assert!(e.contains("not pushed"), "{e}");
 }
+
+/// A caller's store of held ranges: the archive's bytes, with the reads and releases counted.
+struct Held {
+    bytes: Vec<u8>,
+    read: std::sync::atomic::AtomicU64,
+    released: std::sync::Mutex<Vec<(u64, u64)>>,
+}
+
+impl pt2web::archive::source::ByteSource for Held {
+    fn len(&self) -> u64 {
+        self.bytes.len() as u64
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        let released = self.released.lock().unwrap();
+        let gone = released
+            .iter()
+            .any(|&(s, n)| offset < s + n && offset + buf.len() as u64 > s);
+        assert!(!gone, "bytes at {offset} read after their release");
+        self.read
+            .fetch_add(buf.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        buf.copy_from_slice(&self.bytes[offset as usize..offset as usize + buf.len()]);
+        Ok(())
+    }
+    fn release(&self, offset: u64, len: u64) {
+        self.released.lock().unwrap().push((offset, len));
+    }
+}
+
+#[test]
+fn ranges_the_caller_holds_are_read_from_it_and_released_to_it_as_taken() {
+    // On the GPU where one is found (the browser's case: weights held in JS memory while
+    // wasm memory holds one at a time), else on the CPU.
+    let dev = gpu_device();
+    let bytes = std::fs::read(fixtures().join("convnet_core.pt2")).unwrap();
+    let total = bytes.len() as u64;
+    let (at, _) = directory_range("c", &bytes, total).unwrap();
+    let mut load =
+        StreamingLoad::open("c", bytes[at as usize..].to_vec(), total, Limits::default()).unwrap();
+    load.free_as_taken();
+    let held = std::sync::Arc::new(Held {
+        bytes: bytes.clone(),
+        read: 0.into(),
+        released: Default::default(),
+    });
+    let needed = load.needed_ranges();
+    let e = load
+        .push_held(&needed[0].name, needed[0].offset, 1)
+        .unwrap_err();
+    assert!(e.to_string().contains("before hold_outside"), "{e}");
+    load.hold_outside(held.clone());
+    // Each range held in two parts, the second first; a third claim of the same bytes and
+    // one past the entry's end are refused.
+    for r in &needed {
+        let half = r.len / 2;
+        load.push_held(&r.name, r.offset + half, r.len - half)
+            .unwrap();
+        load.push_held(&r.name, r.offset, half).unwrap();
+    }
+    let r = &needed[0];
+    let e = load
+        .push_held(&r.name, r.offset, 1)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("overlaps"), "{e}");
+    let e = load
+        .push_held(&r.name, r.offset + r.len - 1, 2)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("outside entry"), "{e}");
+    assert_eq!(
+        load.held_bytes(),
+        total - at,
+        "only the directory is in the load's memory"
+    );
+    let a = load.finish().unwrap();
+    let p = a.program(None, &LoadOptions::default()).unwrap();
+    let weights: Vec<String> = p.state.keys().cloned().collect();
+    assert!(!weights.is_empty());
+    let (_, inputs, want) = first_io_case("convnet_core");
+    let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
+    let outs = match dev {
+        Some(dev) => pt2web::gpu::GpuSession::new(p, dev).unwrap().run(inputs),
+        None => pt2web::runtime::Session::new(p).unwrap().run(inputs),
+    }
+    .unwrap();
+    compare(outs[0].as_tensor().unwrap(), &want[0], "loose").unwrap();
+    // Every weight's entry was read from the holder and then released to it.
+    let released = held.released.lock().unwrap().clone();
+    assert!(held.read.load(std::sync::atomic::Ordering::Relaxed) > 1000);
+    assert!(
+        released.len() >= weights.len().min(needed.len() - 2),
+        "{} releases for {} weights",
+        released.len(),
+        weights.len()
+    );
+}
+
+#[test]
+fn an_archive_past_4_gib_streams_from_its_zip64_end_record() {
+    // torch.export.save writes a zip64 end record and locator before the plain end record
+    // (miniz); past 4 GiB the plain record's directory offset (and size, counts) are all-ones
+    // and only the zip64 record has them. Made so here, without writing 4 GiB.
+    let mut bytes = std::fs::read(fixtures().join("convnet_core.pt2")).unwrap();
+    let total = bytes.len() as u64;
+    let eocd = bytes.len() - 22;
+    let u32_at = |b: &[u8], i: usize| u32::from_le_bytes(b[i..i + 4].try_into().unwrap());
+    assert_eq!(
+        u32_at(&bytes, eocd),
+        0x0605_4b50,
+        "an end record without a comment"
+    );
+    assert_eq!(
+        u32_at(&bytes, eocd - 20),
+        0x0706_4b50,
+        "a zip64 locator before it"
+    );
+    let (plain_at, _) = directory_range("p", &bytes, total).unwrap();
+    bytes[eocd + 8..eocd + 20].fill(0xff);
+    let (at, len) = directory_range("z", &bytes[bytes.len() - 200..], total).unwrap();
+    assert_eq!((at, len), (plain_at, total - plain_at));
+    // A tail that ends before the zip64 record asks for more of the end.
+    let e = directory_range("z", &bytes[bytes.len() - 30..], total).unwrap_err();
+    assert!(e.to_string().contains("fetch more of the end"), "{e}");
+    let mut load =
+        StreamingLoad::open("z", bytes[at as usize..].to_vec(), total, Limits::default()).unwrap();
+    for r in load.needed_ranges() {
+        let (s, e) = (r.offset as usize, (r.offset + r.len) as usize);
+        load.push_chunk(&r.name, r.offset, bytes[s..e].to_vec())
+            .unwrap();
+    }
+    let a = load.finish().unwrap();
+    let p = a.program(None, &LoadOptions::default()).unwrap();
+    let (_, inputs, want) = first_io_case("convnet_core");
+    let outs = pt2web::runtime::Session::new(p)
+        .unwrap()
+        .run(inputs.into_iter().map(RValue::Tensor).collect())
+        .unwrap();
+    compare(outs[0].as_tensor().unwrap(), &want[0], "close").unwrap();
+}

@@ -10,6 +10,12 @@
 //! 4. [`StreamingLoad::finish`] opens the archive on what was pushed: its weights are
 //!    deferred storages read when a session takes them.
 //!
+//! A caller may also keep ranges itself ([`StreamingLoad::hold_outside`] and
+//! [`StreamingLoad::push_held`]): the load then reads those bytes from the caller's source
+//! when a session takes them and tells it when they can go. The browser keeps a WebGPU
+//! model's weights in JS memory (or a cached file) that way, so that wasm memory, which never
+//! shrinks, holds about one weight at a time rather than the whole archive.
+//!
 //! Every offset and length from the caller or the file is checked; nothing is trusted.
 
 use super::source::{checked_range, ByteSource};
@@ -65,10 +71,18 @@ pub fn directory_range(source: &str, tail: &[u8], total_len: u64) -> Result<(u64
     let mut cd_offset = u32_at(eocd + 16).unwrap_or(0) as u64;
     if cd_offset == u32::MAX as u64 {
         // zip64: the locator just before points at the zip64 end record.
-        let locator = eocd
-            .checked_sub(20)
-            .filter(|&l| u32_at(l) == Some(0x0706_4b50))
-            .ok_or_else(|| bad("zip64 archive without its end-of-directory locator".into()))?;
+        let locator = eocd.checked_sub(20).ok_or_else(|| {
+            bad(format!(
+                "zip64 archive: its end-of-directory locator is before the last {} bytes; \
+                 fetch more of the end",
+                tail.len()
+            ))
+        })?;
+        if u32_at(locator) != Some(0x0706_4b50) {
+            return Err(bad(
+                "zip64 archive without its end-of-directory locator".into()
+            ));
+        }
         let record = u64_at(locator + 8).unwrap_or(u64::MAX);
         let at = record
             .checked_sub(tail_start)
@@ -101,6 +115,9 @@ struct Chunks {
     /// While the directory is parsed, bytes not pushed read as zeros: the zip reader scans
     /// the end of the file in 1 KiB windows that may start before the directory.
     opening: AtomicBool,
+    /// Ranges the caller holds (start → length), read from `outside`.
+    held: Mutex<BTreeMap<u64, u64>>,
+    outside: Mutex<Option<Arc<dyn ByteSource>>>,
 }
 
 impl Chunks {
@@ -124,6 +141,10 @@ impl ByteSource for Chunks {
                 p.get(skip..).filter(|rest| !rest.is_empty())
             });
             let Some(piece) = piece else {
+                if let Some(n) = self.read_held(at, &mut buf[done..])? {
+                    done += n;
+                    continue;
+                }
                 if self.opening.load(Ordering::Relaxed) {
                     let next = pieces.range(at..).next().map_or(u64::MAX, |(&s, _)| s);
                     let n =
@@ -159,7 +180,51 @@ impl ByteSource for Chunks {
         for s in gone {
             pieces.remove(&s);
         }
+        drop(pieces);
+        if let Some(outside) = self.outside() {
+            outside.release(offset, len);
+        }
     }
+}
+
+impl Chunks {
+    fn outside(&self) -> Option<Arc<dyn ByteSource>> {
+        self.outside
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Fill the start of `buf` from the caller's source when `at` is in a range it holds:
+    /// the bytes read (up to that range's end), or `None` when it holds none there.
+    fn read_held(&self, at: u64, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(end) = held
+            .range(..=at)
+            .next_back()
+            .map(|(&s, &n)| s + n)
+            .filter(|&e| e > at)
+        else {
+            return Ok(None);
+        };
+        drop(held);
+        let Some(outside) = self.outside() else {
+            return Ok(None);
+        };
+        let n = ((end - at).min(buf.len() as u64)) as usize;
+        outside.read_at(at, &mut buf[..n])?;
+        Ok(Some(n))
+    }
+}
+
+/// Whether `offset..end` (not empty) overlaps a range of `ranges` (start → value of length
+/// `len(value)`), ranges that do not overlap each other.
+fn overlaps<V>(ranges: &BTreeMap<u64, V>, len: impl Fn(&V) -> u64, offset: u64, end: u64) -> bool {
+    let before = ranges
+        .range(..=offset)
+        .next_back()
+        .is_some_and(|(&s, v)| s + len(v) > offset);
+    before || ranges.range(offset..end).next().is_some()
 }
 
 /// An archive arriving in pieces (see the module doc).
@@ -198,6 +263,8 @@ impl StreamingLoad {
             pieces: Mutex::new(BTreeMap::from([(start, directory)])),
             free_taken: AtomicBool::new(false),
             opening: AtomicBool::new(true),
+            held: Mutex::new(BTreeMap::new()),
+            outside: Mutex::new(None),
         });
         let reader = ArchiveReader::from_source(source, chunks.clone(), limits);
         chunks.opening.store(false, Ordering::Relaxed);
@@ -248,43 +315,77 @@ impl StreamingLoad {
     /// Hand over `bytes` found at the file offset `offset`, part of the range of entry
     /// `name`. Pieces may come in any order but must not overlap.
     pub fn push_chunk(&mut self, name: &str, offset: u64, bytes: Vec<u8>) -> Result<()> {
-        let &(start, len) = self.ranges.get(name).ok_or_else(|| {
-            Error::archive(&self.source, format!("no entry '{name}' in the archive"))
-        })?;
-        let inside = offset >= start
-            && offset
-                .checked_add(bytes.len() as u64)
-                .is_some_and(|e| e <= start + len);
-        if !inside {
+        if self.claim(name, offset, bytes.len() as u64)? {
+            self.chunks.pieces().insert(offset, bytes);
+        }
+        Ok(())
+    }
+
+    /// Say that the caller holds `len` bytes at file offset `offset` of entry `name` and
+    /// serves them from the source given to [`StreamingLoad::hold_outside`] (checked as
+    /// [`StreamingLoad::push_chunk`] checks a piece).
+    pub fn push_held(&mut self, name: &str, offset: u64, len: u64) -> Result<()> {
+        if self.chunks.outside().is_none() {
             return Err(Error::archive(
                 &self.source,
                 format!(
-                    "a chunk of {} bytes at {offset} is outside entry '{name}' (bytes {start}..{})",
-                    bytes.len(),
-                    start + len
+                    "bytes of entry '{name}' held outside before hold_outside gave their source"
                 ),
             ));
         }
-        if bytes.is_empty() {
-            return Ok(());
+        if self.claim(name, offset, len)? {
+            self.chunks
+                .held
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(offset, len);
         }
-        let mut pieces = self.chunks.pieces();
-        let end = offset + bytes.len() as u64;
-        let before = pieces
-            .range(..=offset)
-            .next_back()
-            .is_some_and(|(&s, p)| s + p.len() as u64 > offset);
-        let after = pieces.range(offset..end).next().is_some();
-        if before || after {
+        Ok(())
+    }
+
+    /// Where ranges given by [`StreamingLoad::push_held`] are read. It is told (`release`)
+    /// when a range's entry was taken by a session and will not be read again, when the load
+    /// frees entries as taken ([`StreamingLoad::free_as_taken`]).
+    pub fn hold_outside(&mut self, source: Arc<dyn ByteSource>) {
+        *self
+            .chunks
+            .outside
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(source);
+    }
+
+    /// Check that `len` bytes at `offset` lie inside entry `name`'s range and overlap nothing
+    /// pushed or held before, and count them as received: whether there is anything to keep.
+    fn claim(&mut self, name: &str, offset: u64, len: u64) -> Result<bool> {
+        let &(start, entry_len) = self.ranges.get(name).ok_or_else(|| {
+            Error::archive(&self.source, format!("no entry '{name}' in the archive"))
+        })?;
+        let end = offset.checked_add(len).filter(|&e| e <= start + entry_len);
+        let Some(end) = end.filter(|_| offset >= start) else {
+            return Err(Error::archive(
+                &self.source,
+                format!(
+                    "a chunk of {len} bytes at {offset} is outside entry '{name}' (bytes {start}..{})",
+                    start + entry_len
+                ),
+            ));
+        };
+        if len == 0 {
+            return Ok(false);
+        }
+        let pieces = self.chunks.pieces();
+        let held = self.chunks.held.lock().unwrap_or_else(|e| e.into_inner());
+        if overlaps(&pieces, |p| p.len() as u64, offset, end)
+            || overlaps(&held, |&n| n, offset, end)
+        {
             return Err(Error::archive(
                 &self.source,
                 format!("a chunk at {offset} of entry '{name}' overlaps one pushed before"),
             ));
         }
-        pieces.insert(offset, bytes);
-        let got = self.received.entry(name.to_string()).or_default();
-        *got += end - offset;
-        Ok(())
+        drop((pieces, held));
+        *self.received.entry(name.to_string()).or_default() += len;
+        Ok(true)
     }
 
     /// Free each weight's pieces as soon as a session holds it, so that a load on the GPU
@@ -292,6 +393,11 @@ impl StreamingLoad {
     /// made from it fails on the freed weights.
     pub fn free_as_taken(&mut self) {
         self.chunks.free_taken.store(true, Ordering::Relaxed);
+    }
+
+    /// The archive file's length.
+    pub fn total_len(&self) -> u64 {
+        self.chunks.len
     }
 
     /// Bytes of pushed pieces held now.

@@ -248,8 +248,13 @@ impl Tensor {
 
     /// From a loaded archive tensor (copies into typed storage; keeps sizes/strides/offset).
     pub fn from_host(t: &HostTensor) -> Result<Tensor> {
-        let bytes = t.storage.load()?;
-        let data = Data::from_le_bytes(t.dtype, &bytes).ok_or_else(|| unsupported(t.dtype))?;
+        let data = match read_words(t)? {
+            Some(d) => d,
+            None => {
+                let bytes = t.storage.load()?;
+                Data::from_le_bytes(t.dtype, &bytes).ok_or_else(|| unsupported(t.dtype))?
+            }
+        };
         Ok(Tensor {
             dtype: t.dtype,
             sizes: t.sizes.clone(),
@@ -265,6 +270,32 @@ impl Tensor {
         let bytes = c.read().to_le_bytes();
         HostTensor::from_bytes(name, self.dtype, self.sizes.clone(), bytes)
     }
+}
+
+/// A deferred f32 or int32 storage read from the archive straight into its words (on a
+/// little-endian host the file's bytes are the words), with no byte copy beside them: a
+/// streamed weight then needs its own size in memory, not twice that. `None` for the others.
+fn read_words(t: &HostTensor) -> Result<Option<Data>> {
+    let Some(e) = t.storage.deferred_entry() else {
+        return Ok(None);
+    };
+    let words = usize::try_from(e.len / 4).ok().filter(|_| e.len % 4 == 0);
+    let (Some(n), true) = (words, cfg!(target_endian = "little")) else {
+        return Ok(None);
+    };
+    Ok(Some(match t.dtype {
+        DType::F32 => {
+            let mut v = vec![0f32; n];
+            e.read_at(0, bytemuck::cast_slice_mut(&mut v))?;
+            Data::F32(v)
+        }
+        DType::I32 => {
+            let mut v = vec![0i32; n];
+            e.read_at(0, bytemuck::cast_slice_mut(&mut v))?;
+            Data::I32(v)
+        }
+        _ => return Ok(None),
+    }))
 }
 
 /// The broadcast shape of two shapes (numpy/torch rules).

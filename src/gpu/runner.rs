@@ -4,7 +4,9 @@
 use super::device::GpuDevice;
 use super::graph::GpuPlans;
 use super::stats::RunStats;
-use super::store::{cpu_store, from_gpu_bytes, gpu_bytes, lock, to_gpu_bytes, Cell, GTensor};
+use super::store::{
+    cpu_store, from_gpu_bytes, gpu_bytes, lock, to_gpu_bytes, words_as_held, Cell, GTensor,
+};
 use crate::cpu::Tensor;
 use crate::error::{Error, Result};
 use crate::runtime::RValue;
@@ -163,10 +165,24 @@ impl<'d> Runner<'d> {
             .clone()
             .filter(|_| s.cpu_valid)
             .ok_or_else(|| Error::Gpu(format!("internal: {what} has no current copy")))?;
-        let bytes = to_gpu_bytes(&data.read().unwrap_or_else(|e| e.into_inner()), what)?;
         if s.gpu.is_none() {
             s.gpu = Some(self.dev.alloc(gpu_bytes(s.dtype, s.len), what)?);
         }
+        // f32 and int32 words go up as they are held, with no converted copy (a weight's
+        // upload then needs no host memory beyond the tensor), unless a recording keeps them.
+        if self.rec.is_none() {
+            let held = data.read().unwrap_or_else(|e| e.into_inner());
+            if let (Some(words), Some(b)) = (words_as_held(&held), s.gpu.as_ref()) {
+                if !words.is_empty() {
+                    self.dev.queue.write_buffer(b.buffer(), 0, words);
+                }
+                s.gpu_valid = true;
+                self.stats.uploads += 1;
+                self.stats.upload_bytes += words.len() as u64;
+                return Ok(());
+            }
+        }
+        let bytes = to_gpu_bytes(&data.read().unwrap_or_else(|e| e.into_inner()), what)?;
         if !bytes.is_empty() {
             let buf = s.gpu.as_ref().map(|b| b.buffer().clone());
             if let Some(b) = buf {

@@ -353,6 +353,17 @@ pub fn gpu_store(dev: &GpuDevice, dtype: DType, len: usize, what: &str) -> Resul
     })))
 }
 
+/// What [`to_gpu_bytes`] makes, without a copy, where the held words are the GPU's already:
+/// f32 and int32 on a little-endian host.
+pub fn words_as_held(d: &Data) -> Option<&[u8]> {
+    match d {
+        _ if cfg!(target_endian = "big") => None,
+        Data::F32(v) => Some(bytemuck::cast_slice(v)),
+        Data::I32(v) => Some(bytemuck::cast_slice(v)),
+        _ => None,
+    }
+}
+
 /// The bytes to upload for a CPU storage (see the module doc for the GPU representation).
 pub fn to_gpu_bytes(d: &Data, what: &str) -> Result<Vec<u8>> {
     Ok(match d {

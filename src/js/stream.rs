@@ -11,11 +11,20 @@
 //!   load.pushChunk(name, offset, await range(url, offset, offset + len)); // or in pieces
 //! const model = await load.finishGpu(program, weights, dtype); // or load.finishCpu(...)
 //! ```
+//!
+//! Or JS keeps the bytes (`holdOutside(readAt, release)`, then `pushHeld(name, offset, len)`
+//! for each range it has): the core reads each entry from JS when its session takes it and
+//! hands it back (`release`), so wasm memory, which never shrinks, holds about one weight at a
+//! time. `load()` does this on WebGPU, where the weights' home is the GPU.
 
 use super::{open_program, to_js, Loaded, WasmModel};
+use crate::archive::source::ByteSource;
 use crate::archive::stream::{directory_range, StreamingLoad};
 use crate::limits::Limits;
-use js_sys::{Array, Object, Reflect};
+use js_sys::{Array, Function, Object, Reflect, Uint8Array};
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 /// A byte offset or length from JS (a Number): a non-negative integer below 2^53.
@@ -81,6 +90,31 @@ impl WasmStreamingLoad {
         load.push_chunk(name, offset, bytes).map_err(to_js)
     }
 
+    /// Read the ranges given by `pushHeld` from JS: `readAt(offset, len)` returns those bytes
+    /// (a Uint8Array of `len` bytes), `release(offset, len)` is told when they will not be
+    /// read again.
+    #[wasm_bindgen(js_name = holdOutside)]
+    pub fn hold_outside(&mut self, read_at: Function, release: Function) -> Result<(), JsValue> {
+        let load = self.0.as_mut().ok_or_else(finished)?;
+        let id = NEXT_HELD.with(|n| {
+            let id = n.get();
+            n.set(id.wrapping_add(1));
+            id
+        });
+        HELD.with(|h| h.borrow_mut().insert(id, HeldFns { read_at, release }));
+        let len = load.total_len();
+        load.hold_outside(Arc::new(JsHeld { id, len }));
+        Ok(())
+    }
+
+    /// JS holds `len` bytes at file offset `offset` of entry `name` (see `holdOutside`).
+    #[wasm_bindgen(js_name = pushHeld)]
+    pub fn push_held(&mut self, name: &str, offset: f64, len: f64) -> Result<(), JsValue> {
+        let (offset, len) = (js_u64("offset", offset)?, js_u64("len", len)?);
+        let load = self.0.as_mut().ok_or_else(finished)?;
+        load.push_held(name, offset, len).map_err(to_js)
+    }
+
     /// The model on the CPU backend (see `WasmModel`'s constructor for the options).
     #[wasm_bindgen(js_name = finishCpu)]
     pub fn finish_cpu(
@@ -103,6 +137,89 @@ impl WasmStreamingLoad {
         opset: JsValue,
     ) -> Result<WasmModel, JsValue> {
         WasmModel::on_gpu(self.take_program(program, weights, dtype, &opset)?).await
+    }
+}
+
+/// The JS functions of a `holdOutside` source, by id, on the thread that made them (JS values
+/// stay on their thread; the source itself is a plain id, so it is `Send`).
+#[derive(Clone)]
+struct HeldFns {
+    read_at: Function,
+    release: Function,
+}
+
+thread_local! {
+    static HELD: RefCell<HashMap<u32, HeldFns>> = RefCell::new(HashMap::new());
+    static NEXT_HELD: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes JS holds: `readAt(offset, len)` returns them as a Uint8Array of exactly `len`
+/// bytes, `release(offset, len)` says they will not be read again.
+struct JsHeld {
+    id: u32,
+    len: u64,
+}
+
+impl JsHeld {
+    fn fns(&self) -> std::io::Result<HeldFns> {
+        HELD.with(|h| h.borrow().get(&self.id).cloned())
+            .ok_or_else(|| {
+                std::io::Error::other(
+                    "the JS-held bytes of this load are read on another thread than the one that \
+                 gave them",
+                )
+            })
+    }
+}
+
+impl ByteSource for JsHeld {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        crate::archive::source::checked_range(offset, buf.len(), self.len)?;
+        let f = self.fns()?;
+        let got = f
+            .read_at
+            .call2(
+                &JsValue::NULL,
+                &(offset as f64).into(),
+                &(buf.len() as f64).into(),
+            )
+            .map_err(|e| {
+                std::io::Error::other(format!("readAt({offset}, {}) threw: {e:?}", buf.len()))
+            })?;
+        let got: Uint8Array = got.dyn_into().map_err(|_| {
+            std::io::Error::other(format!(
+                "readAt({offset}, {}) did not return a Uint8Array",
+                buf.len()
+            ))
+        })?;
+        if got.length() as usize != buf.len() {
+            return Err(std::io::Error::other(format!(
+                "readAt({offset}, {}) returned {} bytes",
+                buf.len(),
+                got.length()
+            )));
+        }
+        got.copy_to(buf);
+        Ok(())
+    }
+    fn release(&self, offset: u64, len: u64) {
+        if let Ok(f) = self.fns() {
+            // A failing release only leaves the bytes to JS's garbage collector later.
+            let _ = f.release.call2(
+                &JsValue::NULL,
+                &(offset as f64).into(),
+                &(len as f64).into(),
+            );
+        }
+    }
+}
+
+impl Drop for JsHeld {
+    fn drop(&mut self) {
+        let _ = HELD.try_with(|h| h.borrow_mut().remove(&self.id));
     }
 }
 
