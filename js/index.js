@@ -594,7 +594,7 @@ function blobHeld(blob) {
  * archive cache's copy), so every byte is read, once. Progress: `phase`, bytes read of bytes
  * to read.
  */
-async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob }) {
+async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob, discard }) {
   let loaded = tail?.length ?? 0;
   let total = size;
   const reading = (start, end) => read(start, end).then((b) => {
@@ -619,9 +619,11 @@ async function streamArchive({ read, size, tail, phase, progress, sink, hold, bl
       progress(phase, size, size);
       return load;
     }
-    const held = hold ? new HeldPieces() : null;
+    const held = hold && !discard ? new HeldPieces() : null;
     if (held) load.holdOutside((o, n) => held.readAt(o, n), (o, n) => held.release(o, n));
-    pushOverlaps(load, needed, tailAt, tail, held);
+    // `discard`: the bytes only go to `sink` (the cache), the load reads them from there after.
+    const push = discard ? () => {} : (start, bytes) => pushOverlaps(load, needed, start, bytes, held);
+    push(tailAt, tail);
     // What is left before the tail: every byte for the cache's copy, else the needed ranges.
     const before = sink ? [{ offset: 0, len: tailAt }]
       : needed.map((r) => ({ offset: r.offset, len: Math.min(r.offset + r.len, tailAt) - r.offset })).filter((r) => r.len > 0);
@@ -642,7 +644,7 @@ async function streamArchive({ read, size, tail, phase, progress, sink, hold, bl
     for (const r of requests) {
       const bytes = await pending.shift();
       startNext();
-      pushOverlaps(load, needed, r.start, bytes, held);
+      push(r.start, bytes);
       sink?.(bytes);
     }
     sink?.(tail);
@@ -713,14 +715,27 @@ async function streamFromUrl(url, cacheMode, progress, hold) {
   const tail = new Uint8Array(await first.arrayBuffer());
   if (tail.length !== Math.min(size, TAIL)) throw new Pt2WebError(`fetching the model: asked for its last ${TAIL} bytes, got ${tail.length} of ${size}`, 'ARCHIVE');
   const writer = store ? cacheWriter(store, url.href, cache.versionOf(first.headers, size)) : null;
+  // A Worker with a cache keeps no piece: the download goes to the cache only, and the load
+  // then reads each entry from the cached file as its session takes it (see `blobHeld`).
+  const viaFile = writer !== null && typeof globalThis.FileReaderSync === 'function';
+  let stream;
   try {
-    const stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write, hold });
+    stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write, hold, discard: viaFile });
     await writer?.end();
-    return { stream, size };
   } catch (e) {
     await writer?.end(e);
     throw e;
   }
+  if (!viaFile) return { stream, size };
+  stream.free();
+  const hit = await store.get(url.href).catch(() => null);
+  const blob = hit && await hit.blob?.().catch(() => null);
+  const read = blob?.size === size ? async (start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer()) : null;
+  if (read) {
+    try { return { stream: await streamArchive({ read, size, phase: 'download', progress, blob }), size }; } catch { /* read again below */ }
+  }
+  // The store did not keep it (full, or a private context's limit): read again, held in JS.
+  return { stream: await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, hold }), size };
 }
 
 // What a relative URL is relative to: the page (or Worker), in Node the working directory.
