@@ -75,7 +75,7 @@ pub(super) fn encode_matmul(
     beta: f32,
 ) -> Result<Option<GTensor>> {
     if !super::loops_fit(k, kk, 1) {
-        return matmul_in_parts(k, a, bm, c, batch, m, n, kk, alpha, beta);
+        return matmul_in_parts(k, (a, bm, c), (batch, m, n, kk), (alpha, beta));
     }
     let Some(sizes) = matmul_operands(k, a, bm, c, batch, m, n, 32)? else {
         return Ok(None);
@@ -206,23 +206,17 @@ pub(super) fn encode_matmul(
 /// alignment in every part.
 const K_PART: usize = 16_384;
 
-/// `encode_matmul` over K in parts of [`K_PART`] for adapters that cap an invocation's loop
-/// steps (lavapipe ends every form's K loop after 65,535 steps, silently: [1, 200,000] @
-/// [200,000, 1] answered -5 for torch's -1, op case matmul/mm_long_k). Part p adds `alpha · A[.., p] @ B[p, ..]` to
-/// the previous part's result, read as the bias (`beta` 1); the first part takes the caller's
-/// bias, the last one the pending epilogue. Each part's sum is rounded to the output dtype.
-#[allow(clippy::too_many_arguments)]
+/// `encode_matmul` (`dims`: batch, M, N, K; `scales`: alpha, beta) over K in parts of
+/// [`K_PART`] for adapters that cap an invocation's loop steps (lavapipe ends every form's K
+/// loop after 65,535 steps, silently: [1, 200,000] @ [200,000, 1] answered -5 for torch's
+/// -1, op case matmul/mm_long_k). Part p adds `alpha · A[.., p] @ B[p, ..]` to the previous
+/// part's result, read as the bias (`beta` 1); the first part takes the caller's bias, the
+/// last one the pending epilogue. Each part's sum is rounded to the output dtype.
 fn matmul_in_parts(
     k: &mut KernelCtx,
-    a: &GTensor,
-    bm: &GTensor,
-    c: Option<&GTensor>,
-    batch: usize,
-    m: usize,
-    n: usize,
-    kk: usize,
-    alpha: f32,
-    beta: f32,
+    (a, bm, c): (&GTensor, &GTensor, Option<&GTensor>),
+    (batch, m, n, kk): (usize, usize, usize, usize),
+    (alpha, beta): (f32, f32),
 ) -> Result<Option<GTensor>> {
     let mut epilogue = k.epilogue.take();
     let (ak, bk) = (a.rank() - 1, bm.rank() - 2);
