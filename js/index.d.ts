@@ -171,6 +171,8 @@ export interface GenerateOptions {
   eos?: number;
   /** Called with each new token id as it arrives; a throw stops the loop. */
   onToken?: (id: number) => void;
+  /** Stops the loop with code CANCELLED (before the next node of its current call). */
+  signal?: AbortSignal;
 }
 
 export interface GenerateStats {
@@ -248,7 +250,7 @@ export class Model {
   /** Prepare for inputs of these shapes without running: the Plan and, on WebGPU, every
    * pipeline and bind group, so the first run compiles no shader. Omitted: the declared
    * (static) shapes. */
-  prepare(shapes?: PrepareShapes, options?: { onProgress?: (done: number, total: number) => void }): Promise<PrepareStats>;
+  prepare(shapes?: PrepareShapes, options?: { onProgress?: (done: number, total: number) => void; signal?: AbortSignal }): Promise<PrepareStats>;
   /** What the `prepare` load option did (set when it was given). */
   prepareStats?: PrepareStats;
   dispose(): void;

@@ -1191,18 +1191,24 @@ function runOptions(options) {
   if (options === undefined || options === null) return { keepOnGpu: false };
   if (typeof options !== 'object') throw new Pt2WebError(`run(): options must be an object such as {signal, timeoutMs, keepOnGpu}, got ${show(options)}`, 'INPUT');
   const { signal, timeoutMs } = options;
-  if (signal !== undefined && signal !== null && !(typeof signal === 'object' && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function')) {
-    throw new Pt2WebError(`run(): options.signal must be an AbortSignal, got ${show(signal)}`, 'INPUT');
-  }
+  signalOption('run()', signal);
   if (timeoutMs !== undefined && timeoutMs !== null && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) {
     throw new Pt2WebError(`run(): options.timeoutMs must be a non-negative number of milliseconds, got ${show(timeoutMs)}`, 'INPUT');
   }
   return { signal: signal ?? undefined, timeoutMs: timeoutMs ?? undefined, keepOnGpu: !!options.keepOnGpu };
 }
 
-function cancelled(signal) {
+// `options.signal` of `what` ('run()', 'prepare()', 'generate()'), checked: an AbortSignal or nothing.
+function signalOption(what, signal) {
+  if (signal !== undefined && signal !== null && !(typeof signal === 'object' && typeof signal.aborted === 'boolean' && typeof signal.addEventListener === 'function')) {
+    throw new Pt2WebError(`${what}: options.signal must be an AbortSignal, got ${show(signal)}`, 'INPUT');
+  }
+  return signal ?? undefined;
+}
+
+function cancelled(signal, what = 'run') {
   const why = signal.reason === undefined ? '' : `: ${signal.reason?.message ?? String(signal.reason)}`;
-  return new Pt2WebError(`run stopped: its AbortSignal was aborted${why}`, 'CANCELLED');
+  return new Pt2WebError(`${what} stopped: its AbortSignal was aborted${why}`, 'CANCELLED');
 }
 
 /** A loaded program. */
@@ -1226,20 +1232,43 @@ export class Model {
     return this.#wasm;
   }
   #stopping = null;
-  // `running`, or CANCELLED as soon as `signal` aborts; the run given up then finishes (at
-  // its next node) before the next run starts.
-  #untilAbort(running, signal) {
+  // `running`, or CANCELLED as soon as `signal` aborts; the call given up then finishes (at
+  // its next node) before the next call starts.
+  #untilAbort(running, signal, what) {
     return new Promise((resolve, reject) => {
       const onAbort = () => {
         const settled = running.then(() => {}, () => {});
         this.#stopping = settled;
         settled.then(() => { if (this.#stopping === settled) this.#stopping = null; });
-        reject(cancelled(signal));
+        reject(cancelled(signal, what));
       };
       if (signal.aborted) { onAbort(); return; }
       signal.addEventListener('abort', onAbort, { once: true });
       running.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
     });
+  }
+  // The wasm call `start(token)` (`run`, `prepare`, `generate`: `what`) under `signal`: CANCELLED
+  // at once for a signal already aborted, else as soon as it aborts, the core stopping at its
+  // next node (it checks the cancel token `start` is given); a call given up holds the model
+  // until it stops.
+  async #stoppable(what, signal, start) {
+    let token = null;
+    const onAbort = () => token?.cancel();
+    try {
+      if (signal?.aborted) throw cancelled(signal, what);
+      if (this.#stopping) await this.#stopping;
+      if (signal) {
+        token = new WasmCancelToken();
+        // It may have aborted while the call before was stopping.
+        if (signal.aborted) token.cancel();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      }
+      const running = track(start(token?.share()));
+      return await (signal ? this.#untilAbort(running, signal, what) : running);
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+      token?.free();
+    }
   }
   /** Inputs, outputs, dynamic dims and ranges, parameter bytes, op histogram... */
   get info() { return this.#info; }
@@ -1290,28 +1319,14 @@ export class Model {
   async run(inputs, options = {}) {
     const wasm = this.#live();
     let flat;
-    let token = null;
-    const onAbort = () => token?.cancel();
     const { signal, timeoutMs, keepOnGpu } = runOptions(options);
     try {
       if (keepOnGpu && this.device !== 'webgpu') throw new Pt2WebError('keepOnGpu needs a model loaded on WebGPU', 'INPUT');
       if (signal?.aborted) throw cancelled(signal);
       const wire = this.#flatInputs(inputs);
-      // A run given up at an abort holds the model until it stops at its next node.
-      if (this.#stopping) await this.#stopping;
-      if (signal) {
-        token = new WasmCancelToken();
-        // It may have aborted while the run before was stopping.
-        if (signal.aborted) token.cancel();
-        else signal.addEventListener('abort', onAbort, { once: true });
-      }
-      const running = track(wasm.run(wire, keepOnGpu, token?.share(), timeoutMs));
-      flat = await (signal ? this.#untilAbort(running, signal) : running);
+      flat = await this.#stoppable('run', signal, (token) => wasm.run(wire, keepOnGpu, token, timeoutMs));
     } catch (e) {
       throw wrapError(e);
-    } finally {
-      signal?.removeEventListener('abort', onAbort);
-      token?.free();
     }
     const leaves = Array.from(flat, fromWire);
     const outSpec = this.#info.specs.outSpec;
@@ -1325,21 +1340,24 @@ export class Model {
    * prompt goes in one call where the sequence length is dynamic; then one token per call.
    * Greedy by default (on WebGPU the argmax is taken on the GPU, so a step reads back 8
    * bytes; the cache stays there). `options`: `{maxNewTokens = 32, temperature = 0, topK,
-   * topP, seed = 0, eos, onToken(id)}`. The cache continues from earlier calls: a freshly
+   * topP, seed = 0, eos, onToken(id), signal}` (an AbortSignal: the loop stops with code
+   * CANCELLED before the next node of its current call; the cache keeps the positions it
+   * filled, so call on from a fresh model or from where it stopped). The cache continues from earlier calls: a freshly
    * loaded model starts at position 0. Resolves to the new ids; `lastGenerateStats` then
    * holds `{prefillMs, decodeTokS, readbackBytesPerToken}`.
    */
   async generate(promptIds, options = {}) {
     const wasm = this.#live();
-    const { onToken, ...rest } = options ?? {};
+    const { onToken, signal, ...rest } = options ?? {};
     if (onToken !== undefined && typeof onToken !== 'function') {
       throw new Pt2WebError('generate(): onToken must be a function', 'INPUT');
     }
     let out;
     try {
+      signalOption('generate()', signal);
       if (!Array.isArray(promptIds) && !ArrayBuffer.isView(promptIds)) throw new Pt2WebError(`generate(): promptIds must be an array of token ids, got ${show(promptIds)}`, 'INPUT');
       const prompt = Float64Array.from(promptIds, (t) => (typeof t === 'bigint' || typeof t === 'number' ? Number(t) : NaN));
-      out = await track(wasm.generate(prompt, rest, onToken));
+      out = await this.#stoppable('generate', signal ?? undefined, (token) => wasm.generate(prompt, rest, onToken, token));
     } catch (e) {
       throw wrapError(e);
     }
@@ -1355,10 +1373,12 @@ export class Model {
    * `shapes`: an object keyed by the names `info.inputs` lists, or an array in that order,
    * of sizes (`[1, 128]`), tensors (their shape and dtype) or numbers (int inputs); omitted,
    * the declared shapes (every dim static). Resolves to `{prepareMs, planSteps,
-   * pipelinesCreated, bindGroupsCreated, autotuned, stopped}`.
+   * pipelinesCreated, bindGroupsCreated, autotuned, stopped}`. `options`: `{onProgress(done,
+   * total), signal}` (an AbortSignal: CANCELLED as `run` gives it; the model stays usable).
    */
   async prepare(shapes, options = {}) {
     const wasm = this.#live();
+    const signal = signalOption('prepare()', options?.signal);
     const inputs = this.#info.inputs;
     const names = inputs.map((i) => i.name);
     let given;
@@ -1395,7 +1415,7 @@ export class Model {
     let stats;
     options.onProgress?.(0, 1);
     try {
-      stats = await track(wasm.prepare(wire));
+      stats = await this.#stoppable('prepare', signal, (token) => wasm.prepare(wire, token));
     } catch (e) {
       throw wrapError(e);
     }

@@ -198,13 +198,22 @@ impl Sampler {
     }
     /// The next token from one position's logits.
     pub fn pick(&mut self, logits: &[f32]) -> Result<i64> {
+        let rng = &mut self.rng;
+        self.s.pick_with(logits, || rng.next_f64())
+    }
+}
+
+impl Sampling {
+    /// The token these settings pick from one position's logits, `uniform` giving the draw's
+    /// number in [0, 1) (asked for only where the pick is not greedy).
+    pub fn pick_with(&self, logits: &[f32], uniform: impl FnOnce() -> f64) -> Result<i64> {
         if logits.iter().any(|x| x.is_nan()) {
             return Err(Error::op("generate", "the logits hold NaN"));
         }
         if logits.is_empty() {
             return Err(Error::op("generate", "the logits are empty"));
         }
-        if self.s.greedy() {
+        if self.greedy() {
             // The first of equal maxima, as torch.argmax.
             let mut best = 0;
             for (i, &x) in logits.iter().enumerate() {
@@ -217,13 +226,13 @@ impl Sampler {
         let mut desc = logits.to_vec();
         desc.sort_by(|a, b| b.total_cmp(a));
         // The cut from top-k: the k-th largest logit.
-        let mut cut = match self.s.top_k {
+        let mut cut = match self.top_k {
             // (top-k 0 is refused by `Sampling::check`; taken as 1 here, never an index underflow.)
             Some(k) if k < desc.len() => desc[k.max(1) - 1],
             _ => f32::NEG_INFINITY,
         };
         let m = desc[0] as f64;
-        let t = self.s.temperature;
+        let t = self.temperature;
         let weight = |x: f32| {
             if x >= cut {
                 ((x as f64 - m) / t).exp()
@@ -231,7 +240,7 @@ impl Sampler {
                 0.0
             }
         };
-        if let Some(p) = self.s.top_p.filter(|&p| p < 1.0) {
+        if let Some(p) = self.top_p.filter(|&p| p < 1.0) {
             let need = p * logits.iter().map(|&x| weight(x)).sum::<f64>();
             // Down the distinct kept values until the mass at or above one reaches P.
             let mut acc = 0.0;
@@ -256,7 +265,7 @@ impl Sampler {
             }
         };
         let total: f64 = logits.iter().map(|&x| weight(x)).sum();
-        let target = self.uniform() * total;
+        let target = uniform() * total;
         let mut acc = 0.0;
         let mut last = 0;
         for (i, &x) in logits.iter().enumerate() {
@@ -457,8 +466,11 @@ async fn run(
         .map_err(|e| at(sig, tokens.len(), start, e))
 }
 
-/// An error of the call at `start`, saying where.
+/// An error of the call at `start`, saying where (a stopped call stays `Cancelled`).
 fn at(sig: &LmSignature, n: usize, start: usize, e: Error) -> Error {
+    if matches!(e, Error::Cancelled { .. }) {
+        return e;
+    }
     bad(format!(
         "at position {start} ({n} token(s) in '{}', positions in '{}'): {e}",
         sig.tokens, sig.positions

@@ -251,7 +251,11 @@ pub fn multinomial(k: &mut KernelCtx) -> Out {
         return Ok(None);
     };
     let n = m.rows * m.samples;
-    if !small_enough(n) || !small_enough(w.numel()) {
+    // An invocation walks the categories twice per draw (and once more to copy them without
+    // replacement): past the loop cap of CPU adapters the CPU kernel draws.
+    let walks = if m.replacement { 2 } else { 1 + 2 * m.samples };
+    if !small_enough(n) || !small_enough(w.numel()) || !super::kernels::loops_fit(k, m.cats, walks)
+    {
         return Ok(None);
     }
     if super::store::lock(&w.cell).cpu_valid {

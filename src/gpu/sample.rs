@@ -35,6 +35,10 @@ impl GpuSession {
     /// logits of a kept output in, a token id out. Adds the dispatch and the 8 bytes read
     /// back to [`GpuSession::last_stats`]. Logits holding NaN are an error, as on the CPU.
     pub async fn argmax_last_async(&mut self, t: &GTensor) -> Result<i64> {
+        if !self.row_fits(t, 1) {
+            let greedy = crate::generate::Sampling::default();
+            return greedy.pick_with(&self.last_row_on_host(t).await?, || 0.0);
+        }
         self.pick_last(
             t,
             "argmax of the last logits",
@@ -71,8 +75,38 @@ impl GpuSession {
                 ),
             });
         }
+        // Loop steps per element of an invocation's share: the max, the draw's two walks, and
+        // a walk per bit of top-k's and top-p's cuts.
+        let steps = 3 + 33 * (meta.top_k > 0) as usize + 34 * (meta.top_p < 1.0) as usize;
+        if !self.row_fits(t, steps) {
+            return s.pick_with(&self.last_row_on_host(t).await?, || u);
+        }
         self.pick_last(t, "sampling the last logits", &SAMPLE_ROW, meta)
             .await
+    }
+
+    /// Whether `sample.wgsl`'s 256 invocations, each taking `steps` loop steps per element of
+    /// its 1/256 of the last row of `t`, stay within the loop cap of CPU adapters
+    /// ([`super::kernels::LOOP_BUDGET`]): past it (lavapipe with a vocabulary of 300,000 and
+    /// top-k + top-p) the row is read back and picked on the host by the same rule.
+    fn row_fits(&self, t: &GTensor, steps: usize) -> bool {
+        let n = t.sizes.last().copied().unwrap_or(0);
+        !super::is_software(&self.device.properties)
+            || n.div_ceil(256).saturating_mul(steps) <= super::kernels::LOOP_BUDGET
+    }
+
+    /// The last row of the f32 logits `t`, read back (the rows too long for `sample.wgsl`).
+    async fn last_row_on_host(&mut self, t: &GTensor) -> Result<Vec<f32>> {
+        let n = t.sizes.last().copied().unwrap_or(0);
+        let all = super::exec::read_tensor(&self.device, t).await?;
+        if all.dtype != DType::F32 {
+            return Err(Error::op("sampling the last logits", "expected f32 logits"));
+        }
+        let v = all.to_vec::<f32>();
+        let st = &mut self.last_stats;
+        st.downloads += 1;
+        st.download_bytes += 4 * v.len() as u64;
+        Ok(v[v.len().saturating_sub(n)..].to_vec())
     }
 
     /// One workgroup of `variant` over the last row of `t`, its 8-byte answer read back.

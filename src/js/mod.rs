@@ -480,16 +480,21 @@ impl WasmModel {
     /// the first run compiles no shader. Resolves to `{prepareMs, pipelinesMs, warmUpMs, firstDispatches, waitMs, planSteps,
     /// pipelinesCreated, bindGroupsCreated, stopped}` (`stopped`: where the GPU pass stopped
     /// early, at a readback or a CPU fallback; null when it reached the end).
+    /// `cancel` stops the warm-up pass before its next node, as it stops a run.
     #[allow(clippy::await_holding_refcell_ref)]
-    pub fn prepare(&self, inputs: Array) -> js_sys::Promise {
+    pub fn prepare(&self, inputs: Array, cancel: Option<WasmCancelToken>) -> js_sys::Promise {
         let metas = match self.flat_inputs(&inputs, meta_input) {
             Ok(m) => m,
             Err(e) => return js_sys::Promise::reject(&e),
         };
+        let stop = stop_of(cancel);
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut e = borrow_idle(&engine)?;
-            let p = e.prepare_with(&metas).await.map_err(to_js)?;
+            e.session_mut().run_state.stop = stop;
+            let p = e.prepare_with(&metas).await;
+            e.session_mut().run_state.stop = Default::default();
+            let p = p.map_err(to_js)?;
             let v = serde_json::json!({
                 "prepareMs": p.prepare_ms, "pipelinesMs": p.pipelines_ms,
                 "warmUpMs": p.warm_up_ms, "firstDispatches": p.first_dispatches, "waitMs": p.wait_ms, "planSteps": p.plan_steps,
@@ -505,13 +510,15 @@ impl WasmModel {
     /// ([`crate::generate`]). `options`: `{maxNewTokens, temperature, topK, topP, seed, eos}`
     /// (all optional; greedy by default); `on_token(id)` is called as each token arrives (a
     /// throw stops the loop). Resolves to `{tokens, prefillMs, decodeTokS,
-    /// readbackBytesPerToken}`.
+    /// readbackBytesPerToken}`. `cancel` stops the loop before the next node of its current
+    /// call with a `CANCELLED` error.
     #[allow(clippy::await_holding_refcell_ref)]
     pub fn generate(
         &self,
         prompt: Vec<f64>,
         options: JsValue,
         on_token: Option<js_sys::Function>,
+        cancel: Option<WasmCancelToken>,
     ) -> js_sys::Promise {
         let parsed = (|| -> Result<(Vec<i64>, crate::generate::GenerateOptions), JsValue> {
             let prompt = prompt
@@ -571,6 +578,7 @@ impl WasmModel {
             Ok(p) => p,
             Err(e) => return js_sys::Promise::reject(&e),
         };
+        let stop = stop_of(cancel);
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut e = borrow_idle(&engine)?;
@@ -589,9 +597,10 @@ impl WasmModel {
                 }
                 Ok(())
             };
-            let out = crate::generate::generate(&mut **e, &prompt, &opts, &mut on)
-                .await
-                .map_err(to_js)?;
+            e.session_mut().run_state.stop = stop;
+            let out = crate::generate::generate(&mut **e, &prompt, &opts, &mut on).await;
+            e.session_mut().run_state.stop = Default::default();
+            let out = out.map_err(to_js)?;
             to_js_value(&serde_json::json!({
                 "tokens": out.tokens,
                 "prefillMs": out.prefill_ms,
@@ -741,6 +750,14 @@ impl WasmModel {
         self.busy_mut()?.session_mut().run_state.rng = crate::runtime::Rng::new(seed);
         Ok(())
     }
+}
+
+/// The checks of a call that `cancel` alone may stop (prepare, generate).
+fn stop_of(cancel: Option<WasmCancelToken>) -> crate::runtime::Stop {
+    crate::runtime::Stop::start(&crate::runtime::RunOptions {
+        cancel: cancel.map(|c| c.0),
+        timeout_ms: None,
+    })
 }
 
 /// A run's cancel flag, set from JS (`js/index.js` cancels it from the run's `AbortSignal`):

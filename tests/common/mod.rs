@@ -384,6 +384,11 @@ pub fn first_io_buffers_after(stem: &str) -> Vec<(String, Tensor)> {
 /// A fixture's `model` program with the inputs and expected outputs (from PyTorch) of its
 /// first io case.
 pub fn first_io_case(stem: &str) -> (Program, Vec<Tensor>, Vec<Tensor>) {
+    io_case(stem, None)
+}
+
+/// [`first_io_case`], or with `label` the call of that label (`NAME.io.<label>.safetensors`).
+pub fn io_case(stem: &str, label: Option<&str>) -> (Program, Vec<Tensor>, Vec<Tensor>) {
     let (_, meta) = metas()
         .into_iter()
         .find(|(s, _)| s == stem)
@@ -393,7 +398,14 @@ pub fn first_io_case(stem: &str) -> (Program, Vec<Tensor>, Vec<Tensor>) {
     let program = archive
         .program(Some("model"), &LoadOptions::default())
         .unwrap();
-    let case = &pm["io_cases"][0];
+    let cases = pm["io_cases"].as_array().expect("io_cases");
+    let case = match label {
+        None => &cases[0],
+        Some(l) => cases
+            .iter()
+            .find(|c| c["label"] == l)
+            .unwrap_or_else(|| panic!("{stem}: no call labelled {l}")),
+    };
     let bytes = std::fs::read(fixtures().join(case["file"].as_str().unwrap())).unwrap();
     let io = safetensors::SafeTensors::deserialize(&bytes).unwrap();
     let read = |k: &str| to_tensor(&io.tensor(k).unwrap());

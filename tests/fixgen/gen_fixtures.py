@@ -361,10 +361,14 @@ class HostileAlloc(nn.Module):
 def _f():
     seeded(11)
     args = (rnd(4, 3), rnd(2, 1), rnd(3), torch.tensor([1, 0, 3]))
+    # zeros(600, 65536): 157 MB, within the byte budget but past a GPU's 128 MiB storage
+    # binding (lavapipe's max_storage_buffer_binding_size; tests/ops_gpu.rs).
+    past_binding = Case((rnd(600, 3), rnd(2, 1), rnd(3), torch.tensor([1, 0, 3])), label="past_binding")
     return single("hostile_alloc", "sizes the caller controls (zeros, expand+contiguous, repeat_interleave with "
                   "tensor counts): small calls match; huge ones must be refused by the byte budget",
                   HostileAlloc(), args,
-                  dynamic_shapes=({0: Dim("b")}, {0: Dim("c")}, {0: Dim("k")}, {0: Dim("k")}))
+                  dynamic_shapes=({0: Dim("b")}, {0: Dim("c")}, {0: Dim("k")}, {0: Dim("k")}),
+                  cases=[past_binding])
 
 
 class DerivedPlus1(nn.Module):

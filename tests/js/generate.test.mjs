@@ -56,6 +56,31 @@ test('model.generate gives PyTorch\'s greedy tokens (Llama- and GPT-2-style, Nod
   model.dispose();
 });
 
+test('model.generate takes an AbortSignal: CANCELLED before the next call, and the model then gives PyTorch\'s tokens (Node CPU)', async (t) => {
+  if (!existsSync(path.join(DIR, 'llama_static.generate.json'))) {
+    assert.ok(!required, 'PT2WEB_REQUIRE_MODELS=1 but the LM models are missing (scripts/build_models.sh)');
+    t.skip('no .cache/models/*_static (scripts/build_models.sh)');
+    return;
+  }
+  const meta = JSON.parse(readFileSync(path.join(DIR, 'llama_static.generate.json'), 'utf8'));
+  const model = await load(new Uint8Array(readFileSync(path.join(DIR, 'llama_static.pt2'))), { device: 'cpu' });
+  const cancelled = (e) => e instanceof Pt2WebError && e.code === 'CANCELLED';
+  const before = new AbortController();
+  before.abort();
+  await assert.rejects(model.generate(meta.prompt, { signal: before.signal }), cancelled);
+  // Aborted from onToken after two tokens: the next decode call stops before its first node.
+  const stop = new AbortController();
+  const seen = [];
+  const onToken = (id) => { seen.push(id); if (seen.length === 2) stop.abort(); };
+  await assert.rejects(model.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens, onToken, signal: stop.signal }), cancelled);
+  assert.deepEqual(seen, meta.tokens.slice(0, 2));
+  await assert.rejects(model.generate(meta.prompt, { signal: {} }), (e) => e instanceof Pt2WebError && e.code === 'INPUT' && /generate\(\): options.signal/.test(e.message));
+  // The same model, a signal that never aborts: PyTorch's greedy tokens.
+  const calm = new AbortController();
+  assert.deepEqual(await model.generate(meta.prompt, { maxNewTokens: meta.max_new_tokens, signal: calm.signal }), meta.tokens);
+  model.dispose();
+});
+
 test('load({weights}) quantizes at load, load({dtype: \'float16\'}) computes in f16: PyTorch\'s greedy tokens (Node CPU)', async (t) => {
   if (!existsSync(path.join(DIR, 'gpt2_static.generate.json'))) {
     t.skip('no .cache/models/*_static (scripts/build_models.sh)');

@@ -106,6 +106,27 @@ test('run() stops on an AbortSignal or a timeout with CANCELLED, and the next ru
   model.dispose();
 });
 
+test('prepare() takes an AbortSignal as run() does: CANCELLED, and the model keeps answering', async () => {
+  const { model, io, good } = await dynBatch();
+  const shape = Array.from(io.input_0.shape);
+  const before = new AbortController();
+  before.abort(new Error('user left'));
+  await rejectsTyped(() => model.prepare([shape], { signal: before.signal }), 'CANCELLED', /prepare stopped: .*aborted: user left/, 'prepare aborted before');
+  await good('prepare aborted before');
+  // Aborted right after the call: rejected at once; the prepare given up finishes first.
+  const after = new AbortController();
+  const preparing = model.prepare([shape], { signal: after.signal });
+  after.abort();
+  await rejectsTyped(() => preparing, 'CANCELLED', /prepare stopped/, 'prepare aborted after the call');
+  await good('prepare aborted after the call');
+  await rejectsTyped(() => model.prepare([shape], { signal: 'stop' }), 'INPUT', /prepare\(\): options.signal must be an AbortSignal/, 'not a signal');
+  const calm = new AbortController();
+  const stats = await model.prepare([shape], { signal: calm.signal });
+  assert.ok(stats.planSteps > 0, JSON.stringify(stats));
+  await good('calm signal');
+  model.dispose();
+});
+
 test('a small soak: mixed good and bad calls, every bad one typed, memory flat', async () => {
   const api = await import('../../js/index.js');
   const { model } = await dynBatch();

@@ -266,6 +266,17 @@ fn sdpa_f32(
     };
     // f32, or f16 throughout for the streaming kernel alone (else None: the caller converts).
     let f16 = q.dtype == DType::F16;
+    // The logsumexp is one thread's two passes over a row of keys (`reduce::stats_fit`):
+    // past the loop cap of CPU adapters the CPU kernel runs (70,000 keys were wrong on
+    // lavapipe: op case attention/flash_long_keys).
+    let keys = kt
+        .sizes
+        .get(kt.rank().wrapping_sub(2))
+        .copied()
+        .unwrap_or(0);
+    if flash && !super::loops_fit(k, keys * 2, 3) {
+        return Ok(None);
+    }
     if (causal && mask.is_some())
         || [&q, &kt, &v]
             .iter()

@@ -53,19 +53,35 @@ fn line(t: &GTensor) -> [u32; 2] {
     ]
 }
 
-/// Whether the host can tell the offsets are bad (the first not 0, or one decreasing): a
-/// tensor with a current CPU copy is checked, one that only lives on the GPU is not.
-fn host_bad_offsets(t: &GTensor) -> bool {
+/// The offsets where the host has them (a tensor with a current CPU copy), else None.
+fn host_offsets(t: &GTensor) -> Option<Vec<i64>> {
     if !lock(&t.cell).cpu_valid {
-        return false;
+        return None;
     }
-    let Ok(v) = t.cpu_view() else {
-        return false;
-    };
+    let v = t.cpu_view().ok()?;
     // A decision from the data: a run that makes it is not replayed (see gpu::tape).
     crate::gpu::tape::note_host_read();
-    let v = v.to_vec::<i64>();
-    v.first().is_some_and(|&o| o != 0) || v.windows(2).any(|w| w[1] < w[0])
+    Some(v.to_vec::<i64>())
+}
+
+/// Whether the host can tell the offsets are bad (the first not 0, or one decreasing): a
+/// tensor with a current CPU copy is checked, one that only lives on the GPU is not.
+fn host_bad_offsets(offsets: Option<&[i64]>) -> bool {
+    offsets.is_some_and(|v| v.first().is_some_and(|&o| o != 0) || v.windows(2).any(|w| w[1] < w[0]))
+}
+
+/// The most indices one bag may hold: the longest bag where the host has the offsets, else
+/// all `n` (`pool` walks a bag in one invocation, under the loop cap of CPU adapters).
+fn longest_bag(offsets: Option<&[i64]>, n: usize) -> usize {
+    let Some(v) = offsets else {
+        return n;
+    };
+    let ends = v.iter().skip(1).copied().chain([n as i64]);
+    v.iter()
+        .zip(ends)
+        .map(|(&a, b)| b.saturating_sub(a).max(0) as usize)
+        .max()
+        .unwrap_or(0)
 }
 
 fn embedding_bag(k: &mut KernelCtx) -> Out {
@@ -88,12 +104,15 @@ fn embedding_bag(k: &mut KernelCtx) -> Out {
         .iter()
         .any(|&x| x >= i32::MAX as usize)
         || rows.saturating_mul(dim) >= u32::MAX as usize;
+    let host = host_offsets(&offs);
     if !psw_ok
         || too_big
         || [&w, &idx, &offs].iter().any(|t| !k.fits(t))
         || psw.as_ref().is_some_and(|s| !k.fits(s))
         || !super::scatter::host_in_range(&idx, rows, false)
-        || host_bad_offsets(&offs)
+        || host_bad_offsets(host.as_deref())
+        // `pool` counts a bag's padding, then sums it: two walks.
+        || !super::loops_fit(k, longest_bag(host.as_deref(), n), 4)
     {
         return Ok(None);
     }

@@ -343,16 +343,30 @@ pub(super) fn conv(k: &mut KernelCtx) -> Out {
         ..geometry_meta(geo)
     };
     let kernel = conv_kernel(&k.r.dev.properties);
+    // `im2col`'s invocations walk one channel's window; the GEMM splits a long K itself.
     if kernel == ConvKernel::Gemm
         && d == DType::F32
         && !depthwise
         && groups == 1
         && n * o * plane_out > 0
+        && super::loops_fit(k, taps, 2)
     {
         if let Some(res) = conv_gemm(k, &meta, &xc, &wc, bc.as_ref())? {
             let st = crate::gpu::store::contiguous_strides(&sizes);
             return Ok(Some(vec![Slot::Tensor(res.view(sizes, st, 0))]));
         }
+    }
+    // The direct kernels' invocations each reduce a whole channel x window (`taps` for
+    // depthwise ones); the tiled one takes ~26 loop steps per term (its staging loops and 4x4
+    // register block per k). Past the loop cap of CPU adapters the CPU kernel runs (a
+    // 70,000-tap window gave wrong sums on lavapipe: op case conv/conv_long_windows).
+    let (terms, steps) = match (depthwise, kernel) {
+        (true, _) => (taps, 2),
+        (false, ConvKernel::Tiled) => (cg * taps, 26),
+        (false, _) => (cg * taps, 2),
+    };
+    if !super::loops_fit(k, terms, steps) {
+        return Ok(None);
     }
     let out = k.new_out(d, &sizes)?;
     if n * o * plane_out == 0 {
@@ -507,6 +521,12 @@ fn conv_transpose_of(k: &mut KernelCtx, ops: Operands) -> Out {
     let (n, o) = (geo.n, geo.o);
     let plane_out: usize = geo.outs.iter().product();
     let numel = n * o * plane_out;
+    // An invocation walks every tap and, at each tap that reaches an input, the group's
+    // channels: past the loop cap of CPU adapters the CPU kernel runs.
+    let taps: usize = geo.ks.iter().product();
+    if !super::loops_fit(k, taps, geo.c / geo.groups.max(1) + 1) {
+        return Ok(None);
+    }
     if !k.fits(x) || !k.fits(w) || numel >= u32::MAX as usize {
         return Ok(None);
     }

@@ -37,6 +37,12 @@ fn kind(p: f64) -> Option<u32> {
     })
 }
 
+/// Whether one invocation's walk over `m` features (`dist`) stays within the loop cap of
+/// CPU adapters; longer rows take the CPU kernel.
+fn features_fit(k: &KernelCtx, m: usize) -> bool {
+    super::loops_fit(k, m, 2)
+}
+
 fn cdist(k: &mut KernelCtx) -> Out {
     let (Some(a), Some(b)) = (k.t("x1"), k.t("x2")) else {
         return Ok(None);
@@ -60,7 +66,7 @@ fn cdist(k: &mut KernelCtx) -> Out {
     }
     let (pr, rr, m) = (a.sizes[ra - 2], b.sizes[rb - 2], a.sizes[ra - 1]);
     let mode = k.op.opt_int("compute_mode")?.unwrap_or(0);
-    if p == 2.0 && (mode == 1 || (mode == 0 && (pr > 25 || rr > 25))) {
+    if p == 2.0 && (mode == 1 || (mode == 0 && (pr > 25 || rr > 25))) || !features_fit(k, m) {
         return Ok(None);
     }
     let mut sizes = a.sizes[..ra - 2].to_vec();
@@ -108,7 +114,7 @@ fn pdist(k: &mut KernelCtx) -> Out {
     }
     let (n, m) = (x.sizes[0], x.sizes[1]);
     let numel = n * n.saturating_sub(1) / 2;
-    if numel >= u32::MAX as usize {
+    if numel >= u32::MAX as usize || !features_fit(k, m) {
         return Ok(None);
     }
     let Some(xc) = contiguous(k, &x)? else {

@@ -74,6 +74,9 @@ pub(super) fn encode_matmul(
     alpha: f32,
     beta: f32,
 ) -> Result<Option<GTensor>> {
+    if !super::loops_fit(k, kk, 1) {
+        return matmul_in_parts(k, (a, bm, c), (batch, m, n, kk), (alpha, beta));
+    }
     let Some(sizes) = matmul_operands(k, a, bm, c, batch, m, n, 32)? else {
         return Ok(None);
     };
@@ -196,6 +199,50 @@ pub(super) fn encode_matmul(
         chosen.groups,
     )?;
     Ok(Some(out))
+}
+
+/// K per part of [`matmul_in_parts`]: within [`super::LOOP_BUDGET`] at one loop step per k
+/// (the scalar, gemv and tiled forms), a multiple of 64 so the vec4 forms keep their
+/// alignment in every part.
+const K_PART: usize = 16_384;
+
+/// `encode_matmul` (`dims`: batch, M, N, K; `scales`: alpha, beta) over K in parts of
+/// [`K_PART`] for adapters that cap an invocation's loop steps (lavapipe ends every form's K
+/// loop after 65,535 steps, silently: [1, 200,000] @ [200,000, 1] answered -5 for torch's
+/// -1, op case matmul/mm_long_k). Part p adds `alpha · A[.., p] @ B[p, ..]` to the previous
+/// part's result, read as the bias (`beta` 1); the first part takes the caller's bias, the
+/// last one the pending epilogue. Each part's sum is rounded to the output dtype.
+fn matmul_in_parts(
+    k: &mut KernelCtx,
+    (a, bm, c): (&GTensor, &GTensor, Option<&GTensor>),
+    (batch, m, n, kk): (usize, usize, usize, usize),
+    (alpha, beta): (f32, f32),
+) -> Result<Option<GTensor>> {
+    let mut epilogue = k.epilogue.take();
+    let (ak, bk) = (a.rank() - 1, bm.rank() - 2);
+    let mut acc: Option<GTensor> = None;
+    for k0 in (0..kk).step_by(K_PART) {
+        let len = K_PART.min(kk - k0);
+        let part = |t: &GTensor, dim: usize| {
+            let mut sizes = t.sizes.clone();
+            sizes[dim] = len;
+            t.view(sizes, t.strides.clone(), t.offset + k0 * t.strides[dim])
+        };
+        if k0 + len == kk {
+            k.epilogue = epilogue.take();
+        }
+        let (bias, b) = match &acc {
+            Some(prev) => (Some(prev), 1.0),
+            None => (c, beta),
+        };
+        let (ap, bp) = (part(a, ak), part(bm, bk));
+        let Some(out) = encode_matmul(k, &ap, &bp, bias, batch, m, n, len, alpha, b)? else {
+            k.epilogue = k.epilogue.take().or(epilogue);
+            return Ok(None);
+        };
+        acc = Some(out);
+    }
+    Ok(acc)
 }
 
 /// The barrier-free form for these operands: a vec4 form of matmul4.wgsl (f32, K contiguous

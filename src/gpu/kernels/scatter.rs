@@ -182,6 +182,8 @@ fn encode_scatter(
     let entries = idx.sizes[d];
     if numel >= u32::MAX as usize
         || (numel as u64).saturating_mul(entries as u64) > MAX_WORK
+        // One invocation scans every entry along `dim` (the loop cap of CPU adapters).
+        || !super::loops_fit(k, entries, 2)
         || !k.fits(x)
         || !k.fits(idx)
         || !is_int(idx.dtype)
@@ -660,6 +662,9 @@ pub(super) fn index_put(k: &mut KernelCtx) -> Out {
     // Accumulation scans every entry per output element; plain assignment is linear.
     if numel >= u32::MAX as usize
         || (accumulate && (numel as u64).saturating_mul(bn as u64) > MAX_WORK)
+        // `put` scans every entry, each with a walk over the index dims (the loop cap of
+        // CPU adapters).
+        || (accumulate && !super::loops_fit(k, bn, 2 + b.len()))
     {
         return Ok(None);
     }

@@ -168,6 +168,11 @@ pub(crate) fn group(
     if !consecutive && (rows > MAX_LANE || len > MAX_SORTED_SLICE) {
         return Ok(None);
     }
+    // `unique_flag` compares two slices in one invocation: past the loop cap of CPU adapters
+    // the CPU kernel runs.
+    if !super::loops_fit(k, len, 2) {
+        return Ok(None);
+    }
     // `x` with `dim` first, so that each unit is a contiguous run.
     let first = match dim {
         Some(d) => {

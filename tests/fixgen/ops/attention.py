@@ -4,7 +4,7 @@ program), so only a few cases export the core form too."""
 import torch
 import torch.nn.functional as F
 
-from .case import Case, randn
+from .case import ONE, Case, long_ints, randn
 
 A = torch.ops.aten
 f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
@@ -22,6 +22,16 @@ def bool_mask(l, s, seed=5):
     m[:, 0] = True
     m[1] = False  # a fully masked row: eager gives zeros
     return m
+
+
+
+def flash_long_keys(q, n):
+    """flash_attention_for_cpu over 70,000 keys (its logsumexp and the weights-times-values
+    product walk every key: past lavapipe's loop cap, issue 17); keys and values made in the
+    program."""
+    k = 0.1 * long_ints(n, 560_000, 11, 5).reshape(1, 1, 70_000, 8)
+    v = long_ints(n, 560_000, 13, 6).reshape(1, 1, 70_000, 8)
+    return A._scaled_dot_product_flash_attention_for_cpu.default(q, k, v)
 
 
 CASES = [
@@ -62,4 +72,5 @@ CASES = [
     Case("sdpa_f64", lambda q, k, v: sdpa(q, k, v), qkv(1, 2, 3, 4, 8, dtype=f64), core=False),
     Case("flash_for_cpu", lambda q, k, v: A._scaled_dot_product_flash_attention_for_cpu.default(q, k, v, is_causal=True), qkv(1, 2, 4, 4, 8), core=False),
     Case("sdpa_math", lambda q, k, v, m: A._scaled_dot_product_attention_math.default(q, k, v, m), qkv(1, 2, 3, 5, 8) + [bool_mask(3, 5)], core=False),
+    Case("flash_long_keys", flash_long_keys, [randn(1, 1, 2, 8), ONE], tol="loose", core=False),
 ]

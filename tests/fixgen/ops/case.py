@@ -54,3 +54,14 @@ def randn(*shape, seed=0, dtype=torch.float32):
 
 def randint(lo, hi, *shape, seed=0, dtype=torch.int64):
     return torch.randint(lo, hi, shape, generator=g(seed)).to(dtype)
+
+
+def long_ints(n, count, period=7, shift=3):
+    """`count` integer-valued floats in [-shift, period - 1 - shift], repeating every `period`,
+    made in the program from `n` (a 0-d int32 input holding 1, so nothing is folded away):
+    operands past lavapipe's 65,535 loop steps per invocation (issue 17) that stay small in the
+    fixture, and sums of their products that f32 holds exactly."""
+    return (n * torch.arange(count, dtype=torch.int32) % period - shift).float()
+
+
+ONE = torch.tensor(1, dtype=torch.int32)

@@ -11,7 +11,7 @@ safetensors has no complex128, so complex128 cases build their inputs from float
 inside the program."""
 import torch
 
-from .case import Case, randn
+from .case import ONE, Case, long_ints, randn
 
 c64 = torch.complex64
 f64 = torch.float64
@@ -61,6 +61,15 @@ class RotaryBuffer(torch.nn.Module):
 
 
 hann = torch.hann_window(16)
+
+
+def fft_long(n):
+    """FFTs of 131,072 (radix 2) and 70,001 (a prime: Bluestein's) points, lengths past
+    lavapipe's loop cap per invocation (issue 17; the kernels take one butterfly or element per
+    invocation), every 1009th bin; the signal scaled to keep the sums near 1."""
+    a = long_ints(n, 131_072, 11, 5) / 131_072
+    b = long_ints(n, 70_001, 13, 6) / 70_001
+    return torch.fft.fft(a)[::1009], torch.fft.fft(b)[::1009]
 
 CASES = [
     # Views between real and complex (storage shared, as torch).
@@ -182,4 +191,5 @@ CASES += [
     Case("istft_two_sided_complex", istft_of(n_fft=8, hop_length=2, onesided=False), [crandn(8, 11), torch.hann_window(8) + 0.05], tol="loose"),
     Case("istft_normalized_long", istft_of(n_fft=12, hop_length=3, normalized=True, length=50), [crandn(7, 12), torch.hamming_window(12)], tol="loose"),
     Case("istft_short_length", istft_of(n_fft=16, hop_length=4, length=20), [crandn(2, 9, 10), hann], tol="loose"),
+    Case("fft_long", fft_long, [ONE], tol="loose", core=False),
 ]

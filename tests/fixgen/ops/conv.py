@@ -3,9 +3,21 @@ sliding windows im2col (F.unfold) / col2im (F.fold)."""
 import torch
 import torch.nn.functional as F
 
-from .case import Case, randn
+from .case import ONE, Case, long_ints, randn
 
 f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
+
+
+def conv_long_windows(n):
+    """Channel x window reductions past lavapipe's loop cap (issue 17): a 70,000-tap conv1d
+    of one channel (the depthwise kernel) and 300 channels x 15 x 15 taps (67,500 terms: the
+    columns and matrix multiply of CPU adapters); integer-valued data made in the program."""
+    x1 = long_ints(n, 70_003).reshape(1, 1, 70_003)
+    w1 = long_ints(n, 140_000, 5, 2).reshape(2, 1, 70_000)
+    x2 = long_ints(n, 67_500).reshape(1, 300, 15, 15)
+    w2 = long_ints(n, 135_000, 5, 2).reshape(2, 300, 15, 15)
+    return F.conv1d(x1, w1), F.conv2d(x2, w2, padding=1)
+
 
 CASES = [
     # conv2d
@@ -75,4 +87,5 @@ CASES = [
     Case("fold_module", torch.nn.Fold(output_size=(5, 4), kernel_size=(2, 2), padding=1), [randn(2, 3 * 4, 30)], tol="loose"),
     Case("fold_f64", F.fold, [randn(1, 8, 9, dtype=f64)], {"output_size": 4, "kernel_size": 2}, tol="close"),
     Case("fold_of_unfold", lambda x: F.fold(F.unfold(x, 3, padding=1), (6, 7), 3, padding=1), [randn(1, 2, 6, 7)], tol="loose"),
+    Case("conv_long_windows", conv_long_windows, [ONE], tol="exact", core=False),
 ]

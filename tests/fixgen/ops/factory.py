@@ -6,7 +6,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.export import Dim
 
-from .case import Case, randint, randn
+from .case import ONE, Case, long_ints, randint, randn
 
 f16, bf16, f64, i32 = torch.float16, torch.bfloat16, torch.float64, torch.int32
 
@@ -93,6 +93,16 @@ def feature_dropout_train(x):
     return (kept | dropped).all()
 
 
+
+def multinomial_many_categories(n):
+    """multinomial over 70,000 categories (one invocation walks them twice per draw: past
+    lavapipe's loop cap, issue 17), with weight at the end only, so the draws are known."""
+    t = n * torch.arange(70_000)
+    w = (t == 69_999).float() + 0.5 * (t == 40_000)
+    last = (t >= 69_999).float()
+    return torch.multinomial(last, 5, replacement=True), torch.multinomial(w, 2).sort().values
+
+
 CASES = [
     # ranges
     Case("arange_end", lambda x: torch.arange(5), [randn(1)], tol="exact"),
@@ -176,4 +186,5 @@ CASES += [
     Case("multinomial_replacement", multinomial_replacement, [MULTINOMIAL_W, MULTINOMIAL_V], tol="exact"),
     Case("multinomial_no_replacement", multinomial_no_replacement, [MULTINOMIAL_W, torch.rand(9, generator=torch.Generator().manual_seed(3)) + 0.1], tol="exact"),
     Case("multinomial_f64", lambda w: (torch.multinomial(w, 3) * 0, torch.multinomial(w, 50, True).max() < 4), [MULTINOMIAL_W[:, :4].double()], tol="exact"),
+    Case("multinomial_many_categories", multinomial_many_categories, [ONE], tol="exact", core=False),
 ]

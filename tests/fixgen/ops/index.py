@@ -8,7 +8,7 @@ import torch
 nan = float("nan")
 import torch.nn.functional as F
 
-from .case import Case, randn, randint
+from .case import ONE, Case, long_ints, randn, randint
 
 x34 = randn(3, 4)
 x234 = randn(2, 3, 4, seed=1)
@@ -131,6 +131,20 @@ def _scatter_views(x, i, s, m, b, k, w):
 
 nan_src = torch.tensor([[1.0, float("nan"), 3.0, -2.0], [0.5, 2.0, -1.0, 4.0]])
 sc_index = torch.tensor([[0, 1, 0, 2], [2, 2, 1, 0]])
+
+
+def index_long_loops(w, n):
+    """One invocation walks 70,000 entries (past lavapipe's loop cap, issue 17): an
+    embedding_bag's bag (sum, mean, max), scatter_add's index along dim and an accumulating
+    index_put's entries; ids and values made in the program."""
+    ids = (long_ints(n, 70_000, 10, 0)).long()
+    offsets = torch.tensor([0, 5])
+    vals = long_ints(n, 70_000)
+    return (F.embedding_bag(ids, w, offsets, mode="sum"), F.embedding_bag(ids, w, offsets, mode="mean"),
+            F.embedding_bag(ids, w, offsets, mode="max"),
+            torch.zeros(1, 4).scatter_add(1, (ids % 4).reshape(1, 70_000), vals.reshape(1, 70_000)),
+            torch.zeros(4).index_put((ids % 4,), vals, accumulate=True))
+
 
 CASES = [
     Case("embedding", Emb(), [torch.tensor([[1, 0, 9], [3, 3, 2]])]),
@@ -305,4 +319,5 @@ def _nonzero_static_dtypes(a, b, m):
 CASES += [
     Case("nonzero_static_dtypes", _nonzero_static_dtypes,
          [randint(-1, 2, 3, 2, 4, seed=33), randint(0, 3, 700, seed=34, dtype=torch.int32), randn(10, seed=35) > 0]),
+    Case("index_long_loops", index_long_loops, [randint(-4, 5, 10, 3).float(), ONE], tol="exact", core=False),
 ]

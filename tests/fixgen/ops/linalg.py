@@ -5,7 +5,7 @@ numbers); outputs determined only up to sign (eigenvectors, singular vectors) ar
 through sign-free functions of them."""
 import torch
 
-from .case import Case, randn
+from .case import ONE, Case, long_ints, randn
 
 f64 = torch.float64
 
@@ -151,6 +151,15 @@ def singular(n=4, seed=0, dtype=torch.float32):
     a = randn(n, 2, seed=seed, dtype=f64)
     b = randn(2, n, seed=seed + 1, dtype=f64)
     return (a @ b).to(dtype)
+
+
+
+def cdist_long_features(n):
+    """cdist over 70,000 features (one invocation per pair walks them: past lavapipe's loop
+    cap, issue 17); integer-valued points made in the program."""
+    a = long_ints(n, 140_000).reshape(2, 70_000)
+    b = long_ints(n, 210_000, 5, 2).reshape(3, 70_000)
+    return torch.cdist(a, b), torch.cdist(a, b, p=1.0), torch.cdist(a, b, p=float("inf"))
 
 
 CASES = [
@@ -305,4 +314,5 @@ CASES += [
 CASES += [
     Case("polar", lambda a, b, c: (*torch.linalg.polar(a), *torch.linalg.polar(b), *torch.linalg.polar(c)),
          [randn(4, 4, seed=76), randn(2, 3, 3, seed=77), randn(5, 3, seed=78)], tol="loose"),
+    Case("cdist_long_features", cdist_long_features, [ONE], tol="loose", core=False),
 ]

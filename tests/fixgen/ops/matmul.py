@@ -2,7 +2,7 @@
 import torch
 import torch.nn.functional as F
 
-from .case import Case, randn, randint
+from .case import ONE, Case, long_ints, randn, randint
 
 f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
 
@@ -37,6 +37,18 @@ class FrozenRight(torch.nn.Module):
     def forward(self, x):
         y = x @ self.w if self.b is None else torch.addmm(self.b, x, self.w)
         return y if self.act is None else self.act(y)
+
+
+
+def mm_long_k(n):
+    """K past lavapipe's loop cap (issue 17) in every matmul form a software adapter picks:
+    the few-row gemv, the scalar 4x4 blocks (N = 3), the vec4 blocks with a bias (K / 4 past
+    the cap: K = 270,000) and a batch; integer-valued data keeps every sum exact."""
+    a, b = long_ints(n, 1_350_000), long_ints(n, 1_350_000, 5, 2)
+    return (a[:200_000].reshape(1, 200_000) @ b[:200_000].reshape(200_000, 1),
+            a[:420_000].reshape(6, 70_000) @ b[:210_000].reshape(70_000, 3),
+            F.linear(a.reshape(5, 270_000), b[:1_080_000].reshape(4, 270_000), torch.arange(4.0)),
+            torch.bmm(a[:840_000].reshape(2, 6, 70_000), b[:280_000].reshape(2, 70_000, 2)))
 
 
 CASES = [
@@ -149,6 +161,8 @@ CASES = [
     Case("tensordot", lambda a, b: torch.tensordot(a, b, dims=([1, 2], [0, 1])), [randn(2, 3, 4), randn(3, 4, 5, seed=1)], tol="loose"),
     Case("bilinear", F.bilinear, [randn(2, 3), randn(2, 5, seed=1), randn(4, 3, 5, seed=2), randn(4, seed=3)], tol="loose"),
     Case("multi_dot", lambda a, b, c: torch.linalg.multi_dot([a, b, c]), [randn(3, 4), randn(4, 5, seed=1), randn(5, 2, seed=2)], tol="loose"),
+    # issue 17: K past lavapipe's 65,535 loop steps per invocation
+    Case("mm_long_k", mm_long_k, [ONE], tol="exact", core=False),
 ]
 
 # These ops are already core ATen: both IRs hold the same graph, so export them once.

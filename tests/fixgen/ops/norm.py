@@ -4,7 +4,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from .case import Case, randn
+from .case import ONE, Case, long_ints, randn
 
 A = torch.ops.aten
 f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
@@ -42,6 +42,16 @@ class TrainBN(nn.Module):
 def bn_functional_train(x, rm, rv, w, b):
     y = F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.3, eps=1e-3)
     return y, rm, rv
+
+
+
+def norm_long_rows(n):
+    """batch_norm's statistics over 100,000 values per channel (training) and rms_norm over
+    rows of 100,000 (past lavapipe's loop cap, issue 17); every 1009th value of the outputs."""
+    x = long_ints(n, 200_000, 10_007, 5_000).reshape(50_000, 2, 2) / 1000
+    y = long_ints(n, 200_000, 9_973, 4_000).reshape(2, 100_000) / 1000
+    return (F.batch_norm(x, None, None, training=True)[::1009],
+            F.rms_norm(y, (100_000,))[:, ::1009])
 
 
 CASES = [
@@ -107,4 +117,5 @@ def _bn_update(x, w, b, rm, rv):
 CASES += [
     Case("batch_norm_with_update", _bn_update, [randn(4, 3, 5, seed=80), randn(3, seed=81), randn(3, seed=82),
                                                 randn(3, seed=83), randn(3, seed=84).abs()]),
+    Case("norm_long_rows", norm_long_rows, [ONE], tol="loose", core=False),
 ]

@@ -5,7 +5,7 @@ norms, whose core forms are long decompositions into other families' ops."""
 import torch
 import torch.nn.functional as F
 
-from .case import Case, randint, randn
+from .case import ONE, Case, long_ints, randint, randn
 
 A = torch.ops.aten
 f16, bf16, f64 = torch.float16, torch.bfloat16, torch.float64
@@ -49,6 +49,13 @@ def _long_factors(n):
 
 
 B = torch.export.Dim("b", min=2, max=64)
+
+
+def histc_long(n):
+    """histc of 100,000 values (each bin's thread walks every element: past lavapipe's loop
+    cap, issue 17)."""
+    return torch.histc(long_ints(n, 100_000, 10_007, 0), bins=10, min=0, max=10_006)
+
 
 CASES = [
     # sum / mean / prod
@@ -206,4 +213,5 @@ CASES += [
           randint(0, 30, 25, seed=63, dtype=torch.int32), randint(0, 300, 1000, seed=64), randn(1000, seed=65)],
          core=False),
     Case("histc_data_range", _histc_data_range, [randn(6, 5, seed=66), torch.full((5,), 2.5), randn(3000, seed=67)]),
+    Case("histc_long", histc_long, [ONE], tol="exact", core=False),
 ]

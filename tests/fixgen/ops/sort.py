@@ -2,7 +2,7 @@
 the same ops as the training IR; argsort/msort/views still export both forms."""
 import torch
 
-from .case import Case, randint, randn
+from .case import ONE, Case, long_ints, randint, randn
 
 f16 = torch.float16
 nan, inf = float("nan"), float("inf")
@@ -29,6 +29,15 @@ def _lane_200k(n):
     lavapipe's 65,535 loop steps per invocation (issue 17)."""
     return ((n * torch.arange(200000, dtype=torch.int64) * 7919) % 200003).float()
 
+
+
+def unique_long_slices(n):
+    """unique_consecutive over rows of 70,000 that differ in their last column only (one
+    invocation compares two rows: past lavapipe's loop cap, issue 17); the inverse and counts."""
+    row = long_ints(n, 70_000)
+    x = torch.stack([row, row + (n * torch.arange(70_000) == 69_999), row + (n * torch.arange(70_000) == 69_999)])
+    _, inverse, counts = torch.unique_consecutive(x, dim=0, return_inverse=True, return_counts=True)
+    return inverse, counts
 
 CASES = [
     Case("sort_long_lane", lambda n: (
@@ -155,4 +164,5 @@ CASES += [
     Case("unique_dim_long", lambda x: torch.unique(x, dim=0, return_inverse=True, return_counts=True),
          [randint(0, 3, 300, 3, seed=51)], tol="exact", core=False),
     Case("unique_private", lambda x: torch._unique(x, sorted=True, return_inverse=True), [randint(0, 5, 3, 4, seed=52)], tol="exact", core=False),
+    Case("unique_long_slices", unique_long_slices, [ONE], tol="exact", core=False),
 ]
