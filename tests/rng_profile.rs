@@ -50,15 +50,15 @@ fn factory(name: &str) -> (Program, Vec<RValue>) {
 
 /// A model as the tests drive it: a CPU or a GPU session.
 enum Model {
-    Cpu(Session),
-    Gpu(GpuSession),
+    Cpu(Box<Session>),
+    Gpu(Box<GpuSession>),
 }
 
 impl Model {
     fn new(p: &Program, dev: Option<&Arc<GpuDevice>>) -> Model {
         match dev {
-            None => Model::Cpu(Session::new(p.clone()).unwrap()),
-            Some(d) => Model::Gpu(GpuSession::new(p.clone(), d.clone()).unwrap()),
+            None => Model::Cpu(Box::new(Session::new(p.clone()).unwrap())),
+            Some(d) => Model::Gpu(Box::new(GpuSession::new(p.clone(), d.clone()).unwrap())),
         }
     }
     fn run(&mut self, inputs: &[RValue]) -> Vec<Vec<f64>> {
