@@ -107,7 +107,8 @@ struct Capture {
     /// `now_ms` when it started.
     origin: f64,
     profile: Profile,
-    /// Where [`stop`] writes the trace (a scope [`start`] opened).
+    /// Where [`stop`] writes the trace (a scope [`start`] opened; native only).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     trace_path: Option<std::path::PathBuf>,
 }
 
@@ -172,6 +173,7 @@ pub async fn profile_async<F: std::future::Future>(f: F) -> (F::Output, Profile)
 }
 
 /// The id [`start`] uses for its scope (one at a time).
+#[cfg(not(target_arch = "wasm32"))]
 const STARTED: u64 = 0;
 
 /// Open a scope until [`stop`], which writes its Chrome trace to `trace_path`. One such
