@@ -422,7 +422,27 @@ export const gpu: {
   emptyCache(): void;
   resetPeakMemoryStats(): void;
   synchronize(): Promise<void>;
+  /** Seed every device's default generator, the CPU's and the WebGPU device's (torch.cuda.manual_seed_all). */
+  manualSeedAll(seed: number | bigint): Promise<void>;
+  /** Seed them from the clock (torch.cuda.seed_all); the seed. */
+  seedAll(): Promise<bigint>;
+  /** One 16-byte state per device, the CPU's first (torch.cuda.get_rng_state_all). */
+  getRngStateAll(): Promise<Uint8Array[]>;
+  /** Restore getRngStateAll()'s list (INPUT error naming the index or the count when malformed). */
+  setRngStateAll(states: Uint8Array[]): Promise<void>;
+  /** Profile every model's runs while `fn` runs (one trace for all models). */
+  profile(fn: () => Promise<unknown> | unknown): Promise<ScopeProfile>;
+  /** Whether a `profile` scope is open. */
+  isCapturing(): boolean;
 };
+
+/** What `gpu.profile` captured: every model's kernels, times from the scope's start. */
+export interface ScopeProfile {
+  events: { model: string; device: 'cpu' | 'gpu'; node: string; op: string; start_ms: number; dur_ms: number; depth: number; cat: 'op' | 'gpu' | 'gpu-host' | 'fallback' }[];
+  summary: { target: string; count: number; total_ms: number }[];
+  /** One process per model (a `process_name` metadata event names it). */
+  chromeTrace: { traceEvents: object[]; displayTimeUnit: 'ms'; otherData: { producer: string; models: string[] } };
+}
 
 /**
  * Load the WebAssembly module (`load` does it on first use). `threads`: the CPU backend's

@@ -12,6 +12,8 @@ let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDevicePr
   gpuDeviceOpen, gpuOpen, gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy,
   gpuWebGpuDevice, panicForTest, wasmExtraFiles, backendsGet, backendsSet, backendsCpuCapability,
   backendsSetVerbose, WasmStreamingLoad;
+let gpuManualSeedAll, gpuSeedAll, gpuGetRngStateAll, gpuSetRngStateAll, profilerBegin, profilerEnd,
+  profilerIsCapturing;
 function bindGlue(m) {
   ({
     default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
@@ -20,6 +22,10 @@ function bindGlue(m) {
     gpuCompileShader, WasmEvent, cpuThreads, WasmCancelToken, gpuDestroy, gpuWebGpuDevice,
     __panicForTest: panicForTest, extraFiles: wasmExtraFiles, backendsGet, backendsSet, backendsCpuCapability,
     backendsSetVerbose, WasmStreamingLoad,
+  } = m);
+  ({
+    gpuManualSeedAll, gpuSeedAll, gpuGetRngStateAll, gpuSetRngStateAll, profilerBegin, profilerEnd,
+    profilerIsCapturing,
   } = m);
 }
 
@@ -970,6 +976,13 @@ export class Shader {
   dispose() { this.#w?.free(); this.#w = null; }
 }
 
+/** A seed as the core takes it (a BigInt in [0, 2^64)), or an INPUT error naming `what`. */
+function seedOf(what, seed) {
+  const ok = (typeof seed === 'bigint' || Number.isSafeInteger(seed)) && BigInt(seed) >= 0n && BigInt(seed) < 2n ** 64n;
+  if (!ok) throw new Pt2WebError(`${what}: the seed must be an integer in [0, 2^64), got ${show(seed)}`, 'INPUT');
+  return BigInt(seed);
+}
+
 /**
  * The WebGPU device every model of this page (or worker) shares, in the spirit of torch.mps.
  * Sizes are in bytes.
@@ -1062,6 +1075,55 @@ export const gpu = {
     await openDevice();
     try { return new Shader(await track(gpuCompileShader(source))); } catch (e) { throw wrapError(e); }
   },
+  /**
+   * Seed every device's default generator, the CPU's and the WebGPU device's
+   * (torch.cuda.manual_seed_all, with the CPU's as torch.manual_seed): models not given their
+   * own seed (`model.manualSeed`) draw from their device's default generator, one stream
+   * across models, as torch modules share theirs.
+   */
+  async manualSeedAll(seed) {
+    const s = seedOf('gpu.manualSeedAll()', seed);
+    await init();
+    gpuManualSeedAll(s);
+  },
+  /** Seed every device's default generator from the clock (torch.cuda.seed_all); the seed (a BigInt). */
+  async seedAll() {
+    await init();
+    return gpuSeedAll();
+  },
+  /** Every device's default generator state (torch.cuda.get_rng_state_all): Uint8Arrays of 16
+   * bytes, the CPU's first, then the WebGPU device's once it is open. */
+  async getRngStateAll() {
+    await init();
+    return gpuGetRngStateAll();
+  },
+  /** Restore `getRngStateAll()`'s list (torch.cuda.set_rng_state_all): one state per device,
+   * else an INPUT error naming the index or the count. */
+  async setRngStateAll(states) {
+    if (!Array.isArray(states)) throw new Pt2WebError(`gpu.setRngStateAll(): expected the array getRngStateAll() returns, got ${show(states)}`, 'INPUT');
+    await init();
+    try { gpuSetRngStateAll(states); } catch (e) { throw wrapError(e); }
+  },
+  /**
+   * Profile every model's runs while `fn` (async) runs: `await gpu.profile(async () => {...})`
+   * resolves to `{events: [{model, device, node, op, start_ms, dur_ms, depth, cat}], summary,
+   * chromeTrace}` (one Chrome trace, one process per model). Scopes nest; a model's own
+   * `startProfiler()` keeps working inside one.
+   */
+  async profile(fn) {
+    if (typeof fn !== 'function') throw new Pt2WebError(`gpu.profile(): expected an async function, got ${show(fn)}`, 'INPUT');
+    await init();
+    const id = profilerBegin();
+    let profile = null;
+    try {
+      await fn();
+    } finally {
+      profile = profilerEnd(id);
+    }
+    return profile;
+  },
+  /** Whether a `gpu.profile` scope is open. */
+  isCapturing() { usable(); return wasmReady && profilerIsCapturing(); },
   /** Resolves when all submitted GPU work is done (torch.mps.synchronize). */
   async synchronize() {
     usable();
@@ -1106,7 +1168,9 @@ export const backends = {
     },
   },
   /** The verbose kernel log (torch's `mkldnn.verbose`): `await backends.setVerbose(1)` logs
-   * one console line per kernel run (op, node, input shapes, variant, host time); 0: off. */
+   * one console line per kernel run (op, node, input shapes, variant, time: on WebGPU the
+   * shader variants the node dispatched and its GPU time where the device has timestamps);
+   * 0: off. */
   async setVerbose(level) {
     if (!Number.isInteger(level) || level < 0) throw new Pt2WebError(`backends.setVerbose(): expected a level >= 0, got ${show(level)}`, 'INPUT');
     await init();
@@ -1439,9 +1503,8 @@ export class Model {
 
   /** Seed the program's random generator (rand, randn, bernoulli, dropout in training mode). */
   manualSeed(seed) {
-    const ok = (typeof seed === 'bigint' || Number.isSafeInteger(seed)) && BigInt(seed) >= 0n && BigInt(seed) < 2n ** 64n;
-    if (!ok) throw new Pt2WebError(`manualSeed(): the seed must be an integer in [0, 2^64), got ${show(seed)}`, 'INPUT');
-    try { this.#live().manualSeed(BigInt(seed)); } catch (e) { throw wrapError(e); }
+    const s = seedOf('manualSeed()', seed);
+    try { this.#live().manualSeed(s); } catch (e) { throw wrapError(e); }
   }
 
   /** Counters of the last run on WebGPU (`{submits, bufferAllocations, pipelinesCreated,

@@ -606,8 +606,9 @@ pub fn verbose() -> u32 {
 
 /// Turn the verbose kernel log on (`level` ≥ 1) or off (0), for every session; overrides
 /// `PT2WEB_VERBOSE`. Each kernel run writes one line: `pt2web_verbose,<device>,<op>,
-/// <node>,<inputs>,<kernel variant>,<time> ms` with inputs as `float32[2x3];int64[4]` (CPU: measured around the
-/// kernel; GPU: the host time to record its dispatches, not GPU time).
+/// <node>,<inputs>,<kernel variant>,<time> ms` with inputs as `float32[2x3];int64[4]` (CPU:
+/// measured around the kernel; GPU: the shader variants dispatched and a last field saying
+/// whether the time is the GPU's timestamps or the host's, see `gpu/verbose.rs`).
 pub fn set_verbose(level: u32) {
     VERBOSE.store(level.min(VERBOSE_UNSET - 1), Ordering::Relaxed)
 }

@@ -152,7 +152,6 @@ fn einsum_paths_match_pytorch() {
 #[test]
 fn verbose_log_has_one_line_per_node() {
     use pt2web::backends;
-    use std::sync::{Arc, Mutex};
     let (program, inputs, _) = common::first_io_case("mlp_core");
     let nodes: Vec<(String, String)> = program
         .graph
@@ -162,21 +161,9 @@ fn verbose_log_has_one_line_per_node() {
         .collect();
     let inputs: Vec<RValue> = inputs.into_iter().map(RValue::Tensor).collect();
     let mut session = Session::with_passes(program, backends::PassSet::NONE).unwrap();
-    // Only this thread's lines: the other tests of this binary run sessions beside it.
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let (sink, me) = (lines.clone(), std::thread::current().id());
-    backends::set_verbose_sink(Some(Box::new(move |l: &str| {
-        if std::thread::current().id() == me {
-            sink.lock().unwrap().push(l.to_string());
-        }
-    })));
-    backends::set_verbose(1);
-    let run = session.run(inputs.clone());
-    backends::set_verbose(0);
-    session.run(inputs).unwrap();
-    backends::set_verbose_sink(None);
-    run.unwrap();
-    let lines = lines.lock().unwrap().clone();
+    let (on, off, lines) = common::verbose_lines(|| session.run(inputs.clone()));
+    on.unwrap();
+    off.unwrap();
     assert_eq!(lines.len(), nodes.len(), "{lines:#?}");
     for (line, (target, name)) in lines.iter().zip(&nodes) {
         let f: Vec<&str> = line.split(',').collect();

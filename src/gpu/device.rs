@@ -164,6 +164,8 @@ pub struct GpuDevice {
     pub tuner: super::tune::Tuner,
     /// The index fault record kernels write and its sites (`fault.rs`).
     pub(crate) faults: super::fault::Faults,
+    /// The device's default generator ([`crate::random`]).
+    pub(crate) generator: Arc<crate::random::DeviceGenerator>,
 }
 
 impl std::fmt::Debug for GpuDevice {
@@ -256,6 +258,7 @@ impl GpuDevice {
         ));
         let faults = super::fault::Faults::new(&device);
         Ok(GpuDevice {
+            generator: crate::random::register(&properties.name),
             faults,
             device,
             queue,

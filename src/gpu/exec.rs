@@ -67,6 +67,7 @@ pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
         faults_armed: false,
         fault_record: dev.faults.record().clone(),
         timer: None,
+        verbose: None,
     };
     let c = r.to_cpu(t).await?;
     Ok(c.contiguous())
@@ -215,6 +216,7 @@ impl GpuSession {
             held: Vec::new(),
             stats: RunStats::default(),
             timer: None,
+            verbose: None,
             ident: &mut ident,
             plans: &mut plans,
             dry: false,
@@ -227,10 +229,12 @@ impl GpuSession {
         // see [`WeightStream`].
         let mut weights = WeightStream::default();
         let set = crate::backends::session_graph_passes().map_err(Error::Verify)?;
-        let cpu = Session::with_state_sink(program, set, &mut |p, fqn, t| {
+        let mut cpu = Session::with_state_sink(program, set, &mut |p, fqn, t| {
             weights.take(&mut r, p, fqn, t)
         })?;
         r.flush()?;
+        // Random ops draw from the GPU device's default generator until seeded.
+        cpu.run_state.generator = Some(device.generator.clone());
         let mut s = GpuSession {
             cpu,
             device,
@@ -331,6 +335,7 @@ impl GpuSession {
             faults_armed: false,
             fault_record: self.fault_record.clone(),
             timer: None,
+            verbose: None,
         }
     }
 
@@ -418,7 +423,10 @@ impl GpuSession {
     /// `Slot::Value` CPU values.
     /// On a lost device the run fails with [`Error::DeviceLost`], whatever failed first.
     pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
+        let scope = crate::runtime::RunScope::begin(&mut self.cpu.run_state);
         let r = self.run_with_tuning(inputs, keep).await;
+        let program = self.cpu.program.clone();
+        scope.end(&mut self.cpu.run_state, &program.name, "gpu");
         // A loss during the run may have left zeros where results should be: never those.
         match r.and_then(|outs| self.device.check_lost().map(|()| outs)) {
             Ok(outs) => Ok(outs),
@@ -633,6 +641,7 @@ impl GpuSession {
         let replayable = !dry
             && !keep
             && self.cpu.run_state.profiler.is_none()
+            && crate::backends::verbose() == 0
             && !crate::backends::deterministic()
             && !super::tape::writes_state(&p);
         if let (true, Some(values)) = (replayable, &cpu_inputs) {
@@ -645,17 +654,18 @@ impl GpuSession {
         let pipes_before = dev.pipelines_created();
         let groups_before = dev.bind_groups_created();
         dev.start_peak_window();
+        let mut verbose = super::verbose::VerboseLog::for_run(dry);
         let mut r = Runner {
             dev: &dev,
             enc: None,
             held: Vec::new(),
             stats: RunStats::default(),
-            timer: self
-                .cpu
-                .run_state
-                .profiler
-                .as_ref()
-                .and_then(|p| super::timing::GpuTimer::new(&dev, p.elapsed())),
+            timer: super::verbose::timer(
+                &dev,
+                self.cpu.run_state.profiler.as_ref(),
+                verbose.as_mut(),
+            ),
+            verbose,
             ident: &mut self.ident,
             plans: &mut self.plans,
             dry,
@@ -837,9 +847,8 @@ impl GpuSession {
             }
         }
         r.flush()?;
-        if let (Some(t), Some(p)) = (r.timer.take(), self.cpu.run_state.profiler.as_mut()) {
-            t.finish(&dev, p).await?;
-        }
+        let (timer, log) = (r.timer.take(), r.verbose.take());
+        super::verbose::finish(&dev, timer, self.cpu.run_state.profiler.as_mut(), log).await?;
         r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
         r.stats.pipelines_created = dev.pipelines_created() - pipes_before;
         r.stats.bind_groups_created = dev.bind_groups_created() - groups_before;
@@ -850,7 +859,8 @@ impl GpuSession {
         let mut stats = std::mem::take(&mut r.stats);
         stats.tape = Some(match (replayable, cpu_inputs.is_some(), record) {
             (false, ..) => {
-                "not recorded: state written back, keepOnGpu, profiling or deterministic mode"
+                "not recorded: state written back, keepOnGpu, profiling, the verbose log or \
+                 deterministic mode"
             }
             (true, false, _) => "not recorded: GPU-resident inputs",
             (true, true, false) => "not recorded: this signature's runs did not repeat",

@@ -189,7 +189,10 @@ pub async fn run_graph(
         // Profiled runs: host time per node (GPU kernels get GPU timestamps from the
         // timer instead, where the device has them).
         let t0 = st.profiler.as_ref().map(|p| p.elapsed());
-        let verbose_t0 = (crate::backends::verbose() > 0).then(crate::runtime::profile::now_ms);
+        let verbose_t0 = r
+            .verbose
+            .as_ref()
+            .map(|log| (log.start_node(), crate::runtime::profile::now_ms()));
         let mut on_gpu = false;
         // Control flow and data-dependent sizes: GPU work with readbacks (see `dynamic`).
         let mut outs = match dynamic {
@@ -283,7 +286,7 @@ pub async fn run_graph(
                 res.into_iter().map(|v| r.rvalue_to_slot(v)).collect()
             }
         };
-        if let Some(v0) = verbose_t0 {
+        if let (Some((mark, v0)), Some(log)) = (verbose_t0, r.verbose.as_mut()) {
             // Host time to record the node's dispatches (or to run its CPU fallback).
             let ms = crate::runtime::profile::now_ms() - v0;
             let inputs = ids.iter().map(|&id| match (env.t.get(id), env.v.get(id)) {
@@ -291,8 +294,7 @@ pub async fn run_graph(
                 (_, Some(Some(RValue::Tensor(t)))) => Some((t.dtype, t.sizes.as_slice())),
                 _ => None,
             });
-            let variant = if on_gpu { "gpu" } else { "cpu-fallback" };
-            crate::runtime::profile::verbose_kernel("gpu", node, inputs, variant, ms);
+            log.end_node(mark, node, inputs, on_gpu, ms);
         }
         if let (Some(p), Some(t0)) = (st.profiler.as_mut(), t0) {
             let cat = match (on_gpu, r.timer.is_some()) {

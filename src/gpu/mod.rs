@@ -43,6 +43,7 @@ pub(crate) mod tape;
 pub mod timing;
 pub mod tune;
 pub mod user_shader;
+mod verbose;
 pub mod wait;
 
 #[cfg(not(target_arch = "wasm32"))]

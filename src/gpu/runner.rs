@@ -33,6 +33,8 @@ pub struct Runner<'d> {
     pub stats: RunStats,
     /// GPU timestamps per dispatch while the run is profiled (see [`super::timing`]).
     pub(crate) timer: Option<super::timing::GpuTimer>,
+    /// The verbose kernel log of the run, while it is on (see [`super::verbose`]).
+    pub(crate) verbose: Option<super::verbose::VerboseLog>,
     /// CPU storage address -> store, so CPU views map back to the store they view.
     pub(super) ident: &'d mut HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
     /// The GPU side of each graph's plan (see [`GpuGraphPlan`]).

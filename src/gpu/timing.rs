@@ -65,10 +65,10 @@ impl GpuTimer {
     }
 
     /// Resolve and read back every timestamp (after all timed work was submitted) and add
-    /// one event per node to `prof`.
-    pub async fn finish(self, dev: &GpuDevice, prof: &mut Profiler) -> Result<()> {
+    /// one event per node to `prof`. Returns each dispatch's GPU time (ms), in dispatch order.
+    pub async fn finish(self, dev: &GpuDevice, prof: &mut Profiler) -> Result<Vec<f64>> {
         if self.labels.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let n_sets = self.sets.len();
         let stride = PER_SET as u64 * 8;
@@ -143,6 +143,8 @@ impl GpuTimer {
             });
             d = e;
         }
-        Ok(())
+        Ok((0..self.labels.len())
+            .map(|d| ms(at(d, 1).saturating_sub(at(d, 0))))
+            .collect())
     }
 }

@@ -27,6 +27,7 @@ use wasm_bindgen::prelude::*;
 
 mod backends_api;
 mod device_api;
+mod rng_profile_api;
 mod stream;
 
 /// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
@@ -747,7 +748,7 @@ impl WasmModel {
     /// Seed the program's random generator (rand/randn/dropout in train mode/bernoulli).
     #[wasm_bindgen(js_name = manualSeed)]
     pub fn manual_seed(&self, seed: u64) -> Result<(), JsValue> {
-        self.busy_mut()?.session_mut().run_state.rng = crate::runtime::Rng::new(seed);
+        self.busy_mut()?.session_mut().manual_seed(seed);
         Ok(())
     }
 }

@@ -5,12 +5,14 @@
 
 mod inputs;
 pub mod profile;
+mod run_scope;
 mod stop;
 mod unwind;
 mod value;
 
 pub use inputs::order_named_inputs;
 pub use profile::{OpEvent, OpSummary, Profiler};
+pub(crate) use run_scope::RunScope;
 pub(crate) use stop::Stop;
 pub use stop::{CancelToken, RunOptions};
 pub(crate) use unwind::{guarded, guarded_async};
@@ -32,6 +34,13 @@ pub struct RunState {
     pub bindings: sym::Bindings,
     /// Seeded generator for rand/randn/bernoulli/dropout-in-train.
     pub rng: Rng,
+    /// The device default generator the session draws from ([`crate::random`]): `rng` is
+    /// taken from it when a run starts and given back when it ends. `None`: `rng` is the
+    /// session's own stream (`manual_seed`, `seed`, `set_rng_state`).
+    pub(crate) generator: Option<Arc<crate::random::DeviceGenerator>>,
+    /// The session's number in this process (from 1; profiler scopes tell sessions of
+    /// programs with one name apart by it).
+    pub(crate) session: u64,
     /// Nodes executed (including subgraphs).
     pub nodes_run: usize,
     /// Per-kernel timings while profiling (`Some`), see [`Profiler`].
@@ -108,6 +117,39 @@ impl Rng {
     pub fn set_state(&mut self, s: u64) {
         self.state = s;
     }
+    /// 16 bytes, `torch.get_rng_state`'s byte tensor: the state, then the initial seed
+    /// (little-endian).
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut v = self.state.to_le_bytes().to_vec();
+        v.extend_from_slice(&self.initial_seed.to_le_bytes());
+        v
+    }
+    /// The generator [`Rng::to_bytes`] gave `bytes`; other lengths are an input error
+    /// naming `input`.
+    pub fn from_bytes(bytes: &[u8], input: &str) -> Result<Rng> {
+        let word = |i: usize| -> Option<u64> {
+            Some(u64::from_le_bytes(
+                bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
+            ))
+        };
+        match (bytes.len(), word(0), word(1)) {
+            (16, Some(state), Some(initial_seed)) => Ok(Rng {
+                state,
+                initial_seed,
+            }),
+            (n, ..) => Err(Error::Input {
+                input: input.into(),
+                msg: format!("expected the 16 bytes get_rng_state returns, got {n}"),
+            }),
+        }
+    }
+}
+
+/// A seed from the clock, a process-wide counter and `salt` (`torch.seed`).
+pub(crate) fn clock_seed(salt: u64) -> u64 {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Rng::new(profile::now_ms().to_bits() ^ salt ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15)).next_u64()
 }
 
 /// Run a graph with its placeholders bound to `inputs` (in graph-input order).
@@ -374,6 +416,8 @@ impl Session {
             .collect::<Result<Vec<_>>>()?;
         let mut run_state = RunState {
             limits: program.limits,
+            generator: Some(crate::random::cpu()),
+            session: run_scope::next_session(),
             ..RunState::default()
         };
         run_state.prepared.freeze(&program, &state);
@@ -438,55 +482,44 @@ impl Session {
     }
 
     /// Seed the generator of the random ops (`torch.manual_seed`): the same seed gives the
-    /// same streams on the CPU and the GPU device.
+    /// same streams on the CPU and the GPU device. The session then draws from a stream of
+    /// its own, no longer from its device's default generator ([`crate::random`]).
     pub fn manual_seed(&mut self, seed: u64) {
         self.run_state.rng = Rng::new(seed);
+        self.run_state.generator = None;
     }
 
     /// Seed the generator from the clock and return the seed (`torch.seed`).
     pub fn seed(&mut self) -> u64 {
-        static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mut r = Rng::new(profile::now_ms().to_bits() ^ (self as *const Session as u64) ^ n);
-        let seed = r.next_u64();
+        let seed = clock_seed(self as *const Session as u64);
         self.manual_seed(seed);
         seed
     }
 
+    /// The generator the session draws from: its own, or its device's default one.
+    fn current_rng(&self) -> Rng {
+        match &self.run_state.generator {
+            Some(g) => g.rng(),
+            None => self.run_state.rng.clone(),
+        }
+    }
+
     /// The seed the generator started from (`torch.initial_seed`).
     pub fn initial_seed(&self) -> u64 {
-        self.run_state.rng.initial_seed
+        self.current_rng().initial_seed
     }
 
     /// The generator's state as 16 bytes (current state, initial seed; little-endian), as
     /// `torch.get_rng_state` returns a byte tensor.
     pub fn get_rng_state(&self) -> Vec<u8> {
-        let r = &self.run_state.rng;
-        let mut v = r.state().to_le_bytes().to_vec();
-        v.extend_from_slice(&r.initial_seed.to_le_bytes());
-        v
+        self.current_rng().to_bytes()
     }
 
-    /// Restore a state from [`Session::get_rng_state`].
+    /// Restore a state from [`Session::get_rng_state`] (the session's own stream from now on).
     pub fn set_rng_state(&mut self, bytes: &[u8]) -> Result<()> {
-        let word = |i: usize| -> Option<u64> {
-            Some(u64::from_le_bytes(
-                bytes.get(i * 8..i * 8 + 8)?.try_into().ok()?,
-            ))
-        };
-        match (bytes.len(), word(0), word(1)) {
-            (16, Some(state), Some(initial_seed)) => {
-                self.run_state.rng = Rng {
-                    state,
-                    initial_seed,
-                };
-                Ok(())
-            }
-            (n, ..) => Err(Error::Input {
-                input: "rng_state".into(),
-                msg: format!("expected the 16 bytes get_rng_state returns, got {n}"),
-            }),
-        }
+        self.run_state.rng = Rng::from_bytes(bytes, "rng_state")?;
+        self.run_state.generator = None;
+        Ok(())
     }
 
     /// [`Session::run`] that `options` may stop (a cancel token, a timeout): the run ends
@@ -500,6 +533,14 @@ impl Session {
 
     /// Run with flattened user inputs (pytree order); returns flattened user outputs.
     pub fn run(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
+        let scope = RunScope::begin(&mut self.run_state);
+        let r = self.run_in_scope(inputs);
+        scope.end(&mut self.run_state, &self.program.name, "cpu");
+        r
+    }
+
+    /// [`Session::run`] once the run holds its generator and profiler ([`RunScope`]).
+    fn run_in_scope(&mut self, inputs: Inputs) -> Result<Vec<RValue>> {
         let plan = self.plan_for(crate::plan::signature(&inputs))?;
         crate::plan::budget::reserve(&plan)?;
         self.run_state.bindings = plan.bindings.clone();

@@ -54,6 +54,11 @@ impl Profiler {
         now_ms() - self.origin
     }
 
+    /// The [`now_ms`] its events' times count from.
+    pub(crate) fn origin(&self) -> f64 {
+        self.origin
+    }
+
     /// Time per target, the most expensive first.
     pub fn summary(&self) -> Vec<OpSummary> {
         let mut m: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
@@ -95,12 +100,7 @@ impl Profiler {
             .events
             .iter()
             .map(|e| {
-                let tid = if e.cat.starts_with("gpu") { 2 } else { 1 };
-                let clock = if e.cat == "gpu" {
-                    "gpu-timestamp"
-                } else {
-                    "host"
-                };
+                let (tid, clock) = trace_thread(e.cat);
                 json!({"name": e.target, "cat": e.cat, "ph": "X", "ts": e.start_ms * 1e3,
                    "dur": e.dur_ms * 1e3, "pid": 1, "tid": tid,
                    "args": {"node": e.node, "depth": e.depth, "clock": clock}})
@@ -110,6 +110,18 @@ impl Profiler {
                "otherData": {"producer": "pt2web", "device": device,
                              "gpuTiming": self.gpu_timing()}})
     }
+}
+
+/// The Chrome trace thread of an event of category `cat` (CPU work 1, GPU kernels 2) and
+/// its clock (`gpu-timestamp` or `host`).
+pub(crate) fn trace_thread(cat: &str) -> (u32, &'static str) {
+    let tid = if cat.starts_with("gpu") { 2 } else { 1 };
+    let clock = if cat == "gpu" {
+        "gpu-timestamp"
+    } else {
+        "host"
+    };
+    (tid, clock)
 }
 
 /// Milliseconds from a fixed origin: `Instant` natively, `performance.now()` (or `Date.now()`)
@@ -139,8 +151,8 @@ pub fn now_ms() -> f64 {
 }
 
 /// One line of the verbose kernel log (`backends::set_verbose`): the device, the op, the
-/// node, its tensor inputs (`float32[2x3]`, `;`-separated: the line stays comma-separated), the kernel variant and the time
-/// in ms.
+/// node, its tensor inputs (`float32[2x3]`, `;`-separated: the line stays comma-separated),
+/// the kernel variant and the time in ms.
 pub(crate) fn verbose_kernel<'a>(
     device: &str,
     node: &crate::program::Node,
@@ -148,6 +160,18 @@ pub(crate) fn verbose_kernel<'a>(
     variant: &str,
     ms: f64,
 ) {
+    let fields = verbose_fields(device, node, inputs, variant);
+    crate::backends::verbose_line(&format!("{fields},{ms:.4} ms"));
+}
+
+/// A verbose line's fields before the time: `pt2web_verbose,<device>,<op>,<node>,<inputs>,
+/// <variant>`.
+pub(crate) fn verbose_fields<'a>(
+    device: &str,
+    node: &crate::program::Node,
+    inputs: impl Iterator<Item = Option<(crate::dtype::DType, &'a [usize])>>,
+    variant: &str,
+) -> String {
     let inputs: Vec<String> = inputs
         .flatten()
         .map(|(d, s)| {
@@ -156,8 +180,8 @@ pub(crate) fn verbose_kernel<'a>(
         })
         .collect();
     let inputs = inputs.join(";");
-    crate::backends::verbose_line(&format!(
-        "pt2web_verbose,{device},{},{},{inputs},{variant},{ms:.4} ms",
+    format!(
+        "pt2web_verbose,{device},{},{},{inputs},{variant}",
         node.target, node.name
-    ));
+    )
 }

@@ -595,3 +595,25 @@ pub fn compare_case_outputs(
     }
     Ok(diff)
 }
+
+/// Call `run` with the verbose kernel log on, then again with it off: both results and the
+/// log's lines this thread wrote meanwhile (the other tests of a binary run sessions beside
+/// it; the second call checks nothing is logged once the log is off).
+pub fn verbose_lines<R>(mut run: impl FnMut() -> R) -> (R, R, Vec<String>) {
+    use pt2web::backends;
+    use std::sync::{Arc, Mutex};
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let (sink, me) = (lines.clone(), std::thread::current().id());
+    backends::set_verbose_sink(Some(Box::new(move |l: &str| {
+        if std::thread::current().id() == me {
+            sink.lock().unwrap().push(l.to_string());
+        }
+    })));
+    backends::set_verbose(1);
+    let on = run();
+    backends::set_verbose(0);
+    let off = run();
+    backends::set_verbose_sink(None);
+    let lines = lines.lock().unwrap().clone();
+    (on, off, lines)
+}

@@ -184,6 +184,9 @@ impl KernelCtx<'_, '_, '_> {
                 classes,
             });
         }
+        if let Some(log) = self.r.verbose.as_mut() {
+            log.dispatched(v);
+        }
         // While profiling: GPU timestamps at the pass's start and end (src/gpu/timing.rs).
         let dev = self.r.dev;
         let times = self
