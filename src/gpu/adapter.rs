@@ -131,21 +131,24 @@ fn recommended_max_memory(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -> u6
     }
 }
 
-pub fn properties_of(adapter: &wgpu::Adapter) -> DeviceProperties {
-    let info = adapter.get_info();
-    let l = adapter.limits();
-    let f = adapter.features();
-    let mut features = Vec::new();
-    for (flag, name) in [
+/// The WebGPU names of the features in `f` that pt2web can use.
+pub fn feature_names(f: wgpu::Features) -> Vec<String> {
+    [
         (wgpu::Features::SHADER_F16, "shader-f16"),
         (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query"),
         (wgpu::Features::SUBGROUP, "subgroups"),
         (wgpu::Features::SHADER_INT64, "shader-int64"),
-    ] {
-        if f.contains(flag) {
-            features.push(name.to_string());
-        }
-    }
+    ]
+    .into_iter()
+    .filter(|(flag, _)| f.contains(*flag))
+    .map(|(_, name)| name.to_string())
+    .collect()
+}
+
+pub fn properties_of(adapter: &wgpu::Adapter) -> DeviceProperties {
+    let info = adapter.get_info();
+    let l = adapter.limits();
+    let features = feature_names(adapter.features());
     DeviceProperties {
         name: info.name.clone(),
         backend: backend_name(info.backend).to_string(),

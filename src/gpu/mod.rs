@@ -25,6 +25,7 @@
 
 mod adapter;
 pub mod device;
+pub mod devices;
 mod dynamic;
 pub mod event;
 pub mod exec;
@@ -37,6 +38,7 @@ pub mod random;
 mod runner;
 pub mod sample;
 pub mod shaders;
+pub mod stream;
 mod stats;
 pub mod store;
 pub(crate) mod tape;
@@ -48,6 +50,16 @@ pub mod wait;
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
+#[cfg(not(target_arch = "wasm32"))]
+pub use devices::{current_gpu_device, device, get_device, get_device_capability, init, set_device};
+pub use devices::{
+    current_device, device_of, get_arch_list, is_initialized, Capability, DeviceGuard,
+    TensorDevice,
+};
+pub use stream::{
+    current_stream, default_stream, get_stream_from_external, set_stream, stream, Stream,
+    StreamContext,
+};
 pub use event::{Event, Timing};
 pub use exec::{read_tensor, GpuInput, GpuSession, PrepareStats, RunStats, Slot};
 pub use store::GTensor;
