@@ -49,7 +49,10 @@ fn session(program: &str, dev: &Arc<GpuDevice>) -> GpuSession {
 fn kept(outs: Vec<Slot>) -> pt2web::gpu::GTensor {
     match outs.into_iter().next() {
         Some(Slot::Tensor(t)) => t,
-        other => panic!("expected a tensor kept on the GPU, got {:?}", other.map(|_| ())),
+        other => panic!(
+            "expected a tensor kept on the GPU, got {:?}",
+            other.map(|_| ())
+        ),
     }
 }
 
@@ -82,7 +85,11 @@ fn current_device_set_device_and_guard() {
             let _g = gpu::device(0).unwrap();
             assert_eq!(gpu::current_device(), 0);
         }
-        assert_eq!(gpu::current_device(), 1, "the guard restores the device before it");
+        assert_eq!(
+            gpu::current_device(),
+            1,
+            "the guard restores the device before it"
+        );
         assert_eq!(gpu::current_gpu_device().unwrap().index(), 1);
         gpu::set_device(0).unwrap();
     }
@@ -214,10 +221,7 @@ fn stream_query_is_false_until_synchronize() {
 #[test]
 fn events_order_two_models_on_two_streams() {
     let Some(dev) = current() else { return };
-    let (mut enc, mut dec) = (
-        session("encoder", &dev),
-        session("decoder", &dev),
-    );
+    let (mut enc, mut dec) = (session("encoder", &dev), session("decoder", &dev));
     let (x, h_torch) = io("multi_program.encoder.io.safetensors");
     let (h_chained, want) = io("multi_program.decoder.io.chained.safetensors");
     common::compare(&h_chained, &h_torch, "close").unwrap();
@@ -230,9 +234,15 @@ fn events_order_two_models_on_two_streams() {
     let h = {
         let _ctx = gpu::stream(&s1);
         assert_eq!(gpu::current_stream(&dev), s1);
-        kept(pollster::block_on(enc.run_with(vec![GpuInput::Cpu(RValue::Tensor(x))], true)).unwrap())
+        kept(
+            pollster::block_on(enc.run_with(vec![GpuInput::Cpu(RValue::Tensor(x))], true)).unwrap(),
+        )
     };
-    assert_eq!(gpu::current_stream(&dev), gpu::default_stream(&dev), "the scope restores");
+    assert_eq!(
+        gpu::current_stream(&dev),
+        gpu::default_stream(&dev),
+        "the scope restores"
+    );
     assert_eq!(gpu::device_of(&h), TensorDevice::Gpu(0));
     assert_eq!(gpu::device_of(&RValue::Int(1)), TensorDevice::Cpu);
     let e = s1.record_event(None).unwrap();
@@ -243,8 +253,9 @@ fn events_order_two_models_on_two_streams() {
         stream: Some(s2.clone()),
         ..Default::default()
     };
-    let out = pollster::block_on(dec.run_with_options(vec![GpuInput::Gpu(h.clone())], false, &opts))
-        .unwrap();
+    let out =
+        pollster::block_on(dec.run_with_options(vec![GpuInput::Gpu(h.clone())], false, &opts))
+            .unwrap();
     s2.synchronize().unwrap();
     assert!(s1.query() && s2.query() && e.query());
     let got = match out.into_iter().next() {
@@ -260,7 +271,10 @@ fn events_order_two_models_on_two_streams() {
         .run_options(vec![RValue::Tensor(h_chained.clone())], &opts)
         .unwrap_err()
         .to_string();
-    assert!(e2.contains("stream") && e2.contains("another device"), "{e2}");
+    assert!(
+        e2.contains("stream") && e2.contains("another device"),
+        "{e2}"
+    );
     let ev = pt2web::gpu::Event::new();
     ev.record(&other).unwrap();
     let e3 = s2.wait_event(&ev).unwrap_err().to_string();

@@ -100,7 +100,10 @@ impl GpuBuffer {
     }
     /// The index of the device the buffer belongs to ([`GpuDevice::index`]).
     pub fn device_index(&self) -> usize {
-        self.pool.lock().unwrap_or_else(|e| e.into_inner()).device_index
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .device_index
     }
 }
 

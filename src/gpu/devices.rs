@@ -188,7 +188,10 @@ pub fn capability_of(features: wgpu::Features, l: &wgpu::Limits) -> Capability {
             l.max_storage_buffers_per_shader_stage.into(),
         ),
         ("max_bind_groups", l.max_bind_groups.into()),
-        ("max_bindings_per_bind_group", l.max_bindings_per_bind_group.into()),
+        (
+            "max_bindings_per_bind_group",
+            l.max_bindings_per_bind_group.into(),
+        ),
         (
             "max_compute_workgroup_storage_size",
             l.max_compute_workgroup_storage_size.into(),
@@ -197,9 +200,18 @@ pub fn capability_of(features: wgpu::Features, l: &wgpu::Limits) -> Capability {
             "max_compute_invocations_per_workgroup",
             l.max_compute_invocations_per_workgroup.into(),
         ),
-        ("max_compute_workgroup_size_x", l.max_compute_workgroup_size_x.into()),
-        ("max_compute_workgroup_size_y", l.max_compute_workgroup_size_y.into()),
-        ("max_compute_workgroup_size_z", l.max_compute_workgroup_size_z.into()),
+        (
+            "max_compute_workgroup_size_x",
+            l.max_compute_workgroup_size_x.into(),
+        ),
+        (
+            "max_compute_workgroup_size_y",
+            l.max_compute_workgroup_size_y.into(),
+        ),
+        (
+            "max_compute_workgroup_size_z",
+            l.max_compute_workgroup_size_z.into(),
+        ),
         (
             "max_compute_workgroups_per_dimension",
             l.max_compute_workgroups_per_dimension.into(),
@@ -313,9 +325,9 @@ mod native {
 }
 
 #[cfg(not(target_arch = "wasm32"))]
-pub use native::{get_device, init};
-#[cfg(not(target_arch = "wasm32"))]
 use native::{adapter, count};
+#[cfg(not(target_arch = "wasm32"))]
+pub use native::{get_device, init};
 
 /// The current device, opened on first use ([`get_device`] with no index).
 #[cfg(not(target_arch = "wasm32"))]

@@ -38,9 +38,9 @@ pub mod random;
 mod runner;
 pub mod sample;
 pub mod shaders;
-pub mod stream;
 mod stats;
 pub mod store;
+pub mod stream;
 pub(crate) mod tape;
 pub mod timing;
 pub mod tune;
@@ -50,19 +50,20 @@ pub mod wait;
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
-#[cfg(not(target_arch = "wasm32"))]
-pub use devices::{current_gpu_device, device, get_device, get_device_capability, init, set_device};
 pub use devices::{
-    current_device, device_of, get_arch_list, is_initialized, Capability, DeviceGuard,
-    TensorDevice,
+    current_device, device_of, get_arch_list, is_initialized, Capability, DeviceGuard, TensorDevice,
 };
-pub use stream::{
-    current_stream, default_stream, get_stream_from_external, set_stream, stream, Stream,
-    StreamContext,
+#[cfg(not(target_arch = "wasm32"))]
+pub use devices::{
+    current_gpu_device, device, get_device, get_device_capability, init, set_device,
 };
 pub use event::{Event, Timing};
 pub use exec::{read_tensor, GpuInput, GpuSession, PrepareStats, RunStats, Slot};
 pub use store::GTensor;
+pub use stream::{
+    current_stream, default_stream, get_stream_from_external, set_stream, stream, Stream,
+    StreamContext,
+};
 pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
 
 #[cfg(not(target_arch = "wasm32"))]

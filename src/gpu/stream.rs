@@ -63,7 +63,12 @@ pub struct Stream(Arc<Inner>);
 
 impl std::fmt::Debug for Stream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Stream({}{})", self.0.id, if self.0.external { ", external" } else { "" })
+        write!(
+            f,
+            "Stream({}{})",
+            self.0.id,
+            if self.0.external { ", external" } else { "" }
+        )
     }
 }
 
@@ -109,13 +114,18 @@ impl Stream {
 
     /// The device, while it exists.
     pub fn device(&self) -> Result<Arc<GpuDevice>> {
-        self.0.device.upgrade().ok_or_else(|| {
-            Error::Gpu(format!("stream {}: its device was dropped", self.0.id))
-        })
+        self.0
+            .device
+            .upgrade()
+            .ok_or_else(|| Error::Gpu(format!("stream {}: its device was dropped", self.0.id)))
     }
 
     fn last(&self) -> Option<Arc<Event>> {
-        self.0.last.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.0
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Mark the point after the work submitted to the queue so far as this stream's last
