@@ -14,6 +14,7 @@
 //! needs them ([`init`], [`set_device`], [`get_device`], [`get_device_capability`]);
 //! [`is_initialized`] says whether that happened.
 
+#[cfg(not(target_arch = "wasm32"))]
 use super::device::GpuDevice;
 use super::exec::{GpuInput, Slot};
 use super::store::GTensor;

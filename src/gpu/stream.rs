@@ -271,12 +271,32 @@ impl Stream {
     }
 }
 
-/// Default streams by device address. A stale entry (its device dropped) is replaced.
+/// Every device's default stream. A stale entry (its device dropped) is removed.
+#[cfg(not(target_arch = "wasm32"))]
 static DEFAULTS: Mutex<Vec<Stream>> = Mutex::new(Vec::new());
+
+#[cfg(not(target_arch = "wasm32"))]
+fn with_defaults<R>(f: impl FnOnce(&mut Vec<Stream>) -> R) -> R {
+    f(&mut DEFAULTS.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+// In the browser wgpu's handles are not `Send`: the page's (or Worker's) one thread holds them.
+#[cfg(target_arch = "wasm32")]
+thread_local! {
+    static DEFAULTS: RefCell<Vec<Stream>> = const { RefCell::new(Vec::new()) };
+}
+
+#[cfg(target_arch = "wasm32")]
+fn with_defaults<R>(f: impl FnOnce(&mut Vec<Stream>) -> R) -> R {
+    DEFAULTS.with(|d| f(&mut d.borrow_mut()))
+}
 
 /// The default stream of `dev` (id 0; `torch.cuda.default_stream`).
 pub fn default_stream(dev: &Arc<GpuDevice>) -> Stream {
-    let mut d = DEFAULTS.lock().unwrap_or_else(|e| e.into_inner());
+    with_defaults(|d| default_in(d, dev))
+}
+
+fn default_in(d: &mut Vec<Stream>, dev: &Arc<GpuDevice>) -> Stream {
     d.retain(|s| s.0.device.strong_count() > 0);
     if let Some(s) = d.iter().find(|s| s.is_on(dev)) {
         return s.clone();
