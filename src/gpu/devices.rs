@@ -174,60 +174,29 @@ pub struct Capability {
 /// The capability of an adapter or device with these features and limits.
 pub fn capability_of(features: wgpu::Features, l: &wgpu::Limits) -> Capability {
     let features = super::adapter::feature_names(features);
-    let limits = [
-        ("max_buffer_size", l.max_buffer_size),
-        (
-            "max_storage_buffer_binding_size",
-            l.max_storage_buffer_binding_size,
-        ),
-        (
-            "max_uniform_buffer_binding_size",
-            l.max_uniform_buffer_binding_size,
-        ),
-        (
-            "max_storage_buffers_per_shader_stage",
-            l.max_storage_buffers_per_shader_stage.into(),
-        ),
-        ("max_bind_groups", l.max_bind_groups.into()),
-        (
-            "max_bindings_per_bind_group",
-            l.max_bindings_per_bind_group.into(),
-        ),
-        (
-            "max_compute_workgroup_storage_size",
-            l.max_compute_workgroup_storage_size.into(),
-        ),
-        (
-            "max_compute_invocations_per_workgroup",
-            l.max_compute_invocations_per_workgroup.into(),
-        ),
-        (
-            "max_compute_workgroup_size_x",
-            l.max_compute_workgroup_size_x.into(),
-        ),
-        (
-            "max_compute_workgroup_size_y",
-            l.max_compute_workgroup_size_y.into(),
-        ),
-        (
-            "max_compute_workgroup_size_z",
-            l.max_compute_workgroup_size_z.into(),
-        ),
-        (
-            "max_compute_workgroups_per_dimension",
-            l.max_compute_workgroups_per_dimension.into(),
-        ),
-        (
-            "min_storage_buffer_offset_alignment",
-            l.min_storage_buffer_offset_alignment.into(),
-        ),
-        (
-            "min_uniform_buffer_offset_alignment",
-            l.min_uniform_buffer_offset_alignment.into(),
-        ),
+    // wgpu's field names are the keys.
+    macro_rules! named {
+        ($($name:ident),* $(,)?) => {
+            [$((stringify!($name).to_string(), u64::from(l.$name))),*]
+        };
+    }
+    let limits = named![
+        max_buffer_size,
+        max_storage_buffer_binding_size,
+        max_uniform_buffer_binding_size,
+        max_storage_buffers_per_shader_stage,
+        max_bind_groups,
+        max_bindings_per_bind_group,
+        max_compute_workgroup_storage_size,
+        max_compute_invocations_per_workgroup,
+        max_compute_workgroup_size_x,
+        max_compute_workgroup_size_y,
+        max_compute_workgroup_size_z,
+        max_compute_workgroups_per_dimension,
+        min_storage_buffer_offset_alignment,
+        min_uniform_buffer_offset_alignment,
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
     .collect();
     Capability { features, limits }
 }
@@ -244,17 +213,15 @@ pub fn get_device_capability(index: usize) -> Result<Capability> {
 /// in the browser build), then `cpu`, which every build has.
 pub fn get_arch_list() -> Vec<&'static str> {
     let built = wgpu::Instance::enabled_backend_features();
-    let mut v: Vec<&'static str> = [
+    let backends = [
         (wgpu::Backends::VULKAN, "vulkan"),
         (wgpu::Backends::METAL, "metal"),
         (wgpu::Backends::DX12, "dx12"),
         (wgpu::Backends::GL, "gl"),
         (wgpu::Backends::BROWSER_WEBGPU, "webgpu"),
-    ]
-    .into_iter()
-    .filter(|(b, _)| built.contains(*b))
-    .map(|(_, name)| name)
-    .collect();
+    ];
+    let mut v: Vec<&'static str> =
+        super::adapter::names_where(backends, |b| built.contains(b)).collect();
     v.push("cpu");
     v
 }
