@@ -21,7 +21,11 @@
 //! [`get_device_name`], [`get_device_properties`], and per device ([`GpuDevice`])
 //! `synchronize`, `empty_cache`, `current_allocated_memory`, `max_memory_allocated`,
 //! `reset_peak_memory_stats`, `driver_allocated_memory`, `recommended_max_memory`,
-//! `set_per_process_memory_fraction`.
+//! `set_per_process_memory_fraction`. [`devices`]: the current device ([`current_device`],
+//! [`set_device`], the `device(i)` guard), [`device_of`], [`get_device_capability`],
+//! [`get_arch_list`], [`init`] / [`is_initialized`]. `stream.rs`: streams and what WebGPU's
+//! single queue allows ([`Stream`], [`current_stream`], [`set_stream`], [`default_stream`],
+//! [`get_stream_from_external`]).
 
 mod adapter;
 pub mod device;
