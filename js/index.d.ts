@@ -264,6 +264,8 @@ export interface RunOptions {
   signal?: AbortSignal;
   /** Stop the run with code CANCELLED once it has taken this long (milliseconds). */
   timeoutMs?: number;
+  /** The stream the run goes on (gpu.currentStream() by default). */
+  stream?: GpuStream;
 }
 
 /** A tensor kept in WebGPU memory; also accepted as an input of `run`. */
@@ -359,6 +361,30 @@ export class GpuEvent {
   dispose(): void;
 }
 
+/** A stream on the WebGPU device (torch.cuda.Stream): an ordering domain over its one queue. */
+export class GpuStream {
+  constructor();
+  /** 0 for the default stream. */
+  readonly id: number;
+  /** A stream over the app's own submits (gpu.getStreamFromExternal). */
+  readonly external: boolean;
+  /** Whether the runs on the stream (and the events it waited on) are done; never waits. */
+  query(): boolean;
+  synchronize(): Promise<void>;
+  /** Record `event` (a new one when omitted) after the work submitted so far; returns it. */
+  recordEvent(event?: GpuEvent): GpuEvent;
+  waitEvent(event: GpuEvent): void;
+  waitStream(other: GpuStream): void;
+  equals(other: GpuStream): boolean;
+}
+
+export interface GpuCapability {
+  /** WebGPU feature names pt2web can use ('shader-f16', 'timestamp-query', 'subgroups'). */
+  features: string[];
+  /** WebGPU limits by their camelCase names (maxBufferSize, maxComputeWorkgroupSizeX, ...). */
+  limits: Record<string, number>;
+}
+
 export interface ShaderBinding {
   group: number;
   binding: number;
@@ -411,6 +437,29 @@ export const gpu: {
   /** The shared device's GPUDevice, for a page's own WebGPU work on pt2web's buffers. */
   webgpuDevice(): Promise<any>; // GPUDevice (typed by @webgpu/types where installed)
   Event: typeof GpuEvent;
+  /** Open the WebGPU device now (torch.cuda.init). */
+  init(): Promise<void>;
+  /** Whether the WebGPU device was opened (torch.cuda.is_initialized). */
+  isInitialized(): boolean;
+  /** The current device index: 0 (a browser gives one adapter). */
+  currentDevice(): number;
+  /** 0 is fine; another index rejects with INPUT. */
+  setDevice(index: number): Promise<void>;
+  /** Run `fn` with device `index` current, the previous one after (torch.cuda.device). */
+  device<T>(index: number, fn: () => Promise<T> | T): Promise<T>;
+  /** 0 for a GpuTensor, 'cpu' for a host tensor. */
+  deviceOf(t: GpuTensor | Tensor): 0 | 'cpu';
+  getDeviceCapability(index?: number): Promise<GpuCapability>;
+  /** The backends this build has: ['webgpu', 'cpu']. */
+  getArchList(): Promise<string[]>;
+  Stream: typeof GpuStream;
+  currentStream(): GpuStream;
+  defaultStream(): GpuStream;
+  setStream(s: GpuStream): void;
+  /** Run `fn` with `s` current, the previous stream after (torch.cuda.stream). */
+  stream<T>(s: GpuStream, fn: () => Promise<T> | T): Promise<T>;
+  /** A stream over the queue of the GPUDevice given to pt2web (the queue or the device). */
+  getStreamFromExternal(queue: any): Promise<GpuStream>;
   /** Validate WGSL (naga; errors give the line) and compile it; WebGPU only (DEVICE error otherwise). */
   compileShader(source: string, options?: { device?: 'webgpu' | 'cpu' }): Promise<Shader>;
   isAvailable(): Promise<boolean>;

@@ -14,7 +14,10 @@ let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDevicePr
   backendsSetVerbose, WasmStreamingLoad;
 let gpuManualSeedAll, gpuSeedAll, gpuGetRngStateAll, gpuSetRngStateAll, profilerBegin, profilerEnd,
   profilerIsCapturing;
+// The whole glue module, for the bindings used in one place (the device and stream API).
+let wasmGlue = null;
 function bindGlue(m) {
+  wasmGlue = m;
   ({
     default: initWasm, WasmModel, WasmGpuTensor, isPt2Package: wasmIsPt2,
     programNames: wasmProgramNames, gpuDeviceProperties, gpuMemoryStats, gpuSetMemoryFraction,
@@ -895,6 +898,8 @@ export class GpuEvent {
   }
   /** Whether the GPU has reached the event (never waits; true when never recorded). */
   query() { return this.#w ? this.#w.query() : true; }
+  /** The binding's event, null before a record on the open device (internal). */
+  wasmEvent() { return this.#w; }
   /** Resolves when the GPU has reached the event. */
   async synchronize() {
     if (!this.#w) return;
@@ -913,6 +918,64 @@ export class GpuEvent {
   }
   /** Release the event's GPU resources. */
   dispose() { this.#w?.free(); this.#w = null; }
+}
+
+/**
+ * A stream on the WebGPU device (torch.cuda.Stream): an ordering domain over the device's one
+ * queue. WebGPU runs a queue's work in submission order, so streams never run kernels side
+ * by side on the GPU; they name work so that `query()` / `await synchronize()` ask about one
+ * stream's runs, and `waitEvent` / `waitStream` order streams (the queue already runs later
+ * submits after the event; the stream's query/synchronize then cover the event too). What
+ * overlaps is the host side: one model's encoding, CPU fallbacks and readback with another
+ * model's GPU work (runs are async). `new gpu.Stream()` needs the device open
+ * (`await gpu.open()` or a WebGPU model loaded); pass it to `run(inputs, {stream})` or make it
+ * current with `gpu.setStream(s)` / `gpu.stream(s, async () => ...)`.
+ */
+export class GpuStream {
+  #w;
+  constructor(w) {
+    usable();
+    try { this.#w = w ?? new wasmGlue.WasmStream(); } catch (e) { throw wrapError(e); }
+  }
+  /** 0 for the default stream. */
+  get id() { return this.#w.id; }
+  /** Whether this stream covers work the app submits itself (gpu.getStreamFromExternal). */
+  get external() { return this.#w.external; }
+  /** Whether every run on the stream (and every event it waited on) is done; never waits. */
+  query() { return this.#w.query(); }
+  /** Resolves when the stream's work is done. */
+  async synchronize() {
+    try { await track(this.#w.synchronize()); } catch (e) { throw wrapError(e); }
+  }
+  /** Record `event` (a new gpu.Event when omitted) after the work submitted so far; returns it. */
+  recordEvent(event = new GpuEvent()) {
+    if (!(event instanceof GpuEvent)) throw new Pt2WebError(`recordEvent(event): expected a gpu.Event, got ${show(event)}`, 'INPUT');
+    event.record();
+    return event;
+  }
+  /** Order the stream's later work after `event`. */
+  waitEvent(event) {
+    if (!(event instanceof GpuEvent)) throw new Pt2WebError(`waitEvent(event): expected a gpu.Event, got ${show(event)}`, 'INPUT');
+    const w = event.wasmEvent();
+    if (!w) return;
+    try { this.#w.waitEvent(w); } catch (e) { throw wrapError(e); }
+  }
+  /** Order the stream's later work after the work `other` ordered so far. */
+  waitStream(other) {
+    if (!(other instanceof GpuStream)) throw new Pt2WebError(`waitStream(other): expected a gpu.Stream, got ${show(other)}`, 'INPUT');
+    try { this.#w.waitStream(other.wasmStream()); } catch (e) { throw wrapError(e); }
+  }
+  /** Whether `other` is the same stream. */
+  equals(other) { return other instanceof GpuStream && this.#w.same(other.wasmStream()); }
+  /** The binding's handle (internal). */
+  wasmStream() { return this.#w; }
+}
+
+// A dynamic scope over async work: `set(value)` before `fn`, the previous value back after,
+// also when `fn` throws. Other tasks running during the await see the value too.
+async function scoped(previous, set, fn) {
+  if (typeof fn !== 'function') throw new Pt2WebError(`expected an async function to run in the scope, got ${show(fn)}`, 'INPUT');
+  try { return await fn(); } finally { set(previous); }
 }
 
 /**
@@ -1061,6 +1124,65 @@ export const gpu = {
   },
   /** `new gpu.Event({enableTiming: true})`: see GpuEvent. */
   Event: GpuEvent,
+  /** Open the WebGPU device now (torch.cuda.init); rejects with DEVICE without WebGPU. */
+  async init() { await openDevice(); },
+  /** Whether the WebGPU device was opened (torch.cuda.is_initialized). */
+  isInitialized() { usable(); return wasmReady && wasmGlue.gpuIsInitialized(); },
+  /** The current device index: 0, the one adapter a browser gives. */
+  currentDevice() { usable(); return wasmReady ? wasmGlue.gpuCurrentDevice() : 0; },
+  /** `setDevice(0)`; any other index rejects with INPUT (the browser gives one adapter). */
+  async setDevice(index) {
+    await init();
+    try { wasmGlue.gpuSetDevice(index); } catch (e) { throw wrapError(e); }
+  },
+  /** Run `fn` with device `index` current, the previous one after (torch.cuda.device). */
+  async device(index, fn) {
+    const previous = this.currentDevice();
+    await this.setDevice(index);
+    return scoped(previous, (i) => wasmGlue.gpuSetDevice(i), fn);
+  },
+  /** Where `t` lives: `0` (the WebGPU device) for a GpuTensor, `'cpu'` for a tensor on the host. */
+  deviceOf(t) {
+    if (t instanceof GpuTensor) return 0;
+    if (t !== null && typeof t === 'object' && (ArrayBuffer.isView(t) || ArrayBuffer.isView(t.data))) return 'cpu';
+    throw new Pt2WebError(`deviceOf(): expected a tensor or a GpuTensor, got ${show(t)}`, 'INPUT');
+  },
+  /** `{features, limits}` of device `index` (0; opens it): limits by WebGPU's names. */
+  async getDeviceCapability(index = 0) {
+    if (index !== 0) throw new Pt2WebError(`getDeviceCapability(${show(index)}): no such device: 1 GPU device (the browser gives one adapter), numbered 0`, 'INPUT');
+    await openDevice();
+    try { return await track(wasmGlue.gpuDeviceCapability()); } catch (e) { throw wrapError(e); }
+  },
+  /** The backends this build has: `['webgpu', 'cpu']`. */
+  async getArchList() { await init(); return Array.from(wasmGlue.gpuArchList()); },
+  /** `new gpu.Stream()`: see GpuStream. */
+  Stream: GpuStream,
+  /** The current stream (the default one unless setStream / stream chose another). */
+  currentStream() { usable(); try { return new GpuStream(wasmGlue.gpuCurrentStream()); } catch (e) { throw wrapError(e); } },
+  /** The device's default stream (id 0). */
+  defaultStream() { usable(); try { return new GpuStream(wasmGlue.gpuDefaultStream()); } catch (e) { throw wrapError(e); } },
+  /** Make `s` the current stream: runs without a `stream` option go on it. */
+  setStream(s) {
+    if (!(s instanceof GpuStream)) throw new Pt2WebError(`setStream(s): expected a gpu.Stream, got ${show(s)}`, 'INPUT');
+    wasmGlue.gpuSetStream(s.wasmStream());
+  },
+  /** Run `fn` with `s` current, the previous stream after (torch.cuda.stream / StreamContext). */
+  async stream(s, fn) {
+    const previous = this.currentStream();
+    this.setStream(s);
+    return scoped(previous, (p) => this.setStream(p), fn);
+  },
+  /**
+   * A stream over the queue of a GPUDevice the app owns and gave pt2web
+   * (`gpu.fromExternalDevice` / `load(url, {device})`), for the app's own submits: its
+   * query/synchronize cover everything submitted to that queue so far. `queue` is the
+   * GPUQueue or its GPUDevice; another device's rejects with INPUT.
+   */
+  async getStreamFromExternal(queue) {
+    const own = await this.webgpuDevice();
+    if (queue !== own && queue !== own.queue) throw new Pt2WebError(`getStreamFromExternal(): expected the queue (or the GPUDevice) pt2web runs on: WebGPU has one queue per device, so give pt2web your GPUDevice first (gpu.fromExternalDevice), got ${show(queue)}`, 'INPUT');
+    try { return new GpuStream(wasmGlue.gpuStreamFromExternal()); } catch (e) { throw wrapError(e); }
+  },
   /**
    * Validate WGSL with naga and compile it on the WebGPU device (torch.mps.compile_shader).
    * A mistake rejects with a Pt2WebError (code GPU) whose message gives the line and column.
@@ -1254,12 +1376,15 @@ class StateView {
 function runOptions(options) {
   if (options === undefined || options === null) return { keepOnGpu: false };
   if (typeof options !== 'object') throw new Pt2WebError(`run(): options must be an object such as {signal, timeoutMs, keepOnGpu}, got ${show(options)}`, 'INPUT');
-  const { signal, timeoutMs } = options;
+  const { signal, timeoutMs, stream } = options;
   signalOption('run()', signal);
+  if (stream !== undefined && stream !== null && !(stream instanceof GpuStream)) {
+    throw new Pt2WebError(`run(): options.stream must be a gpu.Stream, got ${show(stream)}`, 'INPUT');
+  }
   if (timeoutMs !== undefined && timeoutMs !== null && !(typeof timeoutMs === 'number' && timeoutMs >= 0)) {
     throw new Pt2WebError(`run(): options.timeoutMs must be a non-negative number of milliseconds, got ${show(timeoutMs)}`, 'INPUT');
   }
-  return { signal: signal ?? undefined, timeoutMs: timeoutMs ?? undefined, keepOnGpu: !!options.keepOnGpu };
+  return { signal: signal ?? undefined, timeoutMs: timeoutMs ?? undefined, keepOnGpu: !!options.keepOnGpu, stream: stream ?? undefined };
 }
 
 // `options.signal` of `what` ('run()', 'prepare()', 'generate()'), checked: an AbortSignal or nothing.
@@ -1375,6 +1500,7 @@ export class Model {
   /**
    * Run the program; `inputs` keep the structure the model was exported with.
    * options: `{keepOnGpu: true}` (WebGPU models) returns tensor outputs as GpuTensors;
+   * `stream` (a gpu.Stream) is the stream the run goes on (gpu.currentStream() by default);
    * `signal` (an AbortSignal) and `timeoutMs` stop the run: it rejects with code CANCELLED
    * (at once for a signal already aborted; on WebGPU as soon as the signal aborts, the work
    * itself stopping before its next node), and the model stays usable. A CPU run is one
@@ -1383,12 +1509,12 @@ export class Model {
   async run(inputs, options = {}) {
     const wasm = this.#live();
     let flat;
-    const { signal, timeoutMs, keepOnGpu } = runOptions(options);
+    const { signal, timeoutMs, keepOnGpu, stream } = runOptions(options);
     try {
       if (keepOnGpu && this.device !== 'webgpu') throw new Pt2WebError('keepOnGpu needs a model loaded on WebGPU', 'INPUT');
       if (signal?.aborted) throw cancelled(signal);
       const wire = this.#flatInputs(inputs);
-      flat = await this.#stoppable('run', signal, (token) => wasm.run(wire, keepOnGpu, token, timeoutMs));
+      flat = await this.#stoppable('run', signal, (token) => wasm.run(wire, keepOnGpu, token, timeoutMs, stream?.wasmStream().share()));
     } catch (e) {
       throw wrapError(e);
     }

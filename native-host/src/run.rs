@@ -138,10 +138,18 @@ pub(crate) fn open_backend(
                     ));
                 }
             }
-            match pt2web::gpu::GpuDevice::open(b, adapter) {
+            // With every backend, `--adapter N` is device N of `pt2web devices`: it becomes
+            // the current device, which the session opens (as torch.cuda.set_device).
+            let opened = if b == pt2web::gpu::BackendChoice::Auto {
+                adapter
+                    .map_or(Ok(()), pt2web::gpu::set_device)
+                    .and_then(|()| pt2web::gpu::current_gpu_device())
+            } else {
+                pt2web::gpu::GpuDevice::open(b, adapter).map(std::sync::Arc::new)
+            };
+            match opened {
                 Ok(d) => Ok(Box::new(
-                    pt2web::gpu::GpuSession::new(p, std::sync::Arc::new(d))
-                        .map_err(|e| e.to_string())?,
+                    pt2web::gpu::GpuSession::new(p, d).map_err(|e| e.to_string())?,
                 )),
                 Err(_) if device == "auto" => cpu(p),
                 Err(e) => Err(format!("--device gpu: {e}")),

@@ -131,21 +131,33 @@ fn recommended_max_memory(info: &wgpu::AdapterInfo, limits: &wgpu::Limits) -> u6
     }
 }
 
-pub fn properties_of(adapter: &wgpu::Adapter) -> DeviceProperties {
-    let info = adapter.get_info();
-    let l = adapter.limits();
-    let f = adapter.features();
-    let mut features = Vec::new();
-    for (flag, name) in [
+/// The names of a table's flags that `has` accepts, in table order.
+pub(super) fn names_where<T>(
+    table: impl IntoIterator<Item = (T, &'static str)>,
+    has: impl Fn(T) -> bool,
+) -> impl Iterator<Item = &'static str> {
+    table
+        .into_iter()
+        .filter_map(move |(flag, name)| has(flag).then_some(name))
+}
+
+/// The WebGPU names of the features in `f` that pt2web can use.
+pub fn feature_names(f: wgpu::Features) -> Vec<String> {
+    let table = [
         (wgpu::Features::SHADER_F16, "shader-f16"),
         (wgpu::Features::TIMESTAMP_QUERY, "timestamp-query"),
         (wgpu::Features::SUBGROUP, "subgroups"),
         (wgpu::Features::SHADER_INT64, "shader-int64"),
-    ] {
-        if f.contains(flag) {
-            features.push(name.to_string());
-        }
-    }
+    ];
+    names_where(table, |flag| f.contains(flag))
+        .map(String::from)
+        .collect()
+}
+
+pub fn properties_of(adapter: &wgpu::Adapter) -> DeviceProperties {
+    let info = adapter.get_info();
+    let l = adapter.limits();
+    let features = feature_names(adapter.features());
     DeviceProperties {
         name: info.name.clone(),
         backend: backend_name(info.backend).to_string(),

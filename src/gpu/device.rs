@@ -78,6 +78,8 @@ struct Pool {
     /// the driver.
     changes: u64,
     limit: Option<u64>,
+    /// The device's index in `pt2web devices` order (`devices.rs`; 0 in the browser).
+    device_index: usize,
 }
 
 /// A pooled GPU buffer; dropping it returns the buffer to the pool.
@@ -95,6 +97,13 @@ impl GpuBuffer {
     /// Size in bytes (rounded up to the pool's size class).
     pub fn size(&self) -> u64 {
         self.size
+    }
+    /// The index of the device the buffer belongs to ([`GpuDevice::index`]).
+    pub fn device_index(&self) -> usize {
+        self.pool
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .device_index
     }
 }
 
@@ -193,7 +202,23 @@ impl GpuDevice {
                  Mesa's lavapipe: apt-get install mesa-vulkan-drivers)"
             ))
         })?;
-        pollster::block_on(Self::from_adapter(adapter))
+        // Its number in `pt2web devices` (all backends), which `device_of` reports.
+        let info = adapter.get_info();
+        let at = match backend {
+            BackendChoice::Auto => index.unwrap_or(0),
+            _ => adapters(BackendChoice::Auto)
+                .iter()
+                .position(|a| a.get_info() == info)
+                .unwrap_or(index.unwrap_or(0)),
+        };
+        let dev = pollster::block_on(Self::from_adapter(adapter))?;
+        dev.pool().device_index = at;
+        Ok(dev)
+    }
+
+    /// The device's index in `pt2web devices` order (0 in the browser, which gives one).
+    pub fn index(&self) -> usize {
+        self.pool().device_index
     }
 
     /// Ask the platform for its preferred adapter (the browser's `navigator.gpu.requestAdapter`
@@ -257,6 +282,7 @@ impl GpuDevice {
             properties.driver_info
         ));
         let faults = super::fault::Faults::new(&device);
+        super::devices::mark_initialized();
         Ok(GpuDevice {
             generator: crate::random::register(&properties.name),
             faults,

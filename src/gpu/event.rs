@@ -76,6 +76,8 @@ impl Future for Done {
 
 struct Recorded {
     device: wgpu::Device,
+    /// The recording [`GpuDevice`]'s address ([`Event::device_key`]).
+    device_key: usize,
     shared: Arc<Shared>,
     /// The readback buffer holding the resolved timestamp (GPU timing only).
     readback: Option<wgpu::Buffer>,
@@ -110,9 +112,30 @@ impl Event {
     /// Record the event on `dev`'s queue, after every command buffer submitted so far
     /// (re-recording replaces the previous mark).
     pub fn record(&self, dev: &GpuDevice) -> Result<()> {
+        let rec = Self::marker(dev, dev.has_timestamps());
+        dev.take_error()?;
+        *self.lock() = Some(rec);
+        Ok(())
+    }
+
+    /// Record the event by the host clock whatever the device has: no submit, only a
+    /// callback on the work submitted so far (the marks streams put after each run).
+    pub(crate) fn record_untimed(&self, dev: &GpuDevice) {
+        *self.lock() = Some(Self::marker(dev, false));
+    }
+
+    /// The address of the device the event was recorded on (`None` before `record`), to
+    /// tell devices apart.
+    pub(crate) fn device_key(&self) -> Option<usize> {
+        self.lock().as_ref().map(|r| r.device_key)
+    }
+
+    /// A mark after the work submitted to `dev` so far: a GPU timestamp written by an empty
+    /// pass (`timestamps`), else the host clock when the queue reports the work done.
+    fn marker(dev: &GpuDevice, timestamps: bool) -> Recorded {
         let shared = Arc::new(Shared::default());
         let mut readback = None;
-        if dev.has_timestamps() {
+        if timestamps {
             let qs = dev.device.create_query_set(&wgpu::QuerySetDescriptor {
                 label: Some("pt2web event"),
                 ty: wgpu::QueryType::Timestamp,
@@ -162,15 +185,14 @@ impl Event {
                 s.finish();
             });
         }
-        dev.take_error()?;
-        *self.lock() = Some(Recorded {
+        Recorded {
             device: dev.device.clone(),
+            device_key: dev as *const GpuDevice as usize,
             shared,
             readback,
             ticks: None,
             period_ns: dev.timestamp_period() as f64,
-        });
-        Ok(())
+        }
     }
 
     /// Whether the GPU has reached the event (polls the device once, never waits). An event

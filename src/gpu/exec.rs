@@ -422,9 +422,14 @@ impl GpuSession {
     /// mutations are still written back to the state); otherwise they come back as
     /// `Slot::Value` CPU values.
     /// On a lost device the run fails with [`Error::DeviceLost`], whatever failed first.
+    /// The run goes on the stream of its `RunOptions`, else the current stream, which marks
+    /// the queue after it (`stream.rs`).
     pub async fn run_with(&mut self, inputs: Vec<GpuInput>, keep: bool) -> Result<Vec<Slot>> {
+        let given = self.cpu.run_state.stop.stream.clone();
+        let stream = super::stream::Stream::for_run(&self.device, given.as_ref())?;
         let scope = crate::runtime::RunScope::begin(&mut self.cpu.run_state);
         let r = self.run_with_tuning(inputs, keep).await;
+        stream.mark(&self.device);
         let program = self.cpu.program.clone();
         scope.end(&mut self.cpu.run_state, &program.name, "gpu");
         // A loss during the run may have left zeros where results should be: never those.

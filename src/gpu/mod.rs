@@ -21,10 +21,15 @@
 //! [`get_device_name`], [`get_device_properties`], and per device ([`GpuDevice`])
 //! `synchronize`, `empty_cache`, `current_allocated_memory`, `max_memory_allocated`,
 //! `reset_peak_memory_stats`, `driver_allocated_memory`, `recommended_max_memory`,
-//! `set_per_process_memory_fraction`.
+//! `set_per_process_memory_fraction`. [`devices`]: the current device ([`current_device`],
+//! [`set_device`], the `device(i)` guard), [`device_of`], [`get_device_capability`],
+//! [`get_arch_list`], [`init`] / [`is_initialized`]. `stream.rs`: streams and what WebGPU's
+//! single queue allows ([`Stream`], [`current_stream`], [`set_stream`], [`default_stream`],
+//! [`get_stream_from_external`]).
 
 mod adapter;
 pub mod device;
+pub mod devices;
 mod dynamic;
 pub mod event;
 pub mod exec;
@@ -39,6 +44,7 @@ pub mod sample;
 pub mod shaders;
 mod stats;
 pub mod store;
+pub mod stream;
 pub(crate) mod tape;
 pub mod timing;
 pub mod tune;
@@ -49,9 +55,20 @@ pub mod wait;
 #[cfg(not(target_arch = "wasm32"))]
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
+pub use devices::{
+    current_device, device_of, get_arch_list, is_initialized, Capability, DeviceGuard, TensorDevice,
+};
+#[cfg(not(target_arch = "wasm32"))]
+pub use devices::{
+    current_gpu_device, device, get_device, get_device_capability, init, set_device,
+};
 pub use event::{Event, Timing};
 pub use exec::{read_tensor, GpuInput, GpuSession, PrepareStats, RunStats, Slot};
 pub use store::GTensor;
+pub use stream::{
+    current_stream, default_stream, get_stream_from_external, set_stream, stream, Stream,
+    StreamContext,
+};
 pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
 
 #[cfg(not(target_arch = "wasm32"))]

@@ -3,6 +3,7 @@
 //! limits, `synchronize`.
 
 use super::*;
+use crate::gpu::Stream;
 
 /// The WebGPU adapter and device: `{name, backend, device_type, driver, features, limits,
 /// recommended_max_memory}` (opens the device if needed).
@@ -245,4 +246,165 @@ pub async fn gpu_synchronize() -> Result<(), JsValue> {
         return Ok(());
     };
     d.synchronize_async().await.map_err(to_js)
+}
+
+/// Devices (`gpu.currentDevice`, `gpu.setDevice`, ...): the browser gives one adapter, so
+/// device 0 is the only one.
+fn current_webgpu_device(who: &str) -> Result<Arc<GpuDevice>, JsValue> {
+    DEVICE.with(|d| d.borrow().clone()).ok_or_else(|| {
+        js_error(
+            "DEVICE",
+            &format!("{who}: the WebGPU device is not open (await gpu.open() or load a WebGPU model first)"),
+        )
+    })
+}
+
+/// This page's current device index (always 0: a browser hands out one adapter).
+#[wasm_bindgen(js_name = gpuCurrentDevice)]
+pub fn gpu_current_device() -> usize {
+    crate::gpu::current_device()
+}
+
+/// `setDevice(i)`: 0 is fine; any other index is an `INPUT` error naming it and the count.
+#[wasm_bindgen(js_name = gpuSetDevice)]
+pub fn gpu_set_device(index: f64) -> Result<(), JsValue> {
+    if !(index >= 0.0 && index.fract() == 0.0 && index < 4_294_967_296.0) {
+        return Err(js_error(
+            "INPUT",
+            &format!("setDevice({index}): a device index is a non-negative integer"),
+        ));
+    }
+    crate::gpu::devices::select(index as usize, 1).map_err(to_js)
+}
+
+/// Whether the WebGPU device was opened at least once (`gpu.isInitialized`).
+#[wasm_bindgen(js_name = gpuIsInitialized)]
+pub fn gpu_is_initialized() -> bool {
+    crate::gpu::is_initialized()
+}
+
+/// The backends this build has: `["webgpu", "cpu"]`.
+#[wasm_bindgen(js_name = gpuArchList)]
+pub fn gpu_arch_list() -> Array {
+    crate::gpu::get_arch_list()
+        .into_iter()
+        .map(JsValue::from_str)
+        .collect()
+}
+
+/// `{features, limits}` of the WebGPU device (opens it if needed), limits by WebGPU's
+/// camelCase names (`maxBufferSize`, ...).
+#[wasm_bindgen(js_name = gpuDeviceCapability)]
+pub async fn gpu_device_capability() -> Result<JsValue, JsValue> {
+    let d = device().await?;
+    let c = crate::gpu::devices::capability_of(d.device.features(), &d.device.limits());
+    let camel = |k: &str| -> String {
+        let mut out = String::with_capacity(k.len());
+        let mut up = false;
+        for ch in k.chars() {
+            match ch {
+                '_' => up = true,
+                c if up => {
+                    out.push(c.to_ascii_uppercase());
+                    up = false;
+                }
+                c => out.push(c),
+            }
+        }
+        out
+    };
+    let limits: serde_json::Map<String, serde_json::Value> = c
+        .limits
+        .iter()
+        .map(|(k, v)| (camel(k), (*v).into()))
+        .collect();
+    to_js_value(&serde_json::json!({ "features": c.features, "limits": limits }))
+}
+
+/// A stream on the WebGPU device (`gpu.Stream`, see `crate::gpu::stream` for what one queue
+/// allows).
+#[wasm_bindgen]
+pub struct WasmStream(pub(super) Stream);
+
+#[wasm_bindgen]
+impl WasmStream {
+    /// A new stream on the open WebGPU device.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Result<WasmStream, JsValue> {
+        Ok(WasmStream(Stream::new(&current_webgpu_device(
+            "new gpu.Stream()",
+        )?)))
+    }
+    /// Another handle on the same stream, for `run` to take (it consumes its argument).
+    pub fn share(&self) -> WasmStream {
+        WasmStream(self.0.clone())
+    }
+    /// 0 for the default stream.
+    #[wasm_bindgen(getter)]
+    pub fn id(&self) -> f64 {
+        self.0.id() as f64
+    }
+    #[wasm_bindgen(getter)]
+    pub fn external(&self) -> bool {
+        self.0.is_external()
+    }
+    /// Whether this and `other` are the same stream.
+    pub fn same(&self, other: &WasmStream) -> bool {
+        self.0 == other.0
+    }
+    /// Whether the work ordered on the stream has finished (never waits).
+    pub fn query(&self) -> bool {
+        self.0.query()
+    }
+    /// Resolves when the work ordered on the stream has finished.
+    pub fn synchronize(&self) -> js_sys::Promise {
+        let s = self.0.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            s.synchronize_async().await.map_err(to_js)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+    /// Record `event` after the work submitted so far.
+    #[wasm_bindgen(js_name = recordEvent)]
+    pub fn record_event(&self, event: &WasmEvent) -> Result<(), JsValue> {
+        self.0.record(&event.ev).map_err(to_js)
+    }
+    /// Order this stream's later work after `event`.
+    #[wasm_bindgen(js_name = waitEvent)]
+    pub fn wait_event(&self, event: &WasmEvent) -> Result<(), JsValue> {
+        self.0.wait_event(&event.ev).map_err(to_js)
+    }
+    /// Order this stream's later work after the work `other` ordered so far.
+    #[wasm_bindgen(js_name = waitStream)]
+    pub fn wait_stream(&self, other: &WasmStream) -> Result<(), JsValue> {
+        self.0.wait_stream(&other.0).map_err(to_js)
+    }
+}
+
+/// The current stream of the WebGPU device (the default one unless `gpuSetStream` chose).
+#[wasm_bindgen(js_name = gpuCurrentStream)]
+pub fn gpu_current_stream() -> Result<WasmStream, JsValue> {
+    let d = current_webgpu_device("gpu.currentStream()")?;
+    Ok(WasmStream(crate::gpu::current_stream(&d)))
+}
+
+/// The default stream of the WebGPU device.
+#[wasm_bindgen(js_name = gpuDefaultStream)]
+pub fn gpu_default_stream() -> Result<WasmStream, JsValue> {
+    let d = current_webgpu_device("gpu.defaultStream()")?;
+    Ok(WasmStream(crate::gpu::default_stream(&d)))
+}
+
+/// Make `s` the current stream.
+#[wasm_bindgen(js_name = gpuSetStream)]
+pub fn gpu_set_stream(s: &WasmStream) {
+    crate::gpu::set_stream(&s.0);
+}
+
+/// A stream over the WebGPU device's queue for work the page submits itself (the JS
+/// wrapper checks the queue is the device's).
+#[wasm_bindgen(js_name = gpuStreamFromExternal)]
+pub fn gpu_stream_from_external() -> Result<WasmStream, JsValue> {
+    let d = current_webgpu_device("gpu.getStreamFromExternal()")?;
+    Ok(WasmStream(crate::gpu::get_stream_from_external(&d)))
 }

@@ -431,7 +431,8 @@ impl WasmModel {
     /// Resolves to the flat user outputs in the same form; with `keep` (WebGPU models),
     /// tensor outputs stay on the GPU as [`WasmGpuTensor`]s. `cancel` (cancelled by the JS
     /// `AbortSignal`) and `timeout_ms` stop the run before its next node with a `CANCELLED`
-    /// error ([`crate::runtime::RunOptions`]).
+    /// error ([`crate::runtime::RunOptions`]); `stream` (a `WasmStream`) is the stream the
+    /// run goes on (the current one when absent).
     // The engine stays borrowed across the GPU wait on purpose: a second run() (or a state
     // read) meanwhile gets a BUSY error instead of seeing a half-run model.
     #[allow(clippy::await_holding_refcell_ref)]
@@ -441,6 +442,7 @@ impl WasmModel {
         keep: Option<bool>,
         cancel: Option<WasmCancelToken>,
         timeout_ms: Option<f64>,
+        stream: Option<device_api::WasmStream>,
     ) -> js_sys::Promise {
         let keep = keep.unwrap_or(false);
         let flat = match self.flat_inputs(&inputs, gpu_input) {
@@ -450,6 +452,7 @@ impl WasmModel {
         let options = crate::runtime::RunOptions {
             cancel: cancel.map(|c| c.0),
             timeout_ms,
+            stream: stream.map(|s| s.0),
         };
         let engine = self.engine.clone();
         wasm_bindgen_futures::future_to_promise(async move {
@@ -757,7 +760,7 @@ impl WasmModel {
 fn stop_of(cancel: Option<WasmCancelToken>) -> crate::runtime::Stop {
     crate::runtime::Stop::start(&crate::runtime::RunOptions {
         cancel: cancel.map(|c| c.0),
-        timeout_ms: None,
+        ..Default::default()
     })
 }
 

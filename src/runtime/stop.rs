@@ -34,6 +34,9 @@ pub struct RunOptions {
     pub cancel: Option<CancelToken>,
     /// Stop once the run has taken this long (milliseconds of wall time).
     pub timeout_ms: Option<f64>,
+    /// The stream a GPU run goes on (this thread's current stream of the device when
+    /// `None`; see [`crate::gpu::stream`]). A CPU run has no stream and ignores it.
+    pub stream: Option<crate::gpu::Stream>,
 }
 
 /// The checks of one run, made from its [`RunOptions`] when it starts.
@@ -42,6 +45,8 @@ pub(crate) struct Stop {
     cancel: Option<CancelToken>,
     /// (timeout, the clock reading it ends at), both in milliseconds.
     deadline: Option<(f64, f64)>,
+    /// [`RunOptions::stream`], which the GPU executor reads as the run starts.
+    pub(crate) stream: Option<crate::gpu::Stream>,
 }
 
 impl Stop {
@@ -51,6 +56,7 @@ impl Stop {
             deadline: o
                 .timeout_ms
                 .map(|t| (t, super::profile::now_ms() + t.max(0.0))),
+            stream: o.stream.clone(),
         }
     }
 

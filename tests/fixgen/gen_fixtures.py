@@ -776,11 +776,16 @@ def _f():
     batch = Dim("batch", min=1, max=16)
     ep_a = export(pristine(enc), (x,), dynamic_shapes={"x": {0: batch}})
     ep_b = export(pristine(dec), (h,)).run_decompositions()
+    # The decoder on the encoder's eager output: the stream tests feed one program's GPU
+    # output to the other (tests/gpu_streams.rs).
+    with torch.no_grad():
+        chained = pristine(enc)(x)
     return Fixture("multi_program", "two programs in one archive via package_pt2(exported_programs="
                    "{'encoder': training IR with dynamic batch, 'decoder': core ATen}), plus extra file",
                    {"encoder": Program(ep_a, "training", enc, [Case((x,), label="example"),
                                                               Case((rnd(1, 8),), label="b1")]),
-                    "decoder": Program(ep_b, "core_aten", dec, [Case((h,), label="example")])},
+                    "decoder": Program(ep_b, "core_aten", dec, [Case((h,), label="example"),
+                                                                Case((chained,), label="chained")])},
                    extra_files={"README.txt": "encoder then decoder"}, multi=True)
 
 
