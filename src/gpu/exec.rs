@@ -633,6 +633,7 @@ impl GpuSession {
         let replayable = !dry
             && !keep
             && self.cpu.run_state.profiler.is_none()
+            && !dev.is_recording_memory_history()
             && !crate::backends::deterministic()
             && !super::tape::writes_state(&p);
         if let (true, Some(values)) = (replayable, &cpu_inputs) {
@@ -850,7 +851,8 @@ impl GpuSession {
         let mut stats = std::mem::take(&mut r.stats);
         stats.tape = Some(match (replayable, cpu_inputs.is_some(), record) {
             (false, ..) => {
-                "not recorded: state written back, keepOnGpu, profiling or deterministic mode"
+                "not recorded: state written back, keepOnGpu, profiling, memory history or \
+                 deterministic mode"
             }
             (true, false, _) => "not recorded: GPU-resident inputs",
             (true, true, false) => "not recorded: this signature's runs did not repeat",

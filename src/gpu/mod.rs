@@ -21,7 +21,8 @@
 //! [`get_device_name`], [`get_device_properties`], and per device ([`GpuDevice`])
 //! `synchronize`, `empty_cache`, `current_allocated_memory`, `max_memory_allocated`,
 //! `reset_peak_memory_stats`, `driver_allocated_memory`, `recommended_max_memory`,
-//! `set_per_process_memory_fraction`.
+//! `set_per_process_memory_fraction`; torch.cuda.memory's `mem_get_info`, `memory_reserved`,
+//! `memory_stats_map`, memory history and snapshots: [`memory`].
 
 mod adapter;
 pub mod device;
@@ -32,6 +33,7 @@ pub mod fault;
 mod graph;
 pub mod kernels;
 mod lost;
+pub mod memory;
 mod pipelines;
 pub mod random;
 mod runner;
@@ -49,6 +51,7 @@ pub mod wait;
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
 pub use event::{Event, Timing};
+pub use memory::MemorySnapshot;
 pub use exec::{read_tensor, GpuInput, GpuSession, PrepareStats, RunStats, Slot};
 pub use store::GTensor;
 pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
