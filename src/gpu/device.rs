@@ -494,7 +494,8 @@ impl GpuDevice {
             }
             match found {
                 Some(buf) => {
-                    pool.track.taken(&buf, *size, *size, "a replayed run's buffer");
+                    pool.track
+                        .taken(&buf, *size, *size, "a replayed run's buffer");
                     taken.push((buf, *size))
                 }
                 None => {

@@ -410,7 +410,11 @@ impl Tracker {
                     active_size: held,
                     requested_size: s.requested.unwrap_or(0),
                     stream: 0,
-                    segment_type: if s.size < LARGE_POOL { "small" } else { "large" },
+                    segment_type: if s.size < LARGE_POOL {
+                        "small"
+                    } else {
+                        "large"
+                    },
                     segment_pool_id: (0, 0),
                     is_expandable: false,
                     frames: Vec::new(),
@@ -462,10 +466,7 @@ impl GpuDevice {
     /// other programs' use of the device is not seen.
     pub fn mem_get_info(&self) -> (u64, u64) {
         let total = self.recommended_max_memory();
-        (
-            total.saturating_sub(self.driver_allocated_memory()),
-            total,
-        )
+        (total.saturating_sub(self.driver_allocated_memory()), total)
     }
 
     /// Bytes of the pool's buffers, live plus cached for reuse (`torch.cuda.memory_reserved`):

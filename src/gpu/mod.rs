@@ -51,8 +51,8 @@ pub mod wait;
 pub use device::adapters;
 pub use device::{BackendChoice, DeviceProperties, GpuDevice, KeyLimits, MemoryStats};
 pub use event::{Event, Timing};
-pub use memory::MemorySnapshot;
 pub use exec::{read_tensor, GpuInput, GpuSession, PrepareStats, RunStats, Slot};
+pub use memory::MemorySnapshot;
 pub use store::GTensor;
 pub use user_shader::{ShaderArg, ShaderBinding, ShaderEntry, UserShader};
 
