@@ -27,6 +27,7 @@ use wasm_bindgen::prelude::*;
 
 mod backends_api;
 mod device_api;
+mod memory_api;
 mod stream;
 
 /// `initThreadPool(n)` (the multi-threaded build): starts `n` Web Workers sharing this
