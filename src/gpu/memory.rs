@@ -141,7 +141,8 @@ pub struct TraceEntry {
     /// Bytes: the size class (the requested bytes for an `oom`).
     pub size: u64,
     pub stream: u64,
-    /// Microseconds since the page or process started.
+    /// Microseconds on pt2web's clock (natively from its first reading in the process; in
+    /// the browser `performance.now()`, from the page's start).
     pub time_us: u64,
     pub frames: Vec<Frame>,
     /// For an `oom`: the bytes left under the memory limit.
