@@ -59,7 +59,11 @@ fn statistics_move_as_documented() {
                 stat(&ran, &format!("{base}.allocated")),
                 stat(&ran, &format!("{base}.freed")),
             );
-            assert_eq!(a - f, *v, "{base}: allocated {a} - freed {f} != current {v}");
+            assert_eq!(
+                a - f,
+                *v,
+                "{base}: allocated {a} - freed {f} != current {v}"
+            );
         }
     }
     // The pools add up, and agree with the older API.
@@ -73,7 +77,10 @@ fn statistics_move_as_documented() {
     assert_eq!(old.allocated, stat(&ran, "allocated_bytes.all.current"));
     assert_eq!(old.peak, stat(&ran, "allocated_bytes.all.peak"));
     assert_eq!(old.buffers_created, stat(&ran, "num_device_alloc"));
-    assert_eq!(dev.memory_reserved(), stat(&ran, "reserved_bytes.all.current"));
+    assert_eq!(
+        dev.memory_reserved(),
+        stat(&ran, "reserved_bytes.all.current")
+    );
     assert!(dev.memory_reserved() >= dev.current_allocated_memory());
     assert!(dev.driver_allocated_memory() >= dev.memory_reserved());
     assert!(dev.max_memory_reserved() >= dev.memory_reserved());
@@ -166,7 +173,10 @@ fn snapshots_account_for_every_live_byte() {
             .map(|b| b.size)
             .sum();
         assert_eq!(seg.allocated_size, held);
-        assert_eq!(seg.blocks.iter().map(|b| b.size).sum::<u64>(), seg.total_size);
+        assert_eq!(
+            seg.blocks.iter().map(|b| b.size).sum::<u64>(),
+            seg.total_size
+        );
     }
     // Segments do not overlap.
     for w in snap.segments.windows(2) {
@@ -220,7 +230,10 @@ fn snapshots_account_for_every_live_byte() {
         by_node.len(),
         nodes.len()
     );
-    assert!(by_node.len() >= 3, "allocations named by nodes: {by_node:?}");
+    assert!(
+        by_node.len() >= 3,
+        "allocations named by nodes: {by_node:?}"
+    );
     // torch's layout, as JSON.
     let json = serde_json::to_value(&snap).unwrap();
     let e = &json["device_traces"][0][0];
