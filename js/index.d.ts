@@ -342,6 +342,26 @@ export interface GpuMemoryStats {
   buffersCreated: number;
   limit: number | null;
   recommendedMax: number;
+  /** torch.cuda.memory_stats' keys: 'allocated_bytes.all.current', 'num_ooms', ... */
+  [torchKey: string]: number | null;
+}
+
+/** A frame of a memory history entry: the op (`name`) and node (`filename`); `line` is 0. */
+export interface MemoryFrame { name: string; filename: string; line: number }
+
+/** torch.cuda.memory._snapshot()'s layout (one device: device_traces[0]). */
+export interface MemorySnapshot {
+  segments: {
+    device: number; address: number; total_size: number; allocated_size: number;
+    active_size: number; requested_size: number; stream: number; segment_type: 'small' | 'large';
+    blocks: { address: number; size: number; requested_size: number;
+      state: 'active_allocated' | 'inactive'; frames: MemoryFrame[] }[];
+  }[];
+  device_traces: {
+    action: 'alloc' | 'free_requested' | 'free_completed' | 'segment_alloc' | 'segment_free' | 'oom';
+    addr: number; size: number; stream: number; time_us: number; frames: MemoryFrame[];
+    device_free?: number;
+  }[][];
 }
 
 /** A marker in the WebGPU queue (torch.mps.Event): `new gpu.Event({enableTiming: true})`. */
@@ -465,6 +485,14 @@ export const gpu: {
   isAvailable(): Promise<boolean>;
   properties(): Promise<GpuProperties>;
   memoryStats(): GpuMemoryStats | null;
+  memoryStatsAsNestedDict(): Record<string, any> | null;
+  resetAccumulatedMemoryStats(): void;
+  /** [free, total] bytes, estimated (no memory query in WebGPU). */
+  memGetInfo(): [number, number] | null;
+  memoryReserved(): number;
+  maxMemoryReserved(): number;
+  recordMemoryHistory(enabled?: boolean, maxEntries?: number): Promise<void>;
+  memorySnapshot(): MemorySnapshot | null;
   currentAllocatedMemory(): number;
   driverAllocatedMemory(): number;
   setPerProcessMemoryFraction(fraction: number): Promise<void>;

@@ -14,7 +14,7 @@ let initWasm, WasmModel, WasmGpuTensor, wasmIsPt2, wasmProgramNames, gpuDevicePr
   backendsSetVerbose, WasmStreamingLoad;
 let gpuManualSeedAll, gpuSeedAll, gpuGetRngStateAll, gpuSetRngStateAll, profilerBegin, profilerEnd,
   profilerIsCapturing;
-// The whole glue module, for the bindings used in one place (the device and stream API).
+// The whole glue module, for the bindings used in one place (the device, stream and memory API).
 let wasmGlue = null;
 function bindGlue(m) {
   wasmGlue = m;
@@ -1063,11 +1063,47 @@ export const gpu = {
     if (globalThis.navigator?.gpu) await openDevice();
     try { return await track(gpuDeviceProperties()); } catch (e) { throw wrapError(e); }
   },
-  /** `{allocated, peak, driverAllocated, buffersCreated, limit, recommendedMax}`, or null before any WebGPU model loads. */
+  /**
+   * `{allocated, peak, driverAllocated, buffersCreated, limit, recommendedMax}` plus torch's
+   * keys (torch.cuda.memory_stats: `'allocated_bytes.all.current'`, `'reserved_bytes.all.peak'`,
+   * `'num_ooms'`, ...), or null before any WebGPU model loads.
+   */
   memoryStats() {
     usable();
-    return wasmReady ? gpuMemoryStats() : null;
+    const s = wasmReady ? gpuMemoryStats() : null;
+    return s && { ...s, ...wasmGlue.gpuMemoryStatsTorch(false) };
   },
+  /** torch's keys nested: `{allocated_bytes: {all: {current, peak, allocated, freed}, small_pool, large_pool}, ...}`. */
+  memoryStatsAsNestedDict() { usable(); return wasmReady ? wasmGlue.gpuMemoryStatsTorch(true) : null; },
+  /** Zero the statistics' `allocated`/`freed` totals and `num_*` counters (torch.cuda.reset_accumulated_memory_stats). */
+  resetAccumulatedMemoryStats() { usable(); if (wasmReady) wasmGlue.gpuResetAccumulatedMemoryStats(); },
+  /**
+   * `[free, total]` bytes (torch.cuda.mem_get_info), estimated: WebGPU has no memory query, so
+   * total is the recommended maximum and free is total less what pt2web holds from the driver.
+   */
+  memGetInfo() { usable(); return wasmReady ? wasmGlue.gpuMemGetInfo() : null; },
+  /** Bytes of pt2web's buffer pool, live plus cached (torch.cuda.memory_reserved). */
+  memoryReserved() { usable(); return (wasmReady && wasmGlue.gpuMemoryReserved()?.memoryReserved) || 0; },
+  /** The peak of memoryReserved() (torch.cuda.max_memory_reserved). */
+  maxMemoryReserved() { usable(); return (wasmReady && wasmGlue.gpuMemoryReserved()?.maxMemoryReserved) || 0; },
+  /**
+   * Start (a fresh history of the last `maxEntries` actions) or stop recording every
+   * allocation and free of the device's pool with the op and node that caused it
+   * (torch.cuda.memory._record_memory_history). Started before a load, it includes the
+   * weights' upload. Runs are not replayed from a recorded tape while it records.
+   */
+  async recordMemoryHistory(enabled = true, maxEntries = 1 << 20) {
+    await init();
+    if (typeof maxEntries !== 'number' || !(maxEntries >= 1)) throw new Pt2WebError(`recordMemoryHistory(): maxEntries must be a number >= 1, got ${show(maxEntries)}`, 'INPUT');
+    wasmGlue.gpuRecordMemoryHistory(!!enabled, maxEntries);
+  },
+  /**
+   * The pool and its recorded history in the layout of torch.cuda.memory._snapshot():
+   * `{segments: [{address, total_size, allocated_size, blocks: [{size, state, frames}]}],
+   * device_traces: [[{action, addr, size, time_us, frames: [{name: op, filename: node}]}]]}`
+   * (save it as JSON for torch.cuda._memory_viz), or null before any WebGPU model loads.
+   */
+  memorySnapshot() { usable(); return wasmReady ? wasmGlue.gpuMemorySnapshot() : null; },
   /** Bytes in buffers holding live tensors (torch.mps.current_allocated_memory). */
   currentAllocatedMemory() { return this.memoryStats()?.allocated ?? 0; },
   /** Bytes pt2web holds from the driver, live plus cached (torch.mps.driver_allocated_memory). */

@@ -109,6 +109,8 @@ async function openFile(file) {
   $('runStatus').textContent = `loading ${file.name}…`;
   try {
     state.other?.dispose();
+    // The memory timeline below the profile draws this history (from the load on).
+    await gpu.recordMemoryHistory(true, 1 << 18);
     state.other = await load(new Uint8Array(await file.arrayBuffer()), { device: deviceOption() });
     const i = state.other.info;
     $('info').textContent = JSON.stringify({
@@ -141,6 +143,47 @@ function drawOpChart(summary) {
     g.fillText(`${r.total_ms.toFixed(2)} ms`, 306 + (c.width - 420) * r.total_ms / max, y + 12);
   });
   $('traceLink').hidden = false;
+}
+// Live GPU bytes over the recorded memory history (gpu.memorySnapshot(), in the layout of
+// torch.cuda.memory._snapshot()): one bar per allocation or free, colored by the op that made
+// it; the legend lists the ops that allocated the most.
+function drawMemoryTimeline(snap) {
+  const c = $('mem');
+  const trace = (snap?.device_traces[0] ?? []).filter((e) => e.action === 'alloc' || e.action === 'free_completed');
+  c.hidden = $('memCaption').hidden = !trace.length;
+  if (!trace.length) return;
+  const g = c.getContext('2d');
+  const sign = (e) => (e.action === 'alloc' ? e.size : -e.size);
+  // What was live before the history started: live now less the history's net change.
+  const liveNow = snap.segments.reduce((a, s) => a + s.allocated_size, 0);
+  let live = liveNow - trace.reduce((a, e) => a + sign(e), 0);
+  const bars = trace.map((e) => ({ live: (live += sign(e)), op: e.frames[0]?.name ?? '?' }));
+  const byOp = new Map();
+  for (const e of trace) if (e.action === 'alloc') byOp.set(e.frames[0]?.name ?? '?', (byOp.get(e.frames[0]?.name ?? '?') ?? 0) + e.size);
+  const ops = [...byOp.keys()].sort((a, b) => byOp.get(b) - byOp.get(a));
+  const color = (op) => `hsl(${(Math.max(0, ops.indexOf(op)) * 137) % 360} 65% 48%)`;
+  const max = Math.max(...bars.map((b) => b.live), 1);
+  const [x0, top, w, h] = [70, 8, c.width - 80, c.height - 48];
+  g.clearRect(0, 0, c.width, c.height);
+  g.font = '12px system-ui';
+  bars.forEach((b, i) => {
+    const bh = (h * Math.max(0, b.live)) / max;
+    g.fillStyle = color(b.op);
+    g.fillRect(x0 + (i * w) / bars.length, top + h - bh, Math.max(1, w / bars.length), bh);
+  });
+  g.fillStyle = '#000';
+  g.fillText(`${(max / 2 ** 20).toFixed(2)} MiB`, 2, top + 10);
+  g.fillText('0', 2, top + h);
+  g.fillText(`${trace.length} allocations and frees →`, x0, top + h + 14);
+  let x = x0;
+  for (const op of ops.slice(0, 6)) {
+    const label = `${op} ${(byOp.get(op) / 2 ** 20).toFixed(2)} MiB`;
+    g.fillStyle = color(op);
+    g.fillRect(x, top + h + 24, 10, 10);
+    g.fillStyle = '#000';
+    g.fillText(label, x + 14, top + h + 33);
+    x += g.measureText(label).width + 28;
+  }
 }
 $('traceLink').onclick = (e) => {
   e.preventDefault();
@@ -196,6 +239,7 @@ $('runBtn').onclick = async () => {
     const out = await m.run(named);
     const prof = m.stopProfiler();
     drawOpChart(prof.summary);
+    drawMemoryTimeline(m.device === 'webgpu' ? gpu.memorySnapshot() : null);
     state.lastTrace = prof.chromeTrace;
     state.lastOutputs = out;
     $('outputs').textContent = JSON.stringify(summarize(out), null, 2);

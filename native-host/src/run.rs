@@ -45,6 +45,12 @@ pub struct RunArgs {
     /// the ops that took the most time (on the GPU: GPU time per kernel from timestamps).
     #[arg(long, value_name = "TRACE.json")]
     profile: Option<PathBuf>,
+    /// GPU only: record every allocation and free of the GPU memory pool from the load on
+    /// (with the op and node that caused it) and write a snapshot in the layout of
+    /// torch.cuda.memory._snapshot() here, as JSON (torch.cuda._memory_viz reads it once
+    /// loaded with json.load).
+    #[arg(long, value_name = "FILE.json")]
+    memory_snapshot: Option<PathBuf>,
     /// Show progress bars on stderr even when it is not a terminal.
     #[arg(long)]
     progress: bool,
@@ -157,6 +163,31 @@ pub(crate) fn open_backend(
         }
         other => Err(format!("--device {other}: expected cpu, gpu, auto or meta")),
     }
+}
+
+/// The actions `--memory-snapshot` keeps at most (the latest ones).
+const MEMORY_HISTORY_ENTRIES: usize = 1 << 22;
+
+/// `--memory-snapshot FILE.json`: the GPU pool and its history after the runs.
+fn write_memory_snapshot(b: &dyn Backend, path: &std::path::Path) -> Result<(), String> {
+    let g = b.gpu().ok_or_else(|| {
+        format!(
+            "--memory-snapshot: the program runs on the {} backend, which has no GPU memory \
+             pool; use --device gpu",
+            b.kind()
+        )
+    })?;
+    let snap = g.device.memory_snapshot();
+    let json = serde_json::to_string(&snap).map_err(|e| e.to_string())?;
+    std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+    eprintln!(
+        "memory snapshot written to {}: {} segments, {} B live, {} actions",
+        path.display(),
+        snap.segments.len(),
+        g.device.current_allocated_memory(),
+        snap.device_traces.iter().map(Vec::len).sum::<usize>()
+    );
+    Ok(())
 }
 
 /// Prepare for inputs shaped like `inputs` ([`Backend::prepare`]): on the GPU, what the
@@ -325,6 +356,9 @@ pub fn run(args: RunArgs) -> Result<(), String> {
             other => serde_json::json!({"name": u.name, "value": format!("{other:?}")}),
         })
         .collect();
+    if args.memory_snapshot.is_some() {
+        pt2web::gpu::memory::record_memory_history(true, MEMORY_HISTORY_ENTRIES);
+    }
     let t0 = Instant::now();
     let mut session = open_backend(
         p,
@@ -395,6 +429,9 @@ pub fn run(args: RunArgs) -> Result<(), String> {
                 eprintln!("  {:>9.3} ms  {:>5}x  {}", o.total_ms, o.count, o.target);
             }
         }
+    }
+    if let Some(path) = &args.memory_snapshot {
+        write_memory_snapshot(session.as_ref(), path)?;
     }
     let first_ms = times[0];
     let mut rest = times[1..].to_vec();

@@ -80,6 +80,8 @@ struct Pool {
     limit: Option<u64>,
     /// The device's index in `pt2web devices` order (`devices.rs`; 0 in the browser).
     device_index: usize,
+    /// torch-style statistics, segments and history (`memory.rs`).
+    track: super::memory::Tracker,
 }
 
 /// A pooled GPU buffer; dropping it returns the buffer to the pool.
@@ -118,6 +120,7 @@ impl Drop for GpuBuffer {
         if let Some(b) = self.buf.take() {
             let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             p.stats.allocated = p.stats.allocated.saturating_sub(self.size);
+            p.track.returned(&b, self.size);
             p.pending.entry((self.kind, self.size)).or_default().push(b);
         }
     }
@@ -293,7 +296,10 @@ impl GpuDevice {
             f16: features.contains(wgpu::Features::SHADER_F16),
             subgroups: features.contains(wgpu::Features::SUBGROUP),
             timestamp_period,
-            pool: Arc::new(Mutex::new(Pool::default())),
+            pool: Arc::new(Mutex::new(Pool {
+                track: super::memory::Tracker::on_open(),
+                ..Default::default()
+            })),
             pipes: Default::default(),
             bind_groups: Mutex::default(),
             bind_groups_created: Default::default(),
@@ -393,6 +399,11 @@ impl GpuDevice {
         self.pool.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Run `f` on the pool's torch-style bookkeeping (`memory.rs`), under the pool's lock.
+    pub(super) fn memory<R>(&self, f: impl FnOnce(&mut super::memory::Tracker) -> R) -> R {
+        f(&mut self.pool().track)
+    }
+
     fn alloc_kind(
         &self,
         kind: Kind,
@@ -414,6 +425,8 @@ impl GpuDevice {
         let mut p = self.pool();
         if let Some(limit) = p.limit {
             if p.stats.allocated + size > limit {
+                let left = limit.saturating_sub(p.stats.allocated);
+                p.track.oom(size, left, what);
                 return Err(Error::OutOfMemory {
                     memory: crate::error::GPU_MEMORY,
                     what: what.to_string(),
@@ -442,14 +455,17 @@ impl GpuDevice {
                     }
                     Kind::Readback => wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
                 };
-                self.device.create_buffer(&wgpu::BufferDescriptor {
+                let b = self.device.create_buffer(&wgpu::BufferDescriptor {
                     label: None,
                     size,
                     usage,
                     mapped_at_creation: false,
-                })
+                });
+                p.track.created(&b, size);
+                b
             }
         };
+        p.track.taken(&buf, size, bytes, what);
         p.stats.allocated += size;
         p.changes += 1;
         p.stats.peak = p.stats.peak.max(p.stats.allocated);
@@ -506,10 +522,15 @@ impl GpuDevice {
                 }
             }
             match found {
-                Some(buf) => taken.push((buf, *size)),
+                Some(buf) => {
+                    pool.track
+                        .taken(&buf, *size, *size, "a replayed run's buffer");
+                    taken.push((buf, *size))
+                }
                 None => {
                     // Back where nothing encoded can be using them (pending is the safe list).
                     for (buf, size) in taken {
+                        pool.track.returned(&buf, size);
                         pool.pending
                             .entry((Kind::Storage, size))
                             .or_default()
@@ -701,9 +722,13 @@ impl GpuDevice {
         let mut p = self.pool();
         let mut freed = 0;
         p.changes += 1;
-        for (k, bufs) in p.free.drain() {
+        let pool = &mut *p;
+        for (k, bufs) in pool.free.drain() {
             freed += bufs.len() as u64 * k.1;
-            bufs.into_iter().for_each(|b| b.destroy());
+            for b in bufs {
+                pool.track.released(&b, k.1);
+                b.destroy();
+            }
         }
         p.stats.driver_allocated = p.stats.driver_allocated.saturating_sub(freed);
         Ok(())
@@ -738,6 +763,7 @@ impl GpuDevice {
     pub fn reset_peak_memory_stats(&self) {
         let mut p = self.pool();
         p.stats.peak = p.stats.allocated;
+        p.track.reset_peaks();
     }
     pub fn driver_allocated_memory(&self) -> u64 {
         self.memory_stats().driver_allocated

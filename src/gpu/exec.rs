@@ -647,6 +647,7 @@ impl GpuSession {
             && !keep
             && self.cpu.run_state.profiler.is_none()
             && crate::backends::verbose() == 0
+            && !dev.is_recording_memory_history()
             && !crate::backends::deterministic()
             && !super::tape::writes_state(&p);
         if let (true, Some(values)) = (replayable, &cpu_inputs) {
@@ -864,7 +865,8 @@ impl GpuSession {
         let mut stats = std::mem::take(&mut r.stats);
         stats.tape = Some(match (replayable, cpu_inputs.is_some(), record) {
             (false, ..) => {
-                "not recorded: state written back, keepOnGpu, profiling, the verbose log or \
+                "not recorded: state written back, keepOnGpu, profiling, the verbose log, memory \
+                 history or \
                  deterministic mode"
             }
             (true, false, _) => "not recorded: GPU-resident inputs",

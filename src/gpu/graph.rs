@@ -185,6 +185,9 @@ pub async fn run_graph(
         }
         let node = &graph.nodes[step.node];
         st.stop.check(&node.name)?;
+        // Memory history names this node in what it allocates and frees (`memory.rs`).
+        let dev = r.dev;
+        let _frame = dev.memory_frame(&node.target, &node.name);
         let ids = &step.reads;
         // Profiled runs: host time per node (GPU kernels get GPU timestamps from the
         // timer instead, where the device has them).

@@ -21,11 +21,12 @@
 //! [`get_device_name`], [`get_device_properties`], and per device ([`GpuDevice`])
 //! `synchronize`, `empty_cache`, `current_allocated_memory`, `max_memory_allocated`,
 //! `reset_peak_memory_stats`, `driver_allocated_memory`, `recommended_max_memory`,
-//! `set_per_process_memory_fraction`. [`devices`]: the current device ([`current_device`],
-//! [`set_device`], the `device(i)` guard), [`device_of`], [`get_device_capability`],
-//! [`get_arch_list`], [`init`] / [`is_initialized`]. `stream.rs`: streams and what WebGPU's
-//! single queue allows ([`Stream`], [`current_stream`], [`set_stream`], [`default_stream`],
-//! [`get_stream_from_external`]).
+//! `set_per_process_memory_fraction`; torch.cuda.memory's `mem_get_info`, `memory_reserved`,
+//! `memory_stats_map`, memory history and snapshots: [`memory`]. [`devices`]: the current
+//! device ([`current_device`], [`set_device`], the `device(i)` guard), [`device_of`],
+//! [`get_device_capability`], [`get_arch_list`], [`init`] / [`is_initialized`]. `stream.rs`:
+//! streams and what WebGPU's single queue allows ([`Stream`], [`current_stream`],
+//! [`set_stream`], [`default_stream`], [`get_stream_from_external`]).
 
 mod adapter;
 pub mod device;
@@ -37,6 +38,7 @@ pub mod fault;
 mod graph;
 pub mod kernels;
 mod lost;
+pub mod memory;
 mod pipelines;
 pub mod random;
 mod runner;
@@ -64,6 +66,7 @@ pub use devices::{
 };
 pub use event::{Event, Timing};
 pub use exec::{read_tensor, GpuInput, GpuSession, PrepareStats, RunStats, Slot};
+pub use memory::MemorySnapshot;
 pub use store::GTensor;
 pub use stream::{
     current_stream, default_stream, get_stream_from_external, set_stream, stream, Stream,

@@ -27,6 +27,7 @@ use wasm_bindgen::prelude::*;
 
 mod backends_api;
 mod device_api;
+mod memory_api;
 mod rng_profile_api;
 mod stream;
 

@@ -534,6 +534,17 @@ test('demo page: open any .pt2 runs a fixture', async () => {
   // One chart row per target of the run, one trace event per step: the graph passes make
   // each linear + relu one fused epilogue (two steps of one target).
   assert.ok(chart.h >= 22 + 10 && chart.trace >= 2, JSON.stringify(chart));
+  // The memory timeline of the load and the run (gpu.memorySnapshot()) is drawn: on WebGPU
+  // (auto picks it here) the canvas shows, with bars painted.
+  const mem = await page.evaluate(() => {
+    const c = document.getElementById('mem');
+    const px = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let painted = 0;
+    for (let i = 3; i < px.length; i += 4) painted += px[i] > 0;
+    return { hidden: c.hidden, painted, device: window.pt2webDemo.other?.device };
+  });
+  assert.equal(mem.device, 'webgpu');
+  assert.ok(!mem.hidden && mem.painted > 500, JSON.stringify(mem));
   assert.deepEqual(errors, []);
 });
 
