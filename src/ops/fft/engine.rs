@@ -93,7 +93,8 @@ fn bluestein(x: &[C128], sign: f64) -> Vec<C128> {
     // j² mod 2n keeps the angle exact for large j.
     let chirp: Vec<C128> = (0..n)
         .map(|j| {
-            let a = sign * PI * (((j * j) % (2 * n)) as f64) / n as f64;
+            // j² in 64 bits: past 65,535 points it overflows a 32-bit usize (wasm32).
+            let a = sign * PI * (((j as u64 * j as u64) % (2 * n as u64)) as f64) / n as f64;
             C128::new(a.cos(), a.sin())
         })
         .collect();
