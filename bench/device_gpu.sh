@@ -18,8 +18,36 @@
 # issue 15 (prefill / decode tok/s, readback, GPU memory) for f32, int8, int4 and f16 weights.
 #
 # A dry run anywhere: PYTHON=.venv/bin/python TORCH_DEVICE=cpu MODELS=resnet18_b1 REPEAT=3 bash bench/device_gpu.sh
+#
+# `bash bench/device_gpu.sh --interop`: only the CUDA interop check of issue 20. It runs the
+# example native-host/examples/cuda_interop.rs, built here with
+#   cargo build --release -p pt2web-native --features pt2web/cuda --example cuda_interop
+# and carried as target/release/examples/cuda_interop (override with INTEROP=path). It skips,
+# with a message and exit status 0, where the example was not built (it is not written yet)
+# or CUDA is absent (no libcuda or no nvidia-smi), so that it can stay in a device script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+if [ "${1:-}" = "--interop" ]; then
+    INTEROP=${INTEROP:-target/release/examples/cuda_interop}
+    if [ ! -x "$INTEROP" ]; then
+        echo "interop: skipped: no $INTEROP (the CUDA interop example of issue 20 is not built; see this script's header)"
+        exit 0
+    fi
+    has_libcuda() {
+        ldconfig -p 2>/dev/null | grep -q 'libcuda\.so' ||
+            ls /usr/local/nvidia/lib64/libcuda.so* /usr/lib/x86_64-linux-gnu/libcuda.so* >/dev/null 2>&1
+    }
+    if ! has_libcuda || ! command -v nvidia-smi >/dev/null; then
+        echo "interop: skipped: no CUDA driver here (no libcuda.so, or no nvidia-smi)"
+        exit 0
+    fi
+    OUTDIR=${OUT:-/tmp/pt2web_device}
+    mkdir -p "$OUTDIR"
+    nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
+    "$INTEROP" 2>&1 | tee "$OUTDIR/cuda_interop.log"
+    exit "${PIPESTATUS[0]}"
+fi
 
 if [ -d .gl ] && ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
     for f in .gl/*.deb; do dpkg -x "$f" /; done

@@ -19,6 +19,11 @@ fi
 
 rustup target add wasm32-unknown-unknown
 rustup component add clippy rustfmt
+# The desktop targets scripts/check_desktop.sh type-checks (macOS, Windows): opt-in, since the
+# tests do not need them (PT2WEB_DESKTOP_TARGETS=1 bash scripts/setup.sh).
+if [ "${PT2WEB_DESKTOP_TARGETS:-0}" = "1" ]; then
+  rustup target add aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc
+fi
 # The multi-threaded WebAssembly build (scripts/build_wasm.sh) rebuilds std with atomics: a
 # pinned nightly with its rust-src component.
 rustup toolchain install "$(cat scripts/wasm-threads-toolchain)" --profile minimal --component rust-src

@@ -75,6 +75,11 @@ pub enum Error {
     #[error("write: {0}")]
     Write(String),
 
+    /// A DLPack tensor pt2web cannot take or make (`crate::dlpack`): `field` names the
+    /// `DLTensor` field at fault (`data`, `device.device_type`, `dtype.code`, `shape[1]`…).
+    #[error("dlpack: {field}: {msg}")]
+    DLPack { field: String, msg: String },
+
     /// The GPU backend failed: no adapter, a device or pipeline error, a value it cannot hold.
     #[error("gpu: {0}")]
     Gpu(String),
@@ -125,6 +130,12 @@ fn oom_hint(memory: &str) -> &'static str {
 }
 
 impl Error {
+    pub fn dlpack(field: impl Into<String>, msg: impl fmt::Display) -> Self {
+        Error::DLPack {
+            field: field.into(),
+            msg: msg.to_string(),
+        }
+    }
     pub fn archive(file: impl Into<String>, msg: impl fmt::Display) -> Self {
         Error::Archive {
             file: file.into(),
@@ -200,6 +211,7 @@ impl Error {
             Error::NoSuchProgram { .. } => "NO_SUCH_PROGRAM",
             Error::Op { .. } => "OP",
             Error::Write(_) => "WRITE",
+            Error::DLPack { .. } => "DLPACK",
             Error::Gpu(_) => "GPU",
             Error::OutOfMemory { .. } => "OUT_OF_MEMORY",
             Error::Cancelled { .. } => "CANCELLED",

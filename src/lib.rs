@@ -11,6 +11,7 @@ pub mod archive;
 pub mod backend;
 pub mod backends;
 pub mod cpu;
+pub mod dlpack;
 pub mod dtype;
 pub mod error;
 pub mod generate;

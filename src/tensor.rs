@@ -71,6 +71,10 @@ impl Storage {
     pub fn deferred_entry(&self) -> Option<&Arc<EntryBytes>> {
         self.deferred.as_ref()
     }
+    /// How many storages (clones, and DLPack exports until their deleter runs) hold these bytes.
+    pub fn holders(&self) -> usize {
+        Arc::strong_count(&self.bytes)
+    }
     /// Whether the bytes were dropped ([`Storage::released`]).
     pub fn is_released(&self) -> bool {
         self.deferred.is_none() && self.bytes.len() != self.len

@@ -45,6 +45,11 @@ impl Geometry {
 /// `slice::fill` calls memset, whose call costs more than the few elements it writes.
 /// Runs shorter than 8 (most often empty: the padding on one side of one tap) are scalar
 /// stores, as LLVM otherwise still calls memset for the (empty) 8-wide part.
+// Its callers, the packed convolution, are x86-64/wasm32 only (aarch64 macOS checks this).
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "wasm32")),
+    allow(dead_code)
+)]
 #[inline(always)]
 pub(super) fn fill_zero<T: Float>(d: &mut [T]) {
     if d.len() < 8 {

@@ -154,7 +154,12 @@ fn rule(ctx: &mut MetaCtx) -> RuleResult<Vec<MValue>> {
 
 /// The bias [`TileAct::bias_then`] adds: none, `Rows(b)` (b[r] to row r: a convolution's
 /// output channels) or `Cols(b)` (b[j] to column j: a linear layer's outputs).
+/// The kernels that pass a bias (packed convolution, linear) are x86-64/wasm32 only.
 #[derive(Clone, Copy)]
+#[cfg_attr(
+    not(any(target_arch = "x86_64", target_arch = "wasm32")),
+    allow(dead_code)
+)]
 pub(crate) enum Bias<'a> {
     None,
     Rows(&'a [f32]),
