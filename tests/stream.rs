@@ -111,14 +111,21 @@ fn a_gpu_session_takes_its_weights_from_the_file() {
     }
 }
 
-#[test]
-fn a_load_that_frees_as_taken_ends_with_the_weights_in_the_session_only() {
+/// convnet_core's bytes, size and directory offset, and a load of it from its directory that
+/// frees each weight as a session takes it.
+fn convnet_freeing_load() -> (Vec<u8>, u64, u64, StreamingLoad) {
     let bytes = std::fs::read(fixtures().join("convnet_core.pt2")).unwrap();
     let total = bytes.len() as u64;
     let (at, _) = directory_range("c", &bytes, total).unwrap();
     let mut load =
         StreamingLoad::open("c", bytes[at as usize..].to_vec(), total, Limits::default()).unwrap();
     load.free_as_taken();
+    (bytes, total, at, load)
+}
+
+#[test]
+fn a_load_that_frees_as_taken_ends_with_the_weights_in_the_session_only() {
+    let (bytes, total, _, mut load) = convnet_freeing_load();
     for r in load.needed_ranges() {
         let (s, e) = (r.offset as usize, (r.offset + r.len) as usize);
         load.push_chunk(&r.name, r.offset, bytes[s..e].to_vec())
@@ -177,12 +184,7 @@ fn ranges_the_caller_holds_are_read_from_it_and_released_to_it_as_taken() {
     // On the GPU where one is found (the browser's case: weights held in JS memory while
     // wasm memory holds one at a time), else on the CPU.
     let dev = gpu_device();
-    let bytes = std::fs::read(fixtures().join("convnet_core.pt2")).unwrap();
-    let total = bytes.len() as u64;
-    let (at, _) = directory_range("c", &bytes, total).unwrap();
-    let mut load =
-        StreamingLoad::open("c", bytes[at as usize..].to_vec(), total, Limits::default()).unwrap();
-    load.free_as_taken();
+    let (bytes, total, at, mut load) = convnet_freeing_load();
     let held = std::sync::Arc::new(Held {
         bytes: bytes.clone(),
         read: 0.into(),
