@@ -185,6 +185,21 @@ def _f():
                   m, (x,), core=False)
 
 
+@fixture("long_k_mlp")
+def _f():
+    # Rows 32,768 wide: a quantized decode step's weight row (8,192 int8 / 4,096 int4 words)
+    # past the loop steps one invocation of a CPU adapter takes (issue 17). Patterned values,
+    # which git stores in a few KB (the archive itself holds 4 MB of f32).
+    seeded(8)
+    k = 32_768
+    m = MLP(k, 32, 4).eval()
+    with torch.no_grad():
+        m.fc1.weight.copy_(((torch.arange(32 * k) * 37 % 23) - 11).float().reshape(32, k) / 256)
+    x = ((torch.arange(2 * k) * 29 % 11) - 5).float().reshape(2, k) / 8
+    return single("long_k_mlp", "static MLP 32768 -> 32 -> 4 on 2 rows (quantized kernels past the loop cap)",
+                  m, (x,), core=False)
+
+
 def _convnet(name, core):
     seeded(2)
     m = ConvNet().eval()

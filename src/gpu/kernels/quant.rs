@@ -111,8 +111,10 @@ fn linear_q(k: &mut KernelCtx) -> Out {
     let m: usize = lead.iter().product();
     let mut sizes = lead;
     sizes.push(n);
-    if m > STREAM_ROWS {
-        // Dequantize once for the call, then the f32 product on Wᵀ.
+    let form = GemvForm::of(k.r.dev, kk);
+    if m > STREAM_ROWS || !stream_fits(k, form, meta, m) {
+        // Dequantize once for the call, then the f32 product on Wᵀ (whose K splits in parts
+        // past the loop cap of CPU adapters).
         let Some(w) = dequantized(k, &qw, &sc, meta)? else {
             return Ok(None);
         };
@@ -142,7 +144,7 @@ fn linear_q(k: &mut KernelCtx) -> Out {
         return Ok(Some(vec![Slot::Tensor(out)]));
     }
     // One invocation, or one workgroup splitting K, per 4 output columns (shaders/quant.wgsl).
-    let (variant, per_group) = match GemvForm::of(k.r.dev, kk) {
+    let (variant, per_group) = match form {
         GemvForm::Thread => (&LINEAR_Q, 64),
         GemvForm::Split => (&LINEAR_Q_SPLIT, 1),
     };
@@ -161,6 +163,20 @@ fn linear_q(k: &mut KernelCtx) -> Out {
         (gx, gy, 1),
     )?;
     Ok(Some(vec![Slot::Tensor(out)]))
+}
+
+/// Whether the streamed kernel's invocations stay within the loop steps of CPU adapters
+/// ([`super::loops_fit`]): per word of a weight row (all of them in `linear_q`, one in 64 in
+/// `linear_q_split`) the word loop's test, 4 columns unpacked and the `m` rows of x; per
+/// group of words its 4 scales. A longer row (K past about 13,000 at 8 bits) is dequantized.
+fn stream_fits(k: &KernelCtx, form: GemvForm, meta: QuantMeta, m: usize) -> bool {
+    let words = meta.k as usize * meta.bits as usize / 32;
+    let per_group = (meta.group as usize * meta.bits as usize / 32).max(1);
+    let walked = match form {
+        GemvForm::Thread => words,
+        GemvForm::Split => words.div_ceil(64),
+    };
+    super::loops_fit(k, walked, 8 + m + 6usize.div_ceil(per_group))
 }
 
 /// The whole weight as a fresh f32 `[n, k]` tensor.

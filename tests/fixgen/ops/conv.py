@@ -19,6 +19,18 @@ def conv_long_windows(n):
     return F.conv1d(x1, w1), F.conv2d(x2, w2, padding=1)
 
 
+def conv_transpose_long_windows(n):
+    """Transposed convolutions whose invocations walk past lavapipe's loop cap (issue 17): a
+    70,000-tap conv_transpose1d (each output thread walks every tap) and 300 channels x 15 x 15
+    taps of a conv_transpose2d (67,500 channel-tap steps); integer-valued data made in the
+    program, so sums are exact."""
+    x1 = long_ints(n, 6).reshape(1, 2, 3)
+    w1 = long_ints(n, 140_000, 5, 2).reshape(2, 1, 70_000)
+    x2 = long_ints(n, 4_800).reshape(1, 300, 4, 4)
+    w2 = long_ints(n, 135_000, 5, 2).reshape(300, 2, 15, 15)
+    return F.conv_transpose1d(x1, w1), F.conv_transpose2d(x2, w2, stride=2, padding=1)
+
+
 CASES = [
     # conv2d
     Case("conv2d", F.conv2d, [randn(1, 3, 7, 8), randn(4, 3, 3, 3, seed=1), randn(4, seed=2)], tol="loose"),
@@ -88,4 +100,5 @@ CASES = [
     Case("fold_f64", F.fold, [randn(1, 8, 9, dtype=f64)], {"output_size": 4, "kernel_size": 2}, tol="close"),
     Case("fold_of_unfold", lambda x: F.fold(F.unfold(x, 3, padding=1), (6, 7), 3, padding=1), [randn(1, 2, 6, 7)], tol="loose"),
     Case("conv_long_windows", conv_long_windows, [ONE], tol="exact", core=False),
+    Case("conv_transpose_long_windows", conv_transpose_long_windows, [ONE], tol="exact", core=False),
 ]
