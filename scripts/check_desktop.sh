@@ -3,8 +3,11 @@
 # (issue 20): macOS on Apple silicon and Intel (wgpu's Metal backend) and Windows (DX12), with
 # clippy -D warnings, so cfg'd code for those platforms keeps compiling. Installs the targets
 # when missing (rustup; no C toolchain or SDK is needed for clippy: nothing is linked).
-# Not part of scripts/test.sh (CI's time budget); run it by hand or in a CI job of its own.
+# Part of scripts/test.sh (PT2WEB_DESKTOP_CHECK=0 skips it there).
 # TARGETS="x86_64-pc-windows-msvc" limits it to some.
+# Their builds go to a target dir outside the checkout, kept between runs as CI caches keep
+# them: PT2WEB_DESKTOP_TARGET_DIR, by default ~/.cache/pt2web/desktop-target. Cold, the three
+# targets' dependencies take about 15 min on 2 cores; after a change to pt2web alone, about 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +18,9 @@ for t in $targets; do
     rustup target add "$t"
   fi
 done
+
+export CARGO_TARGET_DIR="${PT2WEB_DESKTOP_TARGET_DIR:-$HOME/.cache/pt2web/desktop-target}"
+mkdir -p "$CARGO_TARGET_DIR"
 
 t0=$(date +%s)
 for t in $targets; do
