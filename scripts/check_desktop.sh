@@ -4,7 +4,8 @@
 # clippy -D warnings, so cfg'd code for those platforms keeps compiling. Installs the targets
 # when missing (rustup; no C toolchain or SDK is needed for clippy: nothing is linked).
 # Not part of scripts/test.sh (CI's time budget); run it by hand or in a CI job of its own.
-# TARGETS="x86_64-pc-windows-msvc" limits it to some.
+# Each target twice: the default build, and with the `cuda` feature (its cfg'd CUDA and DLPack
+# code, and the cuda_interop example). TARGETS="x86_64-pc-windows-msvc" limits it to some.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,7 @@ for t in $targets; do
   s=$(date +%s)
   printf '\n== cargo clippy --target %s\n' "$t"
   cargo clippy -p pt2web -p pt2web-native --target "$t" -- -D warnings
+  cargo clippy -p pt2web -p pt2web-native --all-targets --features pt2web-native/cuda --target "$t" -- -D warnings
   printf '== %s: %ss\n' "$t" "$(( $(date +%s) - s ))"
 done
 printf '\ndesktop targets checked in %ss\n' "$(( $(date +%s) - t0 ))"
