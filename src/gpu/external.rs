@@ -104,17 +104,18 @@ impl Raw<'_> {
     fn physical(&self) -> vk::PhysicalDevice {
         self.hal.raw_physical_device()
     }
-    /// An error unless the device has Vulkan 1.1 (the core queries below).
+    /// An error unless the device and the instance have Vulkan 1.1 (the core queries below).
     fn api_1_1(&self) -> Result<()> {
         // SAFETY: a Vulkan 1.0 query on a live physical device.
         let api = unsafe {
             self.instance()
                 .get_physical_device_properties(self.physical())
         }
-        .api_version;
+        .api_version
+        .min(self.hal.shared_instance().instance_api_version());
         if api < vk::API_VERSION_1_1 {
             return Err(err(format!(
-                "the Vulkan device reports API {}.{}: external memory needs 1.1",
+                "the Vulkan device or instance has API {}.{}: external memory needs 1.1",
                 vk::api_version_major(api),
                 vk::api_version_minor(api)
             )));
