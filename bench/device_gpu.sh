@@ -20,18 +20,34 @@
 # A dry run anywhere: PYTHON=.venv/bin/python TORCH_DEVICE=cpu MODELS=resnet18_b1 REPEAT=3 bash bench/device_gpu.sh
 #
 # `bash bench/device_gpu.sh --interop`: only the CUDA interop check of issue 20. It runs the
-# example native-host/examples/cuda_interop.rs, built here with
-#   cargo build --release -p pt2web-native --features pt2web/cuda --example cuda_interop
-# and carried as target/release/examples/cuda_interop (override with INTEROP=path). It skips,
-# with a message and exit status 0, where the example was not built (it is not written yet)
-# or CUDA is absent (no libcuda or no nvidia-smi), so that it can stay in a device script.
+# example native-host/examples/cuda_interop.rs (a CUDA buffer through mlp_core on the Vulkan
+# device and back to CUDA, no host copy, compared with the CPU backend), built here with
+#   cargo build --release -p pt2web-native --features cuda --example cuda_interop
+# and carried as target/release/examples/cuda_interop (override with INTEROP=path), with
+# tests/fixtures/mlp_core.pt2 (tracked: it travels). With INTEROP_TEST=path it also runs the
+# interop test binary there (PT2WEB_REQUIRE_GPU=1, so its CUDA round trip runs or fails), built
+# here with `cargo test --release --features cuda --test interop --no-run` (the path it
+# prints; copy it into a carried folder). The Vulkan loader comes from .gl as below. It skips,
+# with a message and exit status 0, where the example was not built or CUDA is absent (no
+# libcuda or no nvidia-smi), so that it can stay in a device script.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+vulkan_loader() {
+    if [ -d .gl ] && ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
+        for f in .gl/*.deb; do dpkg -x "$f" /; done
+        ldconfig
+    fi
+    if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
+        export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+        export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+    fi
+}
 
 if [ "${1:-}" = "--interop" ]; then
     INTEROP=${INTEROP:-target/release/examples/cuda_interop}
     if [ ! -x "$INTEROP" ]; then
-        echo "interop: skipped: no $INTEROP (the CUDA interop example of issue 20 is not built; see this script's header)"
+        echo "interop: skipped: no $INTEROP (build it here first, see this script's header, and carry it)"
         exit 0
     fi
     has_libcuda() {
@@ -42,21 +58,20 @@ if [ "${1:-}" = "--interop" ]; then
         echo "interop: skipped: no CUDA driver here (no libcuda.so, or no nvidia-smi)"
         exit 0
     fi
+    vulkan_loader
     OUTDIR=${OUT:-/tmp/pt2web_device}
     mkdir -p "$OUTDIR"
     nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-    "$INTEROP" 2>&1 | tee "$OUTDIR/cuda_interop.log"
-    exit "${PIPESTATUS[0]}"
+    status=0
+    "$INTEROP" tests/fixtures/mlp_core.pt2 2>&1 | tee "$OUTDIR/cuda_interop.log" || status=1
+    if [ -n "${INTEROP_TEST:-}" ]; then
+        PT2WEB_REQUIRE_GPU=1 "$INTEROP_TEST" --test-threads 1 --nocapture 2>&1 |
+            tee "$OUTDIR/interop_test.log" || status=1
+    fi
+    exit "$status"
 fi
 
-if [ -d .gl ] && ! ldconfig -p 2>/dev/null | grep -q libvulkan.so.1; then
-    for f in .gl/*.deb; do dpkg -x "$f" /; done
-    ldconfig
-fi
-if [ -f /usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json ] && [ -z "${VK_DRIVER_FILES:-}" ]; then
-    export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
-fi
+vulkan_loader
 
 PT2WEB=${PT2WEB:-target/release/pt2web}
 if [ ! -x "$PT2WEB" ]; then

@@ -4,14 +4,16 @@
 # clippy -D warnings, so cfg'd code for those platforms keeps compiling. Installs the targets
 # when missing (rustup; no C toolchain or SDK is needed for clippy: nothing is linked).
 # Part of scripts/test.sh (PT2WEB_DESKTOP_CHECK=0 skips it there).
-# TARGETS="x86_64-pc-windows-msvc" limits it to some.
+# Each foreign target twice: the default build, and with the `cuda` feature (its cfg'd CUDA and DLPack
+# code, and the cuda_interop example); Linux with the `cuda` feature too (src/gpu/external.rs
+# and tests/interop.rs, which the default build leaves out). TARGETS="..." limits it to some.
 # Their builds go to a target dir outside the checkout, kept between runs as CI caches keep
 # them: PT2WEB_DESKTOP_TARGET_DIR, by default ~/.cache/pt2web/desktop-target. Cold, the three
 # targets' dependencies take about 15 min on 2 cores; after a change to pt2web alone, about 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-targets=${TARGETS:-"aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc"}
+targets=${TARGETS:-"aarch64-apple-darwin x86_64-apple-darwin x86_64-pc-windows-msvc x86_64-unknown-linux-gnu"}
 installed=$(rustup target list --installed)
 for t in $targets; do
   if ! grep -qx "$t" <<<"$installed"; then
@@ -26,7 +28,12 @@ t0=$(date +%s)
 for t in $targets; do
   s=$(date +%s)
   printf '\n== cargo clippy --target %s\n' "$t"
-  cargo clippy -p pt2web -p pt2web-native --target "$t" -- -D warnings
+  if [ "$t" = x86_64-unknown-linux-gnu ]; then
+    cargo clippy -p pt2web -p pt2web-native --lib --bins --examples --tests --features pt2web-native/cuda --target "$t" -- -D warnings
+  else
+    cargo clippy -p pt2web -p pt2web-native --target "$t" -- -D warnings
+    cargo clippy -p pt2web -p pt2web-native --lib --bins --examples --features pt2web-native/cuda --target "$t" -- -D warnings
+  fi
   printf '== %s: %ss\n' "$t" "$(( $(date +%s) - s ))"
 done
 printf '\ndesktop targets checked in %ss\n' "$(( $(date +%s) - t0 ))"

@@ -13,6 +13,8 @@
 #[cfg(all(feature = "cuda", not(target_arch = "wasm32")))]
 pub mod cuda;
 pub mod ffi;
+#[cfg(all(feature = "cuda", target_os = "linux"))]
+pub mod interop;
 
 use crate::dtype::DType;
 use crate::error::{Error, Result};
@@ -184,21 +186,59 @@ pub type DLPack = OwnedDLPack<DLManagedTensor>;
 /// The v1.0 form (capsule "dltensor_versioned").
 pub type DLPackVersioned = OwnedDLPack<DLManagedTensorVersioned>;
 
-/// What an export keeps alive until its deleter runs. `managed` comes first so the deleter
-/// finds the whole allocation from the pointer it is given.
+/// What an export keeps alive until its deleter runs: the shape and strides it points at
+/// and `K`, what holds the data (a CPU storage; for a GPU tensor, its CUDA mapping and
+/// buffer). `managed` comes first so the deleter finds the whole allocation from the pointer
+/// it is given.
 #[repr(C)]
-struct Export<M> {
+struct Export<M, K> {
     managed: M,
     shape: Vec<i64>,
     strides: Vec<i64>,
-    _storage: Storage,
+    _keep: K,
 }
 
-unsafe extern "C" fn delete_export<M>(ptr: *mut M) {
+unsafe extern "C" fn delete_export<M, K>(ptr: *mut M) {
     if !ptr.is_null() {
-        // SAFETY: `ptr` is the first field of a boxed Export<M> made by `export`.
-        drop(unsafe { Box::from_raw(ptr.cast::<Export<M>>()) });
+        // SAFETY: `ptr` is the first field of a boxed Export<M, K> made by `export_raw`.
+        drop(unsafe { Box::from_raw(ptr.cast::<Export<M, K>>()) });
     }
+}
+
+/// A managed tensor over `data` (on `device`) that keeps `keep` alive until its deleter.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn export_raw<M: ManagedTensor, K>(
+    data: *mut std::ffi::c_void,
+    device: DLDevice,
+    dtype: DType,
+    sizes: &[usize],
+    strides: &[usize],
+    byte_offset: u64,
+    copied: bool,
+    keep: K,
+) -> Result<OwnedDLPack<M>> {
+    let mut shape = dims_i64("shape", sizes)?;
+    let mut strides = dims_i64("strides", strides)?;
+    let dl_tensor = DLTensor {
+        data,
+        device,
+        // Callers hold sizes to MAX_NDIM, far below i32::MAX.
+        ndim: i32::try_from(shape.len()).map_err(|_| Error::dlpack("ndim", "too many dims"))?,
+        dtype: dl_dtype(dtype),
+        shape: shape.as_mut_ptr(),
+        strides: strides.as_mut_ptr(),
+        byte_offset,
+    };
+    let boxed = Box::new(Export {
+        managed: M::exported(dl_tensor, delete_export::<M, K>, copied),
+        shape,
+        strides,
+        _keep: keep,
+    });
+    // The Vecs' heap buffers do not move with the Box: shape/strides stay valid.
+    let ptr = Box::into_raw(boxed).cast::<M>();
+    // SAFETY: just allocated; our deleter frees it.
+    unsafe { OwnedDLPack::from_raw(ptr) }
 }
 
 /// Export a CPU tensor (no copy; a deferred storage is read first) in the pre-1.0 form.
@@ -227,32 +267,22 @@ fn export<M: ManagedTensor>(t: &HostTensor) -> Result<OwnedDLPack<M>> {
         Cow::Borrowed(_) => (t.storage.clone(), false),
         Cow::Owned(bytes) => (Storage::new(bytes), true),
     };
-    let mut shape = dims_i64("shape", &t.sizes)?;
-    let mut strides = dims_i64("strides", &t.strides)?;
     let byte_offset = (t.storage_offset as u64).saturating_mul(t.dtype.size() as u64);
-    let dl_tensor = DLTensor {
-        data: storage.bytes().as_ptr().cast_mut().cast(),
-        device: DLDevice {
-            device_type: K_DL_CPU,
-            device_id: 0,
-        },
-        // check_bounds holds sizes to the strides' count; MAX_NDIM is far below i32::MAX.
-        ndim: i32::try_from(shape.len()).map_err(|_| Error::dlpack("ndim", "too many dims"))?,
-        dtype: dl_dtype(t.dtype),
-        shape: shape.as_mut_ptr(),
-        strides: strides.as_mut_ptr(),
-        byte_offset,
+    let data = storage.bytes().as_ptr().cast_mut().cast();
+    let cpu = DLDevice {
+        device_type: K_DL_CPU,
+        device_id: 0,
     };
-    let boxed = Box::new(Export {
-        managed: M::exported(dl_tensor, delete_export::<M>, copied),
-        shape,
-        strides,
-        _storage: storage,
-    });
-    // The Vecs' heap buffers do not move with the Box: shape/strides stay valid.
-    let ptr = Box::into_raw(boxed).cast::<M>();
-    // SAFETY: just allocated; our deleter frees it.
-    unsafe { OwnedDLPack::from_raw(ptr) }
+    export_raw(
+        data,
+        cpu,
+        t.dtype,
+        &t.sizes,
+        &t.strides,
+        byte_offset,
+        copied,
+        storage,
+    )
 }
 
 /// A view of foreign memory read from a `DLTensor`, checked field by field.

@@ -48,6 +48,9 @@ enum Kind {
     Storage,
     /// Mappable staging buffers that outputs are copied into for reading back.
     Readback,
+    /// A buffer the pool did not make (Vulkan external memory, `external.rs`): never
+    /// counted, pooled or reused; dropping it drops the buffer.
+    External,
 }
 
 /// Entries of the bind-group cache before it starts over.
@@ -117,6 +120,9 @@ impl std::fmt::Debug for GpuBuffer {
 
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
+        if self.kind == Kind::External {
+            return;
+        }
         if let Some(b) = self.buf.take() {
             let mut p = self.pool.lock().unwrap_or_else(|e| e.into_inner());
             p.stats.allocated = p.stats.allocated.saturating_sub(self.size);
@@ -194,6 +200,17 @@ impl GpuDevice {
     /// Open the best adapter of `backend` (or adapter `index` in [`adapters`] order).
     #[cfg(not(target_arch = "wasm32"))]
     pub fn open(backend: BackendChoice, index: Option<usize>) -> Result<GpuDevice> {
+        Self::open_with(backend, index, wgpu::Features::empty())
+    }
+
+    /// [`GpuDevice::open`] with `extra` features required too (e.g. Vulkan external memory,
+    /// `external.rs`): an error naming the adapter when it lacks one.
+    #[cfg(not(target_arch = "wasm32"))]
+    pub fn open_with(
+        backend: BackendChoice,
+        index: Option<usize>,
+        extra: wgpu::Features,
+    ) -> Result<GpuDevice> {
         let list = adapters(backend);
         let adapter = match index {
             Some(i) => list.into_iter().nth(i),
@@ -214,7 +231,7 @@ impl GpuDevice {
                 .position(|a| a.get_info() == info)
                 .unwrap_or(index.unwrap_or(0)),
         };
-        let dev = pollster::block_on(Self::from_adapter(adapter))?;
+        let dev = pollster::block_on(Self::from_adapter_with(adapter, extra))?;
         dev.pool().device_index = at;
         Ok(dev)
     }
@@ -241,7 +258,22 @@ impl GpuDevice {
 
     /// Open a device on `adapter` with every limit it offers.
     pub async fn from_adapter(adapter: wgpu::Adapter) -> Result<GpuDevice> {
+        Self::from_adapter_with(adapter, wgpu::Features::empty()).await
+    }
+
+    /// [`GpuDevice::from_adapter`] with `extra` features required too.
+    pub async fn from_adapter_with(
+        adapter: wgpu::Adapter,
+        extra: wgpu::Features,
+    ) -> Result<GpuDevice> {
         let properties = properties_of(&adapter);
+        let missing = extra - adapter.features();
+        if !missing.is_empty() {
+            return Err(Error::Gpu(format!(
+                "{} ({}): the adapter lacks {missing:?}",
+                properties.name, properties.backend
+            )));
+        }
         // Timestamps for events and the profiler, shader-f16 for the f16 kernels and
         // subgroups for the subgroup reductions, whenever the adapter has them.
         let wanted =
@@ -249,7 +281,7 @@ impl GpuDevice {
         let features = adapter.features() & wanted;
         let desc = wgpu::DeviceDescriptor {
             label: Some("pt2web"),
-            required_features: features,
+            required_features: features | extra,
             // Everything the adapter offers: models need large storage buffers.
             required_limits: adapter.limits(),
             ..Default::default()
@@ -448,7 +480,7 @@ impl GpuDevice {
                 p.stats.buffers_created += 1;
                 p.stats.driver_allocated += size;
                 let usage = match kind {
-                    Kind::Storage => {
+                    Kind::Storage | Kind::External => {
                         wgpu::BufferUsages::STORAGE
                             | wgpu::BufferUsages::COPY_SRC
                             | wgpu::BufferUsages::COPY_DST
@@ -554,6 +586,17 @@ impl GpuDevice {
                 })
                 .collect(),
         )
+    }
+
+    /// A storage buffer made outside the pool (external memory, of `bytes`, a multiple of
+    /// 4) held as a tensor's buffer: outside the memory statistics, released when dropped.
+    pub fn adopt_external(&self, buf: wgpu::Buffer, bytes: u64) -> GpuBuffer {
+        GpuBuffer {
+            buf: Some(buf),
+            kind: Kind::External,
+            size: bytes,
+            pool: self.pool.clone(),
+        }
     }
 
     /// A mappable staging buffer of at least `bytes` (unmap it before dropping it).

@@ -51,26 +51,42 @@ fn gpu_signature(inputs: &[GpuInput]) -> crate::plan::Signature {
         .collect()
 }
 
-/// Read one GPU tensor back to the CPU (e.g. a kept output).
-pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
-    let mut ident = HashMap::new();
-    let mut plans = GpuPlans::default();
-    let mut r = Runner {
+/// A runner outside any session, for work on one tensor.
+fn bare_runner<'d>(
+    dev: &'d GpuDevice,
+    ident: &'d mut HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
+    plans: &'d mut GpuPlans,
+) -> Runner<'d> {
+    Runner {
         dev,
         enc: None,
         held: Vec::new(),
         stats: RunStats::default(),
-        ident: &mut ident,
-        plans: &mut plans,
+        ident,
+        plans,
         dry: false,
         rec: None,
         faults_armed: false,
         fault_record: dev.faults.record().clone(),
         timer: None,
         verbose: None,
-    };
-    let c = r.to_cpu(t).await?;
+    }
+}
+
+/// Read one GPU tensor back to the CPU (e.g. a kept output).
+pub async fn read_tensor(dev: &GpuDevice, t: &GTensor) -> Result<Tensor> {
+    let (mut ident, mut plans) = (HashMap::new(), GpuPlans::default());
+    let c = bare_runner(dev, &mut ident, &mut plans).to_cpu(t).await?;
     Ok(c.contiguous())
+}
+
+/// Make a GPU tensor's device copy current (uploaded when only its host copy is: a CPU
+/// fallback's result), the upload submitted. `what` names it in errors.
+pub fn upload_tensor(dev: &GpuDevice, t: &GTensor, what: &str) -> Result<()> {
+    let (mut ident, mut plans) = (HashMap::new(), GpuPlans::default());
+    let mut r = bare_runner(dev, &mut ident, &mut plans);
+    r.upload(&t.cell, what)?;
+    r.flush()
 }
 
 /// The outputs a run reads back: user outputs and the mutations written back to state.

@@ -34,6 +34,8 @@ pub mod devices;
 mod dynamic;
 pub mod event;
 pub mod exec;
+#[cfg(all(feature = "cuda", target_os = "linux"))]
+pub mod external;
 pub mod fault;
 mod graph;
 pub mod kernels;
