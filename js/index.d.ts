@@ -87,7 +87,10 @@ export interface LoadOptions {
    * again. Without a network, the cached copy is used. `clearCache` forgets. A server that
    * answers Range requests streams the archive: its central directory, then each entry's byte
    * range (requests of at most 32 MiB, a few at once), straight into the model, with no copy of
-   * the whole archive in memory; a cached archive is read the same way, by slices. */
+   * the whole archive in memory; a cached archive is read the same way, by slices. On WebGPU
+   * each weight is read just before its upload (at most 64 MiB read ahead) and dropped after
+   * it, so JS holds about one weight, not the archive; 'upload' progress then counts those
+   * bytes. */
   cache?: 'auto' | 'none' | 'cache-api' | 'opfs';
   /** Prepare before resolving (see `Model.prepare`): `true` for the declared shapes (a
    * program with dynamic dims needs them given), or the shapes themselves. */
@@ -590,9 +593,13 @@ export const backends: {
   isAvailable(name: BackendName): Promise<boolean>;
 };
 
-/** A `.pt2` archive read once: its programs and extra files (torch's PT2ArchiveReader). */
+/** A `.pt2` archive read once: its programs and extra files (torch's PT2ArchiveReader).
+ * Opened from a URL whose server answers Range requests (or from the archive cache), only its
+ * directory and small records are read: `bytes` is then null and `load(archive)` streams `url`. */
 export class Archive {
-  readonly bytes: Uint8Array;
+  readonly bytes: Uint8Array | null;
+  /** The URL it was opened from (null for bytes or a Response). */
+  readonly url: URL | null;
   programs(): string[];
   /** The extra files `torch.export.save(extra_files=...)` stored, by name. */
   extraFiles(): Record<string, Uint8Array>;

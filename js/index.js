@@ -504,16 +504,22 @@ const TAIL = 65536; // the file's end, where the central directory's end record 
 const REQUEST_MAX = 32 * 1024 * 1024; // the most bytes one range request asks for
 const REQUEST_GAP = 65536; // needed ranges this close are read by one request, gap included
 const IN_FLIGHT = 4; // range requests at once
+// A lazy load (WebGPU without FileReaderSync: the main thread, see `gpuInSteps`): records of
+// `small` bytes or less are read before the build (`eager` bytes of them at most), of the
+// others the first `head` bytes (requests joined across gaps of `gap` bytes); the weights are
+// read at most `ahead` bytes ahead of the step that uploads them. A 64 MiB budget keeps JS at about one 64 MiB weight while a model
+// of small weights still has several requests in flight.
+const LAZY = { small: 16384, eager: 16 * 1024 * 1024, head: 4096, gap: REQUEST_GAP, ahead: 64 * 1024 * 1024 };
 
 // The requests that read `ranges` (sorted, [{offset, len}]): neighbours within REQUEST_GAP
 // joined, each request at most REQUEST_MAX bytes (a larger range split).
-function rangeRequests(ranges) {
+function rangeRequests(ranges, gap = REQUEST_GAP) {
   const out = [];
   for (const { offset, len } of ranges) {
     const end = offset + len;
     let at = offset;
     const last = out.at(-1);
-    if (last && offset - last.end <= REQUEST_GAP && last.start + REQUEST_MAX > offset) {
+    if (last && offset - last.end <= gap && last.start + REQUEST_MAX > offset) {
       last.end = Math.max(last.end, Math.min(end, last.start + REQUEST_MAX));
       at = Math.max(offset, last.end);
     }
@@ -522,20 +528,13 @@ function rangeRequests(ranges) {
   return out;
 }
 
-// `bytes`, read at file offset `start`, handed to `load` where they overlap each needed range
-// (or kept in `held`, and `load` told so).
-function pushOverlaps(load, needed, start, bytes, held) {
+// `bytes`, read at file offset `start`, handed to `load` where they overlap each needed range.
+function pushOverlaps(load, needed, start, bytes) {
   const end = start + bytes.length;
   for (const r of needed) {
     const a = Math.max(start, r.offset);
     const b = Math.min(end, r.offset + r.len);
-    if (a >= b) continue;
-    if (held) {
-      held.put(a, bytes.subarray(a - start, b - start));
-      load.pushHeld(r.name, a, b - a);
-    } else {
-      load.pushChunk(r.name, a, bytes.subarray(a - start, b - start));
-    }
+    if (a < b) load.pushChunk(r.name, a, bytes.subarray(a - start, b - start));
   }
 }
 
@@ -543,15 +542,23 @@ function pushOverlaps(load, needed, start, bytes, held) {
  * The pieces of an archive JS keeps for a streaming load on WebGPU (`holdOutside`): the core
  * reads each weight from here when its session takes it, uploads it and releases it, so wasm
  * memory (which never shrinks) holds about one weight at a time, and the JS copy goes as the
- * upload goes. Pieces never straddle two entries (pushOverlaps cuts them at entry bounds).
+ * upload goes. Pieces do not overlap. A read of bytes not held throws, and is noted in
+ * `missed` (`[offset, len]`): the main thread's load (`gpuInSteps`) fetches them and tries
+ * that step again.
  */
 class HeldPieces {
   #starts = [];
   #pieces = new Map();
+  /** Bytes held now, and released so far. */
+  bytes = 0;
+  freed = 0;
+  /** Reads that found bytes not held, since the caller last emptied it. */
+  missed = [];
   put(start, bytes) {
     const i = this.#after(start);
     this.#starts.splice(i, 0, start);
     this.#pieces.set(start, bytes);
+    this.bytes += bytes.length;
   }
   // The index of the first piece starting after `offset`.
   #after(offset) {
@@ -571,18 +578,108 @@ class HeldPieces {
     for (let at = offset; at < offset + len; i += 1) {
       const s = this.#starts[i];
       const p = this.#pieces.get(s);
-      if (p === undefined || s > at || s + p.length <= at) throw new Error(`bytes at ${at} of the archive are not held`);
+      if (p === undefined || s > at || s + p.length <= at) {
+        this.missed.push([offset, len]);
+        throw new Error(`bytes at ${at} of the archive are not held`);
+      }
       const n = Math.min(p.length - (at - s), offset + len - at);
       out.set(p.subarray(at - s, at - s + n), at - offset);
       at += n;
     }
     return out;
   }
+  /** The parts of `start..end` no piece holds: `[[a, b], ...]`. */
+  gaps(start, end) {
+    const out = [];
+    let at = start;
+    for (let i = Math.max(0, this.#after(start) - 1); i < this.#starts.length && at < end; i += 1) {
+      const s = this.#starts[i];
+      const e = s + this.#pieces.get(s).length;
+      if (e <= at) continue;
+      if (s >= end) break;
+      if (s > at) out.push([at, s]);
+      at = Math.max(at, e);
+    }
+    if (at < end) out.push([at, end]);
+    return out;
+  }
+  /** Drop every piece that overlaps none of `ranges` (flat `[offset, len, ...]`). */
+  keepOnly(ranges) {
+    const spans = [];
+    for (let i = 0; i < ranges.length; i += 2) spans.push([ranges[i], ranges[i] + ranges[i + 1]]);
+    spans.sort((a, b) => a[0] - b[0]);
+    for (const s of [...this.#starts]) {
+      const e = s + this.#pieces.get(s).length;
+      // The last span starting before `e` is the only one that can reach past `s`... or an
+      // earlier, longer one: spans are records, which do not overlap.
+      let lo = 0;
+      let hi = spans.length;
+      while (lo < hi) {
+        const mid = (lo + hi) >> 1;
+        if (spans[mid][0] < e) lo = mid + 1; else hi = mid;
+      }
+      if (lo === 0 || spans[lo - 1][1] <= s) this.release(s, 1);
+    }
+  }
   release(offset, len) {
     const from = this.#after(offset - 1);
     let to = from;
-    while (to < this.#starts.length && this.#starts[to] < offset + len) this.#pieces.delete(this.#starts[to++]);
+    while (to < this.#starts.length && this.#starts[to] < offset + len) {
+      const n = this.#pieces.get(this.#starts[to]).length;
+      this.bytes -= n;
+      this.freed += n;
+      this.#pieces.delete(this.#starts[to++]);
+    }
     this.#starts.splice(from, to - from);
+  }
+}
+
+/**
+ * Bytes of an archive fetched into `held` (a HeldPieces) as they are asked for: `ensure`
+ * reads what `held` lacks of some ranges (requests of at most REQUEST_MAX bytes), once even
+ * when asked again while in flight.
+ */
+class RangeFetcher {
+  /** `read(start, end)`: the bytes, as a promise. */
+  read;
+  #inFlight = new Map(); // start -> {end, done}
+  /** Bytes being read now. */
+  pending = 0;
+  constructor(read, held) {
+    this.read = read;
+    this.held = held;
+  }
+  /** Resolves once `held` has every byte of `ranges` (`[[offset, len], ...]`). */
+  async ensure(ranges) {
+    const waits = [];
+    for (const [offset, len] of ranges) {
+      for (const [a, b] of this.held.gaps(offset, offset + len)) {
+        let at = a;
+        const flying = [...this.#inFlight.entries()].filter(([s, f]) => s < b && f.end > a).sort((x, y) => x[0] - y[0]);
+        for (const [s, f] of flying) {
+          if (s > at) waits.push(this.#fetch(at, s));
+          waits.push(f.done);
+          at = Math.max(at, f.end);
+        }
+        if (at < b) waits.push(this.#fetch(at, b));
+      }
+    }
+    await Promise.all(waits);
+  }
+  #fetch(start, end) {
+    const parts = [];
+    for (let at = start; at < end; at += REQUEST_MAX) {
+      const e = Math.min(end, at + REQUEST_MAX);
+      const done = this.read(at, e).then((bytes) => { this.held.put(at, bytes); }).finally(() => {
+        this.#inFlight.delete(at);
+        this.pending -= e - at;
+      });
+      done.catch(() => {}); // awaited by `ensure`; a failure seen there
+      this.#inFlight.set(at, { end: e, done });
+      this.pending += e - at;
+      parts.push(done);
+    }
+    return Promise.all(parts);
   }
 }
 
@@ -601,13 +698,19 @@ function blobHeld(blob) {
  * those bytes; `tail` the file's last bytes when already read. Only the directory and the
  * ranges the load needs are read, except with `sink`: it receives the whole file in order (the
  * archive cache's copy), so every byte is read, once. Progress: `phase`, bytes read of bytes
- * to read.
+ * to read. With `hold` (WebGPU) and neither `blob` nor `sink`, the load is *lazy*: only the
+ * small records and each weight's local header are read now, the weights while the model is
+ * built (`gpuInSteps`); the load then has `lazy: {held, fetcher, ranges}`. With `only` (a
+ * filter of the needed ranges), only those are read (`openArchive`).
  */
-async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob, discard }) {
+async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob, discard, only }) {
   let loaded = tail?.length ?? 0;
   let total = size;
-  const reading = (start, end) => read(start, end).then((b) => {
+  const checked = (start, end) => read(start, end).then((b) => {
     if (b.length !== end - start) throw new Pt2WebError(`reading the model: bytes ${start}-${end - 1} came back as ${b.length} bytes`, 'ARCHIVE');
+    return b;
+  });
+  const reading = (start, end) => checked(start, end).then((b) => {
     loaded += b.length;
     progress(phase, loaded, Math.max(loaded, total));
     return b;
@@ -628,14 +731,31 @@ async function streamArchive({ read, size, tail, phase, progress, sink, hold, bl
       progress(phase, size, size);
       return load;
     }
-    const held = hold && !discard ? new HeldPieces() : null;
-    if (held) load.holdOutside((o, n) => held.readAt(o, n), (o, n) => held.release(o, n));
+    if (hold && !discard && !sink) {
+      const held = new HeldPieces();
+      load.holdOutside((o, n) => held.readAt(o, n), (o, n) => held.release(o, n));
+      for (const r of needed) {
+        load.pushHeld(r.name, r.offset, r.len);
+        const a = Math.max(tailAt, r.offset);
+        const b = Math.min(size, r.offset + r.len);
+        if (a < b) held.put(a, tail.subarray(a - tailAt, b - tailAt));
+      }
+      const fetcher = new RangeFetcher(reading, held);
+      const requests = rangeRequests(eagerRanges(needed), LAZY.gap);
+      const gaps = requests.flatMap((r) => held.gaps(r.start, r.end));
+      total = loaded + gaps.reduce((n, [a, b]) => n + b - a, 0);
+      progress(phase, loaded, total);
+      await fetcher.ensure(gaps.map(([a, b]) => [a, b - a]));
+      fetcher.read = checked; // the weights' bytes count as the 'upload' phase's
+      load.lazy = { held, fetcher, ranges: needed };
+      return load;
+    }
     // `discard`: the bytes only go to `sink` (the cache), the load reads them from there after.
-    const push = discard ? () => {} : (start, bytes) => pushOverlaps(load, needed, start, bytes, held);
+    const push = discard ? () => {} : (start, bytes) => pushOverlaps(load, needed, start, bytes);
     push(tailAt, tail);
     // What is left before the tail: every byte for the cache's copy, else the needed ranges.
     const before = sink ? [{ offset: 0, len: tailAt }]
-      : needed.map((r) => ({ offset: r.offset, len: Math.min(r.offset + r.len, tailAt) - r.offset })).filter((r) => r.len > 0);
+      : needed.filter(only ?? (() => true)).map((r) => ({ offset: r.offset, len: Math.min(r.offset + r.len, tailAt) - r.offset })).filter((r) => r.len > 0);
     const requests = rangeRequests(before);
     total = loaded + requests.reduce((n, r) => n + r.end - r.start, 0);
     progress(phase, loaded, total);
@@ -664,6 +784,101 @@ async function streamArchive({ read, size, tail, phase, progress, sink, hold, bl
   }
 }
 
+// What a lazy load reads before the model is built (`[{offset, len}]`, file order): the JSON
+// records and the small ones whole (LAZY.small bytes or less, LAZY.eager bytes of them in
+// all), and the first LAZY.head bytes of every other (its local header, which the archive
+// reads when it opens the program, so that opening it needs no second try).
+function eagerRanges(needed) {
+  let small = 0;
+  return needed.map((r) => {
+    const whole = r.name.endsWith('.json') || (r.len <= LAZY.small && (small += r.len) <= LAZY.eager);
+    return { offset: r.offset, len: whole ? r.len : Math.min(r.len, LAZY.head) };
+  });
+}
+
+// The range of `reads` (flat `[offset, len, ...]`) that holds file offset `o`: `[[offset, len]]`, or none.
+function recordAt(reads, o) {
+  for (let i = 0; i < reads.length; i += 2) if (reads[i] <= o && o < reads[i] + reads[i + 1]) return [[reads[i], reads[i + 1]]];
+  return [];
+}
+
+/**
+ * The WasmModel of a lazy stream (`streamArchive`) on WebGPU, built one weight at a time
+ * (`WasmGpuBuild`): the weights are read ahead in the order the steps take them, at most
+ * LAZY.ahead bytes held or in flight beyond what the build started with, and each is
+ * released (in JS, after its upload) by the step that takes it, so that JS holds about
+ * one weight, not the archive. Opening the program and the graph passes may read records not
+ * held yet (a weight a pass folds, a large JSON record): those reads throw, are noted
+ * (`held.missed`), fetched, and the build begins again (then, once more, with everything).
+ */
+async function gpuInSteps(stream, args, progress) {
+  const { held, fetcher, ranges } = stream.lazy;
+  let build = null;
+  try {
+    for (let attempt = 0; ; attempt += 1) {
+      held.missed.length = 0;
+      let error = null;
+      try { build = await track(stream.beginGpu(...args)); } catch (e) { error = e; }
+      if (!held.missed.length) {
+        if (error) throw error;
+        break;
+      }
+      build?.free();
+      build = null;
+      if (attempt === 2) throw error ?? new Pt2WebError('internal: the model read bytes of the archive it was given', 'ARCHIVE');
+      // First what it missed (the records whole), then everything.
+      const missed = held.missed.splice(0).flatMap(([o]) => ranges.filter((r) => r.offset <= o && o < r.offset + r.len));
+      await fetcher.ensure((attempt === 0 ? missed : ranges).map((r) => [r.offset, r.len]));
+    }
+    const reads = build.nextReads();
+    // What the build read to begin (the JSON records, weights a graph pass folded) goes now,
+    // unless a step reads it too.
+    held.keepOnly(reads);
+    let total = 0;
+    for (let i = 1; i < reads.length; i += 2) total += reads[i];
+    progress('upload', 0, total);
+    const base = held.bytes;
+    const freed = held.freed;
+    // Read ahead, in the steps' order, within the budget (a record larger than what is left
+    // of it is read in part; its step reads the rest).
+    let k = 0;
+    let part = 0;
+    const readAhead = () => {
+      while (k < reads.length) {
+        const room = LAZY.ahead - (held.bytes + fetcher.pending - base);
+        if (room <= 0) return;
+        const n = Math.min(reads[k + 1] - part, room);
+        fetcher.ensure([[reads[k] + part, n]]).catch(() => {}); // a failure is met again by the step
+        part += n;
+        if (part < reads[k + 1]) return;
+        k += 2;
+        part = 0;
+      }
+    };
+    for (let misses = 0; !build.done;) {
+      readAhead();
+      held.missed.length = 0;
+      try {
+        build.step();
+      } catch (e) {
+        // The step's weight is not all here yet: wait for it (read it whole), then step again.
+        const missed = held.missed.splice(0);
+        if (!missed.length || ++misses > 3) throw e;
+        await fetcher.ensure(missed.flatMap(([o, n]) => [[o, n], ...recordAt(reads, o)]));
+        continue;
+      }
+      misses = 0;
+      progress('upload', Math.min(held.freed - freed, total), total);
+    }
+    progress('upload', total, total);
+    return build.finish();
+  } finally {
+    build?.free();
+    // Nothing of the archive is read again: what JS still holds (the small records) goes.
+    held.release(0, Number.MAX_SAFE_INTEGER);
+  }
+}
+
 // The size of the file a 206 response is part of (its Content-Range `bytes a-b/size`), else null.
 function rangeTotal(response) {
   if (response.status !== 206) return null;
@@ -674,12 +889,21 @@ function rangeTotal(response) {
 // A reader of `url`'s bytes by range requests, checked against the file's size.
 function rangeReader(url, size) {
   return async (start, end) => {
-    const r = await fetch(url, { headers: { range: `bytes=${start}-${end - 1}` } });
+    const r = await fetch(url, { headers: { range: `bytes=${start}-${end - 1}` } }).catch((e) => { throw fetchFailed(url, e, ` (bytes ${start}-${end - 1})`); });
     if (rangeTotal(r) !== size) {
       throw new Pt2WebError(`fetching the model: the range request for bytes ${start}-${end - 1} got HTTP ${r.status}${r.status === 206 ? ` of a file of ${rangeTotal(r)} bytes, not ${size} (changed on the server?)` : ''}`, 'ARCHIVE');
     }
-    return new Uint8Array(await r.arrayBuffer());
+    try {
+      return new Uint8Array(await r.arrayBuffer());
+    } catch (e) {
+      throw fetchFailed(url, e, ` (bytes ${start}-${end - 1})`);
+    }
   };
+}
+
+// A request for the model that failed (the network, not an HTTP status), as a Pt2WebError.
+function fetchFailed(url, e, what = '') {
+  return new Pt2WebError(`fetching the model ${url.href ?? url}${what} failed: ${e?.message ?? e}`, 'ARCHIVE');
 }
 
 // A cache entry the download writes as it streams: `write(bytes)` in file order, `end(error?)`.
@@ -706,27 +930,29 @@ function cacheWriter(store, url, version) {
  */
 async function streamFromUrl(url, cacheMode, progress, hold) {
   const store = cache.storeFor(cacheMode);
+  // A Worker reads a cached file synchronously (FileReaderSync) as the session takes each
+  // entry (`blobHeld`); the main thread on WebGPU reads each weight before the step that
+  // takes it (a lazy load, `gpuInSteps`).
+  const sync = typeof globalThis.FileReaderSync === 'function';
   if (store) {
     const hit = await cache.cachedResponse(store, url.href).catch(() => null);
     const blob = hit && await hit.blob?.().catch(() => null);
     if (blob && blob.size === hit.version.size) {
       const read = async (start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer());
-      // A Worker reads the cached file synchronously as the session takes each entry.
-      const fromFile = typeof globalThis.FileReaderSync === 'function' ? blob : undefined;
       // Checked on read: an entry cut short or damaged is downloaded again.
-      try { return { stream: await streamArchive({ read, size: blob.size, phase: 'cache', progress, hold, blob: fromFile }), size: blob.size }; } catch { /* downloaded below */ }
+      try { return { stream: await streamArchive({ read, size: blob.size, phase: 'cache', progress, hold, blob: sync ? blob : undefined }), size: blob.size }; } catch { /* downloaded below */ }
     }
     if (hit) await store.delete(url.href).catch(() => {});
   }
-  const first = await fetch(url, { headers: { range: `bytes=-${TAIL}` } });
+  const first = await fetch(url, { headers: { range: `bytes=-${TAIL}` } }).catch((e) => { throw fetchFailed(url, e); });
   const size = rangeTotal(first);
   if (size === null) return { bytes: await downloadWhole(first, store, url, progress) };
   const tail = new Uint8Array(await first.arrayBuffer());
   if (tail.length !== Math.min(size, TAIL)) throw new Pt2WebError(`fetching the model: asked for its last ${TAIL} bytes, got ${tail.length} of ${size}`, 'ARCHIVE');
   const writer = store ? cacheWriter(store, url.href, cache.versionOf(first.headers, size)) : null;
-  // A Worker with a cache keeps no piece: the download goes to the cache only, and the load
-  // then reads each entry from the cached file as its session takes it (see `blobHeld`).
-  const viaFile = writer !== null && typeof globalThis.FileReaderSync === 'function';
+  // With a cache, a Worker (or any load on WebGPU) keeps no piece: the download goes to the
+  // cache only, and the load then reads each entry from the cached file.
+  const viaFile = writer !== null && (sync || hold);
   let stream;
   try {
     stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write, hold, discard: viaFile });
@@ -741,9 +967,10 @@ async function streamFromUrl(url, cacheMode, progress, hold) {
   const blob = hit && await hit.blob?.().catch(() => null);
   const read = blob?.size === size ? async (start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer()) : null;
   if (read) {
-    try { return { stream: await streamArchive({ read, size, phase: 'download', progress, blob }), size }; } catch { /* read again below */ }
+    // The download's progress is complete: reading the cached file again reports none.
+    try { return { stream: await streamArchive({ read, size, phase: 'download', progress: sync ? progress : () => {}, hold, blob: sync ? blob : undefined }), size }; } catch { /* read again below */ }
   }
-  // The store did not keep it (full, or a private context's limit): read again, held in JS.
+  // The store did not keep it (full, or a private context's limit): read again by ranges.
   return { stream: await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, hold }), size };
 }
 
@@ -755,7 +982,8 @@ function baseUrl() {
 // The archive's bytes from a URL, a Response or bytes. `options.cache`: see `load`.
 async function readSource(source, options = {}) {
   const progress = progressOf(options.onProgress);
-  if (source instanceof Archive) return source.bytes;
+  if (source instanceof Archive && source.bytes) return source.bytes;
+  if (source instanceof Archive) return readSource(source.url, options);
   if (source instanceof Uint8Array) return source;
   if (source instanceof ArrayBuffer) return new Uint8Array(source);
   if (ArrayBuffer.isView(source)) return new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
@@ -1350,36 +1578,76 @@ export const backends = {
 };
 
 /**
- * A `.pt2` archive's bytes, read once (`openArchive`) for several questions and loads
+ * A `.pt2` archive opened once (`openArchive`) for several questions and loads
  * (`load(archive)`): its programs and extra files, as torch's `PT2ArchiveReader` gives them.
+ * Opened from a URL whose server answers range requests, it holds only the small records
+ * those questions read (`bytes` is then null, and `load(archive)` streams from `url`).
  */
 export class Archive {
   #bytes;
-  constructor(bytes) { this.#bytes = bytes; }
-  /** The archive's bytes. */
+  #records;
+  /** The URL it was opened from, when it was. */
+  url = null;
+  constructor(bytes, { records = null, url = null } = {}) {
+    this.#bytes = bytes;
+    this.#records = records;
+    this.url = url;
+  }
+  /** The archive's bytes (null when opened by range requests: see the class doc). */
   get bytes() { return this.#bytes; }
   /** The program names (several: `package_pt2(exported_programs=...)`). */
   programs() {
-    try { return wasmProgramNames(this.#bytes); } catch (e) { throw wrapError(e); }
+    try { return this.#records ? this.#records.programNames() : wasmProgramNames(this.#bytes); } catch (e) { throw wrapError(e); }
   }
   /** The extra files `torch.export.save(extra_files=...)` stored: `{name: Uint8Array}`. */
   extraFiles() {
-    try { return wasmExtraFiles(this.#bytes); } catch (e) { throw wrapError(e); }
+    try { return this.#records ? this.#records.extraFiles() : wasmExtraFiles(this.#bytes); } catch (e) { throw wrapError(e); }
   }
 }
 
-/** Open an archive from a URL, Response or bytes (`options`: `cache`, `onProgress`, as `load`). */
+// The records `Archive` reads by name: the small ones but weights, constants and sample
+// inputs (archive_format, archive_version, byteorder, ...), and the extra files.
+function listedRecord(r) {
+  return /^(extra|extra_files)\//.test(r.name) || (r.len <= LAZY.small && !r.name.startsWith('data/'));
+}
+
+/**
+ * Open an archive from a URL, Response or bytes (`options`: `cache`, `onProgress`, as `load`).
+ * A URL is read by range requests where its server answers them: the directory and the small
+ * records (see `Archive`); from the archive cache when it holds the URL; else downloaded whole.
+ */
 export async function openArchive(source, options = {}) {
   await init();
   if (source instanceof Archive) return source;
-  return new Archive(await readSource(source, loadOptions(options)));
+  options = loadOptions(options);
+  const url = typeof source === 'string' || source instanceof URL ? new URL(source, baseUrl()) : null;
+  // A threaded or relaxed build made before this has no programNames on WasmStreamingLoad.
+  if (url && url.protocol !== 'file:' && WasmStreamingLoad?.prototype.programNames) {
+    const progress = progressOf(options.onProgress);
+    const store = cache.storeFor(options.cache ?? (isNode ? 'none' : 'auto'));
+    const hit = store && await cache.cachedResponse(store, url.href).catch(() => null);
+    const blob = hit && await hit.blob?.().catch(() => null);
+    let opened;
+    if (blob && blob.size === hit.version.size) {
+      const read = async (start, end) => new Uint8Array(await blob.slice(start, end).arrayBuffer());
+      opened = { read, size: blob.size, phase: 'cache' };
+    } else {
+      const first = await fetch(url, { headers: { range: `bytes=-${TAIL}` } }).catch((e) => { throw fetchFailed(url, e); });
+      const size = rangeTotal(first);
+      // No range requests: the whole archive (kept in the cache, as `load` keeps it).
+      if (size === null) return new Archive(await downloadWhole(first, store, url, progress), { url });
+      opened = { read: rangeReader(url, size), size, tail: new Uint8Array(await first.arrayBuffer()), phase: 'download' };
+    }
+    const records = await streamArchive({ ...opened, progress, only: listedRecord });
+    return new Archive(null, { records, url });
+  }
+  return new Archive(await readSource(source, options), { url });
 }
 
 /** The program names of an archive (an `Archive`, or what `openArchive` takes). */
 export async function listPrograms(archive) {
   return (await openArchive(archive)).programs();
 }
-
 /** Named parameters, buffers and constants of a loaded program. */
 class StateView {
   #m;
@@ -1699,16 +1967,26 @@ export async function __panicForTest(options = {}) {
   try { await track(panicForTest(!!options.pending)); } catch (e) { throw wrapError(e); }
 }
 
+/**
+ * Set the lazy load's sizes (LAZY: `small`, `eager`, `head`, `gap`, `ahead`) for tests, which load
+ * archives far smaller than real ones; returns the previous ones.
+ * @internal
+ */
+export function __lazyTuningForTest(o) {
+  const before = { ...LAZY };
+  Object.assign(LAZY, o);
+  return before;
+}
+
 /** `true` when the bytes are a PT2 archive. */
 export async function isPt2Package(bytes) {
   await init();
   return wasmIsPt2(bytes instanceof Uint8Array ? bytes : new Uint8Array(bytes));
 }
 
-/** The program names in an archive. */
+/** The program names in an archive (read as `openArchive` reads it). */
 export async function programNames(source) {
-  await init();
-  try { return wasmProgramNames(await readSource(source)); } catch (e) { throw wrapError(e); }
+  return (await openArchive(source)).programs();
 }
 
 /**
@@ -1799,16 +2077,23 @@ async function loadModel(source, options) {
   }
 }
 
-// The Model of an opened archive (`openSource`: its bytes, or a stream with every range
-// pushed, used once) on `choice`'s device. One step for the core: it decodes every weight
-// (and on WebGPU uploads it) in one call.
+// The Model of an opened archive (`openSource`: its bytes, or a stream, used once) on
+// `choice`'s device. One call for the core (it decodes every weight, and on WebGPU uploads
+// it), except for a lazy stream: built in steps, each weight read before its step
+// (`gpuInSteps`). A synchronous build needs every byte at hand: the CPU backend (whose
+// session keeps every weight in wasm memory anyway), a server without range requests (the
+// whole archive arrives as one response) and a Worker's cached file (read synchronously).
 async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, progress) {
-  progress('upload', 0, size);
+  if (!stream?.lazy) progress('upload', 0, size);
   try {
-    const wasm = choice.device === 'webgpu'
-      ? await track(stream ? stream.finishGpu(...args) : WasmModel.loadGpu(bytes, ...args))
-      : stream ? stream.finishCpu(...args) : new WasmModel(bytes, ...args);
-    progress('upload', size, size);
+    let wasm;
+    if (choice.device === 'webgpu') {
+      wasm = stream?.lazy ? await gpuInSteps(stream, args, progress)
+        : await track(stream ? stream.finishGpu(...args) : WasmModel.loadGpu(bytes, ...args));
+    } else {
+      wasm = stream ? stream.finishCpu(...args) : new WasmModel(bytes, ...args);
+    }
+    if (!stream?.lazy) progress('upload', size, size);
     return new Model(wasm, choice);
   } catch (e) {
     throw wrapError(e);
@@ -1820,9 +2105,11 @@ async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, pr
 // What `load` reads: a URL (not a file: one in Node) streamed where it can be (see
 // `streamFromUrl`), anything else as bytes (`readSource`).
 async function openSource(source, options, progress, hold = false) {
+  // An Archive opened by range requests has no bytes: its URL is streamed.
+  if (source instanceof Archive && !source.bytes) source = source.url;
   const url = typeof source === 'string' || source instanceof URL ? new URL(source, baseUrl()) : null;
   // A threaded or relaxed build made before the streaming load has no WasmStreamingLoad.
   if (!url || url.protocol === 'file:' || !WasmStreamingLoad) return { bytes: await readSource(source, options) };
-  // On WebGPU the weights' home is the GPU: JS holds them until each is uploaded (HeldPieces).
+  // On WebGPU the weights' home is the GPU: each is read (or held in JS) until its upload.
   return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress, hold);
 }

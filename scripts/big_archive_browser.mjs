@@ -2,10 +2,12 @@
 // serves a large archive (tests/fixgen/gen_big_archive.py) with Range requests, loads it in a
 // page on WebGPU by `load(url)` (streamed: the directory, then each entry's range), runs it,
 // compares with eager PyTorch's output (its .io.safetensors) and prints the load time, the
-// bytes served and the page's wasm memory (`wasmMemoryBytes()`); then the same in a Worker
+// bytes served, the page's wasm memory (`wasmMemoryBytes()`) and its JS memory's peak during
+// the load (DevTools protocol: V8 heap and ArrayBuffers); then the same in a Worker
 // through the archive cache (OPFS), twice (downloaded and cached, the second read from the cached file
-// with FileReaderSync). On WebGPU JS holds each weight until its upload, so wasm memory (which
-// never shrinks) grows by about the largest entry, not the archive: it fails past 2 entries.
+// with FileReaderSync). On WebGPU the page reads each weight just before its upload and drops
+// it after, so wasm memory (which never shrinks) and JS memory grow by about the largest
+// entry, not the archive: it fails past 2 entries, for either.
 //   node scripts/big_archive_browser.mjs DIR   (DIR holds big.pt2 and big.io.safetensors)
 import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
@@ -15,6 +17,8 @@ import { CHROMIUM, WEBGPU_ARGS, serveFiles } from '../tests/browser/chromium.mjs
 import { route, sendRanged } from './serve.mjs';
 
 const dir = path.resolve(process.argv[2] ?? '.cache/big');
+// The package the page loads (PT2WEB_JS: another copy, to compare with an older one).
+const JS = process.env.PT2WEB_JS ?? '/js/index.js';
 const archive = path.join(dir, 'big.pt2');
 const ENTRY = 64 * 2 ** 20; // each table of tests/fixgen/gen_big_archive.py
 const served = { requests: 0, bytes: 0 };
@@ -38,29 +42,66 @@ try {
   const page = await browser.newPage();
   page.on('response', (r) => { if (r.status() >= 400) console.log(`page: HTTP ${r.status()} for ${r.url()}`); });
   await page.goto(`${site.origin}/www/blank.html`);
-  const r = await page.evaluate(async () => {
-    const { load, wasmMemoryBytes, init } = await import('/js/index.js');
-    const st = await import('/tests/js/st.mjs');
+  // The page's JS memory, from the DevTools protocol: V8's heap and the ArrayBuffers' backing
+  // stores (where fetched bytes live), sampled every 20 ms while the load runs (between the
+  // main thread's tasks: a weight's upload is one task).
+  const cdp = await page.context().newCDPSession(page);
+  await cdp.send('HeapProfiler.enable');
+  const jsHeap = async () => {
+    const h = await cdp.send('Runtime.getHeapUsage');
+    return h.usedSize + (h.backingStorageSize ?? 0);
+  };
+  await page.evaluate(async (js) => {
+    const { wasmMemoryBytes, init } = await import(js);
     await init();
-    const before = wasmMemoryBytes();
+    window.wasmMemoryBytes = wasmMemoryBytes;
+  }, JS);
+  await cdp.send('HeapProfiler.collectGarbage');
+  const heapBefore = await jsHeap();
+  const wasmBefore = await page.evaluate(() => window.wasmMemoryBytes());
+  let heapPeak = heapBefore;
+  let sampling = true;
+  // Each sample after a full GC: the bytes the load keeps alive (a released piece is garbage
+  // until V8 collects it, which it does when it likes).
+  const sampler = (async () => {
+    while (sampling) {
+      await cdp.send('HeapProfiler.collectGarbage').catch(() => {});
+      heapPeak = Math.max(heapPeak, await jsHeap().catch(() => 0));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  })();
+  const loadMs = await page.evaluate(async (js) => {
+    const { load } = await import(js);
     const t0 = performance.now();
-    const m = await load('/big.pt2', { device: 'webgpu', cache: 'none' });
-    const loadMs = performance.now() - t0;
+    window.model = await load('/big.pt2', { device: 'webgpu', cache: 'none' });
+    return performance.now() - t0;
+  }, JS).finally(() => { sampling = false; });
+  await sampler;
+  await cdp.send('HeapProfiler.collectGarbage');
+  const heapAfter = await jsHeap();
+  const r = await page.evaluate(async () => {
+    const st = await import('/tests/js/st.mjs');
+    const m = window.model;
     const io = st.parseSafetensors(new Uint8Array(await (await fetch('/big.io.safetensors')).arrayBuffer()));
     const got = st.flattenOut(await m.run([io.input_0]))[0];
     st.assertClose('big streamed on WebGPU', got, io.output_0);
     const maxDiff = Math.max(...Array.from(got.data, (v, i) => Math.abs(v - io.output_0.data[i])));
-    const r = { device: m.device, loadMs, maxDiff, wasmBefore: before, wasmAfter: wasmMemoryBytes() };
+    const r = { device: m.device, maxDiff, wasmAfter: window.wasmMemoryBytes() };
     m.dispose();
+    window.model = null;
     return r;
   });
+  Object.assign(r, { loadMs, wasmBefore });
   const size = statSync(archive).size;
   const mib = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
   console.log(`archive ${mib(size)}: loaded on ${r.device} in ${(r.loadMs / 1000).toFixed(2)} s by ${served.requests} range requests, ${mib(served.bytes)} served`);
   console.log(`wasm memory: ${mib(r.wasmBefore)} before the load, ${mib(r.wasmAfter)} after the load and run (+${mib(r.wasmAfter - r.wasmBefore)}; largest entry ${mib(ENTRY)})`);
   console.log(`output vs PyTorch: max |diff| ${r.maxDiff}`);
+  const jsPeak = heapPeak - heapBefore;
+  console.log(`JS memory (V8 heap + ArrayBuffers, live after a GC): peak +${mib(jsPeak)} during the load, +${mib(heapAfter - heapBefore)} after it (largest entry ${mib(ENTRY)})`);
   assert.equal(r.device, 'webgpu');
   assert.ok(r.wasmAfter - r.wasmBefore <= 2 * ENTRY, 'wasm memory grew by more than two entries: the archive went through wasm memory');
+  assert.ok(jsPeak <= 2 * ENTRY, 'JS memory grew by more than two entries during the load: the archive was held in JS');
 
   // In a Worker, through the archive cache: downloaded, then read from the cached file.
   Object.assign(served, { requests: 0, bytes: 0 });

@@ -285,3 +285,67 @@ fn an_archive_past_4_gib_streams_from_its_zip64_end_record() {
         .unwrap();
     compare(outs[0].as_tensor().unwrap(), &want[0], "close").unwrap();
 }
+
+#[test]
+fn the_small_records_alone_list_the_programs_and_extra_files() {
+    // `openArchive(url)`'s flow: the directory, then only the records that are not weights
+    // (the small ones and the extra files); the archive opens on them, complete or not.
+    for (stem, programs) in [
+        ("multi_program", vec!["decoder", "encoder"]),
+        ("extra_files", vec!["model"]),
+    ] {
+        let meta: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures().join(format!("{stem}.meta.json"))).unwrap(),
+        )
+        .unwrap();
+        let bytes = std::fs::read(fixtures().join(format!("{stem}.pt2"))).unwrap();
+        let total = bytes.len() as u64;
+        let (at, _) = directory_range(stem, &bytes, total).unwrap();
+        let mut load = StreamingLoad::open(
+            stem,
+            bytes[at as usize..].to_vec(),
+            total,
+            Limits::default(),
+        )
+        .unwrap();
+        let mut pushed = 0;
+        for r in load.needed_ranges() {
+            let listed =
+                r.name.starts_with("extra/") || (r.len <= 16384 && !r.name.starts_with("data/"));
+            if listed {
+                let (s, e) = (r.offset as usize, (r.offset + r.len) as usize);
+                load.push_chunk(&r.name, r.offset, bytes[s..e].to_vec())
+                    .unwrap();
+                pushed += r.len;
+            }
+        }
+        // No weight was pushed: each is still needed.
+        let left: Vec<String> = load.needed_ranges().into_iter().map(|r| r.name).collect();
+        for w in meta["archive_entries"].as_array().unwrap() {
+            let w = w.as_str().unwrap().split_once('/').unwrap().1;
+            if w.starts_with("data/weights/weight_") {
+                assert!(left.iter().any(|n| n == w), "{stem}: {w} pushed");
+            }
+        }
+        assert!(pushed < total, "{stem}: {pushed} of {total} bytes pushed");
+        let a = load.partial().unwrap_or_else(|e| panic!("{stem}: {e}"));
+        assert_eq!(a.program_names(), &programs[..], "{stem}");
+        let files = a.extra_files().unwrap();
+        let want = meta["extra_files"].as_object().unwrap();
+        let mut want_names: Vec<&String> = want.keys().collect();
+        want_names.sort();
+        assert_eq!(files.keys().collect::<Vec<_>>(), want_names, "{stem}");
+        for (name, w) in want {
+            assert_eq!(
+                String::from_utf8_lossy(&files[name]),
+                w["content"].as_str().unwrap(),
+                "{stem}: {name}"
+            );
+        }
+        // A program's weights were not pushed: loading one is a typed archive error, and the
+        // complete-archive open says which entry is missing.
+        let e = load.archive().err().expect("an incomplete archive");
+        assert_eq!(e.code(), "ARCHIVE", "{e}");
+        assert!(e.to_string().contains("incomplete"), "{e}");
+    }
+}

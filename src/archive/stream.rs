@@ -408,6 +408,13 @@ impl StreamingLoad {
     /// The archive, once every range was pushed. Its weights are read from the pushed pieces
     /// when a session takes them ([`crate::tensor::Storage::deferred`]).
     pub fn finish(self) -> Result<crate::program::Pt2Archive> {
+        self.archive()
+    }
+
+    /// [`StreamingLoad::finish`] that keeps the load, so that the archive can be opened again
+    /// on the same pieces: a caller whose held ranges may lack bytes (read from the network
+    /// as they are needed) opens it again once it has fetched what a first open missed.
+    pub fn archive(&self) -> Result<crate::program::Pt2Archive> {
         if let Some(r) = self.needed_ranges().first() {
             return Err(Error::archive(
                 &self.source,
@@ -419,6 +426,18 @@ impl StreamingLoad {
                 ),
             ));
         }
-        crate::program::Pt2Archive::open_source(&self.source, self.chunks, self.limits)
+        self.partial()
+    }
+
+    /// The archive opened on what was pushed so far, complete or not: enough to list its
+    /// programs and extra files once their records are pushed (a record not pushed fails to
+    /// read, naming its offset). `openArchive(url)` reads only those by range requests.
+    pub fn partial(&self) -> Result<crate::program::Pt2Archive> {
+        // The zip reader scans the file's end in windows that may start before the directory
+        // (see `Chunks::opening`); the records are then read with every byte checked.
+        self.chunks.opening.store(true, Ordering::Relaxed);
+        let reader = ArchiveReader::from_source(&self.source, self.chunks.clone(), self.limits);
+        self.chunks.opening.store(false, Ordering::Relaxed);
+        crate::program::Pt2Archive::from_reader(reader?)
     }
 }

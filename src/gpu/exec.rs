@@ -206,8 +206,26 @@ impl WeightStream {
     }
 }
 
-impl GpuSession {
-    pub fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSession> {
+/// A [`GpuSession`] made one weight at a time: each [`GpuSessionBuild::step`] makes the next
+/// state tensor ([`crate::runtime::SessionBuild`]) and uploads it. [`GpuSession::new`] steps
+/// through at once; the browser's main thread fetches the record of the next step between
+/// steps (it cannot read the network synchronously), so that JS holds about one weight at a
+/// time instead of the archive.
+pub(crate) struct GpuSessionBuild {
+    device: Arc<GpuDevice>,
+    cpu: crate::runtime::SessionBuild,
+    weights: WeightStream,
+    ident: HashMap<usize, Weak<std::sync::Mutex<super::store::Store>>>,
+    plans: GpuPlans,
+    stats: RunStats,
+    fault_record: wgpu::Buffer,
+    buffers_before: u64,
+}
+
+impl GpuSessionBuild {
+    /// Check the program against the device and run the graph passes; no weight is read yet
+    /// (except those the passes fold).
+    pub(crate) fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSessionBuild> {
         if program.precision == crate::passes::half::Precision::F16 && !device.f16_enabled() {
             let name = &device.properties.name;
             let adapter = if name.is_empty() {
@@ -222,10 +240,40 @@ impl GpuSession {
             )));
         }
         let fault_record = super::fault::new_record(&device.device);
-        let dev = device.clone();
-        let before = dev.memory_stats().buffers_created;
-        let mut ident = HashMap::new();
-        let mut plans = GpuPlans::default();
+        let buffers_before = device.memory_stats().buffers_created;
+        let set = crate::backends::session_graph_passes().map_err(Error::Verify)?;
+        Ok(GpuSessionBuild {
+            cpu: crate::runtime::SessionBuild::new(program, set),
+            device,
+            weights: WeightStream::default(),
+            ident: HashMap::new(),
+            plans: GpuPlans::default(),
+            stats: RunStats::default(),
+            fault_record,
+            buffers_before,
+        })
+    }
+
+    /// Whether every weight was made and uploaded.
+    pub(crate) fn is_done(&self) -> bool {
+        self.cpu.is_done()
+    }
+
+    /// The archive records the steps left read, in order (see
+    /// [`crate::runtime::SessionBuild::next_reads`]).
+    // Read by the browser's main-thread load (src/js/stream.rs) only.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub(crate) fn next_reads(&self) -> Vec<Arc<crate::archive::source::EntryBytes>> {
+        self.cpu.next_reads()
+    }
+
+    /// Make the next state tensor and upload it (its host copy then goes, and its record is
+    /// released once no state tensor left reads it). A step whose record cannot be read
+    /// fails before it changes anything, so it can be tried again.
+    pub(crate) fn step(&mut self) -> Result<()> {
+        let dev = self.device.clone();
+        // Weights go up as each is made (read from the archive then, when the archive is a
+        // file), so the host never holds the whole state: see [`WeightStream`].
         let mut r = Runner {
             dev: &dev,
             enc: None,
@@ -233,43 +281,62 @@ impl GpuSession {
             stats: RunStats::default(),
             timer: None,
             verbose: None,
-            ident: &mut ident,
-            plans: &mut plans,
+            ident: &mut self.ident,
+            plans: &mut self.plans,
             dry: false,
             rec: None,
             faults_armed: false,
-            fault_record: fault_record.clone(),
+            fault_record: self.fault_record.clone(),
         };
-        // Weights go up once, each as soon as the CPU session has made it (read from the
-        // archive then, when the archive is a file), so the host never holds the whole state:
-        // see [`WeightStream`].
-        let mut weights = WeightStream::default();
-        let set = crate::backends::session_graph_passes().map_err(Error::Verify)?;
-        let mut cpu = Session::with_state_sink(program, set, &mut |p, fqn, t| {
-            weights.take(&mut r, p, fqn, t)
-        })?;
-        r.flush()?;
+        let weights = &mut self.weights;
+        let made = self
+            .cpu
+            .step(&mut |p, fqn, t| weights.take(&mut r, p, fqn, t));
+        let flushed = r.flush();
+        self.stats.add(&std::mem::take(&mut r.stats));
+        made.and(flushed)
+    }
+
+    /// The session, once every step ran.
+    pub(crate) fn finish(self) -> Result<GpuSession> {
+        let GpuSessionBuild {
+            device,
+            cpu,
+            weights,
+            ident,
+            plans,
+            mut stats,
+            fault_record,
+            buffers_before,
+        } = self;
+        let mut cpu = cpu.finish()?;
         // Random ops draw from the GPU device's default generator until seeded.
         cpu.run_state.generator = Some(device.generator.clone());
+        stats.buffer_allocations = device.memory_stats().buffers_created - buffers_before;
         let mut s = GpuSession {
             cpu,
             device,
             state: weights.state,
-            ident: HashMap::new(),
-            plans: GpuPlans::default(),
+            ident,
+            plans,
             last_stats: RunStats::default(),
             total_stats: RunStats::default(),
             last_prepare: None,
             tapes: Default::default(),
             fault_record,
         };
-        r.stats.buffer_allocations = dev.memory_stats().buffers_created - before;
-        let stats = std::mem::take(&mut r.stats);
-        drop(r);
-        s.ident = ident;
-        s.plans = plans;
         s.total_stats.add(&stats);
         Ok(s)
+    }
+}
+
+impl GpuSession {
+    pub fn new(program: Program, device: Arc<GpuDevice>) -> Result<GpuSession> {
+        let mut build = GpuSessionBuild::new(program, device)?;
+        while !build.is_done() {
+            build.step()?;
+        }
+        build.finish()
     }
 
     /// A parameter, buffer or constant as it is now: read back from the GPU when the GPU

@@ -10,9 +10,8 @@ use crate::archive::pt2::LoadOptions;
 use crate::backend::Backend;
 use crate::cpu::{Data, Tensor};
 use crate::error::Error;
-use crate::gpu::{
-    BackendChoice, Event, GTensor, GpuDevice, GpuInput, GpuSession, Slot, UserShader,
-};
+use crate::gpu::exec::GpuSessionBuild;
+use crate::gpu::{BackendChoice, Event, GTensor, GpuDevice, GpuInput, Slot, UserShader};
 use crate::info::program_info;
 use crate::meta::{MValue, MetaTensor};
 use crate::program::Pt2Archive;
@@ -73,7 +72,7 @@ fn get(o: &JsValue, key: &str) -> Result<JsValue, JsValue> {
     Reflect::get(o, &key.into())
 }
 
-/// The backend a model runs on: the CPU ([`Session`], WASM SIMD) or WebGPU ([`GpuSession`],
+/// The backend a model runs on: the CPU ([`Session`], WASM SIMD) or WebGPU ([`crate::gpu::GpuSession`],
 /// through wgpu, with CPU fallback per op).
 type Engine = Box<dyn Backend>;
 
@@ -107,24 +106,46 @@ impl WasmModel {
 
     /// A model on WebGPU from [`open_program`]'s result (each weight uploaded as the
     /// session takes it).
-    async fn on_gpu((p, info, names): Loaded) -> Result<WasmModel, JsValue> {
-        let dev = device().await?;
-        // An adapter without shader-f16 refuses an f16 program as a device problem, so
-        // `device: 'auto'` falls back to the CPU backend with the reason.
-        let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
-        let session = GpuSession::new(p, dev).map_err(|e| {
-            if f16 {
-                js_error("DEVICE", &e.to_string())
-            } else {
-                to_js(e)
-            }
-        })?;
+    async fn on_gpu(loaded: Loaded) -> Result<WasmModel, JsValue> {
+        let (mut build, info, names) = gpu_build(loaded).await?;
+        while !build.is_done() {
+            build.step().map_err(to_js)?;
+        }
+        WasmModel::of_gpu_build(build, info, names)
+    }
+
+    /// The model of a [`GpuSessionBuild`] whose steps all ran.
+    fn of_gpu_build(
+        build: GpuSessionBuild,
+        info: JsValue,
+        names: Vec<String>,
+    ) -> Result<WasmModel, JsValue> {
+        let session = build.finish().map_err(to_js)?;
         Ok(WasmModel {
             engine: Rc::new(RefCell::new(Box::new(session))),
             info,
             names,
         })
     }
+}
+
+/// The start of a WebGPU model from [`open_program`]'s result: the device opened, the
+/// passes run, no weight uploaded yet ([`GpuSessionBuild::step`] does that).
+async fn gpu_build(
+    (p, info, names): Loaded,
+) -> Result<(GpuSessionBuild, JsValue, Vec<String>), JsValue> {
+    let dev = device().await?;
+    // An adapter without shader-f16 refuses an f16 program as a device problem, so
+    // `device: 'auto'` falls back to the CPU backend with the reason.
+    let f16 = p.precision == crate::passes::half::Precision::F16 && !dev.f16_enabled();
+    let build = GpuSessionBuild::new(p, dev).map_err(|e| {
+        if f16 {
+            js_error("DEVICE", &e.to_string())
+        } else {
+            to_js(e)
+        }
+    })?;
+    Ok((build, info, names))
 }
 
 thread_local! {
@@ -262,16 +283,26 @@ fn to_js_value<T: serde::Serialize>(v: &T) -> Result<JsValue, JsValue> {
 #[wasm_bindgen(js_name = programNames)]
 pub fn program_names(bytes: &[u8]) -> Result<Array, JsValue> {
     let a = Pt2Archive::open("model.pt2", bytes.to_vec(), Limits::default()).map_err(to_js)?;
-    Ok(a.program_names()
-        .iter()
-        .map(|n| JsValue::from_str(n))
-        .collect())
+    Ok(names_of(&a))
 }
 
 /// The extra files `torch.export.save(extra_files=...)` stored, by name: `{name: Uint8Array}`.
 #[wasm_bindgen(js_name = extraFiles)]
 pub fn extra_files(bytes: &[u8]) -> Result<Object, JsValue> {
     let a = Pt2Archive::open("model.pt2", bytes.to_vec(), Limits::default()).map_err(to_js)?;
+    extra_files_of(&a)
+}
+
+/// An archive's program names as a JS array.
+fn names_of(a: &Pt2Archive) -> Array {
+    a.program_names()
+        .iter()
+        .map(|n| JsValue::from_str(n))
+        .collect()
+}
+
+/// An archive's extra files as `{name: Uint8Array}`.
+fn extra_files_of(a: &Pt2Archive) -> Result<Object, JsValue> {
     let o = Object::new();
     for (name, b) in a.extra_files().map_err(to_js)? {
         Reflect::set(&o, &name.into(), &Uint8Array::from(&b[..]).into())?;

@@ -20,6 +20,7 @@
 use super::{open_program, to_js, Loaded, WasmModel};
 use crate::archive::source::ByteSource;
 use crate::archive::stream::{directory_range, StreamingLoad};
+use crate::gpu::exec::GpuSessionBuild;
 use crate::limits::Limits;
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use std::cell::RefCell;
@@ -138,6 +139,92 @@ impl WasmStreamingLoad {
     ) -> Result<WasmModel, JsValue> {
         WasmModel::on_gpu(self.take_program(program, weights, dtype, &opset)?).await
     }
+
+    /// The program names, from the records pushed so far (the archive need not be complete:
+    /// `openArchive(url)` pushes only the small records).
+    #[wasm_bindgen(js_name = programNames)]
+    pub fn program_names(&self) -> Result<Array, JsValue> {
+        Ok(super::names_of(&self.load()?.partial().map_err(to_js)?))
+    }
+
+    /// The extra files, from the records pushed so far (see `programNames`): `{name: Uint8Array}`.
+    #[wasm_bindgen(js_name = extraFiles)]
+    pub fn extra_files(&self) -> Result<Object, JsValue> {
+        super::extra_files_of(&self.load()?.partial().map_err(to_js)?)
+    }
+
+    /// A WebGPU model built in steps (`WasmGpuBuild`) on the ranges pushed or held so far;
+    /// the load stays, so a caller whose held bytes lacked some (`readAt` threw while the
+    /// program was opened and its graph passes read weights) can fetch them and begin again.
+    #[wasm_bindgen(js_name = beginGpu)]
+    pub async fn begin_gpu(
+        &self,
+        program: Option<String>,
+        weights: Option<String>,
+        dtype: Option<String>,
+        opset: JsValue,
+    ) -> Result<WasmGpuBuild, JsValue> {
+        let archive = self.load()?.archive().map_err(to_js)?;
+        let loaded = open_program(archive, program, weights, dtype, &opset)?;
+        let (build, info, names) = super::gpu_build(loaded).await?;
+        Ok(WasmGpuBuild {
+            build: Some(build),
+            info,
+            names,
+        })
+    }
+}
+
+/// A WebGPU model made one weight at a time (`WasmStreamingLoad.beginGpu`), for a caller that
+/// fetches each weight's bytes between steps: the main thread cannot read the network
+/// synchronously, so `load()` there downloads the record the next step reads (`nextReads`),
+/// holds it (`holdOutside`), steps (the core reads it, uploads it and releases it), and so
+/// on, so that JS holds about one weight, not the archive.
+#[wasm_bindgen]
+pub struct WasmGpuBuild {
+    build: Option<GpuSessionBuild>,
+    info: JsValue,
+    names: Vec<String>,
+}
+
+#[wasm_bindgen]
+impl WasmGpuBuild {
+    /// Whether every weight was uploaded (`finish` next).
+    #[wasm_bindgen(getter)]
+    pub fn done(&self) -> bool {
+        self.build.as_ref().is_none_or(|b| b.is_done())
+    }
+
+    /// The file ranges the steps left read, in the order they read them, flat:
+    /// `[offset, len, offset, len, ...]` (each record's data, once).
+    #[wasm_bindgen(js_name = nextReads)]
+    pub fn next_reads(&self) -> Result<Vec<f64>, JsValue> {
+        let build = self.build.as_ref().ok_or_else(built)?;
+        Ok(build
+            .next_reads()
+            .iter()
+            .flat_map(|e| [e.offset as f64, e.len as f64])
+            .collect())
+    }
+
+    /// Make and upload the next weight. A step whose bytes `readAt` could not give fails
+    /// before it changes anything: fetch them and step again.
+    pub fn step(&mut self) -> Result<(), JsValue> {
+        self.build.as_mut().ok_or_else(built)?.step().map_err(to_js)
+    }
+
+    /// The model, once `done`.
+    pub fn finish(&mut self) -> Result<WasmModel, JsValue> {
+        let build = self.build.take().ok_or_else(built)?;
+        WasmModel::of_gpu_build(build, self.info.clone(), std::mem::take(&mut self.names))
+    }
+}
+
+fn built() -> JsValue {
+    to_js(crate::Error::Input {
+        input: "GPU build".into(),
+        msg: "already finished: make a new one with WasmStreamingLoad.beginGpu".into(),
+    })
 }
 
 /// The JS functions of a `holdOutside` source, by id, on the thread that made them (JS values
@@ -179,30 +266,13 @@ impl ByteSource for JsHeld {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
         crate::archive::source::checked_range(offset, buf.len(), self.len)?;
         let f = self.fns()?;
-        let got = f
-            .read_at
-            .call2(
-                &JsValue::NULL,
-                &(offset as f64).into(),
-                &(buf.len() as f64).into(),
-            )
-            .map_err(|e| {
-                std::io::Error::other(format!("readAt({offset}, {}) threw: {e:?}", buf.len()))
-            })?;
-        let got: Uint8Array = got.dyn_into().map_err(|_| {
-            std::io::Error::other(format!(
-                "readAt({offset}, {}) did not return a Uint8Array",
-                buf.len()
-            ))
-        })?;
-        if got.length() as usize != buf.len() {
-            return Err(std::io::Error::other(format!(
-                "readAt({offset}, {}) returned {} bytes",
-                buf.len(),
-                got.length()
-            )));
+        // In parts: JS answers a part inside one of its pieces with a view of it, and one
+        // across two pieces with a copy of the part only, not of the whole weight.
+        let mut done = 0;
+        for part in buf.chunks_mut(JS_READ_MAX) {
+            read_part(&f, offset + done, part)?;
+            done += part.len() as u64;
         }
-        got.copy_to(buf);
         Ok(())
     }
     fn release(&self, offset: u64, len: u64) {
@@ -215,6 +285,38 @@ impl ByteSource for JsHeld {
             );
         }
     }
+}
+
+/// The most bytes one `readAt` call asks JS for (see `JsHeld::read_at`).
+const JS_READ_MAX: usize = 8 << 20;
+
+/// `buf.len()` bytes at `offset` from `readAt`.
+fn read_part(f: &HeldFns, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    let got = f
+        .read_at
+        .call2(
+            &JsValue::NULL,
+            &(offset as f64).into(),
+            &(buf.len() as f64).into(),
+        )
+        .map_err(|e| {
+            std::io::Error::other(format!("readAt({offset}, {}) threw: {e:?}", buf.len()))
+        })?;
+    let got: Uint8Array = got.dyn_into().map_err(|_| {
+        std::io::Error::other(format!(
+            "readAt({offset}, {}) did not return a Uint8Array",
+            buf.len()
+        ))
+    })?;
+    if got.length() as usize != buf.len() {
+        return Err(std::io::Error::other(format!(
+            "readAt({offset}, {}) returned {} bytes",
+            buf.len(),
+            got.length()
+        )));
+    }
+    got.copy_to(buf);
+    Ok(())
 }
 
 impl Drop for JsHeld {

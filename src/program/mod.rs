@@ -653,6 +653,13 @@ impl Pt2Archive {
             file: Pt2File::open_source(source, src, limits)?,
         })
     }
+    /// An archive on a zip directory already read ([`crate::archive::stream`] reads it while
+    /// bytes not pushed yet read as zeros, then the records with every byte checked).
+    pub(crate) fn from_reader(reader: crate::archive::ArchiveReader) -> Result<Self> {
+        Ok(Pt2Archive {
+            file: Pt2File::from_reader(reader)?,
+        })
+    }
     /// Open a `.pt2` file natively without reading it whole ([`Pt2Archive::open_source`]
     /// over positioned reads of the file).
     #[cfg(any(unix, windows))]

@@ -364,71 +364,15 @@ impl Session {
     /// file ([`crate::tensor::Storage::deferred`]) each one is read only then, so the host
     /// never holds more than one record besides what the session keeps.
     pub(crate) fn with_state_sink(
-        mut program: Program,
+        program: Program,
         set: crate::passes::PassSet,
         sink: &mut dyn FnMut(&Program, &str, &Tensor) -> Result<()>,
     ) -> Result<Session> {
-        let passes = crate::passes::run(&mut program, set);
-        let mut state = BTreeMap::new();
-        // Tensors that share a storage in the archive (tied weights, views of a buffer) share
-        // one CPU storage too, so an in-place update of one is seen through the others.
-        let mut shared: BTreeMap<(usize, crate::DType), Tensor> = BTreeMap::new();
-        // State tensors left to make per storage: a deferred one's archive bytes are released
-        // after the last (a streamed archive frees them then, [`crate::archive::stream`]).
-        let mut left: std::collections::HashMap<usize, usize> = Default::default();
-        for e in program.state.values() {
-            *left.entry(e.tensor.storage.id()).or_default() += 1;
+        let mut build = SessionBuild::new(program, set);
+        while !build.is_done() {
+            build.step(sink)?;
         }
-        for (fqn, e) in &program.state {
-            let key = (e.tensor.storage.id(), e.tensor.dtype);
-            let t = match shared.get(&key) {
-                Some(base) => base.view_with(
-                    e.tensor.sizes.clone(),
-                    e.tensor.strides.clone(),
-                    e.tensor.storage_offset,
-                ),
-                None => {
-                    let t = Tensor::from_host(&e.tensor)?;
-                    shared.insert(key, t.clone());
-                    t
-                }
-            };
-            if let Some(n) = left.get_mut(&e.tensor.storage.id()) {
-                *n -= 1;
-                if let (0, Some(d)) = (*n, e.tensor.storage.deferred_entry()) {
-                    d.release();
-                }
-            }
-            sink(&program, fqn, &t)?;
-            state.insert(fqn.clone(), t);
-        }
-        // The session holds the state now: the archive's bytes of it are not kept too.
-        drop(shared);
-        program.release_state_bytes();
-        // A guard pt2web cannot parse is an error now rather than a silently skipped check.
-        let guards = program
-            .guards_code
-            .iter()
-            .map(|g| {
-                sym::GuardCode::parse(g)
-                    .map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut run_state = RunState {
-            limits: program.limits,
-            generator: Some(crate::random::cpu()),
-            session: run_scope::next_session(),
-            ..RunState::default()
-        };
-        run_state.prepared.freeze(&program, &state);
-        Ok(Session {
-            program: Arc::new(program),
-            state,
-            run_state,
-            guards,
-            plans: crate::plan::PlanCache::default(),
-            passes,
-        })
+        build.finish()
     }
 
     /// Prepare the program for user inputs of these dtypes and shapes (and scalar values)
@@ -606,5 +550,153 @@ impl Session {
             }
         }
         Ok(result)
+    }
+}
+
+/// A [`Session`] made one state tensor at a time ([`Session::with_state_sink`] in steps), so
+/// that a caller can fetch each weight's bytes between steps: the browser's streaming load
+/// on the main thread, which cannot read the network synchronously, downloads the record the
+/// next step reads ([`SessionBuild::next_reads`]), then steps ([`crate::js`]'s
+/// `WasmGpuBuild`).
+pub(crate) struct SessionBuild {
+    program: Program,
+    passes: crate::passes::PassReport,
+    /// State FQNs in the order the steps make them.
+    order: Vec<String>,
+    next: usize,
+    state: BTreeMap<String, Tensor>,
+    /// Tensors that share a storage in the archive (tied weights, views of a buffer) share
+    /// one CPU storage too, so an in-place update of one is seen through the others.
+    shared: BTreeMap<(usize, crate::DType), Tensor>,
+    /// State tensors left to make per storage: a deferred one's archive bytes are released
+    /// after the last (a streamed archive frees them then, [`crate::archive::stream`]).
+    left: std::collections::HashMap<usize, usize>,
+}
+
+impl SessionBuild {
+    /// Run the graph passes `set` over `program`; no state tensor is made yet.
+    pub(crate) fn new(mut program: Program, set: crate::passes::PassSet) -> SessionBuild {
+        let passes = crate::passes::run(&mut program, set);
+        let mut left: std::collections::HashMap<usize, usize> = Default::default();
+        for e in program.state.values() {
+            *left.entry(e.tensor.storage.id()).or_default() += 1;
+        }
+        SessionBuild {
+            order: program.state.keys().cloned().collect(),
+            program,
+            passes,
+            next: 0,
+            state: BTreeMap::new(),
+            shared: BTreeMap::new(),
+            left,
+        }
+    }
+
+    /// Whether every state tensor was made.
+    pub(crate) fn is_done(&self) -> bool {
+        self.next >= self.order.len()
+    }
+
+    /// The archive records the steps left read, in the order they read them (each once): a
+    /// state tensor reads its storage's record unless a tensor made before shares it.
+    // Read by the browser's main-thread load (src/js/stream.rs) only.
+    #[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
+    pub(crate) fn next_reads(&self) -> Vec<Arc<crate::archive::source::EntryBytes>> {
+        let mut seen = std::collections::HashSet::new();
+        let mut out = Vec::new();
+        for fqn in &self.order[self.next.min(self.order.len())..] {
+            let Some(e) = self.program.state.get(fqn) else {
+                continue;
+            };
+            let key = (e.tensor.storage.id(), e.tensor.dtype);
+            if self.shared.contains_key(&key) || !seen.insert(key) {
+                continue;
+            }
+            if let Some(d) = e.tensor.storage.deferred_entry() {
+                out.push(d.clone());
+            }
+        }
+        out
+    }
+
+    /// Make the next state tensor and hand it to `sink`. A step whose record cannot be read
+    /// fails before it changes anything, so it can be tried again once the bytes are there.
+    pub(crate) fn step(
+        &mut self,
+        sink: &mut dyn FnMut(&Program, &str, &Tensor) -> Result<()>,
+    ) -> Result<()> {
+        let Some(fqn) = self.order.get(self.next) else {
+            return Ok(());
+        };
+        let e = &self.program.state[fqn];
+        let key = (e.tensor.storage.id(), e.tensor.dtype);
+        let t = match self.shared.get(&key) {
+            Some(base) => base.view_with(
+                e.tensor.sizes.clone(),
+                e.tensor.strides.clone(),
+                e.tensor.storage_offset,
+            ),
+            None => {
+                let t = Tensor::from_host(&e.tensor)?;
+                self.shared.insert(key, t.clone());
+                t
+            }
+        };
+        self.next += 1;
+        if let Some(n) = self.left.get_mut(&e.tensor.storage.id()) {
+            *n -= 1;
+            if let (0, Some(d)) = (*n, e.tensor.storage.deferred_entry()) {
+                d.release();
+            }
+        }
+        sink(&self.program, fqn, &t)?;
+        self.state.insert(fqn.clone(), t);
+        Ok(())
+    }
+
+    /// The session, once every step ran.
+    pub(crate) fn finish(self) -> Result<Session> {
+        let SessionBuild {
+            mut program,
+            passes,
+            order,
+            next,
+            state,
+            shared,
+            ..
+        } = self;
+        if next < order.len() {
+            return Err(Error::Verify(format!(
+                "internal: a session was finished after {next} of its {} state tensors",
+                order.len()
+            )));
+        }
+        // The session holds the state now: the archive's bytes of it are not kept too.
+        drop(shared);
+        program.release_state_bytes();
+        // A guard pt2web cannot parse is an error now rather than a silently skipped check.
+        let guards = program
+            .guards_code
+            .iter()
+            .map(|g| {
+                sym::GuardCode::parse(g)
+                    .map_err(|e| Error::Verify(format!("guards_code `{g}`: {e}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut run_state = RunState {
+            limits: program.limits,
+            generator: Some(crate::random::cpu()),
+            session: run_scope::next_session(),
+            ..RunState::default()
+        };
+        run_state.prepared.freeze(&program, &state);
+        Ok(Session {
+            program: Arc::new(program),
+            state,
+            run_state,
+            guards,
+            plans: crate::plan::PlanCache::default(),
+            passes,
+        })
     }
 }
