@@ -9,7 +9,7 @@
 # and tests/interop.rs, which the default build leaves out). TARGETS="..." limits it to some.
 # Their builds go to a target dir outside the checkout, kept between runs as CI caches keep
 # them: PT2WEB_DESKTOP_TARGET_DIR, by default ~/.cache/pt2web/desktop-target. Cold, the three
-# targets' dependencies take about 15 min on 2 cores; after a change to pt2web alone, about 1.
+# targets' dependencies take about 13 min on 2 cores; after a change to pt2web alone, 2-3 min.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
