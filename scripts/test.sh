@@ -23,9 +23,9 @@ step "cargo clippy (wasm32, core crate)"
 cargo clippy -p pt2web --target wasm32-unknown-unknown -- -D warnings
 
 # macOS (Metal) and Windows (DX12) type-checked with clippy (issue 20); their dependencies are
-# kept in a target dir outside the checkout (scripts/check_desktop.sh): ~15 min cold, ~1 min warm.
+# kept in a target dir outside the checkout (scripts/check_desktop.sh): ~12 min cold, ~1-2 min warm.
 if [ "${PT2WEB_DESKTOP_CHECK:-1}" != "0" ]; then
-  step "cargo clippy (desktop targets: aarch64/x86_64-apple-darwin, x86_64-pc-windows-msvc; PT2WEB_DESKTOP_CHECK=0 skips)"
+  step "cargo clippy (desktop targets: aarch64-apple-darwin, x86_64-pc-windows-msvc, Linux with cuda; PT2WEB_DESKTOP_CHECK=0 skips)"
   bash scripts/check_desktop.sh
 fi
 
