@@ -504,12 +504,14 @@ const TAIL = 65536; // the file's end, where the central directory's end record 
 const REQUEST_MAX = 32 * 1024 * 1024; // the most bytes one range request asks for
 const REQUEST_GAP = 65536; // needed ranges this close are read by one request, gap included
 const IN_FLIGHT = 4; // range requests at once
-// A lazy load (WebGPU without FileReaderSync: the main thread, see `gpuInSteps`): records of
+// A lazy load (anywhere but a Worker reading a cached file, see `inSteps`): records of
 // `small` bytes or less are read before the build (`eager` bytes of them at most), of the
 // others the first `head` bytes (requests joined across gaps of `gap` bytes); the weights are
-// read at most `ahead` bytes ahead of the step that uploads them. A 64 MiB budget keeps JS at about one 64 MiB weight while a model
-// of small weights still has several requests in flight.
-const LAZY = { small: 16384, eager: 16 * 1024 * 1024, head: 4096, gap: REQUEST_GAP, ahead: 64 * 1024 * 1024 };
+// read at most `ahead` bytes ahead of the step that takes them, or 1.5 times the largest weight
+// when that is more (at most `aheadMax`): while one weight is uploaded (or copied into wasm
+// memory), half of the next is already on its way, and JS holds about 1.5 weights at most. A
+// 64 MiB floor keeps several requests in flight for a model of small weights.
+const LAZY = { small: 16384, eager: 16 * 1024 * 1024, head: 4096, gap: REQUEST_GAP, ahead: 64 * 1024 * 1024, aheadMax: 512 * 1024 * 1024, aheadWeights: 1.5 };
 
 // The requests that read `ranges` (sorted, [{offset, len}]): neighbours within REQUEST_GAP
 // joined, each request at most REQUEST_MAX bytes (a larger range split).
@@ -539,12 +541,12 @@ function pushOverlaps(load, needed, start, bytes) {
 }
 
 /**
- * The pieces of an archive JS keeps for a streaming load on WebGPU (`holdOutside`): the core
- * reads each weight from here when its session takes it, uploads it and releases it, so wasm
- * memory (which never shrinks) holds about one weight at a time, and the JS copy goes as the
- * upload goes. Pieces do not overlap. A read of bytes not held throws, and is noted in
- * `missed` (`[offset, len]`): the main thread's load (`gpuInSteps`) fetches them and tries
- * that step again.
+ * The pieces of an archive JS keeps for a streaming load (`holdOutside`): the core reads
+ * each weight from here when its session takes it, uploads it (WebGPU) or keeps it in wasm
+ * memory (CPU), and releases it, so wasm memory holds no second copy of the weights, and the
+ * JS copy goes as the build goes. Pieces do not overlap. A read of bytes not held throws,
+ * and is noted in `missed` (`[offset, len]`): the lazy load (`inSteps`) fetches them and
+ * tries that step again.
  */
 class HeldPieces {
   #starts = [];
@@ -554,6 +556,8 @@ class HeldPieces {
   freed = 0;
   /** Reads that found bytes not held, since the caller last emptied it. */
   missed = [];
+  /** Offsets of the records the core released (taken by a session: not read again). */
+  taken = new Set();
   put(start, bytes) {
     const i = this.#after(start);
     this.#starts.splice(i, 0, start);
@@ -698,9 +702,9 @@ function blobHeld(blob) {
  * those bytes; `tail` the file's last bytes when already read. Only the directory and the
  * ranges the load needs are read, except with `sink`: it receives the whole file in order (the
  * archive cache's copy), so every byte is read, once. Progress: `phase`, bytes read of bytes
- * to read. With `hold` (WebGPU) and neither `blob` nor `sink`, the load is *lazy*: only the
+ * to read. With `hold` and neither `blob` nor `sink`, the load is *lazy*: only the
  * small records and each weight's local header are read now, the weights while the model is
- * built (`gpuInSteps`); the load then has `lazy: {held, fetcher, ranges}`. With `only` (a
+ * built (`inSteps`); the load then has `lazy: {held, fetcher, ranges}`. With `only` (a
  * filter of the needed ranges), only those are read (`openArchive`).
  */
 async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob, discard, only }) {
@@ -733,7 +737,7 @@ async function streamArchive({ read, size, tail, phase, progress, sink, hold, bl
     }
     if (hold && !discard && !sink) {
       const held = new HeldPieces();
-      load.holdOutside((o, n) => held.readAt(o, n), (o, n) => held.release(o, n));
+      load.holdOutside((o, n) => held.readAt(o, n), (o, n) => { held.taken.add(o); held.release(o, n); });
       for (const r of needed) {
         load.pushHeld(r.name, r.offset, r.len);
         const a = Math.max(tailAt, r.offset);
@@ -803,22 +807,26 @@ function recordAt(reads, o) {
 }
 
 /**
- * The WasmModel of a lazy stream (`streamArchive`) on WebGPU, built one weight at a time
- * (`WasmGpuBuild`): the weights are read ahead in the order the steps take them, at most
- * LAZY.ahead bytes held or in flight beyond what the build started with, and each is
- * released (in JS, after its upload) by the step that takes it, so that JS holds about
- * one weight, not the archive. Opening the program and the graph passes may read records not
- * held yet (a weight a pass folds, a large JSON record): those reads throw, are noted
- * (`held.missed`), fetched, and the build begins again (then, once more, with everything).
+ * The WasmModel of a lazy stream (`streamArchive`) on `device` ('webgpu' or 'cpu'), built one
+ * weight at a time (`WasmModelBuild`): the weights are read ahead in the order the steps take
+ * them, at most LAZY.ahead bytes (or 1.5 weights) held or in flight beyond what the build
+ * started with, and each is released (in JS, after its upload or its copy into wasm memory) by
+ * the step that takes it, so that JS holds about one weight, not the archive. Opening the
+ * program and the graph passes may read records not held yet (a weight a pass folds, a large
+ * JSON record): those reads throw, are noted (`held.missed`), fetched, and the build begins
+ * again (then, once more, with everything). The stream stays usable after a failure: a
+ * fallback to the CPU builds from it again, fetching only the weights already released.
  */
-async function gpuInSteps(stream, args, progress) {
+async function inSteps(stream, device, args, progress) {
   const { held, fetcher, ranges } = stream.lazy;
+  const begin = device === 'webgpu' ? () => track(stream.beginGpu(...args))
+    : async () => { usable(); return stream.beginCpu(...args); };
   let build = null;
   try {
     for (let attempt = 0; ; attempt += 1) {
       held.missed.length = 0;
       let error = null;
-      try { build = await track(stream.beginGpu(...args)); } catch (e) { error = e; }
+      try { build = await begin(); } catch (e) { error = wrapError(e); }
       if (!held.missed.length) {
         if (error) throw error;
         break;
@@ -835,7 +843,12 @@ async function gpuInSteps(stream, args, progress) {
     // unless a step reads it too.
     held.keepOnly(reads);
     let total = 0;
-    for (let i = 1; i < reads.length; i += 2) total += reads[i];
+    let largest = 0;
+    for (let i = 1; i < reads.length; i += 2) {
+      total += reads[i];
+      largest = Math.max(largest, reads[i]);
+    }
+    const ahead = Math.max(LAZY.ahead, Math.min(LAZY.aheadWeights * largest, LAZY.aheadMax));
     progress('upload', 0, total);
     const base = held.bytes;
     const freed = held.freed;
@@ -845,7 +858,13 @@ async function gpuInSteps(stream, args, progress) {
     let part = 0;
     const readAhead = () => {
       while (k < reads.length) {
-        const room = LAZY.ahead - (held.bytes + fetcher.pending - base);
+        // A record the steps took already (read whole when a step missed it) is not read again.
+        if (held.taken.has(reads[k])) {
+          k += 2;
+          part = 0;
+          continue;
+        }
+        const room = ahead - (held.bytes + fetcher.pending - base);
         if (room <= 0) return;
         const n = Math.min(reads[k + 1] - part, room);
         fetcher.ensure([[reads[k] + part, n]]).catch(() => {}); // a failure is met again by the step
@@ -859,11 +878,12 @@ async function gpuInSteps(stream, args, progress) {
       readAhead();
       held.missed.length = 0;
       try {
+        usable();
         build.step();
       } catch (e) {
         // The step's weight is not all here yet: wait for it (read it whole), then step again.
         const missed = held.missed.splice(0);
-        if (!missed.length || ++misses > 3) throw e;
+        if (!missed.length || ++misses > 3) throw wrapError(e);
         await fetcher.ensure(missed.flatMap(([o, n]) => [[o, n], ...recordAt(reads, o)]));
         continue;
       }
@@ -874,8 +894,6 @@ async function gpuInSteps(stream, args, progress) {
     return build.finish();
   } finally {
     build?.free();
-    // Nothing of the archive is read again: what JS still holds (the small records) goes.
-    held.release(0, Number.MAX_SAFE_INTEGER);
   }
 }
 
@@ -928,11 +946,13 @@ function cacheWriter(store, url, version) {
  * file's last 64 KiB (`Range: bytes=-65536`): a server with ranges answers 206 with the size,
  * one without answers 200 with the whole archive, read as before (no second download).
  */
-async function streamFromUrl(url, cacheMode, progress, hold) {
+async function streamFromUrl(url, cacheMode, progress) {
+  // Each weight is read (or held in JS) until the step that takes it (`hold`): a Worker reads
+  // a cached file synchronously (FileReaderSync) as the session takes each entry
+  // (`blobHeld`); elsewhere each weight is fetched before the step that takes it (a lazy
+  // load, `inSteps`), on WebGPU and on the CPU.
+  const hold = true;
   const store = cache.storeFor(cacheMode);
-  // A Worker reads a cached file synchronously (FileReaderSync) as the session takes each
-  // entry (`blobHeld`); the main thread on WebGPU reads each weight before the step that
-  // takes it (a lazy load, `gpuInSteps`).
   const sync = typeof globalThis.FileReaderSync === 'function';
   if (store) {
     const hit = await cache.cachedResponse(store, url.href).catch(() => null);
@@ -950,9 +970,9 @@ async function streamFromUrl(url, cacheMode, progress, hold) {
   const tail = new Uint8Array(await first.arrayBuffer());
   if (tail.length !== Math.min(size, TAIL)) throw new Pt2WebError(`fetching the model: asked for its last ${TAIL} bytes, got ${tail.length} of ${size}`, 'ARCHIVE');
   const writer = store ? cacheWriter(store, url.href, cache.versionOf(first.headers, size)) : null;
-  // With a cache, a Worker (or any load on WebGPU) keeps no piece: the download goes to the
-  // cache only, and the load then reads each entry from the cached file.
-  const viaFile = writer !== null && (sync || hold);
+  // With a cache, the load keeps no piece: the download goes to the cache only, and the load
+  // then reads each entry from the cached file.
+  const viaFile = writer !== null;
   let stream;
   try {
     stream = await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, sink: writer?.write, hold, discard: viaFile });
@@ -2064,52 +2084,57 @@ async function loadModel(source, options) {
   };
   const progress = progressOf(options.onProgress);
   const args = [options.program, options.weights, options.dtype, options.expectedOpsetVersion].map((v) => v ?? undefined);
-  let opened = await openSource(source, options, progress, choice.device === 'webgpu');
-  if (choice.device === 'webgpu') await openDevice().catch(fallback);
-  for (;;) {
-    try {
-      return await modelOn(choice, opened, args, progress);
-    } catch (e) {
-      fallback(e);
-      // A stream is spent by its first finish: the archive is read again.
-      if (opened.stream) opened = await openSource(source, options, progress);
+  let opened = await openSource(source, options, progress);
+  try {
+    if (choice.device === 'webgpu') await openDevice().catch(fallback);
+    for (;;) {
+      try {
+        return await modelOn(choice, opened, args, progress);
+      } catch (e) {
+        fallback(e);
+        // A lazy stream is built again from what JS still holds (the weights a first build
+        // released are fetched again); any other stream is spent by its first finish: the
+        // archive is read again.
+        if (opened.stream && !opened.stream.lazy) opened = await openSource(source, options, progress);
+      }
     }
+  } finally {
+    opened.stream?.free();
+    // Nothing of the archive is read again: what JS still holds (the small records) goes.
+    opened.stream?.lazy?.held.release(0, Number.MAX_SAFE_INTEGER);
   }
 }
 
-// The Model of an opened archive (`openSource`: its bytes, or a stream, used once) on
-// `choice`'s device. One call for the core (it decodes every weight, and on WebGPU uploads
-// it), except for a lazy stream: built in steps, each weight read before its step
-// (`gpuInSteps`). A synchronous build needs every byte at hand: the CPU backend (whose
-// session keeps every weight in wasm memory anyway), a server without range requests (the
-// whole archive arrives as one response) and a Worker's cached file (read synchronously).
+// The Model of an opened archive (`openSource`: its bytes, or a stream) on `choice`'s device.
+// A lazy stream (a page's main thread, where nothing of the archive can be read
+// synchronously) is built in steps, each weight read before its step (`inSteps`). Otherwise
+// one call for the core (it decodes every weight, and on WebGPU uploads it), which needs
+// every byte at hand: a server without range requests (the whole archive arrives as one
+// response), a Worker's cached file (read synchronously), bytes given to `load`.
 async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, progress) {
-  if (!stream?.lazy) progress('upload', 0, size);
+  if (stream?.lazy) return new Model(await inSteps(stream, choice.device, args, progress), choice);
+  progress('upload', 0, size);
   try {
     let wasm;
     if (choice.device === 'webgpu') {
-      wasm = stream?.lazy ? await gpuInSteps(stream, args, progress)
-        : await track(stream ? stream.finishGpu(...args) : WasmModel.loadGpu(bytes, ...args));
+      wasm = await track(stream ? stream.finishGpu(...args) : WasmModel.loadGpu(bytes, ...args));
     } else {
       wasm = stream ? stream.finishCpu(...args) : new WasmModel(bytes, ...args);
     }
-    if (!stream?.lazy) progress('upload', size, size);
+    progress('upload', size, size);
     return new Model(wasm, choice);
   } catch (e) {
     throw wrapError(e);
-  } finally {
-    stream?.free();
   }
 }
 
 // What `load` reads: a URL (not a file: one in Node) streamed where it can be (see
 // `streamFromUrl`), anything else as bytes (`readSource`).
-async function openSource(source, options, progress, hold = false) {
+async function openSource(source, options, progress) {
   // An Archive opened by range requests has no bytes: its URL is streamed.
   if (source instanceof Archive && !source.bytes) source = source.url;
   const url = typeof source === 'string' || source instanceof URL ? new URL(source, baseUrl()) : null;
   // A threaded or relaxed build made before the streaming load has no WasmStreamingLoad.
   if (!url || url.protocol === 'file:' || !WasmStreamingLoad) return { bytes: await readSource(source, options) };
-  // On WebGPU the weights' home is the GPU: each is read (or held in JS) until its upload.
-  return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress, hold);
+  return streamFromUrl(url, options.cache ?? (isNode ? 'none' : 'auto'), progress);
 }

@@ -3,11 +3,13 @@
 // page on WebGPU by `load(url)` (streamed: the directory, then each entry's range), runs it,
 // compares with eager PyTorch's output (its .io.safetensors) and prints the load time, the
 // bytes served, the page's wasm memory (`wasmMemoryBytes()`) and its JS memory's peak during
-// the load (DevTools protocol: V8 heap and ArrayBuffers); then the same in a Worker
-// through the archive cache (OPFS), twice (downloaded and cached, the second read from the cached file
-// with FileReaderSync). On WebGPU the page reads each weight just before its upload and drops
-// it after, so wasm memory (which never shrinks) and JS memory grow by about the largest
-// entry, not the archive: it fails past 2 entries, for either.
+// the load (DevTools protocol: V8 heap and ArrayBuffers); then the same on the CPU backend;
+// then on WebGPU in a Worker through the archive cache (OPFS), twice (downloaded and cached,
+// the second read from the cached file with FileReaderSync). The page reads each weight just
+// before the step that takes it and drops it after, so JS memory grows by about the largest
+// entry, not the archive, and so does wasm memory (which never shrinks) on WebGPU; on the CPU
+// wasm memory holds the weights once. It fails past 2 entries (JS, WebGPU's wasm memory), or
+// past the weights and one entry (the CPU's wasm memory).
 //   node scripts/big_archive_browser.mjs DIR   (DIR holds big.pt2 and big.io.safetensors)
 import assert from 'node:assert/strict';
 import { readFileSync, statSync } from 'node:fs';
@@ -38,7 +40,13 @@ const site = await serveFiles(route, (req, res) => {
   return true;
 });
 const browser = await chromium.launch({ executablePath: CHROMIUM, args: WEBGPU_ARGS, headless: true });
-try {
+const size = statSync(archive).size;
+const mib = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
+
+// One load of the archive on `device` in a new page's main thread, run against PyTorch:
+// the load time, the bytes served, wasm memory before and after, and the JS memory peak.
+async function pageLoad(device) {
+  Object.assign(served, { requests: 0, bytes: 0 });
   const page = await browser.newPage();
   page.on('response', (r) => { if (r.status() >= 400) console.log(`page: HTTP ${r.status()} for ${r.url()}`); });
   await page.goto(`${site.origin}/www/blank.html`);
@@ -70,12 +78,12 @@ try {
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
-  const loadMs = await page.evaluate(async (js) => {
+  const loadMs = await page.evaluate(async ({ js, device }) => {
     const { load } = await import(js);
     const t0 = performance.now();
-    window.model = await load('/big.pt2', { device: 'webgpu', cache: 'none' });
+    window.model = await load('/big.pt2', { device, cache: 'none' });
     return performance.now() - t0;
-  }, JS).finally(() => { sampling = false; });
+  }, { js: JS, device }).finally(() => { sampling = false; });
   await sampler;
   await cdp.send('HeapProfiler.collectGarbage');
   const heapAfter = await jsHeap();
@@ -84,27 +92,36 @@ try {
     const m = window.model;
     const io = st.parseSafetensors(new Uint8Array(await (await fetch('/big.io.safetensors')).arrayBuffer()));
     const got = st.flattenOut(await m.run([io.input_0]))[0];
-    st.assertClose('big streamed on WebGPU', got, io.output_0);
+    st.assertClose(`big streamed on ${m.device}`, got, io.output_0);
     const maxDiff = Math.max(...Array.from(got.data, (v, i) => Math.abs(v - io.output_0.data[i])));
     const r = { device: m.device, maxDiff, wasmAfter: window.wasmMemoryBytes() };
     m.dispose();
     window.model = null;
     return r;
   });
-  Object.assign(r, { loadMs, wasmBefore });
-  const size = statSync(archive).size;
-  const mib = (n) => `${(n / 2 ** 20).toFixed(1)} MiB`;
-  console.log(`archive ${mib(size)}: loaded on ${r.device} in ${(r.loadMs / 1000).toFixed(2)} s by ${served.requests} range requests, ${mib(served.bytes)} served`);
-  console.log(`wasm memory: ${mib(r.wasmBefore)} before the load, ${mib(r.wasmAfter)} after the load and run (+${mib(r.wasmAfter - r.wasmBefore)}; largest entry ${mib(ENTRY)})`);
-  console.log(`output vs PyTorch: max |diff| ${r.maxDiff}`);
+  await page.close();
   const jsPeak = heapPeak - heapBefore;
-  console.log(`JS memory (V8 heap + ArrayBuffers, live after a GC): peak +${mib(jsPeak)} during the load, +${mib(heapAfter - heapBefore)} after it (largest entry ${mib(ENTRY)})`);
-  assert.equal(r.device, 'webgpu');
-  assert.ok(r.wasmAfter - r.wasmBefore <= 2 * ENTRY, 'wasm memory grew by more than two entries: the archive went through wasm memory');
-  assert.ok(jsPeak <= 2 * ENTRY, 'JS memory grew by more than two entries during the load: the archive was held in JS');
+  console.log(`${device}, main thread: archive ${mib(size)} loaded on ${r.device} in ${(loadMs / 1000).toFixed(2)} s by ${served.requests} range requests, ${mib(served.bytes)} served`);
+  console.log(`${device}: wasm memory ${mib(wasmBefore)} before the load, ${mib(r.wasmAfter)} after the load and run (+${mib(r.wasmAfter - wasmBefore)}; largest entry ${mib(ENTRY)})`);
+  console.log(`${device}: output vs PyTorch: max |diff| ${r.maxDiff}`);
+  console.log(`${device}: JS memory (V8 heap + ArrayBuffers, live after a GC): peak +${mib(jsPeak)} during the load, +${mib(heapAfter - heapBefore)} after it (largest entry ${mib(ENTRY)})`);
+  assert.equal(r.device, device);
+  assert.ok(jsPeak <= 2 * ENTRY, `${device}: JS memory grew by more than two entries during the load: the archive was held in JS`);
+  return { wasm: r.wasmAfter - wasmBefore };
+}
+
+try {
+  // On WebGPU wasm memory grows by about one entry (the weights live on the GPU); on the CPU
+  // by the weights the session keeps, and no second copy (the archive's bytes on their way).
+  const gpu = await pageLoad('webgpu');
+  assert.ok(gpu.wasm <= 2 * ENTRY, 'webgpu: wasm memory grew by more than two entries: the archive went through wasm memory');
+  const cpu = await pageLoad('cpu');
+  assert.ok(cpu.wasm <= size + ENTRY, `cpu: wasm memory grew by ${mib(cpu.wasm)}, more than the weights (${mib(size)}) and one entry: a second copy`);
 
   // In a Worker, through the archive cache: downloaded, then read from the cached file.
   Object.assign(served, { requests: 0, bytes: 0 });
+  const page = await browser.newPage();
+  await page.goto(`${site.origin}/www/blank.html`);
   const w = await page.evaluate(() => new Promise((resolve) => {
     const worker = new Worker('/big_worker.mjs', { type: 'module' });
     worker.onmessage = (e) => { resolve(e.data); worker.terminate(); };

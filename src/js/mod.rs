@@ -96,7 +96,15 @@ pub struct WasmModel {
 impl WasmModel {
     /// A model on the CPU backend from [`open_program`]'s result.
     fn on_cpu((p, info, names): Loaded) -> Result<WasmModel, JsValue> {
-        let session = Session::new(p).map_err(to_js)?;
+        WasmModel::of_cpu_session(Session::new(p).map_err(to_js)?, info, names)
+    }
+
+    /// The model of a CPU session.
+    fn of_cpu_session(
+        session: Session,
+        info: JsValue,
+        names: Vec<String>,
+    ) -> Result<WasmModel, JsValue> {
         Ok(WasmModel {
             engine: Rc::new(RefCell::new(Box::new(session))),
             info,

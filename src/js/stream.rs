@@ -22,6 +22,7 @@ use crate::archive::source::ByteSource;
 use crate::archive::stream::{directory_range, StreamingLoad};
 use crate::gpu::exec::GpuSessionBuild;
 use crate::limits::Limits;
+use crate::runtime::SessionBuild;
 use js_sys::{Array, Function, Object, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -153,9 +154,10 @@ impl WasmStreamingLoad {
         super::extra_files_of(&self.load()?.partial().map_err(to_js)?)
     }
 
-    /// A WebGPU model built in steps (`WasmGpuBuild`) on the ranges pushed or held so far;
+    /// A WebGPU model built in steps (`WasmModelBuild`) on the ranges pushed or held so far;
     /// the load stays, so a caller whose held bytes lacked some (`readAt` threw while the
-    /// program was opened and its graph passes read weights) can fetch them and begin again.
+    /// program was opened and its graph passes read weights) can fetch them and begin again,
+    /// and a caller whose WebGPU build failed (a device fallback) can begin on the CPU.
     #[wasm_bindgen(js_name = beginGpu)]
     pub async fn begin_gpu(
         &self,
@@ -163,67 +165,107 @@ impl WasmStreamingLoad {
         weights: Option<String>,
         dtype: Option<String>,
         opset: JsValue,
-    ) -> Result<WasmGpuBuild, JsValue> {
+    ) -> Result<WasmModelBuild, JsValue> {
         let archive = self.load()?.archive().map_err(to_js)?;
         let loaded = open_program(archive, program, weights, dtype, &opset)?;
         let (build, info, names) = super::gpu_build(loaded).await?;
-        Ok(WasmGpuBuild {
-            build: Some(build),
+        Ok(WasmModelBuild {
+            build: Some(Build::Gpu(Box::new(build))),
+            info,
+            names,
+        })
+    }
+
+    /// [`WasmStreamingLoad::begin_gpu`] for the CPU backend: each step reads one weight from
+    /// the held bytes into wasm memory, where the session keeps it.
+    #[wasm_bindgen(js_name = beginCpu)]
+    pub fn begin_cpu(
+        &self,
+        program: Option<String>,
+        weights: Option<String>,
+        dtype: Option<String>,
+        opset: JsValue,
+    ) -> Result<WasmModelBuild, JsValue> {
+        let archive = self.load()?.archive().map_err(to_js)?;
+        let (p, info, names) = open_program(archive, program, weights, dtype, &opset)?;
+        let set =
+            crate::backends::session_graph_passes().map_err(|e| to_js(crate::Error::Verify(e)))?;
+        Ok(WasmModelBuild {
+            build: Some(Build::Cpu(Box::new(SessionBuild::new(p, set)))),
             info,
             names,
         })
     }
 }
 
-/// A WebGPU model made one weight at a time (`WasmStreamingLoad.beginGpu`), for a caller that
-/// fetches each weight's bytes between steps: the main thread cannot read the network
+/// A model made one weight at a time (`WasmStreamingLoad.beginGpu` / `beginCpu`), for a caller
+/// that fetches each weight's bytes between steps: the main thread cannot read the network
 /// synchronously, so `load()` there downloads the record the next step reads (`nextReads`),
-/// holds it (`holdOutside`), steps (the core reads it, uploads it and releases it), and so
-/// on, so that JS holds about one weight, not the archive.
+/// holds it (`holdOutside`), steps (the core reads it, uploads it or keeps it in wasm memory,
+/// and releases it), and so on, so that JS holds about one weight, not the archive.
 #[wasm_bindgen]
-pub struct WasmGpuBuild {
-    build: Option<GpuSessionBuild>,
+pub struct WasmModelBuild {
+    build: Option<Build>,
     info: JsValue,
     names: Vec<String>,
 }
 
+enum Build {
+    Gpu(Box<GpuSessionBuild>),
+    Cpu(Box<SessionBuild>),
+}
+
 #[wasm_bindgen]
-impl WasmGpuBuild {
-    /// Whether every weight was uploaded (`finish` next).
+impl WasmModelBuild {
+    /// Whether every weight was made (`finish` next).
     #[wasm_bindgen(getter)]
     pub fn done(&self) -> bool {
-        self.build.as_ref().is_none_or(|b| b.is_done())
+        match &self.build {
+            Some(Build::Gpu(b)) => b.is_done(),
+            Some(Build::Cpu(b)) => b.is_done(),
+            None => true,
+        }
     }
 
     /// The file ranges the steps left read, in the order they read them, flat:
     /// `[offset, len, offset, len, ...]` (each record's data, once).
     #[wasm_bindgen(js_name = nextReads)]
     pub fn next_reads(&self) -> Result<Vec<f64>, JsValue> {
-        let build = self.build.as_ref().ok_or_else(built)?;
-        Ok(build
-            .next_reads()
+        let reads = match self.build.as_ref().ok_or_else(built)? {
+            Build::Gpu(b) => b.next_reads(),
+            Build::Cpu(b) => b.next_reads(),
+        };
+        Ok(reads
             .iter()
             .flat_map(|e| [e.offset as f64, e.len as f64])
             .collect())
     }
 
-    /// Make and upload the next weight. A step whose bytes `readAt` could not give fails
-    /// before it changes anything: fetch them and step again.
+    /// Make the next weight (and upload it, on WebGPU). A step whose bytes `readAt` could not
+    /// give fails before it changes anything: fetch them and step again.
     pub fn step(&mut self) -> Result<(), JsValue> {
-        self.build.as_mut().ok_or_else(built)?.step().map_err(to_js)
+        match self.build.as_mut().ok_or_else(built)? {
+            Build::Gpu(b) => b.step(),
+            Build::Cpu(b) => b.step(&mut |_, _, _| Ok(())),
+        }
+        .map_err(to_js)
     }
 
     /// The model, once `done`.
     pub fn finish(&mut self) -> Result<WasmModel, JsValue> {
-        let build = self.build.take().ok_or_else(built)?;
-        WasmModel::of_gpu_build(build, self.info.clone(), std::mem::take(&mut self.names))
+        let info = self.info.clone();
+        let names = std::mem::take(&mut self.names);
+        match self.build.take().ok_or_else(built)? {
+            Build::Gpu(b) => WasmModel::of_gpu_build(*b, info, names),
+            Build::Cpu(b) => WasmModel::of_cpu_session(b.finish().map_err(to_js)?, info, names),
+        }
     }
 }
 
 fn built() -> JsValue {
     to_js(crate::Error::Input {
         input: "GPU build".into(),
-        msg: "already finished: make a new one with WasmStreamingLoad.beginGpu".into(),
+        msg: "already finished: make a new one with WasmStreamingLoad.beginGpu or beginCpu".into(),
     })
 }
 

@@ -111,10 +111,10 @@ for (const [store, device] of [['auto', 'cpu'], ['opfs', 'cpu'], ['auto', 'webgp
   test(`streamed into the archive cache (${store === 'auto' ? 'Cache API' : 'OPFS'}) on ${device}: the archive read once; the second load reads no model bytes from the network`, async () => {
     const { page, errors } = await suite.newPage();
     reset();
-    // On WebGPU the download goes to the cache only, and the build reads each weight from the
-    // cached file (every weight left to the steps here).
+    // The download goes to the cache only, and the build reads each weight from the cached
+    // file (every weight left to the steps here).
     const options = { device, cache: store };
-    const tuning = device === 'webgpu' ? LAZY_ALL : undefined;
+    const tuning = LAZY_ALL;
     const first = await loadIn(page, options, { tuning });
     assert.equal(first.device, device);
     assert.deepEqual(first.phases, ['download', 'upload']);
@@ -132,42 +132,84 @@ for (const [store, device] of [['auto', 'cpu'], ['opfs', 'cpu'], ['auto', 'webgp
 }
 
 
-test('WebGPU on the main thread: each weight read just before its upload (none read ahead, or read ahead), runs like PyTorch', async () => {
-  const { page, errors } = await suite.newPage();
-  const counts = [];
-  for (const ahead of [0, 64 * 2 ** 20]) {
-    reset();
-    const r = await loadIn(page, { device: 'webgpu', cache: 'none' }, { tuning: { ...LAZY_ALL, ahead } });
-    assert.equal(r.device, 'webgpu');
-    assert.deepEqual(r.phases, ['download', 'upload']);
-    assert.equal(served.gets, 0);
-    // Nothing read twice: at most the archive, and the records the heads left, by their own requests.
-    assert.ok(served.bytes <= ARCHIVE.length && served.bytes > 0.9 * ARCHIVE.length, `${served.bytes} bytes read of ${ARCHIVE.length}`);
-    assert.ok(r.downloaded < served.bytes, 'the weights are read in the upload phase');
-    counts.push(served.rangeGets);
-  }
-  // The 7 weights past the heads: one request each (no read ahead), or a few joined.
-  assert.ok(counts[0] >= 2 + 7, `${counts[0]} range requests without read-ahead`);
-  assert.deepEqual(errors, []);
-  await page.context().close();
-});
+for (const device of ['webgpu', 'cpu']) {
+  test(`${device} on the main thread: each weight read just before the step that takes it (none read ahead, or read ahead), runs like PyTorch`, async () => {
+    const { page, errors } = await suite.newPage();
+    const counts = [];
+    // No read-ahead; 1.5 weights ahead (here less than a step's record at times: the steps
+    // overtake the read-ahead, which must not read again what they took); 64 MiB ahead.
+    for (const ahead of [{ ahead: 0, aheadWeights: 0 }, { ahead: 0 }, { ahead: 64 * 2 ** 20 }]) {
+      reset();
+      const r = await loadIn(page, { device, cache: 'none' }, { tuning: { ...LAZY_ALL, ...ahead } });
+      assert.equal(r.device, device);
+      assert.deepEqual(r.phases, ['download', 'upload']);
+      assert.equal(served.gets, 0);
+      // Nothing read twice: at most the archive, and the records the heads left, by their own requests.
+      assert.ok(served.bytes <= ARCHIVE.length && served.bytes > 0.9 * ARCHIVE.length, `${served.bytes} bytes read of ${ARCHIVE.length}`);
+      assert.ok(r.downloaded < served.bytes, 'the weights are read in the upload phase');
+      counts.push(served.rangeGets);
+    }
+    // The 7 weights past the heads: one request each (no read ahead), or a few joined.
+    assert.ok(counts[0] >= 2 + 7, `${counts[0]} range requests without read-ahead`);
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
 
-test('WebGPU on the main thread: graph passes that read weights (const_fold_core) load lazily and run like PyTorch', async () => {
+  test(`${device} on the main thread: graph passes that read weights (const_fold_core) load lazily and run like PyTorch`, async () => {
+    const { page, errors } = await suite.newPage();
+    reset();
+    const r = await loadIn(page, { device, cache: 'none' }, { stem: 'const_fold_core', url: '/ranged/const_fold_core.pt2', tuning: { small: 0, head: 100, gap: 0, ahead: 0, aheadWeights: 0 } });
+    assert.equal(r.device, device);
+    const size = readFileSync(path.join(FIXTURES, 'const_fold_core.pt2')).length;
+    assert.ok(served.bytes <= size, `${served.bytes} bytes read of ${size}`);
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+}
+
+test("a WebGPU build refused as a device problem (float16 on a GPUDevice without shader-f16) falls back to the CPU on the same stream: the archive is not read again", async () => {
   const { page, errors } = await suite.newPage();
   reset();
-  const r = await loadIn(page, { device: 'webgpu', cache: 'none' }, { stem: 'const_fold_core', url: '/ranged/const_fold_core.pt2', tuning: { small: 0, head: 100, gap: 0, ahead: 0 } });
-  assert.equal(r.device, 'webgpu');
-  const size = readFileSync(path.join(FIXTURES, 'const_fold_core.pt2')).length;
-  assert.ok(served.bytes <= size, `${served.bytes} bytes read of ${size}`);
+  const r = await page.evaluate(async ({ tuning }) => {
+    const { load, gpu, __lazyTuningForTest } = await import('/js/index.js');
+    // The app's own device, made without shader-f16: a float16 build on it is refused.
+    const adapter = await navigator.gpu.requestAdapter();
+    await gpu.fromExternalDevice(await adapter.requestDevice());
+    const before = __lazyTuningForTest(tuning);
+    const phases = [];
+    let m;
+    try {
+      m = await load('/model.pt2', { device: 'auto', dtype: 'float16', cache: 'none', onProgress: (_l, _t, p) => { if (phases.at(-1) !== p.phase) phases.push(p.phase); } });
+    } finally {
+      __lazyTuningForTest(before);
+    }
+    const st = await import('/tests/js/st.mjs');
+    const io = st.parseSafetensors(new Uint8Array(await (await fetch('/fixtures/tiny_gpt2_core.io.safetensors')).arrayBuffer()));
+    const got = st.flattenOut(await m.run([io.input_0]))[0];
+    const out = { device: m.device, note: m.deviceNote, phases, got: Array.from(got.data) };
+    m.dispose();
+    // The same program loaded on the CPU directly (from the fixture's bytes): the model the
+    // fallback built must be this one.
+    const direct = await load(new Uint8Array(await (await fetch('/fixtures/tiny_gpt2_core.pt2')).arrayBuffer()), { device: 'cpu', dtype: 'float16' });
+    out.want = Array.from(st.flattenOut(await direct.run([io.input_0]))[0].data);
+    direct.dispose();
+    return out;
+  }, { tuning: LAZY_ALL });
+  assert.equal(r.device, 'cpu');
+  assert.match(r.note, /fell back to the CPU backend: .*shader-f16/);
+  // The WebGPU build was refused before its first step: the CPU build reads each weight once.
+  assert.equal(served.gets, 0);
+  assert.ok(served.bytes <= ARCHIVE.length, `${served.bytes} bytes read of a ${ARCHIVE.length}-byte archive`);
+  assert.deepEqual(r.got, r.want);
   assert.deepEqual(errors, []);
   await page.context().close();
 });
 
 test('a range request that fails mid-load rejects with a Pt2WebError (ARCHIVE), and the next load works', async () => {
   const { page, errors } = await suite.newPage();
-  // On WebGPU the 6th request (a weight's, read by a step: the tail and the records before the
-  // build take fewer), on the CPU the 2nd (the records after the tail) fails.
-  for (const [device, failFrom] of [['webgpu', 6], ['cpu', 2]]) {
+  // The 6th request (a weight's, read by a step: the tail and the records before the build
+  // take fewer) fails.
+  for (const [device, failFrom] of [['webgpu', 6], ['cpu', 6]]) {
     reset({ failFrom });
     const err = await page.evaluate(async ({ device, tuning }) => {
       const { load, __lazyTuningForTest } = await import('/js/index.js');
@@ -180,7 +222,7 @@ test('a range request that fails mid-load rejects with a Pt2WebError (ARCHIVE), 
       } finally {
         __lazyTuningForTest(before);
       }
-    }, { device, tuning: { ...LAZY_ALL, ahead: 0 } });
+    }, { device, tuning: { ...LAZY_ALL, ahead: 0, aheadWeights: 0 } });
     assert.ok(err, `${device}: the load failed`);
     assert.equal(err.name, 'Pt2WebError');
     assert.equal(err.code, 'ARCHIVE', err.message);
