@@ -592,6 +592,10 @@ class HeldPieces {
     }
     return out;
   }
+  /** `fn(bytes)` for every piece, in file order. */
+  each(fn) {
+    for (const s of this.#starts) fn(this.#pieces.get(s));
+  }
   /** The parts of `start..end` no piece holds: `[[a, b], ...]`. */
   gaps(start, end) {
     const out = [];
@@ -622,20 +626,38 @@ class HeldPieces {
         const mid = (lo + hi) >> 1;
         if (spans[mid][0] < e) lo = mid + 1; else hi = mid;
       }
-      if (lo === 0 || spans[lo - 1][1] <= s) this.release(s, 1);
+      if (lo === 0 || spans[lo - 1][1] <= s) this.release(s, e - s);
     }
   }
+  /** Drop the bytes `offset..offset+len`: pieces inside go, pieces across an end keep their
+   * part outside (the network's chunks of a whole response straddle records). */
   release(offset, len) {
-    const from = this.#after(offset - 1);
-    let to = from;
-    while (to < this.#starts.length && this.#starts[to] < offset + len) {
-      const n = this.#pieces.get(this.#starts[to]).length;
+    const end = offset + len;
+    let i = Math.max(0, this.#after(offset) - 1);
+    while (i < this.#starts.length && this.#starts[i] < end) {
+      const s = this.#starts[i];
+      const p = this.#pieces.get(s);
+      const e = s + p.length;
+      if (e <= offset) {
+        i += 1;
+        continue;
+      }
+      this.#pieces.delete(s);
+      this.#starts.splice(i, 1);
+      const n = Math.min(e, end) - Math.max(s, offset);
       this.bytes -= n;
       this.freed += n;
-      this.#pieces.delete(this.#starts[to++]);
+      if (s < offset) {
+        this.#starts.splice(i++, 0, s);
+        this.#pieces.set(s, p.subarray(0, offset - s));
+      }
+      if (e > end) {
+        this.#starts.splice(i++, 0, end);
+        this.#pieces.set(end, p.subarray(end - s));
+      }
     }
-    this.#starts.splice(from, to - from);
   }
+
 }
 
 /**
@@ -704,10 +726,11 @@ function blobHeld(blob) {
  * archive cache's copy), so every byte is read, once. Progress: `phase`, bytes read of bytes
  * to read. With `hold` and neither `blob` nor `sink`, the load is *lazy*: only the
  * small records and each weight's local header are read now, the weights while the model is
- * built (`inSteps`); the load then has `lazy: {held, fetcher, ranges}`. With `only` (a
- * filter of the needed ranges), only those are read (`openArchive`).
+ * built (`inSteps`); the load then has `lazy: {held, fetcher, ranges}`. `whole`: a HeldPieces
+ * with every byte of the archive already (a server without range requests), used as the
+ * lazy load's. With `only` (a filter of the needed ranges), only those are read (`openArchive`).
  */
-async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob, discard, only }) {
+async function streamArchive({ read, size, tail, phase, progress, sink, hold, blob, discard, only, whole }) {
   let loaded = tail?.length ?? 0;
   let total = size;
   const checked = (start, end) => read(start, end).then((b) => {
@@ -736,14 +759,16 @@ async function streamArchive({ read, size, tail, phase, progress, sink, hold, bl
       return load;
     }
     if (hold && !discard && !sink) {
-      const held = new HeldPieces();
+      const held = whole ?? new HeldPieces();
       load.holdOutside((o, n) => held.readAt(o, n), (o, n) => { held.taken.add(o); held.release(o, n); });
       for (const r of needed) {
         load.pushHeld(r.name, r.offset, r.len);
         const a = Math.max(tailAt, r.offset);
         const b = Math.min(size, r.offset + r.len);
-        if (a < b) held.put(a, tail.subarray(a - tailAt, b - tailAt));
+        if (a < b && !whole) held.put(a, tail.subarray(a - tailAt, b - tailAt));
       }
+      // A whole response: what no record needs (the directory, local headers) goes now.
+      if (whole) held.keepOnly(needed.flatMap((r) => [r.offset, r.len]));
       const fetcher = new RangeFetcher(reading, held);
       const requests = rangeRequests(eagerRanges(needed), LAZY.gap);
       const gaps = requests.flatMap((r) => held.gaps(r.start, r.end));
@@ -966,7 +991,7 @@ async function streamFromUrl(url, cacheMode, progress) {
   }
   const first = await fetch(url, { headers: { range: `bytes=-${TAIL}` } }).catch((e) => { throw fetchFailed(url, e); });
   const size = rangeTotal(first);
-  if (size === null) return { bytes: await downloadWhole(first, store, url, progress) };
+  if (size === null) return streamResponse(first, store, url, progress);
   const tail = new Uint8Array(await first.arrayBuffer());
   if (tail.length !== Math.min(size, TAIL)) throw new Pt2WebError(`fetching the model: asked for its last ${TAIL} bytes, got ${tail.length} of ${size}`, 'ARCHIVE');
   const writer = store ? cacheWriter(store, url.href, cache.versionOf(first.headers, size)) : null;
@@ -992,6 +1017,41 @@ async function streamFromUrl(url, cacheMode, progress) {
   }
   // The store did not keep it (full, or a private context's limit): read again by ranges.
   return { stream: await streamArchive({ read: rangeReader(url, size), size, tail, phase: 'download', progress, hold }), size };
+}
+
+/**
+ * A server without range requests (it answered the first request with the whole archive):
+ * the response is kept in the pieces the network gives (no buffer of the whole file, so
+ * past 2 GB too), stored in the archive cache when there is one, and loaded lazily from those
+ * pieces, each weight's bytes dropped after the step that takes it.
+ */
+async function streamResponse(response, store, url, progress) {
+  const total = okResponse(response);
+  const whole = new HeldPieces();
+  const reader = response.body.getReader();
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      whole.put(size, value);
+      size += value.length;
+      progress('download', size, Math.max(size, total));
+    }
+  } catch (e) {
+    throw fetchFailed(url, e);
+  }
+  if (store) {
+    const pieces = [];
+    whole.each((p) => pieces.push(p));
+    // A full store or a private window refuses to keep it: the load goes on uncached.
+    await store.put(url.href, cache.versionOf(response.headers, size), new Blob(pieces)).catch(() => {});
+  }
+  const read = async (start, end) => {
+    throw new Pt2WebError(`reading the model: ${url.href} answers no range requests, and bytes ${start}-${end - 1} were not kept`, 'ARCHIVE');
+  };
+  const tail = whole.readAt(Math.max(0, size - TAIL), Math.min(size, TAIL)).slice();
+  return { stream: await streamArchive({ read, size, tail, phase: 'download', progress, hold: true, whole }), size };
 }
 
 // What a relative URL is relative to: the page (or Worker), in Node the working directory.

@@ -21,6 +21,8 @@ import { route, sendRanged } from './serve.mjs';
 const dir = path.resolve(process.argv[2] ?? '.cache/big');
 // The package the page loads (PT2WEB_JS: another copy, to compare with an older one).
 const JS = process.env.PT2WEB_JS ?? '/js/index.js';
+// PT2WEB_LAZY='{"aheadWeights": 1}': the lazy load's sizes (js/index.js LAZY) for the page loads.
+const LAZY_TUNING = process.env.PT2WEB_LAZY ? JSON.parse(process.env.PT2WEB_LAZY) : null;
 const archive = path.join(dir, 'big.pt2');
 const ENTRY = 64 * 2 ** 20; // each table of tests/fixgen/gen_big_archive.py
 const served = { requests: 0, bytes: 0 };
@@ -78,12 +80,13 @@ async function pageLoad(device) {
       await new Promise((r) => setTimeout(r, 20));
     }
   })();
-  const loadMs = await page.evaluate(async ({ js, device }) => {
-    const { load } = await import(js);
+  const loadMs = await page.evaluate(async ({ js, device, tuning }) => {
+    const { load, __lazyTuningForTest } = await import(js);
+    if (tuning) __lazyTuningForTest(tuning);
     const t0 = performance.now();
     window.model = await load('/big.pt2', { device, cache: 'none' });
     return performance.now() - t0;
-  }, { js: JS, device }).finally(() => { sampling = false; });
+  }, { js: JS, device, tuning: LAZY_TUNING }).finally(() => { sampling = false; });
   await sampler;
   await cdp.send('HeapProfiler.collectGarbage');
   const heapAfter = await jsHeap();

@@ -6,7 +6,8 @@
 # it against PyTorch's output and prints the load times, wasm memory and the page's JS memory
 # peak, failing when either grew by more than two entries (scripts/big_archive_browser.mjs).
 # PT2WEB_JS=/js/OTHER/index.js loads another copy of the package (to compare with an older one;
-# its ../pkg/ imports rewritten to ../../pkg/). Needs pkg/ (scripts/build_wasm.sh).
+# its ../pkg/ imports rewritten to ../../pkg/); PT2WEB_LAZY='{"aheadWeights": 1}' sets the lazy
+# load's sizes (js/index.js LAZY) for the page loads. Needs pkg/ (scripts/build_wasm.sh).
 #   scripts/big_archive_browser.sh [TABLES]
 set -euo pipefail
 cd "$(dirname "$0")/.."

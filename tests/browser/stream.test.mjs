@@ -2,7 +2,7 @@
 // the requests and bytes of the archive it serves and answers Range requests or not: with
 // ranges the archive is read by range requests (its end, then what the load needs), about its
 // size in all, and runs like PyTorch on WebGPU and on the CPU (tests/fixgen/gen_fixtures.py's
-// io); without ranges the whole archive is downloaded once, as before. With the archive cache
+// io); without ranges the whole archive is downloaded once, kept in the network's pieces. With the archive cache
 // the streamed download is kept, and the second load reads no model bytes from the network.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -97,15 +97,26 @@ for (const device of ['webgpu', 'cpu']) {
   });
 }
 
-test('a server without Range requests: the whole archive is downloaded once, as before', async () => {
-  const { page, errors } = await suite.newPage();
-  reset({ ranges: false });
-  const r = await loadIn(page, { device: 'webgpu', cache: 'none' });
-  assert.deepEqual(r.phases, ['download', 'upload']);
-  assert.deepEqual([served.gets, served.bytes], [1, ARCHIVE.length]);
-  assert.deepEqual(errors, []);
-  await page.context().close();
-});
+for (const device of ['webgpu', 'cpu']) {
+  test(`a server without Range requests on ${device}: the whole archive is downloaded once, in pieces, and loaded from them; with the cache, the second load reads no model bytes`, async () => {
+    const { page, errors } = await suite.newPage();
+    reset({ ranges: false });
+    const r = await loadIn(page, { device, cache: 'none' }, { tuning: LAZY_ALL });
+    assert.equal(r.device, device);
+    assert.deepEqual(r.phases, ['download', 'upload']);
+    assert.deepEqual([served.gets, served.bytes], [1, ARCHIVE.length]);
+    reset({ ranges: false });
+    const first = await loadIn(page, { device, cache: 'auto' }, { tuning: LAZY_ALL });
+    assert.deepEqual(first.phases, ['download', 'upload']);
+    assert.deepEqual([served.gets, served.bytes], [1, ARCHIVE.length]);
+    const second = await loadIn(page, { device, cache: 'auto' }, { tuning: LAZY_ALL });
+    assert.deepEqual(second.phases, ['cache', 'upload']);
+    assert.deepEqual([served.gets, served.bytes, served.heads], [1, ARCHIVE.length, 1], 'one HEAD request, no model bytes');
+    await page.evaluate(async () => (await import('/js/index.js')).clearCache('/model.pt2'));
+    assert.deepEqual(errors, []);
+    await page.context().close();
+  });
+}
 
 for (const [store, device] of [['auto', 'cpu'], ['opfs', 'cpu'], ['auto', 'webgpu'], ['opfs', 'webgpu']]) {
   test(`streamed into the archive cache (${store === 'auto' ? 'Cache API' : 'OPFS'}) on ${device}: the archive read once; the second load reads no model bytes from the network`, async () => {
