@@ -967,11 +967,11 @@ function cacheWriter(store, url, version) {
 }
 
 /**
- * `load`'s way to an archive at a URL: `{stream, size}` (a WasmStreamingLoad with every
- * range pushed, the archive's size) where the server answers range requests or the archive
- * cache holds it, else `{bytes}` (the whole archive). The first request asks for the
+ * `load`'s way to an archive at a URL: `{stream, size}` (a WasmStreamingLoad, lazy or with
+ * every range held, and the archive's size). The first request asks for the
  * file's last 64 KiB (`Range: bytes=-65536`): a server with ranges answers 206 with the size,
- * one without answers 200 with the whole archive, read as before (no second download).
+ * one without answers 200 with the whole archive, which is read on from there
+ * (`streamResponse`: no second download).
  */
 async function streamFromUrl(url, cacheMode, progress) {
   // Each weight is read (or held in JS) until the step that takes it (`hold`): a Worker reads
@@ -2175,8 +2175,7 @@ async function loadModel(source, options) {
 // A lazy stream (a page's main thread, where nothing of the archive can be read
 // synchronously) is built in steps, each weight read before its step (`inSteps`). Otherwise
 // one call for the core (it decodes every weight, and on WebGPU uploads it), which needs
-// every byte at hand: a server without range requests (the whole archive arrives as one
-// response), a Worker's cached file (read synchronously), bytes given to `load`.
+// every byte at hand: a Worker's cached file (read synchronously), bytes given to `load`.
 async function modelOn(choice, { bytes, stream, size = bytes?.length }, args, progress) {
   if (stream?.lazy) return new Model(await inSteps(stream, choice.device, args, progress), choice);
   progress('upload', 0, size);
